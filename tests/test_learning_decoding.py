@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.toy import toy_accuracy, toy_pairs, train_toy_model
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.decode.search import beam_search, greedy
+from transformer_mt.model.transformer import DecoderState
+
+
+@pytest.fixture(scope="module")
+def toy_model():
+    return train_toy_model()
+
+
+def toy_sources(n: int = 24, seed: int = 7) -> torch.Tensor:
+    pairs = toy_pairs(n, torch.Generator().manual_seed(seed))
+    return torch.nn.utils.rnn.pad_sequence([p[0] for p in pairs], batch_first=True,
+                                           padding_value=PAD_ID)
+
+
+def test_tiny_model_learns_to_reverse(toy_model):
+    assert toy_accuracy(toy_model) >= 0.95
+
+
+def test_cached_logits_equal_full_prefix_logits(toy_model):
+    src = toy_sources(5)
+    mask = source_mask(src)
+    state = toy_model.start_decoding(src, mask)
+    prefix = torch.full((5, 1), BOS_ID)
+    for _ in range(6):
+        cached = toy_model.decode_step(prefix[:, -1], state)  # (B, V)
+        full = toy_model.decoder(prefix, state.memory, mask)[:, -1]  # (B, V)
+        assert torch.allclose(cached, full, atol=1e-5)
+        prefix = torch.cat([prefix, cached.argmax(-1, keepdim=True)], dim=1)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_cache_does_not_change_translations(toy_model, beam):
+    src = toy_sources()
+    a = beam_search(toy_model, src, source_mask(src), beam, use_cache=True)
+    b = beam_search(toy_model, src, source_mask(src), beam, use_cache=False)
+    assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
+    g1 = greedy(toy_model, src, source_mask(src), use_cache=True)
+    g2 = greedy(toy_model, src, source_mask(src), use_cache=False)
+    assert [h.tokens for h in g1] == [h.tokens for h in g2]
+
+
+def test_beam_size_one_equals_greedy(toy_model):
+    src = toy_sources(40, seed=11)
+    # an undertrained model makes the comparison meaningful: its outputs are not all perfect
+    for model in (toy_model, train_toy_model(steps=30, seed=1)):
+        g = greedy(model, src, source_mask(src))
+        b = beam_search(model, src, source_mask(src), beam_size=1, alpha=0.0)
+        assert [h.tokens for h in g] == [h[0].tokens for h in b]
+        for hg, hb in zip(g, b):
+            assert hg.score == pytest.approx(hb[0].score, abs=1e-4)
+
+
+def test_nbest_is_sorted_and_distinct(toy_model):
+    src = toy_sources(6)
+    results = beam_search(toy_model, src, source_mask(src), beam_size=4, nbest=3)
+    for hyps in results:
+        assert len(hyps) == 3
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert len({tuple(h.tokens) for h in hyps}) == 3
+
+
+class MarkovModel:
+    """A fake model whose next-token distribution depends only on the last token.
+
+    From <bos>: A 0.5, B 0.4, <eos> 0.1. After A: <eos> 0.4, A 0.3, B 0.3. After B: <eos> 0.9,
+    A 0.05, B 0.05. Greedy takes A then <eos> (p = 0.2); the best sequence is B <eos> (0.36).
+    """
+
+    A, B = 4, 5
+
+    def __init__(self) -> None:
+        table = torch.full((6, 6), 1e-9)
+        table[BOS_ID, [self.A, self.B, EOS_ID]] = torch.tensor([0.5, 0.4, 0.1])
+        table[self.A, [self.A, self.B, EOS_ID]] = torch.tensor([0.3, 0.3, 0.4])
+        table[self.B, [self.A, self.B, EOS_ID]] = torch.tensor([0.05, 0.05, 0.9])
+        self.logits = table.log()
+        self.fed: list[int] = []
+
+    def start_decoding(self, src, src_mask):
+        return DecoderState(torch.zeros(src.size(0), 1, 1), src_mask, [])
+
+    def decode_step(self, last, state):
+        self.fed.extend(last.tolist())
+        state.offset += 1
+        return self.logits[last]
+
+    def decoder(self, prefix, memory, src_mask):
+        return self.logits[prefix]
+
+
+def test_beam_search_finds_what_greedy_misses():
+    model = MarkovModel()
+    src = torch.tensor([[4, 4, EOS_ID]])
+    mask = source_mask(src)
+    g = greedy(model, src, mask)[0]
+    assert g.tokens == [MarkovModel.A]
+    assert g.score == pytest.approx(math.log(0.5 * 0.4), abs=1e-4)
+    best = beam_search(model, src, mask, beam_size=2, alpha=0.0)[0][0]
+    assert best.tokens == [MarkovModel.B]
+    assert best.score == pytest.approx(math.log(0.4 * 0.9), abs=1e-4)
+
+
+def test_finished_hypotheses_are_never_extended():
+    model = MarkovModel()
+    src = torch.tensor([[4, 4, 4, 4, EOS_ID]] * 3)
+    beam_search(model, src, source_mask(src), beam_size=3, alpha=0.6)
+    assert EOS_ID not in model.fed  # no hypothesis ending in <eos> was fed back
+    assert PAD_ID not in model.fed
+
+
+def test_output_length_is_limited():
+    model = MarkovModel()
+    model.logits[MarkovModel.A] = torch.tensor([1e-9, 1e-9, 1e-9, 1e-9, 1.0, 1e-9]).log()
+    model.logits[BOS_ID] = model.logits[MarkovModel.A]  # always A: never stops by itself
+    src = torch.tensor([[4, 4, EOS_ID]])
+    out = greedy(model, src, source_mask(src), max_len_a=1.0, max_len_b=2)[0]
+    assert len(out.tokens) == 5  # 1.0 * 3 source tokens + 2
+    beam = beam_search(model, src, source_mask(src), beam_size=2, max_len_a=1.0, max_len_b=2)
+    assert len(beam[0][0].tokens) == 5

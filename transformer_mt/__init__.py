@@ -1,0 +1,3 @@
+"""transformer_mt: a from-scratch Transformer that translates German into English."""
+
+__version__ = "0.1.0"

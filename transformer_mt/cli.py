@@ -1,0 +1,283 @@
+"""The command line: ``mt train | translate | evaluate | average | info``.
+
+Each command parses its arguments, loads what it needs and calls one function. Errors the user can
+fix are printed as one line on stderr with a non-zero exit code; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from transformer_mt.errors import MTError
+
+log = logging.getLogger("transformer_mt.cli")
+
+EXIT_ERROR = 2
+
+
+# --------------------------------------------------------------------------------------- train
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from transformer_mt.config import load_config
+    from transformer_mt.train.trainer import train
+
+    overrides = list(args.set or [])
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    config = load_config(args.config, overrides)
+    run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / config.name
+    if args.resume and not (run_dir / "last.pt").exists():
+        raise MTError(f"--resume: no checkpoint '{run_dir / 'last.pt'}' to resume from; "
+                      "check --run-dir, or drop --resume to start a new run")
+    if (run_dir / "last.pt").exists() and not args.no_resume:
+        log.info("%s has a checkpoint: resuming that run (use a new --run-dir to start over)",
+                 run_dir)
+    progress = train(config, run_dir, resume=not args.no_resume,
+                     progress=None if not args.quiet else False)
+    best = run_dir / "best.pt"
+    print(f"trained to step {progress.step}; best val BLEU {progress.best_bleu:.2f} "
+          f"(step {progress.best_step}); best checkpoint: {best}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------- translate
+
+def _read_lines_utf8(stream, name: str) -> Iterator[str]:
+    for n, raw in enumerate(stream, start=1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise MTError(f"{name}, line {n}: not valid UTF-8 ({exc.reason} at byte "
+                          f"{exc.start}); convert the input to UTF-8 (e.g. with iconv)") from exc
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from transformer_mt.fileio import atomic_write_text
+    from transformer_mt.translate import Translator
+
+    translator = Translator.from_checkpoint(args.checkpoint, args.device)
+    if args.nbest > max(args.beam or translator.config.decode.beam_size, 1):
+        args.beam = args.nbest
+    if args.sentences:
+        lines: list[str] | None = list(args.sentences)
+    elif args.input:
+        path = Path(args.input)
+        if not path.is_file():
+            raise MTError(f"input file '{path}' not found")
+        with open(path, "rb") as f:
+            lines = list(_read_lines_utf8(f, str(path)))
+        if not lines:
+            raise MTError(f"input file '{path}' is empty; nothing to translate")
+    else:
+        lines = None  # stream standard input
+
+    def render(index: int, hyps: list) -> list[str]:
+        if args.nbest == 1:
+            return [hyps[0].text]
+        return [f"{index}\t{h.score:.4f}\t{h.text}" for h in hyps]
+
+    if lines is None:
+        if sys.stdin.isatty():
+            return _interactive(translator, args)
+        stream = _read_lines_utf8(sys.stdin.buffer, "standard input")
+        if args.output:
+            lines = list(stream)
+        else:  # translate each line as it arrives
+            for i, line in enumerate(stream):
+                for out_line in render(i, translator.translate([line], args.beam,
+                                                               args.nbest)[0]):
+                    print(out_line, flush=True)
+            return 0
+    if not any(line.strip() for line in lines):
+        raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
+    results = translator.translate(lines, args.beam, args.nbest, progress=len(lines) > 50)
+    out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
+    if args.output:
+        atomic_write_text(args.output, "".join(line + "\n" for line in out))
+        log.info("wrote %d translations to %s", len(results), args.output)
+    else:
+        for line in out:
+            print(line)
+    return 0
+
+
+def _interactive(translator, args: argparse.Namespace) -> int:
+    print("Type a German sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
+    while True:
+        try:
+            line = input("de> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        if line.strip():
+            print("en> " + translator.translate([line], args.beam)[0][0].text)
+
+
+# ------------------------------------------------------------------------------------ evaluate
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from transformer_mt.data.loader import read_tokenized
+    from transformer_mt.evaluate import lowercase_token_bleu, score
+    from transformer_mt.fileio import atomic_write_text
+    from transformer_mt.translate import Translator
+
+    translator = Translator.from_checkpoint(args.checkpoint, args.device)
+    data_cfg = translator.config.data
+    if args.data_dir:
+        data_cfg.data_dir = args.data_dir
+    src, refs, _, ref_tokens = read_tokenized(data_cfg, args.split, args.max_sentences)
+    results = translator.translate(src, args.beam, progress=True)
+    hyps = [r[0].text for r in results]
+    s = score(hyps, refs)
+    tok_bleu = lowercase_token_bleu([r[0].tokens for r in results], ref_tokens)
+    if args.output:
+        atomic_write_text(args.output, "".join(h + "\n" for h in hyps))
+        log.info("wrote %d translations to %s", len(hyps), args.output)
+    beam = args.beam or translator.config.decode.beam_size
+    summary = {"checkpoint": str(args.checkpoint), "split": args.split, "sentences": len(hyps),
+               "beam_size": beam, **s.as_dict(), "bleu_lowercased_tokens": round(tok_bleu, 2)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{args.split} ({len(hyps)} sentences, beam {beam}):")
+        print(f"  {s.bleu_text}")
+        print(f"  chrF2 = {s.chrf:.2f}")
+        print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
+        print(f"  BLEU on lowercased tokens (tutorial-style, not comparable): {tok_bleu:.2f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- average and info
+
+def cmd_average(args: argparse.Namespace) -> int:
+    from transformer_mt.train.checkpoint import average_checkpoints, save_checkpoint
+
+    if len(args.checkpoints) < 2:
+        raise MTError("mt average needs two or more checkpoints")
+    save_checkpoint(average_checkpoints(args.checkpoints), args.output)
+    print(f"averaged {len(args.checkpoints)} checkpoints into {args.output}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from transformer_mt.train.checkpoint import load_checkpoint, model_from_checkpoint
+
+    ckpt = load_checkpoint(args.checkpoint)
+    model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, args.checkpoint)
+    p = ckpt["progress"]
+    info = {"checkpoint": str(args.checkpoint), "format_version": ckpt["format_version"],
+            "torch_version": ckpt.get("torch_version"), "step": p.get("step"),
+            "epoch": p.get("epoch"), "best_val_bleu": p.get("best_bleu"),
+            "best_step": p.get("best_step"), "parameters": model.num_parameters(),
+            "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab),
+            "resumable": "training_state" in ckpt, "config": config.to_dict()}
+    if "averaged_from" in p:
+        info["averaged_from"] = p["averaged_from"]
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    for key, value in info.items():
+        if key != "config":
+            print(f"{key:>16}: {value}")
+    print("          config:")
+    for section, values in info["config"].items():
+        if isinstance(values, dict):
+            print(f"    {section}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- main
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="only warnings and errors")
+    common.add_argument("--debug", action="store_true", help="debug logs; tracebacks on errors")
+
+    parser = argparse.ArgumentParser(
+        prog="mt", description="Train a Transformer to translate German into English, translate "
+        "with it and score it.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", parents=[common], help="train a model from a YAML config")
+    p.add_argument("--config", required=True, help="YAML config, e.g. config/quickstart.yaml")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set model.d_model=256 (repeatable)")
+    p.add_argument("--run-dir", help="where checkpoints and logs go (default: runs/<name>)")
+    p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
+    p.add_argument("--resume", action="store_true",
+                   help="resume the run in --run-dir (also happens when last.pt exists)")
+    p.add_argument("--no-resume", action="store_true",
+                   help="refuse to continue an existing run instead of resuming it")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")
+    p.add_argument("sentences", nargs="*", help="sentences to translate")
+    p.add_argument("--checkpoint", required=True, help="a .pt checkpoint (e.g. runs/X/best.pt)")
+    p.add_argument("--input", help="file with one sentence per line")
+    p.add_argument("--output", help="write translations here instead of stdout")
+    p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: decode.beam_size)")
+    p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", parents=[common], help="score a checkpoint with sacreBLEU")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--split", default="test_2016_flickr",
+                   choices=["val", "test_2016_flickr", "test_2017_flickr"])
+    p.add_argument("--output", help="write the detokenized translations here")
+    p.add_argument("--beam", type=int, help="beam size (default: decode.beam_size)")
+    p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
+    p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true", help="print one JSON record")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("average", parents=[common], help="average the weights of checkpoints")
+    p.add_argument("checkpoints", nargs="+")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from transformer_mt.logs import setup_logging
+
+    args = build_parser().parse_args(argv)
+    setup_logging(args.quiet, args.debug)
+    for name in ("beam", "nbest", "max_sentences"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            print(f"mt {args.command}: error: --{name.replace('_', '-')} must be at least 1",
+                  file=sys.stderr)
+            return EXIT_ERROR
+    try:
+        return args.func(args)
+    except MTError as exc:
+        if args.debug:
+            raise
+        print(f"mt {args.command}: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_ERROR)
+    except KeyboardInterrupt:
+        print(f"mt {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        if args.debug:
+            raise
+        print(f"mt {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""One strict, typed configuration for data, model, training and decoding.
+
+A YAML file is read into nested dataclasses. Every key is checked once, here, at the edge:
+an unknown key, a wrong type or an out-of-range value raises :class:`ConfigError` with a one-line
+message naming the key (and the closest valid key for a typo). Command-line overrides use dotted
+keys, ``--set model.d_model=256``, and go through the same checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from transformer_mt.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    """Where the corpus comes from and how it is turned into ids."""
+
+    data_dir: str | None = None  # local Multi30k copy; else MT_DATA_DIR, the cache, then download
+    src_lang: Literal["de", "en"] = "de"
+    tgt_lang: Literal["de", "en"] = "en"
+    train_split: str = "train"
+    valid_split: str = "val"
+    max_pairs: int | None = None  # use only the first N training pairs
+    valid_max_pairs: int | None = None  # use only the first N validation pairs
+    max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
+    min_freq: int = 2
+    max_vocab: int | None = None  # per language, specials included
+    lowercase: bool = False
+
+    def validate(self) -> None:
+        _check(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
+        _check_positive(self, "data", ["max_len", "min_freq"])
+        _check_positive(self, "data", ["max_pairs", "valid_max_pairs"], optional=True)
+        if self.max_vocab is not None:
+            _check(self.max_vocab > 4, "data.max_vocab", "must be greater than 4 (the specials)")
+
+
+@dataclass
+class ModelConfig:
+    """Sizes and wiring of the encoder-decoder Transformer."""
+
+    d_model: int = 256
+    n_heads: int = 4
+    n_encoder_layers: int = 3
+    n_decoder_layers: int = 3
+    d_ff: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.0  # on attention weights
+    activation_dropout: float = 0.0  # inside the feed-forward network, after the activation
+    activation: Literal["relu", "gelu"] = "relu"
+    norm: Literal["pre", "post"] = "pre"  # pre-norm trains more stably; post-norm is the paper's
+    tie_embeddings: bool = True  # share the target embedding and the output projection
+    max_positions: int = 512
+    attention: Literal["sdpa", "plain"] = "sdpa"  # plain = softmax(QK^T/sqrt(d))V written out
+
+    def validate(self) -> None:
+        _check_positive(self, "model", ["d_model", "n_heads", "n_encoder_layers",
+                                        "n_decoder_layers", "d_ff", "max_positions"])
+        _check(self.d_model % self.n_heads == 0, "model.n_heads",
+               f"must divide model.d_model ({self.d_model} % {self.n_heads} != 0)")
+        for key in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, key)
+            _check(0.0 <= value < 1.0, f"model.{key}", f"must be in [0, 1), got {value}")
+
+
+@dataclass
+class TrainConfig:
+    """The optimisation loop."""
+
+    seed: int = 1234
+    device: str = "auto"  # auto (CUDA when present, else CPU), cpu, cuda, cuda:N
+    # auto: bf16 autocast where the hardware does bf16 natively (CUDA with bf16, CPUs with
+    # AVX512-BF16 or AMX), else fp32
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    compile: bool = False  # torch.compile the model
+    threads: int | None = None  # torch CPU threads; default: torch's choice
+    max_tokens: int = 4096  # target tokens per batch (per process), padding included
+    max_steps: int | None = None
+    max_epochs: int | None = 20
+    lr: float = 7e-4  # peak learning rate, reached at the end of warmup
+    warmup_steps: int = 1000
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_grad_norm: float | None = 1.0
+    log_every: int = 50
+    eval_every: int = 500
+    save_every: int = 500
+    keep_last: int = 2  # step checkpoints kept besides last.pt and best.pt (for averaging)
+    patience: int | None = None  # stop after this many validations without a better val BLEU
+    eval_beam_size: int = 1  # beam used for val BLEU during training (1 = greedy)
+
+    def validate(self) -> None:
+        _check(self.max_steps is not None or self.max_epochs is not None, "train.max_steps",
+               "set train.max_steps or train.max_epochs, or training never stops")
+        _check_positive(self, "train", ["max_tokens", "log_every", "eval_every", "save_every",
+                                        "eval_beam_size"])
+        _check_positive(self, "train", ["max_steps", "max_epochs", "threads", "patience"],
+                        optional=True)
+        _check(self.lr > 0, "train.lr", f"must be positive, got {self.lr}")
+        _check(self.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
+        _check(self.keep_last >= 0, "train.keep_last", "must be >= 0")
+        _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
+        _check(all(0.0 <= b < 1.0 for b in self.betas), "train.betas", "must be in [0, 1)")
+        if self.clip_grad_norm is not None:
+            _check(self.clip_grad_norm > 0, "train.clip_grad_norm", "must be positive or null")
+        dev = self.device
+        _check(dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()),
+               "train.device", f"must be auto, cpu, cuda or cuda:N, got {dev!r}")
+
+
+@dataclass
+class DecodeConfig:
+    """How translations are searched for."""
+
+    beam_size: int = 5  # 1 = greedy
+    alpha: float = 0.6  # GNMT length penalty ((5 + len) / 6) ** alpha; 0 = none
+    max_len_a: float = 1.5  # output at most a * source length + b tokens
+    max_len_b: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+    max_input_tokens: int = 250  # longer inputs are truncated with a warning
+
+    def validate(self) -> None:
+        _check_positive(self, "decode", ["beam_size", "batch_size", "max_input_tokens"])
+        _check(self.alpha >= 0, "decode.alpha", "must be >= 0")
+        _check(self.max_len_a >= 0 and self.max_len_b >= 0, "decode.max_len_a",
+               "max_len_a and max_len_b must be >= 0")
+
+
+@dataclass
+class Config:
+    """The whole run: what a YAML file holds and what every checkpoint stores."""
+
+    name: str = "run"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def validate(self) -> None:
+        for section in (self.data, self.model, self.train, self.decode):
+            section.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(dataclasses.asdict(self))
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"config key '{key}' {message}")
+
+
+def _check_positive(obj: Any, section: str, keys: list[str], optional: bool = False) -> None:
+    for key in keys:
+        value = getattr(obj, key)
+        if optional and value is None:
+            continue
+        _check(value > 0, f"{section}.{key}", f"must be positive, got {value}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading, type checking and overrides
+# ---------------------------------------------------------------------------------------------
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the type annotation ``tp`` and return it (ints widen to floats)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _coerce(value, inner[0], key)
+    if origin is Literal:
+        if value not in args:
+            choices = ", ".join(repr(a) for a in args)
+            raise ConfigError(f"config key '{key}' must be one of {choices}, got {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
+                              f"got {value!r}")
+        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp in (bool, str) and isinstance(value, tp):
+        return value
+    name = getattr(tp, "__name__", str(tp))
+    raise ConfigError(f"config key '{key}' must be of type {name}, got {value!r} "
+                      f"({type(value).__name__})")
+
+
+def _from_dict(cls: type, data: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "the top level"
+    if not isinstance(data, dict):
+        raise ConfigError(f"config section '{where}' must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
+            raise ConfigError(f"unknown config key '{prefix}{key}'{hint} "
+                              f"(valid keys in {where}: {', '.join(names)})")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _from_dict(tp, value, f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(value, tp, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> Config:
+    """Build and validate a :class:`Config` from plain data plus ``key=value`` overrides."""
+    data = _to_plain(data or {})
+    for item in overrides or []:
+        apply_override(data, item)
+    config = _from_dict(Config, data, "")
+    config.validate()
+    return config
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    """Apply one ``section.key=value`` override to nested ``data`` in place (value is YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' must look like section.key=value, "
+                          "e.g. --set model.d_model=256")
+    dotted, raw = item.split("=", 1)
+    parts = dotted.strip().split(".")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override '{item}': '{part}' is not a config section")
+        node = child
+    node[parts[-1]] = value
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config file (or the defaults when ``path`` is None) and apply overrides."""
+    data: Any = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file '{path}' not found; pass an existing YAML file, "
+                              "e.g. --config config/quickstart.yaml")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file '{path}': {exc}") from exc
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or "invalid YAML"
+            raise ConfigError(f"config file '{path}' is not valid YAML{where}: {problem}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file '{path}' must hold a mapping of sections "
+                              f"(data, model, train, decode), got {type(data).__name__}")
+    return config_from_dict(data, overrides)

@@ -1,0 +1,86 @@
+"""A training batch: padded ids, the teacher-forcing shift and the masks, in one tested place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+
+from transformer_mt.data.vocab import PAD_ID
+
+
+def source_mask(src: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    """Keys that may be attended to: ``(B, S) -> (B, 1, 1, S)`` bool, True for real tokens."""
+    return (src != pad_id)[:, None, None, :]
+
+
+def causal_mask(size: int, device: torch.device | None = None) -> Tensor:
+    """``(T, T)`` bool, True where query ``i`` may see key ``j`` (``j <= i``)."""
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+@dataclass
+class Batch:
+    """Source and target ids of a few sentence pairs, padded to the longest of each side.
+
+    ``tgt`` holds ``<bos> y1 ... yn <eos>``. Teacher forcing feeds ``tgt_in = tgt[:, :-1]`` to the
+    decoder and asks it to predict ``tgt_out = tgt[:, 1:]``: position ``t`` sees the gold prefix up
+    to ``y_t`` and predicts ``y_{t+1}``.
+    """
+
+    src: Tensor  # (B, S) source ids, ending in <eos>, padded with <pad>
+    tgt_in: Tensor  # (B, T) decoder input: <bos> y1 ... yn (padded)
+    tgt_out: Tensor  # (B, T) decoder target: y1 ... yn <eos> (padded)
+    n_tokens: int  # real (non-pad) target tokens, the loss normaliser
+    n_src_tokens: int
+
+    @classmethod
+    def from_ids(cls, src: Sequence[Tensor], tgt: Sequence[Tensor], pad_id: int = PAD_ID) -> Batch:
+        """Pad lists of 1-D id tensors (``tgt`` with ``<bos>`` and ``<eos>``) into a batch."""
+        src_t = pad_sequence(list(src), batch_first=True, padding_value=pad_id)  # (B, S)
+        tgt_t = pad_sequence(list(tgt), batch_first=True, padding_value=pad_id)  # (B, T+1)
+        n_tokens = sum(len(t) for t in tgt) - len(tgt)
+        n_src = sum(len(s) for s in src)
+        return cls(src_t, tgt_t[:, :-1], tgt_t[:, 1:], n_tokens, n_src)
+
+    @property
+    def src_mask(self) -> Tensor:
+        """``(B, 1, 1, S)``: True for real source tokens."""
+        return source_mask(self.src)
+
+    @property
+    def tgt_mask(self) -> Tensor:
+        """``(B, 1, T, T)``: causal and padding mask for decoder self-attention.
+
+        The model itself needs only the causal part: padding sits after the last real token, so a
+        real query never reaches a padded key under the causal mask, and padded queries are
+        ignored by the loss. This full mask is for teaching and for the plain attention path.
+        """
+        t = self.tgt_in.size(1)
+        pad = (self.tgt_in != PAD_ID)[:, None, None, :]  # (B, 1, 1, T)
+        return pad & causal_mask(t, self.tgt_in.device)  # (B, 1, T, T)
+
+    @property
+    def size(self) -> int:
+        return self.src.size(0)
+
+    @property
+    def padding_fraction(self) -> float:
+        """Share of padded positions in source and target together."""
+        total = self.src.numel() + self.tgt_out.numel()
+        return 1.0 - (self.n_src_tokens + self.n_tokens) / max(total, 1)
+
+    def to(self, device: torch.device) -> Batch:
+        """Copy to ``device`` (pinned and non-blocking on CUDA, so the host need not wait)."""
+        if device.type == "cpu":
+            return self
+        pin = device.type == "cuda"
+
+        def move(t: Tensor) -> Tensor:
+            return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
+
+        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out),
+                     self.n_tokens, self.n_src_tokens)

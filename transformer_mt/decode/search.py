@@ -1,0 +1,160 @@
+"""Greedy and beam search as plain functions over a trained model and a batch of sources.
+
+Both decode incrementally by default: the encoder runs once, cross-attention keys/values are
+computed once per sentence, and decoder self-attention keeps a key/value cache, so each step feeds
+one token. ``use_cache=False`` re-runs the decoder over the whole prefix at every step, as the
+seed tutorials do; it gives the same translations, more slowly (``bench/decode_speed.py``).
+Finished sentences leave the batch, so the remaining ones run on a smaller batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.model.transformer import DecoderState, Transformer
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # output ids, without <bos> and <eos>
+    score: float  # log-probability (beam search: divided by the length penalty)
+
+
+def max_output_lengths(src_mask: Tensor, a: float, b: int) -> Tensor:
+    """(B,) longest output (in tokens, <eos> excluded) per sentence: ``a * source length + b``."""
+    src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)  # (B,)
+    return (src_len.float() * a).floor().long() + b
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length penalty ``((5 + length) / 6) ** alpha`` (Wu et al., 2016)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _next_logprobs(model: Transformer, state: DecoderState, prefix: Tensor,
+                   use_cache: bool) -> Tensor:
+    """(N, V) log-probabilities of the next token after each prefix (N, t)."""
+    if use_cache:
+        logits = model.decode_step(prefix[:, -1], state)  # (N, V)
+    else:
+        logits = model.decoder(prefix, state.memory, state.src_mask)[:, -1]  # (N, V)
+    logprobs = logits.float().log_softmax(dim=-1)
+    logprobs[:, PAD_ID] = -torch.inf  # never produce padding or a second <bos>
+    logprobs[:, BOS_ID] = -torch.inf
+    return logprobs
+
+
+@torch.no_grad()
+def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
+           max_len_b: int = 10, use_cache: bool = True) -> list[Hypothesis]:
+    """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
+
+    src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
+    """
+    b = src.size(0)
+    limits = max_output_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+    state = model.start_decoding(src, src_mask)
+    prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)  # (N, t)
+    alive = torch.arange(b, device=src.device)  # original row of each decoded row
+    scores = torch.zeros(b, device=src.device)
+    results: list[Hypothesis | None] = [None] * b
+    step = 0
+    while alive.numel():
+        logprobs = _next_logprobs(model, state, prefix, use_cache)  # (N, V)
+        at_limit = step >= limits[alive]  # (N,)
+        logprobs[at_limit] = torch.where(torch.arange(logprobs.size(1), device=src.device)
+                                         == EOS_ID, 0.0, -torch.inf)
+        best, token = logprobs.max(dim=-1)  # (N,), (N,)
+        scores = scores + best
+        prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
+        done = token == EOS_ID
+        if done.any():
+            for row in done.nonzero().flatten().tolist():
+                results[int(alive[row])] = Hypothesis(prefix[row, 1:-1].tolist(),
+                                                      float(scores[row]))
+            keep = (~done).nonzero().flatten()
+            alive, prefix, scores = alive[keep], prefix[keep], scores[keep]
+            state.select(keep)
+        step += 1
+    return [r for r in results if r is not None]
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 5,
+                alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
+                nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+    """Beam search over a batch of sentences, ``beam_size`` hypotheses each.
+
+    At every step each sentence's ``K`` hypotheses propose their best continuations; of the top
+    ``2K`` candidates, those ending in ``<eos>`` among the first ``K`` are finished (scored by
+    log-probability divided by the GNMT length penalty) and never extended again, and the first
+    ``K`` others form the next beam. A sentence is done once it has ``K`` finished hypotheses or
+    reaches its length limit, where ``<eos>`` is forced. Returns the ``nbest`` best per sentence.
+    """
+    b, k = src.size(0), beam_size
+    device = src.device
+    limits = max_output_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+    state = model.start_decoding(src, src_mask)
+    state.select(torch.arange(b, device=device).repeat_interleave(k))  # (B*K, ...)
+    prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)
+    scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
+    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
+    alive = torch.arange(b, device=device)  # original sentence of each active row
+    finished: list[list[Hypothesis]] = [[] for _ in range(b)]
+    beam_offsets = torch.arange(k, device=device)
+    step = 0
+    while alive.numel():
+        n = alive.numel()
+        logprobs = _next_logprobs(model, state, prefix, use_cache)  # (N*K, V)
+        vocab = logprobs.size(-1)
+        at_limit = (step >= limits[alive]).repeat_interleave(k)  # (N*K,)
+        logprobs[at_limit] = torch.where(torch.arange(vocab, device=device) == EOS_ID,
+                                         0.0, -torch.inf)
+        candidates = scores[:, :, None] + logprobs.view(n, k, vocab)  # (N, K, V)
+        top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
+        top_beam, top_token = top_index // vocab, top_index % vocab  # (N, 2K)
+        is_eos = top_token == EOS_ID
+
+        # Hypotheses that end here (only among the K best candidates) are finished.
+        ends = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
+        if ends.any():
+            penalty = float(length_penalty(step + 1, alpha))
+            for row, j in ends.nonzero().tolist():
+                beam = int(top_beam[row, j])
+                tokens = prefix[row * k + beam, 1:].tolist()
+                finished[int(alive[row])].append(
+                    Hypothesis(tokens, float(top_scores[row, j]) / penalty))
+
+        # The K best candidates that do not end continue.
+        order = torch.where(is_eos, 2 * k, 0) + torch.arange(2 * k, device=device)  # (N, 2K)
+        chosen = order.argsort(dim=-1)[:, :k]  # (N, K)
+        scores = top_scores.gather(1, chosen)  # (N, K)
+        beams = top_beam.gather(1, chosen)  # (N, K)
+        tokens = top_token.gather(1, chosen)  # (N, K)
+        rows = (torch.arange(n, device=device)[:, None] * k + beams).flatten()  # (N*K,)
+        prefix = torch.cat([prefix[rows], tokens.reshape(-1, 1)], dim=1)  # (N*K, t + 1)
+        state.select(rows)
+
+        done = torch.tensor([len(finished[int(s)]) >= k for s in alive.tolist()], device=device)
+        done |= step >= limits[alive]
+        if done.any():
+            keep = (~done).nonzero().flatten()  # (N',)
+            keep_rows = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
+            alive, scores, prefix = alive[keep], scores[keep], prefix[keep_rows]
+            state.select(keep_rows)
+        step += 1
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 1,
+                    alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
+                    nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+    """Greedy when ``beam_size == 1`` and ``nbest == 1``, else beam search; n-best per sentence."""
+    if beam_size == 1 and nbest == 1:
+        return [[h] for h in greedy(model, src, src_mask, max_len_a, max_len_b, use_cache)]
+    return beam_search(model, src, src_mask, max(beam_size, nbest), alpha, max_len_a,
+                       max_len_b, nbest, use_cache)

@@ -1,0 +1,107 @@
+"""The position-wise feed-forward network and one encoder / decoder layer.
+
+Each sublayer is wrapped in a residual connection and a LayerNorm. Pre-norm (the default) normalises
+the sublayer's input, ``x = x + dropout(sublayer(norm(x)))``; post-norm, as in the paper,
+normalises the sum, ``x = norm(x + dropout(sublayer(x)))``.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from transformer_mt.model.attention import KVCache, MultiHeadAttention
+
+
+class FeedForward(nn.Module):
+    """``Linear(D, F) -> activation -> dropout -> Linear(F, D)``, applied to every position."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0,
+                 activation: str = "relu") -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.activation = nn.GELU() if activation == "gelu" else nn.ReLU()
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, T, D)."""
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # via (B, T, F)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the source, then the feed-forward network."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float,
+                 attention_dropout: float = 0.0, activation_dropout: float = 0.0,
+                 activation: str = "relu", pre_norm: bool = True,
+                 attention_impl: str = "sdpa") -> None:
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout,
+                                            impl=attention_impl)
+        self.ffn = FeedForward(d_model, d_ff, activation_dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x: (B, S, D), src_mask: (B, 1, 1, S) -> (B, S, D) and (B, H, S, S) weights if asked."""
+        if self.pre_norm:
+            h, weights = self.self_attn(self.norm1(x), mask=src_mask, need_weights=need_weights)
+            x = x + self.dropout(h)
+            x = x + self.dropout(self.ffn(self.norm2(x)))
+        else:
+            h, weights = self.self_attn(x, mask=src_mask, need_weights=need_weights)
+            x = self.norm1(x + self.dropout(h))
+            x = self.norm2(x + self.dropout(self.ffn(x)))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention over the target prefix, cross-attention to the source, feed-forward."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float,
+                 attention_dropout: float = 0.0, activation_dropout: float = 0.0,
+                 activation: str = "relu", pre_norm: bool = True,
+                 attention_impl: str = "sdpa") -> None:
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout,
+                                            impl=attention_impl)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, cross=True,
+                                             impl=attention_impl)
+        self.ffn = FeedForward(d_model, d_ff, activation_dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None,
+                cache: dict[str, KVCache] | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x: (B, T, D), memory: (B, S, D), src_mask: (B, 1, 1, S).
+
+        Returns (B, T, D) and, if asked, self-attention (B, H, T, T) and cross-attention
+        (B, H, T, S) weights. ``cache`` holds ``{"self": ..., "cross": ...}`` when decoding step
+        by step. Self-attention needs only the causal mask (padding follows the last real token).
+        """
+        self_cache = cache.setdefault("self", {}) if cache is not None else None
+        cross_cache = cache.setdefault("cross", {}) if cache is not None else None
+        if self.pre_norm:
+            h, self_w = self.self_attn(self.norm1(x), is_causal=True, cache=self_cache,
+                                       need_weights=need_weights)
+            x = x + self.dropout(h)
+            h, cross_w = self.cross_attn(self.norm2(x), memory, mask=src_mask, cache=cross_cache,
+                                         need_weights=need_weights)
+            x = x + self.dropout(h)
+            x = x + self.dropout(self.ffn(self.norm3(x)))
+        else:
+            h, self_w = self.self_attn(x, is_causal=True, cache=self_cache,
+                                       need_weights=need_weights)
+            x = self.norm1(x + self.dropout(h))
+            h, cross_w = self.cross_attn(x, memory, mask=src_mask, cache=cross_cache,
+                                         need_weights=need_weights)
+            x = self.norm2(x + self.dropout(h))
+            x = self.norm3(x + self.dropout(self.ffn(x)))
+        return x, self_w, cross_w

@@ -1,0 +1,160 @@
+"""Self-sufficient, atomic, safely loaded checkpoints.
+
+A checkpoint is one ``torch.save`` file holding only tensors and plain Python values: the format
+version, the resolved config, both vocabularies, the model weights, the training progress and,
+in ``last.pt``, everything needed to resume exactly (optimizer, AMP scaler, RNG states).
+It is written atomically (temporary file, fsync, rename) and read with ``weights_only=True``, so
+loading never runs code from the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import random
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from transformer_mt.config import Config, config_from_dict
+from transformer_mt.data.vocab import Vocab
+from transformer_mt.errors import CheckpointError, ConfigError, DataError
+from transformer_mt.fileio import atomic_write
+from transformer_mt.model.transformer import Transformer, build_model
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+KIND = "transformer_mt-checkpoint"
+
+
+def rng_state() -> dict[str, Any]:
+    """The state of every random generator training touches, as plain values and tensors."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)),
+                  int(np_state[2]), int(np_state[3]), float(np_state[4])],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
+                    progress: dict[str, Any], training_state: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """Assemble a checkpoint. ``training_state`` (optimizer, scaler, RNG) makes it resumable."""
+    ckpt = {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "torch_version": str(torch.__version__),
+        "config": config.to_dict(),
+        "src_vocab": src_vocab.itos,
+        "tgt_vocab": tgt_vocab.itos,
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "progress": dict(progress),
+    }
+    if training_state is not None:
+        ckpt["training_state"] = training_state
+    return ckpt
+
+
+def save_checkpoint(ckpt: dict[str, Any], path: str | Path) -> None:
+    """Write atomically: a crash or a full disk never leaves a half-written file at ``path``."""
+    atomic_write(path, lambda f: torch.save(ckpt, f))
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read and check a checkpoint without executing anything stored in it."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint '{path}' not found; train one with 'mt train' or pass "
+                              "the path of an existing .pt file")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError(f"refusing to load '{path}': it holds Python objects other than "
+                              "tensors and plain values (it may run code); only load checkpoints "
+                              "written by transformer_mt") from exc
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
+        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or not a "
+                              f"transformer_mt file): {str(exc).splitlines()[0]}") from exc
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != KIND:
+        raise CheckpointError(f"'{path}' is not a transformer_mt checkpoint")
+    version = ckpt.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"'{path}' has checkpoint format version {version}, this "
+                              f"transformer_mt reads version {FORMAT_VERSION}; use the release "
+                              "that wrote it")
+    return ckpt
+
+
+def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> Config:
+    try:
+        return config_from_dict(ckpt["config"])
+    except (ConfigError, KeyError) as exc:
+        raise CheckpointError(f"the config stored in '{path}' is invalid: {exc}") from exc
+
+
+def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
+                          device: torch.device | str = "cpu"
+                          ) -> tuple[Transformer, Config, Vocab, Vocab]:
+    """Rebuild the model (in eval mode), its config and vocabularies from a loaded checkpoint."""
+    config = checkpoint_config(ckpt, path)
+    try:
+        src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
+    except (DataError, KeyError) as exc:
+        raise CheckpointError(f"the vocabularies stored in '{path}' are invalid: {exc}") from exc
+    model = build_model(config.model, len(src_vocab), len(tgt_vocab))
+    try:
+        model.load_state_dict(ckpt["model"])
+    except (RuntimeError, KeyError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"the weights in '{path}' do not fit its config and vocabularies: "
+                              f"{first}") from exc
+    return model.to(device).eval(), config, src_vocab, tgt_vocab
+
+
+def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """Average the weights of several checkpoints of the same model (same config and vocab).
+
+    The result carries the first checkpoint's config, vocabularies and progress, no training
+    state, and the list of averaged files.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise CheckpointError("no checkpoints to average; pass two or more .pt files")
+    first = load_checkpoint(paths[0])
+    total = {k: v.double() if v.is_floating_point() else v.clone()
+             for k, v in first["model"].items()}
+    for path in paths[1:]:
+        ckpt = load_checkpoint(path)
+        if (ckpt["src_vocab"], ckpt["tgt_vocab"]) != (first["src_vocab"], first["tgt_vocab"]) \
+                or ckpt["config"]["model"] != first["config"]["model"]:
+            raise CheckpointError(f"'{path}' has another model config or vocabulary than "
+                                  f"'{paths[0]}'; only checkpoints of one run can be averaged")
+        for k, v in ckpt["model"].items():
+            if v.is_floating_point():
+                total[k] += v.double()
+    averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
+                for k, v in total.items()}
+    out = {k: v for k, v in first.items() if k != "training_state"}
+    out["model"] = averaged
+    out["progress"] = dict(first["progress"], averaged_from=[str(p) for p in paths])
+    return out
