@@ -24,6 +24,7 @@ def test_defaults_and_overrides_with_types():
     assert cfg.train.betas == (0.9, 0.99)
     assert cfg.data.max_pairs is None
     assert isinstance(config_from_dict({"train": {"lr": 1}}).train.lr, float)  # int widens
+    assert config_from_dict({}, ["train.lr=1e-3"]).train.lr == 0.001  # YAML 1.1 says str
 
 
 @pytest.mark.parametrize("data, overrides, message", [

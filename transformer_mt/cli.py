@@ -81,6 +81,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             return [hyps[0].text]
         return [f"{index}\t{h.score:.4f}\t{h.text}" for h in hyps]
 
+    if args.attention:
+        return _attention_map(translator, lines, args)
     if lines is None:
         if sys.stdin.isatty():
             return _interactive(translator, args)
@@ -103,6 +105,21 @@ def cmd_translate(args: argparse.Namespace) -> int:
     else:
         for line in out:
             print(line)
+    return 0
+
+
+def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
+    from transformer_mt.inspect import cross_attention, plot_attention
+
+    if not lines or len(lines) != 1 or not lines[0].strip():
+        raise MTError("--attention takes exactly one sentence, e.g. "
+                      "mt translate --checkpoint CKPT --attention att.png \"Ein Hund läuft.\"")
+    src, out, weights = cross_attention(translator, lines[0], args.layer, args.head)
+    heads = "mean over heads" if args.head is None else f"head {args.head}"
+    plot_attention(weights, out, src, Path(args.attention),
+                   f"cross-attention, decoder layer {args.layer}, {heads}")
+    print(translator.translate(lines, 1)[0][0].text)
+    log.info("attention map written to %s", args.attention)
     return 0
 
 
@@ -161,6 +178,31 @@ def cmd_average(args: argparse.Namespace) -> int:
         raise MTError("mt average needs two or more checkpoints")
     save_checkpoint(average_checkpoints(args.checkpoints), args.output)
     print(f"averaged {len(args.checkpoints)} checkpoints into {args.output}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from transformer_mt.inspect import plot_run
+
+    for path in plot_run(Path(args.run_dir), Path(args.output) if args.output else None):
+        print(path)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from transformer_mt.inspect import trace
+    from transformer_mt.translate import Translator
+
+    if not args.sentence.strip():
+        raise MTError("give a sentence to trace, e.g. mt trace \"Ein Hund läuft.\"")
+    if args.checkpoint:
+        translator = Translator.from_checkpoint(args.checkpoint, args.device)
+        print(f"model: {args.checkpoint}")
+    else:
+        translator = Translator.untrained(data_dir=args.data_dir)
+        print("model: seeded UNTRAINED model (default config): the stages are real, the "
+              "translation is noise; pass --checkpoint for a trained one")
+    trace(translator, args.sentence, print, Path(args.figures) if args.figures else None)
     return 0
 
 
@@ -223,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: decode.beam_size)")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--attention", metavar="PNG",
+                   help="save a cross-attention heatmap of the (one) sentence here")
+    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention "
+                   "(default: the last)")
+    p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", parents=[common], help="score a checkpoint with sacreBLEU")
@@ -241,6 +288,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoints", nargs="+")
     p.add_argument("--output", required=True)
     p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("plot", parents=[common], help="plot loss, BLEU and lr of a run")
+    p.add_argument("run_dir")
+    p.add_argument("--output", help="directory for the PNGs (default: RUN_DIR/plots)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("trace", parents=[common],
+                       help="walk one sentence through every stage of the model")
+    p.add_argument("sentence")
+    p.add_argument("--checkpoint", help="a trained checkpoint (default: a seeded untrained "
+                   "model)")
+    p.add_argument("--figures", metavar="DIR", help="save attention maps of every layer and "
+                   "head, and the positional encoding, here")
+    p.add_argument("--data-dir", help="Multi30k (for the untrained model's vocabularies)")
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
     p.add_argument("checkpoint")

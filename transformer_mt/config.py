@@ -84,7 +84,8 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     compile: bool = False  # torch.compile the model
     threads: int | None = None  # torch CPU threads; default: torch's choice
-    max_tokens: int = 4096  # target tokens per batch (per process), padding included
+    max_tokens: int = 4096  # padded tokens per batch (per process)
+    accum_steps: int = 1  # batches per process and optimizer step (gradient accumulation)
     max_steps: int | None = None
     max_epochs: int | None = 20
     lr: float = 7e-4  # peak learning rate, reached at the end of warmup
@@ -104,8 +105,8 @@ class TrainConfig:
     def validate(self) -> None:
         _check(self.max_steps is not None or self.max_epochs is not None, "train.max_steps",
                "set train.max_steps or train.max_epochs, or training never stops")
-        _check_positive(self, "train", ["max_tokens", "log_every", "eval_every", "save_every",
-                                        "eval_beam_size"])
+        _check_positive(self, "train", ["max_tokens", "accum_steps", "log_every", "eval_every",
+                                        "save_every", "eval_beam_size"])
         _check_positive(self, "train", ["max_steps", "max_epochs", "threads", "patience"],
                         optional=True)
         _check(self.lr > 0, "train.lr", f"must be positive, got {self.lr}")
@@ -204,6 +205,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if tp in (bool, str) and isinstance(value, tp):

@@ -72,6 +72,23 @@ class Translator:
                                                                     dev)
         return cls(model, config, src_vocab, tgt_vocab, dev)
 
+    @classmethod
+    def untrained(cls, config: Config | None = None, data_dir: str | None = None,
+                  seed: int = 0) -> Translator:
+        """A seeded, untrained model with vocabularies built from Multi30k (for ``mt trace``)."""
+        from transformer_mt.data.loader import build_vocabs, read_tokenized
+        from transformer_mt.model.transformer import build_model
+
+        config = config or Config()
+        if data_dir:
+            config.data.data_dir = data_dir
+        _, _, src_tok, tgt_tok = read_tokenized(config.data, config.data.train_split,
+                                                config.data.max_pairs)
+        src_vocab, tgt_vocab = build_vocabs(config.data, src_tok, tgt_tok)
+        torch.manual_seed(seed)
+        model = build_model(config.model, len(src_vocab), len(tgt_vocab)).eval()
+        return cls(model, config, src_vocab, tgt_vocab, torch.device("cpu"))
+
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``."""
         data = self.config.data

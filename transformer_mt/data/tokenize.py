@@ -70,6 +70,7 @@ def tokenize_cached(texts: Sequence[str], lang: str, file_sha256: str, lowercase
             except (OSError, EOFError, ValueError):
                 pass
             log.warning("token cache %s is unreadable; tokenizing again", path)
+        log.info("tokenizing %d %s sentences (cached in %s)", len(texts), lang, path.parent)
         tokens = tokenize(texts, lang, lowercase, progress)
         payload = gzip.compress(json.dumps(tokens, ensure_ascii=False).encode("utf-8"),
                                 compresslevel=1)

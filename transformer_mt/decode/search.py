@@ -24,10 +24,18 @@ class Hypothesis:
     score: float  # log-probability (beam search: divided by the length penalty)
 
 
-def max_output_lengths(src_mask: Tensor, a: float, b: int) -> Tensor:
-    """(B,) longest output (in tokens, <eos> excluded) per sentence: ``a * source length + b``."""
+def max_output_lengths(src_mask: Tensor, a: float, b: int,
+                       cap: int | None = None) -> Tensor:
+    """(B,) longest output (in tokens, <eos> excluded) per sentence: ``a * source length + b``,
+    at most ``cap`` (the model's positional-encoding table less the <eos> position)."""
     src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)  # (B,)
-    return (src_len.float() * a).floor().long() + b
+    limits = (src_len.float() * a).floor().long() + b
+    return limits if cap is None else limits.clamp(max=cap)
+
+
+def _cap(model: Transformer) -> int | None:
+    cfg = getattr(model, "cfg", None)
+    return cfg.max_positions - 1 if cfg is not None else None
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -42,8 +50,13 @@ def _next_logprobs(model: Transformer, state: DecoderState, prefix: Tensor,
         logits = model.decode_step(prefix[:, -1], state)  # (N, V)
     else:
         logits = model.decoder(prefix, state.memory, state.src_mask)[:, -1]  # (N, V)
+    return next_token_logprobs(logits)
+
+
+def next_token_logprobs(logits: Tensor) -> Tensor:
+    """(N, V) logits -> log-probabilities in fp32; padding and <bos> are never produced."""
     logprobs = logits.float().log_softmax(dim=-1)
-    logprobs[:, PAD_ID] = -torch.inf  # never produce padding or a second <bos>
+    logprobs[:, PAD_ID] = -torch.inf
     logprobs[:, BOS_ID] = -torch.inf
     return logprobs
 
@@ -56,7 +69,7 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
     """
     b = src.size(0)
-    limits = max_output_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+    limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
     state = model.start_decoding(src, src_mask)
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)  # (N, t)
     alive = torch.arange(b, device=src.device)  # original row of each decoded row
@@ -97,7 +110,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     """
     b, k = src.size(0), beam_size
     device = src.device
-    limits = max_output_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+    limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
     state = model.start_decoding(src, src_mask)
     state.select(torch.arange(b, device=device).repeat_interleave(k))  # (B*K, ...)
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)

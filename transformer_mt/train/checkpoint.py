@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import pickle
 import random
+import warnings
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -87,14 +88,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint '{path}' not found; train one with 'mt train' or pass "
                               "the path of an existing .pt file")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a foreign pickle's protocol warning: we refuse anyway
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise CheckpointError(f"refusing to load '{path}': it holds Python objects other than "
                               "tensors and plain values (it may run code); only load checkpoints "
                               "written by transformer_mt") from exc
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
         raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or not a "
-                              f"transformer_mt file): {str(exc).splitlines()[0]}") from exc
+                              f"transformer_mt file): {_first_line(exc)}") from exc
     if not isinstance(ckpt, dict) or ckpt.get("kind") != KIND:
         raise CheckpointError(f"'{path}' is not a transformer_mt checkpoint")
     version = ckpt.get("format_version")
@@ -103,6 +106,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               f"transformer_mt reads version {FORMAT_VERSION}; use the release "
                               "that wrote it")
     return ckpt
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> Config:
@@ -125,9 +133,8 @@ def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
     try:
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, KeyError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(f"the weights in '{path}' do not fit its config and vocabularies: "
-                              f"{first}") from exc
+                              f"{_first_line(exc)}") from exc
     return model.to(device).eval(), config, src_vocab, tgt_vocab
 
 

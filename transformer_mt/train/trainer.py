@@ -156,6 +156,8 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._file_log = add_file_log(self.run_dir / "train.log")
         distributed.barrier(self.dist)
+        if self.dist.enabled:
+            log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
         if ckpt is not None:
             log.info("resuming from %s at step %d", ckpt_path, ckpt["progress"]["step"])
         seed_everything(cfg.train.seed)
@@ -296,8 +298,8 @@ class Trainer:
         cfg, p = self.cfg, self.progress
         self.model.train()
         lengths = self.train_data.lengths
-        plan = epoch_steps(lengths, cfg.train.max_tokens, cfg.train.seed, p.epoch,
-                           self.dist.world_size)
+        per_step = self.dist.world_size * cfg.train.accum_steps
+        plan = epoch_steps(lengths, cfg.train.max_tokens, cfg.train.seed, p.epoch, per_step)
         bar = tqdm(total=self._total_steps(len(plan)), initial=p.step, unit="step",
                    desc="train", disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
         acc = torch.zeros(2, device=self.device)  # (loss sum, target tokens) since last log
@@ -312,7 +314,7 @@ class Trainer:
                     if self._finished():
                         break
                     plan = epoch_steps(lengths, cfg.train.max_tokens, cfg.train.seed, p.epoch,
-                                       self.dist.world_size)
+                                       per_step)
                     continue
                 step_batches = plan[p.epoch_step]
                 grad_norm, n_tok = self._step(step_batches, acc)
@@ -355,21 +357,33 @@ class Trainer:
         return bool(t.item())
 
     def _step(self, step_batches: list[list[int]], acc: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """One optimizer step on this rank's batch; the loss is normalised by the target tokens
-        of all ranks' batches together, so N ranks train like one rank with all N batches."""
+        """One optimizer step over this rank's ``accum_steps`` batches of ``step_batches``.
+
+        The loss is normalised by the target tokens of all ranks' batches together, so N ranks
+        (or N accumulated batches) train exactly like one process with all N batches at once.
+        """
         cfg = self.cfg.train
         global_tokens = sum(self.tgt_tokens_per_example[i] for b in step_batches for i in b)
-        indices = step_batches[self.dist.rank]
-        weight = 1.0
-        if not indices:  # the epoch's last step has no batch for this rank: contribute nothing
-            indices, weight = next(b for b in step_batches if b), 0.0
-        batch = collate(self.train_data, indices).to(self.device)
-        with self._autocast():
-            logits = self.forward_model(batch.src, batch.tgt_in, batch.src_mask)  # (B, T, V)
-        loss_sum = label_smoothed_cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
-                                                cfg.label_smoothing, PAD_ID)
-        loss = loss_sum * (weight * self.dist.world_size / global_tokens)
-        self.scaler.scale(loss).backward()
+        accum = cfg.accum_steps
+        mine = step_batches[self.dist.rank * accum:(self.dist.rank + 1) * accum]
+        n_tokens = 0
+        for j, indices in enumerate(mine):
+            weight = 1.0
+            if not indices:  # the epoch's last step has no batch here: contribute nothing
+                indices, weight = next(b for b in step_batches if b), 0.0
+            batch = collate(self.train_data, indices).to(self.device)
+            sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
+            with contextlib.nullcontext() if sync else self.forward_model.no_sync():
+                with self._autocast():
+                    logits = self.forward_model(batch.src, batch.tgt_in,
+                                                batch.src_mask)  # (B, T, V)
+                loss_sum = label_smoothed_cross_entropy(
+                    logits.flatten(0, 1), batch.tgt_out.flatten(), cfg.label_smoothing, PAD_ID)
+                loss = loss_sum * (weight * self.dist.world_size / global_tokens)
+                self.scaler.scale(loss).backward()
+            acc[0] += loss_sum.detach() * weight
+            acc[1] += batch.n_tokens * weight
+            n_tokens += int(batch.n_tokens * weight)
         self.scaler.unscale_(self.optimizer)
         grad_norm = torch.zeros((), device=self.device)
         if cfg.clip_grad_norm is not None:
@@ -381,9 +395,7 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        acc[0] += loss_sum.detach() * weight
-        acc[1] += batch.n_tokens * weight
-        return grad_norm, int(batch.n_tokens * weight)
+        return grad_norm, n_tokens
 
     def _log_step(self, acc: torch.Tensor, grad_norm: torch.Tensor,
                   last: tuple[float, int, int], n_tokens_seen: int,

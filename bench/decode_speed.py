@@ -1,0 +1,92 @@
+"""Decoding speed: greedy and beam 5, batch 1 and batch N, with and without the key/value cache.
+
+    python bench/decode_speed.py [--checkpoint runs/quickstart/best.pt] [--quick] [--batch 64]
+
+Translates test_2016_flickr (the first ``--sentences`` of it) in one run, checks that cached and
+uncached decoding give identical translations, and prints one JSON record with sentences/s and
+output tokens/s for each setting and ``ratio`` (cached / uncached, beam 5, batch N).
+Without a checkpoint (and no runs/quickstart/best.pt) it uses a seeded untrained model of the
+same sizes, whose outputs run to the length limit: slower, and not what a user sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine
+from transformer_mt.config import Config, config_from_dict
+from transformer_mt.data.loader import build_vocabs, read_tokenized
+from transformer_mt.model.transformer import build_model
+from transformer_mt.train.checkpoint import load_checkpoint, model_from_checkpoint
+from transformer_mt.translate import decode_corpus
+
+DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
+
+
+def load_model(path: Path | None):
+    if path is not None and path.exists():
+        model, cfg, src_vocab, tgt_vocab = model_from_checkpoint(load_checkpoint(path), path)
+        return model, cfg, src_vocab, str(path)
+    cfg: Config = config_from_dict({})
+    _, _, src_tok, tgt_tok = read_tokenized(cfg.data, "train")
+    src_vocab, tgt_vocab = build_vocabs(cfg.data, src_tok, tgt_tok)
+    torch.manual_seed(0)
+    return build_model(cfg.model, len(src_vocab), len(tgt_vocab)).eval(), cfg, src_vocab, \
+        "seeded untrained model"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
+    parser.add_argument("--quick", action="store_true", help="fewer sentences")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=0)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    n = min(args.sentences, 200 if args.quick else args.sentences)
+    model, cfg, src_vocab, source = load_model(args.checkpoint)
+    _, _, src_tok, _ = read_tokenized(cfg.data, "test_2016_flickr", n)
+    src_ids = [src_vocab.encode(t) for t in src_tok]
+
+    results, outputs = {}, {}
+    settings = [(beam, batch, cache) for beam in (1, 5) for batch in (1, args.batch)
+                for cache in (True, False)]
+    for beam, batch, cache in settings:
+        cfg.decode.batch_size = batch
+        # batch 1 is slow (uncached beam most of all): measure it on a quarter of the sentences
+        ids = src_ids if batch > 1 else src_ids[: max(n // 4, 1)]
+        start = time.perf_counter()
+        hyps = decode_corpus(model, ids, cfg.decode, torch.device("cpu"), beam, use_cache=cache)
+        elapsed = time.perf_counter() - start
+        tokens = sum(len(h[0].tokens) + 1 for h in hyps)
+        name = f"{'greedy' if beam == 1 else f'beam{beam}'}_batch{batch}_" \
+               f"{'cached' if cache else 'uncached'}"
+        results[name] = {"sentences": len(ids), "sentences_per_s": round(len(ids) / elapsed, 1),
+                         "tokens_per_s": round(tokens / elapsed, 1),
+                         "seconds": round(elapsed, 2)}
+        outputs[name] = [h[0].tokens for h in hyps]
+    for name in outputs:
+        if name.endswith("_uncached"):
+            twin = name.replace("_uncached", "_cached")
+            assert outputs[name] == outputs[twin], f"{name} and {twin} translate differently"
+    key = f"beam5_batch{args.batch}"
+    record = {"benchmark": "decode_speed", "machine": machine(), "model": source,
+              "date": time.strftime("%Y-%m-%d"), "identical_with_and_without_cache": True,
+              "results": results,
+              "ratio": round(results[f"{key}_cached"]["sentences_per_s"]
+                             / results[f"{key}_uncached"]["sentences_per_s"], 2)}
+    print(json.dumps(record, indent=2))
+
+
+if __name__ == "__main__":
+    main()

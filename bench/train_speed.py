@@ -1,0 +1,200 @@
+"""Training throughput: our model and trainer vs a torch.nn.Transformer tutorial-style baseline.
+
+Both train the same sizes (d_model 256, 3+3 layers, 4 heads, FFN 1024 by default) on the same
+Multi30k batches' worth of tokens, in one run, each in its own subprocess so that peak memory is
+measured separately. Prints one JSON record:
+
+    python bench/train_speed.py [--quick] [--steps N] [--precision auto|fp32|bf16]
+
+(a) ``ours``: the Trainer's own step (token-budget batches, length bucketing, fused AdamW, our
+    loss, bf16 autocast where the hardware has it), as ``mt train`` runs it.
+(b) ``baseline``: ``torch.nn.Transformer`` fed batches of a fixed number of sentences in random
+    order, padded to the longest (the PyTorch translation tutorial's way), fp32,
+    ``F.cross_entropy`` with label smoothing, Adam.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, matmul_flops, peak_rss_mib
+from transformer_mt.config import config_from_dict
+from transformer_mt.data.loader import epoch_steps
+from transformer_mt.data.vocab import PAD_ID
+from transformer_mt.model.embedding import PositionalEncoding
+
+SIZES = ["model.d_model=256", "model.n_heads=4", "model.n_encoder_layers=3",
+         "model.n_decoder_layers=3", "model.d_ff=1024", "model.dropout=0.1"]
+
+
+def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int,
+                               src_len: float, tgt_len: float) -> float:
+    """Training FLOPs (3x forward) of the matmuls and attention for the given real tokens."""
+    d, f = cfg.d_model, cfg.d_ff
+    enc_layer = 4 * d * d + 2 * d * f  # QKV + out, FFN
+    dec_layer = 8 * d * d + 2 * d * f  # self QKV + out, cross Q + KV + out, FFN
+    forward = 2 * (cfg.n_encoder_layers * enc_layer * src_tokens
+                   + cfg.n_decoder_layers * dec_layer * tgt_tokens + d * vocab * tgt_tokens)
+    forward += 4 * d * (cfg.n_encoder_layers * src_tokens * src_len
+                        + cfg.n_decoder_layers * tgt_tokens * (tgt_len / 2 + src_len))
+    return 3 * forward
+
+
+def run_ours(args) -> dict:
+    from transformer_mt.train.trainer import Trainer
+
+    overrides = [*SIZES, f"train.precision={args.precision}", "train.max_tokens=4096",
+                 "train.threads=" + str(torch.get_num_threads())]
+    cfg = config_from_dict({}, overrides)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, tmp, progress=False)
+        trainer._setup()
+        plan = epoch_steps(trainer.train_data.lengths, cfg.train.max_tokens, cfg.train.seed, 0)
+        acc = torch.zeros(2)
+        data = trainer.train_data
+        tgt_tokens = src_tokens = padded = 0
+        for i, step in enumerate(plan[: args.warmup + args.steps]):
+            if i == args.warmup:
+                start = time.perf_counter()
+            trainer._step(step, acc)
+            if i >= args.warmup:
+                idx = step[0]
+                s_len = max(len(data.src_ids[j]) for j in idx)
+                t_len = max(len(data.tgt_ids[j]) - 1 for j in idx)
+                tgt_tokens += sum(len(data.tgt_ids[j]) - 1 for j in idx)
+                src_tokens += sum(len(data.src_ids[j]) for j in idx)
+                padded += len(idx) * (s_len + t_len)
+        elapsed = time.perf_counter() - start
+        real = src_tokens + tgt_tokens
+        flops = model_flops_per_token_pair(cfg.model, src_tokens, tgt_tokens,
+                                           len(trainer.tgt_vocab), src_tokens / len(data),
+                                           tgt_tokens / len(data))
+        return {"tokens_per_s": tgt_tokens / elapsed, "tgt_tokens_per_step": tgt_tokens /
+                args.steps, "padding": 1 - real / padded, "precision": trainer.precision,
+                "model_flops_per_s": flops / elapsed, "dtype": trainer.precision,
+                "peak_rss_mib": peak_rss_mib()}
+
+
+class TutorialModel(nn.Module):
+    """The PyTorch translation tutorial's model: nn.Transformer between embeddings."""
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg) -> None:
+        super().__init__()
+        self.src_emb = nn.Embedding(src_vocab, cfg.d_model)
+        self.tgt_emb = nn.Embedding(tgt_vocab, cfg.d_model)
+        self.pos = PositionalEncoding(cfg.d_model, 512, cfg.dropout)
+        self.transformer = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_encoder_layers,
+                                          cfg.n_decoder_layers, cfg.d_ff, cfg.dropout,
+                                          batch_first=True)
+        self.generator = nn.Linear(cfg.d_model, tgt_vocab)
+        self.scale = math.sqrt(cfg.d_model)
+
+    def forward(self, src, tgt_in):
+        t = tgt_in.size(1)
+        causal = self.transformer.generate_square_subsequent_mask(t)
+        src_pad, tgt_pad = src == PAD_ID, tgt_in == PAD_ID
+        out = self.transformer(self.pos(self.src_emb(src) * self.scale),
+                               self.pos(self.tgt_emb(tgt_in) * self.scale), tgt_mask=causal,
+                               src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                               memory_key_padding_mask=src_pad)
+        return self.generator(out)
+
+
+def run_baseline(args) -> dict:
+    from transformer_mt.data.batch import Batch
+    from transformer_mt.data.loader import build_vocabs, encode_pairs, read_tokenized
+
+    cfg = config_from_dict({}, SIZES)
+    src_raw, tgt_raw, src_tok, tgt_tok = read_tokenized(cfg.data, "train")
+    sv, tv = build_vocabs(cfg.data, src_tok, tgt_tok)
+    data = encode_pairs(src_tok, tgt_tok, sv, tv, src_raw, tgt_raw, cfg.data.max_len)
+    torch.manual_seed(0)
+    model = TutorialModel(len(sv), len(tv), cfg.model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(0)).tolist()
+    n = args.sentences
+    tgt_tokens = real = padded = 0
+    for i in range(args.warmup + args.steps):
+        idx = order[i * n:(i + 1) * n]
+        batch = Batch.from_ids([data.src_ids[j] for j in idx], [data.tgt_ids[j] for j in idx])
+        if i == args.warmup:
+            start = time.perf_counter()
+        logits = model(batch.src, batch.tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1),
+                               ignore_index=PAD_ID, label_smoothing=0.1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i >= args.warmup:
+            tgt_tokens += batch.n_tokens
+            real += batch.n_tokens + batch.n_src_tokens
+            padded += batch.src.numel() + batch.tgt_out.numel()
+    elapsed = time.perf_counter() - start
+    src_tokens = real - tgt_tokens
+    flops = model_flops_per_token_pair(cfg.model, src_tokens, tgt_tokens, len(tv),
+                                       src_tokens / (n * args.steps),
+                                       tgt_tokens / (n * args.steps))
+    return {"tokens_per_s": tgt_tokens / elapsed, "tgt_tokens_per_step": tgt_tokens / args.steps,
+            "padding": 1 - real / padded, "precision": "fp32", "dtype": "fp32",
+            "model_flops_per_s": flops / elapsed, "peak_rss_mib": peak_rss_mib()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps (about 2 minutes)")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--sentences", type=int, default=0,
+                        help="baseline batch size in sentences (default: same tokens as ours)")
+    parser.add_argument("--variant", choices=["ours", "baseline"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.steps = min(args.steps, 12)
+    if args.variant:
+        result = run_ours(args) if args.variant == "ours" else run_baseline(args)
+        print(json.dumps(result))
+        return
+
+    def child(variant: str, *extra: str) -> dict:
+        cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--precision", args.precision, *extra]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    ours = child("ours")
+    per_sentence = 13.9  # mean target tokens (with <eos>) of a Multi30k training pair
+    sentences = args.sentences or max(1, round(ours["tgt_tokens_per_step"] / per_sentence))
+    base = child("baseline", "--sentences", str(sentences))
+    peaks = {}
+    for name in {ours["dtype"], "fp32"}:
+        dtype = torch.bfloat16 if name == "bf16" else torch.float32
+        peaks[name] = matmul_flops(dtype, torch.device("cpu"))
+    for r in (ours, base):
+        r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
+        r["fraction_of_matmul_peak"] = r["model_flops_per_s"] / peaks[r["dtype"]]
+    record = {"benchmark": "train_speed", "machine": machine(), "steps": args.steps,
+              "date": time.strftime("%Y-%m-%d"),
+              "ours": {k: round(v, 3) if isinstance(v, float) else v for k, v in ours.items()},
+              "baseline": {k: round(v, 3) if isinstance(v, float) else v
+                           for k, v in base.items()},
+              "baseline_sentences_per_batch": sentences,
+              "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
+    print(json.dumps(record, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Two processes with gloo on the CPU through torchrun: one process's result; rank 0 writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import REPO, TINY_OVERRIDES, needs_data, run_cli
+
+pytestmark = needs_data
+
+COMMON = ["model.dropout=0.0", "train.max_steps=6", "train.eval_every=3", "train.save_every=3",
+          "train.device=cpu", "train.threads=1", "train.max_tokens=300"]
+
+
+def _sets(*overrides: str) -> list[str]:
+    return [a for o in [*TINY_OVERRIDES, *COMMON, *overrides] for a in ("--set", o)]
+
+
+def test_two_ranks_train_like_one_process_with_the_same_global_batch(tmp_path):
+    cache = tmp_path / "fresh-cache"  # nothing tokenized yet: both ranks want to prepare data
+    ddp_dir, single_dir = tmp_path / "ddp", tmp_path / "single"
+    env = dict(os.environ, MT_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    ddp = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "transformer_mt", "train", "--config", "config/quickstart.yaml", "--run-dir",
+         str(ddp_dir), *_sets()],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    single = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
+                      str(single_dir), *_sets("train.accum_steps=2")],
+                     env={"MT_CACHE_DIR": str(cache)})
+    assert single.returncode == 0, single.stderr
+
+    a = torch.load(ddp_dir / "last.pt", weights_only=True)["model"]
+    b = torch.load(single_dir / "last.pt", weights_only=True)["model"]
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-5, rtol=1e-4), key
+
+    # Each file of the corpus was tokenized once, under the lock; the other rank reused it.
+    assert ddp.stderr.count("INFO tokenizing ") == 4  # train and val, de and en
+    assert "tokenizing" not in single.stderr
+
+    # Only rank 0 wrote: one record per step, the log has rank 0's lines only.
+    records = [json.loads(x) for x in (ddp_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["type"] == "train"] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in records if r["type"] == "valid"] == [3, 6]
+    log = (ddp_dir / "train.log").read_text()
+    assert "process 0 of 2" in log and "process 1 of 2" not in log
+    assert "process 1 of 2" in ddp.stderr  # rank 1 ran, and logged to the console only
+    losses = [r["loss"] for r in records if r["type"] == "train"]
+    single_losses = [json.loads(x)["loss"] for x in
+                     (single_dir / "metrics.jsonl").read_text().splitlines()
+                     if json.loads(x)["type"] == "train"]
+    assert losses == pytest.approx(single_losses, rel=1e-4, abs=1e-4)

@@ -1,0 +1,86 @@
+"""mt plot, mt translate --attention, mt trace: files written, PNGs readable, stages present."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib.image as mpimg
+import pytest
+
+from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
+
+pytestmark = needs_data
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("inspect") / "run"
+    sets = [a for o in TINY_OVERRIDES for a in ("--set", o)]
+    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
+                      *sets])
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def test_plot_writes_readable_pngs(run_dir, tmp_path):
+    result = run_cli(["plot", str(run_dir), "--output", str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    for name in ("loss", "bleu", "lr"):
+        image = mpimg.imread(tmp_path / f"{name}.png")
+        assert image.shape[:2] == (360, 600)
+        assert image.std() > 0.01  # not a blank canvas
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_cli(["plot", str(empty)])
+    assert result.returncode != 0 and "metrics.jsonl" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_attention_map_has_one_row_per_output_token(run_dir, tmp_path):
+    png = tmp_path / "att.png"
+    result = run_cli(["translate", "--checkpoint", str(run_dir / "best.pt"), "--attention",
+                      str(png), "--head", "1", "Ein Hund läuft."])
+    assert result.returncode == 0, result.stderr
+    image = mpimg.imread(png)
+    assert image.ndim == 3 and min(image.shape[:2]) >= 250
+    result = run_cli(["translate", "--checkpoint", str(run_dir / "best.pt"), "--attention",
+                      str(png), "--layer", "5", "Ein Hund."])
+    assert result.returncode != 0 and "out of range" in result.stderr
+
+
+def test_cross_attention_weights_are_distributions(run_dir):
+    from transformer_mt.inspect import cross_attention
+    from transformer_mt.translate import Translator
+
+    translator = Translator.from_checkpoint(run_dir / "best.pt", "cpu")
+    src, out, weights = cross_attention(translator, "Ein Hund läuft.")
+    assert src[-1] == "<eos>" and out[-1] == "<eos>"
+    assert weights.shape == (len(out), len(src))
+    assert weights.sum(-1).sub(1).abs().max() < 1e-4
+
+
+def test_trace_shows_every_stage_with_shapes(run_dir, tmp_path):
+    figures = tmp_path / "fig"
+    result = run_cli(["trace", "--checkpoint", str(run_dir / "best.pt"), "--figures",
+                      str(figures), "Ein Hund läuft über die Wiese."])
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for stage in ("1. Tokens and ids", "2. Token embedding x sqrt(d_model) = x 5.7",
+                  "3. Positional encoding", "4. Encoder: 1 layers", "5. Decoder",
+                  "6. Output"):
+        assert stage in out, stage
+    n_src = 8  # Ein Hund läuft über die Wiese . <eos>
+    assert f"shape (1, {n_src}, 32) (batch, source length, d_model)" in out
+    assert f"PE shape ({n_src}, 32)" in out
+    assert f"attention weights (1, 2, {n_src}, {n_src})" in out
+    assert re.search(r"step 0: prefix '<bos>' \| logits \(1, \d+\)", out)
+    assert "top 5: " in out and "-> choose" in out
+    names = {p.name for p in figures.iterdir()}
+    assert {"positional_encoding.png", "encoder_layer0_head0.png", "encoder_layer0_head1.png",
+            "decoder_layer0_head1_cross.png", "decoder_layer0_head0_self.png"} <= names
+
+
+def test_trace_without_checkpoint_says_untrained():
+    result = run_cli(["trace", "Ein Hund."])
+    assert result.returncode == 0, result.stderr
+    assert "UNTRAINED" in result.stdout and "shape (1, 4, 256)" in result.stdout

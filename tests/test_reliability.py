@@ -1,0 +1,178 @@
+"""Never lose a run: exact resume after SIGKILL, SIGTERM handling, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.conftest import REPO, TINY_OVERRIDES, needs_data, run_cli
+
+pytestmark = needs_data
+
+
+def _args(run_dir, *extra: str) -> list[str]:
+    overrides = [*TINY_OVERRIDES, *extra]
+    return ["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
+            *[a for o in overrides for a in ("--set", o)]]
+
+
+def _steps(run_dir, kind: str = "train") -> list[int]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["step"] for r in records if r["type"] == kind]
+
+
+def _weights(path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["model"]
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "transformer_mt", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def _wait_for_step(proc: subprocess.Popen, run_dir, step: int, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = _steps(run_dir)
+        if done and done[-1] >= step:
+            return done[-1]
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    raise AssertionError(f"step {step} not reached in {timeout}s")
+
+
+def test_resume_after_sigkill_is_bitwise_exact(tmp_path):
+    n = 14
+    common = (f"train.max_steps={n}", "train.eval_every=5", "train.keep_last=0")
+    straight = tmp_path / "straight"
+    result = run_cli(_args(straight, *common, "train.save_every=1000"))
+    assert result.returncode == 0, result.stderr
+
+    killed = tmp_path / "killed"
+    proc = _start(_args(killed, *common, "train.save_every=4"))
+    reached = _wait_for_step(proc, killed, 6)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    saved = torch.load(killed / "last.pt", weights_only=True)["progress"]["step"]
+    assert saved % 4 == 0 and saved < n, (saved, reached)
+
+    result = run_cli(_args(killed, *common, "train.save_every=4"))
+    assert result.returncode == 0, result.stderr
+    assert "resuming" in result.stderr
+    a, b = _weights(straight / "last.pt"), _weights(killed / "last.pt")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), "resumed weights differ from a straight run"
+    assert _steps(killed) == list(range(1, n + 1))  # every step logged exactly once
+    assert _steps(killed, "valid") == _steps(straight, "valid") == [5, 10, 14]
+    assert _losses(killed) == _losses(straight)
+
+
+def _losses(run_dir) -> list[float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(x)["loss"] for x in lines if json.loads(x)["type"] == "train"]
+
+
+def test_same_seed_gives_the_same_loss_curve(tmp_path):
+    for name in ("a", "b"):
+        result = run_cli(_args(tmp_path / name, "train.max_steps=5", "train.eval_every=100"))
+        assert result.returncode == 0, result.stderr
+    assert _losses(tmp_path / "a") == _losses(tmp_path / "b")
+    result = run_cli(_args(tmp_path / "c", "train.max_steps=5", "train.eval_every=100",
+                           "train.seed=99"))
+    assert _losses(tmp_path / "c") != _losses(tmp_path / "a")
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_non_zero(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(_args(run_dir, "train.max_steps=100000", "train.save_every=100000",
+                        "train.eval_every=100000"))
+    _wait_for_step(proc, run_dir, 3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    step = torch.load(run_dir / "last.pt", weights_only=True)["progress"]["step"]
+    assert step >= 3 and _steps(run_dir)[-1] == step
+    assert "checkpoint saved to" in err and "Traceback" not in err
+
+
+def _one_line_error(result) -> str:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.stderr
+    return lines[-1]
+
+
+def test_non_finite_loss_stops_with_a_message(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli(_args(run_dir, "train.lr=1e30", "train.warmup_steps=0",
+                           "train.clip_grad_norm=null", "train.save_every=1",
+                           "train.max_steps=20"))
+    line = _one_line_error(result)
+    assert "NaN" in line or "nan" in line or "inf" in line
+    assert "last good checkpoint" in line
+    if (run_dir / "last.pt").exists():
+        assert all(torch.isfinite(v).all() for v in _weights(run_dir / "last.pt").values())
+
+
+def test_resume_with_another_model_config_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(_args(run_dir, "train.max_steps=2")).returncode == 0
+    line = _one_line_error(run_cli(_args(run_dir, "train.max_steps=4", "model.d_model=64")))
+    assert "model.d_model=32" in line and "new --run-dir" in line
+    line = _one_line_error(run_cli([*_args(tmp_path / "fresh"), "--resume"]))
+    assert "no checkpoint" in line
+
+
+def test_cuda_where_there_is_none(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    line = _one_line_error(run_cli(_args(tmp_path / "run", "train.device=cuda")))
+    assert "no CUDA GPU" in line and "train.device=cpu" in line
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("rel") / "run"
+    assert run_cli(_args(run_dir, "train.max_steps=2")).returncode == 0
+    return run_dir / "best.pt"
+
+
+def test_translation_input_errors(checkpoint, tmp_path):
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Ein Hund.\nEin Mann fährt.\n".encode("latin-1"))
+    line = _one_line_error(run_cli(["translate", "--checkpoint", str(checkpoint), "--input",
+                                    str(latin1)]))
+    assert "line 2" in line and "UTF-8" in line
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    line = _one_line_error(run_cli(["translate", "--checkpoint", str(checkpoint), "--input",
+                                    str(empty)]))
+    assert "empty" in line
+    line = _one_line_error(run_cli(["translate", "--checkpoint", str(checkpoint), "   "]))
+    assert "empty" in line
+    out = tmp_path / "out.txt"
+    out.write_text("keep me\n")
+    result = run_cli(["translate", "--checkpoint", str(checkpoint), "--input",
+                      str(tmp_path / "missing.txt"), "--output", str(out)])
+    assert "not found" in _one_line_error(result)
+    assert out.read_text() == "keep me\n"  # nothing the user had is lost
+
+
+def test_very_long_input_is_truncated_with_a_warning(checkpoint):
+    long_sentence = " ".join(["Hund"] * 3000)
+    result = run_cli(["translate", "--checkpoint", str(checkpoint), long_sentence])
+    assert result.returncode == 0, result.stderr
+    assert "3000 tokens; only the first" in result.stderr
+    assert len(result.stdout.splitlines()) == 1
