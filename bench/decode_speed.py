@@ -1,4 +1,4 @@
-"""Decoding speed: greedy and beam 5, batch 1 and batch N, with and without the key/value cache.
+"""Decoding speed: greedy and beam 5, batch 1, 32 and N, with and without the key/value cache.
 
     python bench/decode_speed.py [--checkpoint runs/quickstart/best.pt] [--quick] [--batch 64]
 
@@ -59,7 +59,7 @@ def main() -> None:
     src_ids = [src_vocab.encode(t) for t in src_tok]
 
     results, outputs = {}, {}
-    settings = [(beam, batch, cache) for beam in (1, 5) for batch in (1, args.batch)
+    settings = [(beam, batch, cache) for beam in (1, 5) for batch in sorted({1, 32, args.batch})
                 for cache in (True, False)]
     for beam, batch, cache in settings:
         cfg.decode.batch_size = batch

@@ -68,25 +68,3 @@ def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "transformer_mt"
 
-
-def keep_freed_memory() -> bool:
-    """Ask glibc to reuse freed memory instead of returning it to the OS (Linux only).
-
-    Training allocates and frees tensors of ~100 MB every step (the logits over the vocabulary).
-    glibc serves such blocks with fresh ``mmap`` pages, and touching fresh pages costs more than
-    the arithmetic done on them: an out-of-place op on such a tensor took 40 ms instead of 11.
-    With mmap off and trimming raised, freed blocks are reused. Returns whether it applied.
-    """
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        m_trim_threshold, m_mmap_max = -1, -4
-        return bool(libc.mallopt(m_mmap_max, 0)) and bool(
-            libc.mallopt(m_trim_threshold, 2**31 - 1))
-    except (OSError, AttributeError):
-        return False

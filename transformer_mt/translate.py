@@ -15,9 +15,9 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import detokenize, tokenize
 from transformer_mt.data.vocab import PAD_ID, Vocab
 from transformer_mt.decode.search import Hypothesis, translate_batch
+from transformer_mt.device import pick_device, resolve_precision
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.train.checkpoint import load_checkpoint, model_from_checkpoint
-from transformer_mt.train.distributed import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
                   use_cache: bool = True, progress: bool = False) -> list[list[Hypothesis]]:
     """Translate many id sequences: sorted by length into batches, results in input order."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
+    precision = resolve_precision(cfg.precision, device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
@@ -39,8 +41,9 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
             src = torch.nn.utils.rnn.pad_sequence(
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)
-            hyps = translate_batch(model, src, source_mask(src), beam_size, cfg.alpha,
-                                   cfg.max_len_a, cfg.max_len_b, nbest, use_cache)
+            with autocast:
+                hyps = translate_batch(model, src, source_mask(src), beam_size, cfg.alpha,
+                                       cfg.max_len_a, cfg.max_len_b, nbest, use_cache)
             for i, h in zip(chunk, hyps):
                 results[i] = h
             bar.update(len(chunk))

@@ -61,7 +61,7 @@ def next_token_logprobs(logits: Tensor) -> Tensor:
     return logprobs
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
            max_len_b: int = 10, use_cache: bool = True) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
@@ -96,7 +96,7 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     return [r for r in results if r is not None]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 5,
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                 nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:

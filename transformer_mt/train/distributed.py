@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from transformer_mt.errors import ConfigError
+from transformer_mt.device import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -27,39 +27,6 @@ class DistInfo:
     @property
     def enabled(self) -> bool:
         return self.world_size > 1
-
-
-def pick_device(name: str, local_rank: int = 0) -> torch.device:
-    """``auto`` means CUDA when present (one GPU per local rank), else the CPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError(f"train.device={name!r} asks for CUDA, but no CUDA GPU is visible "
-                              "to PyTorch; use --set train.device=cpu (or auto)")
-        if name == "cuda":
-            name = f"cuda:{local_rank}"
-        index = int(name.split(":")[1])
-        if index >= torch.cuda.device_count():
-            raise ConfigError(f"train.device={name!r}: only {torch.cuda.device_count()} GPU(s) "
-                              "are visible")
-    return torch.device(name)
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """Turn ``auto`` into ``bf16`` where the device computes in bf16 natively, else ``fp32``."""
-    if precision != "auto":
-        if precision == "fp16" and device.type != "cuda":
-            raise ConfigError("train.precision=fp16 needs a CUDA GPU; use bf16 or fp32 on the CPU")
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = f.read()
-    except OSError:
-        return "fp32"
-    return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "fp32"
 
 
 def init_distributed(device_name: str) -> tuple[DistInfo, torch.device]:

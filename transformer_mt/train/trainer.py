@@ -44,9 +44,10 @@ from transformer_mt.data.loader import (
 )
 from transformer_mt.data.tokenize import detokenize
 from transformer_mt.data.vocab import PAD_ID, Vocab
+from transformer_mt.device import resolve_precision
 from transformer_mt.errors import CheckpointError, TrainingError
 from transformer_mt.evaluate import score
-from transformer_mt.fileio import atomic_write_text, keep_freed_memory
+from transformer_mt.fileio import atomic_write_text
 from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
 from transformer_mt.model.transformer import Transformer, build_model
 from transformer_mt.train import distributed
@@ -128,9 +129,7 @@ class Trainer:
         self.resume_allowed = resume
         self.show_bar = bars_enabled() if progress is None else progress
         self.dist, self.device = distributed.init_distributed(config.train.device)
-        self.precision = distributed.resolve_precision(config.train.precision, self.device)
-        if self.device.type == "cpu":
-            keep_freed_memory()
+        self.precision = resolve_precision(config.train.precision, self.device)
         self.is_main = self.dist.is_main
         self.progress = Progress()
         self._stop_signal: int | None = None
@@ -439,9 +438,8 @@ class Trainer:
             total += float(F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(),
                                            ignore_index=PAD_ID, reduction="sum"))
             tokens += batch.n_tokens
-        with self._autocast():
-            hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], self.cfg.decode,
-                                 self.device, beam_size=self.cfg.train.eval_beam_size)
+        hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], self.cfg.decode,
+                             self.device, beam_size=self.cfg.train.eval_beam_size)
         lang = self.cfg.data.tgt_lang
         texts = [detokenize(self.tgt_vocab.decode(h[0].tokens), lang) for h in hyps]
         refs = [r.lower() for r in data.tgt_raw] if self.cfg.data.lowercase else data.tgt_raw
