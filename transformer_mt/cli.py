@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from transformer_mt.errors import MTError
+from transformer_mt.logs import bars_enabled
 
 log = logging.getLogger("transformer_mt.cli")
 
@@ -97,7 +98,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             return 0
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
-    results = translator.translate(lines, args.beam, args.nbest, progress=len(lines) > 50)
+    results = translator.translate(lines, args.beam, args.nbest,
+                                   progress=bars_enabled() and len(lines) > 50)
     out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
     if args.output:
         atomic_write_text(args.output, "".join(line + "\n" for line in out))
@@ -117,7 +119,8 @@ def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace
     src, out, weights = cross_attention(translator, lines[0], args.layer, args.head)
     heads = "mean over heads" if args.head is None else f"head {args.head}"
     plot_attention(weights, out, src, Path(args.attention),
-                   f"cross-attention, decoder layer {args.layer}, {heads}")
+                   f"cross-attention, decoder layer "
+                   f"{'last' if args.layer == -1 else args.layer}, {heads}")
     print(translator.translate(lines, 1)[0][0].text)
     log.info("attention map written to %s", args.attention)
     return 0
@@ -148,7 +151,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.data_dir:
         data_cfg.data_dir = args.data_dir
     src, refs, _, ref_tokens = read_tokenized(data_cfg, args.split, args.max_sentences)
-    results = translator.translate(src, args.beam, progress=True)
+    results = translator.translate(src, args.beam, progress=bars_enabled())
     hyps = [r[0].text for r in results]
     s = score(hyps, refs)
     tok_bleu = lowercase_token_bleu([r[0].tokens for r in results], ref_tokens)

@@ -101,6 +101,7 @@ class TrainConfig:
     keep_last: int = 2  # step checkpoints kept besides last.pt and best.pt (for averaging)
     patience: int | None = None  # stop after this many validations without a better val BLEU
     eval_beam_size: int = 1  # beam used for val BLEU during training (1 = greedy)
+    tensorboard: bool = False  # also log metrics for TensorBoard (needs the tensorboard package)
 
     def validate(self) -> None:
         _check(self.max_steps is not None or self.max_epochs is not None, "train.max_steps",

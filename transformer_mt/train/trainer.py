@@ -45,7 +45,7 @@ from transformer_mt.data.loader import (
 from transformer_mt.data.tokenize import detokenize
 from transformer_mt.data.vocab import PAD_ID, Vocab
 from transformer_mt.device import resolve_precision
-from transformer_mt.errors import CheckpointError, TrainingError
+from transformer_mt.errors import CheckpointError, ConfigError, TrainingError
 from transformer_mt.evaluate import score
 from transformer_mt.fileio import atomic_write_text
 from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
@@ -93,15 +93,33 @@ def seed_everything(seed: int) -> None:
 
 
 class MetricsLog:
-    """``metrics.jsonl``: appended one record at a time, flushed, so a crash loses nothing."""
+    """``metrics.jsonl``: appended one record at a time, flushed, so a crash loses nothing.
 
-    def __init__(self, path: Path, enabled: bool = True) -> None:
+    With ``tensorboard``, every number is also written as a TensorBoard scalar
+    (``<type>/<name>``) under ``RUN_DIR/tensorboard``.
+    """
+
+    def __init__(self, path: Path, enabled: bool = True, tensorboard: bool = False) -> None:
         self.path, self.enabled = path, enabled
+        self.writer = None
+        if enabled and tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise ConfigError("train.tensorboard needs the tensorboard package: "
+                                  "pip install 'transformer_mt[tensorboard]'") from exc
+            self.writer = SummaryWriter(str(path.parent / "tensorboard"))
 
     def write(self, record: dict[str, Any]) -> None:
-        if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for key, value in record.items():
+                if key not in ("step", "type") and isinstance(value, (int, float)):
+                    self.writer.add_scalar(f"{record['type']}/{key}", value, record["step"])
+            self.writer.flush()
 
     def truncate_after(self, step: int) -> None:
         """Drop records of steps after ``step`` (written after the checkpoint we resume from)."""
@@ -209,7 +227,8 @@ class Trainer:
                 self.forward_model,
                 device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
-        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl", enabled=self.is_main)
+        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl", enabled=self.is_main,
+                                  tensorboard=cfg.train.tensorboard)
         if ckpt is not None:
             self.metrics.truncate_after(self.progress.step)
         if self.is_main:
