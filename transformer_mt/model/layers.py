@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import KVCache, MultiHeadAttention
 
 
@@ -28,21 +29,22 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))  # via (B, T, F)
 
 
+def _attention(cfg: ModelConfig, cross: bool = False) -> MultiHeadAttention:
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=cross,
+                              impl=cfg.attention)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the source, then the feed-forward network."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float,
-                 attention_dropout: float = 0.0, activation_dropout: float = 0.0,
-                 activation: str = "relu", pre_norm: bool = True,
-                 attention_impl: str = "sdpa") -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.pre_norm = pre_norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout,
-                                            impl=attention_impl)
-        self.ffn = FeedForward(d_model, d_ff, activation_dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = cfg.norm == "pre"
+        self.self_attn = _attention(cfg)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, src_mask: Tensor | None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -61,21 +63,16 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention over the target prefix, cross-attention to the source, feed-forward."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float,
-                 attention_dropout: float = 0.0, activation_dropout: float = 0.0,
-                 activation: str = "relu", pre_norm: bool = True,
-                 attention_impl: str = "sdpa") -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.pre_norm = pre_norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout,
-                                            impl=attention_impl)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, cross=True,
-                                             impl=attention_impl)
-        self.ffn = FeedForward(d_model, d_ff, activation_dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = cfg.norm == "pre"
+        self.self_attn = _attention(cfg)
+        self.cross_attn = _attention(cfg, cross=True)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        self.norm3 = nn.LayerNorm(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None,
                 cache: dict[str, KVCache] | None = None,

@@ -30,10 +30,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.embed = TokenEmbedding(vocab_size, cfg.d_model, PAD_ID)
         self.pos = PositionalEncoding(cfg.d_model, cfg.max_positions, cfg.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout,
-                         cfg.activation_dropout, cfg.activation, cfg.norm == "pre", cfg.attention)
-            for _ in range(cfg.n_encoder_layers))
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
     def forward(self, src: Tensor, src_mask: Tensor,
@@ -54,10 +51,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.embed = TokenEmbedding(vocab_size, cfg.d_model, PAD_ID)
         self.pos = PositionalEncoding(cfg.d_model, cfg.max_positions, cfg.dropout)
-        self.layers = nn.ModuleList(
-            DecoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout,
-                         cfg.activation_dropout, cfg.activation, cfg.norm == "pre", cfg.attention)
-            for _ in range(cfg.n_decoder_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.project = nn.Linear(cfg.d_model, vocab_size, bias=False)
         if cfg.tie_embeddings:
