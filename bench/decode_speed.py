@@ -50,6 +50,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32",
+                        help="fp32 (default): cached and uncached must translate identically; "
+                        "bf16: rounding differs between the two, so differences are counted")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -57,6 +60,7 @@ def main() -> None:
     model, cfg, src_vocab, source = load_model(args.checkpoint)
     _, _, src_tok, _ = read_tokenized(cfg.data, "test_2016_flickr", n)
     src_ids = [src_vocab.encode(t) for t in src_tok]
+    cfg.decode.precision = args.precision
 
     results, outputs = {}, {}
     settings = [(beam, batch, cache) for beam in (1, 5) for batch in sorted({1, 32, args.batch})
@@ -75,13 +79,19 @@ def main() -> None:
                          "tokens_per_s": round(tokens / elapsed, 1),
                          "seconds": round(elapsed, 2)}
         outputs[name] = [h[0].tokens for h in hyps]
+    differing = 0
     for name in outputs:
         if name.endswith("_uncached"):
             twin = name.replace("_uncached", "_cached")
-            assert outputs[name] == outputs[twin], f"{name} and {twin} translate differently"
+            diff = sum(a != b for a, b in zip(outputs[name], outputs[twin]))
+            if args.precision == "fp32":
+                assert diff == 0, f"{name} and {twin} translate {diff} sentences differently"
+            differing += diff
     key = f"beam5_batch{args.batch}"
     record = {"benchmark": "decode_speed", "machine": machine(), "model": source,
-              "date": time.strftime("%Y-%m-%d"), "identical_with_and_without_cache": True,
+              "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
+              "identical_with_and_without_cache": differing == 0,
+              "sentences_differing_with_and_without_cache": differing,
               "results": results,
               "ratio": round(results[f"{key}_cached"]["sentences_per_s"]
                              / results[f"{key}_uncached"]["sentences_per_s"], 2)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                  run_dir)
     progress = train(config, run_dir, resume=not args.no_resume,
                      progress=None if not args.quiet else False)
+    if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for all
+        return 0
     best = run_dir / "best.pt"
     print(f"trained to step {progress.step}; best val BLEU {progress.best_bleu:.2f} "
           f"(step {progress.best_step}); best checkpoint: {best}")
