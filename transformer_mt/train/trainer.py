@@ -150,6 +150,7 @@ class Trainer:
         self.precision = resolve_precision(config.train.precision, self.device)
         self.is_main = self.dist.is_main
         self.progress = Progress()
+        self._acc = torch.zeros(2, device=self.device)  # (loss sum, target tokens) since log
         self._stop_signal: int | None = None
         self._file_log: logging.Handler | None = None
 
@@ -215,6 +216,8 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
             self.progress = Progress(**ckpt["progress"])
             set_rng_state(state["rng"])
+            # the partial sums of the interrupted log interval, so its record is exact too
+            self._acc = state["loss_since_log"].to(self.device)
         log.info("model: %s parameters, d_model=%d, %d+%d layers, %s-norm, device %s, %s",
                  f"{self.model.num_parameters():,}", cfg.model.d_model,
                  cfg.model.n_encoder_layers, cfg.model.n_decoder_layers, cfg.model.norm,
@@ -320,7 +323,7 @@ class Trainer:
         plan = epoch_steps(lengths, cfg.train.max_tokens, cfg.train.seed, p.epoch, per_step)
         bar = tqdm(total=self._total_steps(len(plan)), initial=p.step, unit="step",
                    desc="train", disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
-        acc = torch.zeros(2, device=self.device)  # (loss sum, target tokens) since last log
+        acc = self._acc  # (loss sum, target tokens) since the last log record
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
         grad_norm = torch.zeros((), device=self.device)
@@ -496,7 +499,8 @@ class Trainer:
         training_state = None
         if full:
             training_state = {"optimizer": self.optimizer.state_dict(),
-                              "scaler": self.scaler.state_dict(), "rng": rng_state()}
+                              "scaler": self.scaler.state_dict(), "rng": rng_state(),
+                              "loss_since_log": self._acc.detach().cpu().clone()}
         return make_checkpoint(self.model, self.cfg, self.src_vocab, self.tgt_vocab,
                                asdict(self.progress), training_state)
 
