@@ -22,25 +22,19 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine
-from transformer_mt.config import Config, config_from_dict
-from transformer_mt.data.loader import build_vocabs, read_tokenized
-from transformer_mt.model.transformer import build_model
-from transformer_mt.train.checkpoint import load_checkpoint, model_from_checkpoint
-from transformer_mt.translate import decode_corpus
+from transformer_mt.data.loader import read_tokenized
+from transformer_mt.translate import Translator, decode_corpus
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 
 
 def load_model(path: Path | None):
+    """The checkpoint's model if it exists, else a seeded untrained one of the default sizes."""
     if path is not None and path.exists():
-        model, cfg, src_vocab, tgt_vocab = model_from_checkpoint(load_checkpoint(path), path)
-        return model, cfg, src_vocab, str(path)
-    cfg: Config = config_from_dict({})
-    _, _, src_tok, tgt_tok = read_tokenized(cfg.data, "train")
-    src_vocab, tgt_vocab = build_vocabs(cfg.data, src_tok, tgt_tok)
-    torch.manual_seed(0)
-    return build_model(cfg.model, len(src_vocab), len(tgt_vocab)).eval(), cfg, src_vocab, \
-        "seeded untrained model"
+        t, source = Translator.from_checkpoint(path, "cpu"), str(path)
+    else:
+        t, source = Translator.untrained(), "seeded untrained model"
+    return t.model, t.config, t.src_vocab, source
 
 
 def main() -> None:

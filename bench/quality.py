@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine
 from transformer_mt.config import load_config
-from transformer_mt.data.loader import read_tokenized
-from transformer_mt.evaluate import lowercase_token_bleu, score
+from transformer_mt.evaluate import evaluate_split
 from transformer_mt.train.trainer import train
 from transformer_mt.translate import Translator
 
@@ -33,18 +32,13 @@ def evaluate_all(checkpoint: Path, beam: int) -> dict:
     translator = Translator.from_checkpoint(checkpoint)
     out = {}
     for split in SPLITS:
-        src, refs, _, ref_tok = read_tokenized(translator.config.data, split)
         for name, size in (("greedy", 1), (f"beam{beam}", beam)):
-            start = time.perf_counter()
-            results = translator.translate(src, size)
-            seconds = time.perf_counter() - start
-            s = score([r[0].text for r in results], refs)
+            r = evaluate_split(translator, split, size)
             out[f"{split}_{name}"] = {
-                "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2),
-                "bleu_lowercased_tokens": round(lowercase_token_bleu(
-                    [r[0].tokens for r in results], ref_tok), 2),
-                "seconds": round(seconds, 1)}
-    out["bleu_signature"] = s.bleu_signature
+                "bleu": round(r.scores.bleu, 2), "chrf": round(r.scores.chrf, 2),
+                "bleu_lowercased_tokens": round(r.bleu_lowercased_tokens, 2),
+                "seconds": round(r.seconds, 1)}
+    out["bleu_signature"] = r.scores.bleu_signature
     return out
 
 

@@ -53,7 +53,8 @@ def test_cross_attention_weights_are_distributions(run_dir):
     from transformer_mt.translate import Translator
 
     translator = Translator.from_checkpoint(run_dir / "best.pt", "cpu")
-    src, out, weights = cross_attention(translator, "Ein Hund läuft.")
+    src, out, weights, text = cross_attention(translator, "Ein Hund läuft.")
+    assert text == translator.translate(["Ein Hund läuft."], 1)[0][0].text
     assert src[-1] == "<eos>" and out[-1] == "<eos>"
     assert weights.shape == (len(out), len(src))
     assert weights.sum(-1).sub(1).abs().max() < 1e-4

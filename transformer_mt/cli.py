@@ -119,12 +119,12 @@ def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace
     if not lines or len(lines) != 1 or not lines[0].strip():
         raise MTError("--attention takes exactly one sentence, e.g. "
                       "mt translate --checkpoint CKPT --attention att.png \"Ein Hund läuft.\"")
-    src, out, weights = cross_attention(translator, lines[0], args.layer, args.head)
+    src, out, weights, text = cross_attention(translator, lines[0], args.layer, args.head)
     heads = "mean over heads" if args.head is None else f"head {args.head}"
     plot_attention(weights, out, src, Path(args.attention),
                    f"cross-attention, decoder layer "
                    f"{'last' if args.layer == -1 else args.layer}, {heads}")
-    print(translator.translate(lines, 1)[0][0].text)
+    print(text)
     log.info("attention map written to %s", args.attention)
     return 0
 
@@ -144,24 +144,20 @@ def _interactive(translator, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ evaluate
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from transformer_mt.data.loader import read_tokenized
-    from transformer_mt.evaluate import lowercase_token_bleu, score
+    from transformer_mt.evaluate import evaluate_split
     from transformer_mt.fileio import atomic_write_text
     from transformer_mt.translate import Translator
 
     translator = Translator.from_checkpoint(args.checkpoint, args.device)
-    data_cfg = translator.config.data
     if args.data_dir:
-        data_cfg.data_dir = args.data_dir
-    src, refs, _, ref_tokens = read_tokenized(data_cfg, args.split, args.max_sentences)
-    results = translator.translate(src, args.beam, progress=bars_enabled())
-    hyps = [r[0].text for r in results]
-    s = score(hyps, refs)
-    tok_bleu = lowercase_token_bleu([r[0].tokens for r in results], ref_tokens)
+        translator.config.data.data_dir = args.data_dir
+    result = evaluate_split(translator, args.split, args.beam, args.max_sentences,
+                            progress=bars_enabled())
+    hyps, s, tok_bleu, beam = (result.hypotheses, result.scores, result.bleu_lowercased_tokens,
+                               result.beam_size)
     if args.output:
         atomic_write_text(args.output, "".join(h + "\n" for h in hyps))
         log.info("wrote %d translations to %s", len(hyps), args.output)
-    beam = args.beam or translator.config.decode.beam_size
     summary = {"checkpoint": str(args.checkpoint), "split": args.split, "sentences": len(hyps),
                "beam_size": beam, **s.as_dict(), "bleu_lowercased_tokens": round(tok_bleu, 2)}
     if args.json:

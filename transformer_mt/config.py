@@ -131,8 +131,8 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output at most a * source length + b tokens
     max_len_b: int = 10
     batch_size: int = 64  # sentences per decoding batch
-    # auto: bf16 autocast where the hardware does bf16 natively (1.5x faster on an AVX512-BF16
-    # CPU, same translations with and without the cache), else fp32
+    # auto: bf16 autocast where the hardware does bf16 natively (1.2-1.5x faster on an
+    # AVX512-BF16 CPU; rounding may change a rare translation), else fp32
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     max_input_tokens: int = 250  # longer inputs are truncated with a warning
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sacrebleu.metrics import BLEU, CHRF
+
+if TYPE_CHECKING:
+    from transformer_mt.translate import Translator
 
 
 @dataclass
@@ -39,3 +44,28 @@ def lowercase_token_bleu(hypotheses: Sequence[Sequence[str]],
     hyp = [" ".join(h) for h in hypotheses]
     ref = [" ".join(r) for r in references]
     return bleu.corpus_score(hyp, [ref]).score
+
+
+@dataclass
+class SplitResult:
+    hypotheses: list[str]  # detokenized translations, in the split's order
+    scores: Scores
+    bleu_lowercased_tokens: float
+    beam_size: int
+    seconds: float  # translation time
+
+
+def evaluate_split(translator: Translator, split: str, beam_size: int | None = None,
+                   max_sentences: int | None = None, progress: bool = False) -> SplitResult:
+    """Translate a Multi30k split (its first ``max_sentences``) and score it."""
+    from transformer_mt.data.loader import read_tokenized
+
+    src, refs, _, ref_tokens = read_tokenized(translator.config.data, split, max_sentences)
+    beam = beam_size or translator.config.decode.beam_size
+    start = time.perf_counter()
+    results = translator.translate(src, beam, progress=progress)
+    seconds = time.perf_counter() - start
+    hypotheses = [r[0].text for r in results]
+    return SplitResult(hypotheses, score(hypotheses, refs),
+                       lowercase_token_bleu([r[0].tokens for r in results], ref_tokens),
+                       beam, seconds)

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
-from transformer_mt.decode.search import next_token_logprobs
+from transformer_mt.decode.search import max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Attention
 from transformer_mt.translate import Translator
@@ -82,9 +82,10 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
 
 
 def cross_attention(translator: Translator, sentence: str, layer: int = -1,
-                    head: int | None = None) -> tuple[list[str], list[str], Tensor]:
-    """Translate greedily, then return source tokens, output tokens and the cross-attention
-    weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads)."""
+                    head: int | None = None) -> tuple[list[str], list[str], Tensor, str]:
+    """Translate greedily, then return source tokens, output tokens, the cross-attention
+    weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads) and the
+    translation."""
     model = translator.model
     n_layers = len(model.decoder.layers)
     if not -n_layers <= layer < n_layers:
@@ -102,7 +103,7 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     weights = att.cross[layer][0]  # (H, T_out, S)
     weights = weights.mean(0) if head is None else weights[head]
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
-    return src_tokens, [*result.tokens, "<eos>"], weights.cpu()
+    return src_tokens, [*result.tokens, "<eos>"], weights.cpu(), result.text
 
 
 def plot_attention(weights: Tensor, rows: list[str], cols: list[str], path: Path,
@@ -188,8 +189,9 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     emit("5. Decoder, one token at a time (greedy), reusing cached keys and values")
     state = model.start_decoding(src, mask)
     last = torch.tensor([BOS_ID], device=translator.device)
-    limit = max_steps or int(s * translator.config.decode.max_len_a
-                             + translator.config.decode.max_len_b)
+    dcfg = translator.config.decode
+    limit = max_steps or int(max_output_lengths(mask, dcfg.max_len_a, dcfg.max_len_b,
+                                                cfg.max_positions - 1)[0]) + 1  # + <eos>
     out: list[str] = []
     for step in range(limit):
         att = Attention()
