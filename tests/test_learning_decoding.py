@@ -121,8 +121,9 @@ def test_finished_hypotheses_are_never_extended():
 
 def test_output_length_is_limited():
     model = MarkovModel()
-    model.logits[MarkovModel.A] = torch.tensor([1e-9, 1e-9, 1e-9, 1e-9, 1.0, 1e-9]).log()
-    model.logits[BOS_ID] = model.logits[MarkovModel.A]  # always A: never stops by itself
+    # always A, and <eos> less likely than anything else: it never stops by itself
+    model.logits[MarkovModel.A] = torch.tensor([1e-9, 1e-9, 1e-9, 1e-12, 1.0, 1e-9]).log()
+    model.logits[BOS_ID] = model.logits[MarkovModel.A]
     src = torch.tensor([[4, 4, EOS_ID]])
     out = greedy(model, src, source_mask(src), max_len_a=1.0, max_len_b=2)[0]
     assert len(out.tokens) == 5  # 1.0 * 3 source tokens + 2

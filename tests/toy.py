@@ -38,8 +38,9 @@ def train_toy_model(steps: int = 500, seed: int = 0) -> Transformer:
     for step in range(1, steps + 1):
         pairs = toy_pairs(64, gen)
         batch = Batch.from_ids([p[0] for p in pairs], [p[1] for p in pairs])
-        logits = model(batch.src, batch.tgt_in, batch.src_mask)
-        loss = label_smoothed_cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), 0.0,
+        hidden = model(batch.src, batch.tgt_in, batch.src_mask, project=False)
+        loss = label_smoothed_cross_entropy(hidden.flatten(0, 1), model.decoder.project.weight,
+                                            batch.tgt_out.flatten(), 0.0,
                                             PAD_ID) / batch.n_tokens
         for group in opt.param_groups:
             group["lr"] = inverse_sqrt_lr(step, 2e-3, 100)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
     beam_size = cfg.beam_size if beam_size is None else beam_size
     precision = resolve_precision(cfg.precision, device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    if precision == "bf16":
+        model = _with_bf16_linears(model)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
@@ -51,6 +54,25 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
         bar.close()
         model.train(was_training)
     return results
+
+
+def _with_bf16_linears(model: Transformer) -> Transformer:
+    """A copy of ``model`` whose linear layers hold bf16 weights, for decoding under autocast.
+
+    Autocast computes every linear layer in bf16 anyway, but outside training it casts the fp32
+    weights again at every call: a fifth of the decoding time. With the weights cast once the
+    results are the same. Embeddings and LayerNorms stay fp32 (the tied output projection gets
+    its own bf16 copy), so nothing else changes.
+    """
+    clone = copy.deepcopy(model).eval()
+    for module in clone.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight = torch.nn.Parameter(module.weight.detach().bfloat16(),
+                                               requires_grad=False)
+            if module.bias is not None:
+                module.bias = torch.nn.Parameter(module.bias.detach().bfloat16(),
+                                                 requires_grad=False)
+    return clone
 
 
 @dataclass

@@ -13,8 +13,9 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from importlib.metadata import version
+from typing import Any
 
-from sacremoses import MosesDetokenizer
 from tqdm.auto import tqdm
 
 from transformer_mt.fileio import atomic_write, cache_dir, file_lock
@@ -53,9 +54,7 @@ def tokenize_cached(texts: Sequence[str], lang: str, file_sha256: str, lowercase
     lowercasing, spaCy's version and this cache's format. Several processes may ask at once: one
     tokenizes under a file lock, the others wait and read its result.
     """
-    import spacy
-
-    key_text = json.dumps([CACHE_FORMAT, file_sha256, lang, lowercase, spacy.__version__,
+    key_text = json.dumps([CACHE_FORMAT, file_sha256, lang, lowercase, version("spacy"),
                            len(texts)])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
     path = cache_dir() / "tokens" / f"{lang}-{key}.json.gz"
@@ -79,7 +78,9 @@ def tokenize_cached(texts: Sequence[str], lang: str, file_sha256: str, lowercase
 
 
 @functools.lru_cache(maxsize=4)
-def _detokenizer(lang: str) -> MosesDetokenizer:
+def _detokenizer(lang: str) -> Any:
+    from sacremoses import MosesDetokenizer  # imported lazily, like spaCy: training needs neither
+
     return MosesDetokenizer(lang=lang)
 
 

@@ -43,22 +43,42 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _next_logprobs(model: Transformer, state: DecoderState, prefix: Tensor,
-                   use_cache: bool) -> Tensor:
-    """(N, V) log-probabilities of the next token after each prefix (N, t)."""
+def _next_scores(model: Transformer, state: DecoderState, prefix: Tensor, use_cache: bool,
+                 at_limit: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Next-token logits (N, V) in fp32 and their logsumexp (N,), for each prefix (N, t).
+
+    ``logits - lse`` are the log-probabilities; search needs them only for the few tokens it
+    keeps, so the full (N, V) log-softmax is never written. Padding and <bos> are never
+    produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>.
+    """
     if use_cache:
         logits = model.decode_step(prefix[:, -1], state)  # (N, V)
     else:
         logits = model.decoder(prefix, state.memory, state.src_mask)[:, -1]  # (N, V)
-    return next_token_logprobs(logits)
+    z = _allowed(logits)
+    if at_limit is not None:
+        z[at_limit] = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
+                                  -torch.inf)
+    return z, torch.logsumexp(z, dim=-1)
+
+
+def _allowed(logits: Tensor) -> Tensor:
+    """(N, V) logits as fp32, padding and <bos> set to -inf: they are never produced."""
+    z = logits.float()
+    z[:, PAD_ID] = -torch.inf
+    z[:, BOS_ID] = -torch.inf
+    return z
 
 
 def next_token_logprobs(logits: Tensor) -> Tensor:
-    """(N, V) logits -> log-probabilities in fp32; padding and <bos> are never produced."""
-    logprobs = logits.float().log_softmax(dim=-1)
-    logprobs[:, PAD_ID] = -torch.inf
-    logprobs[:, BOS_ID] = -torch.inf
-    return logprobs
+    """(N, V) logits -> (N, V) fp32 log-probabilities of the tokens search may produce."""
+    z = _allowed(logits)
+    return z - torch.logsumexp(z, dim=-1, keepdim=True)
+
+
+def _at_limit(step: int, limits: Tensor, shortest: int) -> Tensor | None:
+    """(N,) rows whose output reached its length limit; None (no work) before the shortest."""
+    return None if step < shortest else step >= limits
 
 
 @torch.inference_mode()
@@ -76,13 +96,12 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     scores = torch.zeros(b, device=src.device)
     results: list[Hypothesis | None] = [None] * b
     step = 0
+    shortest = int(limits.min())
     while alive.numel():
-        logprobs = _next_logprobs(model, state, prefix, use_cache)  # (N, V)
-        at_limit = step >= limits[alive]  # (N,)
-        logprobs[at_limit] = torch.where(torch.arange(logprobs.size(1), device=src.device)
-                                         == EOS_ID, 0.0, -torch.inf)
-        best, token = logprobs.max(dim=-1)  # (N,), (N,)
-        scores = scores + best
+        z, lse = _next_scores(model, state, prefix, use_cache,
+                              _at_limit(step, limits[alive], shortest))  # (N, V), (N,)
+        best, token = z.max(dim=-1)  # (N,), (N,)
+        scores = scores + (best - lse)
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
         done = token == EOS_ID
         if done.any():
@@ -91,7 +110,7 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
                                                       float(scores[row]))
             keep = (~done).nonzero().flatten()
             alive, prefix, scores = alive[keep], prefix[keep], scores[keep]
-            state.select(keep)
+            state.select(keep, keep)
         step += 1
     return [r for r in results if r is not None]
 
@@ -111,8 +130,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     b, k = src.size(0), beam_size
     device = src.device
     limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
-    state = model.start_decoding(src, src_mask)
-    state.select(torch.arange(b, device=device).repeat_interleave(k))  # (B*K, ...)
+    state = model.start_decoding(src, src_mask)  # one row per sentence, shared by its K beams
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)
     scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -120,16 +138,19 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     beam_offsets = torch.arange(k, device=device)
     step = 0
+    shortest = int(limits.min())
     while alive.numel():
         n = alive.numel()
-        logprobs = _next_logprobs(model, state, prefix, use_cache)  # (N*K, V)
-        vocab = logprobs.size(-1)
-        at_limit = (step >= limits[alive]).repeat_interleave(k)  # (N*K,)
-        logprobs[at_limit] = torch.where(torch.arange(vocab, device=device) == EOS_ID,
-                                         0.0, -torch.inf)
-        candidates = scores[:, :, None] + logprobs.view(n, k, vocab)  # (N, K, V)
+        limited = _at_limit(step, limits[alive], shortest)
+        z, lse = _next_scores(model, state, prefix, use_cache,
+                              None if limited is None else limited.repeat_interleave(k))
+        # The 2K best of all K*V candidates are among the 2K best of each beam: take those
+        # first (a small top-k per row), then the best 2K of the K*2K.
+        row_z, row_token = z.topk(2 * k, dim=-1)  # (N*K, 2K)
+        candidates = scores.view(-1, 1) + (row_z - lse[:, None])  # (N*K, 2K)
         top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
-        top_beam, top_token = top_index // vocab, top_index % vocab  # (N, 2K)
+        top_beam = top_index // (2 * k)  # (N, 2K)
+        top_token = row_token.view(n, -1).gather(1, top_index)  # (N, 2K)
         is_eos = top_token == EOS_ID
 
         # Hypotheses that end here (only among the K best candidates) are finished.
@@ -158,7 +179,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
             keep = (~done).nonzero().flatten()  # (N',)
             keep_rows = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
             alive, scores, prefix = alive[keep], scores[keep], prefix[keep_rows]
-            state.select(keep_rows)
+            state.select(keep_rows, keep)
         step += 1
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 

@@ -5,12 +5,12 @@ Masks are boolean and broadcastable to ``(B, H, T_query, T_key)``: True means "m
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 KVCache = dict[str, Tensor]  # {"k": (B, H, T, Dh), "v": (B, H, T, Dh)}
 
@@ -82,10 +82,12 @@ class MultiHeadAttention(nn.Module):
                 assert memory is not None, "cross-attention needs the encoder output"
                 k, v = self._heads(self.kv_proj(memory), 2)  # (B, H, Tk, Dh) each
                 if cache is not None:
+                    k, v = _attention_dtype(k), _attention_dtype(v)  # cast once, not per step
                     cache["k"], cache["v"] = k, v
         else:
             q, k, v = self._heads(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
             if cache is not None:
+                k, v = _attention_dtype(k), _attention_dtype(v)
                 if "k" in cache:  # earlier steps: this one query may see all of them
                     if t != 1:
                         raise ValueError("incremental decoding feeds one position at a time")
@@ -93,20 +95,52 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache["v"], v], dim=2)
                     is_causal = False
                 cache["k"], cache["v"] = k, v
+        # Beam search: the G hypotheses of a sentence share its encoder keys/values, which are
+        # kept once per sentence; its G queries are attended as one sentence's G*Tq queries.
+        groups = q.size(0) // k.size(0)
+        if groups > 1:
+            q = q.unflatten(0, (k.size(0), groups)).transpose(1, 2).flatten(2, 3)  # (B,H,G*Tq,Dh)
         dropout_p = self.dropout if self.training else 0.0
-        dtype = q.dtype
-        fp32_on_cpu = q.device.type == "cpu" and dtype == torch.bfloat16
-        if fp32_on_cpu:
-            # Under bf16 autocast on the CPU, attention itself runs in fp32: torch's bf16 CPU
-            # attention backward is several times slower than fp32 (docs/benchmarks.md).
-            q, k, v = q.float(), k.float(), v.float()
-        with torch.autocast("cpu", enabled=False) if fp32_on_cpu else contextlib.nullcontext():
-            if need_weights or self.impl == "plain":
-                out, weights = plain_attention(q, k, v, mask, is_causal, dropout_p)
-            else:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                     dropout_p=dropout_p,
-                                                     is_causal=is_causal)  # (B, H, Tq, Dh)
-                weights = None
-        out = out.to(dtype).transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, D)
-        return self.out_proj(out), (weights if need_weights else None)
+        # Under bf16 autocast on the CPU, attention itself runs in fp32: torch's bf16 CPU
+        # attention is several times slower, forward and backward (docs/benchmarks.md).
+        cpu_bf16 = q.device.type == "cpu" and q.dtype == torch.bfloat16
+        if need_weights or self.impl == "plain":
+            with torch.autocast("cpu", enabled=False):
+                out, weights = plain_attention(*(t.float() if cpu_bf16 else t for t in (q, k, v)),
+                                               mask, is_causal, dropout_p)
+            out = out.to(q.dtype)
+        elif cpu_bf16:
+            # The fp32 copies are not kept for the backward (they would be a third of a step's
+            # activations): it recomputes them from the bf16 q, k, v.
+            args = (q, k, v, mask, dropout_p, is_causal)
+            out = (checkpoint(_fp32_attention, *args, use_reentrant=False)
+                   if torch.is_grad_enabled() else _fp32_attention(*args))
+            weights = None
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                 is_causal=is_causal)  # (B, H, Tq, Dh)
+            weights = None
+        if groups > 1:
+            out = _ungroup(out, groups)
+            weights = _ungroup(weights, groups) if weights is not None else None
+        out = out.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, D)
+        return self.out_proj(out), weights
+
+
+def _ungroup(t: Tensor, groups: int) -> Tensor:
+    """(B, H, G*Tq, X) -> (B*G, H, Tq, X): undo the query grouping of beam search."""
+    return t.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)
+
+
+def _attention_dtype(t: Tensor) -> Tensor:
+    """The dtype attention computes in: fp32 for bf16 on the CPU (see ``forward``)."""
+    return t.float() if t.device.type == "cpu" and t.dtype == torch.bfloat16 else t
+
+
+def _fp32_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+                    is_causal: bool) -> Tensor:
+    """SDPA in fp32 with autocast off, the result in the inputs' dtype: (B, H, Tq, Dh)."""
+    with torch.autocast("cpu", enabled=False):
+        out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
+                                             dropout_p=dropout_p, is_causal=is_causal)
+    return out.to(q.dtype)

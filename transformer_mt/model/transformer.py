@@ -59,11 +59,13 @@ class Decoder(nn.Module):
 
     def forward(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor,
                 caches: list[dict[str, KVCache]] | None = None, offset: int = 0,
-                attention: Attention | None = None) -> Tensor:
+                attention: Attention | None = None, project: bool = True) -> Tensor:
         """tgt_in: (B, T) ids, memory: (B, S, D) -> logits (B, T, V).
 
         With ``caches`` (one dict per layer) only the new positions are fed, starting at position
-        ``offset``; earlier positions' keys and values come from the caches.
+        ``offset``; earlier positions' keys and values come from the caches. With
+        ``project=False`` the final states (B, T, D) come back instead of the logits (training
+        projects them inside its loss, a chunk at a time: ``train/loss.py``).
         """
         x = self.pos(self.embed(tgt_in), offset)  # (B, T, D)
         for i, layer in enumerate(self.layers):
@@ -72,7 +74,8 @@ class Decoder(nn.Module):
             if attention is not None:
                 attention.decoder_self.append(self_w)
                 attention.cross.append(cross_w)
-        return self.project(self.norm(x))  # (B, T, V)
+        x = self.norm(x)  # (B, T, D)
+        return self.project(x) if project else x  # (B, T, V) or (B, T, D)
 
 
 @dataclass
@@ -84,14 +87,24 @@ class DecoderState:
     caches: list[dict[str, KVCache]]  # per decoder layer: {"self": {k, v}, "cross": {k, v}}
     offset: int = 0  # target positions fed so far
 
-    def select(self, index: Tensor) -> None:
-        """Keep (and reorder) hypotheses: row ``i`` becomes old row ``index[i]`` (beam search)."""
-        self.memory = self.memory.index_select(0, index)
-        self.src_mask = self.src_mask.index_select(0, index)
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep (and reorder) hypotheses: row ``i`` becomes old row ``rows[i]``.
+
+        What belongs to the sentence rather than to a hypothesis (the encoder output, its mask,
+        the cross-attention keys/values) has one row per sentence, shared by that sentence's
+        hypotheses in beam search; ``sentences`` selects those rows when sentences leave the
+        batch. Without it the sentences stay as they are (beam search reordering its beams).
+        """
         for cache in self.caches:
-            for kv in cache.values():
-                for name in list(kv):
-                    kv[name] = kv[name].index_select(0, index)
+            for name in list(cache.get("self", {})):
+                cache["self"][name] = cache["self"][name].index_select(0, rows)
+        if sentences is None:
+            return
+        self.memory = self.memory.index_select(0, sentences)
+        self.src_mask = self.src_mask.index_select(0, sentences)
+        for cache in self.caches:
+            for name in list(cache.get("cross", {})):
+                cache["cross"][name] = cache["cross"][name].index_select(0, sentences)
 
 
 class Transformer(nn.Module):
@@ -121,10 +134,13 @@ class Transformer(nn.Module):
         return self.encoder(src, src_mask, attention)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor,
-                attention: Attention | None = None) -> Tensor:
-        """Teacher forcing: src (B, S), tgt_in (B, T), src_mask (B, 1, 1, S) -> logits (B, T, V)."""
+                attention: Attention | None = None, project: bool = True) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T), src_mask (B, 1, 1, S) -> logits (B, T, V).
+
+        ``project=False``: the decoder's final states (B, T, D) instead of the logits.
+        """
         memory = self.encode(src, src_mask, attention)
-        return self.decoder(tgt_in, memory, src_mask, attention=attention)
+        return self.decoder(tgt_in, memory, src_mask, attention=attention, project=project)
 
     def start_decoding(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         """Encode once and return the state that :meth:`decode_step` advances."""

@@ -1,12 +1,13 @@
-"""Label-smoothed cross-entropy over the target vocabulary, ignoring padding.
+"""Label-smoothed cross-entropy of the output projection, a chunk of tokens at a time.
 
-The loss is exactly ``F.cross_entropy(logits, target, ignore_index=pad, label_smoothing=eps,
-reduction="sum")`` (a test proves it, values and gradients). It is written as one autograd
-function because the library call, on the CPU, makes several full passes over the
-``(tokens, vocab)`` logits in its backward (a fill, a scatter, an add of two gradients, dtype
-copies under bf16): with a 6k-word vocabulary that was about a third of a training step.
-Here the backward is the closed form ``softmax(z) - (1 - eps) * onehot(y) - eps / V`` (per real
-token), computed in fp32 in one go and returned in the logits' dtype.
+The loss is exactly ``F.cross_entropy(hidden @ weight.T, target, ignore_index=pad,
+label_smoothing=eps, reduction="sum")`` (a test proves it, values and gradients), but the
+``(tokens, vocab)`` logits are never held whole: they are the biggest tensors of a training step
+(4k tokens x 6k words x 4 bytes = 100 MB per copy, and the library call makes several copies in
+its backward). Instead the projection and the loss are one autograd function that goes over the
+tokens ``chunk_size`` rows at a time and, while a chunk's logits are at hand, also computes its
+gradients with the closed form ``softmax(z) - (1 - eps) * onehot(y) - eps / V`` (per real token).
+The backward then only scales the stored gradients. Same FLOPs, a fraction of the memory.
 
 Per token, with ``lse = logsumexp(z)``::
 
@@ -22,32 +23,63 @@ import torch
 from torch import Tensor
 
 
-class _LabelSmoothedCrossEntropy(torch.autograd.Function):
+class _ProjectedLabelSmoothedCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, target: Tensor, eps: float,
-                ignore_index: int) -> Tensor:
-        z = logits.float()  # (N, V)
-        lse = torch.logsumexp(z, dim=-1)  # (N,)
-        z_y = z.gather(1, target.clamp(min=0)[:, None]).squeeze(1)  # (N,)
-        per_token = lse - (1.0 - eps) * z_y - eps * z.mean(dim=-1)  # (N,)
-        keep = target != ignore_index  # (N,)
-        ctx.save_for_backward(logits, target, lse, keep)
-        ctx.eps = eps
-        return (per_token * keep).sum()
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float,
+                ignore_index: int, dtype: torch.dtype, chunk_size: int,
+                need_grad: bool) -> Tensor:
+        w = weight.to(dtype)  # (V, D)
+        n, vocab = hidden.size(0), w.size(0)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden) if need_grad else None  # (N, D)
+        grad_weight = torch.zeros_like(weight) if need_grad else None  # (V, D)
+        # Two (C, V) buffers serve every chunk: all the work on the logits is done in place.
+        rows = min(chunk_size, n)
+        low = torch.empty(rows, vocab, dtype=dtype, device=hidden.device)  # logits, then grads
+        z_buf = torch.empty(rows, vocab, dtype=torch.float32, device=hidden.device)
+        for start in range(0, n, chunk_size):
+            h = hidden[start:start + chunk_size].to(dtype)  # (C, D)
+            c = h.size(0)
+            y = target[start:start + chunk_size]  # (C,)
+            keep = y != ignore_index  # (C,)
+            y = y.clamp(min=0)[:, None]  # (C, 1)
+            z = z_buf[:c].copy_(torch.mm(h, w.T, out=low[:c]))  # (C, V) fp32 logits
+            z_y, z_mean = z.gather(1, y).squeeze(1), z.mean(dim=-1)  # (C,), (C,)
+            z_max = z.amax(dim=-1)  # (C,)
+            p = z.sub_(z_max[:, None]).exp_()  # (C, V) unnormalised probabilities
+            total_p = p.sum(dim=-1)  # (C,)
+            lse = z_max + total_p.log()  # (C,)
+            per_token = lse - (1.0 - eps) * z_y - eps * z_mean  # (C,)
+            total += (per_token * keep).sum()
+            if not need_grad:
+                continue
+            g = p.div_(total_p[:, None]).sub_(eps / vocab)  # softmax(z) - eps / V
+            g.scatter_add_(1, y, torch.full_like(y, eps - 1.0, dtype=g.dtype))
+            g = low[:c].copy_(g.mul_(keep[:, None]))  # (C, V) in the matmul dtype
+            grad_hidden[start:start + c] = g @ w  # (C, D)
+            grad_weight += g.T @ h  # (V, D)
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        return total
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
-        logits, target, lse, keep = ctx.saved_tensors
-        eps, vocab = ctx.eps, logits.size(-1)
-        g = logits.float() if logits.dtype != torch.float32 else logits.clone()  # (N, V)
-        g.sub_(lse[:, None]).exp_().sub_(eps / vocab)  # softmax(z) - eps / V, in place
-        g.scatter_add_(1, target.clamp(min=0)[:, None],
-                       torch.full((g.size(0), 1), eps - 1.0, dtype=g.dtype, device=g.device))
-        g.mul_((grad * keep).to(g.dtype)[:, None])
-        return g.to(logits.dtype), None, None, None
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        if grad_hidden is None:
+            raise RuntimeError("this loss was computed without gradients")
+        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad,
+                None, None, None, None, None, None)
 
 
-def label_smoothed_cross_entropy(logits: Tensor, target: Tensor, eps: float = 0.1,
-                                 ignore_index: int = -100) -> Tensor:
-    """Summed label-smoothed cross-entropy: logits (N, V), target (N,) -> scalar (fp32)."""
-    return _LabelSmoothedCrossEntropy.apply(logits, target, eps, ignore_index)
+def label_smoothed_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
+                                 eps: float = 0.1, ignore_index: int = -100,
+                                 dtype: torch.dtype | None = None,
+                                 chunk_size: int = 1024) -> Tensor:
+    """Summed label-smoothed cross-entropy of the logits ``hidden @ weight.T`` (fp32 scalar).
+
+    hidden: (N, D) final decoder states; weight: (V, D) the output projection; target: (N,).
+    ``dtype`` is the dtype the projection is computed in (the autocast dtype under mixed
+    precision; by default ``hidden``'s); softmax and loss are always fp32.
+    """
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    return _ProjectedLabelSmoothedCE.apply(hidden, weight, target, eps, ignore_index,
+                                           dtype or hidden.dtype, chunk_size, need_grad)

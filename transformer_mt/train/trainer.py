@@ -44,7 +44,7 @@ from transformer_mt.data.loader import (
 )
 from transformer_mt.data.tokenize import detokenize
 from transformer_mt.data.vocab import PAD_ID, Vocab
-from transformer_mt.device import resolve_precision
+from transformer_mt.device import bound_cpu_kernel_caches, resolve_precision
 from transformer_mt.errors import CheckpointError, ConfigError, TrainingError
 from transformer_mt.evaluate import score
 from transformer_mt.fileio import atomic_write_text
@@ -147,6 +147,8 @@ class Trainer:
         self.resume_allowed = resume
         self.show_bar = bars_enabled() if progress is None else progress
         self.dist, self.device = distributed.init_distributed(config.train.device)
+        if self.device.type == "cpu":
+            bound_cpu_kernel_caches()
         self.precision = resolve_precision(config.train.precision, self.device)
         self.is_main = self.dist.is_main
         self.progress = Progress()
@@ -197,7 +199,7 @@ class Trainer:
         if len(self.train_data) == 0:
             raise TrainingError(f"no training pairs left after dropping those longer than "
                                 f"data.max_len={cfg.data.max_len}")
-        self.tgt_tokens_per_example = [len(t) - 1 for t in self.train_data.tgt_ids]
+        self.tgt_tokens_per_example = [t for _, t in self.train_data.lengths]
         log.info("data: %d training pairs (%d longer than %d tokens dropped), %d validation "
                  "pairs; vocabularies: %d %s, %d %s", len(self.train_data),
                  self.train_data.n_dropped, max_len, len(self.valid_data), len(self.src_vocab),
@@ -264,11 +266,14 @@ class Trainer:
         except (RuntimeError, TypeError):  # fused kernels not available for this device
             return torch.optim.AdamW(self.model.parameters(), foreach=True, **kwargs)
 
+    @property
+    def _autocast_dtype(self) -> torch.dtype | None:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        precision = self.precision
-        if precision == "fp32":
+        dtype = self._autocast_dtype
+        if dtype is None:
             return contextlib.nullcontext()
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
     # ---------------------------------------------------------------------------------- loop
@@ -396,10 +401,11 @@ class Trainer:
             sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
             with contextlib.nullcontext() if sync else self.forward_model.no_sync():
                 with self._autocast():
-                    logits = self.forward_model(batch.src, batch.tgt_in,
-                                                batch.src_mask)  # (B, T, V)
+                    hidden = self.forward_model(batch.src, batch.tgt_in, batch.src_mask,
+                                                project=False)  # (B, T, D)
                 loss_sum = label_smoothed_cross_entropy(
-                    logits.flatten(0, 1), batch.tgt_out.flatten(), cfg.label_smoothing, PAD_ID)
+                    hidden.flatten(0, 1), self.model.decoder.project.weight,
+                    batch.tgt_out.flatten(), cfg.label_smoothing, PAD_ID, self._autocast_dtype)
                 loss = loss_sum * (weight * self.dist.world_size / global_tokens)
                 self.scaler.scale(loss).backward()
             acc[0] += loss_sum.detach() * weight
