@@ -57,7 +57,8 @@ def run_ours(args) -> dict:
     from transformer_mt.train.trainer import Trainer
 
     overrides = [*SIZES, f"train.precision={args.precision}", "train.max_tokens=4096",
-                 "train.threads=" + str(torch.get_num_threads())]
+                 "train.threads=" + str(torch.get_num_threads()),
+                 f"train.compile={str(args.compile).lower()}"]
     cfg = config_from_dict({}, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, tmp, progress=False)
@@ -160,6 +161,9 @@ def main() -> None:
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--sentences", type=int, default=0,
                         help="baseline batch size in sentences (default: same tokens as ours)")
+    parser.add_argument("--compile", action="store_true",
+                        help="ours with train.compile=true (torch.compile; the warm-up steps "
+                        "absorb the compilation)")
     parser.add_argument("--variant", choices=["ours", "baseline"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -171,7 +175,8 @@ def main() -> None:
 
     def child(variant: str, *extra: str) -> dict:
         cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--precision", args.precision, *extra]
+               "--warmup", str(args.warmup), "--precision", args.precision, *extra,
+               *(["--compile"] if args.compile else [])]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
 
@@ -191,7 +196,7 @@ def main() -> None:
               "ours": {k: round(v, 3) if isinstance(v, float) else v for k, v in ours.items()},
               "baseline": {k: round(v, 3) if isinstance(v, float) else v
                            for k, v in base.items()},
-              "baseline_sentences_per_batch": sentences,
+              "baseline_sentences_per_batch": sentences, "compile": args.compile,
               "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
     print(json.dumps(record, indent=2))
 

@@ -129,3 +129,27 @@ def test_output_length_is_limited():
     assert len(out.tokens) == 5  # 1.0 * 3 source tokens + 2
     beam = beam_search(model, src, source_mask(src), beam_size=2, max_len_a=1.0, max_len_b=2)
     assert len(beam[0][0].tokens) == 5
+
+
+def test_beams_share_the_encoder_keys_and_values(toy_model):
+    """Cross-attention with one memory row per sentence equals it with a row per hypothesis."""
+    src = toy_sources(3)
+    mask = source_mask(src)
+    k = 4
+    rows = torch.arange(3).repeat_interleave(k)  # (B*K,) sentence of each hypothesis
+    prefix = torch.randint(4, 12, (3 * k, 5))
+    prefix[:, 0] = BOS_ID
+    memory = toy_model.encode(src, mask)
+    shared = toy_model.decoder(prefix, memory, mask)  # memory: one row per sentence
+    expanded = toy_model.decoder(prefix, memory[rows], mask[rows])  # one row per hypothesis
+    assert torch.allclose(shared, expanded, atol=1e-5)
+    # and step by step, with the caches, reordering hypotheses between steps
+    state = toy_model.start_decoding(src, mask)
+    order = torch.tensor([1, 0, 3, 2, 4, 5, 6, 7, 11, 10, 9, 8])  # stays within each sentence
+    fed = prefix[:, :1]
+    for t in range(1, 5):
+        cached = toy_model.decode_step(fed[:, -1], state)  # (B*K, V)
+        full = toy_model.decoder(fed, memory, mask)[:, -1]
+        assert torch.allclose(cached, full, atol=1e-5)
+        state.select(order)
+        fed = torch.cat([fed[order], prefix[:, t:t + 1]], dim=1)
