@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 import yaml
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
@@ -462,9 +461,10 @@ class Trainer:
         for _, batch in iterate_batches(data, self.cfg.train.max_tokens):
             batch = batch.to(self.device)
             with self._autocast():
-                logits = model(batch.src, batch.tgt_in, batch.src_mask)
-            total += float(F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(),
-                                           ignore_index=PAD_ID, reduction="sum"))
+                hidden = model(batch.src, batch.tgt_in, batch.src_mask, project=False)
+            total += float(label_smoothed_cross_entropy(  # eps 0: plain cross-entropy, chunked
+                hidden.flatten(0, 1), model.decoder.project.weight, batch.tgt_out.flatten(), 0.0,
+                PAD_ID, self._autocast_dtype))
             tokens += batch.n_tokens
         hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], self.cfg.decode,
                              self.device, beam_size=self.cfg.train.eval_beam_size)
