@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.conftest import run_cli
@@ -81,3 +83,17 @@ def test_cli_config_errors_are_one_line_without_traceback(tmp_path, content, ext
     assert lines[0].startswith("mt train: error:") and expected in lines[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()  # nothing was written
+
+
+def test_training_on_the_cpu_bounds_onednn_kernel_caches(monkeypatch, tmp_path):
+    """`mt train` caps oneDNN's per-shape kernel caches (they grew a run to 5 GB), but a value
+    the user chose is kept."""
+    from transformer_mt.train.trainer import Trainer
+
+    names = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "64")
+    Trainer(config_from_dict({}, ["train.device=cpu"]), tmp_path / "run")
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "8"
+    assert os.environ["LRU_CACHE_CAPACITY"] == "64"

@@ -189,10 +189,11 @@ def test_bf16_training_step_matches_fp32():
 
 def test_bf16_weight_copy_computes_what_autocast_computes():
     """Decoding casts the linear weights to bf16 once; under autocast that changes nothing."""
-    from transformer_mt.translate import _with_bf16_linears
+    from transformer_mt.translate import with_bf16_linears
 
     model = make_model()
-    fast = _with_bf16_linears(model)
+    fast = with_bf16_linears(model)
+    assert with_bf16_linears(fast) is fast  # converting again is a no-op
     assert fast.decoder.project.weight.dtype == torch.bfloat16
     assert model.decoder.project.weight.dtype == torch.float32  # the original is untouched
     assert fast.decoder.embed.embedding.weight.dtype == torch.float32  # untied in the copy

@@ -31,7 +31,7 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
     precision = resolve_precision(cfg.precision, device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     if precision == "bf16":
-        model = _with_bf16_linears(model)
+        model = with_bf16_linears(model)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
@@ -56,14 +56,18 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
     return results
 
 
-def _with_bf16_linears(model: Transformer) -> Transformer:
+def with_bf16_linears(model: Transformer) -> Transformer:
     """A copy of ``model`` whose linear layers hold bf16 weights, for decoding under autocast.
 
     Autocast computes every linear layer in bf16 anyway, but outside training it casts the fp32
     weights again at every call: a fifth of the decoding time. With the weights cast once the
     results are the same. Embeddings and LayerNorms stay fp32 (the tied output projection gets
-    its own bf16 copy), so nothing else changes.
+    its own bf16 copy), so nothing else changes. A model that is already such a copy is
+    returned as it is.
     """
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if all(m.weight.dtype == torch.bfloat16 for m in linears):
+        return model
     clone = copy.deepcopy(model).eval()
     for module in clone.modules():
         if isinstance(module, torch.nn.Linear):
@@ -89,6 +93,7 @@ class Translator:
                  device: torch.device) -> None:
         self.model, self.config = model, config
         self.src_vocab, self.tgt_vocab, self.device = src_vocab, tgt_vocab, device
+        self._bf16_model: Transformer | None = None  # made once, for bf16 decoding
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "auto") -> Translator:
@@ -132,7 +137,12 @@ class Translator:
         """Translate raw sentences; an empty line gives an empty translation."""
         nonempty = [i for i, s in enumerate(sentences) if s.strip()]
         ids = self.encode([sentences[i] for i in nonempty])
-        hyps = decode_corpus(self.model, ids, self.config.decode, self.device, beam_size, nbest,
+        model = self.model
+        if resolve_precision(self.config.decode.precision, self.device) == "bf16":
+            # one copy for all calls (the interactive prompt translates a line at a time)
+            self._bf16_model = self._bf16_model or with_bf16_linears(self.model)
+            model = self._bf16_model
+        hyps = decode_corpus(model, ids, self.config.decode, self.device, beam_size, nbest,
                              progress=progress)
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
         lang = self.config.data.tgt_lang

@@ -76,9 +76,9 @@ def next_token_logprobs(logits: Tensor) -> Tensor:
     return z - torch.logsumexp(z, dim=-1, keepdim=True)
 
 
-def _at_limit(step: int, limits: Tensor, shortest: int) -> Tensor | None:
-    """(N,) rows whose output reached its length limit; None (no work) before the shortest."""
-    return None if step < shortest else step >= limits
+def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor | None:
+    """(N,) alive rows whose output reached its length limit; None (no work) before any can."""
+    return None if step < shortest else step >= limits[alive]
 
 
 @torch.inference_mode()
@@ -99,7 +99,7 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     shortest = int(limits.min())
     while alive.numel():
         z, lse = _next_scores(model, state, prefix, use_cache,
-                              _at_limit(step, limits[alive], shortest))  # (N, V), (N,)
+                              _at_limit(step, limits, alive, shortest))  # (N, V), (N,)
         best, token = z.max(dim=-1)  # (N,), (N,)
         scores = scores + (best - lse)
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
@@ -141,7 +141,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     shortest = int(limits.min())
     while alive.numel():
         n = alive.numel()
-        limited = _at_limit(step, limits[alive], shortest)
+        limited = _at_limit(step, limits, alive, shortest)
         z, lse = _next_scores(model, state, prefix, use_cache,
                               None if limited is None else limited.repeat_interleave(k))
         # The 2K best of all K*V candidates are among the 2K best of each beam: take those

@@ -106,8 +106,8 @@ class MultiHeadAttention(nn.Module):
         cpu_bf16 = q.device.type == "cpu" and q.dtype == torch.bfloat16
         if need_weights or self.impl == "plain":
             with torch.autocast("cpu", enabled=False):
-                out, weights = plain_attention(*(t.float() if cpu_bf16 else t for t in (q, k, v)),
-                                               mask, is_causal, dropout_p)
+                out, weights = plain_attention(*map(_attention_dtype, (q, k, v)), mask,
+                                               is_causal, dropout_p)
             out = out.to(q.dtype)
         elif cpu_bf16:
             # The fp32 copies are not kept for the backward (they would be a third of a step's
@@ -139,8 +139,8 @@ def _attention_dtype(t: Tensor) -> Tensor:
 
 def _fp32_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                     is_causal: bool) -> Tensor:
-    """SDPA in fp32 with autocast off, the result in the inputs' dtype: (B, H, Tq, Dh)."""
+    """SDPA in fp32 with autocast off (bf16 CPU inputs); the result in q's dtype, (B,H,Tq,Dh)."""
     with torch.autocast("cpu", enabled=False):
-        out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
+        out = F.scaled_dot_product_attention(*map(_attention_dtype, (q, k, v)), attn_mask=mask,
                                              dropout_p=dropout_p, is_causal=is_causal)
     return out.to(q.dtype)
