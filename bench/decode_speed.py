@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine
 from transformer_mt.data.loader import read_tokenized
-from transformer_mt.translate import Translator, decode_corpus
+from transformer_mt.decode.search import decode_corpus
+from transformer_mt.translate import Translator
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 

@@ -14,13 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformer_mt.config import config_from_dict
-from transformer_mt.data.loader import epoch_steps
 from transformer_mt.train.trainer import Trainer
 
 
@@ -34,19 +32,18 @@ def main() -> None:
     cfg = config_from_dict({}, [f"train.precision={args.precision}", *args.set])
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, tmp, progress=False)
-        trainer._setup()
-        plan = epoch_steps(trainer.train_data.lengths, cfg.train.max_tokens, cfg.train.seed, 0)
-        acc = torch.zeros(2, device=trainer.device)
+        run = trainer.setup()
+        plan = trainer.epoch_plan(run, 0)
         for step in plan[:3]:
-            trainer._step(step, acc)
+            trainer.train_step(run, step)
         start, tokens = time.perf_counter(), 0
         for step in plan[3:23]:
-            tokens += trainer._step(step, acc)[1]
+            tokens += trainer.train_step(run, step)[1]
         print(f"{trainer.precision}: {tokens / (time.perf_counter() - start):,.0f} target "
               "tokens/s over 20 steps")
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for step in plan[23:23 + args.steps]:
-                trainer._step(step, acc)
+                trainer.train_step(run, step)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
 
 

@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, matmul_flops, peak_rss_mib
 from transformer_mt.config import config_from_dict
-from transformer_mt.data.loader import epoch_steps
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.model.embedding import PositionalEncoding
 
@@ -62,15 +61,14 @@ def run_ours(args) -> dict:
     cfg = config_from_dict({}, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, tmp, progress=False)
-        trainer._setup()
-        plan = epoch_steps(trainer.train_data.lengths, cfg.train.max_tokens, cfg.train.seed, 0)
-        acc = torch.zeros(2)
-        data = trainer.train_data
+        run = trainer.setup()
+        plan = trainer.epoch_plan(run, 0)
+        data = run.train_data
         tgt_tokens = src_tokens = padded = 0
         for i, step in enumerate(plan[: args.warmup + args.steps]):
             if i == args.warmup:
                 start = time.perf_counter()
-            trainer._step(step, acc)
+            trainer.train_step(run, step)
             if i >= args.warmup:
                 idx = step[0]
                 s_len = max(len(data.src_ids[j]) for j in idx)
@@ -81,7 +79,7 @@ def run_ours(args) -> dict:
         elapsed = time.perf_counter() - start
         real = src_tokens + tgt_tokens
         flops = model_flops_per_token_pair(cfg.model, src_tokens, tgt_tokens,
-                                           len(trainer.tgt_vocab), src_tokens / len(data),
+                                           len(run.tgt_vocab), src_tokens / len(data),
                                            tgt_tokens / len(data))
         return {"tokens_per_s": tgt_tokens / elapsed, "tgt_tokens_per_step": tgt_tokens /
                 args.steps, "padding": 1 - real / padded, "precision": trainer.precision,

@@ -8,11 +8,10 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
+from transformer_mt import checkpoint as ck
 from transformer_mt.config import Config, ModelConfig
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import CheckpointError, MTError
-from transformer_mt.model.transformer import build_model
-from transformer_mt.train import checkpoint as ck
 
 
 def small_checkpoint(seed: int = 0) -> dict:
@@ -20,7 +19,7 @@ def small_checkpoint(seed: int = 0) -> dict:
     cfg = Config(model=ModelConfig(d_model=16, n_heads=2, n_encoder_layers=1,
                                    n_decoder_layers=1, d_ff=32))
     vocab = Vocab.build([["a", "b"]], min_freq=1)
-    model = build_model(cfg.model, len(vocab), len(vocab))
+    model = ck.build_model(cfg.model, vocab, vocab)
     return ck.make_checkpoint(model, cfg, vocab, vocab, {"step": seed})
 
 
@@ -116,3 +115,84 @@ def test_cli_bad_checkpoint_is_one_line(tmp_path, content):
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr and "x.pt" in result.stderr
+
+
+def test_a_text_file_is_not_a_checkpoint(tmp_path):
+    text = tmp_path / "x.pt"
+    text.write_text("soccer\n")  # starts with a pickle opcode
+    with pytest.raises(CheckpointError, match="not a checkpoint") as info:
+        ck.load_checkpoint(text)
+    assert "run code" not in str(info.value)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("src_vocab", 7, "'src_vocab' must be a list of strings"),
+    ("tgt_vocab", ["a", 3], "'tgt_vocab' must be a list of strings"),
+    ("model", [1, 2], "'model' must be a mapping"),
+    ("progress", "x", "'progress' must be a mapping"),
+    ("training_state", {"optimizer": {}, "scaler": {}, "rng": 5,
+                        "loss_since_log": torch.zeros(2)}, "'training_state.rng' must be"),
+])
+def test_checkpoints_with_parts_of_the_wrong_type_are_refused(tmp_path, key, value, message):
+    ckpt = small_checkpoint()
+    ckpt[key] = value
+    path = tmp_path / "bad.pt"
+    torch.save(ckpt, path)
+    with pytest.raises(CheckpointError, match=message):
+        ck.load_checkpoint(path)
+    ckpt = small_checkpoint()
+    ckpt["progress"] = {"step": "ten"}
+    torch.save(ckpt, path)
+    with pytest.raises(CheckpointError, match=r"'progress\.step' must be a number"):
+        ck.load_checkpoint(path)
+
+
+def test_non_finite_weights_are_refused(tmp_path):
+    ckpt = small_checkpoint()
+    ckpt["model"]["encoder.layers.0.ffn.linear1.weight"][0, 0] = float("nan")
+    with pytest.raises(CheckpointError, match="NaN or infinite weights"):
+        ck.model_from_checkpoint(ckpt)
+
+
+def test_averaging_checkpoints_of_different_tensors_is_refused(tmp_path):
+    a = small_checkpoint(0)
+    ck.save_checkpoint(a, tmp_path / "a.pt")
+    key = "encoder.layers.0.ffn.linear1.bias"
+    for name, change in (("missing", lambda m: m.pop(key)),
+                         ("extra", lambda m: m.__setitem__("stray", torch.zeros(1))),
+                         ("reshaped", lambda m: m.__setitem__(key, torch.zeros(3)))):
+        b = small_checkpoint(1)
+        change(b["model"])
+        ck.save_checkpoint(b, tmp_path / f"{name}.pt")
+        with pytest.raises(CheckpointError, match="only checkpoints of one run"):
+            ck.average_checkpoints([tmp_path / "a.pt", tmp_path / f"{name}.pt"])
+
+
+def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_path):
+    """A real write failure (a file-size limit stands in for a full disk): torch.save raises
+    RuntimeError, and the user gets one line; the previous output is intact, no temporary left."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    for seed in (0, 1):
+        ck.save_checkpoint(small_checkpoint(seed), tmp_path / f"{seed}.pt")
+    out = tmp_path / "avg.pt"
+    out.write_bytes(b"previous")
+    limit = 20_000  # bytes: smaller than a checkpoint
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run([sys.executable, "-m", "transformer_mt", "average",
+                             str(tmp_path / "0.pt"), str(tmp_path / "1.pt"), "--output",
+                             str(out)], cwd=REPO, capture_output=True, text=True,
+                            preexec_fn=cap, timeout=120)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "could not write" in line and "unchanged" in line
+    assert out.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.pt", "1.pt", "avg.pt"]

@@ -110,3 +110,30 @@ def test_training_again_on_a_finished_run_resumes_and_does_nothing(trained_run):
     assert result.returncode == 0, result.stderr
     assert "already complete" in result.stderr
     assert (run_dir / "metrics.jsonl").read_text() == before
+
+
+def test_interactive_prompt_on_a_terminal(trained_run):
+    """With a terminal on stdin, mt translate prompts, translates each line, stops at Ctrl-D."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    run_dir, _ = trained_run
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "translate",
+                             "--checkpoint", str(run_dir / "best.pt")], cwd=REPO,
+                            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    os.close(terminal)
+    time.sleep(0.5)
+    os.write(controller, "Ein Hund läuft.\n".encode())
+    os.write(controller, b"\x04")  # Ctrl-D at the prompt: end of input
+    out, err = proc.communicate(timeout=120)
+    os.close(controller)
+    assert proc.returncode == 0, err
+    assert "Type a German sentence" in err
+    assert out.count("de> ") == 2 and out.count("en> ") == 1  # two prompts, one translation

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
 from transformer_mt.config import Config, config_from_dict, load_config
 from transformer_mt.errors import ConfigError
 
@@ -43,12 +43,46 @@ def test_defaults_and_overrides_with_types():
     ({}, ["train.use_amp=true"], "unknown config key 'train.use_amp'"),
     ({"model": 3}, [], "config section 'model' must be a mapping"),
     ({}, ["train.shuffle.x=1"], "unknown config key 'train.shuffle'"),
+    ({}, ["train.lr=.inf"], "'train.lr' must be a finite number"),
+    ({}, ["train.label_smoothing=.nan"], "'train.label_smoothing' must be a finite number"),
+    ({}, ["train.adam_eps=-1e-9"], "'train.adam_eps' must be positive"),
+    ({}, ["train.weight_decay=-0.1"], "'train.weight_decay' must be >= 0"),
+    ({}, [f"train.seed={2**63}"], "'train.seed' must be in [0, 2^32)"),
+    ({}, ["train.seed=-1"], "'train.seed' must be in [0, 2^32)"),
+    ({}, ["name=/abs/path"], "'name' must be a plain name"),
+    ({}, ["name=../up"], "'name' must be a plain name"),
+    ({}, ["model.max_positions=2"], "'model.max_positions' must be at least 3"),
 ])
 def test_config_errors_name_the_key(data, overrides, message):
     with pytest.raises(ConfigError) as err:
         config_from_dict(data, overrides)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text, message", [
+    (BOMB, "expands to more than 10,000 values"),
+    ("a: &a [*a]\n", "recursive YAML alias"),
+    ("model:\n  d_model: 8\n  d_model: 16\n", "duplicate key 'd_model' at line 3"),
+    ("train: {seed: 1, seed: 2}\n", "duplicate key 'seed'"),
+    ("[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+])
+def test_hostile_yaml_is_refused_quickly_in_one_line(tmp_path, text, message):
+    import time
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config(path)
+    assert time.perf_counter() - start < 5
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+    with pytest.raises(ConfigError, match="recursive"):  # overrides go through the same loader
+        config_from_dict({}, ["name=&a [*a]"])
 
 
 def test_yaml_file_errors(tmp_path):
@@ -97,3 +131,42 @@ def test_training_on_the_cpu_bounds_onednn_kernel_caches(monkeypatch, tmp_path):
     Trainer(config_from_dict({}, ["train.device=cpu"]), tmp_path / "run")
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "8"
     assert os.environ["LRU_CACHE_CAPACITY"] == "64"
+
+
+@needs_data
+def test_tensorboard_key_without_the_package_is_a_clear_error(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is not None:
+        pytest.skip("tensorboard is installed here")
+    sets = [a for o in [*TINY_OVERRIDES, "train.tensorboard=true"] for a in ("--set", o)]
+    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
+                      str(tmp_path / "run"), *sets])
+    assert result.returncode != 0
+    assert "pip install 'transformer_mt[tensorboard]'" in result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr
+
+
+@needs_data
+@pytest.mark.parametrize("overrides, message", [
+    (["model.d_model=1000000", "model.n_heads=1"], "GiB for its weights, gradients"),
+    (["model.max_positions=4"], "model.max_positions=4"),
+])
+def test_training_settings_that_cannot_work_are_refused_before_allocating(tmp_path, overrides,
+                                                                          message):
+    sets = [a for o in [*TINY_OVERRIDES, *overrides] for a in ("--set", o)]
+    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
+                      str(tmp_path / "run"), *sets], timeout=120)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert message in result.stderr.strip().splitlines()[-1]
+    assert "data.max_len" not in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_parameter_count_is_known_before_building():
+    from transformer_mt.config import ModelConfig
+    from transformer_mt.model.transformer import Transformer
+
+    for changes in ({}, {"tie_embeddings": False}, {"norm": "post"}, {"n_encoder_layers": 1}):
+        cfg = ModelConfig(**{"d_model": 32, "n_heads": 2, "d_ff": 48, **changes})
+        model = Transformer(cfg, 50, 40, pad_id=1)
+        assert cfg.num_parameters(50, 40) == model.num_parameters(), changes

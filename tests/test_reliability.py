@@ -124,9 +124,78 @@ def test_non_finite_loss_stops_with_a_message(tmp_path):
                            "train.max_steps=20"))
     line = _one_line_error(result)
     assert "NaN" in line or "nan" in line or "inf" in line
-    assert "last good checkpoint" in line
+    _assert_names_only_existing_checkpoints(line)
     if (run_dir / "last.pt").exists():
         assert all(torch.isfinite(v).all() for v in _weights(run_dir / "last.pt").values())
+
+
+def _assert_names_only_existing_checkpoints(line: str) -> None:
+    import re
+
+    named = re.findall(r"(\S+\.pt)\b", line)
+    assert all(os.path.exists(p) for p in named), line
+    assert named or "No checkpoint was saved" in line, line
+
+
+def test_no_checkpoint_ever_holds_nan_weights(tmp_path):
+    """Validating every step with diverging weights: best.pt is never written with NaNs."""
+    run_dir = tmp_path / "run"
+    result = run_cli(_args(run_dir, "train.lr=1e30", "train.warmup_steps=0",
+                           "train.clip_grad_norm=null", "train.eval_every=1",
+                           "train.log_every=1000", "train.max_steps=20"))
+    line = _one_line_error(result)
+    assert "NaN/inf" in line
+    _assert_names_only_existing_checkpoints(line)
+    for path in run_dir.glob("*.pt"):
+        assert all(torch.isfinite(v).all() for v in _weights(path).values()), path
+
+
+def test_a_new_run_does_not_clobber_an_earlier_one(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(_args(run_dir, "train.max_steps=3", "train.keep_last=1")).returncode == 0
+    (run_dir / "last.pt").unlink()  # results remain, nothing to resume
+    best = (run_dir / "best.pt").read_bytes()
+    metrics = (run_dir / "metrics.jsonl").read_text()
+    line = _one_line_error(run_cli(_args(run_dir, "train.max_steps=3", "model.d_model=64")))
+    assert "another run's files" in line and "--overwrite" in line
+    assert (run_dir / "best.pt").read_bytes() == best
+    assert (run_dir / "metrics.jsonl").read_text() == metrics
+    result = run_cli([*_args(run_dir, "train.max_steps=3", "model.d_model=64"), "--overwrite"])
+    assert result.returncode == 0, result.stderr
+    assert _steps(run_dir) == [1, 2, 3]  # the new run's records only
+    assert torch.load(run_dir / "best.pt", weights_only=True)["config"]["model"]["d_model"] == 64
+
+
+def test_a_second_trainer_on_a_live_run_directory_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    first = _start(_args(run_dir, "train.max_steps=100000", "train.save_every=2",
+                         "train.eval_every=100000"))
+    try:
+        _wait_for_step(first, run_dir, 3)
+        line = _one_line_error(run_cli(_args(run_dir, "train.max_steps=100000")))
+        assert "in use by another mt train" in line and f"pid {first.pid}" in line
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    steps = _steps(run_dir)
+    assert steps == sorted(set(steps))  # no duplicated or out-of-order records
+
+
+def test_resume_drops_a_half_written_metrics_line_and_warns_on_changed_batches(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(_args(run_dir, "train.max_steps=4", "train.save_every=2",
+                         "train.eval_every=100")).returncode == 0
+    with open(run_dir / "metrics.jsonl", "a") as f:
+        f.write('{"type": "train", "st')  # the process was killed mid-write
+    (run_dir / ".last.pt.x1y2.tmp").write_bytes(b"partial")  # and mid-save
+    result = run_cli(_args(run_dir, "train.max_steps=6", "train.save_every=2",
+                           "train.eval_every=100", "train.max_tokens=500"))
+    assert result.returncode == 0, result.stderr
+    assert "train.max_tokens=600, the config now says 500" in result.stderr
+    assert _steps(run_dir) == [1, 2, 3, 4, 5, 6]  # every line parses again
+    assert not list(run_dir.glob(".*.tmp"))
+    plot = run_cli(["plot", str(run_dir), "--output", str(tmp_path / "plots")])
+    assert plot.returncode == 0, plot.stderr
 
 
 def test_resume_with_another_model_config_is_refused(tmp_path):
@@ -171,6 +240,20 @@ def test_translation_input_errors(checkpoint, tmp_path):
                       str(tmp_path / "missing.txt"), "--output", str(out)])
     assert "not found" in _one_line_error(result)
     assert out.read_text() == "keep me\n"  # nothing the user had is lost
+
+
+def test_bom_is_stripped_and_too_wide_beams_are_refused(checkpoint, tmp_path):
+    text = tmp_path / "bom.txt"
+    text.write_bytes("\ufeffEin Hund.\n".encode())
+    with_bom = run_cli(["translate", "--checkpoint", str(checkpoint), "--input", str(text)])
+    plain = run_cli(["translate", "--checkpoint", str(checkpoint), "Ein Hund."])
+    assert with_bom.returncode == 0, with_bom.stderr
+    assert with_bom.stdout == plain.stdout
+    vocab = len(torch.load(checkpoint, weights_only=True)["tgt_vocab"])
+    for flag in ("--beam", "--nbest"):
+        line = _one_line_error(run_cli(["translate", "--checkpoint", str(checkpoint), flag,
+                                        str(vocab), "Ein Hund."]))
+        assert "too wide" in line and f"at most {(vocab - 2) // 2}" in line
 
 
 def test_very_long_input_is_truncated_with_a_warning(checkpoint):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_mt.data.batch import Batch, causal_mask
+from transformer_mt.data.batch import Batch
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocab
 from transformer_mt.errors import DataError
 
@@ -46,10 +46,6 @@ def test_batch_shift_masks_and_counts():
     assert b.n_tokens == 5 and b.n_src_tokens == 6
     assert b.src_mask.shape == (2, 1, 1, 4)
     assert b.src_mask[1, 0, 0].tolist() == [True, True, False, False]
-    m = b.tgt_mask
-    assert m.shape == (2, 1, 3, 3)
-    assert m[0, 0].tolist() == causal_mask(3).tolist()
-    assert not m[0, 0, 0, 1]  # no peeking at the next token
     assert b.padding_fraction == pytest.approx(1 - 11 / 14)
 
 

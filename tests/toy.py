@@ -9,7 +9,6 @@ from transformer_mt.data.batch import Batch, source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import greedy
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.train.loss import label_smoothed_cross_entropy
 from transformer_mt.train.schedule import inverse_sqrt_lr
 
 N_SYMBOLS = 10  # ids 4 .. 13
@@ -33,15 +32,12 @@ def train_toy_model(steps: int = 500, seed: int = 0) -> Transformer:
     gen = torch.Generator().manual_seed(seed)
     cfg = ModelConfig(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=128,
                       dropout=0.0, max_positions=32)
-    model = Transformer(cfg, VOCAB, VOCAB)
+    model = Transformer(cfg, VOCAB, VOCAB, PAD_ID)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98))
     for step in range(1, steps + 1):
         pairs = toy_pairs(64, gen)
         batch = Batch.from_ids([p[0] for p in pairs], [p[1] for p in pairs])
-        hidden = model(batch.src, batch.tgt_in, batch.src_mask, project=False)
-        loss = label_smoothed_cross_entropy(hidden.flatten(0, 1), model.decoder.project.weight,
-                                            batch.tgt_out.flatten(), 0.0,
-                                            PAD_ID) / batch.n_tokens
+        loss = model.loss(batch) / batch.n_tokens
         for group in opt.param_groups:
             group["lr"] = inverse_sqrt_lr(step, 2e-3, 100)
         loss.backward()

@@ -1,4 +1,12 @@
-"""The command line: ``mt train | translate | evaluate | average | info``.
+"""The command line: ``mt COMMAND``, one entry point.
+
+    mt train       train (or resume) a model from a YAML config
+    mt translate   translate sentences, a file or standard input with a checkpoint
+    mt evaluate    translate a test split and score it with sacreBLEU (BLEU, chrF)
+    mt average     average the weights of several checkpoints into one
+    mt plot        plot loss, BLEU and learning rate of a run directory
+    mt trace       walk one sentence through every stage of the model, with shapes
+    mt info        describe a checkpoint (config, sizes, step, best BLEU)
 
 Each command parses its arguments, loads what it needs and calls one function. Errors the user can
 fix are printed as one line on stderr with a non-zero exit code; ``--debug`` shows the traceback.
@@ -33,14 +41,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         overrides.append(f"data.data_dir={args.data_dir}")
     config = load_config(args.config, overrides)
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / config.name
+    if args.overwrite and args.resume:
+        raise MTError("--overwrite starts afresh and --resume continues: pass one of them")
     if args.resume and not (run_dir / "last.pt").exists():
         raise MTError(f"--resume: no checkpoint '{run_dir / 'last.pt'}' to resume from; "
                       "check --run-dir, or drop --resume to start a new run")
-    if (run_dir / "last.pt").exists() and not args.no_resume:
+    if (run_dir / "last.pt").exists() and not (args.no_resume or args.overwrite):
         log.info("%s has a checkpoint: resuming that run (use a new --run-dir to start over)",
                  run_dir)
     progress = train(config, run_dir, resume=not args.no_resume,
-                     progress=None if not args.quiet else False)
+                     progress=None if not args.quiet else False, overwrite=args.overwrite)
     if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for all
         return 0
     best = run_dir / "best.pt"
@@ -52,18 +62,21 @@ def cmd_train(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------- translate
 
 def _read_lines_utf8(stream, name: str) -> Iterator[str]:
+    """Lines of a byte stream as text, without line ends (and without a UTF-8 BOM)."""
     for n, raw in enumerate(stream, start=1):
         try:
-            yield raw.decode("utf-8").rstrip("\r\n")
+            line = raw.decode("utf-8").rstrip("\r\n")
+            yield line.removeprefix("\ufeff") if n == 1 else line
         except UnicodeDecodeError as exc:
             raise MTError(f"{name}, line {n}: not valid UTF-8 ({exc.reason} at byte "
                           f"{exc.start}); convert the input to UTF-8 (e.g. with iconv)") from exc
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.fileio import atomic_write_text
+    from transformer_mt.fileio import atomic_write_text, refuse_same_file
     from transformer_mt.translate import Translator
 
+    refuse_same_file(args.output, [args.input, args.checkpoint])
     translator = Translator.from_checkpoint(args.checkpoint, args.device)
     if args.nbest > max(args.beam or translator.config.decode.beam_size, 1):
         args.beam = args.nbest
@@ -114,7 +127,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
-    from transformer_mt.inspect import cross_attention, plot_attention
+    from transformer_mt.inspection import cross_attention, plot_attention
 
     if not lines or len(lines) != 1 or not lines[0].strip():
         raise MTError("--attention takes exactly one sentence, e.g. "
@@ -145,9 +158,10 @@ def _interactive(translator, args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_mt.evaluate import evaluate_split
-    from transformer_mt.fileio import atomic_write_text
+    from transformer_mt.fileio import atomic_write_text, refuse_same_file
     from transformer_mt.translate import Translator
 
+    refuse_same_file(args.output, [args.checkpoint])
     translator = Translator.from_checkpoint(args.checkpoint, args.device)
     if args.data_dir:
         translator.config.data.data_dir = args.data_dir
@@ -174,17 +188,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- average and info
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from transformer_mt.train.checkpoint import average_checkpoints, save_checkpoint
+    from transformer_mt.checkpoint import average_checkpoints, save_checkpoint
+    from transformer_mt.fileio import refuse_same_file
 
     if len(args.checkpoints) < 2:
         raise MTError("mt average needs two or more checkpoints")
+    refuse_same_file(args.output, args.checkpoints)
     save_checkpoint(average_checkpoints(args.checkpoints), args.output)
     print(f"averaged {len(args.checkpoints)} checkpoints into {args.output}")
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from transformer_mt.inspect import plot_run
+    from transformer_mt.inspection import plot_run
 
     for path in plot_run(Path(args.run_dir), Path(args.output) if args.output else None):
         print(path)
@@ -192,7 +208,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from transformer_mt.inspect import trace
+    from transformer_mt.inspection import trace
     from transformer_mt.translate import Translator
 
     if not args.sentence.strip():
@@ -209,7 +225,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from transformer_mt.train.checkpoint import load_checkpoint, model_from_checkpoint
+    from transformer_mt.checkpoint import load_checkpoint, model_from_checkpoint
 
     ckpt = load_checkpoint(args.checkpoint)
     model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, args.checkpoint)
@@ -257,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resume the run in --run-dir (also happens when last.pt exists)")
     p.add_argument("--no-resume", action="store_true",
                    help="refuse to continue an existing run instead of resuming it")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh, deleting an earlier run's files in --run-dir "
+                   "(checkpoints, metrics, logs)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")

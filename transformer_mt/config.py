@@ -8,8 +8,11 @@ keys, ``--set model.d_model=256``, and go through the same checks.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -63,9 +66,40 @@ class ModelConfig:
     max_positions: int = 512
     attention: Literal["sdpa", "plain"] = "sdpa"  # plain = softmax(QK^T/sqrt(d))V written out
 
+    # The length limits that follow from max_positions, computed here and nowhere else.
+    @property
+    def max_source_tokens(self) -> int:
+        """Source tokens the encoder takes: one position is left for ``<eos>``."""
+        return self.max_positions - 1
+
+    @property
+    def max_output_tokens(self) -> int:
+        """Tokens decoding may produce before ``<eos>``: ``<bos>`` takes the first position."""
+        return self.max_positions - 1
+
+    @property
+    def max_pair_tokens(self) -> int:
+        """Tokens per side of a training pair: room for both ``<bos>`` and ``<eos>``."""
+        return self.max_positions - 2
+
+    def num_parameters(self, src_vocab_size: int, tgt_vocab_size: int) -> int:
+        """The parameter count of the model this config builds (without building it)."""
+        d, f = self.d_model, self.d_ff
+        attention = 4 * d * d + 4 * d  # q, k, v and output projections with biases
+        ffn = 2 * d * f + f + d
+        norm = 2 * d
+        encoder = self.n_encoder_layers * (attention + ffn + 2 * norm)
+        decoder = self.n_decoder_layers * (2 * attention + ffn + 3 * norm)
+        final_norms = 2 * norm if self.norm == "pre" else 0
+        embeddings = (src_vocab_size + tgt_vocab_size) * d
+        projection = 0 if self.tie_embeddings else tgt_vocab_size * d
+        return encoder + decoder + final_norms + embeddings + projection
+
     def validate(self) -> None:
         _check_positive(self, "model", ["d_model", "n_heads", "n_encoder_layers",
                                         "n_decoder_layers", "d_ff", "max_positions"])
+        _check(self.max_positions >= 3, "model.max_positions",
+               f"must be at least 3 (<bos>, a token, <eos>), got {self.max_positions}")
         _check(self.d_model % self.n_heads == 0, "model.n_heads",
                f"must divide model.d_model ({self.d_model} % {self.n_heads} != 0)")
         for key in ("dropout", "attention_dropout", "activation_dropout"):
@@ -111,6 +145,10 @@ class TrainConfig:
         _check_positive(self, "train", ["max_steps", "max_epochs", "threads", "patience"],
                         optional=True)
         _check(self.lr > 0, "train.lr", f"must be positive, got {self.lr}")
+        _check(self.adam_eps > 0, "train.adam_eps", f"must be positive, got {self.adam_eps}")
+        _check(self.weight_decay >= 0, "train.weight_decay",
+               f"must be >= 0, got {self.weight_decay}")
+        _check(0 <= self.seed < 2**32, "train.seed", f"must be in [0, 2^32), got {self.seed}")
         _check(self.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
         _check(self.keep_last >= 0, "train.keep_last", "must be >= 0")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
@@ -154,6 +192,9 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def validate(self) -> None:
+        _check(bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name)), "name",
+               f"must be a plain name (letters, digits, '.', '_', '-'; it names the run "
+               f"directory runs/<name>), got {self.name!r}; use --run-dir for a path")
         for section in (self.data, self.model, self.train, self.decode):
             section.validate()
 
@@ -207,13 +248,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
                               f"got {value!r}")
         return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
     if tp is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
-        try:
-            return float(value)
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ConfigError(f"config key '{key}' must be a finite number, got {value}")
+        return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if tp in (bool, str) and isinstance(value, tp):
@@ -244,6 +285,61 @@ def _from_dict(cls: type, data: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
+MAX_YAML_VALUES = 10_000  # a config has a few dozen; aliases may not expand beyond this
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that also refuses duplicate keys (instead of keeping the last)."""
+
+    where = "the YAML"
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"duplicate key '{key}' at line {key_node.start_mark.line + 1} "
+                                  f"of {self.where}; keep one of them")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str, where: str = "the YAML") -> Any:
+    """Parse YAML safely, refusing duplicate keys, recursive aliases, and aliases that expand
+    beyond :data:`MAX_YAML_VALUES` values (a "billion laughs" bomb) before building anything."""
+    loader = _StrictLoader(text)
+    loader.where = where
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, where)
+        return loader.construct_document(node)
+    except RecursionError as exc:
+        raise ConfigError(f"{where} is nested too deeply to be a config") from exc
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, where: str) -> None:
+    count = 0
+    stack: list[tuple[yaml.Node, frozenset[int]]] = [(root, frozenset())]
+    while stack:
+        node, ancestors = stack.pop()
+        count += 1
+        if count > MAX_YAML_VALUES:
+            raise ConfigError(f"{where} expands to more than {MAX_YAML_VALUES:,} values "
+                              "(through YAML aliases); a config is far smaller")
+        if id(node) in ancestors:
+            raise ConfigError(f"{where} holds a recursive YAML alias (line "
+                              f"{node.start_mark.line + 1}); a config cannot contain itself")
+        inside = ancestors | {id(node)}
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, inside) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((child, inside) for pair in node.value for child in pair)
+
+
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> Config:
     """Build and validate a :class:`Config` from plain data plus ``key=value`` overrides."""
     data = _to_plain(data or {})
@@ -262,7 +358,7 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     dotted, raw = item.split("=", 1)
     parts = dotted.strip().split(".")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     node = data
@@ -287,7 +383,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file '{path}': {exc}") from exc
         try:
-            data = yaml.safe_load(text) or {}
+            data = load_yaml(text, str(path)) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

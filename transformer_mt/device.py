@@ -53,3 +53,14 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     except OSError:
         return "fp32"
     return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "fp32"
+
+
+def device_memory(device: torch.device) -> int | None:
+    """Total memory (bytes) of ``device``: the GPU's, or the machine's for the CPU; None if
+    unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[1])
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -1,11 +1,25 @@
-"""Files that are never half-written, and locks for work several processes may start at once."""
+"""Files that are never half-written, outputs that never replace inputs, and locks.
+
+The guarantees, in one place:
+
+- :func:`atomic_write` writes a regular file (or a new path) through a temporary file in the
+  same directory, fsynced and renamed: the file appears whole or not at all, and a failure
+  leaves the previous one unchanged. A symlink is followed and its target replaced (the link
+  stays); a device, a FIFO or ``/dev/stdout`` is written through, never replaced. New files
+  get the permissions the umask allows, as ``open`` would give them; a replaced file keeps its.
+- :func:`refuse_same_file` stops an output that is one of the inputs (same device and inode).
+- :func:`run_lock` holds a run directory for one process; :func:`file_lock` serialises work
+  that several processes may start at once (a download, a tokenization cache).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -13,22 +27,30 @@ import portalocker
 
 from transformer_mt.errors import MTError
 
+TMP_SUFFIX = ".tmp"
+
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write ``path`` through ``write(fileobj)`` so that it either appears whole or not at all.
 
-    The data goes to a temporary file in the same directory, is flushed and fsynced, then renamed
-    over ``path``. On any failure (a full disk, say) the temporary file is removed, the previous
-    ``path`` stays as it was, and an :class:`MTError` says what happened.
+    On any failure (a full disk, say) the temporary file is removed, the previous ``path``
+    stays as it was, and an :class:`MTError` says what happened.
     """
     path = Path(path)
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        _write_through(path, write)  # a device, a FIFO, /dev/stdout: write into it
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # replace the link's target, keep the link
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -48,8 +70,49 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
             os.close(dir_fd)
 
 
+def _write_through(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    try:
+        with open(path, "wb") as f:
+            write(f)
+    except OSError as exc:
+        raise MTError(f"could not write '{path}': {exc.strerror or exc}") from exc
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that a killed :func:`atomic_write` left in ``directory``.
+
+    Call it only while no other process can be writing there (e.g. under :func:`run_lock`).
+    """
+    removed = []
+    for tmp in Path(directory).glob(f".*{TMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def refuse_same_file(output: str | Path | None, inputs: Iterable[str | Path | None],
+                     option: str = "--output") -> None:
+    """Refuse an ``output`` that is the same file as one of ``inputs`` (by device and inode)."""
+    if output is None or not os.path.exists(output):
+        return
+    out = os.stat(output)
+    if not stat.S_ISREG(out.st_mode):
+        return  # /dev/null and friends: writing there replaces nothing
+    for item in inputs:
+        if item is not None and os.path.exists(item) and os.path.samestat(out, os.stat(item)):
+            raise MTError(f"{option} '{output}' is the same file as the input '{item}'; writing "
+                          "it would destroy the input. Choose another output path")
 
 
 @contextlib.contextmanager
@@ -61,10 +124,39 @@ def file_lock(path: str | Path) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def run_lock(directory: str | Path) -> Iterator[None]:
+    """Hold ``directory/.lock`` for as long as the block runs; a second holder is refused.
+
+    The lock file names its holder (host and process id), so the refusal can say who it is.
+    The operating system releases the lock when the process ends, even by ``kill -9``.
+    """
+    path = Path(directory) / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the block)
+    try:
+        try:
+            portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE
+                             | portalocker.LockFlags.NON_BLOCKING)
+        except portalocker.LockException as exc:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise MTError(f"'{directory}' is in use by another mt train ({holder}); wait for it "
+                          "to finish, or choose another --run-dir") from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            portalocker.unlock(handle)
+        handle.close()
+
+
 def cache_dir() -> Path:
     """The user cache directory: ``MT_CACHE_DIR``, else ``$XDG_CACHE_HOME/transformer_mt``."""
     if os.environ.get("MT_CACHE_DIR"):
         return Path(os.environ["MT_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "transformer_mt"
-

@@ -17,11 +17,6 @@ def source_mask(src: Tensor, pad_id: int = PAD_ID) -> Tensor:
     return (src != pad_id)[:, None, None, :]
 
 
-def causal_mask(size: int, device: torch.device | None = None) -> Tensor:
-    """``(T, T)`` bool, True where query ``i`` may see key ``j`` (``j <= i``)."""
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
-
-
 @dataclass
 class Batch:
     """Source and target ids of a few sentence pairs, padded to the longest of each side.
@@ -29,6 +24,11 @@ class Batch:
     ``tgt`` holds ``<bos> y1 ... yn <eos>``. Teacher forcing feeds ``tgt_in = tgt[:, :-1]`` to the
     decoder and asks it to predict ``tgt_out = tgt[:, 1:]``: position ``t`` sees the gold prefix up
     to ``y_t`` and predicts ``y_{t+1}``.
+
+    The masks: :attr:`src_mask` hides source padding from every attention to the source. The
+    decoder's self-attention needs only the causal mask (``model/attention.py``,
+    :func:`~transformer_mt.model.attention.causal_mask`): padding follows the last real token,
+    so no real position can see it, and padded positions are ignored by the loss.
     """
 
     src: Tensor  # (B, S) source ids, ending in <eos>, padded with <pad>
@@ -50,18 +50,6 @@ class Batch:
     def src_mask(self) -> Tensor:
         """``(B, 1, 1, S)``: True for real source tokens."""
         return source_mask(self.src)
-
-    @property
-    def tgt_mask(self) -> Tensor:
-        """``(B, 1, T, T)``: causal and padding mask for decoder self-attention.
-
-        The model itself needs only the causal part: padding sits after the last real token, so a
-        real query never reaches a padded key under the causal mask, and padded queries are
-        ignored by the loss. This full mask is for teaching and for the plain attention path.
-        """
-        t = self.tgt_in.size(1)
-        pad = (self.tgt_in != PAD_ID)[:, None, None, :]  # (B, 1, 1, T)
-        return pad & causal_mask(t, self.tgt_in.device)  # (B, 1, T, T)
 
     @property
     def size(self) -> int:

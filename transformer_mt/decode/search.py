@@ -1,4 +1,5 @@
-"""Greedy and beam search as plain functions over a trained model and a batch of sources.
+"""Greedy and beam search as plain functions over a trained model, for a batch of sources or a
+whole corpus (:func:`decode_corpus`: batches sorted by length, results in input order).
 
 Both decode incrementally by default: the encoder runs once, cross-attention keys/values are
 computed once per sentence, and decoder self-attention keeps a key/value cache, so each step feeds
@@ -9,12 +10,19 @@ Finished sentences leave the batch, so the remaining ones run on a smaller batch
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
+from transformer_mt.config import DecodeConfig
+from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.device import resolve_precision
+from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import DecoderState, Transformer
 
 
@@ -27,7 +35,7 @@ class Hypothesis:
 def max_output_lengths(src_mask: Tensor, a: float, b: int,
                        cap: int | None = None) -> Tensor:
     """(B,) longest output (in tokens, <eos> excluded) per sentence: ``a * source length + b``,
-    at most ``cap`` (the model's positional-encoding table less the <eos> position)."""
+    at most ``cap`` (the model's ``max_output_tokens``)."""
     src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)  # (B,)
     limits = (src_len.float() * a).floor().long() + b
     return limits if cap is None else limits.clamp(max=cap)
@@ -35,7 +43,7 @@ def max_output_lengths(src_mask: Tensor, a: float, b: int,
 
 def _cap(model: Transformer) -> int | None:
     cfg = getattr(model, "cfg", None)
-    return cfg.max_positions - 1 if cfg is not None else None
+    return cfg.max_output_tokens if cfg is not None else None
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -54,7 +62,7 @@ def _next_scores(model: Transformer, state: DecoderState, prefix: Tensor, use_ca
     if use_cache:
         logits = model.decode_step(prefix[:, -1], state)  # (N, V)
     else:
-        logits = model.decoder(prefix, state.memory, state.src_mask)[:, -1]  # (N, V)
+        logits = model.decode(prefix, state.memory, state.src_mask, state.group)[:, -1]  # (N, V)
     z = _allowed(logits)
     if at_limit is not None:
         z[at_limit] = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
@@ -130,7 +138,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     b, k = src.size(0), beam_size
     device = src.device
     limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
-    state = model.start_decoding(src, src_mask)  # one row per sentence, shared by its K beams
+    state = model.start_decoding(src, src_mask, group=k)  # the K beams share their sentence
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)
     scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -192,3 +200,64 @@ def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, beam_size
         return [[h] for h in greedy(model, src, src_mask, max_len_a, max_len_b, use_cache)]
     return beam_search(model, src, src_mask, max(beam_size, nbest), alpha, max_len_a,
                        max_len_b, nbest, use_cache)
+
+
+def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig,
+                  device: torch.device, beam_size: int | None = None, nbest: int = 1,
+                  use_cache: bool = True, progress: bool = False) -> list[list[Hypothesis]]:
+    """Translate many id sequences: sorted by length into batches, results in input order."""
+    beam_size = cfg.beam_size if beam_size is None else beam_size
+    vocab = model.decoder.project.out_features
+    widest = (vocab - 2) // 2  # beam search ranks 2K candidates of the V - 2 producible tokens
+    if max(beam_size, nbest) > max(widest, 1):
+        raise MTError(f"a beam of {max(beam_size, nbest)} is too wide for a target vocabulary of "
+                      f"{vocab} tokens; use --beam and --nbest of at most {max(widest, 1)}")
+    precision = resolve_precision(cfg.precision, device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    if precision == "bf16":
+        model = with_bf16_linears(model)
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    results: list[list[Hypothesis]] = [[] for _ in src_ids]
+    bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
+               leave=False)
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(order), cfg.batch_size):
+            chunk = order[start:start + cfg.batch_size]
+            src = torch.nn.utils.rnn.pad_sequence(
+                [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
+                padding_value=PAD_ID).to(device)  # (B, S)
+            with autocast:
+                hyps = translate_batch(model, src, source_mask(src), beam_size, cfg.alpha,
+                                       cfg.max_len_a, cfg.max_len_b, nbest, use_cache)
+            for i, h in zip(chunk, hyps):
+                results[i] = h
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+        model.train(was_training)
+    return results
+
+
+def with_bf16_linears(model: Transformer) -> Transformer:
+    """A copy of ``model`` whose linear layers hold bf16 weights, for decoding under autocast.
+
+    Autocast computes every linear layer in bf16 anyway, but outside training it casts the fp32
+    weights again at every call: a fifth of the decoding time. With the weights cast once the
+    results are the same. Embeddings and LayerNorms stay fp32 (the tied output projection gets
+    its own bf16 copy), so nothing else changes. A model that is already such a copy is
+    returned as it is.
+    """
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if all(m.weight.dtype == torch.bfloat16 for m in linears):
+        return model
+    clone = copy.deepcopy(model).eval()
+    for module in clone.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight = torch.nn.Parameter(module.weight.detach().bfloat16(),
+                                               requires_grad=False)
+            if module.bias is not None:
+                module.bias = torch.nn.Parameter(module.bias.detach().bfloat16(),
+                                                 requires_grad=False)
+    return clone

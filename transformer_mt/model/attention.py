@@ -1,18 +1,46 @@
 """Scaled dot-product attention and multi-head attention, with a key/value cache for decoding.
 
 Masks are boolean and broadcastable to ``(B, H, T_query, T_key)``: True means "may attend".
+The causal mask of decoder self-attention is :func:`causal_mask`: the plain path applies it as
+written; the SDPA path passes ``is_causal=True``, which applies the same lower-triangular mask
+inside the kernel (``tests/test_model.py`` proves the two equal).
+
+Beam search keeps ``G`` hypotheses per sentence. What belongs to a hypothesis (its prefix, the
+self-attention :class:`KVCache`) has one row per hypothesis, ``B*G`` rows; what belongs to the
+sentence (the encoder output, the source mask, the cross-attention :class:`KVCache`) has one row
+per sentence, ``B`` rows. Cross-attention is told ``group=G`` and attends each sentence's
+``G`` query rows to that sentence's one copy of the keys and values.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-KVCache = dict[str, Tensor]  # {"k": (B, H, T, Dh), "v": (B, H, T, Dh)}
+
+@dataclass
+class KVCache:
+    """Keys and values kept between decoding steps: ``(rows, H, T, Dh)`` each, None before."""
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+
+    def select(self, rows: Tensor) -> None:
+        """Keep (and reorder) rows: row ``i`` becomes old row ``rows[i]``."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+
+
+def causal_mask(t_query: int, t_key: int | None = None,
+                device: torch.device | None = None) -> Tensor:
+    """``(Tq, Tk)`` bool, True where query ``i`` may see key ``j`` (``j <= i``)."""
+    t_key = t_query if t_key is None else t_key
+    return torch.ones(t_query, t_key, dtype=torch.bool, device=device).tril()
 
 
 def plain_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
@@ -25,8 +53,7 @@ def plain_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
     if is_causal:
-        tq, tk = scores.shape[-2:]
-        causal = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril()
+        causal = causal_mask(*scores.shape[-2:], device=q.device)  # (Tq, Tk)
         mask = causal if mask is None else mask & causal
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -58,89 +85,117 @@ class MultiHeadAttention(nn.Module):
             self.qkv_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
-    def _heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
+    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
+                is_causal: bool = False, cache: KVCache | None = None,
+                need_weights: bool = False, group: int = 1) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``x`` (B*G, Tq, D) to itself, or to ``memory`` (B, Tk, D) when cross.
+
+        ``cache`` makes decoding incremental: self-attention appends this step's keys/values to
+        those of earlier steps; cross-attention computes the encoder's keys/values once and
+        reuses them. ``group`` (cross-attention only) is the number of consecutive query rows
+        that share one row of ``memory``/``mask``/cache (beam search's hypotheses per sentence).
+        Returns (B*G, Tq, D) and, if asked, (B*G, H, Tq, Tk) weights.
+        """
+        q, k, v, is_causal = self._project(x, memory, cache, is_causal)  # (B*G|B, H, T, Dh)
+        if q.size(0) != k.size(0) * group:
+            raise ValueError(f"{q.size(0)} query rows do not make groups of {group} over "
+                             f"{k.size(0)} key rows")
+        q = _group_queries(q, group)  # (B, H, G*Tq, Dh)
+        out, weights = self._attend(q, k, v, mask, is_causal, need_weights)  # (B, H, G*Tq, Dh)
+        out = _ungroup(out, group)  # (B*G, H, Tq, Dh)
+        weights = _ungroup(weights, group) if weights is not None else None
+        return self.out_proj(self._merge_heads(out)), weights  # (B*G, Tq, D)
+
+    # ------------------------------------------------------------------------------- stages
+
+    def _split_heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
         """``(B, T, n*D) -> n`` tensors of ``(B, H, T, Dh)``."""
         b, t, _ = x.shape
         parts = x.view(b, t, n, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # (n,B,H,T,Dh)
         return tuple(parts.unbind(0))
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
-                is_causal: bool = False, cache: KVCache | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """Attend from ``x`` (B, Tq, D) to itself, or to ``memory`` (B, Tk, D) when cross.
+    def _merge_heads(self, x: Tensor) -> Tensor:
+        """``(B, H, T, Dh) -> (B, T, D)``."""
+        b, _, t, _ = x.shape
+        return x.transpose(1, 2).reshape(b, t, self.d_model)
 
-        ``cache`` (a dict, filled in place) makes decoding incremental: self-attention appends
-        this step's keys/values to those of earlier steps; cross-attention computes the encoder's
-        keys/values once and reuses them. Returns (B, Tq, D) and, if asked, (B, H, Tq, Tk) weights.
-        """
-        b, t, _ = x.shape
+    def _project(self, x: Tensor, memory: Tensor | None, cache: KVCache | None,
+                 is_causal: bool) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """Queries from ``x``; keys and values from ``x`` or ``memory``, through the cache."""
         if self.cross:
-            (q,) = self._heads(self.q_proj(x), 1)  # (B, H, Tq, Dh)
-            if cache is not None and "k" in cache:
-                k, v = cache["k"], cache["v"]
-            else:
-                assert memory is not None, "cross-attention needs the encoder output"
-                k, v = self._heads(self.kv_proj(memory), 2)  # (B, H, Tk, Dh) each
-                if cache is not None:
-                    k, v = _attention_dtype(k), _attention_dtype(v)  # cast once, not per step
-                    cache["k"], cache["v"] = k, v
-        else:
-            q, k, v = self._heads(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
+            (q,) = self._split_heads(self.q_proj(x), 1)  # (B*G, H, Tq, Dh)
+            if cache is not None and cache.k is not None and cache.v is not None:
+                return q, cache.k, cache.v, is_causal  # computed at the first step
+            assert memory is not None, "cross-attention needs the encoder output"
+            k, v = self._split_heads(self.kv_proj(memory), 2)  # (B, H, Tk, Dh) each
             if cache is not None:
-                k, v = _attention_dtype(k), _attention_dtype(v)
-                if "k" in cache:  # earlier steps: this one query may see all of them
-                    if t != 1:
-                        raise ValueError("incremental decoding feeds one position at a time")
-                    k = torch.cat([cache["k"], k], dim=2)  # (B, H, T_past + T, Dh)
-                    v = torch.cat([cache["v"], v], dim=2)
-                    is_causal = False
-                cache["k"], cache["v"] = k, v
-        # Beam search: the G hypotheses of a sentence share its encoder keys/values, which are
-        # kept once per sentence; its G queries are attended as one sentence's G*Tq queries.
-        groups = q.size(0) // k.size(0)
-        if groups > 1:
-            q = q.unflatten(0, (k.size(0), groups)).transpose(1, 2).flatten(2, 3)  # (B,H,G*Tq,Dh)
+                k, v = attention_dtype(k), attention_dtype(v)  # cast once, not per step
+                cache.k, cache.v = k, v
+            return q, k, v, is_causal
+        q, k, v = self._split_heads(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
+        if cache is None:
+            return q, k, v, is_causal
+        k, v = attention_dtype(k), attention_dtype(v)
+        if cache.k is not None and cache.v is not None:  # earlier steps: this query sees all
+            if q.size(2) != 1:
+                raise ValueError("incremental decoding feeds one position at a time")
+            k = torch.cat([cache.k, k], dim=2)  # (B, H, T_past + 1, Dh)
+            v = torch.cat([cache.v, v], dim=2)
+            is_causal = False
+        cache.k, cache.v = k, v
+        return q, k, v, is_causal
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
+                need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """``softmax(QK^T/sqrt(d))V`` by the path that fits: (B, H, Tq, Dh) and the weights."""
         dropout_p = self.dropout if self.training else 0.0
-        # Under bf16 autocast on the CPU, attention itself runs in fp32: torch's bf16 CPU
-        # attention is several times slower, forward and backward (docs/benchmarks.md).
-        cpu_bf16 = q.device.type == "cpu" and q.dtype == torch.bfloat16
         if need_weights or self.impl == "plain":
-            with torch.autocast("cpu", enabled=False):
-                out, weights = plain_attention(*map(_attention_dtype, (q, k, v)), mask,
+            with torch.autocast(q.device.type, enabled=False):
+                out, weights = plain_attention(*map(attention_dtype, (q, k, v)), mask,
                                                is_causal, dropout_p)
-            out = out.to(q.dtype)
-        elif cpu_bf16:
+            return out.to(q.dtype), weights
+        if _fp32_on_cpu(q):
             # The fp32 copies are not kept for the backward (they would be a third of a step's
             # activations): it recomputes them from the bf16 q, k, v.
             args = (q, k, v, mask, dropout_p, is_causal)
-            out = (checkpoint(_fp32_attention, *args, use_reentrant=False)
-                   if torch.is_grad_enabled() else _fp32_attention(*args))
-            weights = None
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                                 is_causal=is_causal)  # (B, H, Tq, Dh)
-            weights = None
-        if groups > 1:
-            out = _ungroup(out, groups)
-            weights = _ungroup(weights, groups) if weights is not None else None
-        out = out.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, D)
-        return self.out_proj(out), weights
+            if torch.is_grad_enabled():
+                return checkpoint(_fp32_attention, *args, use_reentrant=False), None
+            return _fp32_attention(*args), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=is_causal), None
 
 
-def _ungroup(t: Tensor, groups: int) -> Tensor:
-    """(B, H, G*Tq, X) -> (B*G, H, Tq, X): undo the query grouping of beam search."""
-    return t.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)
+def attention_dtype(t: Tensor) -> Tensor:
+    """``t`` in the dtype attention computes in: fp32 for bf16 on the CPU, else as it is.
+
+    Under bf16 autocast on the CPU, attention itself runs in fp32: torch's bf16 CPU attention is
+    several times slower, forward and backward (docs/benchmarks.md).
+    """
+    return t.float() if _fp32_on_cpu(t) else t
 
 
-def _attention_dtype(t: Tensor) -> Tensor:
-    """The dtype attention computes in: fp32 for bf16 on the CPU (see ``forward``)."""
-    return t.float() if t.device.type == "cpu" and t.dtype == torch.bfloat16 else t
+def _fp32_on_cpu(t: Tensor) -> bool:
+    return t.device.type == "cpu" and t.dtype == torch.bfloat16
+
+
+def _group_queries(q: Tensor, group: int) -> Tensor:
+    """(B*G, H, Tq, Dh) -> (B, H, G*Tq, Dh): a sentence's G hypotheses as one row of queries."""
+    if group == 1:
+        return q
+    return q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
+
+
+def _ungroup(t: Tensor, group: int) -> Tensor:
+    """(B, H, G*Tq, X) -> (B*G, H, Tq, X): undo :func:`_group_queries`."""
+    if group == 1:
+        return t
+    return t.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)
 
 
 def _fp32_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                     is_causal: bool) -> Tensor:
     """SDPA in fp32 with autocast off (bf16 CPU inputs); the result in q's dtype, (B,H,Tq,Dh)."""
     with torch.autocast("cpu", enabled=False):
-        out = F.scaled_dot_product_attention(*map(_attention_dtype, (q, k, v)), attn_mask=mask,
+        out = F.scaled_dot_product_attention(*map(attention_dtype, (q, k, v)), attn_mask=mask,
                                              dropout_p=dropout_p, is_causal=is_causal)
     return out.to(q.dtype)

@@ -7,10 +7,24 @@ normalises the sum, ``x = norm(x + dropout(sublayer(x)))``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import KVCache, MultiHeadAttention
+
+
+@dataclass
+class LayerCache:
+    """What one decoder layer keeps between decoding steps.
+
+    ``self_attn`` has one row per hypothesis (each has its own prefix); ``cross_attn`` holds the
+    encoder's keys and values, one row per sentence, shared by its hypotheses.
+    """
+
+    self_attn: KVCache = field(default_factory=KVCache)
+    cross_attn: KVCache = field(default_factory=KVCache)
 
 
 class FeedForward(nn.Module):
@@ -75,22 +89,22 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None,
-                cache: dict[str, KVCache] | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x: (B, T, D), memory: (B, S, D), src_mask: (B, 1, 1, S).
+                cache: LayerCache | None = None, need_weights: bool = False,
+                group: int = 1) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x: (B*G, T, D), memory: (B, S, D), src_mask: (B, 1, 1, S); G = ``group``.
 
-        Returns (B, T, D) and, if asked, self-attention (B, H, T, T) and cross-attention
-        (B, H, T, S) weights. ``cache`` holds ``{"self": ..., "cross": ...}`` when decoding step
-        by step. Self-attention needs only the causal mask (padding follows the last real token).
+        Returns (B*G, T, D) and, if asked, self-attention (B*G, H, T, T) and cross-attention
+        (B*G, H, T, S) weights. ``cache`` is given when decoding step by step. Self-attention
+        needs only the causal mask (padding follows the last real token).
         """
-        self_cache = cache.setdefault("self", {}) if cache is not None else None
-        cross_cache = cache.setdefault("cross", {}) if cache is not None else None
+        self_cache = cache.self_attn if cache is not None else None
+        cross_cache = cache.cross_attn if cache is not None else None
         if self.pre_norm:
             h, self_w = self.self_attn(self.norm1(x), is_causal=True, cache=self_cache,
                                        need_weights=need_weights)
             x = x + self.dropout(h)
             h, cross_w = self.cross_attn(self.norm2(x), memory, mask=src_mask, cache=cross_cache,
-                                         need_weights=need_weights)
+                                         need_weights=need_weights, group=group)
             x = x + self.dropout(h)
             x = x + self.dropout(self.ffn(self.norm3(x)))
         else:
@@ -98,7 +112,7 @@ class DecoderLayer(nn.Module):
                                        need_weights=need_weights)
             x = self.norm1(x + self.dropout(h))
             h, cross_w = self.cross_attn(x, memory, mask=src_mask, cache=cross_cache,
-                                         need_weights=need_weights)
+                                         need_weights=need_weights, group=group)
             x = self.norm2(x + self.dropout(h))
             x = self.norm3(x + self.dropout(self.ffn(x)))
         return x, self_w, cross_w

@@ -1,21 +1,31 @@
-"""The encoder-decoder Transformer: layer stacks between embeddings and output projection."""
+"""The encoder-decoder Transformer: layer stacks between embeddings and output projection.
+
+The model owns its loss: ``model(src, tgt_in, src_mask)`` gives the logits, and with the
+targets, ``model(src, tgt_in, src_mask, tgt_out, label_smoothing)`` (or ``model.loss(batch)``)
+gives the summed label-smoothed cross-entropy, computed without ever holding the full logits
+(``model/loss.py``). Decoding uses :meth:`Transformer.start_decoding` and
+:meth:`Transformer.decode_step`, which carry a :class:`DecoderState` from step to step.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.data.vocab import PAD_ID
-from transformer_mt.model.attention import KVCache
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
-from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
+from transformer_mt.model.loss import label_smoothed_cross_entropy
+
+if TYPE_CHECKING:
+    from transformer_mt.data.batch import Batch
 
 
 @dataclass
-class Attention:
+class AttentionWeights:
     """Attention weights of one forward pass, one tensor per layer (returned only when asked)."""
 
     encoder: list[Tensor] = field(default_factory=list)  # (B, H, S, S) each
@@ -26,15 +36,15 @@ class Attention:
 class Encoder(nn.Module):
     """Embedding + positional encoding + N encoder layers (+ a final LayerNorm with pre-norm)."""
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int) -> None:
+    def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int) -> None:
         super().__init__()
-        self.embed = TokenEmbedding(vocab_size, cfg.d_model, PAD_ID)
+        self.embed = TokenEmbedding(vocab_size, cfg.d_model, pad_id)
         self.pos = PositionalEncoding(cfg.d_model, cfg.max_positions, cfg.dropout)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
     def forward(self, src: Tensor, src_mask: Tensor,
-                attention: Attention | None = None) -> Tensor:
+                attention: AttentionWeights | None = None) -> Tensor:
         """src: (B, S) ids, src_mask: (B, 1, 1, S) -> memory (B, S, D)."""
         x = self.pos(self.embed(src))  # (B, S, D)
         for layer in self.layers:
@@ -45,11 +55,12 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embedding + positional encoding + N decoder layers + LayerNorm + projection to the vocab."""
+    """Embedding + positional encoding + N decoder layers + LayerNorm; and the projection to the
+    vocabulary, which :class:`Transformer` applies (as logits or inside the loss)."""
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int) -> None:
+    def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int) -> None:
         super().__init__()
-        self.embed = TokenEmbedding(vocab_size, cfg.d_model, PAD_ID)
+        self.embed = TokenEmbedding(vocab_size, cfg.d_model, pad_id)
         self.pos = PositionalEncoding(cfg.d_model, cfg.max_positions, cfg.dropout)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
@@ -58,63 +69,69 @@ class Decoder(nn.Module):
             self.project.weight = self.embed.weight  # one matrix for input and output words
 
     def forward(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor,
-                caches: list[dict[str, KVCache]] | None = None, offset: int = 0,
-                attention: Attention | None = None, project: bool = True) -> Tensor:
-        """tgt_in: (B, T) ids, memory: (B, S, D) -> logits (B, T, V).
+                caches: list[LayerCache] | None = None, offset: int = 0,
+                attention: AttentionWeights | None = None, group: int = 1) -> Tensor:
+        """tgt_in: (B*G, T) ids, memory: (B, S, D) -> final states (B*G, T, D).
 
-        With ``caches`` (one dict per layer) only the new positions are fed, starting at position
-        ``offset``; earlier positions' keys and values come from the caches. With
-        ``project=False`` the final states (B, T, D) come back instead of the logits (training
-        projects them inside its loss, a chunk at a time: ``train/loss.py``).
+        With ``caches`` (one per layer) only the new positions are fed, starting at position
+        ``offset``; earlier positions' keys and values come from the caches. ``group`` is the
+        number of target rows per source row (beam search's hypotheses per sentence).
         """
-        x = self.pos(self.embed(tgt_in), offset)  # (B, T, D)
+        x = self.pos(self.embed(tgt_in), offset)  # (B*G, T, D)
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
-            x, self_w, cross_w = layer(x, memory, src_mask, cache, attention is not None)
+            x, self_w, cross_w = layer(x, memory, src_mask, cache, attention is not None, group)
             if attention is not None:
                 attention.decoder_self.append(self_w)
                 attention.cross.append(cross_w)
-        x = self.norm(x)  # (B, T, D)
-        return self.project(x) if project else x  # (B, T, V) or (B, T, D)
+        return self.norm(x)  # (B*G, T, D)
 
 
 @dataclass
 class DecoderState:
-    """What incremental decoding carries from one step to the next, for a batch of hypotheses."""
+    """What incremental decoding carries from one step to the next.
+
+    The contract of beam search: ``memory``, ``src_mask`` and each layer's cross-attention
+    cache have one row per sentence (B rows); the prefix and each layer's self-attention cache
+    have one row per hypothesis (B*G rows, a sentence's G hypotheses next to each other).
+    """
 
     memory: Tensor  # (B, S, D) encoder output
     src_mask: Tensor  # (B, 1, 1, S)
-    caches: list[dict[str, KVCache]]  # per decoder layer: {"self": {k, v}, "cross": {k, v}}
+    caches: list[LayerCache]  # one per decoder layer
+    group: int = 1  # G: hypotheses per sentence
     offset: int = 0  # target positions fed so far
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) hypotheses: row ``i`` becomes old row ``rows[i]``.
 
-        What belongs to the sentence rather than to a hypothesis (the encoder output, its mask,
-        the cross-attention keys/values) has one row per sentence, shared by that sentence's
-        hypotheses in beam search; ``sentences`` selects those rows when sentences leave the
-        batch. Without it the sentences stay as they are (beam search reordering its beams).
+        ``sentences`` selects the rows of what belongs to the sentence (encoder output, mask,
+        cross-attention caches) when sentences leave the batch. Without it the sentences stay
+        as they are (beam search reordering its beams).
         """
         for cache in self.caches:
-            for name in list(cache.get("self", {})):
-                cache["self"][name] = cache["self"][name].index_select(0, rows)
+            cache.self_attn.select(rows)
         if sentences is None:
             return
         self.memory = self.memory.index_select(0, sentences)
         self.src_mask = self.src_mask.index_select(0, sentences)
         for cache in self.caches:
-            for name in list(cache.get("cross", {})):
-                cache["cross"][name] = cache["cross"][name].index_select(0, sentences)
+            cache.cross_attn.select(sentences)
 
 
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of "Attention Is All You Need", sized by a ModelConfig."""
+    """The encoder-decoder Transformer of "Attention Is All You Need", sized by a ModelConfig.
 
-    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
+    ``pad_id`` is the id of ``<pad>`` in both vocabularies: its embedding rows start at zero
+    and get no gradient, and the loss ignores it.
+    """
+
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
+                 pad_id: int) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.encoder = Encoder(cfg, src_vocab_size)
-        self.decoder = Decoder(cfg, tgt_vocab_size)
+        self.cfg, self.pad_id = cfg, pad_id
+        self.encoder = Encoder(cfg, src_vocab_size, pad_id)
+        self.decoder = Decoder(cfg, tgt_vocab_size, pad_id)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -123,41 +140,62 @@ class Transformer(nn.Module):
             if "embed" in name:
                 nn.init.normal_(p, std=self.cfg.d_model ** -0.5)
                 with torch.no_grad():
-                    p[PAD_ID].zero_()
+                    p[self.pad_id].zero_()
             elif p.dim() > 1:
                 nn.init.xavier_uniform_(p)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def encode(self, src: Tensor, src_mask: Tensor, attention: Attention | None = None) -> Tensor:
+    def encode(self, src: Tensor, src_mask: Tensor,
+               attention: AttentionWeights | None = None) -> Tensor:
         """(B, S) ids -> (B, S, D) memory."""
         return self.encoder(src, src_mask, attention)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor,
-                attention: Attention | None = None, project: bool = True) -> Tensor:
+                tgt_out: Tensor | None = None, label_smoothing: float = 0.0,
+                attention: AttentionWeights | None = None) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T), src_mask (B, 1, 1, S) -> logits (B, T, V).
 
-        ``project=False``: the decoder's final states (B, T, D) instead of the logits.
+        With ``tgt_out`` (B, T), the summed label-smoothed cross-entropy of its real tokens
+        instead (an fp32 scalar; divide by the token count for the mean). Training calls this
+        form through its wrappers (DDP, ``torch.compile``), which wrap ``forward``.
         """
         memory = self.encode(src, src_mask, attention)
-        return self.decoder(tgt_in, memory, src_mask, attention=attention, project=project)
+        states = self.decoder(tgt_in, memory, src_mask, attention=attention)  # (B, T, D)
+        if tgt_out is None:
+            return self.decoder.project(states)  # (B, T, V)
+        device = states.device.type
+        # Under mixed precision the projection runs in the autocast dtype; the softmax and the
+        # loss in fp32. The loss function manages its dtypes itself, so autocast is off inside.
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        with torch.autocast(device, enabled=False):
+            return label_smoothed_cross_entropy(states.flatten(0, 1), self.decoder.project.weight,
+                                                tgt_out.flatten(), label_smoothing, self.pad_id,
+                                                dtype)
 
-    def start_decoding(self, src: Tensor, src_mask: Tensor) -> DecoderState:
-        """Encode once and return the state that :meth:`decode_step` advances."""
+    def loss(self, batch: Batch, label_smoothing: float = 0.0) -> Tensor:
+        """Summed label-smoothed cross-entropy of a :class:`~transformer_mt.data.batch.Batch`."""
+        return self(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out, label_smoothing)
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, group: int = 1,
+               attention: AttentionWeights | None = None) -> Tensor:
+        """Logits (B*G, T, V) for whole prefixes (B*G, T) given the memory (B, S, D): no cache."""
+        return self.decoder.project(self.decoder(tgt_in, memory, src_mask, attention=attention,
+                                                 group=group))
+
+    def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
+        """Encode once and return the state that :meth:`decode_step` advances, for ``group``
+        hypotheses per sentence."""
         memory = self.encode(src, src_mask)
-        return DecoderState(memory, src_mask, [{} for _ in self.decoder.layers])
+        return DecoderState(memory, src_mask, [LayerCache() for _ in self.decoder.layers], group)
 
     def decode_step(self, last: Tensor, state: DecoderState,
-                    attention: Attention | None = None) -> Tensor:
-        """Feed the newest tokens (B,) and return next-token logits (B, V), using the caches."""
-        logits = self.decoder(last[:, None], state.memory, state.src_mask, state.caches,
-                              state.offset, attention)  # (B, 1, V)
+                    attention: AttentionWeights | None = None) -> Tensor:
+        """Feed the newest tokens (B*G,) and return next-token logits (B*G, V), using the caches."""
+        states = self.decoder(last[:, None], state.memory, state.src_mask, state.caches,
+                              state.offset, attention, state.group)  # (B*G, 1, D)
         state.offset += 1
-        return logits[:, -1]
+        return self.decoder.project(states[:, -1])  # (B*G, V)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-
-def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-    return Transformer(cfg, src_vocab_size, tgt_vocab_size)

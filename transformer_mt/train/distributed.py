@@ -19,6 +19,7 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    owns_group: bool = False  # init_distributed created the process group (and ends it)
 
     @property
     def is_main(self) -> bool:
@@ -41,6 +42,7 @@ def init_distributed(device_name: str) -> tuple[DistInfo, torch.device]:
         if device.type == "cuda":
             torch.cuda.set_device(device)
         dist.init_process_group(backend=backend)
+        info.owns_group = True
     log.info("distributed: rank %d of %d on %s", info.rank, world, device)
     return info, device
 
@@ -50,15 +52,7 @@ def barrier(info: DistInfo) -> None:
         dist.barrier()
 
 
-def broadcast_flag(flag: bool, info: DistInfo, device: torch.device) -> bool:
-    """Rank 0's decision (stop now, say), shared with every rank."""
-    if not info.enabled:
-        return flag
-    t = torch.tensor([1 if flag else 0], device=device)
-    dist.broadcast(t, src=0)
-    return bool(t.item())
-
-
-def cleanup() -> None:
-    if dist.is_initialized():
+def cleanup(info: DistInfo) -> None:
+    """Leave the process group this process joined (on every way out of training)."""
+    if info.owns_group and dist.is_initialized():
         dist.destroy_process_group()

@@ -21,7 +21,8 @@ import math
 import random
 import signal
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,22 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import yaml
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from transformer_mt.config import Config
+from transformer_mt.checkpoint import (
+    build_model,
+    load_checkpoint,
+    make_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+    weights_are_finite,
+)
+from transformer_mt.config import Config, TrainConfig
 from transformer_mt.data.loader import (
+    ParallelData,
     build_vocabs,
     collate,
     encode_pairs,
@@ -42,24 +54,16 @@ from transformer_mt.data.loader import (
     read_tokenized,
 )
 from transformer_mt.data.tokenize import detokenize
-from transformer_mt.data.vocab import PAD_ID, Vocab
-from transformer_mt.device import bound_cpu_kernel_caches, resolve_precision
+from transformer_mt.data.vocab import Vocab
+from transformer_mt.decode.search import decode_corpus
+from transformer_mt.device import bound_cpu_kernel_caches, device_memory, resolve_precision
 from transformer_mt.errors import CheckpointError, ConfigError, TrainingError
 from transformer_mt.evaluate import score
-from transformer_mt.fileio import atomic_write_text
+from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, run_lock
 from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
-from transformer_mt.model.transformer import Transformer, build_model
+from transformer_mt.model.transformer import Transformer
 from transformer_mt.train import distributed
-from transformer_mt.train.checkpoint import (
-    load_checkpoint,
-    make_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
-from transformer_mt.train.loss import label_smoothed_cross_entropy
 from transformer_mt.train.schedule import inverse_sqrt_lr
-from transformer_mt.translate import decode_corpus
 
 log = logging.getLogger(__name__)
 progress_log = logging.getLogger(PROGRESS_LOGGER)
@@ -83,6 +87,20 @@ class Progress:
     best_bleu: float = -1.0
     best_step: int = 0
     bad_evals: int = 0  # validations since the best one (for train.patience)
+
+
+def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW; weight decay on the weight matrices only, not on embeddings, norms and biases."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
+    groups = [{"params": decay, "weight_decay": t.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kwargs: dict[str, Any] = dict(lr=t.lr, betas=t.betas, eps=t.adam_eps)
+    try:
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except (RuntimeError, TypeError):  # fused kernels not available for this device
+        return torch.optim.AdamW(groups, foreach=True, **kwargs)
 
 
 def seed_everything(seed: int) -> None:
@@ -124,128 +142,156 @@ class MetricsLog:
         """Drop records of steps after ``step`` (written after the checkpoint we resume from)."""
         if not (self.enabled and self.path.exists()):
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and _record_step(line) <= step]
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        kept = [line for line in text.splitlines() if _record_step(line) <= step]
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
 
-def _record_step(line: str) -> int:
+def _record_step(line: str) -> float:
+    """The step of a metrics record; infinite (dropped) for a line that is not one (a record
+    half-written when the process was killed)."""
     try:
-        return int(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError):
-        return 0
+        return int(json.loads(line)["step"])
+    except (ValueError, TypeError, KeyError):
+        return math.inf
+
+
+@dataclass
+class Run:
+    """Everything one training run holds, made by :meth:`Trainer.setup` before the first step."""
+
+    train_data: ParallelData
+    valid_data: ParallelData
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    metrics: MetricsLog
+    # the model as training calls it: the same module, compiled and/or wrapped for DDP
+    forward_model: torch.nn.Module
+    progress: Progress = field(default_factory=Progress)
+    # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
+    loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))
+    tgt_lengths: list[int] = field(init=False)  # target tokens (the loss's) per training pair
+
+    def __post_init__(self) -> None:
+        self.tgt_lengths = [t for _, t in self.train_data.lengths]
 
 
 class Trainer:
-    """Trains one run; ``Trainer(config, run_dir).train()``."""
+    """Trains one run: ``Trainer(config, run_dir).train()``.
+
+    :meth:`setup` builds the :class:`Run` in named stages (find the checkpoint to resume, open
+    the run directory, load the data, build the model and optimizer, restore, wrap, write the
+    run files); :meth:`train` then loops over :meth:`train_step` with logging, validation,
+    saving and stopping as steps of their own.
+    """
 
     def __init__(self, config: Config, run_dir: str | Path, resume: bool = True,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, overwrite: bool = False) -> None:
         self.cfg = config
         self.run_dir = Path(run_dir)
-        self.resume_allowed = resume
+        self.resume_allowed, self.overwrite = resume, overwrite
         self.show_bar = bars_enabled() if progress is None else progress
         self.dist, self.device = distributed.init_distributed(config.train.device)
         if self.device.type == "cpu":
             bound_cpu_kernel_caches()
         self.precision = resolve_precision(config.train.precision, self.device)
         self.is_main = self.dist.is_main
-        self.progress = Progress()
-        self._acc = torch.zeros(2, device=self.device)  # (loss sum, target tokens) since log
         self._stop_signal: int | None = None
         self._file_log: logging.Handler | None = None
+        self._held = contextlib.ExitStack()  # the run directory's lock, while training
 
-    # --------------------------------------------------------------------------------- setup
+    # ------------------------------------------------------------------------- setup stages
 
-    def _setup(self) -> dict[str, Any] | None:
-        cfg = self.cfg
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
-        ckpt_path = self.run_dir / "last.pt"
-        ckpt = None
-        if ckpt_path.exists():
-            if not self.resume_allowed:
-                raise TrainingError(f"'{self.run_dir}' already holds a run (last.pt); resume it "
-                                    "(drop --no-resume) or choose a new --run-dir")
-            ckpt = load_checkpoint(ckpt_path)
-            if "training_state" not in ckpt:
-                raise CheckpointError(f"'{ckpt_path}' holds no training state to resume from")
-            self._check_compatible(ckpt)
-        if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._file_log = add_file_log(self.run_dir / "train.log")
-        distributed.barrier(self.dist)
-        if self.dist.enabled:
-            log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
+    def setup(self) -> Run:
+        """Build (or restore) everything the run needs, in order."""
+        if self.cfg.train.threads:
+            torch.set_num_threads(self.cfg.train.threads)
+        self._claim_run_dir()
+        ckpt = self._checkpoint_to_resume()
+        self._open_run_dir()
         if ckpt is not None:
-            log.info("resuming from %s at step %d", ckpt_path, ckpt["progress"]["step"])
-        seed_everything(cfg.train.seed)
-
-        # Data: tokenized once (cached on disk), vocabularies from the training side.
-        src_raw, tgt_raw, src_tok, tgt_tok = read_tokenized(cfg.data, cfg.data.train_split,
-                                                            cfg.data.max_pairs, self.show_bar)
+            log.info("resuming from %s at step %d", self.run_dir / "last.pt",
+                     ckpt["progress"]["step"])
+        seed_everything(self.cfg.train.seed)
+        train_data, valid_data, src_vocab, tgt_vocab = self._load_data(ckpt)
+        self._check_memory(len(src_vocab), len(tgt_vocab))
+        model = build_model(self.cfg.model, src_vocab, tgt_vocab).to(self.device)
+        optimizer = make_optimizer(model, self.cfg.train)
+        scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
+        run = Run(train_data, valid_data, src_vocab, tgt_vocab, model, optimizer, scaler,
+                  self._metrics_log(), forward_model=model,
+                  loss_since_log=torch.zeros(2, device=self.device))
         if ckpt is not None:
-            self.src_vocab, self.tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
-        else:
-            self.src_vocab, self.tgt_vocab = build_vocabs(cfg.data, src_tok, tgt_tok)
-        max_len = min(cfg.data.max_len, cfg.model.max_positions - 2)
-        self.train_data = encode_pairs(src_tok, tgt_tok, self.src_vocab, self.tgt_vocab,
-                                       src_raw, tgt_raw, max_len)
-        v_raw_src, v_raw_tgt, v_src, v_tgt = read_tokenized(cfg.data, cfg.data.valid_split,
-                                                            cfg.data.valid_max_pairs)
-        self.valid_data = encode_pairs(v_src, v_tgt, self.src_vocab, self.tgt_vocab, v_raw_src,
-                                       v_raw_tgt, cfg.model.max_positions - 2)
-        if len(self.train_data) == 0:
-            raise TrainingError(f"no training pairs left after dropping those longer than "
-                                f"data.max_len={cfg.data.max_len}")
-        self.tgt_tokens_per_example = [t for _, t in self.train_data.lengths]
-        log.info("data: %d training pairs (%d longer than %d tokens dropped), %d validation "
-                 "pairs; vocabularies: %d %s, %d %s", len(self.train_data),
-                 self.train_data.n_dropped, max_len, len(self.valid_data), len(self.src_vocab),
-                 cfg.data.src_lang, len(self.tgt_vocab), cfg.data.tgt_lang)
-
-        # Model and optimizer.
-        self.model: Transformer = build_model(cfg.model, len(self.src_vocab),
-                                              len(self.tgt_vocab)).to(self.device)
-        self.optimizer = self._make_optimizer()
-        self.scaler = torch.amp.GradScaler(
-            "cuda", enabled=self.precision == "fp16")
-        if ckpt is not None:
-            self.model.load_state_dict(ckpt["model"])
-            state = ckpt["training_state"]
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scaler.load_state_dict(state["scaler"])
-            self.progress = Progress(**ckpt["progress"])
-            set_rng_state(state["rng"])
-            # the partial sums of the interrupted log interval, so its record is exact too
-            self._acc = state["loss_since_log"].to(self.device)
+            self._restore(run, ckpt)
+        cfg = self.cfg.model
         log.info("model: %s parameters, d_model=%d, %d+%d layers, %s-norm, device %s, %s",
-                 f"{self.model.num_parameters():,}", cfg.model.d_model,
-                 cfg.model.n_encoder_layers, cfg.model.n_decoder_layers, cfg.model.norm,
-                 self.device, self.precision)
-        self.forward_model: torch.nn.Module = self.model
-        if cfg.train.compile:
-            self.forward_model = torch.compile(self.model, dynamic=True)
-        if self.dist.enabled:
-            self.forward_model = DistributedDataParallel(
-                self.forward_model,
-                device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                 f"{model.num_parameters():,}", cfg.d_model, cfg.n_encoder_layers,
+                 cfg.n_decoder_layers, cfg.norm, self.device, self.precision)
+        run.forward_model = self._wrap(model)
+        self._write_run_files(run, resumed=ckpt is not None)
+        return run
 
-        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl", enabled=self.is_main,
-                                  tensorboard=cfg.train.tensorboard)
-        if ckpt is not None:
-            self.metrics.truncate_after(self.progress.step)
-        if self.is_main:
-            atomic_write_text(self.run_dir / "config.yaml",
-                              yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-            self.src_vocab.save(self.run_dir / "src_vocab.json")
-            self.tgt_vocab.save(self.run_dir / "tgt_vocab.json")
+    def _claim_run_dir(self) -> None:
+        """Lock the run directory for this run (rank 0) and clear what a killed run left.
+
+        With ``overwrite``, an earlier run's files are deleted here, under the lock.
+        """
+        if not self.is_main:
+            return
+        self._held.enter_context(run_lock(self.run_dir))
+        for tmp in remove_stale_temporaries(self.run_dir):
+            log.info("removed %s, left by a write that was interrupted", tmp)
+        if self.overwrite:
+            for path in self._run_files():
+                path.unlink()
+                log.info("--overwrite: removed %s", path)
+
+    def _run_files(self) -> list[Path]:
+        """The files a run writes into its directory (and an earlier run may have left)."""
+        names = ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "src_vocab.json",
+                 "tgt_vocab.json", "train.log")
+        files = [self.run_dir / name for name in names if (self.run_dir / name).is_file()]
+        return files + sorted(self.run_dir.glob("step_*.pt"))
+
+    def _checkpoint_to_resume(self) -> dict[str, Any] | None:
+        """``last.pt`` of the run directory, checked against the config; None for a new run.
+
+        A directory with another run's results but no ``last.pt`` is refused: a new run would
+        overwrite its checkpoints and mix its metrics.
+        """
+        path = self.run_dir / "last.pt"
+        if not path.exists():
+            results = [f.name for f in self._run_files()
+                       if f.name in ("best.pt", "metrics.jsonl") or f.name.startswith("step_")]
+            if results:
+                raise TrainingError(
+                    f"'{self.run_dir}' holds another run's files ({', '.join(results[:3])}) but "
+                    "no last.pt to resume from; choose a new --run-dir, or pass --overwrite to "
+                    "delete them and start afresh")
+            return None
+        if not self.resume_allowed:
+            raise TrainingError(f"'{self.run_dir}' already holds a run (last.pt); resume it "
+                                "(drop --no-resume) or choose a new --run-dir")
+        ckpt = load_checkpoint(path)
+        if "training_state" not in ckpt:
+            raise CheckpointError(f"'{path}' holds no training state to resume from")
+        self._check_compatible(ckpt)
         return ckpt
 
     def _check_compatible(self, ckpt: dict[str, Any]) -> None:
-        """Resuming with another model or data config would silently train something else."""
+        """Resuming with another model or data config would silently train something else;
+        another batch plan or seed trains on, but no longer exactly as the run would have."""
         stored = ckpt["config"]
         current = self.cfg.to_dict()
+        for key in ("max_tokens", "accum_steps", "seed"):
+            before, now = stored.get("train", {}).get(key), current["train"][key]
+            if before != now:
+                log.warning("the run was trained with train.%s=%s, the config now says %s: "
+                            "resuming, but the run is no longer exactly the one it would have "
+                            "been", key, before, now)
         for section in ("model", "data"):
             for key, value in current[section].items():
                 if section == "data" and key == "data_dir":
@@ -256,14 +302,94 @@ class Trainer:
                         f"{stored.get(section, {}).get(key)!r}, the config now says {value!r}; "
                         "use the run's config or a new --run-dir")
 
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        t = self.cfg.train
-        kwargs: dict[str, Any] = dict(lr=t.lr, betas=t.betas, eps=t.adam_eps,
-                                      weight_decay=t.weight_decay)
+    def _open_run_dir(self) -> None:
+        """Create the run directory and log to its ``train.log`` (rank 0 only)."""
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._file_log = add_file_log(self.run_dir / "train.log")
+        distributed.barrier(self.dist)
+        if self.dist.enabled:
+            log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
+
+    def _load_data(self, ckpt: dict[str, Any] | None
+                   ) -> tuple[ParallelData, ParallelData, Vocab, Vocab]:
+        """Training and validation pairs as ids; vocabularies from the checkpoint or the data."""
+        cfg = self.cfg
+        src_raw, tgt_raw, src_tok, tgt_tok = read_tokenized(cfg.data, cfg.data.train_split,
+                                                            cfg.data.max_pairs, self.show_bar)
+        if ckpt is not None:
+            src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
+        else:
+            src_vocab, tgt_vocab = build_vocabs(cfg.data, src_tok, tgt_tok)
+        max_len = min(cfg.data.max_len, cfg.model.max_pair_tokens)
+        train_data = encode_pairs(src_tok, tgt_tok, src_vocab, tgt_vocab, src_raw, tgt_raw,
+                                  max_len)
+        v_raw_src, v_raw_tgt, v_src, v_tgt = read_tokenized(cfg.data, cfg.data.valid_split,
+                                                            cfg.data.valid_max_pairs)
+        valid_data = encode_pairs(v_src, v_tgt, src_vocab, tgt_vocab, v_raw_src, v_raw_tgt,
+                                  cfg.model.max_pair_tokens)
+        if len(train_data) == 0:
+            limit = (f"data.max_len={cfg.data.max_len}" if cfg.data.max_len == max_len else
+                     f"{max_len} tokens (model.max_positions={cfg.model.max_positions} less "
+                     "<bos> and <eos>)")
+            raise TrainingError(f"no training pairs left after dropping those longer than "
+                                f"{limit}; raise that limit")
+        log.info("data: %d training pairs (%d longer than %d tokens dropped), %d validation "
+                 "pairs; vocabularies: %d %s, %d %s", len(train_data), train_data.n_dropped,
+                 max_len, len(valid_data), len(src_vocab), cfg.data.src_lang, len(tgt_vocab),
+                 cfg.data.tgt_lang)
+        return train_data, valid_data, src_vocab, tgt_vocab
+
+    def _check_memory(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
+        """Refuse, before allocating, a model whose training state cannot fit in memory."""
+        params = self.cfg.model.num_parameters(src_vocab_size, tgt_vocab_size)
+        need = params * 4 * 4  # fp32 weights, gradients and AdamW's two moments
+        have = device_memory(self.device)
+        if have is not None and need > have:
+            raise TrainingError(
+                f"the model has {params:,} parameters: training needs about {need / 2**30:,.1f} "
+                f"GiB for its weights, gradients and optimizer state, and {self.device} has "
+                f"{have / 2**30:,.1f} GiB; make model.d_model, model.d_ff or the layer counts "
+                "smaller")
+
+    def _metrics_log(self) -> MetricsLog:
+        return MetricsLog(self.run_dir / "metrics.jsonl", enabled=self.is_main,
+                          tensorboard=self.cfg.train.tensorboard)
+
+    def _restore(self, run: Run, ckpt: dict[str, Any]) -> None:
+        """Weights, optimizer, scaler, progress, RNG and the open log interval's sums."""
+        state = ckpt["training_state"]
+        run.model.load_state_dict(ckpt["model"])
         try:
-            return torch.optim.AdamW(self.model.parameters(), fused=True, **kwargs)
-        except (RuntimeError, TypeError):  # fused kernels not available for this device
-            return torch.optim.AdamW(self.model.parameters(), foreach=True, **kwargs)
+            run.optimizer.load_state_dict(state["optimizer"])
+        except ValueError as exc:
+            raise CheckpointError(f"the optimizer state in '{self.run_dir / 'last.pt'}' does "
+                                  f"not fit this version's optimizer ({exc}); start a new run "
+                                  "or use the release that wrote it") from exc
+        run.scaler.load_state_dict(state["scaler"])
+        run.progress = Progress(**ckpt["progress"])
+        set_rng_state(state["rng"])
+        run.loss_since_log = state["loss_since_log"].to(self.device)
+
+    def _wrap(self, model: Transformer) -> torch.nn.Module:
+        """The module training calls: compiled (train.compile) and DDP-wrapped (torchrun)."""
+        wrapped: torch.nn.Module = model
+        if self.cfg.train.compile:
+            wrapped = torch.compile(model, dynamic=True)
+        if self.dist.enabled:
+            wrapped = DistributedDataParallel(
+                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        return wrapped
+
+    def _write_run_files(self, run: Run, resumed: bool) -> None:
+        """``config.yaml`` and the vocabularies; on resume, metrics cut back to the checkpoint."""
+        if resumed:
+            run.metrics.truncate_after(run.progress.step)
+        if self.is_main:
+            atomic_write_text(self.run_dir / "config.yaml",
+                              yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
+            run.src_vocab.save(self.run_dir / "src_vocab.json")
+            run.tgt_vocab.save(self.run_dir / "tgt_vocab.json")
 
     @property
     def _autocast_dtype(self) -> torch.dtype | None:
@@ -279,24 +405,35 @@ class Trainer:
 
     def train(self) -> Progress:
         """Run (or resume) training until ``max_steps``/``max_epochs`` or early stopping."""
+        with self._stop_signals():
+            try:
+                run = self.setup()
+                if self._finished(run.progress):
+                    log.info("run in %s is already complete (step %d); nothing to do",
+                             self.run_dir, run.progress.step)
+                    return run.progress
+                self._loop(run)
+                return run.progress
+            finally:
+                if self._file_log is not None:
+                    logging.getLogger("transformer_mt").removeHandler(self._file_log)
+                    self._file_log.close()
+                    self._file_log = None
+                distributed.cleanup(self.dist)
+                self._held.close()
+
+    @contextlib.contextmanager
+    def _stop_signals(self) -> Iterator[None]:
+        """SIGINT/SIGTERM ask the loop to save and stop after the current step."""
         previous = {}
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError):  # not in the main thread
                 previous[signum] = signal.signal(signum, self._on_signal)
         try:
-            self._setup()
-            if self._finished():
-                log.info("run in %s is already complete (step %d); nothing to do",
-                         self.run_dir, self.progress.step)
-                return self.progress
-            self._loop()
-            return self.progress
+            yield
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if self._file_log is not None:
-                logging.getLogger("transformer_mt").removeHandler(self._file_log)
-                self._file_log.close()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self._stop_signal is not None:  # a second Ctrl-C: stop at once
@@ -305,8 +442,8 @@ class Trainer:
         log.warning("received %s: finishing the current step, then saving",
                     signal.Signals(signum).name)
 
-    def _finished(self) -> bool:
-        t, p = self.cfg.train, self.progress
+    def _finished(self, p: Progress) -> bool:
+        t = self.cfg.train
         if t.max_steps is not None and p.step >= t.max_steps:
             return True
         if t.max_epochs is not None and p.epoch >= t.max_epochs:
@@ -319,131 +456,131 @@ class Trainer:
         by_steps = t.max_steps if t.max_steps is not None else math.inf
         return int(min(by_epochs, by_steps))
 
-    def _loop(self) -> None:
-        cfg, p = self.cfg, self.progress
-        self.model.train()
-        lengths = self.train_data.lengths
-        per_step = self.dist.world_size * cfg.train.accum_steps
-        plan = epoch_steps(lengths, cfg.train.max_tokens, cfg.train.seed, p.epoch, per_step)
+    def epoch_plan(self, run: Run, epoch: int) -> list[list[list[int]]]:
+        """The steps of ``epoch``: for each, the batches of every rank and accumulation."""
+        t = self.cfg.train
+        return epoch_steps(run.train_data.lengths, t.max_tokens, t.seed, epoch,
+                           self.dist.world_size * t.accum_steps)
+
+    def _loop(self, run: Run) -> None:
+        t, p = self.cfg.train, run.progress
+        run.model.train()
+        plan = self.epoch_plan(run, p.epoch)
         bar = tqdm(total=self._total_steps(len(plan)), initial=p.step, unit="step",
                    desc="train", disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
-        acc = self._acc  # (loss sum, target tokens) since the last log record
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
-        grad_norm = torch.zeros((), device=self.device)
         last_eval_step = last_save_step = -1
         try:
-            while not self._finished():
+            while not self._finished(p):
                 if p.epoch_step >= len(plan):  # epoch done: the next one is planned afresh
                     p.epoch, p.epoch_step = p.epoch + 1, 0
-                    if self._finished():
+                    if self._finished(p):
                         break
-                    plan = epoch_steps(lengths, cfg.train.max_tokens, cfg.train.seed, p.epoch,
-                                       per_step)
+                    plan = self.epoch_plan(run, p.epoch)
                     continue
-                step_batches = plan[p.epoch_step]
-                grad_norm, n_tok = self._step(step_batches, acc)
+                grad_norm, n_tok = self.train_step(run, plan[p.epoch_step])
                 n_tokens_seen += n_tok
                 p.step += 1
                 p.epoch_step += 1
                 bar.update(1)
-                if p.step % cfg.train.log_every == 0:
-                    last_log = self._log_step(acc, grad_norm, last_log, n_tokens_seen, bar)
-                    acc.zero_()
-                stop = self._stop_signal is not None
-                if self.dist.enabled and p.step % cfg.train.log_every == 0:
-                    stop = self._any_rank(stop)
-                elif self.dist.enabled:
-                    stop = False  # ranks agree on stopping only at log steps
-                if p.step % cfg.train.eval_every == 0:
-                    self._validate_and_keep_best()
+                if p.step % t.log_every == 0:
+                    last_log = self._log_step(run, grad_norm, last_log, n_tokens_seen, bar)
+                stop = self._stop_agreed(p.step)
+                if p.step % t.eval_every == 0:
+                    self._validate_and_keep_best(run)
                     last_eval_step = p.step
-                if p.step % cfg.train.save_every == 0 or stop:
-                    self._save_last()
+                if p.step % t.save_every == 0 or stop:
+                    self._save_last(run)
                     last_save_step = p.step
                 if stop:
-                    name = signal.Signals(self._stop_signal or signal.SIGTERM).name
-                    raise StopRequestedError(
-                        f"stopped by {name} at step {p.step}; checkpoint saved to "
-                        f"{self.run_dir / 'last.pt'}; run the same command again to resume",
-                        self._stop_signal or signal.SIGTERM)
+                    raise self._stopped(p.step)
             if p.step != last_eval_step:
-                self._validate_and_keep_best()
+                self._validate_and_keep_best(run)
             if p.step != last_save_step:
-                self._save_last()
+                self._save_last(run)
             log.info("done at step %d (epoch %d); best val BLEU %.2f at step %d; checkpoints "
                      "in %s", p.step, p.epoch, p.best_bleu, p.best_step, self.run_dir)
         finally:
             bar.close()
 
-    def _any_rank(self, flag: bool) -> bool:
-        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
+    def _stop_agreed(self, step: int) -> bool:
+        """Whether to stop now: a signal arrived (on any rank; ranks agree at log steps only)."""
+        stop = self._stop_signal is not None
+        if not self.dist.enabled:
+            return stop
+        if step % self.cfg.train.log_every:
+            return False
+        flag = torch.tensor([1.0 if stop else 0.0], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
-    def _step(self, step_batches: list[list[int]], acc: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def _stopped(self, step: int) -> StopRequestedError:
+        signum = self._stop_signal or signal.SIGTERM
+        return StopRequestedError(
+            f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint saved to "
+            f"{self.run_dir / 'last.pt'}; run the same command again to resume", signum)
+
+    def train_step(self, run: Run, step_batches: list[list[int]]) -> tuple[Tensor, int]:
         """One optimizer step over this rank's ``accum_steps`` batches of ``step_batches``.
 
         The loss is normalised by the target tokens of all ranks' batches together, so N ranks
         (or N accumulated batches) train exactly like one process with all N batches at once.
+        Returns the gradient norm and this rank's target tokens.
         """
-        cfg = self.cfg.train
-        global_tokens = sum(self.tgt_tokens_per_example[i] for b in step_batches for i in b)
-        accum = cfg.accum_steps
-        mine = step_batches[self.dist.rank * accum:(self.dist.rank + 1) * accum]
+        t = self.cfg.train
+        global_tokens = sum(run.tgt_lengths[i] for b in step_batches for i in b)
+        mine = step_batches[self.dist.rank * t.accum_steps:(self.dist.rank + 1) * t.accum_steps]
+        acc = run.loss_since_log
         n_tokens = 0
         for j, indices in enumerate(mine):
             weight = 1.0
             if not indices:  # the epoch's last step has no batch here: contribute nothing
                 indices, weight = next(b for b in step_batches if b), 0.0
-            batch = collate(self.train_data, indices).to(self.device)
+            batch = collate(run.train_data, indices).to(self.device)
             sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
-            with contextlib.nullcontext() if sync else self.forward_model.no_sync():
+            with contextlib.nullcontext() if sync else run.forward_model.no_sync():
                 with self._autocast():
-                    hidden = self.forward_model(batch.src, batch.tgt_in, batch.src_mask,
-                                                project=False)  # (B, T, D)
-                loss_sum = label_smoothed_cross_entropy(
-                    hidden.flatten(0, 1), self.model.decoder.project.weight,
-                    batch.tgt_out.flatten(), cfg.label_smoothing, PAD_ID, self._autocast_dtype)
+                    loss_sum = run.forward_model(batch.src, batch.tgt_in, batch.src_mask,
+                                                 batch.tgt_out, t.label_smoothing)
                 loss = loss_sum * (weight * self.dist.world_size / global_tokens)
-                self.scaler.scale(loss).backward()
+                run.scaler.scale(loss).backward()
             acc[0] += loss_sum.detach() * weight
             acc[1] += batch.n_tokens * weight
             n_tokens += int(batch.n_tokens * weight)
-        self.scaler.unscale_(self.optimizer)
+        run.scaler.unscale_(run.optimizer)
         grad_norm = torch.zeros((), device=self.device)
-        if cfg.clip_grad_norm is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
-                                                       cfg.clip_grad_norm)
-        lr = inverse_sqrt_lr(self.progress.step + 1, cfg.lr, cfg.warmup_steps)
-        for group in self.optimizer.param_groups:
+        if t.clip_grad_norm is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), t.clip_grad_norm)
+        lr = inverse_sqrt_lr(run.progress.step + 1, t.lr, t.warmup_steps)
+        for group in run.optimizer.param_groups:
             group["lr"] = lr
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
+        run.optimizer.zero_grad(set_to_none=True)
         return grad_norm, n_tokens
 
-    def _log_step(self, acc: torch.Tensor, grad_norm: torch.Tensor,
-                  last: tuple[float, int, int], n_tokens_seen: int,
-                  bar: tqdm) -> tuple[float, int, int]:
+    def _log_step(self, run: Run, grad_norm: Tensor, last: tuple[float, int, int],
+                  n_tokens_seen: int, bar: tqdm) -> tuple[float, int, int]:
+        """Write the log interval's record (mean loss, lr, tokens/s) and start a new interval."""
+        acc = run.loss_since_log
         if self.dist.enabled:
             dist.all_reduce(acc)
         loss_sum, tokens = acc.tolist()  # the only host sync of the hot loop, every log_every
+        acc.zero_()
         loss = loss_sum / max(tokens, 1)
         if not math.isfinite(loss):
-            raise TrainingError(f"the training loss became {loss} at step {self.progress.step}; "
-                                "stopping. The last good checkpoint is "
-                                f"{self.run_dir / 'last.pt'}; lower train.lr or raise "
-                                "train.warmup_steps, then resume or start again")
+            raise TrainingError(f"the training loss became {loss} at step {run.progress.step}; "
+                                f"stopping. {self._last_good()}")
         now = time.perf_counter()
         t0, _, tokens0 = last
         tok_per_s = (n_tokens_seen - tokens0) * self.dist.world_size / max(now - t0, 1e-9)
-        lr = self.optimizer.param_groups[0]["lr"]
-        p = self.progress
+        lr = run.optimizer.param_groups[0]["lr"]
+        p = run.progress
         record = {"type": "train", "step": p.step, "epoch": p.epoch, "loss": round(loss, 4),
                   "lr": lr, "tokens_per_s": round(tok_per_s, 1),
                   "grad_norm": round(float(grad_norm), 4)}
-        self.metrics.write(record)
+        run.metrics.write(record)
         bar.set_postfix(epoch=p.epoch, loss=f"{loss:.3f}", lr=f"{lr:.2e}",
                         tok_s=f"{tok_per_s:,.0f}", refresh=False)
         progress_log.info("step %d epoch %d loss %.4f lr %.2e %.0f tok/s", p.step, p.epoch,
@@ -453,23 +590,20 @@ class Trainer:
     # ---------------------------------------------------------------------------- validation
 
     @torch.no_grad()
-    def validate(self) -> dict[str, float]:
+    def validate(self, run: Run) -> dict[str, float]:
         """Validation loss and perplexity (no label smoothing), and BLEU/chrF of translations."""
-        model, data = self.model, self.valid_data
+        model, data = run.model, run.valid_data
         model.eval()
         total, tokens = 0.0, 0
         for _, batch in iterate_batches(data, self.cfg.train.max_tokens):
             batch = batch.to(self.device)
             with self._autocast():
-                hidden = model(batch.src, batch.tgt_in, batch.src_mask, project=False)
-            total += float(label_smoothed_cross_entropy(  # eps 0: plain cross-entropy, chunked
-                hidden.flatten(0, 1), model.decoder.project.weight, batch.tgt_out.flatten(), 0.0,
-                PAD_ID, self._autocast_dtype))
+                total += float(model.loss(batch))  # eps 0: plain cross-entropy
             tokens += batch.n_tokens
         hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], self.cfg.decode,
                              self.device, beam_size=self.cfg.train.eval_beam_size)
         lang = self.cfg.data.tgt_lang
-        texts = [detokenize(self.tgt_vocab.decode(h[0].tokens), lang) for h in hyps]
+        texts = [detokenize(run.tgt_vocab.decode(h[0].tokens), lang) for h in hyps]
         refs = [r.lower() for r in data.tgt_raw] if self.cfg.data.lowercase else data.tgt_raw
         s = score(texts, refs)
         model.train()
@@ -477,18 +611,18 @@ class Trainer:
         return {"val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
                 "val_bleu": round(s.bleu, 2), "val_chrf": round(s.chrf, 2)}
 
-    def _validate_and_keep_best(self) -> None:
-        p = self.progress
+    def _validate_and_keep_best(self, run: Run) -> None:
+        p = run.progress
         if self.is_main:
             started = time.perf_counter()
-            result = self.validate()
+            result = self.validate(run)
             improved = result["val_bleu"] > p.best_bleu
             if improved:
                 p.best_bleu, p.best_step, p.bad_evals = result["val_bleu"], p.step, 0
-                self._save_weights(self.run_dir / "best.pt")
+                self._save(run, self.run_dir / "best.pt", full=False)
             else:
                 p.bad_evals += 1
-            self.metrics.write({"type": "valid", "step": p.step, "epoch": p.epoch, **result})
+            run.metrics.write({"type": "valid", "step": p.step, "epoch": p.epoch, **result})
             log.info("validation at step %d: loss %.3f ppl %.2f BLEU %.2f chrF %.2f%s (%.1fs)",
                      p.step, result["val_loss"], result["val_ppl"], result["val_bleu"],
                      result["val_chrf"], " (best)" if improved else "",
@@ -501,36 +635,48 @@ class Trainer:
 
     # --------------------------------------------------------------------------- checkpoints
 
-    def _checkpoint(self, full: bool) -> dict[str, Any]:
+    def _checkpoint(self, run: Run, full: bool) -> dict[str, Any]:
         training_state = None
         if full:
-            training_state = {"optimizer": self.optimizer.state_dict(),
-                              "scaler": self.scaler.state_dict(), "rng": rng_state(),
-                              "loss_since_log": self._acc.detach().cpu().clone()}
-        return make_checkpoint(self.model, self.cfg, self.src_vocab, self.tgt_vocab,
-                               asdict(self.progress), training_state)
+            training_state = {"optimizer": run.optimizer.state_dict(),
+                              "scaler": run.scaler.state_dict(), "rng": rng_state(),
+                              "loss_since_log": run.loss_since_log.detach().cpu().clone()}
+        return make_checkpoint(run.model, self.cfg, run.src_vocab, run.tgt_vocab,
+                               asdict(run.progress), training_state)
 
-    def _save_weights(self, path: Path) -> None:
-        save_checkpoint(self._checkpoint(full=False), path)
+    def _save(self, run: Run, path: Path, full: bool) -> None:
+        """Save a checkpoint, unless the weights went bad: no file ever holds NaN weights."""
+        if not weights_are_finite(run.model.parameters()):
+            raise TrainingError(f"the weights became NaN/inf by step {run.progress.step}; not "
+                                f"saving them. {self._last_good()}")
+        save_checkpoint(self._checkpoint(run, full), path)
 
-    def _save_last(self) -> None:
-        """Write ``last.pt`` (and a step checkpoint), unless the weights went bad."""
-        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise TrainingError(f"the weights became NaN/inf by step {self.progress.step}; not "
-                                f"saving them. The last good checkpoint is "
-                                f"{self.run_dir / 'last.pt'}; lower train.lr and resume")
+    def _last_good(self) -> str:
+        """Where to go on from, for an error message: a checkpoint that exists, or none."""
+        last = self.run_dir / "last.pt"
+        if last.is_file():
+            return (f"The last good checkpoint is {last}; lower train.lr or raise "
+                    "train.warmup_steps, then resume")
+        return ("No checkpoint was saved before; lower train.lr or raise train.warmup_steps "
+                "and start again")
+
+    def _save_last(self, run: Run) -> None:
+        """Write ``last.pt`` (and a step checkpoint)."""
+        step = run.progress.step
         if self.is_main:
-            save_checkpoint(self._checkpoint(full=True), self.run_dir / "last.pt")
+            self._save(run, self.run_dir / "last.pt", full=True)
             keep = self.cfg.train.keep_last
             if keep > 0:
-                self._save_weights(self.run_dir / f"step_{self.progress.step:07d}.pt")
+                self._save(run, self.run_dir / f"step_{step:07d}.pt", full=False)
                 for old in sorted(self.run_dir.glob("step_*.pt"))[:-keep]:
                     old.unlink()
-            log.debug("saved %s at step %d", self.run_dir / "last.pt", self.progress.step)
+            log.debug("saved %s at step %d", self.run_dir / "last.pt", step)
+        elif not weights_are_finite(run.model.parameters()):
+            raise TrainingError(f"the weights became NaN/inf by step {step}")
         distributed.barrier(self.dist)
 
 
 def train(config: Config, run_dir: str | Path, resume: bool = True,
-          progress: bool | None = None) -> Progress:
+          progress: bool | None = None, overwrite: bool = False) -> Progress:
     """Train (or resume) the run in ``run_dir``; see :class:`Trainer`."""
-    return Trainer(config, run_dir, resume, progress).train()
+    return Trainer(config, run_dir, resume, progress, overwrite).train()

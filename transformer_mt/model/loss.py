@@ -70,6 +70,7 @@ class _ProjectedLabelSmoothedCE(torch.autograd.Function):
                 None, None, None, None, None, None)
 
 
+@torch.compiler.disable  # a Python loop over chunks: run as it is under torch.compile
 def label_smoothed_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
                                  eps: float = 0.1, ignore_index: int = -100,
                                  dtype: torch.dtype | None = None,

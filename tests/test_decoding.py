@@ -5,10 +5,11 @@ import math
 import pytest
 import torch
 
+from tests.test_model import make_model
 from tests.toy import toy_accuracy, toy_pairs, train_toy_model
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from transformer_mt.decode.search import beam_search, greedy
+from transformer_mt.decode.search import beam_search, greedy, with_bf16_linears
 from transformer_mt.model.transformer import DecoderState
 
 
@@ -34,7 +35,7 @@ def test_cached_logits_equal_full_prefix_logits(toy_model):
     prefix = torch.full((5, 1), BOS_ID)
     for _ in range(6):
         cached = toy_model.decode_step(prefix[:, -1], state)  # (B, V)
-        full = toy_model.decoder(prefix, state.memory, mask)[:, -1]  # (B, V)
+        full = toy_model.decode(prefix, state.memory, mask)[:, -1]  # (B, V)
         assert torch.allclose(cached, full, atol=1e-5)
         prefix = torch.cat([prefix, cached.argmax(-1, keepdim=True)], dim=1)
 
@@ -87,15 +88,15 @@ class MarkovModel:
         self.logits = table.log()
         self.fed: list[int] = []
 
-    def start_decoding(self, src, src_mask):
-        return DecoderState(torch.zeros(src.size(0), 1, 1), src_mask, [])
+    def start_decoding(self, src, src_mask, group=1):
+        return DecoderState(torch.zeros(src.size(0), 1, 1), src_mask, [], group)
 
     def decode_step(self, last, state):
         self.fed.extend(last.tolist())
         state.offset += 1
         return self.logits[last]
 
-    def decoder(self, prefix, memory, src_mask):
+    def decode(self, prefix, memory, src_mask, group=1):
         return self.logits[prefix]
 
 
@@ -140,16 +141,29 @@ def test_beams_share_the_encoder_keys_and_values(toy_model):
     prefix = torch.randint(4, 12, (3 * k, 5))
     prefix[:, 0] = BOS_ID
     memory = toy_model.encode(src, mask)
-    shared = toy_model.decoder(prefix, memory, mask)  # memory: one row per sentence
-    expanded = toy_model.decoder(prefix, memory[rows], mask[rows])  # one row per hypothesis
+    shared = toy_model.decode(prefix, memory, mask, group=k)  # memory: one row per sentence
+    expanded = toy_model.decode(prefix, memory[rows], mask[rows])  # one row per hypothesis
     assert torch.allclose(shared, expanded, atol=1e-5)
     # and step by step, with the caches, reordering hypotheses between steps
-    state = toy_model.start_decoding(src, mask)
+    state = toy_model.start_decoding(src, mask, group=k)
     order = torch.tensor([1, 0, 3, 2, 4, 5, 6, 7, 11, 10, 9, 8])  # stays within each sentence
     fed = prefix[:, :1]
     for t in range(1, 5):
         cached = toy_model.decode_step(fed[:, -1], state)  # (B*K, V)
-        full = toy_model.decoder(fed, memory, mask)[:, -1]
+        full = toy_model.decode(fed, memory, mask, group=k)[:, -1]
         assert torch.allclose(cached, full, atol=1e-5)
         state.select(order)
         fed = torch.cat([fed[order], prefix[:, t:t + 1]], dim=1)
+
+
+def test_bf16_weight_copy_computes_what_autocast_computes():
+    """Decoding casts the linear weights to bf16 once; under autocast that changes nothing."""
+    model = make_model()
+    fast = with_bf16_linears(model)
+    assert with_bf16_linears(fast) is fast  # converting again is a no-op
+    assert fast.decoder.project.weight.dtype == torch.bfloat16
+    assert model.decoder.project.weight.dtype == torch.float32  # the original is untouched
+    assert fast.decoder.embed.embedding.weight.dtype == torch.float32  # untied in the copy
+    src, tgt = torch.randint(4, 30, (3, 8)), torch.randint(4, 25, (3, 6))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(fast(src, tgt, source_mask(src)), model(src, tgt, source_mask(src)))

@@ -18,7 +18,7 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
 from transformer_mt.decode.search import max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
-from transformer_mt.model.transformer import Attention
+from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.translate import Translator
 
 # --------------------------------------------------------------------------------------- plots
@@ -97,7 +97,7 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     out_ids = [translator.tgt_vocab.stoi.get(t, 0) for t in result.tokens]
     src = torch.tensor([src_ids], device=translator.device)
     tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)
-    att = Attention()
+    att = AttentionWeights()
     with torch.no_grad():
         model(src, tgt_in, source_mask(src), attention=att)
     weights = att.cross[layer][0]  # (H, T_out, S)
@@ -191,10 +191,10 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     last = torch.tensor([BOS_ID], device=translator.device)
     dcfg = translator.config.decode
     limit = max_steps or int(max_output_lengths(mask, dcfg.max_len_a, dcfg.max_len_b,
-                                                cfg.max_positions - 1)[0]) + 1  # + <eos>
+                                                cfg.max_output_tokens)[0]) + 1  # + <eos>
     out: list[str] = []
     for step in range(limit):
-        att = Attention()
+        att = AttentionWeights()
         logits = model.decode_step(last, state, attention=att)  # (1, V)
         probs = next_token_logprobs(logits).exp()[0]  # (V,)
         cross = att.cross[-1][0, :, -1].mean(0)  # (S,) last layer, mean over heads
@@ -238,7 +238,7 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
         # Every decoder layer and head: teacher-force the output to get all weights at once.
         out_ids = [translator.tgt_vocab.stoi[t] for t in out]
         tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)
-        att = Attention()
+        att = AttentionWeights()
         model(src, tgt_in, mask, attention=att)
         rows = [*out, "<eos>"]
         cols_self = ["<bos>", *out]

@@ -49,7 +49,7 @@ def test_attention_map_has_one_row_per_output_token(run_dir, tmp_path):
 
 
 def test_cross_attention_weights_are_distributions(run_dir):
-    from transformer_mt.inspect import cross_attention
+    from transformer_mt.inspection import cross_attention
     from transformer_mt.translate import Translator
 
     translator = Translator.from_checkpoint(run_dir / "best.pt", "cpu")
@@ -85,42 +85,3 @@ def test_trace_without_checkpoint_says_untrained():
     result = run_cli(["trace", "Ein Hund."])
     assert result.returncode == 0, result.stderr
     assert "UNTRAINED" in result.stdout and "shape (1, 4, 256)" in result.stdout
-
-
-def test_interactive_prompt_on_a_terminal(run_dir):
-    """With a terminal on stdin, mt translate prompts, translates each line, stops at Ctrl-D."""
-    import os
-    import pty
-    import subprocess
-    import sys
-    import time
-
-    from tests.conftest import REPO
-
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "translate",
-                             "--checkpoint", str(run_dir / "best.pt")], cwd=REPO,
-                            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    os.close(terminal)
-    time.sleep(0.5)
-    os.write(controller, "Ein Hund läuft.\n".encode())
-    os.write(controller, b"\x04")  # Ctrl-D at the prompt: end of input
-    out, err = proc.communicate(timeout=120)
-    os.close(controller)
-    assert proc.returncode == 0, err
-    assert "Type a German sentence" in err
-    assert out.count("de> ") == 2 and out.count("en> ") == 1  # two prompts, one translation
-
-
-def test_tensorboard_key_without_the_package_is_a_clear_error(tmp_path):
-    import importlib.util
-
-    if importlib.util.find_spec("tensorboard") is not None:
-        pytest.skip("tensorboard is installed here")
-    sets = [a for o in [*TINY_OVERRIDES, "train.tensorboard=true"] for a in ("--set", o)]
-    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
-                      str(tmp_path / "run"), *sets])
-    assert result.returncode != 0
-    assert "pip install 'transformer_mt[tensorboard]'" in result.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in result.stderr

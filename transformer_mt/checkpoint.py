@@ -21,16 +21,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from transformer_mt.config import Config, config_from_dict
-from transformer_mt.data.vocab import Vocab
+from transformer_mt.config import Config, ModelConfig, config_from_dict
+from transformer_mt.data.vocab import PAD_ID, Vocab
 from transformer_mt.errors import CheckpointError, ConfigError, DataError
 from transformer_mt.fileio import atomic_write
-from transformer_mt.model.transformer import Transformer, build_model
+from transformer_mt.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 KIND = "transformer_mt-checkpoint"
+ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
+    "step": int, "epoch": int, "epoch_step": int, "best_step": int, "bad_evals": int,
+    "best_bleu": (int, float)}
+
+
+def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
+    """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID)."""
+    return Transformer(cfg, len(src_vocab), len(tgt_vocab), PAD_ID)
 
 
 def rng_state() -> dict[str, Any]:
@@ -78,7 +87,14 @@ def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tg
 
 def save_checkpoint(ckpt: dict[str, Any], path: str | Path) -> None:
     """Write atomically: a crash or a full disk never leaves a half-written file at ``path``."""
-    atomic_write(path, lambda f: torch.save(ckpt, f))
+
+    def write(f: Any) -> None:
+        try:
+            torch.save(ckpt, f)
+        except RuntimeError as exc:  # torch reports a failed write (a full disk) this way
+            raise OSError(f"torch.save failed ({_first_line(exc)})") from exc
+
+    atomic_write(path, write)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -87,6 +103,14 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' not found; train one with 'mt train' or pass "
                               "the path of an existing .pt file")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read '{path}': {exc.strerror or exc}") from exc
+    if magic and magic != ZIP_MAGIC:
+        raise CheckpointError(f"'{path}' is not a checkpoint (not a file written by torch.save); "
+                              "pass a .pt file written by mt train or mt average")
     try:
         with warnings.catch_warnings():  # a foreign pickle's protocol warning: we refuse anyway
             warnings.simplefilter("ignore")
@@ -105,7 +129,42 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"'{path}' has checkpoint format version {version}, this "
                               f"transformer_mt reads version {FORMAT_VERSION}; use the release "
                               "that wrote it")
+    _check_structure(ckpt, path)
     return ckpt
+
+
+def _check_structure(ckpt: dict[str, Any], path: Path) -> None:
+    """Every part has the type the readers expect; one line names the first that does not."""
+
+    def refuse(key: str, expected: str, value: Any) -> None:
+        raise CheckpointError(f"'{path}' is damaged: '{key}' must be {expected}, got "
+                              f"{type(value).__name__}; use another checkpoint")
+
+    def is_str_list(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(t, str) for t in value)
+
+    for key in ("src_vocab", "tgt_vocab"):
+        if not is_str_list(ckpt.get(key)):
+            refuse(key, "a list of strings", ckpt.get(key))
+    for key in ("config", "model", "progress"):
+        if not isinstance(ckpt.get(key), dict):
+            refuse(key, "a mapping", ckpt.get(key))
+    for name, value in ckpt["model"].items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+            refuse(f"model.{name}", "a tensor", value)
+    for key, value in ckpt["progress"].items():
+        expected = PROGRESS_TYPES.get(key)
+        if expected is not None and (not isinstance(value, expected) or isinstance(value, bool)):
+            refuse(f"progress.{key}", "a number", value)
+    if "training_state" in ckpt:
+        state = ckpt["training_state"]
+        if not isinstance(state, dict):
+            refuse("training_state", "a mapping", state)
+        for key in ("optimizer", "scaler", "rng"):
+            if not isinstance(state.get(key), dict):
+                refuse(f"training_state.{key}", "a mapping", state.get(key))
+        if not isinstance(state.get("loss_since_log"), torch.Tensor):
+            refuse("training_state.loss_since_log", "a tensor", state.get("loss_since_log"))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -129,13 +188,35 @@ def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
         src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
     except (DataError, KeyError) as exc:
         raise CheckpointError(f"the vocabularies stored in '{path}' are invalid: {exc}") from exc
-    model = build_model(config.model, len(src_vocab), len(tgt_vocab))
+    model = build_model(config.model, src_vocab, tgt_vocab)
     try:
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, KeyError) as exc:
         raise CheckpointError(f"the weights in '{path}' do not fit its config and vocabularies: "
                               f"{_first_line(exc)}") from exc
+    if not weights_are_finite(model.state_dict().values()):
+        raise CheckpointError(f"'{path}' holds NaN or infinite weights (the training diverged); "
+                              "use an earlier checkpoint")
     return model.to(device).eval(), config, src_vocab, tgt_vocab
+
+
+def weights_are_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
+
+
+def _check_same_tensors(these: dict[str, torch.Tensor], those: dict[str, torch.Tensor],
+                        path: Path, first: Path) -> None:
+    missing, extra = sorted(set(those) - set(these)), sorted(set(these) - set(those))
+    if missing or extra:
+        what = f"lacks {missing[0]}" if missing else f"has an extra {extra[0]}"
+        raise CheckpointError(f"'{path}' {what} compared with '{first}' ({len(missing)} missing, "
+                              f"{len(extra)} extra tensors); only checkpoints of one run can be "
+                              "averaged")
+    for key, value in these.items():
+        if value.shape != those[key].shape:
+            raise CheckpointError(f"'{path}': {key} has shape {tuple(value.shape)}, "
+                                  f"'{first}' has {tuple(those[key].shape)}; only checkpoints of "
+                                  "one run can be averaged")
 
 
 def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
@@ -153,9 +234,10 @@ def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
     for path in paths[1:]:
         ckpt = load_checkpoint(path)
         if (ckpt["src_vocab"], ckpt["tgt_vocab"]) != (first["src_vocab"], first["tgt_vocab"]) \
-                or ckpt["config"]["model"] != first["config"]["model"]:
+                or ckpt["config"].get("model") != first["config"].get("model"):
             raise CheckpointError(f"'{path}' has another model config or vocabulary than "
                                   f"'{paths[0]}'; only checkpoints of one run can be averaged")
+        _check_same_tensors(ckpt["model"], first["model"], path, paths[0])
         for k, v in ckpt["model"].items():
             if v.is_floating_point():
                 total[k] += v.double()

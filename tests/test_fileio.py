@@ -1,0 +1,120 @@
+"""Outputs never destroy what sits at their path: devices, links, inputs; umask; stale files."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from tests.conftest import needs_data, run_cli
+from transformer_mt.errors import MTError
+from transformer_mt.fileio import (
+    atomic_write_text,
+    refuse_same_file,
+    remove_stale_temporaries,
+    run_lock,
+)
+
+
+def test_a_device_is_written_through_not_replaced(tmp_path):
+    link = tmp_path / "null"
+    link.symlink_to("/dev/null")
+    atomic_write_text(link, "gone\n")
+    assert link.is_symlink() and os.readlink(link) == "/dev/null"
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # still the device
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        atomic_write_text(fifo, "through the pipe\n")
+        assert os.read(reader, 100) == b"through the pipe\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_symlink_keeps_pointing_at_its_replaced_target(tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to(tmp_path / "later.txt")
+    atomic_write_text(dangling, "made\n")
+    assert dangling.is_symlink() and (tmp_path / "later.txt").read_text() == "made\n"
+
+
+def test_new_files_honour_the_umask_and_replaced_files_keep_their_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "new.txt", "x")
+        assert stat.S_IMODE(os.stat(tmp_path / "new.txt").st_mode) == 0o640
+    finally:
+        os.umask(old)
+    kept = tmp_path / "kept.txt"
+    kept.write_text("x")
+    kept.chmod(0o604)
+    atomic_write_text(kept, "y")
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o604
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path):
+    data = tmp_path / "in.txt"
+    data.write_text("keep\n")
+    hard = tmp_path / "hard.txt"
+    os.link(data, hard)  # another name, the same file
+    for output in (data, hard):
+        with pytest.raises(MTError, match="same file as the input"):
+            refuse_same_file(output, [None, data])
+    refuse_same_file(tmp_path / "other.txt", [data])  # a new path is fine
+    refuse_same_file("/dev/null", ["/dev/null"])  # writing a device replaces nothing
+
+
+def test_stale_temporaries_are_removed(tmp_path):
+    (tmp_path / ".last.pt.abc123.tmp").write_bytes(b"half")
+    (tmp_path / "last.pt").write_bytes(b"whole")
+    removed = remove_stale_temporaries(tmp_path)
+    assert [p.name for p in removed] == [".last.pt.abc123.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+def test_a_held_run_directory_is_refused_with_the_holder(tmp_path):
+    with run_lock(tmp_path):
+        result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
+                          str(tmp_path)])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "in use by another mt train" in line and f"pid {os.getpid()}" in line
+    with run_lock(tmp_path):  # released: it can be taken again
+        pass
+
+
+@needs_data
+def test_translate_and_average_refuse_to_overwrite_their_inputs(tmp_path):
+    from tests.conftest import TINY_OVERRIDES
+
+    run_dir = tmp_path / "run"
+    sets = [a for o in [*TINY_OVERRIDES, "train.max_steps=2"] for a in ("--set", o)]
+    assert run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
+                    *sets]).returncode == 0
+    ckpt = run_dir / "best.pt"
+    before = ckpt.read_bytes()
+    text = tmp_path / "de.txt"
+    text.write_text("Ein Hund.\n")
+    for args in (["translate", "--checkpoint", str(ckpt), "--input", str(text), "--output",
+                  str(text)],
+                 ["translate", "--checkpoint", str(ckpt), "--output", str(ckpt), "Ein Hund."],
+                 ["evaluate", "--checkpoint", str(ckpt), "--output", str(ckpt)],
+                 ["average", str(ckpt), str(run_dir / "last.pt"), "--output", str(ckpt)]):
+        result = run_cli(args)
+        assert result.returncode != 0, args
+        assert "same file as the input" in result.stderr.strip().splitlines()[-1]
+    assert text.read_text() == "Ein Hund.\n" and ckpt.read_bytes() == before
+    # through /dev/stdout the translation reaches standard output
+    result = run_cli(["translate", "--checkpoint", str(ckpt), "--output", "/dev/stdout",
+                      "Ein Hund."])
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 1

@@ -1,0 +1,36 @@
+"""The trainer's parts that need no data: the optimizer's parameter groups."""
+
+from __future__ import annotations
+
+import torch
+
+from tests.test_model import make_model
+from transformer_mt.config import TrainConfig
+from transformer_mt.train.trainer import make_optimizer
+
+
+def test_weight_decay_only_on_weight_matrices():
+    model = make_model(tie_embeddings=False)
+    opt = make_optimizer(model, TrainConfig(weight_decay=0.01))
+    decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert {names[i] for i in decayed} == {
+        n for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n}
+    assert "decoder.project.weight" in {names[i] for i in decayed}  # untied: a matrix
+    assert not any("norm" in names[i] or "bias" in names[i] for i in decayed)
+    every = [p for g in opt.param_groups for p in g["params"]]
+    assert len(every) == len(list(model.parameters()))  # each parameter exactly once
+
+    # a decayed step shrinks matrices; the embeddings and norms follow their gradients only
+    tied = make_model()
+    before = {n: p.detach().clone() for n, p in tied.named_parameters()}
+    opt = make_optimizer(tied, TrainConfig(weight_decay=0.5, lr=0.1))
+    for p in tied.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    after = dict(tied.named_parameters())
+    assert not torch.equal(after["encoder.layers.0.ffn.linear1.weight"],
+                           before["encoder.layers.0.ffn.linear1.weight"])
+    for name in ("encoder.embed.embedding.weight", "encoder.layers.0.norm1.weight",
+                 "encoder.layers.0.ffn.linear1.bias"):
+        assert torch.equal(after[name], before[name]), name
