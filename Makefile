@@ -10,8 +10,9 @@ export MT_DATA_DIR ?= $(DATA_DIR)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	# CPU build of torch first: a bare `pip install torch` pulls gigabytes of CUDA packages.
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==2.13.0
+	# the torch build that fits the machine first (CUDA only where an NVIDIA GPU is): a bare
+	# `pip install torch` pulls gigabytes of CUDA packages even where there is no GPU
+	bash scripts/install_torch.sh $(PY)
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 

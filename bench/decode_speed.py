@@ -1,6 +1,7 @@
 """Decoding speed: greedy and beam 5, batch 1, 32 and N, with and without the key/value cache.
 
     python bench/decode_speed.py [--checkpoint runs/quickstart/best.pt] [--quick] [--batch 64]
+                                 [--device cpu|cuda]
 
 Translates test_2016_flickr (the first ``--sentences`` of it) in one run, checks that cached and
 uncached decoding give identical translations, and prints one JSON record with sentences/s and
@@ -21,21 +22,22 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine
+from bench.common import machine, synchronize
 from transformer_mt.data.loader import read_tokenized
 from transformer_mt.decode.search import decode_corpus
+from transformer_mt.device import pick_device
 from transformer_mt.translate import Translator
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 
 
-def load_model(path: Path | None):
+def load_model(path: Path | None, device: torch.device):
     """The checkpoint's model if it exists, else a seeded untrained one of the default sizes."""
     if path is not None and path.exists():
-        t, source = Translator.from_checkpoint(path, "cpu"), str(path)
+        t, source = Translator.from_checkpoint(path, str(device)), str(path)
     else:
         t, source = Translator.untrained(), "seeded untrained model"
-    return t.model, t.config, t.src_vocab, source
+    return t.model.to(device), t.config, t.src_vocab, source
 
 
 def main() -> None:
@@ -45,6 +47,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32",
                         help="fp32 (default): cached and uncached must translate identically; "
                         "bf16: rounding differs between the two, so differences are counted")
@@ -52,7 +55,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     n = min(args.sentences, 200 if args.quick else args.sentences)
-    model, cfg, src_vocab, source = load_model(args.checkpoint)
+    device = pick_device(args.device)
+    model, cfg, src_vocab, source = load_model(args.checkpoint, device)
     _, _, src_tok, _ = read_tokenized(cfg.data, "test_2016_flickr", n)
     src_ids = [src_vocab.encode(t) for t in src_tok]
     cfg.decode.precision = args.precision
@@ -64,8 +68,10 @@ def main() -> None:
         cfg.decode.batch_size = batch
         # batch 1 is slow (uncached beam most of all): measure it on a quarter of the sentences
         ids = src_ids if batch > 1 else src_ids[: max(n // 4, 1)]
+        synchronize(device)
         start = time.perf_counter()
-        hyps = decode_corpus(model, ids, cfg.decode, torch.device("cpu"), beam, use_cache=cache)
+        hyps = decode_corpus(model, ids, cfg.decode, device, beam, use_cache=cache)
+        synchronize(device)
         elapsed = time.perf_counter() - start
         tokens = sum(len(h[0].tokens) + 1 for h in hyps)
         name = f"{'greedy' if beam == 1 else f'beam{beam}'}_batch{batch}_" \
@@ -83,7 +89,8 @@ def main() -> None:
                 assert diff == 0, f"{name} and {twin} translate {diff} sentences differently"
             differing += diff
     key = f"beam5_batch{args.batch}"
-    record = {"benchmark": "decode_speed", "machine": machine(), "model": source,
+    record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
+              "model": source,
               "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
               "identical_with_and_without_cache": differing == 0,
               "sentences_differing_with_and_without_cache": differing,

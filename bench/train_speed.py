@@ -5,6 +5,7 @@ Multi30k batches' worth of tokens, in one run, each in its own subprocess so tha
 measured separately. Prints one JSON record:
 
     python bench/train_speed.py [--quick] [--steps N] [--precision auto|fp32|bf16]
+                                [--device cpu|cuda]
 
 (a) ``ours``: the Trainer's own step (token-budget batches, length bucketing, fused AdamW, our
     loss, bf16 autocast where the hardware has it), as ``mt train`` runs it.
@@ -30,9 +31,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, matmul_flops, peak_rss_mib
+from bench.common import machine, matmul_flops, peak_memory_mib, synchronize
 from transformer_mt.config import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
+from transformer_mt.device import pick_device
 from transformer_mt.model.embedding import PositionalEncoding
 
 SIZES = ["model.d_model=256", "model.n_heads=4", "model.n_encoder_layers=3",
@@ -56,6 +58,7 @@ def run_ours(args) -> dict:
     from transformer_mt.train.trainer import Trainer
 
     overrides = [*SIZES, f"train.precision={args.precision}", "train.max_tokens=4096",
+                 f"train.device={args.device}",
                  "train.threads=" + str(torch.get_num_threads()),
                  f"train.compile={str(args.compile).lower()}"]
     cfg = config_from_dict({}, overrides)
@@ -65,8 +68,10 @@ def run_ours(args) -> dict:
         plan = trainer.epoch_plan(run, 0)
         data = run.train_data
         tgt_tokens = src_tokens = padded = 0
+        device = trainer.device
         for i, step in enumerate(plan[: args.warmup + args.steps]):
             if i == args.warmup:
+                synchronize(device)
                 start = time.perf_counter()
             trainer.train_step(run, step)
             if i >= args.warmup:
@@ -76,6 +81,7 @@ def run_ours(args) -> dict:
                 tgt_tokens += sum(len(data.tgt_ids[j]) - 1 for j in idx)
                 src_tokens += sum(len(data.src_ids[j]) for j in idx)
                 padded += len(idx) * (s_len + t_len)
+        synchronize(device)
         elapsed = time.perf_counter() - start
         real = src_tokens + tgt_tokens
         flops = model_flops_per_token_pair(cfg.model, src_tokens, tgt_tokens,
@@ -84,7 +90,7 @@ def run_ours(args) -> dict:
         return {"tokens_per_s": tgt_tokens / elapsed, "tgt_tokens_per_step": tgt_tokens /
                 args.steps, "padding": 1 - real / padded, "precision": trainer.precision,
                 "model_flops_per_s": flops / elapsed, "dtype": trainer.precision,
-                "peak_rss_mib": peak_rss_mib()}
+                "peak_memory_mib": peak_memory_mib(device)}
 
 
 class TutorialModel(nn.Module):
@@ -103,7 +109,7 @@ class TutorialModel(nn.Module):
 
     def forward(self, src, tgt_in):
         t = tgt_in.size(1)
-        causal = self.transformer.generate_square_subsequent_mask(t)
+        causal = self.transformer.generate_square_subsequent_mask(t, device=tgt_in.device)
         src_pad, tgt_pad = src == PAD_ID, tgt_in == PAD_ID
         out = self.transformer(self.pos(self.src_emb(src) * self.scale),
                                self.pos(self.tgt_emb(tgt_in) * self.scale), tgt_mask=causal,
@@ -121,15 +127,18 @@ def run_baseline(args) -> dict:
     sv, tv = build_vocabs(cfg.data, src_tok, tgt_tok)
     data = encode_pairs(src_tok, tgt_tok, sv, tv, src_raw, tgt_raw, cfg.data.max_len)
     torch.manual_seed(0)
-    model = TutorialModel(len(sv), len(tv), cfg.model)
+    device = pick_device(args.device)
+    model = TutorialModel(len(sv), len(tv), cfg.model).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(0)).tolist()
     n = args.sentences
     tgt_tokens = real = padded = 0
     for i in range(args.warmup + args.steps):
         idx = order[i * n:(i + 1) * n]
-        batch = Batch.from_ids([data.src_ids[j] for j in idx], [data.tgt_ids[j] for j in idx])
+        batch = Batch.from_ids([data.src_ids[j] for j in idx],
+                               [data.tgt_ids[j] for j in idx]).to(device)
         if i == args.warmup:
+            synchronize(device)
             start = time.perf_counter()
         logits = model(batch.src, batch.tgt_in)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1),
@@ -141,6 +150,7 @@ def run_baseline(args) -> dict:
             tgt_tokens += batch.n_tokens
             real += batch.n_tokens + batch.n_src_tokens
             padded += batch.src.numel() + batch.tgt_out.numel()
+    synchronize(device)
     elapsed = time.perf_counter() - start
     src_tokens = real - tgt_tokens
     flops = model_flops_per_token_pair(cfg.model, src_tokens, tgt_tokens, len(tv),
@@ -148,7 +158,7 @@ def run_baseline(args) -> dict:
                                        tgt_tokens / (n * args.steps))
     return {"tokens_per_s": tgt_tokens / elapsed, "tgt_tokens_per_step": tgt_tokens / args.steps,
             "padding": 1 - real / padded, "precision": "fp32", "dtype": "fp32",
-            "model_flops_per_s": flops / elapsed, "peak_rss_mib": peak_rss_mib()}
+            "model_flops_per_s": flops / elapsed, "peak_memory_mib": peak_memory_mib(device)}
 
 
 def main() -> None:
@@ -157,6 +167,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--precision", default="auto")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--sentences", type=int, default=0,
                         help="baseline batch size in sentences (default: same tokens as ours)")
     parser.add_argument("--compile", action="store_true",
@@ -173,7 +184,8 @@ def main() -> None:
 
     def child(variant: str, *extra: str) -> dict:
         cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--precision", args.precision, *extra,
+               "--warmup", str(args.warmup), "--precision", args.precision,
+               "--device", args.device, *extra,
                *(["--compile"] if args.compile else [])]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
@@ -185,11 +197,12 @@ def main() -> None:
     peaks = {}
     for name in {ours["dtype"], "fp32"}:
         dtype = torch.bfloat16 if name == "bf16" else torch.float32
-        peaks[name] = matmul_flops(dtype, torch.device("cpu"))
+        peaks[name] = matmul_flops(dtype, pick_device(args.device))
     for r in (ours, base):
         r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
-        r["fraction_of_matmul_peak"] = r["model_flops_per_s"] / peaks[r["dtype"]]
-    record = {"benchmark": "train_speed", "machine": machine(), "steps": args.steps,
+        r["mfu"] = r["model_flops_per_s"] / peaks[r["dtype"]]  # of the measured matmul peak
+    record = {"benchmark": "train_speed", "machine": machine(pick_device(args.device)),
+              "device": args.device, "steps": args.steps,
               "date": time.strftime("%Y-%m-%d"),
               "ours": {k: round(v, 3) if isinstance(v, float) else v for k, v in ours.items()},
               "baseline": {k: round(v, 3) if isinstance(v, float) else v

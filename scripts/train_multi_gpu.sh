@@ -5,7 +5,8 @@
 #   NPROC    processes, one per GPU  (default: all visible GPUs)
 #   CONFIG   YAML config             (default: config/multi30k.yaml)
 #   RUN_DIR  run directory           (default: runs/<config name>-ddp)
-#   SETS     extra overrides, space-separated, e.g. "train.max_tokens=8192"
+#   SETS     extra overrides, space-separated, e.g. "train.max_tokens=32768" (the budget of a
+#            whole step, all GPUs together: the same config trains the same on 1 or N GPUs)
 #   PYTHON   interpreter             (default: .venv/bin/python if present, else python3)
 # Several machines: see "Several GPUs" in the README (torchrun --nnodes ... --rdzv-endpoint ...).
 set -euo pipefail

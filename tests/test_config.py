@@ -38,7 +38,7 @@ def test_defaults_and_overrides_with_types():
     ({}, ["model.n_heads=3"], "'model.n_heads' must divide model.d_model"),
     ({}, ["model.norm=middle"], "'model.norm' must be one of 'pre', 'post'"),
     ({}, ["train.max_tokens=0"], "'train.max_tokens' must be positive"),
-    ({}, ["train.device=tpu"], "'train.device' must be auto, cpu, cuda or cuda:N"),
+    ({}, ["train.device=tpu"], "'train.device' must be auto, cpu, cuda, cuda:N or mps"),
     ({}, ["model.d_model"], "must look like section.key=value"),
     ({}, ["train.use_amp=true"], "unknown config key 'train.use_amp'"),
     ({"model": 3}, [], "config section 'model' must be a mapping"),

@@ -110,9 +110,13 @@ def test_length_bucketing_keeps_padding_small():
     assert 1 - real / padded < 0.05
 
 
-def test_ranks_share_an_epoch_without_duplicates():
+def test_ranks_share_each_step_of_the_single_process_plan():
+    """max_tokens is a step's budget: N ranks split each step of the 1-process plan."""
     single = make_batches(LENGTHS, 200, 3, 2)
-    steps = epoch_steps(LENGTHS, 200, 3, 2, world_size=3)
-    assert all(len(s) == 3 for s in steps)
-    shared = [tuple(b) for s in steps for b in s if b]
-    assert Counter(shared) == Counter(tuple(b) for b in single)
+    steps = epoch_steps(LENGTHS, 200, 3, 2, parts=3)
+    assert len(steps) == len(single) and all(len(s) == 3 for s in steps)
+    for batch, pieces in zip(single, steps):
+        assert [i for piece in pieces for i in piece] == batch  # the same examples, in order
+        assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
+    assert Counter(i for s in steps for b in s for i in b) == Counter(range(len(LENGTHS)))
+    assert epoch_steps(LENGTHS, 200, 3, 2) == [[b] for b in single]

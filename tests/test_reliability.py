@@ -207,6 +207,22 @@ def test_resume_with_another_model_config_is_refused(tmp_path):
     assert "no checkpoint" in line
 
 
+def test_resume_in_another_precision_restarts_the_loss_scaler(tmp_path):
+    """A bf16 run resumed as fp16 (or back) keeps its weights and optimizer; only the loss
+    scaler, which one of them does not have, starts afresh."""
+    run_dir = tmp_path / "run"
+    assert run_cli(_args(run_dir, "train.max_steps=2", "train.save_every=2")).returncode == 0
+    ckpt = torch.load(run_dir / "last.pt", weights_only=True)
+    ckpt["training_state"]["precision"] = "fp16"
+    ckpt["training_state"]["scaler"] = {"scale": 1024.0, "growth_factor": 2.0,
+                                        "backoff_factor": 0.5, "growth_interval": 2000,
+                                        "_growth_tracker": 3}
+    torch.save(ckpt, run_dir / "last.pt")
+    result = run_cli(_args(run_dir, "train.max_steps=4", "train.save_every=2"))
+    assert result.returncode == 0, result.stderr
+    assert "trained in fp16 and resumes in fp32" in result.stderr
+
+
 def test_cuda_where_there_is_none(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

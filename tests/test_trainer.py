@@ -1,11 +1,13 @@
-"""The trainer's parts that need no data: the optimizer's parameter groups."""
+"""The trainer's parts that need no data: optimizer groups, precision, resume state per rank."""
 
 from __future__ import annotations
 
 import torch
 
 from tests.test_model import make_model
+from transformer_mt.checkpoint import rank_rng_state, rng_state
 from transformer_mt.config import TrainConfig
+from transformer_mt.device import resolve_precision
 from transformer_mt.train.trainer import make_optimizer
 
 
@@ -34,3 +36,29 @@ def test_weight_decay_only_on_weight_matrices():
     for name in ("encoder.embed.embedding.weight", "encoder.layers.0.norm1.weight",
                  "encoder.layers.0.ffn.linear1.bias"):
         assert torch.equal(after[name], before[name]), name
+
+
+def test_auto_precision_on_gpus_with_and_without_native_bf16(monkeypatch):
+    gpu = torch.device("cuda", 0)
+    for native, expected in ((True, "bf16"), (False, "fp16")):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                            lambda including_emulation=True, n=native: n or including_emulation)
+        assert resolve_precision("auto", gpu) == expected  # emulated bf16 does not count
+    assert resolve_precision("fp32", gpu) == "fp32"
+    assert resolve_precision("auto", torch.device("mps")) == "fp32"
+
+
+def test_each_rank_resumes_its_own_random_streams():
+    states = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        states.append(rng_state())
+    saved = {"ranks": states}
+    state, exact = rank_rng_state(saved, 1, 2)
+    assert exact and torch.equal(state["torch"], states[1]["torch"])
+    state, exact = rank_rng_state(saved, 0, 1)  # fewer processes now: not exact
+    assert not exact and torch.equal(state["torch"], states[0]["torch"])
+    state, exact = rank_rng_state(saved, 2, 3)  # a new rank keeps its fresh seed
+    assert state is None and not exact
+    state, exact = rank_rng_state(states[0], 0, 1)  # early checkpoints: one state, no list
+    assert exact and torch.equal(state["torch"], states[0]["torch"])

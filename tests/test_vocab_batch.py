@@ -44,6 +44,9 @@ def test_batch_shift_masks_and_counts():
     assert b.tgt_in.tolist() == [[BOS_ID, 9, 10], [BOS_ID, 11, EOS_ID]]
     assert b.tgt_out.tolist() == [[9, 10, EOS_ID], [11, EOS_ID, PAD_ID]]
     assert b.n_tokens == 5 and b.n_src_tokens == 6
+    # one contiguous target tensor travels to the device; the shifted halves are views of it
+    assert b.tgt.is_contiguous() and b.tgt_in.data_ptr() == b.tgt.data_ptr()
+    assert b.tgt_out.data_ptr() == b.tgt[:, 1:].data_ptr()
     assert b.src_mask.shape == (2, 1, 1, 4)
     assert b.src_mask[1, 0, 0].tolist() == [True, True, False, False]
     assert b.padding_fraction == pytest.approx(1 - 11 / 14)

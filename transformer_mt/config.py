@@ -112,14 +112,17 @@ class TrainConfig:
     """The optimisation loop."""
 
     seed: int = 1234
-    device: str = "auto"  # auto (CUDA when present, else CPU), cpu, cuda, cuda:N
+    # auto (CUDA, else Apple's MPS, when present, else the CPU), cpu, cuda, cuda:N, mps
+    device: str = "auto"
     # auto: bf16 autocast where the hardware does bf16 natively (CUDA with bf16, CPUs with
-    # AVX512-BF16 or AMX), else fp32
+    # AVX512-BF16 or AMX); fp16 with a loss scaler on GPUs without native bf16; else fp32
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     compile: bool = False  # torch.compile the model
     threads: int | None = None  # torch CPU threads; default: torch's choice
-    max_tokens: int = 4096  # padded tokens per batch (per process)
-    accum_steps: int = 1  # batches per process and optimizer step (gradient accumulation)
+    # padded tokens per optimizer step, all processes together: N GPUs (or accum_steps) split
+    # each step's batch, so a recipe trains the same on 1 or N GPUs
+    max_tokens: int = 4096
+    accum_steps: int = 1  # pieces per process and optimizer step (gradient accumulation)
     max_steps: int | None = None
     max_epochs: int | None = 20
     lr: float = 7e-4  # peak learning rate, reached at the end of warmup
@@ -156,8 +159,9 @@ class TrainConfig:
         if self.clip_grad_norm is not None:
             _check(self.clip_grad_norm > 0, "train.clip_grad_norm", "must be positive or null")
         dev = self.device
-        _check(dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()),
-               "train.device", f"must be auto, cpu, cuda or cuda:N, got {dev!r}")
+        _check(dev in ("auto", "cpu", "cuda", "mps")
+               or (dev.startswith("cuda:") and dev[5:].isdigit()),
+               "train.device", f"must be auto, cpu, cuda, cuda:N or mps, got {dev!r}")
 
 
 @dataclass

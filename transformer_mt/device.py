@@ -10,9 +10,13 @@ from transformer_mt.errors import ConfigError
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
-    """``auto`` means CUDA when present (one GPU per local rank), else the CPU."""
+    """``auto`` means CUDA when present (one GPU per local rank), else Apple's MPS when present,
+    else the CPU. On CUDA, fp32 matmuls may use TF32 tensor cores."""
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() else "mps" if _mps() else "cpu"
+    if name == "mps" and not _mps():
+        raise ConfigError("device 'mps' asks for Apple's GPU, which PyTorch does not see here; "
+                          "use --set train.device=cpu (or auto)")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ConfigError(f"train.device={name!r} asks for CUDA, but no CUDA GPU is visible "
@@ -23,7 +27,14 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
         if index >= torch.cuda.device_count():
             raise ConfigError(f"train.device={name!r}: only {torch.cuda.device_count()} GPU(s) "
                               "are visible")
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
+        torch.backends.cudnn.allow_tf32 = True
     return torch.device(name)
+
+
+def _mps() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
 
 
 def bound_cpu_kernel_caches(capacity: int = 8) -> None:
@@ -40,13 +51,17 @@ def bound_cpu_kernel_caches(capacity: int = 8) -> None:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """Turn ``auto`` into ``bf16`` where the device computes in bf16 natively, else ``fp32``."""
+    """Turn ``auto`` into ``bf16`` where the device computes in bf16 natively; on a GPU without
+    native bf16 (emulation is slower than fp32) into ``fp16``, trained with a loss scaler;
+    else into ``fp32``."""
     if precision != "auto":
         if precision == "fp16" and device.type != "cuda":
             raise ConfigError("train.precision=fp16 needs a CUDA GPU; use bf16 or fp32 on the CPU")
         return precision
     if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
+    if device.type != "cpu":
+        return "fp32"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             flags = f.read()

@@ -32,10 +32,19 @@ class Batch:
     """
 
     src: Tensor  # (B, S) source ids, ending in <eos>, padded with <pad>
-    tgt_in: Tensor  # (B, T) decoder input: <bos> y1 ... yn (padded)
-    tgt_out: Tensor  # (B, T) decoder target: y1 ... yn <eos> (padded)
+    tgt: Tensor  # (B, T+1) target ids: <bos> y1 ... yn <eos> (padded)
     n_tokens: int  # real (non-pad) target tokens, the loss normaliser
     n_src_tokens: int
+
+    @property
+    def tgt_in(self) -> Tensor:
+        """``(B, T)`` decoder input: ``<bos> y1 ... yn`` (padded)."""
+        return self.tgt[:, :-1]
+
+    @property
+    def tgt_out(self) -> Tensor:
+        """``(B, T)`` decoder target: ``y1 ... yn <eos>`` (padded)."""
+        return self.tgt[:, 1:]
 
     @classmethod
     def from_ids(cls, src: Sequence[Tensor], tgt: Sequence[Tensor], pad_id: int = PAD_ID) -> Batch:
@@ -44,7 +53,7 @@ class Batch:
         tgt_t = pad_sequence(list(tgt), batch_first=True, padding_value=pad_id)  # (B, T+1)
         n_tokens = sum(len(t) for t in tgt) - len(tgt)
         n_src = sum(len(s) for s in src)
-        return cls(src_t, tgt_t[:, :-1], tgt_t[:, 1:], n_tokens, n_src)
+        return cls(src_t, tgt_t, n_tokens, n_src)
 
     @property
     def src_mask(self) -> Tensor:
@@ -62,7 +71,8 @@ class Batch:
         return 1.0 - (self.n_src_tokens + self.n_tokens) / max(total, 1)
 
     def to(self, device: torch.device) -> Batch:
-        """Copy to ``device`` (pinned and non-blocking on CUDA, so the host need not wait)."""
+        """Copy to ``device``: two contiguous tensors, pinned and non-blocking on CUDA (so the
+        host need not wait); the teacher-forcing views are taken on the device."""
         if device.type == "cpu":
             return self
         pin = device.type == "cuda"
@@ -70,5 +80,4 @@ class Batch:
         def move(t: Tensor) -> Tensor:
             return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
 
-        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out),
-                     self.n_tokens, self.n_src_tokens)
+        return Batch(move(self.src), move(self.tgt), self.n_tokens, self.n_src_tokens)

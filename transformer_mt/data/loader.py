@@ -147,18 +147,27 @@ def make_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int,
 
 
 def epoch_steps(lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int, epoch: int,
-                world_size: int = 1) -> list[list[list[int]]]:
-    """The optimizer steps of one epoch: each step is ``world_size`` batches, one per rank.
+                parts: int = 1) -> list[list[list[int]]]:
+    """The optimizer steps of one epoch: each step is one batch of at most ``max_tokens``
+    padded tokens, split into ``parts`` (ranks x accumulation steps) consecutive pieces.
 
-    Every batch of the epoch is used exactly once. When the last step has fewer batches than
-    ranks, the missing ones are empty lists: that rank contributes no loss for the step.
+    ``max_tokens`` is thus the budget of a whole optimizer step: 1 process or N ranks (or N
+    accumulated pieces) take the same steps over the same examples, and the number of GPUs only
+    decides how a step is shared. A batch of fewer examples than parts leaves some pieces empty:
+    their rank contributes no loss for that step.
     """
-    batches = make_batches(lengths, max_tokens, seed, epoch)
-    steps = []
-    for start in range(0, len(batches), world_size):
-        group = batches[start:start + world_size]
-        steps.append(group + [[] for _ in range(world_size - len(group))])
-    return steps
+    return [split_batch(batch, parts) for batch in make_batches(lengths, max_tokens, seed, epoch)]
+
+
+def split_batch(batch: Sequence[int], parts: int) -> list[list[int]]:
+    """``parts`` consecutive pieces of ``batch`` whose sizes differ by at most one."""
+    size, extra = divmod(len(batch), parts)
+    pieces, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        pieces.append(list(batch[start:end]))
+        start = end
+    return pieces
 
 
 def collate(data: ParallelData, indices: Sequence[int]) -> Batch:

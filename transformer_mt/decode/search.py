@@ -96,27 +96,32 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
 
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
     """
-    b = src.size(0)
+    b, device = src.size(0), src.device
     limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
     state = model.start_decoding(src, src_mask)
-    prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)  # (N, t)
-    alive = torch.arange(b, device=src.device)  # original row of each decoded row
-    scores = torch.zeros(b, device=src.device)
+    prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=device)  # (N, t)
+    alive = torch.arange(b, device=device)  # original row of each decoded row
+    alive_ids = list(range(b))  # the same, on the host
+    scores = torch.zeros(b, device=device)
     results: list[Hypothesis | None] = [None] * b
     step = 0
     shortest = int(limits.min())
-    while alive.numel():
+    while alive_ids:
         z, lse = _next_scores(model, state, prefix, use_cache,
                               _at_limit(step, limits, alive, shortest))  # (N, V), (N,)
         best, token = z.max(dim=-1)  # (N,), (N,)
         scores = scores + (best - lse)
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
-        done = token == EOS_ID
-        if done.any():
-            for row in done.nonzero().flatten().tolist():
-                results[int(alive[row])] = Hypothesis(prefix[row, 1:-1].tolist(),
-                                                      float(scores[row]))
-            keep = (~done).nonzero().flatten()
+        done = (token == EOS_ID).cpu()  # (N,) the step's one wait for the device
+        if done.any():  # more transfers only at the steps where sentences end
+            rows = done.nonzero().flatten()
+            ended = prefix[rows.to(device), 1:-1].cpu()  # (E, t - 1)
+            ended_scores = scores[rows.to(device)].tolist()
+            for i, row in enumerate(rows.tolist()):
+                results[alive_ids[row]] = Hypothesis(ended[i].tolist(), ended_scores[i])
+            keep_rows = (~done).nonzero().flatten()
+            alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
+            keep = keep_rows.to(device)
             alive, prefix, scores = alive[keep], prefix[keep], scores[keep]
             state.select(keep, keep)
         step += 1
@@ -143,12 +148,14 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
     alive = torch.arange(b, device=device)  # original sentence of each active row
+    alive_ids = list(range(b))  # the same, on the host
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
+    n_finished = torch.zeros(b, dtype=torch.long, device=device)  # (B,) len(finished[i])
     beam_offsets = torch.arange(k, device=device)
     step = 0
     shortest = int(limits.min())
-    while alive.numel():
-        n = alive.numel()
+    while alive_ids:
+        n = len(alive_ids)
         limited = _at_limit(step, limits, alive, shortest)
         z, lse = _next_scores(model, state, prefix, use_cache,
                               None if limited is None else limited.repeat_interleave(k))
@@ -163,13 +170,18 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
 
         # Hypotheses that end here (only among the K best candidates) are finished.
         ends = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
-        if ends.any():
+        n_finished[alive] += ends.sum(dim=1)
+        done = (n_finished[alive] >= k) | (step >= limits[alive])  # (N,)
+        any_ends, any_done = torch.stack([ends.any(), done.any()]).tolist()  # one wait a step
+        if any_ends:
+            where = ends.nonzero()  # (E, 2): row, rank among the candidates
+            beams = top_beam[where[:, 0], where[:, 1]]  # (E,)
+            ended = prefix[where[:, 0] * k + beams, 1:].cpu()  # (E, t)
+            ended_scores = top_scores[where[:, 0], where[:, 1]].tolist()
             penalty = float(length_penalty(step + 1, alpha))
-            for row, j in ends.nonzero().tolist():
-                beam = int(top_beam[row, j])
-                tokens = prefix[row * k + beam, 1:].tolist()
-                finished[int(alive[row])].append(
-                    Hypothesis(tokens, float(top_scores[row, j]) / penalty))
+            for e, (row, _) in enumerate(where.tolist()):
+                finished[alive_ids[row]].append(
+                    Hypothesis(ended[e].tolist(), ended_scores[e] / penalty))
 
         # The K best candidates that do not end continue.
         order = torch.where(is_eos, 2 * k, 0) + torch.arange(2 * k, device=device)  # (N, 2K)
@@ -181,13 +193,13 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
         prefix = torch.cat([prefix[rows], tokens.reshape(-1, 1)], dim=1)  # (N*K, t + 1)
         state.select(rows)
 
-        done = torch.tensor([len(finished[int(s)]) >= k for s in alive.tolist()], device=device)
-        done |= step >= limits[alive]
-        if done.any():
-            keep = (~done).nonzero().flatten()  # (N',)
-            keep_rows = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
-            alive, scores, prefix = alive[keep], scores[keep], prefix[keep_rows]
-            state.select(keep_rows, keep)
+        if any_done:
+            keep_rows = (~done).nonzero().flatten().cpu()  # (N',)
+            alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
+            keep = keep_rows.to(device)
+            keep_hyps = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
+            alive, scores, prefix = alive[keep], scores[keep], prefix[keep_hyps]
+            state.select(keep_hyps, keep)
         step += 1
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -41,7 +42,10 @@ def init_distributed(device_name: str) -> tuple[DistInfo, torch.device]:
         backend = "nccl" if device.type == "cuda" else "gloo"
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group(backend=backend)
+        # device_id binds NCCL to this rank's GPU at once (no guessing, no hang at the first
+        # collective when ranks would pick the same GPU)
+        dist.init_process_group(backend=backend,
+                                device_id=device if device.type == "cuda" else None)
         info.owns_group = True
     log.info("distributed: rank %d of %d on %s", info.rank, world, device)
     return info, device
@@ -50,6 +54,15 @@ def init_distributed(device_name: str) -> tuple[DistInfo, torch.device]:
 def barrier(info: DistInfo) -> None:
     if info.enabled and dist.is_initialized():
         dist.barrier()
+
+
+def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's ``obj``, in rank order (on every rank); ``[obj]`` without distribution."""
+    if not info.enabled:
+        return [obj]
+    out: list[Any] = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
 
 
 def cleanup(info: DistInfo) -> None:

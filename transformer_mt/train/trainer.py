@@ -15,6 +15,7 @@ A run directory holds everything about one run::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -38,6 +39,7 @@ from transformer_mt.checkpoint import (
     build_model,
     load_checkpoint,
     make_checkpoint,
+    rank_rng_state,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -215,12 +217,12 @@ class Trainer:
         if ckpt is not None:
             log.info("resuming from %s at step %d", self.run_dir / "last.pt",
                      ckpt["progress"]["step"])
-        seed_everything(self.cfg.train.seed)
+        seed_everything(self.cfg.train.seed + self.dist.rank)  # each rank its own dropout
         train_data, valid_data, src_vocab, tgt_vocab = self._load_data(ckpt)
         self._check_memory(len(src_vocab), len(tgt_vocab))
         model = build_model(self.cfg.model, src_vocab, tgt_vocab).to(self.device)
         optimizer = make_optimizer(model, self.cfg.train)
-        scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
+        scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         run = Run(train_data, valid_data, src_vocab, tgt_vocab, model, optimizer, scaler,
                   self._metrics_log(), forward_model=model,
                   loss_since_log=torch.zeros(2, device=self.device))
@@ -366,19 +368,32 @@ class Trainer:
             raise CheckpointError(f"the optimizer state in '{self.run_dir / 'last.pt'}' does "
                                   f"not fit this version's optimizer ({exc}); start a new run "
                                   "or use the release that wrote it") from exc
-        run.scaler.load_state_dict(state["scaler"])
+        saved = state.get("precision", self.precision)
+        if saved != self.precision:
+            log.warning("the run trained in %s and resumes in %s: the loss scaler starts afresh",
+                        saved, self.precision)
+        elif state["scaler"] and run.scaler.is_enabled():
+            run.scaler.load_state_dict(state["scaler"])
         run.progress = Progress(**ckpt["progress"])
-        set_rng_state(state["rng"])
+        rng, exact = rank_rng_state(state["rng"], self.dist.rank, self.dist.world_size)
+        if not exact:
+            log.warning("the run was saved by another number of processes than the %d now: "
+                        "the batches stay the same, but the random streams (dropout) of the "
+                        "ranks differ, so the resume is not exact", self.dist.world_size)
+        if rng is not None:
+            set_rng_state(rng, self.device)
         run.loss_since_log = state["loss_since_log"].to(self.device)
 
     def _wrap(self, model: Transformer) -> torch.nn.Module:
-        """The module training calls: compiled (train.compile) and DDP-wrapped (torchrun)."""
+        """The module training calls: DDP-wrapped (torchrun), then compiled (train.compile),
+        so that the compiled graph lets DDP's all-reduce overlap the backward."""
         wrapped: torch.nn.Module = model
-        if self.cfg.train.compile:
-            wrapped = torch.compile(model, dynamic=True)
         if self.dist.enabled:
             wrapped = DistributedDataParallel(
-                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False)  # the only buffers, positional tables, never change
+        if self.cfg.train.compile:
+            wrapped = torch.compile(wrapped, dynamic=True)
         return wrapped
 
     def _write_run_files(self, run: Run, resumed: bool) -> None:
@@ -600,8 +615,11 @@ class Trainer:
             with self._autocast():
                 total += float(model.loss(batch))  # eps 0: plain cross-entropy
             tokens += batch.n_tokens
-        hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], self.cfg.decode,
-                             self.device, beam_size=self.cfg.train.eval_beam_size)
+        decode = self.cfg.decode
+        if self.device.type == "cuda":  # a GPU decodes far more sentences at once
+            decode = dataclasses.replace(decode, batch_size=max(decode.batch_size, 512))
+        hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], decode, self.device,
+                             beam_size=self.cfg.train.eval_beam_size)
         lang = self.cfg.data.tgt_lang
         texts = [detokenize(run.tgt_vocab.decode(h[0].tokens), lang) for h in hyps]
         refs = [r.lower() for r in data.tgt_raw] if self.cfg.data.lowercase else data.tgt_raw
@@ -619,7 +637,7 @@ class Trainer:
             improved = result["val_bleu"] > p.best_bleu
             if improved:
                 p.best_bleu, p.best_step, p.bad_evals = result["val_bleu"], p.step, 0
-                self._save(run, self.run_dir / "best.pt", full=False)
+                self._save(run, self.run_dir / "best.pt")
             else:
                 p.bad_evals += 1
             run.metrics.write({"type": "valid", "step": p.step, "epoch": p.epoch, **result})
@@ -635,21 +653,23 @@ class Trainer:
 
     # --------------------------------------------------------------------------- checkpoints
 
-    def _checkpoint(self, run: Run, full: bool) -> dict[str, Any]:
+    def _checkpoint(self, run: Run, rng: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """A checkpoint of the run; with every rank's ``rng``, resumable (``last.pt``)."""
         training_state = None
-        if full:
+        if rng is not None:
             training_state = {"optimizer": run.optimizer.state_dict(),
-                              "scaler": run.scaler.state_dict(), "rng": rng_state(),
+                              "scaler": run.scaler.state_dict(), "precision": self.precision,
+                              "rng": {"ranks": rng},
                               "loss_since_log": run.loss_since_log.detach().cpu().clone()}
         return make_checkpoint(run.model, self.cfg, run.src_vocab, run.tgt_vocab,
                                asdict(run.progress), training_state)
 
-    def _save(self, run: Run, path: Path, full: bool) -> None:
+    def _save(self, run: Run, path: Path, rng: list[dict[str, Any]] | None = None) -> None:
         """Save a checkpoint, unless the weights went bad: no file ever holds NaN weights."""
         if not weights_are_finite(run.model.parameters()):
             raise TrainingError(f"the weights became NaN/inf by step {run.progress.step}; not "
                                 f"saving them. {self._last_good()}")
-        save_checkpoint(self._checkpoint(run, full), path)
+        save_checkpoint(self._checkpoint(run, rng), path)
 
     def _last_good(self) -> str:
         """Where to go on from, for an error message: a checkpoint that exists, or none."""
@@ -663,11 +683,12 @@ class Trainer:
     def _save_last(self, run: Run) -> None:
         """Write ``last.pt`` (and a step checkpoint)."""
         step = run.progress.step
+        rng = distributed.gather_objects(rng_state(self.device), self.dist)  # every rank's
         if self.is_main:
-            self._save(run, self.run_dir / "last.pt", full=True)
+            self._save(run, self.run_dir / "last.pt", rng)
             keep = self.cfg.train.keep_last
             if keep > 0:
-                self._save(run, self.run_dir / f"step_{step:07d}.pt", full=False)
+                self._save(run, self.run_dir / f"step_{step:07d}.pt")
                 for old in sorted(self.run_dir.glob("step_*.pt"))[:-keep]:
                     old.unlink()
             log.debug("saved %s at step %d", self.run_dir / "last.pt", step)
