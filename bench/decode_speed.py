@@ -34,7 +34,7 @@ DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 def load_model(path: Path | None, device: torch.device):
     """The checkpoint's model if it exists, else a seeded untrained one of the default sizes."""
     if path is not None and path.exists():
-        t, source = Translator.from_checkpoint(path, str(device)), str(path)
+        t, source = Translator.load(path, str(device)), str(path)
     else:
         t, source = Translator.untrained(), "seeded untrained model"
     return t.model.to(device), t.config, t.src_vocab, source

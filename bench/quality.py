@@ -22,14 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine
 from transformer_mt.config import load_config
 from transformer_mt.evaluate import evaluate_split
-from transformer_mt.train.trainer import train
+from transformer_mt.training.trainer import train
 from transformer_mt.translate import Translator
 
 SPLITS = ("val", "test_2016_flickr", "test_2017_flickr")
 
 
 def evaluate_all(checkpoint: Path, beam: int) -> dict:
-    translator = Translator.from_checkpoint(checkpoint)
+    translator = Translator.load(checkpoint)
     out = {}
     for split in SPLITS:
         for name, size in (("greedy", 1), (f"beam{beam}", beam)):

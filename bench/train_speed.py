@@ -55,7 +55,7 @@ def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int
 
 
 def run_ours(args) -> dict:
-    from transformer_mt.train.trainer import Trainer
+    from transformer_mt.training.trainer import Trainer
 
     overrides = [*SIZES, f"train.precision={args.precision}", "train.max_tokens=4096",
                  f"train.device={args.device}",

@@ -104,6 +104,7 @@ def test_average_of_identical_checkpoints_is_the_same_model(tmp_path):
     key = "encoder.layers.0.ffn.linear1.weight"
     assert torch.allclose(avg["model"][key], (a["model"][key] + b["model"][key]) / 2)
     assert len(avg["progress"]["averaged_from"]) == 2
+    assert avg["progress"]["step"] == 1  # the latest of the averaged checkpoints
 
 
 @pytest.mark.parametrize("content", [b"", b"garbage bytes", None])

@@ -59,9 +59,12 @@ def test_translate_sentence_file_and_stdin(trained_run, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 3 and lines[1] == ""  # one output line per input line, order kept
-    result = run_cli(["translate", "--checkpoint", ckpt], stdin="Ein Hund läuft.\nEin Mann.\n")
+    piped = "".join(f"{s}\n" for s in ["Ein Hund läuft.", "", "Eine Frau singt."] * 100)
+    result = run_cli(["translate", "--checkpoint", ckpt, "--input", str(inp)])
+    together = result.stdout.splitlines()
+    result = run_cli(["translate", "--checkpoint", ckpt], stdin=piped)  # in chunks of 256
     assert result.returncode == 0, result.stderr
-    assert len(result.stdout.splitlines()) == 2
+    assert result.stdout.splitlines() == together * 100  # every line, in order
     result = run_cli(["translate", "--checkpoint", ckpt, "--beam", "3", "--nbest", "2",
                       "Ein Hund läuft."])
     assert result.returncode == 0, result.stderr
@@ -96,8 +99,9 @@ def test_info_and_average(trained_run, tmp_path):
     assert info["config"]["model"]["d_model"] == 32
     avg = tmp_path / "avg.pt"
     steps = sorted(str(p) for p in run_dir.glob("step_*.pt"))
-    result = run_cli(["average", "--output", str(avg), *steps])
+    result = run_cli(["average", "--output", str(avg), *reversed(steps)])
     assert result.returncode == 0, result.stderr
+    assert json.loads(run_cli(["info", str(avg), "--json"]).stdout)["step"] == 6  # the latest
     result = run_cli(["translate", "--checkpoint", str(avg), "Ein Hund."])
     assert result.returncode == 0 and result.stdout.strip()
 
@@ -135,5 +139,70 @@ def test_interactive_prompt_on_a_terminal(trained_run):
     out, err = proc.communicate(timeout=120)
     os.close(controller)
     assert proc.returncode == 0, err
-    assert "Type a German sentence" in err
+    assert "Type a sentence (de)" in err
     assert out.count("de> ") == 2 and out.count("en> ") == 1  # two prompts, one translation
+
+
+def test_command_line_conveniences(trained_run, tmp_path):
+    run_dir, _ = trained_run
+    ckpt = str(run_dir / "best.pt")
+    version = run_cli(["--version"])
+    assert version.returncode == 0 and "transformer_mt" in version.stdout
+    assert "torch" in version.stdout
+    # --quiet and --debug before the command as well as after it
+    quiet = run_cli(["--quiet", "translate", "--checkpoint", ckpt, "Ein Hund."])
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout.strip()
+    debug = run_cli(["--debug", "info", str(tmp_path / "missing.pt")])
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    # sentences and --input together are refused, not one of them silently ignored
+    inp = tmp_path / "in.de"
+    inp.write_text("Ein Hund.\n")
+    both = run_cli(["translate", "--checkpoint", ckpt, "--input", str(inp), "Eine Katze."])
+    assert both.returncode != 0 and "not both" in both.stderr.strip().splitlines()[-1]
+    # every command's --help shows its defaults
+    help_text = run_cli(["translate", "--help"]).stdout
+    assert "(default: 1)" in help_text and "(default: auto)" in help_text
+    assert "(default: auto)" in run_cli(["trace", "--help"]).stdout  # like the others
+
+
+def test_decoding_options_on_the_command_line(trained_run):
+    run_dir, _ = trained_run
+    ckpt = str(run_dir / "best.pt")
+    sentence = "Ein Mann fährt mit dem Fahrrad die Straße entlang."
+
+    def translate(*options: str) -> str:
+        result = run_cli(["translate", "--checkpoint", ckpt, *options, sentence])
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    short = translate("--beam", "1", "--max-len-a", "0", "--max-len-b", "2")
+    assert len(short.split()) <= 2
+    sampled = [translate("--sample-topk", "50", "--seed", str(s), "--temperature", "2")
+               for s in (1, 1, 2, 3)]
+    assert sampled[0] == sampled[1] and len(set(sampled)) > 1  # seeded, and random
+    assert translate("--sample-topk", "1") == translate("--beam", "1")  # top-1 is greedy
+    ensemble = translate("--checkpoint", ckpt, "--beam", "3")  # the same model twice
+    assert ensemble == translate("--beam", "3")
+    bad = run_cli(["translate", "--checkpoint", ckpt, "--alpha", "-1", sentence])
+    assert bad.returncode != 0 and "decode.alpha" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_the_python_api_example_in_the_readme_runs(tmp_path):
+    """The README's example, with a tiny model instead of the quickstart one."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", readme, re.S).group(1)
+    assert "from transformer_mt import" in code and "Translator.load" in code
+    tiny = code.replace('["train.max_steps=100"]', repr([*TINY_OVERRIDES, "train.max_steps=3"]))
+    tiny = tiny.replace("runs/api-demo", str(tmp_path / "api-demo"))
+    assert tiny != code
+    result = subprocess.run([sys.executable, "-c", tiny], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 5 and lines[0].startswith("[") and "(" in lines[-1]

@@ -122,7 +122,7 @@ def test_cli_config_errors_are_one_line_without_traceback(tmp_path, content, ext
 def test_training_on_the_cpu_bounds_onednn_kernel_caches(monkeypatch, tmp_path):
     """`mt train` caps oneDNN's per-shape kernel caches (they grew a run to 5 GB), but a value
     the user chose is kept."""
-    from transformer_mt.train.trainer import Trainer
+    from transformer_mt.training.trainer import Trainer
 
     names = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
     for name in names:

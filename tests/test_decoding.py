@@ -96,8 +96,8 @@ class MarkovModel:
         state.offset += 1
         return self.logits[last]
 
-    def decode(self, prefix, memory, src_mask, group=1):
-        return self.logits[prefix]
+    def decode_prefix(self, prefix, state):
+        return self.logits[prefix[:, -1]]
 
 
 def test_beam_search_finds_what_greedy_misses():
@@ -167,3 +167,37 @@ def test_bf16_weight_copy_computes_what_autocast_computes():
     src, tgt = torch.randint(4, 30, (3, 8)), torch.randint(4, 25, (3, 6))
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.equal(fast(src, tgt, source_mask(src)), model(src, tgt, source_mask(src)))
+
+
+def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):
+    from transformer_mt.decode.ensemble import Ensemble
+
+    src = toy_sources(30, seed=5)
+    mask = source_mask(src)
+    weak = train_toy_model(steps=30, seed=1)  # an imperfect model: ties are unlikely
+    for model in (toy_model, weak):
+        alone = beam_search(model, src, mask, beam_size=3, nbest=2)
+        for ensemble in (Ensemble([model]), Ensemble([model, model])):
+            together = beam_search(ensemble, src, mask, beam_size=3, nbest=2)
+            assert [[h.tokens for h in s] for s in together] == [[h.tokens for h in s]
+                                                                 for s in alone]
+            for s_a, s_b in zip(alone, together):
+                for a, b in zip(s_a, s_b):
+                    assert a.score == pytest.approx(b.score, abs=1e-4)
+        mixed = greedy(Ensemble([model, toy_model]), src, mask)
+        assert len(mixed) == 30
+
+
+def test_sampling_is_seeded_and_top_one_is_greedy(toy_model):
+    src = toy_sources(20, seed=9)
+    mask = source_mask(src)
+    model = train_toy_model(steps=30, seed=1)
+
+    def sample(seed, topk=5, temperature=1.0):
+        gen = torch.Generator().manual_seed(seed)
+        return [h.tokens for h in greedy(model, src, mask, sample_topk=topk,
+                                         temperature=temperature, generator=gen)]
+
+    assert sample(1) == sample(1)
+    assert sample(1) != sample(2)
+    assert sample(1, topk=1) == [h.tokens for h in greedy(model, src, mask)]

@@ -6,6 +6,7 @@ import re
 
 import matplotlib.image as mpimg
 import pytest
+import torch
 
 from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
 
@@ -52,9 +53,12 @@ def test_cross_attention_weights_are_distributions(run_dir):
     from transformer_mt.inspection import cross_attention
     from transformer_mt.translate import Translator
 
-    translator = Translator.from_checkpoint(run_dir / "best.pt", "cpu")
+    translator = Translator.load(run_dir / "best.pt", "cpu")
     src, out, weights, text = cross_attention(translator, "Ein Hund läuft.")
-    assert text == translator.translate(["Ein Hund läuft."], 1)[0][0].text
+    assert text == translator.translate(["Ein Hund läuft."], 1)[0]
+    # the API gives the same weights with the translation
+    full = translator.translate_nbest(["Ein Hund läuft."], beam_size=1, attention=True)[0][0]
+    assert torch.equal(full.attention, weights)
     assert src[-1] == "<eos>" and out[-1] == "<eos>"
     assert weights.shape == (len(out), len(src))
     assert weights.sum(-1).sub(1).abs().max() < 1e-4

@@ -8,7 +8,7 @@ from tests.test_model import make_model
 from transformer_mt.checkpoint import rank_rng_state, rng_state
 from transformer_mt.config import TrainConfig
 from transformer_mt.device import resolve_precision
-from transformer_mt.train.trainer import make_optimizer
+from transformer_mt.training.trainer import make_optimizer
 
 
 def test_weight_decay_only_on_weight_matrices():

@@ -9,7 +9,7 @@ from transformer_mt.data.batch import Batch, source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import greedy
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.train.schedule import inverse_sqrt_lr
+from transformer_mt.training.schedule import inverse_sqrt_lr
 
 N_SYMBOLS = 10  # ids 4 .. 13
 VOCAB = 4 + N_SYMBOLS

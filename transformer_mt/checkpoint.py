@@ -236,8 +236,9 @@ def _check_same_tensors(these: dict[str, torch.Tensor], those: dict[str, torch.T
 def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
     """Average the weights of several checkpoints of the same model (same config and vocab).
 
-    The result carries the first checkpoint's config, vocabularies and progress, no training
-    state, and the list of averaged files.
+    The result carries the first checkpoint's config and vocabularies, the progress of the
+    latest one (the highest step: what the average has seen), no training state, and the list
+    of averaged files.
     """
     paths = [Path(p) for p in paths]
     if not paths:
@@ -245,6 +246,7 @@ def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
     first = load_checkpoint(paths[0])
     total = {k: v.double() if v.is_floating_point() else v.clone()
              for k, v in first["model"].items()}
+    latest = first["progress"]
     for path in paths[1:]:
         ckpt = load_checkpoint(path)
         if (ckpt["src_vocab"], ckpt["tgt_vocab"]) != (first["src_vocab"], first["tgt_vocab"]) \
@@ -252,6 +254,8 @@ def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
             raise CheckpointError(f"'{path}' has another model config or vocabulary than "
                                   f"'{paths[0]}'; only checkpoints of one run can be averaged")
         _check_same_tensors(ckpt["model"], first["model"], path, paths[0])
+        if ckpt["progress"].get("step", 0) > latest.get("step", 0):
+            latest = ckpt["progress"]
         for k, v in ckpt["model"].items():
             if v.is_floating_point():
                 total[k] += v.double()
@@ -259,5 +263,5 @@ def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
                 for k, v in total.items()}
     out = {k: v for k, v in first.items() if k != "training_state"}
     out["model"] = averaged
-    out["progress"] = dict(first["progress"], averaged_from=[str(p) for p in paths])
+    out["progress"] = dict(latest, averaged_from=[str(p) for p in paths])
     return out

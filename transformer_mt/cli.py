@@ -34,7 +34,7 @@ EXIT_ERROR = 2
 
 def cmd_train(args: argparse.Namespace) -> int:
     from transformer_mt.config import load_config
-    from transformer_mt.train.trainer import train
+    from transformer_mt.training.trainer import train
 
     overrides = list(args.set or [])
     if args.data_dir:
@@ -72,12 +72,21 @@ def _read_lines_utf8(stream, name: str) -> Iterator[str]:
                           f"{exc.start}); convert the input to UTF-8 (e.g. with iconv)") from exc
 
 
+STDIN_CHUNK = 256  # lines of piped standard input translated together
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     from transformer_mt.fileio import atomic_write_text, refuse_same_file
     from transformer_mt.translate import Translator
 
-    refuse_same_file(args.output, [args.input, args.checkpoint])
-    translator = Translator.from_checkpoint(args.checkpoint, args.device)
+    if args.sentences and args.input:
+        raise MTError("give sentences or --input FILE, not both")
+    refuse_same_file(args.output, [args.input, *args.checkpoint])
+    translator = Translator.load(args.checkpoint, args.device)
+    settings = dict(alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                    sample_topk=args.sample_topk, temperature=args.temperature,
+                    sample_seed=args.seed)
+    translator.config.decode = translator.settings(**settings)
     if args.nbest > max(args.beam or translator.config.decode.beam_size, 1):
         args.beam = args.nbest
     if args.sentences:
@@ -91,7 +100,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         if not lines:
             raise MTError(f"input file '{path}' is empty; nothing to translate")
     else:
-        lines = None  # stream standard input
+        lines = None  # standard input
 
     def render(index: int, hyps: list) -> list[str]:
         if args.nbest == 1:
@@ -106,16 +115,20 @@ def cmd_translate(args: argparse.Namespace) -> int:
         stream = _read_lines_utf8(sys.stdin.buffer, "standard input")
         if args.output:
             lines = list(stream)
-        else:  # translate each line as it arrives
-            for i, line in enumerate(stream):
-                for out_line in render(i, translator.translate([line], args.beam,
-                                                               args.nbest)[0]):
-                    print(out_line, flush=True)
+        else:  # a pipe: translate it a chunk of lines at a time, in order, as they come
+            done = 0
+            for chunk in _chunks(stream, STDIN_CHUNK):
+                results = translator.translate_nbest(chunk, args.nbest, args.beam)
+                for i, hyps in enumerate(results, start=done):
+                    for out_line in render(i, hyps):
+                        print(out_line)
+                sys.stdout.flush()
+                done += len(chunk)
             return 0
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
-    results = translator.translate(lines, args.beam, args.nbest,
-                                   progress=bars_enabled() and len(lines) > 50)
+    results = translator.translate_nbest(lines, args.nbest, args.beam,
+                                         progress=bars_enabled() and len(lines) > 50)
     out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
     if args.output:
         atomic_write_text(args.output, "".join(line + "\n" for line in out))
@@ -124,6 +137,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
         for line in out:
             print(line)
     return 0
+
+
+def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
@@ -143,15 +167,16 @@ def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace
 
 
 def _interactive(translator, args: argparse.Namespace) -> int:
-    print("Type a German sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
+    src, tgt = translator.config.data.src_lang, translator.config.data.tgt_lang
+    print(f"Type a sentence ({src}) and press Enter; Ctrl-D quits.", file=sys.stderr)
     while True:
         try:
-            line = input("de> ")
+            line = input(f"{src}> ")
         except EOFError:
             print(file=sys.stderr)
             return 0
         if line.strip():
-            print("en> " + translator.translate([line], args.beam)[0][0].text)
+            print(f"{tgt}> " + translator.translate([line], args.beam)[0])
 
 
 # ------------------------------------------------------------------------------------ evaluate
@@ -162,7 +187,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_mt.translate import Translator
 
     refuse_same_file(args.output, [args.checkpoint])
-    translator = Translator.from_checkpoint(args.checkpoint, args.device)
+    translator = Translator.load(args.checkpoint, args.device)
     if args.data_dir:
         translator.config.data.data_dir = args.data_dir
     result = evaluate_split(translator, args.split, args.beam, args.max_sentences,
@@ -214,7 +239,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if not args.sentence.strip():
         raise MTError("give a sentence to trace, e.g. mt trace \"Ein Hund läuft.\"")
     if args.checkpoint:
-        translator = Translator.from_checkpoint(args.checkpoint, args.device)
+        translator = Translator.load(args.checkpoint, args.device)
         print(f"model: {args.checkpoint}")
     else:
         translator = Translator.untrained(data_dir=args.data_dir)
@@ -254,14 +279,31 @@ def cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--quiet", action="store_true", help="only warnings and errors")
-    common.add_argument("--debug", action="store_true", help="debug logs; tracebacks on errors")
+    from importlib.metadata import PackageNotFoundError, version
 
+    from transformer_mt import __version__
+
+    # --quiet and --debug work before the command and after it (SUPPRESS: a command's parser
+    # leaves what the top level set alone)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="only warnings and errors")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logs; tracebacks on errors")
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
     parser = argparse.ArgumentParser(
-        prog="mt", description="Train a Transformer to translate German into English, translate "
-        "with it and score it.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        prog="mt", description="Train a Transformer to translate, translate with it and score "
+        "it.")
+    parser.add_argument("--quiet", action="store_true", help="only warnings and errors")
+    parser.add_argument("--debug", action="store_true", help="debug logs; tracebacks on errors")
+    parser.add_argument("--version", action="version",
+                        version=f"mt (transformer_mt) {__version__}, torch {torch_version}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_CommandParser)
 
     p = sub.add_parser("train", parents=[common], help="train a model from a YAML config")
     p.add_argument("--config", required=True, help="YAML config, e.g. config/quickstart.yaml")
@@ -280,11 +322,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")
     p.add_argument("sentences", nargs="*", help="sentences to translate")
-    p.add_argument("--checkpoint", required=True, help="a .pt checkpoint (e.g. runs/X/best.pt)")
+    p.add_argument("--checkpoint", required=True, action="append",
+                   help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
+                   "that averages the models' probabilities")
     p.add_argument("--input", help="file with one sentence per line")
     p.add_argument("--output", help="write translations here instead of stdout")
     p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: decode.beam_size)")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
+    p.add_argument("--alpha", type=float, help="length penalty ((5 + len) / 6) ** alpha "
+                   "(default: the checkpoint's decode.alpha)")
+    p.add_argument("--max-len-a", type=float, help="output at most a * source length + b "
+                   "tokens (default: decode.max_len_a)")
+    p.add_argument("--max-len-b", type=int, help="see --max-len-a (default: decode.max_len_b)")
+    p.add_argument("--sample-topk", type=int, help="sample each token from the K most probable "
+                   "instead of searching (e.g. for back-translation)")
+    p.add_argument("--temperature", type=float, help="sampling temperature (default: 1.0)")
+    p.add_argument("--seed", type=int, help="seed of the sampling (default: 0)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--attention", metavar="PNG",
                    help="save a cross-attention heatmap of the (one) sentence here")
@@ -301,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, help="beam size (default: decode.beam_size)")
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
     p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--json", action="store_true", help="print one JSON record")
     p.set_defaults(func=cmd_evaluate)
 
@@ -323,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--figures", metavar="DIR", help="save attention maps of every layer and "
                    "head, and the positional encoding, here")
     p.add_argument("--data-dir", help="Multi30k (for the untrained model's vocabularies)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
@@ -331,6 +384,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
     return parser
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends with the option's default, where it has one and does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: its --help shows every option's default."""
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(**kwargs)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:

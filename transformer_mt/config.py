@@ -177,9 +177,20 @@ class DecodeConfig:
     # AVX512-BF16 CPU; rounding may change a rare translation), else fp32
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     max_input_tokens: int = 250  # longer inputs are truncated with a warning
+    # sampling instead of search (e.g. for back-translation): draw each token from the
+    # sample_topk most probable ones (0 = off), their probabilities sharpened or flattened by
+    # temperature, with a generator seeded by sample_seed
+    sample_topk: int = 0
+    temperature: float = 1.0
+    sample_seed: int = 0
 
     def validate(self) -> None:
-        _check_positive(self, "decode", ["beam_size", "batch_size", "max_input_tokens"])
+        _check_positive(self, "decode", ["beam_size", "batch_size", "max_input_tokens",
+                                         "temperature"])
+        _check(self.sample_topk >= 0, "decode.sample_topk", "must be >= 0 (0: no sampling)")
+        _check(self.sample_topk == 0 or self.beam_size == 1, "decode.sample_topk",
+               "samples one translation per sentence: use it with beam size 1")
+        _check(0 <= self.sample_seed < 2**63, "decode.sample_seed", "must be in [0, 2^63)")
         _check(self.alpha >= 0, "decode.alpha", "must be >= 0")
         _check(self.max_len_a >= 0 and self.max_len_b >= 0, "decode.max_len_a",
                "max_len_a and max_len_b must be >= 0")

@@ -63,7 +63,7 @@ def evaluate_split(translator: Translator, split: str, beam_size: int | None = N
     src, refs, _, ref_tokens = read_tokenized(translator.config.data, split, max_sentences)
     beam = beam_size or translator.config.decode.beam_size
     start = time.perf_counter()
-    results = translator.translate(src, beam, progress=progress)
+    results = translator.translate_nbest(src, 1, beam, progress=progress)
     seconds = time.perf_counter() - start
     hypotheses = [r[0].text for r in results]
     return SplitResult(hypotheses, score(hypotheses, refs),

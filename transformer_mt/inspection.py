@@ -86,24 +86,17 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     """Translate greedily, then return source tokens, output tokens, the cross-attention
     weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads) and the
     translation."""
-    model = translator.model
+    model = translator.members[0]
     n_layers = len(model.decoder.layers)
     if not -n_layers <= layer < n_layers:
         raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
     if head is not None and not 0 <= head < model.cfg.n_heads:
         raise MTError(f"--head {head} is out of range: the model has {model.cfg.n_heads} heads")
     src_ids = translator.encode([sentence])[0]
-    result = translator.translate([sentence], beam_size=1)[0][0]
-    out_ids = [translator.tgt_vocab.stoi.get(t, 0) for t in result.tokens]
-    src = torch.tensor([src_ids], device=translator.device)
-    tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)
-    att = AttentionWeights()
-    with torch.no_grad():
-        model(src, tgt_in, source_mask(src), attention=att)
-    weights = att.cross[layer][0]  # (H, T_out, S)
-    weights = weights.mean(0) if head is None else weights[head]
+    result = translator.translate_nbest([sentence], beam_size=1)[0][0]
+    weights = translator.cross_attention(src_ids, result.ids, layer, head)  # (T_out + 1, S)
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
-    return src_tokens, [*result.tokens, "<eos>"], weights.cpu(), result.text
+    return src_tokens, [*result.tokens, "<eos>"], weights, result.text
 
 
 def plot_attention(weights: Tensor, rows: list[str], cols: list[str], path: Path,

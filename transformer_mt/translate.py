@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import Tensor
 
 from transformer_mt.checkpoint import build_model, load_checkpoint, model_from_checkpoint
-from transformer_mt.config import Config
+from transformer_mt.config import Config, DecodeConfig
+from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import detokenize, tokenize
-from transformer_mt.data.vocab import Vocab
+from transformer_mt.data.vocab import BOS_ID, Vocab
+from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.search import decode_corpus, with_bf16_linears
 from transformer_mt.device import pick_device, resolve_precision
-from transformer_mt.model.transformer import Transformer
+from transformer_mt.errors import MTError
+from transformer_mt.model.transformer import AttentionWeights, Transformer
 
 log = logging.getLogger(__name__)
 
@@ -24,23 +30,50 @@ log = logging.getLogger(__name__)
 class Translation:
     text: str  # detokenized output
     tokens: list[str]
-    score: float
+    score: float  # log-probability (beam search: divided by the length penalty)
+    ids: list[int] = field(default_factory=list)  # output ids, without <bos> and <eos>
+    # cross-attention (T_out + 1, S) of the last decoder layer, mean over heads, if asked:
+    # a row per output token and <eos>, a column per source token and <eos>
+    attention: Tensor | None = None
 
 
 class Translator:
-    """A model with its vocabularies and decoding settings, ready to translate raw sentences."""
+    """Checkpoints with their vocabularies and decoding settings, ready to translate text.
+
+    From Python::
+
+        from transformer_mt import Translator
+        translator = Translator.load("runs/quickstart/best.pt")
+        translator.translate(["Ein Hund läuft."])              # ['A dog is running.']
+        translator.translate(sentences, beam_size=5, alpha=1.0)
+        translator.translate_nbest(sentences, nbest=3, attention=True)  # Translation objects
+
+    Several checkpoints of one vocabulary translate as an ensemble (their probabilities
+    averaged at every step).
+    """
 
     def __init__(self, model: Transformer, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
-                 device: torch.device) -> None:
+                 device: torch.device, members: list[Transformer] | None = None) -> None:
         self.model, self.config = model, config
         self.src_vocab, self.tgt_vocab, self.device = src_vocab, tgt_vocab, device
-        self._bf16_model: Transformer | None = None  # made once, for bf16 decoding
+        self.members = members or [model]
+        self._bf16_model: torch.nn.Module | None = None  # made once, for bf16 decoding
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str = "auto") -> Translator:
+    def load(cls, paths: str | Path | Sequence[str | Path], device: str = "auto") -> Translator:
+        """A translator for one checkpoint, or an ensemble of several of one vocabulary (the
+        first one's config gives the decoding settings)."""
         dev = pick_device(device)
-        model, config, src_vocab, tgt_vocab = model_from_checkpoint(load_checkpoint(path), path,
-                                                                    dev)
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        loaded = [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths]
+        model, config, src_vocab, tgt_vocab = loaded[0]
+        for path, (_, _, src, tgt) in zip(paths[1:], loaded[1:]):
+            if (src, tgt) != (src_vocab, tgt_vocab):
+                raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
+                              "needs models trained on the same vocabularies")
+        members = [m for m, *_ in loaded]
+        if len(members) > 1:
+            return cls(Ensemble(members), config, src_vocab, tgt_vocab, dev, members)
         return cls(model, config, src_vocab, tgt_vocab, dev)
 
     @classmethod
@@ -62,7 +95,8 @@ class Translator:
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``."""
         data = self.config.data
-        limit = min(self.config.decode.max_input_tokens, self.config.model.max_source_tokens)
+        limit = min(self.config.decode.max_input_tokens,
+                    min(m.cfg.max_source_tokens for m in self.members))
         ids = []
         for n, tokens in enumerate(tokenize(sentences, data.src_lang, data.lowercase), start=1):
             if len(tokens) > limit:
@@ -72,23 +106,66 @@ class Translator:
             ids.append(self.src_vocab.encode(tokens))
         return ids
 
-    def translate(self, sentences: Sequence[str], beam_size: int | None = None, nbest: int = 1,
-                  progress: bool = False) -> list[list[Translation]]:
-        """Translate raw sentences; an empty line gives an empty translation."""
+    def settings(self, **changes: Any) -> DecodeConfig:
+        """The checkpoint's decoding settings with ``changes`` (None keeps a setting), checked."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if changes.get("sample_topk"):  # sampling draws one translation: no beam
+            changes.setdefault("beam_size", 1)
+        try:
+            cfg = dataclasses.replace(self.config.decode, **changes)
+        except TypeError as exc:
+            names = ", ".join(f.name for f in dataclasses.fields(DecodeConfig))
+            raise MTError(f"unknown decoding setting ({exc}); the settings are: {names}") from exc
+        cfg.validate()
+        return cfg
+
+    def translate(self, sentences: Sequence[str], beam_size: int | None = None,
+                  progress: bool = False, **settings: Any) -> list[str]:
+        """Translate raw sentences into detokenized text, one per sentence (an empty line
+        gives an empty translation). ``settings`` override the checkpoint's ``decode``
+        settings for this call: ``alpha``, ``max_len_a``, ``max_len_b``, ``sample_topk``,
+        ``temperature``, ``sample_seed``, ``batch_size``, ``precision``."""
+        return [hyps[0].text for hyps in
+                self.translate_nbest(sentences, 1, beam_size, progress=progress, **settings)]
+
+    def translate_nbest(self, sentences: Sequence[str], nbest: int = 1,
+                        beam_size: int | None = None, attention: bool = False,
+                        progress: bool = False, **settings: Any) -> list[list[Translation]]:
+        """The ``nbest`` best translations of each sentence, best first, with their scores (and
+        their cross-attention weights with ``attention=True``)."""
+        if isinstance(sentences, str):
+            raise TypeError("translate a list of sentences, e.g. translate([\"Ein Hund.\"])")
+        cfg = self.settings(beam_size=beam_size, **settings)
         nonempty = [i for i, s in enumerate(sentences) if s.strip()]
         ids = self.encode([sentences[i] for i in nonempty])
-        model = self.model
-        if resolve_precision(self.config.decode.precision, self.device) == "bf16":
+        model: torch.nn.Module = self.model
+        if resolve_precision(cfg.precision, self.device) == "bf16":
             # one copy for all calls (the interactive prompt translates a line at a time)
             self._bf16_model = self._bf16_model or with_bf16_linears(self.model)
             model = self._bf16_model
-        hyps = decode_corpus(model, ids, self.config.decode, self.device, beam_size, nbest,
-                             progress=progress)
+        hyps = decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest, progress=progress)
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
         lang = self.config.data.tgt_lang
-        for i, sentence_hyps in zip(nonempty, hyps):
+        for i, src_ids, sentence_hyps in zip(nonempty, ids, hyps):
             out[i] = []
             for h in sentence_hyps:
                 tokens = self.tgt_vocab.decode(h.tokens)
-                out[i].append(Translation(detokenize(tokens, lang), tokens, h.score))
+                weights = self.cross_attention(src_ids, h.tokens) if attention else None
+                out[i].append(Translation(detokenize(tokens, lang), tokens, h.score, h.tokens,
+                                          weights))
         return out
+
+    @torch.no_grad()
+    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
+                        head: int | None = None) -> Tensor:
+        """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
+        heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
+        if len(self.members) > 1:
+            raise MTError("attention weights are those of one model; pass one checkpoint")
+        model = self.members[0]
+        src = torch.tensor([list(src_ids)], device=self.device)  # (1, S)
+        tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=self.device)  # (1, T_out + 1)
+        weights = AttentionWeights()
+        model(src, tgt_in, source_mask(src), attention=weights)
+        cross = weights.cross[layer][0]  # (H, T_out + 1, S)
+        return (cross.mean(0) if head is None else cross[head]).float().cpu()

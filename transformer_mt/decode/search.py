@@ -62,7 +62,7 @@ def _next_scores(model: Transformer, state: DecoderState, prefix: Tensor, use_ca
     if use_cache:
         logits = model.decode_step(prefix[:, -1], state)  # (N, V)
     else:
-        logits = model.decode(prefix, state.memory, state.src_mask, state.group)[:, -1]  # (N, V)
+        logits = model.decode_prefix(prefix, state)  # (N, V)
     z = _allowed(logits)
     if at_limit is not None:
         z[at_limit] = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
@@ -91,9 +91,14 @@ def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor
 
 @torch.inference_mode()
 def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
-           max_len_b: int = 10, use_cache: bool = True) -> list[Hypothesis]:
+           max_len_b: int = 10, use_cache: bool = True, sample_topk: int = 0,
+           temperature: float = 1.0, generator: torch.Generator | None = None
+           ) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
 
+    With ``sample_topk`` > 0, draw the token instead from the ``sample_topk`` most probable,
+    with probabilities ``softmax(logits / temperature)`` among them (``generator`` seeds it).
+    The score is the model's log-probability of what was chosen either way.
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
     """
     b, device = src.size(0), src.device
@@ -109,7 +114,7 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     while alive_ids:
         z, lse = _next_scores(model, state, prefix, use_cache,
                               _at_limit(step, limits, alive, shortest))  # (N, V), (N,)
-        best, token = z.max(dim=-1)  # (N,), (N,)
+        best, token = _pick(z, sample_topk, temperature, generator)  # (N,), (N,)
         scores = scores + (best - lse)
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
         done = (token == EOS_ID).cpu()  # (N,) the step's one wait for the device
@@ -126,6 +131,17 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
             state.select(keep, keep)
         step += 1
     return [r for r in results if r is not None]
+
+
+def _pick(z: Tensor, topk: int, temperature: float,
+          generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """The chosen token of each row of logits z (N, V) and its logit: the best, or a sample."""
+    if topk <= 0:
+        return z.max(dim=-1)  # (N,), (N,)
+    top_z, top_token = z.topk(min(topk, z.size(1)), dim=-1)  # (N, k)
+    probs = (top_z / temperature).softmax(dim=-1)  # (N, k); -inf (not allowed) gets 0
+    choice = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
+    return top_z.gather(1, choice).squeeze(1), top_token.gather(1, choice).squeeze(1)
 
 
 @torch.inference_mode()
@@ -204,14 +220,18 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 
 
-def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 1,
-                    alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
-                    nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
-    """Greedy when ``beam_size == 1`` and ``nbest == 1``, else beam search; n-best per sentence."""
+def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
+                    beam_size: int | None = None, nbest: int = 1, use_cache: bool = True,
+                    generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+    """Greedy (or sampling) when the beam is 1 and ``nbest == 1``, else beam search; the
+    n-best per sentence. ``cfg`` gives the length penalty, length limits and sampling."""
+    beam_size = cfg.beam_size if beam_size is None else beam_size
     if beam_size == 1 and nbest == 1:
-        return [[h] for h in greedy(model, src, src_mask, max_len_a, max_len_b, use_cache)]
-    return beam_search(model, src, src_mask, max(beam_size, nbest), alpha, max_len_a,
-                       max_len_b, nbest, use_cache)
+        hyps = greedy(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, use_cache,
+                      cfg.sample_topk, cfg.temperature, generator)
+        return [[h] for h in hyps]
+    return beam_search(model, src, src_mask, max(beam_size, nbest), cfg.alpha, cfg.max_len_a,
+                       cfg.max_len_b, nbest, use_cache)
 
 
 def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig,
@@ -219,7 +239,7 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
                   use_cache: bool = True, progress: bool = False) -> list[list[Hypothesis]]:
     """Translate many id sequences: sorted by length into batches, results in input order."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
-    vocab = model.decoder.project.out_features
+    vocab = model.tgt_vocab_size
     widest = (vocab - 2) // 2  # beam search ranks 2K candidates of the V - 2 producible tokens
     if max(beam_size, nbest) > max(widest, 1):
         raise MTError(f"a beam of {max(beam_size, nbest)} is too wide for a target vocabulary of "
@@ -230,6 +250,9 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
         model = with_bf16_linears(model)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
+    generator = None
+    if cfg.sample_topk:
+        generator = torch.Generator(device).manual_seed(cfg.sample_seed)
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
                leave=False)
     was_training = model.training
@@ -241,8 +264,8 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)
             with autocast:
-                hyps = translate_batch(model, src, source_mask(src), beam_size, cfg.alpha,
-                                       cfg.max_len_a, cfg.max_len_b, nbest, use_cache)
+                hyps = translate_batch(model, src, source_mask(src), cfg, beam_size, nbest,
+                                       use_cache, generator)
             for i, h in zip(chunk, hyps):
                 results[i] = h
             bar.update(len(chunk))

@@ -192,6 +192,14 @@ class Transformer(nn.Module):
         return self.decoder.project(self.decoder(tgt_in, memory, src_mask, attention=attention,
                                                  group=group))
 
+    def decode_prefix(self, prefix: Tensor, state: DecoderState) -> Tensor:
+        """Next-token logits (B*G, V) from whole prefixes (B*G, t), without the caches."""
+        return self.decode(prefix, state.memory, state.src_mask, state.group)[:, -1]
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.decoder.project.out_features
+
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
         """Encode once and return the state that :meth:`decode_step` advances, for ``group``
         hypotheses per sentence."""

@@ -64,8 +64,8 @@ from transformer_mt.evaluate import score
 from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, run_lock
 from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.train import distributed
-from transformer_mt.train.schedule import inverse_sqrt_lr
+from transformer_mt.training import distributed
+from transformer_mt.training.schedule import inverse_sqrt_lr
 
 log = logging.getLogger(__name__)
 progress_log = logging.getLogger(PROGRESS_LOGGER)
