@@ -1,11 +1,14 @@
-"""Decoding speed: greedy and beam 5, batch 1, 32 and N, with and without the key/value cache.
+"""Decoding speed: greedy and beam 5, batch 1, 32 and N, with and without the key/value cache,
+and against CTranslate2 (the same weights exported, when the ctranslate2 package is installed).
 
     python bench/decode_speed.py [--checkpoint runs/quickstart/best.pt] [--quick] [--batch 64]
                                  [--device cpu|cuda]
 
 Translates test_2016_flickr (the first ``--sentences`` of it) in one run, checks that cached and
 uncached decoding give identical translations, and prints one JSON record with sentences/s and
-output tokens/s for each setting and ``ratio`` (cached / uncached, beam 5, batch N).
+output tokens/s for each setting, ``cache_speedup`` (cached / uncached, beam 5, batch N) and,
+with CTranslate2, ``vs_ctranslate2`` (ours / engine, greedy and beam 5, batch 32, fp32) and
+``ratio``, the smaller of those two (without CTranslate2: the cache speedup).
 Without a checkpoint (and no runs/quickstart/best.pt) it uses a seeded untrained model of the
 same sizes, whose outputs run to the length limit: slower, and not what a user sees.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +42,35 @@ def load_model(path: Path | None, device: torch.device):
     else:
         t, source = Translator.untrained(), "seeded untrained model"
     return t.model.to(device), t.config, t.src_vocab, source
+
+
+def engine_comparison(args, src_tok, results, device) -> dict:
+    """CTranslate2 on the same sentences, batch 32, greedy and beam 5, fp32, as many threads
+    as ours. (That both compute the same is tested in tests/test_export.py.)"""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return {}
+    from transformer_mt.export import EngineTranslator, export_ctranslate2
+
+    if args.checkpoint is None or not args.checkpoint.exists():
+        return {}
+    out: dict = {"ctranslate2": {}, "vs_ctranslate2": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        export_ctranslate2(args.checkpoint, tmp)
+        engine = EngineTranslator(tmp, "cuda" if device.type == "cuda" else "cpu",
+                                  threads=torch.get_num_threads())
+        cap = 511
+        for beam in (1, 5):
+            name = f"{'greedy' if beam == 1 else 'beam5'}_batch32_cached"
+            start = time.perf_counter()
+            engine.translate_tokens(src_tok, beam, max_len=cap, batch_size=32)
+            elapsed = time.perf_counter() - start
+            speed = round(len(src_tok) / elapsed, 1)
+            ours = results[name]["sentences_per_s"]
+            out["ctranslate2"][name] = {"sentences_per_s": speed, "seconds": round(elapsed, 2)}
+            out["vs_ctranslate2"]["greedy" if beam == 1 else "beam5"] = round(ours / speed, 2)
+    return out
 
 
 def main() -> None:
@@ -89,14 +122,16 @@ def main() -> None:
                 assert diff == 0, f"{name} and {twin} translate {diff} sentences differently"
             differing += diff
     key = f"beam5_batch{args.batch}"
+    cache_speedup = round(results[f"{key}_cached"]["sentences_per_s"]
+                          / results[f"{key}_uncached"]["sentences_per_s"], 2)
+    engine = engine_comparison(args, src_tok[:n], results, device)
     record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
               "model": source,
               "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
               "identical_with_and_without_cache": differing == 0,
               "sentences_differing_with_and_without_cache": differing,
-              "results": results,
-              "ratio": round(results[f"{key}_cached"]["sentences_per_s"]
-                             / results[f"{key}_uncached"]["sentences_per_s"], 2)}
+              "results": results, "cache_speedup": cache_speedup, **engine,
+              "ratio": min(engine["vs_ctranslate2"].values()) if engine else cache_speedup}
     print(json.dumps(record, indent=2))
 
 

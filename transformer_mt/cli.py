@@ -3,6 +3,7 @@
     mt train       train (or resume) a model from a YAML config
     mt translate   translate sentences, a file or standard input with a checkpoint
     mt evaluate    translate a test split and score it with sacreBLEU (BLEU, chrF)
+    mt export      convert a checkpoint for CTranslate2 (an inference engine)
     mt average     average the weights of several checkpoints into one
     mt plot        plot loss, BLEU and learning rate of a run directory
     mt trace       walk one sentence through every stage of the model, with shapes
@@ -82,7 +83,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.sentences and args.input:
         raise MTError("give sentences or --input FILE, not both")
     refuse_same_file(args.output, [args.input, *args.checkpoint])
-    translator = Translator.load(args.checkpoint, args.device)
+    if args.engine == "ctranslate2":
+        if len(args.checkpoint) > 1:
+            raise MTError("--engine ctranslate2 translates with one exported model")
+        translator = Translator.load_engine(args.checkpoint[0], args.device)
+    else:
+        translator = Translator.load(args.checkpoint, args.device)
     settings = dict(alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
                     sample_topk=args.sample_topk, temperature=args.temperature,
                     sample_seed=args.seed)
@@ -210,7 +216,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- average and info
+# ---------------------------------------------------------------------------- export, average
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from transformer_mt.export import export_ctranslate2
+
+    out = export_ctranslate2(args.checkpoint, args.output_dir, args.quantization)
+    print(f"exported {args.checkpoint} to {out}; translate with: mt translate --engine "
+          f"ctranslate2 --checkpoint {out} ...")
+    return 0
+
 
 def cmd_average(args: argparse.Namespace) -> int:
     from transformer_mt.checkpoint import average_checkpoints, save_checkpoint
@@ -338,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "instead of searching (e.g. for back-translation)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: 1.0)")
     p.add_argument("--seed", type=int, help="seed of the sampling (default: 0)")
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                   help="decode with our PyTorch model, or with a model exported by mt export "
+                   "(--checkpoint is then its directory)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--attention", metavar="PNG",
                    help="save a cross-attention heatmap of the (one) sentence here")
@@ -357,6 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--json", action="store_true", help="print one JSON record")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("export", parents=[common],
+                       help="convert a checkpoint for an inference engine (CTranslate2)")
+    p.add_argument("checkpoint")
+    p.add_argument("output_dir")
+    p.add_argument("--format", choices=["ctranslate2"], default="ctranslate2")
+    p.add_argument("--quantization", choices=["int8", "int8_float32", "float16", "bfloat16"],
+                   help="store the weights quantized (default: float32, as trained)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("average", parents=[common], help="average the weights of checkpoints")
     p.add_argument("checkpoints", nargs="+")

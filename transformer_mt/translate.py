@@ -52,11 +52,13 @@ class Translator:
     averaged at every step).
     """
 
-    def __init__(self, model: Transformer, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
-                 device: torch.device, members: list[Transformer] | None = None) -> None:
+    def __init__(self, model: Transformer | None, config: Config, src_vocab: Vocab,
+                 tgt_vocab: Vocab, device: torch.device,
+                 members: list[Transformer] | None = None, engine: Any = None) -> None:
         self.model, self.config = model, config
         self.src_vocab, self.tgt_vocab, self.device = src_vocab, tgt_vocab, device
-        self.members = members or [model]
+        self.members = members or ([model] if model is not None else [])
+        self.engine = engine  # an EngineTranslator (CTranslate2) instead of the model
         self._bf16_model: torch.nn.Module | None = None  # made once, for bf16 decoding
 
     @classmethod
@@ -75,6 +77,22 @@ class Translator:
         if len(members) > 1:
             return cls(Ensemble(members), config, src_vocab, tgt_vocab, dev, members)
         return cls(model, config, src_vocab, tgt_vocab, dev)
+
+    @classmethod
+    def load_engine(cls, model_dir: str | Path, device: str = "cpu") -> Translator:
+        """A translator whose decoding runs in CTranslate2, from ``mt export``'s directory."""
+        import json
+
+        from transformer_mt.config import config_from_dict
+        from transformer_mt.export import CONFIG_NAME, EngineTranslator
+
+        engine = EngineTranslator(model_dir, "cuda" if device.startswith("cuda") else "cpu")
+        config = config_from_dict(json.loads((Path(model_dir) / CONFIG_NAME).read_text()))
+        vocabs = []
+        for side in ("source", "target"):
+            path = Path(model_dir) / f"{side}_vocabulary.json"
+            vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
+        return cls(None, config, vocabs[0], vocabs[1], pick_device(device), engine=engine)
 
     @classmethod
     def untrained(cls, config: Config | None = None, data_dir: str | None = None,
@@ -96,7 +114,8 @@ class Translator:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``."""
         data = self.config.data
         limit = min(self.config.decode.max_input_tokens,
-                    min(m.cfg.max_source_tokens for m in self.members))
+                    min(m.cfg.max_source_tokens for m in self.members) if self.members
+                    else self.config.model.max_source_tokens)
         ids = []
         for n, tokens in enumerate(tokenize(sentences, data.src_lang, data.lowercase), start=1):
             if len(tokens) > limit:
@@ -138,6 +157,8 @@ class Translator:
         cfg = self.settings(beam_size=beam_size, **settings)
         nonempty = [i for i, s in enumerate(sentences) if s.strip()]
         ids = self.encode([sentences[i] for i in nonempty])
+        if self.engine is not None:
+            return self._translate_with_engine(sentences, nonempty, ids, cfg, nbest, attention)
         model: torch.nn.Module = self.model
         if resolve_precision(cfg.precision, self.device) == "bf16":
             # one copy for all calls (the interactive prompt translates a line at a time)
@@ -153,6 +174,25 @@ class Translator:
                 weights = self.cross_attention(src_ids, h.tokens) if attention else None
                 out[i].append(Translation(detokenize(tokens, lang), tokens, h.score, h.tokens,
                                           weights))
+        return out
+
+    def _translate_with_engine(self, sentences: Sequence[str], nonempty: list[int],
+                               ids: list[list[int]], cfg: DecodeConfig, nbest: int,
+                               attention: bool) -> list[list[Translation]]:
+        if nbest > 1 or attention or cfg.sample_topk:
+            raise MTError("the CTranslate2 engine gives one translation per sentence, without "
+                          "attention weights or sampling; use the PyTorch engine for those")
+        sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
+        cap = self.config.model.max_output_tokens
+        outputs = self.engine.translate_tokens(sources, cfg.beam_size, max_len=cap + 1,
+                                               batch_size=cfg.batch_size)
+        out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
+        lang = self.config.data.tgt_lang
+        for i, src_ids, tokens in zip(nonempty, ids, outputs):
+            limit = min(int(len(src_ids) * cfg.max_len_a) + cfg.max_len_b, cap)
+            tokens = tokens[:limit]  # our length limit: where we would force <eos>
+            out[i] = [Translation(detokenize(tokens, lang), tokens, 0.0,
+                                  self.tgt_vocab.encode(tokens, eos=False))]
         return out
 
     @torch.no_grad()

@@ -1,0 +1,89 @@
+"""mt export: the CTranslate2 model computes our log-probabilities and decodes as we do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
+from tests.toy import VOCAB, toy_pairs, train_toy_model
+from transformer_mt.checkpoint import make_checkpoint, save_checkpoint
+from transformer_mt.config import Config, ModelConfig
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, Vocab
+from transformer_mt.decode.search import greedy
+from transformer_mt.model.transformer import Transformer
+
+pytest.importorskip("ctranslate2")
+
+from transformer_mt.export import EngineTranslator, export_ctranslate2
+
+SYMBOLS = [f"s{i}" for i in range(VOCAB - len(SPECIALS))]  # the toy task's ids 4..13
+
+
+def _export(model: Transformer, tmp_path, name: str) -> EngineTranslator:
+    vocab = Vocab([*SPECIALS, *SYMBOLS])
+    ckpt = make_checkpoint(model, Config(model=model.cfg), vocab, vocab, {"step": 0})
+    save_checkpoint(ckpt, tmp_path / f"{name}.pt")
+    return EngineTranslator(export_ctranslate2(tmp_path / f"{name}.pt", tmp_path / name))
+
+
+def _tokens(ids) -> list[str]:
+    return [SYMBOLS[i - len(SPECIALS)] for i in ids]
+
+
+def _our_log_probs(model: Transformer, src: torch.Tensor, out: list[int]) -> torch.Tensor:
+    tgt_in = torch.tensor([[BOS_ID, *out]])
+    with torch.no_grad():
+        logits = model(src[None], tgt_in, source_mask(src[None]))[0]  # (T, V)
+    gold = torch.tensor([*out, EOS_ID])
+    return logits.log_softmax(-1)[torch.arange(len(gold)), gold]
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_exported_model_scores_like_ours(tmp_path, norm):
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
+                      dropout=0.0, max_positions=32, norm=norm)
+    model = Transformer(cfg, VOCAB, VOCAB, PAD_ID).eval()
+    engine = _export(model, tmp_path, norm)
+    pairs = toy_pairs(40, torch.Generator().manual_seed(3))
+    sources = [_tokens(src[:-1].tolist()) for src, _ in pairs]
+    targets = [_tokens(tgt[1:-1].tolist()) for _, tgt in pairs]
+    for (src, tgt), theirs in zip(pairs, engine.score_tokens(sources, targets)):
+        ours = _our_log_probs(model, src, tgt[1:-1].tolist())
+        assert torch.allclose(ours, torch.tensor(theirs), atol=1e-4)
+
+
+def test_exported_model_decodes_greedily_like_ours(tmp_path):
+    model = train_toy_model(steps=150, seed=2)  # imperfect: its mistakes must match too
+    engine = _export(model, tmp_path, "toy")
+    pairs = toy_pairs(300, torch.Generator().manual_seed(4))
+    src = torch.nn.utils.rnn.pad_sequence([s for s, _ in pairs], batch_first=True,
+                                          padding_value=PAD_ID)
+    ours = greedy(model, src, source_mask(src), max_len_a=1.5, max_len_b=10)
+    limits = [int(len(s) * 1.5) + 10 for s, _ in pairs]
+    theirs = engine.translate_tokens([_tokens(s[:-1].tolist()) for s, _ in pairs],
+                                     max_len=max(limits) + 1)
+    assert [_tokens(h.tokens) for h in ours] == [t[:n] for t, n in zip(theirs, limits)]
+
+
+@needs_data
+def test_mt_export_and_translate_with_the_engine(tmp_path):
+    run_dir = tmp_path / "run"
+    sets = [a for o in [*TINY_OVERRIDES, "train.max_steps=3"] for a in ("--set", o)]
+    assert run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
+                    *sets]).returncode == 0
+    out = tmp_path / "ct2"
+    result = run_cli(["export", "--format", "ctranslate2", str(run_dir / "best.pt"), str(out)])
+    assert result.returncode == 0, result.stderr
+    sentences = ["Ein Hund läuft über die Wiese.", "", "Zwei Männer spielen Fußball."]
+    torch_out = run_cli(["translate", "--checkpoint", str(run_dir / "best.pt"), "--beam", "1",
+                         *sentences])
+    engine_out = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
+                          "--beam", "1", *sentences])
+    assert engine_out.returncode == 0, engine_out.stderr
+    assert engine_out.stdout == torch_out.stdout
+    refused = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
+                       "--nbest", "2", "Ein Hund."])
+    assert refused.returncode != 0 and "PyTorch engine" in refused.stderr

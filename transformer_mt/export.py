@@ -1,0 +1,148 @@
+"""Export a checkpoint to CTranslate2, OpenNMT's C++ inference engine, and translate with it.
+
+The model maps onto CTranslate2's ``TransformerSpec`` layer by layer: pre- or post-norm, ReLU or
+GELU, embeddings scaled by sqrt(d_model), the checkpoint's own sinusoidal table as the position
+encodings, the fused query/key/value projection of self-attention as ``linear[0]``, the query and
+the fused key/value projections of cross-attention as ``linear[0]`` and ``linear[1]``, the
+(tied) output projection, LayerNorm epsilon 1e-5, ``<bos>``/``<eos>``/``<unk>`` as the special
+tokens, and ``<eos>`` appended to every source. ``tests/test_export.py`` checks that the engine
+scores translations with our log-probabilities and decodes greedily as we do.
+
+Needs the optional ``ctranslate2`` package: ``pip install 'transformer_mt[ct2]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer_mt.checkpoint import load_checkpoint, model_from_checkpoint
+from transformer_mt.data.vocab import BOS, EOS, UNK
+from transformer_mt.errors import MTError
+from transformer_mt.fileio import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which the model uses
+CONFIG_NAME = "transformer_mt.json"  # our config, beside the engine's files
+
+
+def _ctranslate2() -> Any:
+    try:
+        import ctranslate2
+    except ImportError as exc:
+        raise MTError("this needs the ctranslate2 package: pip install 'transformer_mt[ct2]' "
+                      "(or pip install ctranslate2)") from exc
+    return ctranslate2
+
+
+def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
+                       quantization: str | None = None) -> Path:
+    """Convert ``checkpoint`` into a CTranslate2 model directory ``out_dir``."""
+    ct2 = _ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    model, config, src_vocab, tgt_vocab = model_from_checkpoint(load_checkpoint(checkpoint),
+                                                                checkpoint)
+    cfg = config.model
+    activation = {"relu": common_spec.Activation.RELU,
+                  "gelu": common_spec.Activation.GELU}[cfg.activation]
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads,
+        pre_norm=cfg.norm == "pre", activation=activation)
+    _set_stack(spec.encoder, model.encoder)
+    _set_stack(spec.decoder, model.decoder)
+    spec.decoder.projection.weight = _array(model.decoder.project.weight)
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
+    spec.config.decoder_start_token = BOS
+    spec.config.add_source_eos = True
+    spec.register_source_vocabulary(list(src_vocab.itos))
+    spec.register_target_vocabulary(list(tgt_vocab.itos))
+
+    class _FromSpec(ct2.converters.Converter):
+        def _load(self) -> Any:
+            return spec
+
+    out = Path(out_dir)
+    _FromSpec().convert(str(out), quantization=quantization, force=True)
+    # what translating needs besides the weights: tokenizer, languages, decoding settings
+    atomic_write_text(out / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
+    log.info("exported %s to %s (CTranslate2 %s)", checkpoint, out, ct2.__version__)
+    return out
+
+
+def _array(t: torch.Tensor) -> Any:
+    return t.detach().float().cpu().numpy()
+
+
+def _linear(spec: Any, linear: torch.nn.Linear) -> None:
+    spec.weight = _array(linear.weight)
+    if linear.bias is not None:
+        spec.bias = _array(linear.bias)
+
+
+def _norm(spec: Any, norm: torch.nn.Module) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def _inputs(spec: Any, stack: torch.nn.Module) -> None:
+    embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    embeddings.weight = _array(stack.embed.weight)
+    spec.scale_embeddings = True
+    spec.position_encodings.encodings = _array(stack.pos.table)
+
+
+def _set_stack(spec: Any, stack: torch.nn.Module) -> None:
+    """One encoder or decoder: inputs, final norm, and per layer self-attention, (for the
+    decoder) cross-attention, and the feed-forward network, each with its LayerNorm."""
+    _inputs(spec, stack)
+    if isinstance(stack.norm, torch.nn.LayerNorm):
+        _norm(spec.layer_norm, stack.norm)
+    for layer_spec, layer in zip(spec.layer, stack.layers):
+        _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv_proj)
+        _linear(layer_spec.self_attention.linear[1], layer.self_attn.out_proj)
+        _norm(layer_spec.self_attention.layer_norm, layer.norm1)
+        norms = [layer.norm2]
+        if hasattr(layer, "cross_attn"):
+            _linear(layer_spec.attention.linear[0], layer.cross_attn.q_proj)
+            _linear(layer_spec.attention.linear[1], layer.cross_attn.kv_proj)
+            _linear(layer_spec.attention.linear[2], layer.cross_attn.out_proj)
+            _norm(layer_spec.attention.layer_norm, layer.norm2)
+            norms = [layer.norm3]
+        _linear(layer_spec.ffn.linear_0, layer.ffn.linear1)
+        _linear(layer_spec.ffn.linear_1, layer.ffn.linear2)
+        _norm(layer_spec.ffn.layer_norm, norms[0])
+
+
+class EngineTranslator:
+    """An exported model in CTranslate2, translating token lists as :class:`Translator` does."""
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu",
+                 compute_type: str = "float32", threads: int = 0) -> None:
+        ct2 = _ctranslate2()
+        if not (Path(model_dir) / "model.bin").is_file():
+            raise MTError(f"'{model_dir}' holds no CTranslate2 model; make one with "
+                          "mt export --format ctranslate2 CKPT DIR")
+        self.engine = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
+                                     intra_threads=threads)
+
+    def translate_tokens(self, sources: Sequence[Sequence[str]], beam_size: int = 1,
+                         max_len: int = 256, batch_size: int = 32) -> list[list[str]]:
+        """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``)."""
+        results = self.engine.translate_batch(
+            [list(s) for s in sources], beam_size=beam_size, max_batch_size=batch_size,
+            max_decoding_length=max_len, return_scores=False)
+        return [r.hypotheses[0] for r in results]
+
+    def score_tokens(self, sources: Sequence[Sequence[str]],
+                     targets: Sequence[Sequence[str]]) -> list[list[float]]:
+        """Per-token log-probabilities of each target (and its ``<eos>``) given its source."""
+        results = self.engine.score_batch([list(s) for s in sources],
+                                          [list(t) for t in targets])
+        return [list(r.log_probs) for r in results]
