@@ -212,6 +212,7 @@ class Trainer:
         if self.cfg.train.threads:
             torch.set_num_threads(self.cfg.train.threads)
         self._claim_run_dir()
+        distributed.barrier(self.dist)  # the others look for last.pt once rank 0 claimed
         ckpt = self._checkpoint_to_resume()
         self._open_run_dir()
         if ckpt is not None:
