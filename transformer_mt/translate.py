@@ -79,20 +79,21 @@ class Translator:
         return cls(model, config, src_vocab, tgt_vocab, dev)
 
     @classmethod
-    def load_engine(cls, model_dir: str | Path, device: str = "cpu") -> Translator:
+    def load_engine(cls, model_dir: str | Path, device: str = "auto") -> Translator:
         """A translator whose decoding runs in CTranslate2, from ``mt export``'s directory."""
         import json
 
         from transformer_mt.config import config_from_dict
         from transformer_mt.export import CONFIG_NAME, EngineTranslator
 
-        engine = EngineTranslator(model_dir, "cuda" if device.startswith("cuda") else "cpu")
+        dev = pick_device(device)
+        engine = EngineTranslator(model_dir, "cuda" if dev.type == "cuda" else "cpu")
         config = config_from_dict(json.loads((Path(model_dir) / CONFIG_NAME).read_text()))
         vocabs = []
         for side in ("source", "target"):
             path = Path(model_dir) / f"{side}_vocabulary.json"
             vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
-        return cls(None, config, vocabs[0], vocabs[1], pick_device(device), engine=engine)
+        return cls(None, config, vocabs[0], vocabs[1], dev, engine=engine)
 
     @classmethod
     def untrained(cls, config: Config | None = None, data_dir: str | None = None,
