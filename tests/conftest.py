@@ -47,6 +47,12 @@ TINY_OVERRIDES = [
 ]
 
 
+def tiny_train_args(run_dir, *overrides: str) -> list[str]:
+    """``mt train`` arguments for a tiny run of config/quickstart.yaml in ``run_dir``."""
+    sets = [arg for o in [*TINY_OVERRIDES, *overrides] for arg in ("--set", o)]
+    return ["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir), *sets]
+
+
 def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 300,
             env: dict[str, str] | None = None, stdin: str | bytes | None = None):
     """Run ``python -m transformer_mt ARGS`` in a subprocess; returns the CompletedProcess."""
@@ -57,3 +63,14 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 300,
     return subprocess.run([sys.executable, "-m", "transformer_mt", *args], cwd=cwd or REPO,
                           capture_output=True, text=text, timeout=timeout, env=full_env,
                           input=stdin)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """One tiny trained run, shared by the tests that only read it: (run_dir, its result)."""
+    if DATA_DIR is None:
+        pytest.skip("Multi30k not found (set MT_DATA_DIR)")
+    run_dir = tmp_path_factory.mktemp("tiny") / "run"
+    result = run_cli(tiny_train_args(run_dir))
+    assert result.returncode == 0, result.stderr
+    return run_dir, result

@@ -4,24 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
+from tests.conftest import TINY_OVERRIDES, needs_data, run_cli, tiny_train_args
 
 pytestmark = needs_data
-
-
-def _sets(overrides: list[str]) -> list[str]:
-    return [arg for o in overrides for arg in ("--set", o)]
-
-
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("cli") / "run"
-    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
-                      *_sets(TINY_OVERRIDES)])
-    assert result.returncode == 0, result.stderr
-    return run_dir, result
 
 
 def test_train_writes_checkpoints_metrics_and_config(trained_run):
@@ -109,8 +94,7 @@ def test_info_and_average(trained_run, tmp_path):
 def test_training_again_on_a_finished_run_resumes_and_does_nothing(trained_run):
     run_dir, _ = trained_run
     before = (run_dir / "metrics.jsonl").read_text()
-    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
-                      *_sets(TINY_OVERRIDES)])
+    result = run_cli(tiny_train_args(run_dir))
     assert result.returncode == 0, result.stderr
     assert "already complete" in result.stderr
     assert (run_dir / "metrics.jsonl").read_text() == before

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
+from tests.conftest import needs_data, run_cli, tiny_train_args
 from transformer_mt.config import Config, config_from_dict, load_config
 from transformer_mt.errors import ConfigError
 
@@ -139,9 +139,7 @@ def test_tensorboard_key_without_the_package_is_a_clear_error(tmp_path):
 
     if importlib.util.find_spec("tensorboard") is not None:
         pytest.skip("tensorboard is installed here")
-    sets = [a for o in [*TINY_OVERRIDES, "train.tensorboard=true"] for a in ("--set", o)]
-    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
-                      str(tmp_path / "run"), *sets])
+    result = run_cli(tiny_train_args(tmp_path / "run", "train.tensorboard=true"))
     assert result.returncode != 0
     assert "pip install 'transformer_mt[tensorboard]'" in result.stderr.strip().splitlines()[-1]
     assert "Traceback" not in result.stderr
@@ -154,9 +152,7 @@ def test_tensorboard_key_without_the_package_is_a_clear_error(tmp_path):
 ])
 def test_training_settings_that_cannot_work_are_refused_before_allocating(tmp_path, overrides,
                                                                           message):
-    sets = [a for o in [*TINY_OVERRIDES, *overrides] for a in ("--set", o)]
-    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
-                      str(tmp_path / "run"), *sets], timeout=120)
+    result = run_cli(tiny_train_args(tmp_path / "run", *overrides), timeout=120)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert message in result.stderr.strip().splitlines()[-1]
     assert "data.max_len" not in result.stderr.strip().splitlines()[-1]

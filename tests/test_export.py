@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
+from tests.conftest import needs_data, run_cli
 from tests.toy import VOCAB, toy_pairs, train_toy_model
 from transformer_mt.checkpoint import make_checkpoint, save_checkpoint
 from transformer_mt.config import Config, ModelConfig
@@ -69,11 +69,8 @@ def test_exported_model_decodes_greedily_like_ours(tmp_path):
 
 
 @needs_data
-def test_mt_export_and_translate_with_the_engine(tmp_path):
-    run_dir = tmp_path / "run"
-    sets = [a for o in [*TINY_OVERRIDES, "train.max_steps=3"] for a in ("--set", o)]
-    assert run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
-                    *sets]).returncode == 0
+def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
+    run_dir, _ = trained_run
     out = tmp_path / "ct2"
     result = run_cli(["export", "--format", "ctranslate2", str(run_dir / "best.pt"), str(out)])
     assert result.returncode == 0, result.stderr

@@ -93,13 +93,8 @@ def test_a_held_run_directory_is_refused_with_the_holder(tmp_path):
 
 
 @needs_data
-def test_translate_and_average_refuse_to_overwrite_their_inputs(tmp_path):
-    from tests.conftest import TINY_OVERRIDES
-
-    run_dir = tmp_path / "run"
-    sets = [a for o in [*TINY_OVERRIDES, "train.max_steps=2"] for a in ("--set", o)]
-    assert run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
-                    *sets]).returncode == 0
+def test_translate_and_average_refuse_to_overwrite_their_inputs(trained_run, tmp_path):
+    run_dir, _ = trained_run
     ckpt = run_dir / "best.pt"
     before = ckpt.read_bytes()
     text = tmp_path / "de.txt"

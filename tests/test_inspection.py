@@ -8,19 +8,14 @@ import matplotlib.image as mpimg
 import pytest
 import torch
 
-from tests.conftest import TINY_OVERRIDES, needs_data, run_cli
+from tests.conftest import needs_data, run_cli
 
 pytestmark = needs_data
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("inspect") / "run"
-    sets = [a for o in TINY_OVERRIDES for a in ("--set", o)]
-    result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
-                      *sets])
-    assert result.returncode == 0, result.stderr
-    return run_dir
+@pytest.fixture
+def run_dir(trained_run):
+    return trained_run[0]
 
 
 def test_plot_writes_readable_pngs(run_dir, tmp_path):

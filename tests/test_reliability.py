@@ -12,15 +12,12 @@ import time
 import pytest
 import torch
 
-from tests.conftest import REPO, TINY_OVERRIDES, needs_data, run_cli
+from tests.conftest import REPO, needs_data, run_cli, tiny_train_args
 
 pytestmark = needs_data
 
 
-def _args(run_dir, *extra: str) -> list[str]:
-    overrides = [*TINY_OVERRIDES, *extra]
-    return ["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir),
-            *[a for o in overrides for a in ("--set", o)]]
+_args = tiny_train_args
 
 
 def _steps(run_dir, kind: str = "train") -> list[int]:
@@ -160,6 +157,8 @@ def test_a_new_run_does_not_clobber_an_earlier_one(tmp_path):
     assert "another run's files" in line and "--overwrite" in line
     assert (run_dir / "best.pt").read_bytes() == best
     assert (run_dir / "metrics.jsonl").read_text() == metrics
+    both = run_cli([*_args(run_dir, "train.max_steps=3"), "--overwrite", "--resume"])
+    assert "pass one of them" in _one_line_error(both)
     result = run_cli([*_args(run_dir, "train.max_steps=3", "model.d_model=64"), "--overwrite"])
     assert result.returncode == 0, result.stderr
     assert _steps(run_dir) == [1, 2, 3]  # the new run's records only
@@ -230,11 +229,9 @@ def test_cuda_where_there_is_none(tmp_path):
     assert "no CUDA GPU" in line and "train.device=cpu" in line
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("rel") / "run"
-    assert run_cli(_args(run_dir, "train.max_steps=2")).returncode == 0
-    return run_dir / "best.pt"
+@pytest.fixture
+def checkpoint(trained_run):
+    return trained_run[0] / "best.pt"
 
 
 def test_translation_input_errors(checkpoint, tmp_path):

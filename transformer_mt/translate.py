@@ -11,14 +11,15 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from transformer_mt.checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import detokenize, tokenize
-from transformer_mt.data.vocab import BOS_ID, Vocab
+from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
-from transformer_mt.decode.search import decode_corpus, with_bf16_linears
+from transformer_mt.decode.search import decode_corpus, max_output_lengths, with_bf16_linears
 from transformer_mt.device import pick_device, resolve_precision
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
@@ -187,11 +188,15 @@ class Translator:
         cap = self.config.model.max_output_tokens
         outputs = self.engine.translate_tokens(sources, cfg.beam_size, max_len=cap + 1,
                                                batch_size=cfg.batch_size)
+        # our length limits, where search would force <eos> (the engine has one per batch)
+        padded = pad_sequence([torch.tensor(s) for s in ids], batch_first=True,
+                              padding_value=PAD_ID)  # (B, S)
+        limits = max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b,
+                                    cap).tolist()
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
         lang = self.config.data.tgt_lang
-        for i, src_ids, tokens in zip(nonempty, ids, outputs):
-            limit = min(int(len(src_ids) * cfg.max_len_a) + cfg.max_len_b, cap)
-            tokens = tokens[:limit]  # our length limit: where we would force <eos>
+        for i, limit, tokens in zip(nonempty, limits, outputs):
+            tokens = tokens[:limit]
             out[i] = [Translation(detokenize(tokens, lang), tokens, 0.0,
                                   self.tgt_vocab.encode(tokens, eos=False))]
         return out

@@ -638,7 +638,7 @@ class Trainer:
             improved = result["val_bleu"] > p.best_bleu
             if improved:
                 p.best_bleu, p.best_step, p.bad_evals = result["val_bleu"], p.step, 0
-                self._save(run, self.run_dir / "best.pt")
+                self._save_best(run)
             else:
                 p.bad_evals += 1
             run.metrics.write({"type": "valid", "step": p.step, "epoch": p.epoch, **result})
@@ -665,12 +665,11 @@ class Trainer:
         return make_checkpoint(run.model, self.cfg, run.src_vocab, run.tgt_vocab,
                                asdict(run.progress), training_state)
 
-    def _save(self, run: Run, path: Path, rng: list[dict[str, Any]] | None = None) -> None:
-        """Save a checkpoint, unless the weights went bad: no file ever holds NaN weights."""
+    def _check_weights(self, run: Run) -> None:
+        """Refuse to save NaN/inf weights: no checkpoint file ever holds them."""
         if not weights_are_finite(run.model.parameters()):
             raise TrainingError(f"the weights became NaN/inf by step {run.progress.step}; not "
                                 f"saving them. {self._last_good()}")
-        save_checkpoint(self._checkpoint(run, rng), path)
 
     def _last_good(self) -> str:
         """Where to go on from, for an error message: a checkpoint that exists, or none."""
@@ -681,20 +680,25 @@ class Trainer:
         return ("No checkpoint was saved before; lower train.lr or raise train.warmup_steps "
                 "and start again")
 
+    def _save_best(self, run: Run) -> None:
+        self._check_weights(run)
+        save_checkpoint(self._checkpoint(run), self.run_dir / "best.pt")
+
     def _save_last(self, run: Run) -> None:
-        """Write ``last.pt`` (and a step checkpoint)."""
+        """Write ``last.pt`` and, with ``train.keep_last``, a step checkpoint (its weights)."""
         step = run.progress.step
         rng = distributed.gather_objects(rng_state(self.device), self.dist)  # every rank's
+        self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
-            self._save(run, self.run_dir / "last.pt", rng)
+            ckpt = self._checkpoint(run, rng)
+            save_checkpoint(ckpt, self.run_dir / "last.pt")
             keep = self.cfg.train.keep_last
             if keep > 0:
-                self._save(run, self.run_dir / f"step_{step:07d}.pt")
+                weights = {k: v for k, v in ckpt.items() if k != "training_state"}
+                save_checkpoint(weights, self.run_dir / f"step_{step:07d}.pt")
                 for old in sorted(self.run_dir.glob("step_*.pt"))[:-keep]:
                     old.unlink()
             log.debug("saved %s at step %d", self.run_dir / "last.pt", step)
-        elif not weights_are_finite(run.model.parameters()):
-            raise TrainingError(f"the weights became NaN/inf by step {step}")
         distributed.barrier(self.dist)
 
 
