@@ -27,21 +27,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, synchronize
-from transformer_mt.data.loader import read_tokenized
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import pick_device
+from transformer_mt.evaluate import read_test_set
 from transformer_mt.translate import Translator
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 
 
-def load_model(path: Path | None, device: torch.device):
-    """The checkpoint's model if it exists, else a seeded untrained one of the default sizes."""
+def load_translator(path: Path | None, device: torch.device) -> tuple[Translator, str]:
+    """The checkpoint's translator if it exists, else a seeded untrained default-sized one."""
     if path is not None and path.exists():
-        t, source = Translator.load(path, str(device)), str(path)
-    else:
-        t, source = Translator.untrained(), "seeded untrained model"
-    return t.model.to(device), t.config, t.src_vocab, source
+        return Translator.load(path, str(device)), str(path)
+    t = Translator.untrained()
+    t.model.to(device)
+    return t, "seeded untrained model"
 
 
 def engine_comparison(args, src_tok, results, device) -> dict:
@@ -89,9 +89,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     n = min(args.sentences, 200 if args.quick else args.sentences)
     device = pick_device(args.device)
-    model, cfg, src_vocab, source = load_model(args.checkpoint, device)
-    _, _, src_tok, _ = read_tokenized(cfg.data, "test_2016_flickr", n)
-    src_ids = [src_vocab.encode(t) for t in src_tok]
+    translator, source = load_translator(args.checkpoint, device)
+    model, cfg = translator.model, translator.config
+    src_text, _ = read_test_set(translator, "test_2016_flickr", n)
+    src_tok = list(translator.tokenizers[0].tokenize(src_text))
+    src_ids = translator.encode(src_text)
     cfg.decode.precision = args.precision
 
     results, outputs = {}, {}

@@ -119,13 +119,11 @@ class TutorialModel(nn.Module):
 
 
 def run_baseline(args) -> dict:
-    from transformer_mt.data.batch import Batch
-    from transformer_mt.data.loader import build_vocabs, encode_pairs, read_tokenized
+    from transformer_mt.data.loader import collate, prepare_data
 
     cfg = config_from_dict({}, SIZES)
-    src_raw, tgt_raw, src_tok, tgt_tok = read_tokenized(cfg.data, "train")
-    sv, tv = build_vocabs(cfg.data, src_tok, tgt_tok)
-    data = encode_pairs(src_tok, tgt_tok, sv, tv, src_raw, tgt_raw, cfg.data.max_len)
+    prepared = prepare_data(cfg)
+    sv, tv, data = prepared.src_vocab, prepared.tgt_vocab, prepared.train
     torch.manual_seed(0)
     device = pick_device(args.device)
     model = TutorialModel(len(sv), len(tv), cfg.model).to(device)
@@ -135,8 +133,7 @@ def run_baseline(args) -> dict:
     tgt_tokens = real = padded = 0
     for i in range(args.warmup + args.steps):
         idx = order[i * n:(i + 1) * n]
-        batch = Batch.from_ids([data.src_ids[j] for j in idx],
-                               [data.tgt_ids[j] for j in idx]).to(device)
+        batch = collate(data, idx).to(device)
         if i == args.warmup:
             synchronize(device)
             start = time.perf_counter()

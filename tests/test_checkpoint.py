@@ -19,7 +19,7 @@ def small_checkpoint(seed: int = 0) -> dict:
     cfg = Config(model=ModelConfig(d_model=16, n_heads=2, n_encoder_layers=1,
                                    n_decoder_layers=1, d_ff=32))
     vocab = Vocab.build([["a", "b"]], min_freq=1)
-    model = ck.build_model(cfg.model, vocab, vocab)
+    model = ck.build_model(cfg, vocab, vocab)
     return ck.make_checkpoint(model, cfg, vocab, vocab, {"step": seed})
 
 

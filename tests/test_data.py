@@ -3,20 +3,26 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 
+import numpy as np
 import pytest
+import torch
 
 from tests.conftest import DATA_DIR, needs_data
-from transformer_mt.config import DataConfig
-from transformer_mt.data import multi30k, tokenize
-from transformer_mt.data.loader import epoch_steps, make_batches, read_tokenized
+from transformer_mt.config import Config, CorpusConfig, DataConfig
+from transformer_mt.data import multi30k
+from transformer_mt.data.corpus import Corpus
+from transformer_mt.data.loader import encode_corpus, epoch_steps, make_batches, prepare_data
+from transformer_mt.data.tokenize import WordTokenizer
 from transformer_mt.errors import DataError
+from transformer_mt.fileio import sha256_of
 
 
 @needs_data
-def test_locate_verifies_and_reads_parallel_splits():
-    src, tgt, sums = multi30k.load_split("val", data_dir=DATA_DIR)
+def test_multi30k_split_is_located_verified_and_read_as_a_corpus():
+    corpus = Corpus.from_config(CorpusConfig(multi30k="val"), "data.valid", "de", "en", DATA_DIR)
+    src, tgt = list(corpus.lines("src")), list(corpus.lines("tgt"))
     assert len(src) == len(tgt) == 1014
-    assert sums["de"] == multi30k.SHA256["val.de.gz"]
+    assert corpus.fingerprint("src") == multi30k.SHA256["val.de.gz"]
 
 
 @needs_data
@@ -58,7 +64,7 @@ def test_corrupt_cached_download_is_fetched_again(tmp_path, monkeypatch):
     monkeypatch.setattr(multi30k, "_download", fake_download)
     path = multi30k.locate("val.en.gz")
     assert calls == ["val.en.gz"] and path == cached
-    assert multi30k.sha256_of(cached) == multi30k.SHA256["val.en.gz"]
+    assert sha256_of(cached) == multi30k.SHA256["val.en.gz"]
     multi30k.locate("val.en.gz")
     assert calls == ["val.en.gz"]  # verified cache is reused
 
@@ -66,27 +72,36 @@ def test_corrupt_cached_download_is_fetched_again(tmp_path, monkeypatch):
 def test_different_line_counts_are_refused(tmp_path):
     (tmp_path / "a.de").write_text("eins\nzwei\n", encoding="utf-8")
     (tmp_path / "a.en").write_text("one\n", encoding="utf-8")
-    with pytest.raises(DataError, match="has 2 lines but"):
-        multi30k.read_parallel(tmp_path / "a.de", tmp_path / "a.en")
+    corpus = Corpus.from_config(CorpusConfig(src=str(tmp_path / "a.de"),
+                                             tgt=str(tmp_path / "a.en")), "data.train", "de", "en")
+    with pytest.raises(DataError, match=r"has 2 lines but .* has 1;"):
+        encode_corpus(corpus, (WordTokenizer("de"), WordTokenizer("en")))
 
 
 @needs_data
-def test_tokenization_is_cached_and_max_pairs_applies(monkeypatch):
-    cfg = DataConfig(data_dir=str(DATA_DIR))
-    _, _, src_tok, _ = read_tokenized(cfg, "val")
-    assert src_tok[0][:3] == ["Eine", "Gruppe", "von"]
+def test_token_ids_are_cached_and_max_pairs_applies(monkeypatch):
+    cfg = Config(data=DataConfig(data_dir=str(DATA_DIR), min_freq=1))
+    cfg.data.train = CorpusConfig(multi30k="val")
+    data = prepare_data(cfg)
+    first = data.train.source(0)[:3].tolist()
+    assert [data.src_vocab.itos[i] for i in first] == ["Eine", "Gruppe", "von"]
 
     def no_more_tokenizing(*args, **kwargs):
         raise AssertionError("tokenized again instead of reading the cache")
 
-    monkeypatch.setattr(tokenize, "tokenize", no_more_tokenizing)
-    src2, _, src_tok2, _ = read_tokenized(cfg, "val", max_pairs=10)
-    assert len(src2) == len(src_tok2) == 10 and src_tok2 == src_tok[:10]
+    monkeypatch.setattr(WordTokenizer, "tokenize", no_more_tokenizing)
+    cfg.data.max_pairs = 10
+    again = prepare_data(cfg)
+    assert len(again.train) == 10
+    assert [again.train.source(k).tolist() for k in range(10)] != []
+    # the vocabulary counts only the first 10 pairs: fewer words, each of them among the first
+    assert len(again.src_vocab) < len(data.src_vocab)
+    assert set(again.src_vocab.itos) <= set(data.src_vocab.itos)
 
 
 def test_detokenize_joins_english_punctuation():
-    assert tokenize.detokenize(["A", "man", "'s", "dog", "(", "black", ")", "runs", "."],
-                               "en") == "A man's dog (black) runs."
+    assert WordTokenizer("en").detokenize(["A", "man", "'s", "dog", "(", "black", ")", "runs",
+                                           "."]) == "A man's dog (black) runs."
 
 
 LENGTHS = [(n % 17 + 1, (n * 7) % 23 + 1) for n in range(500)]
@@ -99,8 +114,40 @@ def test_token_batches_cover_every_example_once_within_budget():
     for b in batches:
         longest = max(max(LENGTHS[i]) for i in b)
         assert len(b) * longest <= 200 or len(b) == 1
-    assert make_batches(LENGTHS, 200, 1, 0) == batches  # a pure function of (seed, epoch)
-    assert make_batches(LENGTHS, 200, 1, 1) != batches  # reshuffled every epoch
+    same = make_batches(LENGTHS, 200, 1, 0)  # a pure function of (seed, epoch)
+    assert [b.tolist() for b in same] == [b.tolist() for b in batches]
+    other = make_batches(LENGTHS, 200, 1, 1)  # reshuffled every epoch
+    assert [b.tolist() for b in other] != [b.tolist() for b in batches]
+
+
+def plain_make_batches(lengths, max_tokens, seed, epoch, shuffle=True):
+    """The planner written with Python lists (as it was before it moved to arrays)."""
+    gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    order = torch.randperm(len(lengths), generator=gen).tolist() if shuffle else \
+        list(range(len(lengths)))
+    order.sort(key=lambda i: (lengths[i][1], lengths[i][0]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        size = max(lengths[i])
+        if current and (len(current) + 1) * max(longest, size) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, size)
+    if current:
+        batches.append(current)
+    if shuffle:
+        perm = torch.randperm(len(batches), generator=gen).tolist()
+        batches = [batches[i] for i in perm]
+    return batches
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_array_planner_equals_the_plain_one(shuffle):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 60, size=(20_000, 2)).tolist()
+    fast = make_batches(np.array(lengths, dtype=np.int32), 1000, 7, 3, shuffle)
+    assert [b.tolist() for b in fast] == plain_make_batches(lengths, 1000, 7, 3, shuffle)
 
 
 def test_length_bucketing_keeps_padding_small():
@@ -116,7 +163,8 @@ def test_ranks_share_each_step_of_the_single_process_plan():
     steps = epoch_steps(LENGTHS, 200, 3, 2, parts=3)
     assert len(steps) == len(single) and all(len(s) == 3 for s in steps)
     for batch, pieces in zip(single, steps):
-        assert [i for piece in pieces for i in piece] == batch  # the same examples, in order
+        assert [i for piece in pieces for i in piece] == batch.tolist()  # same examples, order
         assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
     assert Counter(i for s in steps for b in s for i in b) == Counter(range(len(LENGTHS)))
-    assert epoch_steps(LENGTHS, 200, 3, 2) == [[b] for b in single]
+    assert [[p.tolist() for p in s] for s in epoch_steps(LENGTHS, 200, 3, 2)] == \
+        [[b.tolist()] for b in single]

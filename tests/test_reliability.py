@@ -49,12 +49,16 @@ def _wait_for_step(proc: subprocess.Popen, run_dir, step: int, timeout: float = 
     raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
-def test_resume_after_sigkill_is_bitwise_exact(tmp_path):
+@pytest.mark.parametrize("tokens", [
+    ("data.tokenizer=spacy",),
+    ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true")],
+    ids=["spacy", "sentencepiece"])
+def test_resume_after_sigkill_is_bitwise_exact(tmp_path, tokens):
     n = 14
     # log_every=3 with save_every=4: a save falls inside a log interval, whose partial loss sums
     # must survive the kill too for the logged losses to match
     common = (f"train.max_steps={n}", "train.eval_every=5", "train.keep_last=0",
-              "train.log_every=3")
+              "train.log_every=3", *tokens)
     straight = tmp_path / "straight"
     result = run_cli(_args(straight, *common, "train.save_every=1000"))
     assert result.returncode == 0, result.stderr

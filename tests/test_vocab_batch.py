@@ -50,17 +50,3 @@ def test_batch_shift_masks_and_counts():
     assert b.src_mask.shape == (2, 1, 1, 4)
     assert b.src_mask[1, 0, 0].tolist() == [True, True, False, False]
     assert b.padding_fraction == pytest.approx(1 - 11 / 14)
-
-
-def test_id_sequences_index_like_a_list_of_tensors():
-    from transformer_mt.data.loader import IdSequences
-
-    seqs = [[5, 6, 3], [7, 3], [], [8, 9, 10, 3]]
-    ids = IdSequences(seqs)
-    assert len(ids) == 4
-    assert [t.tolist() for t in ids] == seqs
-    assert ids[-1].tolist() == [8, 9, 10, 3] and ids[-1].dtype == torch.long
-    assert [t.tolist() for t in ids[1:3]] == [[7, 3], []]
-    assert [ids.length(i) for i in range(4)] == [3, 2, 0, 4]
-    with pytest.raises(IndexError):
-        ids[4]

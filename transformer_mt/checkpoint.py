@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from transformer_mt.config import Config, ModelConfig, config_from_dict
+from transformer_mt.config import Config, config_from_dict
+from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import PAD_ID, Vocab
 from transformer_mt.errors import CheckpointError, ConfigError, DataError
 from transformer_mt.fileio import atomic_write
@@ -37,9 +38,11 @@ PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
     "best_bleu": (int, float)}
 
 
-def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
-    """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID)."""
-    return Transformer(cfg, len(src_vocab), len(tgt_vocab), PAD_ID)
+def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
+    """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID);
+    with ``data.shared_vocab``, one embedding matrix for both languages."""
+    return Transformer(config.model, len(src_vocab), len(tgt_vocab), PAD_ID,
+                       config.data.shared_vocab)
 
 
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:
@@ -81,9 +84,11 @@ def rank_rng_state(saved: dict[str, Any], rank: int,
 
 
 def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
-                    progress: dict[str, Any], training_state: dict[str, Any] | None = None
-                    ) -> dict[str, Any]:
-    """Assemble a checkpoint. ``training_state`` (optimizer, scaler, RNG) makes it resumable."""
+                    progress: dict[str, Any], training_state: dict[str, Any] | None = None,
+                    subword_models: tuple[bytes, bytes] | None = None) -> dict[str, Any]:
+    """Assemble a checkpoint. ``training_state`` (optimizer, scaler, RNG) makes it resumable;
+    ``subword_models`` are the SentencePiece models of a subword run (so that the checkpoint
+    alone translates)."""
     ckpt = {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
@@ -94,6 +99,9 @@ def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tg
         "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "progress": dict(progress),
     }
+    if subword_models is not None:
+        ckpt["sentencepiece"] = {side: torch.frombuffer(bytearray(model), dtype=torch.uint8)
+                                 for side, model in zip(("src", "tgt"), subword_models)}
     if training_state is not None:
         ckpt["training_state"] = training_state
     return ckpt
@@ -170,6 +178,12 @@ def _check_structure(ckpt: dict[str, Any], path: Path) -> None:
         expected = PROGRESS_TYPES.get(key)
         if expected is not None and (not isinstance(value, expected) or isinstance(value, bool)):
             refuse(f"progress.{key}", "a number", value)
+    if "sentencepiece" in ckpt:
+        models = ckpt["sentencepiece"]
+        for side in ("src", "tgt"):
+            model = models.get(side) if isinstance(models, dict) else None
+            if not isinstance(model, torch.Tensor) or model.dtype != torch.uint8:
+                refuse(f"sentencepiece.{side}", "a uint8 tensor", model)
     if "training_state" in ckpt:
         state = ckpt["training_state"]
         if not isinstance(state, dict):
@@ -188,9 +202,48 @@ def _first_line(exc: BaseException) -> str:
 
 def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> Config:
     try:
-        return config_from_dict(ckpt["config"])
+        return config_from_dict(_upgrade(ckpt["config"]))
     except (ConfigError, KeyError) as exc:
         raise CheckpointError(f"the config stored in '{path}' is invalid: {exc}") from exc
+
+
+def _upgrade(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored config in today's keys: checkpoints of 0.1 named Multi30k splits
+    (``data.train_split``, ``data.valid_split``) where the data section now names corpora."""
+    data = dict(config.get("data") or {})
+    for old, new in (("train_split", "train"), ("valid_split", "valid")):
+        if old in data:
+            data[new] = {"multi30k": data.pop(old)}
+    return {**config, "data": data}
+
+
+def subword_models_of(ckpt: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """The SentencePiece models a checkpoint carries (as uint8 tensors), or None."""
+    models = ckpt.get("sentencepiece")
+    if not models:
+        return None
+    return (models["src"].numpy().tobytes(), models["tgt"].numpy().tobytes())
+
+
+def vocabs_of(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> tuple[Vocab, Vocab]:
+    try:
+        return Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
+    except (DataError, KeyError) as exc:
+        raise CheckpointError(f"the vocabularies stored in '{path}' are invalid: {exc}") from exc
+
+
+def tokenizers_from_checkpoint(ckpt: dict[str, Any], config: Config,
+                               path: str | Path = "checkpoint") -> tuple[Tokenizer, Tokenizer]:
+    """The source and target tokenizers a checkpoint was trained with."""
+    models = subword_models_of(ckpt)
+    if config.data.tokenizer == "sentencepiece" and models is None:
+        raise CheckpointError(f"'{path}' was trained with SentencePiece but holds no "
+                              "SentencePiece model; use another checkpoint")
+    try:
+        return (make_tokenizer(config.data, "src", models and models[0]),
+                make_tokenizer(config.data, "tgt", models and models[1]))
+    except DataError as exc:
+        raise CheckpointError(f"'{path}': {exc}") from exc
 
 
 def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
@@ -198,11 +251,8 @@ def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
                           ) -> tuple[Transformer, Config, Vocab, Vocab]:
     """Rebuild the model (in eval mode), its config and vocabularies from a loaded checkpoint."""
     config = checkpoint_config(ckpt, path)
-    try:
-        src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
-    except (DataError, KeyError) as exc:
-        raise CheckpointError(f"the vocabularies stored in '{path}' are invalid: {exc}") from exc
-    model = build_model(config.model, src_vocab, tgt_vocab)
+    src_vocab, tgt_vocab = vocabs_of(ckpt, path)
+    model = build_model(config, src_vocab, tgt_vocab)
     try:
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, KeyError) as exc:

@@ -2,7 +2,7 @@
 
     mt train       train (or resume) a model from a YAML config
     mt translate   translate sentences, a file or standard input with a checkpoint
-    mt evaluate    translate a test split and score it with sacreBLEU (BLEU, chrF)
+    mt evaluate    translate a test set (or --src/--ref files) and score it with sacreBLEU
     mt export      convert a checkpoint for CTranslate2 (an inference engine)
     mt average     average the weights of several checkpoints into one
     mt plot        plot loss, BLEU and learning rate of a run directory
@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from transformer_mt.errors import MTError
+from transformer_mt.fileio import text_lines
 from transformer_mt.logs import bars_enabled
 
 log = logging.getLogger("transformer_mt.cli")
@@ -62,17 +63,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- translate
 
-def _read_lines_utf8(stream, name: str) -> Iterator[str]:
-    """Lines of a byte stream as text, without line ends (and without a UTF-8 BOM)."""
-    for n, raw in enumerate(stream, start=1):
-        try:
-            line = raw.decode("utf-8").rstrip("\r\n")
-            yield line.removeprefix("\ufeff") if n == 1 else line
-        except UnicodeDecodeError as exc:
-            raise MTError(f"{name}, line {n}: not valid UTF-8 ({exc.reason} at byte "
-                          f"{exc.start}); convert the input to UTF-8 (e.g. with iconv)") from exc
-
-
 STDIN_CHUNK = 256  # lines of piped standard input translated together
 
 
@@ -101,8 +91,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         path = Path(args.input)
         if not path.is_file():
             raise MTError(f"input file '{path}' not found")
-        with open(path, "rb") as f:
-            lines = list(_read_lines_utf8(f, str(path)))
+        from transformer_mt.data.corpus import read_lines
+
+        lines = list(read_lines(path))
         if not lines:
             raise MTError(f"input file '{path}' is empty; nothing to translate")
     else:
@@ -118,7 +109,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if lines is None:
         if sys.stdin.isatty():
             return _interactive(translator, args)
-        stream = _read_lines_utf8(sys.stdin.buffer, "standard input")
+        stream = text_lines(sys.stdin.buffer, "standard input")
         if args.output:
             lines = list(stream)
         else:  # a pipe: translate it a chunk of lines at a time, in order, as they come
@@ -188,31 +179,51 @@ def _interactive(translator, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ evaluate
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from transformer_mt.evaluate import evaluate_split
+    from transformer_mt.data.corpus import read_lines
+    from transformer_mt.evaluate import evaluate, read_test_set
     from transformer_mt.fileio import atomic_write_text, refuse_same_file
     from transformer_mt.translate import Translator
 
-    refuse_same_file(args.output, [args.checkpoint])
+    if (args.src is None) != (args.ref is None):
+        raise MTError("pass --src and --ref together (the source file and its references)")
+    if args.src is not None and args.split is not None:
+        raise MTError("pass either --split NAME or --src/--ref files, not both")
+    refuse_same_file(args.output, [args.checkpoint, args.src, args.ref])
     translator = Translator.load(args.checkpoint, args.device)
     if args.data_dir:
         translator.config.data.data_dir = args.data_dir
-    result = evaluate_split(translator, args.split, args.beam, args.max_sentences,
-                            progress=bars_enabled())
-    hyps, s, tok_bleu, beam = (result.hypotheses, result.scores, result.bleu_lowercased_tokens,
-                               result.beam_size)
+    if args.src is not None:
+        name = args.src
+        sides = []
+        for flag, path in (("--src", args.src), ("--ref", args.ref)):
+            if not Path(path).is_file():
+                raise MTError(f"{flag} file '{path}' not found")
+            lines = list(read_lines(Path(path)))
+            sides.append(lines[:args.max_sentences] if args.max_sentences else lines)
+        sources, refs = sides
+    else:
+        tests = translator.config.data.test_sets()
+        name = args.split or next(iter(tests), None)
+        if name is None:
+            raise MTError("the checkpoint's config names no test sets (data.test); pass --src "
+                          "and --ref files, or --split valid")
+        if name == "val" and "val" not in tests:
+            name = "valid"
+        sources, refs = read_test_set(translator, name, args.max_sentences)
+    result = evaluate(translator, sources, refs, args.beam, progress=bars_enabled())
+    hyps, s, beam = result.hypotheses, result.scores, result.beam_size
     if args.output:
         atomic_write_text(args.output, "".join(h + "\n" for h in hyps))
         log.info("wrote %d translations to %s", len(hyps), args.output)
-    summary = {"checkpoint": str(args.checkpoint), "split": args.split, "sentences": len(hyps),
-               "beam_size": beam, **s.as_dict(), "bleu_lowercased_tokens": round(tok_bleu, 2)}
+    summary = {"checkpoint": str(args.checkpoint), "split": name, "sentences": len(hyps),
+               "beam_size": beam, **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{args.split} ({len(hyps)} sentences, beam {beam}):")
+        print(f"{name} ({len(hyps)} sentences, beam {beam}):")
         print(f"  {s.bleu_text}")
         print(f"  chrF2 = {s.chrf:.2f}")
         print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
-        print(f"  BLEU on lowercased tokens (tutorial-style, not comparable): {tok_bleu:.2f}")
     return 0
 
 
@@ -366,8 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", parents=[common], help="score a checkpoint with sacreBLEU")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--split", default="test_2016_flickr",
-                   choices=["val", "test_2016_flickr", "test_2017_flickr"])
+    p.add_argument("--split", help="a test set named in the checkpoint's data.test, or valid "
+                   "(default: the first test set, test_2016_flickr for Multi30k)")
+    p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")
+    p.add_argument("--ref", help="the references of --src, line by line")
     p.add_argument("--output", help="write the detokenized translations here")
     p.add_argument("--beam", type=int, help="beam size (default: decode.beam_size)")
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import functools
+import importlib.util
 import math
 import re
 import types
@@ -23,29 +25,122 @@ import yaml
 
 from transformer_mt.errors import ConfigError
 
+MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
+MULTI30K_LANGS = ("de", "en")
+
+
+@dataclass
+class CorpusConfig:
+    """One parallel corpus: a Multi30k split, two line-parallel text files, or one TSV file.
+
+    Files may be gzipped (``.gz``); relative paths are taken from the working directory.
+    """
+
+    multi30k: str | None = None  # a Multi30k split: train, val, test_2016_flickr, test_2017_flickr
+    src: str | None = None  # the source side, one sentence per line
+    tgt: str | None = None  # the target side, line by line parallel to src
+    tsv: str | None = None  # one file of "source<TAB>target" lines
+
+    def validate(self, key: str) -> None:
+        forms = [name for name in ("multi30k", "tsv") if getattr(self, name) is not None]
+        if self.src is not None or self.tgt is not None:
+            forms.append("src/tgt")
+            _check(self.src is not None and self.tgt is not None, key,
+                   "needs both src and tgt files (or one tsv file, or a multi30k split)")
+        _check(len(forms) == 1, key, "must name exactly one corpus: a multi30k split, src and "
+               f"tgt files, or a tsv file (got {', '.join(forms) or 'none'})")
+        if self.multi30k is not None:
+            _check(self.multi30k in MULTI30K_SPLITS, f"{key}.multi30k",
+                   f"must be one of {', '.join(MULTI30K_SPLITS)}, got {self.multi30k!r}")
+
+    def describe(self) -> str:
+        if self.multi30k is not None:
+            return f"Multi30k {self.multi30k}"
+        return self.tsv if self.tsv is not None else f"{self.src} + {self.tgt}"
+
+
+def _default_tests() -> dict[str, CorpusConfig]:
+    return {name: CorpusConfig(multi30k=name) for name in MULTI30K_SPLITS[2:]}
+
 
 @dataclass
 class DataConfig:
-    """Where the corpus comes from and how it is turned into ids."""
+    """Where the corpora come from and how text is turned into ids."""
 
+    src_lang: str = "de"  # any language spaCy knows (ISO code: de, fr, zh, ...)
+    tgt_lang: str = "en"
+    train: CorpusConfig = field(default_factory=lambda: CorpusConfig(multi30k="train"))
+    valid: CorpusConfig = field(default_factory=lambda: CorpusConfig(multi30k="val"))
+    # named test sets for `mt evaluate --split NAME`; default: Multi30k's two when training on it
+    test: dict[str, CorpusConfig] | None = None
     data_dir: str | None = None  # local Multi30k copy; else MT_DATA_DIR, the cache, then download
-    src_lang: Literal["de", "en"] = "de"
-    tgt_lang: Literal["de", "en"] = "en"
-    train_split: str = "train"
-    valid_split: str = "val"
+    # spacy: words (spaCy's rule-based tokenizer); sentencepiece: subword units learnt from the
+    # training corpus (the model travels inside the checkpoint)
+    tokenizer: Literal["spacy", "sentencepiece"] = "spacy"
+    subword: Literal["unigram", "bpe"] = "unigram"  # sentencepiece's algorithm
+    vocab_size: int = 8000  # sentencepiece pieces per vocabulary (specials included)
+    # one vocabulary for both languages; the source embedding, the target embedding and (with
+    # model.tie_embeddings) the output projection are then one matrix
+    shared_vocab: bool = False
     max_pairs: int | None = None  # use only the first N training pairs
     valid_max_pairs: int | None = None  # use only the first N validation pairs
     max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
-    min_freq: int = 2
-    max_vocab: int | None = None  # per language, specials included
+    min_freq: int = 2  # spacy: words seen fewer times are <unk>
+    max_vocab: int | None = None  # spacy: per vocabulary, specials included
     lowercase: bool = False
 
     def validate(self) -> None:
+        for key in ("src_lang", "tgt_lang"):
+            _check_language(getattr(self, key), f"data.{key}")
         _check(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
         _check_positive(self, "data", ["max_len", "min_freq"])
         _check_positive(self, "data", ["max_pairs", "valid_max_pairs"], optional=True)
+        _check(self.vocab_size >= 16, "data.vocab_size", f"must be at least 16, got "
+               f"{self.vocab_size}")
         if self.max_vocab is not None:
             _check(self.max_vocab > 4, "data.max_vocab", "must be greater than 4 (the specials)")
+        for key, corpus in self.corpora().items():
+            corpus.validate(f"data.{key}")
+            if corpus.multi30k is not None:
+                for lang in (self.src_lang, self.tgt_lang):
+                    _check(lang in MULTI30K_LANGS, f"data.{key}",
+                           f"is a Multi30k split, which has {' and '.join(MULTI30K_LANGS)} "
+                           f"only, not {lang!r}; name your own files (data.{key}.src and "
+                           f"data.{key}.tgt, or data.{key}.tsv)")
+
+    def test_sets(self) -> dict[str, CorpusConfig]:
+        """The named test sets: ``data.test``, or Multi30k's when training on Multi30k."""
+        if self.test is not None:
+            return self.test
+        return _default_tests() if self.train.multi30k is not None else {}
+
+    def corpora(self) -> dict[str, CorpusConfig]:
+        """Every corpus of the config by its key: train, valid and test.NAME."""
+        named = {"train": self.train, "valid": self.valid}
+        named.update({f"test.{name}": corpus for name, corpus in self.test_sets().items()})
+        return named
+
+
+@functools.lru_cache(maxsize=1)
+def spacy_languages() -> tuple[str, ...]:
+    """The language codes ``spacy.blank`` knows, read from spaCy's package without importing it
+    (an import takes a second)."""
+    spec = importlib.util.find_spec("spacy")
+    if spec is None or spec.origin is None:
+        return ()
+    lang_dir = Path(spec.origin).parent / "lang"
+    return tuple(sorted(p.name for p in lang_dir.iterdir()
+                        if p.is_dir() and (p / "__init__.py").is_file()))
+
+
+def _check_language(code: str, key: str) -> None:
+    known = spacy_languages()
+    if not known or code in known:
+        return
+    close = difflib.get_close_matches(code, known, n=1, cutoff=0.0)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise ConfigError(f"config key '{key}' is {code!r}, a language spaCy does not know{hint} "
+                      f"(known: {', '.join(known)})")
 
 
 @dataclass
@@ -139,6 +234,9 @@ class TrainConfig:
     patience: int | None = None  # stop after this many validations without a better val BLEU
     eval_beam_size: int = 1  # beam used for val BLEU during training (1 = greedy)
     tensorboard: bool = False  # also log metrics for TensorBoard (needs the tensorboard package)
+    # fine-tuning: start from this checkpoint's weights, vocabularies and tokenizers (the model
+    # and tokenizer settings must match); the optimizer and the step count start afresh
+    init_from: str | None = None
 
     def validate(self) -> None:
         _check(self.max_steps is not None or self.max_epochs is not None, "train.max_steps",
@@ -214,7 +312,14 @@ class Config:
             section.validate()
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(dataclasses.asdict(self))
+        plain = _to_plain(dataclasses.asdict(self))
+        data = plain["data"]  # a corpus lists only the keys it uses
+        for key in ("train", "valid"):
+            data[key] = {k: v for k, v in data[key].items() if v is not None}
+        if data["test"] is not None:
+            data["test"] = {name: {k: v for k, v in corpus.items() if v is not None}
+                            for name, corpus in data["test"].items()}
+        return plain
 
 
 def _to_plain(value: Any) -> Any:
@@ -258,6 +363,20 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             choices = ", ".join(repr(a) for a in args)
             raise ConfigError(f"config key '{key}' must be one of {choices}, got {value!r}")
         return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key '{key}' must be a mapping of names, got {value!r}")
+        _, value_type = args
+        out = {}
+        for name, item in value.items():
+            _check(isinstance(name, str) and bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*",
+                                                               name)),
+                   f"{key}", f"names must be plain names (letters, digits, '.', '_', '-'), got "
+                   f"{name!r}")
+            out[name] = (_from_dict(value_type, item, f"{key}.{name}.")
+                         if dataclasses.is_dataclass(value_type)
+                         else _coerce(item, value_type, f"{key}.{name}"))
+        return out
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "

@@ -1,7 +1,10 @@
-"""Scoring translations with sacreBLEU: BLEU (cased, 13a) and chrF on detokenized text."""
+"""Scoring translations with sacreBLEU: BLEU (cased; 13a, or the target language's tokenizer)
+and chrF on detokenized text."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,8 +12,12 @@ from typing import TYPE_CHECKING
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from transformer_mt.errors import MTError
+
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -26,46 +33,69 @@ class Scores:
                 "bleu_signature": self.bleu_signature, "chrf_signature": self.chrf_signature}
 
 
-def score(hypotheses: Sequence[str], references: Sequence[str]) -> Scores:
-    """Corpus BLEU and chrF of detokenized ``hypotheses`` against raw ``references``."""
+# sacreBLEU's tokenizers for languages that 13a (made for spaced European text) splits badly
+BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+
+
+@functools.lru_cache(maxsize=8)
+def bleu_metric(lang: str | None) -> BLEU:
+    """sacreBLEU's BLEU with the tokenizer for the target language (13a where it has none);
+    where that tokenizer's package is missing, character-level ("char"), with a warning."""
+    name = BLEU_TOKENIZERS.get(lang or "", "13a")
+    try:
+        return BLEU(tokenize=name)
+    except (ImportError, RuntimeError, OSError) as exc:
+        log.warning("sacreBLEU's %s tokenizer for '%s' is not available (%s); scoring with "
+                    "'char' instead", name, lang, str(exc).strip().splitlines()[0])
+        return BLEU(tokenize="char")
+
+
+def score(hypotheses: Sequence[str], references: Sequence[str],
+          lang: str | None = None) -> Scores:
+    """Corpus BLEU and chrF of detokenized ``hypotheses`` against raw ``references`` in the
+    target language ``lang``."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf = bleu_metric(lang), CHRF()
     b = bleu.corpus_score(list(hypotheses), [list(references)])
     c = chrf.corpus_score(list(hypotheses), [list(references)])
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
                   b.format())
 
 
-def lowercase_token_bleu(hypotheses: Sequence[Sequence[str]],
-                         references: Sequence[Sequence[str]]) -> float:
-    """BLEU on lowercased spaCy tokens, as tutorials report it (not comparable to sacreBLEU)."""
-    bleu = BLEU(tokenize="none", lowercase=True, force=True)
-    hyp = [" ".join(h) for h in hypotheses]
-    ref = [" ".join(r) for r in references]
-    return bleu.corpus_score(hyp, [ref]).score
-
-
 @dataclass
 class SplitResult:
-    hypotheses: list[str]  # detokenized translations, in the split's order
+    hypotheses: list[str]  # detokenized translations, in the corpus's order
     scores: Scores
-    bleu_lowercased_tokens: float
     beam_size: int
     seconds: float  # translation time
 
 
-def evaluate_split(translator: Translator, split: str, beam_size: int | None = None,
-                   max_sentences: int | None = None, progress: bool = False) -> SplitResult:
-    """Translate a Multi30k split (its first ``max_sentences``) and score it."""
-    from transformer_mt.data.loader import read_tokenized
-
-    src, refs, _, ref_tokens = read_tokenized(translator.config.data, split, max_sentences)
+def evaluate(translator: Translator, sources: Sequence[str], references: Sequence[str],
+             beam_size: int | None = None, progress: bool = False) -> SplitResult:
+    """Translate ``sources`` and score the translations against ``references``."""
+    if len(sources) != len(references):
+        raise MTError(f"{len(sources):,} source lines but {len(references):,} references; "
+                      "they must be parallel line by line")
     beam = beam_size or translator.config.decode.beam_size
     start = time.perf_counter()
-    results = translator.translate_nbest(src, 1, beam, progress=progress)
+    hypotheses = translator.translate(sources, beam, progress=progress)
     seconds = time.perf_counter() - start
-    hypotheses = [r[0].text for r in results]
-    return SplitResult(hypotheses, score(hypotheses, refs),
-                       lowercase_token_bleu([r[0].tokens for r in results], ref_tokens),
+    return SplitResult(hypotheses, score(hypotheses, references, translator.config.data.tgt_lang),
                        beam, seconds)
+
+
+def read_test_set(translator: Translator, name: str, max_sentences: int | None = None
+                  ) -> tuple[list[str], list[str]]:
+    """Sources and references of a named set of the checkpoint's config (``valid`` or a
+    ``data.test`` name), the first ``max_sentences`` of them."""
+    from transformer_mt.data.loader import corpus_of
+
+    corpus = corpus_of(translator.config.data, name)
+    sides = []
+    for side in ("src", "tgt"):
+        lines = corpus.lines(side)  # type: ignore[arg-type]
+        sides.append([x for _, x in zip(range(max_sentences), lines)] if max_sentences
+                     else list(lines))
+    corpus.check_parallel(len(sides[0]), len(sides[1]))
+    return sides[0], sides[1]

@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
-from transformer_mt.checkpoint import load_checkpoint, model_from_checkpoint
+from transformer_mt.checkpoint import load_checkpoint, model_from_checkpoint, subword_models_of
 from transformer_mt.data.vocab import BOS, EOS, UNK
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import atomic_write_text
+from transformer_mt.fileio import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
     ct2 = _ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
-    model, config, src_vocab, tgt_vocab = model_from_checkpoint(load_checkpoint(checkpoint),
-                                                                checkpoint)
+    ckpt = load_checkpoint(checkpoint)
+    model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, checkpoint)
     cfg = config.model
     activation = {"relu": common_spec.Activation.RELU,
                   "gelu": common_spec.Activation.GELU}[cfg.activation]
@@ -73,6 +73,9 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
     _FromSpec().convert(str(out), quantization=quantization, force=True)
     # what translating needs besides the weights: tokenizer, languages, decoding settings
     atomic_write_text(out / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
+    models = subword_models_of(ckpt)
+    for side, model_bytes in zip(("source", "target"), models or ()):
+        atomic_write(out / f"{side}.spm", lambda f, b=model_bytes: f.write(b))
     log.info("exported %s to %s (CTranslate2 %s)", checkpoint, out, ct2.__version__)
     return out
 

@@ -15,6 +15,7 @@ The guarantees, in one place:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import stat
@@ -160,3 +161,24 @@ def cache_dir() -> Path:
         return Path(os.environ["MT_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "transformer_mt"
+
+
+def sha256_of(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of a UTF-8 byte stream, without line ends and without a leading BOM; a line
+    that is not UTF-8 is named, by number, in a one-line error."""
+    for n, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise MTError(f"{name}, line {n}: not valid UTF-8 ({exc.reason} at byte "
+                          f"{exc.start}); convert it to UTF-8 (e.g. with iconv)") from exc
+        yield line.removeprefix("\ufeff") if n == 1 else line

@@ -206,9 +206,7 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
             break
         out.append(word)
         last = torch.tensor([choice], device=translator.device)
-    from transformer_mt.data.tokenize import detokenize
-
-    emit(f"6. Output: {detokenize(out, translator.config.data.tgt_lang)!r}")
+    emit(f"6. Output: {translator.detokenize(out)!r}")
 
     if figures is not None:
         figures = Path(figures)

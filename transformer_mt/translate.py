@@ -13,10 +13,15 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from transformer_mt.checkpoint import build_model, load_checkpoint, model_from_checkpoint
+from transformer_mt.checkpoint import (
+    build_model,
+    load_checkpoint,
+    model_from_checkpoint,
+    tokenizers_from_checkpoint,
+)
 from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.tokenize import detokenize, tokenize
+from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.search import decode_corpus, max_output_lengths, with_bf16_linears
@@ -55,9 +60,12 @@ class Translator:
 
     def __init__(self, model: Transformer | None, config: Config, src_vocab: Vocab,
                  tgt_vocab: Vocab, device: torch.device,
-                 members: list[Transformer] | None = None, engine: Any = None) -> None:
+                 members: list[Transformer] | None = None, engine: Any = None,
+                 tokenizers: tuple[Tokenizer, Tokenizer] | None = None) -> None:
         self.model, self.config = model, config
         self.src_vocab, self.tgt_vocab, self.device = src_vocab, tgt_vocab, device
+        self.tokenizers = tokenizers or (make_tokenizer(config.data, "src"),
+                                         make_tokenizer(config.data, "tgt"))
         self.members = members or ([model] if model is not None else [])
         self.engine = engine  # an EngineTranslator (CTranslate2) instead of the model
         self._bf16_model: torch.nn.Module | None = None  # made once, for bf16 decoding
@@ -68,16 +76,20 @@ class Translator:
         first one's config gives the decoding settings)."""
         dev = pick_device(device)
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-        loaded = [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths]
+        first = load_checkpoint(paths[0])
+        loaded = [model_from_checkpoint(first, paths[0], dev)]
+        loaded += [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths[1:]]
         model, config, src_vocab, tgt_vocab = loaded[0]
+        tokenizers = tokenizers_from_checkpoint(first, config, paths[0])
         for path, (_, _, src, tgt) in zip(paths[1:], loaded[1:]):
             if (src, tgt) != (src_vocab, tgt_vocab):
                 raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
                               "needs models trained on the same vocabularies")
         members = [m for m, *_ in loaded]
         if len(members) > 1:
-            return cls(Ensemble(members), config, src_vocab, tgt_vocab, dev, members)
-        return cls(model, config, src_vocab, tgt_vocab, dev)
+            return cls(Ensemble(members), config, src_vocab, tgt_vocab, dev, members,
+                       tokenizers=tokenizers)
+        return cls(model, config, src_vocab, tgt_vocab, dev, tokenizers=tokenizers)
 
     @classmethod
     def load_engine(cls, model_dir: str | Path, device: str = "auto") -> Translator:
@@ -90,36 +102,39 @@ class Translator:
         dev = pick_device(device)
         engine = EngineTranslator(model_dir, "cuda" if dev.type == "cuda" else "cpu")
         config = config_from_dict(json.loads((Path(model_dir) / CONFIG_NAME).read_text()))
-        vocabs = []
+        vocabs, models = [], []
         for side in ("source", "target"):
             path = Path(model_dir) / f"{side}_vocabulary.json"
             vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
-        return cls(None, config, vocabs[0], vocabs[1], dev, engine=engine)
+            spm_path = Path(model_dir) / f"{side}.spm"
+            models.append(spm_path.read_bytes() if spm_path.is_file() else None)
+        tokenizers = (make_tokenizer(config.data, "src", models[0]),
+                      make_tokenizer(config.data, "tgt", models[1]))
+        return cls(None, config, vocabs[0], vocabs[1], dev, engine=engine, tokenizers=tokenizers)
 
     @classmethod
     def untrained(cls, config: Config | None = None, data_dir: str | None = None,
                   seed: int = 0) -> Translator:
-        """A seeded, untrained model with vocabularies built from Multi30k (for ``mt trace``)."""
-        from transformer_mt.data.loader import build_vocabs, read_tokenized
+        """A seeded, untrained model with vocabularies built from the config's training corpus
+        (Multi30k by default), for ``mt trace``."""
+        from transformer_mt.data.loader import prepare_data
 
         config = config or Config()
         if data_dir:
             config.data.data_dir = data_dir
-        _, _, src_tok, tgt_tok = read_tokenized(config.data, config.data.train_split,
-                                                config.data.max_pairs)
-        src_vocab, tgt_vocab = build_vocabs(config.data, src_tok, tgt_tok)
+        data = prepare_data(config)
         torch.manual_seed(seed)
-        model = build_model(config.model, src_vocab, tgt_vocab).eval()
-        return cls(model, config, src_vocab, tgt_vocab, torch.device("cpu"))
+        model = build_model(config, data.src_vocab, data.tgt_vocab).eval()
+        return cls(model, config, data.src_vocab, data.tgt_vocab, torch.device("cpu"),
+                   tokenizers=data.tokenizers)
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``."""
-        data = self.config.data
         limit = min(self.config.decode.max_input_tokens,
                     min(m.cfg.max_source_tokens for m in self.members) if self.members
                     else self.config.model.max_source_tokens)
         ids = []
-        for n, tokens in enumerate(tokenize(sentences, data.src_lang, data.lowercase), start=1):
+        for n, tokens in enumerate(self.tokenizers[0].tokenize(sentences), start=1):
             if len(tokens) > limit:
                 log.warning("input %d has %d tokens; only the first %d are translated "
                             "(decode.max_input_tokens)", n, len(tokens), limit)
@@ -168,13 +183,12 @@ class Translator:
             model = self._bf16_model
         hyps = decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest, progress=progress)
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
-        lang = self.config.data.tgt_lang
         for i, src_ids, sentence_hyps in zip(nonempty, ids, hyps):
             out[i] = []
             for h in sentence_hyps:
                 tokens = self.tgt_vocab.decode(h.tokens)
                 weights = self.cross_attention(src_ids, h.tokens) if attention else None
-                out[i].append(Translation(detokenize(tokens, lang), tokens, h.score, h.tokens,
+                out[i].append(Translation(self.detokenize(tokens), tokens, h.score, h.tokens,
                                           weights))
         return out
 
@@ -194,12 +208,15 @@ class Translator:
         limits = max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b,
                                     cap).tolist()
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
-        lang = self.config.data.tgt_lang
         for i, limit, tokens in zip(nonempty, limits, outputs):
             tokens = tokens[:limit]
-            out[i] = [Translation(detokenize(tokens, lang), tokens, 0.0,
+            out[i] = [Translation(self.detokenize(tokens), tokens, 0.0,
                                   self.tgt_vocab.encode(tokens, eos=False))]
         return out
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """Output tokens as text, the target tokenizer's way."""
+        return self.tokenizers[1].detokenize(tokens)
 
     @torch.no_grad()
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,

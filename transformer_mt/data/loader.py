@@ -1,153 +1,225 @@
-"""From raw Multi30k to batches: the corpus as ids, and token-budget batches with length bucketing.
+"""From corpora to batches: the corpora as ids, and token-budget batches with length bucketing.
 
-The order of batches in an epoch is a pure function of ``(seed, epoch)``. That makes resumption
-exact (a run stores only ``epoch`` and the index of the next step) and lets every distributed rank
-build the same plan and take its own share without talking to the others.
+:func:`prepare_data` turns the config's training and validation corpora into
+:class:`ParallelData` (memory-mapped ids, see ``data/encoded.py``), with the tokenizers and the
+vocabularies. Batches are planned from the sentence lengths alone. The order of batches in an
+epoch is a pure function of ``(seed, epoch)``. That makes resumption exact (a run stores only
+``epoch`` and the index of the next step) and lets every distributed rank build the same plan
+and take its own share without talking to the others.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from itertools import chain
 
+import numpy as np
 import torch
-from torch import Tensor
 
-from transformer_mt.config import DataConfig
+from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.data.batch import Batch
-from transformer_mt.data.multi30k import load_split
-from transformer_mt.data.tokenize import tokenize_cached
-from transformer_mt.data.vocab import Vocab
+from transformer_mt.data.corpus import Corpus
+from transformer_mt.data.encoded import EncodedSide, encode_side
+from transformer_mt.data.tokenize import Tokenizer, cached_sentencepiece, make_tokenizer
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
 
 
-class IdSequences(Sequence[Tensor]):
-    """Many 1-D id sequences in one flat tensor: ``seqs[i]`` is a (length_i,) int64 view.
+@dataclass
+class ParallelData:
+    """Sentence pairs as ids: the pairs ``index`` of two encoded sides, whose type ids the
+    lookup tables map into the vocabularies. A source gets ``<eos>``, a target ``<bos>`` and
+    ``<eos>``, when a batch is built. ``references`` holds the raw target lines (validation and
+    test sets only: a training corpus is never held as text)."""
 
-    A corpus of 29k pairs held as 58k small tensors costs ~30 MB of per-object overhead and
-    scatters them over the heap; one flat tensor and its offsets cost what the ids do (3 MB).
-    """
-
-    def __init__(self, seqs: Iterable[Sequence[int]]) -> None:
-        flat: list[int] = []
-        offsets = [0]
-        for seq in seqs:
-            flat.extend(seq)
-            offsets.append(len(flat))
-        self.flat = torch.tensor(flat, dtype=torch.long)  # (total,)
-        self.offsets = offsets
+    src: EncodedSide
+    tgt: EncodedSide
+    src_lookup: np.ndarray  # (types,) int64: type id -> vocabulary id
+    tgt_lookup: np.ndarray
+    index: np.ndarray  # (n,) int32: the pairs kept, as line numbers of the corpus
+    lengths: np.ndarray  # (n, 2) int32: source tokens + <eos>, target tokens + <eos> (the loss's)
+    n_dropped: int = 0  # pairs removed for being longer than data.max_len
+    references: list[str] | None = None
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return len(self.index)
 
-    @overload
-    def __getitem__(self, i: int) -> Tensor: ...
+    def source(self, k: int) -> np.ndarray:
+        """``(S,)`` int64 ids of pair ``k``'s source, ending in ``<eos>``."""
+        ids = self.src_lookup[self.src.sentence(int(self.index[k]))]
+        return np.append(ids, EOS_ID)
 
-    @overload
-    def __getitem__(self, i: slice) -> list[Tensor]: ...
+    def target(self, k: int) -> np.ndarray:
+        """``(T + 2,)`` int64 ids of pair ``k``'s target: ``<bos> y1 ... yn <eos>``."""
+        ids = self.tgt_lookup[self.tgt.sentence(int(self.index[k]))]
+        return np.concatenate([[BOS_ID], ids, [EOS_ID]])
 
-    def __getitem__(self, i: int | slice) -> Tensor | list[Tensor]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"sequence index {i} out of range")
-        return self.flat[self.offsets[i]:self.offsets[i + 1]]
 
-    def length(self, i: int) -> int:
-        return self.offsets[i + 1] - self.offsets[i]
+def lookup_table(types: Sequence[str], vocab: Vocab) -> np.ndarray:
+    """``(len(types),)`` int64: each type's vocabulary id (``<unk>``'s where it has none)."""
+    return np.array([vocab.stoi.get(t, UNK_ID) for t in types], dtype=np.int64)
+
+
+def pair_up(src: EncodedSide, tgt: EncodedSide, src_vocab: Vocab, tgt_vocab: Vocab,
+            max_len: int | None = None, max_pairs: int | None = None,
+            references: Sequence[str] | None = None) -> ParallelData:
+    """The first ``max_pairs`` pairs, less those with a side longer than ``max_len`` tokens."""
+    n = len(src) if max_pairs is None else min(max_pairs, len(src))
+    lengths = np.empty((n, 2), dtype=np.int32)  # 8 bytes a pair: all that planning needs
+    lengths[:, 0] = src.lengths()[:n]
+    lengths[:, 1] = tgt.lengths()[:n]
+    if max_len is not None and int(lengths.max(initial=0)) > max_len:
+        index = np.flatnonzero((lengths <= max_len).all(axis=1)).astype(np.int32)
+        lengths = lengths[index]
+    else:
+        index = np.arange(n, dtype=np.int32)
+    lengths += 1  # <eos> on either side (the target's <bos> is not predicted)
+    refs = None
+    if references is not None:
+        refs = [references[i] for i in index.tolist()]
+    return ParallelData(src, tgt, lookup_table(src.types, src_vocab),
+                        lookup_table(tgt.types, tgt_vocab), index, lengths, n - len(index), refs)
+
+
+def encode_corpus(corpus: Corpus, tokenizers: tuple[Tokenizer, Tokenizer],
+                  progress: bool = False) -> tuple[EncodedSide, EncodedSide]:
+    """Both sides of a corpus as ids (from the cache, or tokenized now), checked parallel."""
+    src = encode_side(corpus, "src", tokenizers[0], progress)
+    tgt = encode_side(corpus, "tgt", tokenizers[1], progress)
+    corpus.check_parallel(len(src), len(tgt))
+    return src, tgt
+
+
+def build_vocabs(cfg: DataConfig, src: EncodedSide, tgt: EncodedSide,
+                 tokenizers: tuple[Tokenizer, Tokenizer]) -> tuple[Vocab, Vocab]:
+    """The vocabularies: a subword model's pieces, or the words counted ``data.min_freq`` times
+    in the (first ``data.max_pairs``) training pairs; one for both sides with shared_vocab."""
+    fixed = (tokenizers[0].fixed_vocab(), tokenizers[1].fixed_vocab())
+    if fixed[0] is not None and fixed[1] is not None:
+        return fixed[0], fixed[1]
+    src_counts = src.type_counts(cfg.max_pairs)
+    tgt_counts = tgt.type_counts(cfg.max_pairs)
+    if cfg.shared_vocab:
+        both = dict(src_counts)
+        for t, c in tgt_counts.items():
+            both[t] = both.get(t, 0) + c
+        vocab = Vocab.from_counts(both, cfg.min_freq, cfg.max_vocab)
+        return vocab, vocab
+    return (Vocab.from_counts(src_counts, cfg.min_freq, cfg.max_vocab),
+            Vocab.from_counts(tgt_counts, cfg.min_freq, cfg.max_vocab))
+
+
+def corpus_of(cfg: DataConfig, key: str) -> Corpus:
+    """The corpus of a config key: ``train``, ``valid`` or the name of a test set."""
+    entry: CorpusConfig | None = {"train": cfg.train, "valid": cfg.valid}.get(key)
+    name = f"data.{key}"
+    if entry is None:
+        tests = cfg.test_sets()
+        if key not in tests:
+            known = ", ".join(["valid", *tests]) or "none"
+            raise DataError(f"no test set named '{key}' in the config (known: {known}); add it "
+                            "under data.test, or pass --src and --ref files")
+        entry, name = tests[key], f"data.test.{key}"
+    return Corpus.from_config(entry, name, cfg.src_lang, cfg.tgt_lang, cfg.data_dir)
+
+
+def subword_models(cfg: DataConfig, train: Corpus, progress: bool = False
+                   ) -> tuple[bytes, bytes]:
+    """SentencePiece models learnt from the (first ``data.max_pairs``) training pairs: one
+    for both sides with ``shared_vocab``, else one per side (cached, see tokenize.py)."""
+    def side(s: str) -> Iterator[str]:
+        lines = train.lines(s)  # type: ignore[arg-type]
+        return lines if cfg.max_pairs is None else (x for _, x in zip(range(cfg.max_pairs), lines))
+
+    extra = f":first{cfg.max_pairs}" if cfg.max_pairs is not None else ""
+    if cfg.shared_vocab:
+        fingerprint = f"{train.fingerprint('src')}+{train.fingerprint('tgt')}{extra}"
+        model = cached_sentencepiece(chain(side("src"), side("tgt")), cfg, fingerprint, progress)
+        return model, model
+    return tuple(cached_sentencepiece(side(s), cfg, train.fingerprint(s) + extra,  # type: ignore
+                                      progress) for s in ("src", "tgt"))
 
 
 @dataclass
-class ParallelData:
-    """A split as id tensors (source ends in ``<eos>``, target has both ends) and raw text."""
+class PreparedData:
+    """What training needs from the data: pairs as ids, vocabularies, tokenizers."""
 
-    src_raw: list[str]
-    tgt_raw: list[str]
-    src_ids: IdSequences
-    tgt_ids: IdSequences
-    n_dropped: int = 0  # pairs removed for being longer than data.max_len
-
-    def __len__(self) -> int:
-        return len(self.src_ids)
-
-    @property
-    def lengths(self) -> list[tuple[int, int]]:
-        return [(self.src_ids.length(i), self.tgt_ids.length(i) - 1) for i in range(len(self))]
+    train: ParallelData
+    valid: ParallelData
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    tokenizers: tuple[Tokenizer, Tokenizer]
+    subword_models: tuple[bytes, bytes] | None  # what the checkpoint must carry
 
 
-def read_tokenized(cfg: DataConfig, split: str, max_pairs: int | None = None,
-                   progress: bool = False) -> tuple[list[str], list[str], list[list[str]],
-                                                     list[list[str]]]:
-    """Raw and tokenized sentences of one split (first ``max_pairs`` pairs when given)."""
-    src, tgt, sums = load_split(split, cfg.src_lang, cfg.tgt_lang, cfg.data_dir)
-    src_tok = tokenize_cached(src, cfg.src_lang, sums[cfg.src_lang], cfg.lowercase, progress)
-    tgt_tok = tokenize_cached(tgt, cfg.tgt_lang, sums[cfg.tgt_lang], cfg.lowercase, progress)
-    if max_pairs is not None:
-        src, tgt, src_tok, tgt_tok = src[:max_pairs], tgt[:max_pairs], src_tok[:max_pairs], \
-            tgt_tok[:max_pairs]
-    return src, tgt, src_tok, tgt_tok
+def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
+                 models: tuple[bytes, bytes] | None = None,
+                 progress: bool = False) -> PreparedData:
+    """Read, check and encode the training and validation corpora. ``vocabs`` and ``models``
+    (SentencePiece) come from a checkpoint to resume or fine-tune from; else they are built
+    from the training corpus."""
+    data = cfg.data
+    train = corpus_of(data, "train")
+    valid = corpus_of(data, "valid")
+    if data.tokenizer == "sentencepiece" and models is None:
+        models = subword_models(data, train, progress)
+    if data.tokenizer != "sentencepiece":
+        models = None
+    tokenizers = (make_tokenizer(data, "src", models and models[0]),
+                  make_tokenizer(data, "tgt", models and models[1]))
+    src, tgt = encode_corpus(train, tokenizers, progress)
+    if vocabs is not None:
+        src_vocab, tgt_vocab = vocabs
+    else:
+        src_vocab, tgt_vocab = build_vocabs(data, src, tgt, tokenizers)
+    max_len = min(data.max_len, cfg.model.max_pair_tokens)
+    train_data = pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs)
+    v_src, v_tgt = encode_corpus(valid, tokenizers)
+    refs = list(valid.lines("tgt"))
+    valid_data = pair_up(v_src, v_tgt, src_vocab, tgt_vocab, cfg.model.max_pair_tokens,
+                         data.valid_max_pairs, refs)
+    return PreparedData(train_data, valid_data, src_vocab, tgt_vocab, tokenizers, models)
 
 
-def encode_pairs(src_tok: Sequence[Sequence[str]], tgt_tok: Sequence[Sequence[str]],
-                 src_vocab: Vocab, tgt_vocab: Vocab, src_raw: Sequence[str] = (),
-                 tgt_raw: Sequence[str] = (), max_len: int | None = None) -> ParallelData:
-    """Turn token lists into id tensors, dropping pairs with a side longer than ``max_len``."""
-    keep = [i for i, (s, t) in enumerate(zip(src_tok, tgt_tok))
-            if max_len is None or (len(s) <= max_len and len(t) <= max_len)]
-    src_raw = list(src_raw) or [" ".join(s) for s in src_tok]
-    tgt_raw = list(tgt_raw) or [" ".join(t) for t in tgt_tok]
-    return ParallelData(
-        src_raw=[src_raw[i] for i in keep],
-        tgt_raw=[tgt_raw[i] for i in keep],
-        src_ids=IdSequences(src_vocab.encode(src_tok[i]) for i in keep),
-        tgt_ids=IdSequences(tgt_vocab.encode(tgt_tok[i], bos=True) for i in keep),
-        n_dropped=len(src_tok) - len(keep),
-    )
-
-
-def build_vocabs(cfg: DataConfig, src_tok: Sequence[Sequence[str]],
-                 tgt_tok: Sequence[Sequence[str]]) -> tuple[Vocab, Vocab]:
-    return (Vocab.build(src_tok, cfg.min_freq, cfg.max_vocab),
-            Vocab.build(tgt_tok, cfg.min_freq, cfg.max_vocab))
-
-
-def make_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int, epoch: int,
-                 shuffle: bool = True) -> list[list[int]]:
+def make_batches(lengths: np.ndarray | Sequence[tuple[int, int]], max_tokens: int, seed: int,
+                 epoch: int, shuffle: bool = True) -> list[np.ndarray]:
     """Group example indices into batches of at most ``max_tokens`` padded tokens.
 
-    Examples are shuffled, then stably sorted by length, so each batch holds sentences of
-    nearly equal length (little padding) and ties are broken differently every epoch. A batch
-    costs ``n * max(longest source, longest target)`` tokens. The batch order is shuffled too.
+    ``lengths`` is ``(n, 2)``: each example's source and target length. Examples are shuffled,
+    then stably sorted by (target, source) length, so each batch holds sentences of nearly equal
+    length (little padding) and ties are broken differently every epoch. A batch costs
+    ``n * max(longest source, longest target)`` tokens. The batch order is shuffled too. Only
+    arrays are built (no Python object per example), so millions of pairs plan in seconds.
     """
+    lengths = np.asarray(lengths).reshape(-1, 2)
     n = len(lengths)
     gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    order = torch.randperm(n, generator=gen).tolist() if shuffle else list(range(n))
-    order.sort(key=lambda i: (lengths[i][1], lengths[i][0]))
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for i in order:
-        size = max(lengths[i])
-        if current and (len(current) + 1) * max(longest, size) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(i)
-        longest = max(longest, size)
-    if current:
-        batches.append(current)
+    order = torch.randperm(n, generator=gen).numpy() if shuffle else np.arange(n)
+    order = order[np.lexsort((lengths[order, 0], lengths[order, 1]))]  # stable
+    sizes = lengths.max(axis=1)[order]
+    starts: list[int] = []  # where each batch but the first begins in ``order``
+    count = longest = 0
+    chunk = 1 << 16
+    for offset in range(0, n, chunk):  # as Python ints a chunk at a time: fast, little memory
+        for j, size in enumerate(sizes[offset:offset + chunk].tolist(), start=offset):
+            if count and (count + 1) * max(longest, size) > max_tokens:
+                starts.append(j)
+                count = longest = 0
+            count += 1
+            longest = max(longest, size)
+    batches = np.split(order, starts) if n else []
     if shuffle:
         perm = torch.randperm(len(batches), generator=gen).tolist()
         batches = [batches[i] for i in perm]
     return batches
 
 
-def epoch_steps(lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int, epoch: int,
-                parts: int = 1) -> list[list[list[int]]]:
+def epoch_steps(lengths: np.ndarray | Sequence[tuple[int, int]], max_tokens: int, seed: int,
+                epoch: int, parts: int = 1) -> list[list[np.ndarray]]:
     """The optimizer steps of one epoch: each step is one batch of at most ``max_tokens``
     padded tokens, split into ``parts`` (ranks x accumulation steps) consecutive pieces.
 
@@ -159,22 +231,47 @@ def epoch_steps(lengths: Sequence[tuple[int, int]], max_tokens: int, seed: int, 
     return [split_batch(batch, parts) for batch in make_batches(lengths, max_tokens, seed, epoch)]
 
 
-def split_batch(batch: Sequence[int], parts: int) -> list[list[int]]:
+def split_batch(batch: np.ndarray, parts: int) -> list[np.ndarray]:
     """``parts`` consecutive pieces of ``batch`` whose sizes differ by at most one."""
     size, extra = divmod(len(batch), parts)
     pieces, start = [], 0
     for i in range(parts):
         end = start + size + (1 if i < extra else 0)
-        pieces.append(list(batch[start:end]))
+        pieces.append(batch[start:end])
         start = end
     return pieces
 
 
-def collate(data: ParallelData, indices: Sequence[int]) -> Batch:
-    return Batch.from_ids([data.src_ids[i] for i in indices], [data.tgt_ids[i] for i in indices])
+def collate(data: ParallelData, indices: Sequence[int] | np.ndarray) -> Batch:
+    """The batch of examples ``indices``: sources (``... <eos>``) and targets (``<bos> ...
+    <eos>``) padded with ``<pad>``, gathered from the memory-mapped ids in a few array
+    operations, whatever the batch size."""
+    indices = np.asarray(indices, dtype=np.int64)
+    rows = data.index[indices].astype(np.int64)  # line numbers in the corpus
+    lengths = data.lengths[indices].astype(np.int64)  # (B, 2), each with its <eos>
+    src = _padded(data.src, data.src_lookup, rows, lengths[:, 0] - 1, lead=0)  # (B, S)
+    tgt = _padded(data.tgt, data.tgt_lookup, rows, lengths[:, 1] - 1, lead=1)  # (B, T + 1)
+    n_src, n_tgt = lengths.sum(axis=0).tolist()
+    return Batch(torch.from_numpy(src), torch.from_numpy(tgt), n_tgt, n_src)
 
 
-def iterate_batches(data: ParallelData, max_tokens: int) -> Iterator[tuple[list[int], Batch]]:
+def _padded(side: EncodedSide, lookup: np.ndarray, rows: np.ndarray, n: np.ndarray,
+            lead: int) -> np.ndarray:
+    """``(B, lead + max(n) + 1)`` int64: ``lead`` x ``<bos>``, each row's ``n`` ids (as
+    vocabulary ids), ``<eos>``, then ``<pad>``."""
+    b = len(rows)
+    out = np.full((b, lead + int(n.max(initial=0)) + 1), PAD_ID, dtype=np.int64)
+    first = np.cumsum(n) - n  # where each row's ids start in the gathered run
+    column = np.arange(int(n.sum())) - np.repeat(first, n)  # (total,) position in its row
+    ids = side.ids[np.repeat(side.offsets[rows], n) + column]  # (total,) type ids
+    out[np.repeat(np.arange(b), n), column + lead] = lookup[ids]
+    out[np.arange(b), n + lead] = EOS_ID
+    if lead:
+        out[:, 0] = BOS_ID
+    return out
+
+
+def iterate_batches(data: ParallelData, max_tokens: int) -> Iterator[tuple[np.ndarray, Batch]]:
     """Batches in length order without shuffling (for validation), with their example indices."""
     for indices in make_batches(data.lengths, max_tokens, seed=0, epoch=0, shuffle=False):
         yield indices, collate(data, indices)

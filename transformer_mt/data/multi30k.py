@@ -1,4 +1,4 @@
-"""The Multi30k Task 1 corpus (raw, German and English): find, download, verify, read.
+"""The Multi30k Task 1 corpus (raw, German and English): find, download and verify its files.
 
 Files are looked for in this order: an explicit data directory (``--data-dir`` or
 ``data.data_dir``), ``MT_DATA_DIR``, then the user cache (``~/.cache/transformer_mt/multi30k``).
@@ -8,7 +8,6 @@ repository. Every file is checked against its known SHA-256 before it is used.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import logging
 import os
@@ -17,13 +16,11 @@ import urllib.request
 from pathlib import Path
 
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import atomic_write, cache_dir, file_lock
+from transformer_mt.fileio import atomic_write, cache_dir, file_lock, sha256_of
 
 log = logging.getLogger(__name__)
 
 URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{name}"
-SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
-LANGS = ("de", "en")
 
 SHA256 = {
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
@@ -35,14 +32,6 @@ SHA256 = {
     "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
     "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
 }
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def search_dirs(data_dir: str | Path | None = None) -> list[Path]:
@@ -101,34 +90,3 @@ def locate(name: str, data_dir: str | Path | None = None) -> Path:
                             f"download failed ({exc}). Point --data-dir or MT_DATA_DIR at a local "
                             "copy of the Multi30k task1 raw files.") from exc
     return target
-
-
-def read_lines(path: Path) -> list[str]:
-    """Read a gzipped (or plain) UTF-8 text file into a list of lines without newlines."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="\n") as f:
-            return [line.rstrip("\r\n") for line in f]
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read '{path}': {exc}") from exc
-
-
-def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
-    """Read two line-parallel files, refusing them when their line counts differ."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(f"'{src_path}' has {len(src)} lines but '{tgt_path}' has {len(tgt)}; "
-                        "the two sides of a split must be parallel line by line")
-    return src, tgt
-
-
-def load_split(split: str, src_lang: str = "de", tgt_lang: str = "en",
-               data_dir: str | Path | None = None) -> tuple[list[str], list[str], dict[str, str]]:
-    """Read one split as parallel (source, target) sentence lists plus their files' SHA-256s."""
-    if split not in SPLITS:
-        raise DataError(f"unknown split '{split}'; choose one of {', '.join(SPLITS)}")
-    src_path = locate(f"{split}.{src_lang}.gz", data_dir)
-    tgt_path = locate(f"{split}.{tgt_lang}.gz", data_dir)
-    src, tgt = read_parallel(src_path, tgt_path)
-    sums = {src_lang: SHA256[src_path.name], tgt_lang: SHA256[tgt_path.name]}
-    return src, tgt, sums

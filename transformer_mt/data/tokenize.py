@@ -1,89 +1,188 @@
-"""Word tokenization with spaCy's rule-based tokenizers, a disk cache, and detokenization.
+"""From text to tokens and back: words (spaCy) or subword units (SentencePiece).
 
-``spacy.blank("de")`` and ``spacy.blank("en")`` tokenize exactly as the ``*_core_*_sm`` pipelines
-do, with no model download. English output is turned back into plain text with sacremoses'
-Moses detokenizer before it is printed or scored.
+A :class:`Tokenizer` splits sentences into token strings and joins a model's output tokens back
+into text. :class:`WordTokenizer` uses ``spacy.blank(lang)`` (rule-based, no model download) and
+sacremoses' Moses detokenizer. :class:`SubwordTokenizer` uses a SentencePiece model (unigram or
+BPE) learnt from the training corpus by :func:`train_sentencepiece`; its pieces are the
+vocabulary, its specials sit at our fixed ids, byte fallback spells out any character it never
+saw (so no input becomes ``<unk>``), and it detokenizes its own output.
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
+import io
 import json
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import version
+from itertools import islice
 from typing import Any
 
-from tqdm.auto import tqdm
-
+from transformer_mt.config import DataConfig
+from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
+from transformer_mt.errors import DataError
 from transformer_mt.fileio import atomic_write, cache_dir, file_lock
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+# languages written without spaces between words: word tokens are joined without them
+UNSPACED = ("zh", "ja", "th", "lo", "km", "my", "bo")
+SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larger corpora)
 
 
-@functools.lru_cache(maxsize=4)
-def _spacy_tokenizer(lang: str):
+class Tokenizer:
+    """Text to token strings (:meth:`tokenize`) and output tokens to text (:meth:`detokenize`)."""
+
+    kind: str
+
+    def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        raise NotImplementedError
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    @property
+    def key(self) -> str:
+        """Everything that changes the tokens, for cache keys."""
+        raise NotImplementedError
+
+    def fixed_vocab(self) -> Vocab | None:
+        """The vocabulary the tokenizer brings (subword models), or None (built from counts)."""
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _spacy_tokenizer(lang: str) -> Any:
     import spacy  # imported lazily: spaCy takes a second to import
 
-    return spacy.blank(lang).tokenizer
+    try:
+        return spacy.blank(lang).tokenizer
+    except (ImportError, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"spaCy cannot tokenize '{lang}' here ({first}); install what it asks "
+                        "for, or use data.tokenizer=sentencepiece") from exc
 
 
-def tokenize(texts: Sequence[str], lang: str, lowercase: bool = False,
-             progress: bool = False) -> list[list[str]]:
-    """Split each text into tokens (whitespace tokens dropped), in batches."""
-    tokenizer = _spacy_tokenizer(lang)
-    docs = tokenizer.pipe(texts, batch_size=1000)
-    if progress:
-        docs = tqdm(docs, total=len(texts), desc=f"tokenize {lang}", unit="sent", leave=False)
-    out = []
-    for doc in docs:
-        tokens = [t.text for t in doc if not t.is_space]
-        out.append([t.lower() for t in tokens] if lowercase else tokens)
-    return out
-
-
-def tokenize_cached(texts: Sequence[str], lang: str, file_sha256: str, lowercase: bool = False,
-                    progress: bool = False) -> list[list[str]]:
-    """Tokenize a whole corpus file's lines, reusing an earlier result from the disk cache.
-
-    The cache key is the file's SHA-256 plus everything that changes the output: language,
-    lowercasing, spaCy's version and this cache's format. Several processes may ask at once: one
-    tokenizes under a file lock, the others wait and read its result.
-    """
-    key_text = json.dumps([CACHE_FORMAT, file_sha256, lang, lowercase, version("spacy"),
-                           len(texts)])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
-    path = cache_dir() / "tokens" / f"{lang}-{key}.json.gz"
-    with file_lock(path.with_suffix(".lock")):
-        if path.is_file():
-            try:
-                with gzip.open(path, "rt", encoding="utf-8") as f:
-                    cached = json.load(f)
-                if isinstance(cached, list) and len(cached) == len(texts):
-                    log.debug("tokenized %s corpus read from %s", lang, path)
-                    return cached
-            except (OSError, EOFError, ValueError):
-                pass
-            log.warning("token cache %s is unreadable; tokenizing again", path)
-        log.info("tokenizing %d %s sentences (cached in %s)", len(texts), lang, path.parent)
-        tokens = tokenize(texts, lang, lowercase, progress)
-        payload = gzip.compress(json.dumps(tokens, ensure_ascii=False).encode("utf-8"),
-                                compresslevel=1)
-        atomic_write(path, lambda f: f.write(payload))
-        return tokens
-
-
-@functools.lru_cache(maxsize=4)
-def _detokenizer(lang: str) -> Any:
+@functools.lru_cache(maxsize=8)
+def _moses_detokenizer(lang: str) -> Any:
     from sacremoses import MosesDetokenizer  # imported lazily, like spaCy: training needs neither
 
     return MosesDetokenizer(lang=lang)
 
 
-def detokenize(tokens: Iterable[str], lang: str) -> str:
-    """Join tokens into plain text (``man 's`` becomes ``man's``, ``( x )`` becomes ``(x)``)."""
-    return _detokenizer(lang).detokenize(list(tokens))
+class WordTokenizer(Tokenizer):
+    """spaCy's rule-based word tokenizer for ``lang`` (whitespace tokens dropped)."""
+
+    kind = "spacy"
+
+    def __init__(self, lang: str, lowercase: bool = False) -> None:
+        self.lang, self.lowercase = lang, lowercase
+
+    def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        for doc in _spacy_tokenizer(self.lang).pipe(texts, batch_size=1000):
+            tokens = [t.text for t in doc if not t.is_space]
+            yield [t.lower() for t in tokens] if self.lowercase else tokens
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """Moses rules (``man 's`` becomes ``man's``, ``( x )`` becomes ``(x)``); languages
+        written without spaces are joined without them."""
+        if self.lang in UNSPACED:
+            return "".join(tokens)
+        return _moses_detokenizer(self.lang).detokenize(list(tokens))
+
+    @property
+    def key(self) -> str:
+        return json.dumps(["spacy", self.lang, self.lowercase, version("spacy")])
+
+
+class SubwordTokenizer(Tokenizer):
+    """A SentencePiece model (its serialized bytes) as a tokenizer."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, model: bytes, lowercase: bool = False) -> None:
+        import sentencepiece as spm
+
+        self.model, self.lowercase = bytes(model), lowercase
+        try:
+            self.processor = spm.SentencePieceProcessor(model_proto=self.model)
+        except (RuntimeError, OSError) as exc:
+            raise DataError(f"not a SentencePiece model ({exc})") from exc
+
+    def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        it = iter(texts)
+        while chunk := list(islice(it, 10_000)):
+            if self.lowercase:
+                chunk = [t.lower() for t in chunk]
+            yield from self.processor.encode(chunk, out_type=str)
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """Pieces back to text; an ``<unk>`` the model produced is left out."""
+        return self.processor.decode([t for t in tokens if t != UNK])
+
+    @property
+    def key(self) -> str:
+        return json.dumps(["sentencepiece", hashlib.sha256(self.model).hexdigest(),
+                           self.lowercase])
+
+    def fixed_vocab(self) -> Vocab:
+        p = self.processor
+        return Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])
+
+
+def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
+    """Learn a SentencePiece model (``cfg.subword``, ``cfg.vocab_size``) from ``texts``.
+
+    Its specials are ours at our ids (``<unk> <pad> <bos> <eos>`` = 0-3). ``vocab_size`` is an
+    upper bound: a small corpus gets the pieces it has.
+    """
+    import sentencepiece as spm
+
+    def lines() -> Iterator[str]:
+        for t in texts:
+            if t.strip():
+                yield t.lower() if cfg.lowercase else t
+
+    out = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=lines(), model_writer=out, vocab_size=cfg.vocab_size,
+            model_type=cfg.subword, character_coverage=0.9995, byte_fallback=True,
+            unk_id=0, pad_id=1, bos_id=2, eos_id=3, unk_piece=UNK, pad_piece=PAD, bos_piece=BOS,
+            eos_piece=EOS, input_sentence_size=SPM_SAMPLE, shuffle_input_sentence=True,
+            hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2)
+    except RuntimeError as exc:
+        raise DataError(f"SentencePiece could not learn a model from the training corpus "
+                        f"({str(exc).strip()}); change data.vocab_size or data.subword") from exc
+    return out.getvalue()
+
+
+def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str,
+                         progress: bool = False) -> bytes:
+    """:func:`train_sentencepiece` once per corpus and settings; later runs (and other ranks,
+    which wait on the lock) read the model from the cache."""
+    key_text = json.dumps([fingerprint, cfg.subword, cfg.vocab_size, cfg.lowercase,
+                           version("sentencepiece"), SPM_SAMPLE])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
+    path = cache_dir() / "sentencepiece" / f"{key}.model"
+    with file_lock(path.with_suffix(".lock")):
+        if path.is_file():
+            log.debug("SentencePiece model read from %s", path)
+            return path.read_bytes()
+        log.info("learning a %s SentencePiece model of %d pieces (cached in %s)", cfg.subword,
+                 cfg.vocab_size, path.parent)
+        model = train_sentencepiece(texts, cfg)
+        atomic_write(path, lambda f: f.write(model))
+        return model
+
+
+def make_tokenizer(cfg: DataConfig, side: str, model: bytes | None = None) -> Tokenizer:
+    """The tokenizer of one side (``src`` or ``tgt``); a subword one needs its model's bytes."""
+    if cfg.tokenizer == "sentencepiece":
+        if model is None:
+            raise DataError(f"the {side} side needs its SentencePiece model")
+        return SubwordTokenizer(model, cfg.lowercase)
+    return WordTokenizer(cfg.src_lang if side == "src" else cfg.tgt_lang, cfg.lowercase)

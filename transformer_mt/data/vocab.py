@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from transformer_mt.errors import DataError
@@ -32,10 +32,14 @@ class Vocab:
     def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 2,
               max_size: int | None = None) -> Vocab:
         """Count tokens; keep those seen ``min_freq`` times, most frequent first (ties by text)."""
-        counts = Counter(tok for sent in sentences for tok in sent)
-        for special in SPECIALS:
-            counts.pop(special, None)
-        kept = sorted((t for t, c in counts.items() if c >= min_freq),
+        return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq,
+                               max_size)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int], min_freq: int = 2,
+                    max_size: int | None = None) -> Vocab:
+        """The tokens counted ``min_freq`` times or more, most frequent first (ties by text)."""
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
                       key=lambda t: (-counts[t], t))
         if max_size is not None:
             kept = kept[: max_size - len(SPECIALS)]

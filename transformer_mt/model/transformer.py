@@ -131,15 +131,22 @@ class Transformer(nn.Module):
     """The encoder-decoder Transformer of "Attention Is All You Need", sized by a ModelConfig.
 
     ``pad_id`` is the id of ``<pad>`` in both vocabularies: its embedding rows start at zero
-    and get no gradient, and the loss ignores it.
+    and get no gradient, and the loss ignores it. With ``shared_vocab`` (one vocabulary for
+    both languages) the encoder embeds with the decoder's embedding matrix, which with
+    ``cfg.tie_embeddings`` is also the output projection: one matrix tied three ways.
     """
 
     def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
-                 pad_id: int) -> None:
+                 pad_id: int, shared_vocab: bool = False) -> None:
         super().__init__()
         self.cfg, self.pad_id = cfg, pad_id
         self.encoder = Encoder(cfg, src_vocab_size, pad_id)
         self.decoder = Decoder(cfg, tgt_vocab_size, pad_id)
+        if shared_vocab:
+            if src_vocab_size != tgt_vocab_size:
+                raise ValueError(f"a shared vocabulary has one size, got {src_vocab_size} "
+                                 f"and {tgt_vocab_size}")
+            self.encoder.embed = self.decoder.embed
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -43,19 +43,20 @@ from transformer_mt.checkpoint import (
     rng_state,
     save_checkpoint,
     set_rng_state,
+    subword_models_of,
+    vocabs_of,
     weights_are_finite,
 )
 from transformer_mt.config import Config, TrainConfig
 from transformer_mt.data.loader import (
     ParallelData,
-    build_vocabs,
+    PreparedData,
     collate,
-    encode_pairs,
     epoch_steps,
     iterate_batches,
-    read_tokenized,
+    prepare_data,
 )
-from transformer_mt.data.tokenize import detokenize
+from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import bound_cpu_kernel_caches, device_memory, resolve_precision
@@ -166,6 +167,8 @@ class Run:
     valid_data: ParallelData
     src_vocab: Vocab
     tgt_vocab: Vocab
+    tokenizers: tuple[Tokenizer, Tokenizer]
+    subword_models: tuple[bytes, bytes] | None  # SentencePiece models, carried by checkpoints
     model: Transformer
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
@@ -175,10 +178,10 @@ class Run:
     progress: Progress = field(default_factory=Progress)
     # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
     loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))
-    tgt_lengths: list[int] = field(init=False)  # target tokens (the loss's) per training pair
+    tgt_lengths: np.ndarray = field(init=False)  # (n,) target tokens (the loss's) per pair
 
     def __post_init__(self) -> None:
-        self.tgt_lengths = [t for _, t in self.train_data.lengths]
+        self.tgt_lengths = self.train_data.lengths[:, 1]
 
 
 class Trainer:
@@ -208,25 +211,33 @@ class Trainer:
     # ------------------------------------------------------------------------- setup stages
 
     def setup(self) -> Run:
-        """Build (or restore) everything the run needs, in order."""
+        """Build (or restore) everything the run needs, in order. The config's data are read
+        and checked before the run directory is touched: a config that fails its checks
+        leaves nothing behind."""
         if self.cfg.train.threads:
             torch.set_num_threads(self.cfg.train.threads)
+        ckpt = None if self.overwrite else self._checkpoint_to_resume()
+        init = self._checkpoint_to_start_from() if ckpt is None else None
+        data = self._load_data(ckpt or init)
         self._claim_run_dir()
-        distributed.barrier(self.dist)  # the others look for last.pt once rank 0 claimed
-        ckpt = self._checkpoint_to_resume()
+        distributed.barrier(self.dist)
         self._open_run_dir()
+        self._describe_data(data)
         if ckpt is not None:
             log.info("resuming from %s at step %d", self.run_dir / "last.pt",
                      ckpt["progress"]["step"])
         seed_everything(self.cfg.train.seed + self.dist.rank)  # each rank its own dropout
-        train_data, valid_data, src_vocab, tgt_vocab = self._load_data(ckpt)
-        self._check_memory(len(src_vocab), len(tgt_vocab))
-        model = build_model(self.cfg.model, src_vocab, tgt_vocab).to(self.device)
+        self._check_memory(len(data.src_vocab), len(data.tgt_vocab))
+        model = build_model(self.cfg, data.src_vocab, data.tgt_vocab).to(self.device)
+        if init is not None:
+            model.load_state_dict(init["model"])
+            log.info("fine-tuning: weights of %s (step %d)", self.cfg.train.init_from,
+                     init["progress"].get("step", 0))
         optimizer = make_optimizer(model, self.cfg.train)
         scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
-        run = Run(train_data, valid_data, src_vocab, tgt_vocab, model, optimizer, scaler,
-                  self._metrics_log(), forward_model=model,
-                  loss_since_log=torch.zeros(2, device=self.device))
+        run = Run(data.train, data.valid, data.src_vocab, data.tgt_vocab, data.tokenizers,
+                  data.subword_models, model, optimizer, scaler, self._metrics_log(),
+                  forward_model=model, loss_since_log=torch.zeros(2, device=self.device))
         if ckpt is not None:
             self._restore(run, ckpt)
         cfg = self.cfg.model
@@ -297,7 +308,7 @@ class Trainer:
                             "been", key, before, now)
         for section in ("model", "data"):
             for key, value in current[section].items():
-                if section == "data" and key == "data_dir":
+                if section == "data" and key in ("data_dir", "test"):
                     continue
                 if stored.get(section, {}).get(key) != value:
                     raise CheckpointError(
@@ -314,37 +325,59 @@ class Trainer:
         if self.dist.enabled:
             log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
 
-    def _load_data(self, ckpt: dict[str, Any] | None
-                   ) -> tuple[ParallelData, ParallelData, Vocab, Vocab]:
-        """Training and validation pairs as ids; vocabularies from the checkpoint or the data."""
+    def _checkpoint_to_start_from(self) -> dict[str, Any] | None:
+        """``train.init_from``'s checkpoint for fine-tuning, checked against the config."""
+        path = self.cfg.train.init_from
+        if path is None:
+            return None
+        ckpt = load_checkpoint(path)
+        stored = ckpt["config"]
+        current = self.cfg.to_dict()
+        checks = [("model", key) for key in current["model"]] + [
+            ("data", key) for key in ("src_lang", "tgt_lang", "tokenizer", "shared_vocab",
+                                      "lowercase")]
+        for section, key in checks:
+            before = stored.get(section, {}).get(key, current[section][key])
+            if before != current[section][key]:
+                raise CheckpointError(
+                    f"train.init_from: '{path}' was trained with {section}.{key}={before!r}, "
+                    f"the config says {current[section][key]!r}; fine-tuning keeps the model "
+                    "and its tokenizer: set the same value")
+        return ckpt
+
+    def _load_data(self, ckpt: dict[str, Any] | None) -> PreparedData:
+        """Training and validation pairs as ids; vocabularies and subword models from the
+        checkpoint (resumed or fine-tuned from), else built from the training corpus."""
         cfg = self.cfg
-        src_raw, tgt_raw, src_tok, tgt_tok = read_tokenized(cfg.data, cfg.data.train_split,
-                                                            cfg.data.max_pairs, self.show_bar)
-        if ckpt is not None:
-            src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
-        else:
-            src_vocab, tgt_vocab = build_vocabs(cfg.data, src_tok, tgt_tok)
+        vocabs = vocabs_of(ckpt) if ckpt is not None else None
+        models = subword_models_of(ckpt) if ckpt is not None else None
+        data = prepare_data(cfg, vocabs, models, self.show_bar and self.is_main)
         max_len = min(cfg.data.max_len, cfg.model.max_pair_tokens)
-        train_data = encode_pairs(src_tok, tgt_tok, src_vocab, tgt_vocab, src_raw, tgt_raw,
-                                  max_len)
-        v_raw_src, v_raw_tgt, v_src, v_tgt = read_tokenized(cfg.data, cfg.data.valid_split,
-                                                            cfg.data.valid_max_pairs)
-        valid_data = encode_pairs(v_src, v_tgt, src_vocab, tgt_vocab, v_raw_src, v_raw_tgt,
-                                  cfg.model.max_pair_tokens)
-        if len(train_data) == 0:
+        if len(data.train) == 0:
             limit = (f"data.max_len={cfg.data.max_len}" if cfg.data.max_len == max_len else
                      f"{max_len} tokens (model.max_positions={cfg.model.max_positions} less "
                      "<bos> and <eos>)")
             raise TrainingError(f"no training pairs left after dropping those longer than "
                                 f"{limit}; raise that limit")
-        log.info("data: %d training pairs (%d longer than %d tokens dropped), %d validation "
-                 "pairs; vocabularies: %d %s, %d %s", len(train_data), train_data.n_dropped,
-                 max_len, len(valid_data), len(src_vocab), cfg.data.src_lang, len(tgt_vocab),
-                 cfg.data.tgt_lang)
-        return train_data, valid_data, src_vocab, tgt_vocab
+        if len(data.valid) == 0:
+            raise TrainingError(f"no validation pairs in {cfg.data.valid.describe()} (or all "
+                                "are too long for model.max_positions)")
+        return data
+
+    def _describe_data(self, data: PreparedData) -> None:
+        cfg = self.cfg.data
+        vocab = (f"one shared vocabulary of {len(data.src_vocab)}" if cfg.shared_vocab else
+                 f"vocabularies: {len(data.src_vocab)} {cfg.src_lang}, "
+                 f"{len(data.tgt_vocab)} {cfg.tgt_lang}")
+        log.info("data: %d training pairs from %s (%d longer than %d tokens dropped), %d "
+                 "validation pairs; %s tokens, %s", len(data.train), cfg.train.describe(),
+                 data.train.n_dropped, min(cfg.max_len, self.cfg.model.max_pair_tokens),
+                 len(data.valid), cfg.tokenizer, vocab)
 
     def _check_memory(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
         """Refuse, before allocating, a model whose training state cannot fit in memory."""
+        if self.cfg.data.shared_vocab:
+            src_vocab_size = 0  # the source embedding is the target's
         params = self.cfg.model.num_parameters(src_vocab_size, tgt_vocab_size)
         need = params * 4 * 4  # fp32 weights, gradients and AdamW's two moments
         have = device_memory(self.device)
@@ -472,7 +505,7 @@ class Trainer:
         by_steps = t.max_steps if t.max_steps is not None else math.inf
         return int(min(by_epochs, by_steps))
 
-    def epoch_plan(self, run: Run, epoch: int) -> list[list[list[int]]]:
+    def epoch_plan(self, run: Run, epoch: int) -> list[list[np.ndarray]]:
         """The steps of ``epoch``: for each, the batches of every rank and accumulation."""
         t = self.cfg.train
         return epoch_steps(run.train_data.lengths, t.max_tokens, t.seed, epoch,
@@ -545,14 +578,14 @@ class Trainer:
         Returns the gradient norm and this rank's target tokens.
         """
         t = self.cfg.train
-        global_tokens = sum(run.tgt_lengths[i] for b in step_batches for i in b)
+        global_tokens = int(sum(run.tgt_lengths[b].sum() for b in step_batches))
         mine = step_batches[self.dist.rank * t.accum_steps:(self.dist.rank + 1) * t.accum_steps]
         acc = run.loss_since_log
         n_tokens = 0
         for j, indices in enumerate(mine):
             weight = 1.0
-            if not indices:  # the epoch's last step has no batch here: contribute nothing
-                indices, weight = next(b for b in step_batches if b), 0.0
+            if len(indices) == 0:  # the epoch's last step has no batch here: add nothing
+                indices, weight = next(b for b in step_batches if len(b)), 0.0
             batch = collate(run.train_data, indices).to(self.device)
             sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
             with contextlib.nullcontext() if sync else run.forward_model.no_sync():
@@ -619,12 +652,14 @@ class Trainer:
         decode = self.cfg.decode
         if self.device.type == "cuda":  # a GPU decodes far more sentences at once
             decode = dataclasses.replace(decode, batch_size=max(decode.batch_size, 512))
-        hyps = decode_corpus(model, [s.tolist() for s in data.src_ids], decode, self.device,
+        sources = [data.source(k).tolist() for k in range(len(data))]
+        hyps = decode_corpus(model, sources, decode, self.device,
                              beam_size=self.cfg.train.eval_beam_size)
-        lang = self.cfg.data.tgt_lang
-        texts = [detokenize(run.tgt_vocab.decode(h[0].tokens), lang) for h in hyps]
-        refs = [r.lower() for r in data.tgt_raw] if self.cfg.data.lowercase else data.tgt_raw
-        s = score(texts, refs)
+        detokenize = run.tokenizers[1].detokenize
+        texts = [detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps]
+        refs = data.references or []
+        refs = [r.lower() for r in refs] if self.cfg.data.lowercase else refs
+        s = score(texts, refs, self.cfg.data.tgt_lang)
         model.train()
         val_loss = total / max(tokens, 1)
         return {"val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
@@ -663,7 +698,7 @@ class Trainer:
                               "rng": {"ranks": rng},
                               "loss_since_log": run.loss_since_log.detach().cpu().clone()}
         return make_checkpoint(run.model, self.cfg, run.src_vocab, run.tgt_vocab,
-                               asdict(run.progress), training_state)
+                               asdict(run.progress), training_state, run.subword_models)
 
     def _check_weights(self, run: Run) -> None:
         """Refuse to save NaN/inf weights: no checkpoint file ever holds them."""

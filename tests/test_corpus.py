@@ -1,0 +1,253 @@
+"""Your own data: corpora from files (pairs of text files, TSV, gzip) in any language pair,
+subword units, the token-id cache, fine-tuning, and the one-line errors for bad data."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import REPO, run_cli
+from transformer_mt.config import Config, CorpusConfig, DataConfig, load_config
+from transformer_mt.data.batch import Batch
+from transformer_mt.data.loader import collate, prepare_data
+from transformer_mt.errors import ConfigError
+
+# A toy French -> Spanish corpus: every combination of subject, colour and verb.
+SUBJECTS = [("le chat", "el gato"), ("le chien", "el perro"), ("le cheval", "el caballo"),
+            ("l'oiseau", "el pájaro"), ("le garçon", "el niño"), ("l'homme", "el hombre")]
+COLOURS = [("noir", "negro"), ("blanc", "blanco"), ("rouge", "rojo"), ("vert", "verde"),
+           ("gris", "gris")]
+VERBS = [("mange", "come"), ("dort", "duerme"), ("court", "corre"), ("saute", "salta"),
+         ("chante", "canta"), ("joue", "juega")]
+
+
+def toy_pairs() -> list[tuple[str, str]]:
+    pairs = []
+    for (s_fr, s_es), (c_fr, c_es), (v_fr, v_es) in itertools.product(SUBJECTS, COLOURS, VERBS):
+        pairs.append((f"{s_fr.capitalize()} {c_fr} {v_fr}.", f"{s_es.capitalize()} {c_es} {v_es}."))
+    return pairs  # 180 pairs
+
+
+def write_corpus(directory, form: str) -> dict:
+    """The toy corpus as a data section: ``pair`` (two .gz files) or ``tsv`` (one file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pairs = toy_pairs()
+    train, valid = pairs, pairs[::9]
+    out = {}
+    for name, rows in (("train", train), ("valid", valid)):
+        if form == "tsv":
+            path = directory / f"{name}.tsv"
+            path.write_text("".join(f"{a}\t{b}\n" for a, b in rows), encoding="utf-8")
+            out[name] = {"tsv": str(path)}
+        else:
+            for lang, column in (("fr", 0), ("es", 1)):
+                with gzip.open(directory / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
+                    f.writelines(row[column] + "\n" for row in rows)
+            out[name] = {"src": str(directory / f"{name}.fr.gz"),
+                         "tgt": str(directory / f"{name}.es.gz")}
+    return {"src_lang": "fr", "tgt_lang": "es", **out, "min_freq": 1, "max_len": 40}
+
+
+TINY = {"model": {"d_model": 64, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1,
+                  "d_ff": 128, "max_positions": 64, "dropout": 0.0},
+        "train": {"max_tokens": 300, "max_steps": 200, "warmup_steps": 20, "lr": 5e-3,
+                  "log_every": 10, "eval_every": 50, "save_every": 50, "precision": "fp32",
+                  "threads": 1, "keep_last": 0},
+        "decode": {"beam_size": 1}}
+
+
+def write_config(path, data: dict, **sections) -> None:
+    config = {"name": "toy", "data": data, **TINY}
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+
+
+@pytest.mark.parametrize("form", ["tsv", "pair"])
+def test_train_on_your_own_files_in_a_third_language_pair(tmp_path, form):
+    """A French -> Spanish model from a TSV file or two gzipped files, then translated with
+    nothing but its checkpoint (corpus files gone, run from another directory)."""
+    data = write_corpus(tmp_path / "corpus", form)
+    write_config(tmp_path / "toy.yaml", data)
+    run_dir = tmp_path / "run"
+    result = run_cli(["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    assert "180 training pairs" in (run_dir / "train.log").read_text()
+    shutil.rmtree(tmp_path / "corpus")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_cli(["translate", "--checkpoint", str(run_dir / "last.pt"),
+                      "Le chien blanc court.", "L'oiseau rouge chante."], cwd=elsewhere,
+                     env={"PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["El perro blanco corre.", "El pájaro rojo canta."]
+
+
+def tiny_multi30k(*sets: str) -> list[str]:
+    from tests.conftest import TINY_OVERRIDES
+
+    return [a for o in [*TINY_OVERRIDES, *sets] for a in ("--set", o)]
+
+
+def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_user(tmp_path):
+    data = write_corpus(tmp_path / "corpus", "tsv")
+    write_config(tmp_path / "toy.yaml", {**data, "tokenizer": "sentencepiece",
+                                         "vocab_size": 300, "shared_vocab": True})
+    run_dir = tmp_path / "run"
+    result = run_cli(["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    ckpt = torch.load(run_dir / "last.pt", weights_only=True)
+    assert ckpt["sentencepiece"]["src"].dtype == torch.uint8
+    assert ckpt["src_vocab"] == ckpt["tgt_vocab"]  # one shared vocabulary
+    shutil.rmtree(tmp_path / "corpus")
+
+    from transformer_mt import Translator
+
+    translator = Translator.load(run_dir / "last.pt", device="cpu")
+    model = translator.model
+    # one matrix tied three ways: source embedding, target embedding, output projection
+    assert model.encoder.embed.weight is model.decoder.embed.weight
+    assert model.decoder.project.weight is model.decoder.embed.weight
+    # characters never seen in training are spelt in bytes, never <unk>
+    ids = translator.encode(["Le chat Ω€ mange."])[0]
+    assert 0 not in ids
+    out = translator.translate(["Le chat noir mange.", "Le chien gris dort."])
+    assert out == ["El gato negro come.", "El perro gris duerme."]
+    forced = translator.tokenizers[1].detokenize(["▁El", "<unk>", "▁gato"])
+    assert "<unk>" not in forced and "⁇" not in forced
+
+
+def test_fine_tuning_starts_from_a_checkpoint_and_refuses_another_model(tmp_path):
+    data = write_corpus(tmp_path / "corpus", "tsv")
+    write_config(tmp_path / "base.yaml", data, train={"max_steps": 20})
+    base = tmp_path / "base"
+    result = run_cli(["train", "--config", str(tmp_path / "base.yaml"), "--run-dir", str(base)])
+    assert result.returncode == 0, result.stderr
+
+    write_config(tmp_path / "tune.yaml", data,
+                 train={"max_steps": 1, "init_from": str(base / "last.pt"), "lr": 1e-9,
+                        "warmup_steps": 0})
+    tuned = tmp_path / "tuned"
+    result = run_cli(["train", "--config", str(tmp_path / "tune.yaml"), "--run-dir", str(tuned)])
+    assert result.returncode == 0, result.stderr
+    a = torch.load(base / "last.pt", weights_only=True)
+    b = torch.load(tuned / "last.pt", weights_only=True)
+    assert b["progress"]["step"] == 1 and a["src_vocab"] == b["src_vocab"]
+    # a step at lr 1e-9 barely moves the weights it started from
+    assert all(torch.allclose(a["model"][k], b["model"][k], atol=1e-6) for k in a["model"])
+
+    write_config(tmp_path / "other.yaml", data, model={"d_model": 128},
+                 train={"init_from": str(base / "last.pt")})
+    result = run_cli(["train", "--config", str(tmp_path / "other.yaml"), "--run-dir",
+                      str(tmp_path / "other")])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "model.d_model=64" in result.stderr and "128" in result.stderr
+    assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize("problem, expected", [
+    ("missing", "data.train.src: '{dir}/missing.fr' not found"),
+    ("empty", "'{dir}/empty.fr' is empty"),
+    ("latin1", "line 3: not valid UTF-8"),
+    ("counts", "has 4 lines but '{dir}/b.es' has 3;"),
+    ("columns", "line 2 has 3 tab-separated columns"),
+])
+def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, expected):
+    d = tmp_path
+    (d / "a.fr").write_text("un\ndeux\ntrois\nquatre\n", encoding="utf-8")
+    (d / "b.es").write_text("uno\ndos\ntres\n", encoding="utf-8")
+    (d / "empty.fr").write_bytes(b"")
+    (d / "latin1.fr").write_bytes("un\ndeux\ntr\u00e8s\n".encode("latin-1"))
+    (d / "bad.tsv").write_text("un\tuno\ndeux\tdos\textra\n", encoding="utf-8")
+    train = {"missing": {"src": str(d / "missing.fr"), "tgt": str(d / "b.es")},
+             "empty": {"src": str(d / "empty.fr"), "tgt": str(d / "b.es")},
+             "latin1": {"src": str(d / "latin1.fr"), "tgt": str(d / "b.es")},
+             "counts": {"src": str(d / "a.fr"), "tgt": str(d / "b.es")},
+             "columns": {"tsv": str(d / "bad.tsv")}}[problem]
+    write_config(d / "bad.yaml", {"src_lang": "fr", "tgt_lang": "es", "train": train,
+                                  "valid": train})
+    run_dir = d / "run"
+    result = run_cli(["train", "--config", str(d / "bad.yaml"), "--run-dir", str(run_dir)])
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]  # the error: one line, after any progress
+    assert last.startswith("mt train: error:") and expected.format(dir=d) in last, last
+    assert not run_dir.exists()
+
+
+def test_config_names_the_corpus_key_and_the_nearest_language():
+    with pytest.raises(ConfigError, match=r"'data.src_lang' is 'fre'.*did you mean 'fr'"):
+        load_config(None, ["data.src_lang=fre"])
+    with pytest.raises(ConfigError, match=r"data\.train.* needs both src and tgt"):
+        load_config(None, ["data.train={src: a.fr}"])
+    with pytest.raises(ConfigError, match="exactly one corpus"):
+        load_config(None, ["data.train={tsv: a.tsv, multi30k: train}"])
+    with pytest.raises(ConfigError, match="Multi30k split, which has de and en only"):
+        load_config(None, ["data.src_lang=fr"])
+    config = load_config(None, ["data.src_lang=zh", "data.tgt_lang=ja",
+                                "data.train={tsv: a.tsv}", "data.valid={tsv: b.tsv}"])
+    assert config.data.test_sets() == {}  # Multi30k's test sets only go with Multi30k
+
+
+def test_bleu_tokenizer_follows_the_target_language():
+    from transformer_mt.evaluate import score
+
+    hyp, ref = ["我喜欢猫。"], ["我喜欢狗。"]
+    zh = score(hyp, ref, "zh")
+    assert "tok:zh" in zh.bleu_signature
+    assert zh.bleu > score(hyp, ref, "en").bleu  # 13a sees one word, zh sees characters
+    assert "tok:13a" in score(["A cat."], ["A dog."], "fr").bleu_signature
+
+
+def test_evaluate_scores_any_file_pair(tmp_path):
+    data = write_corpus(tmp_path / "corpus", "tsv")
+    write_config(tmp_path / "toy.yaml", data)
+    run_dir = tmp_path / "run"
+    assert run_cli(["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir",
+                    str(run_dir)]).returncode == 0
+    pairs = toy_pairs()[:30]
+    (tmp_path / "t.fr").write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
+    (tmp_path / "t.es").write_text("".join(b + "\n" for _, b in pairs), encoding="utf-8")
+    result = run_cli(["evaluate", "--checkpoint", str(run_dir / "last.pt"), "--src",
+                      str(tmp_path / "t.fr"), "--ref", str(tmp_path / "t.es"), "--json",
+                      "--beam", "1", "--output", str(tmp_path / "hyp.es")])
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["sentences"] == 30 and record["bleu"] > 90
+    hyps = (tmp_path / "hyp.es").read_text(encoding="utf-8").splitlines()
+    assert sum(h == b for h, (_, b) in zip(hyps, pairs)) >= 28
+    result = run_cli(["evaluate", "--checkpoint", str(run_dir / "last.pt"), "--src",
+                      str(tmp_path / "t.fr")])
+    assert result.returncode != 0 and "--src and --ref together" in result.stderr
+
+
+def test_token_id_cache_equals_fresh_tokenization_and_plans_from_lengths(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    data = write_corpus(tmp_path / "corpus", "pair")
+    cfg = Config(data=DataConfig(src_lang="fr", tgt_lang="es", min_freq=1,
+                                 train=CorpusConfig(**data["train"]),
+                                 valid=CorpusConfig(**data["valid"])))
+    first = prepare_data(cfg)
+    assert isinstance(first.train.src.ids, np.memmap)
+    again = prepare_data(cfg)  # read back from the cache
+    pairs = toy_pairs()
+    for k in (0, 57, 179):
+        src_tokens = [first.src_vocab.itos[i] for i in again.train.source(k)[:-1]]
+        assert src_tokens == next(first.tokenizers[0].tokenize([pairs[k][0]]))
+        assert again.train.target(k).tolist() == first.train.target(k).tolist()
+    assert again.valid.references == [b for _, b in pairs[::9]]
+    # a batch gathered from the memory map in one go equals one padded example by example
+    for indices in ([0, 5, 179, 33], [7], list(range(0, 180, 2))):
+        fast = collate(again.train, indices)
+        plain = Batch.from_ids([torch.from_numpy(again.train.source(k)) for k in indices],
+                               [torch.from_numpy(again.train.target(k)) for k in indices])
+        assert torch.equal(fast.src, plain.src) and torch.equal(fast.tgt, plain.tgt)
+        assert (fast.n_tokens, fast.n_src_tokens) == (plain.n_tokens, plain.n_src_tokens)
+    assert len(list((tmp_path / "cache" / "corpus").glob("*/ids.bin"))) == 4

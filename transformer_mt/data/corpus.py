@@ -1,0 +1,112 @@
+"""Parallel corpora as files: a Multi30k split, two line-parallel text files, or one TSV file.
+
+A :class:`Corpus` reads one side at a time as a stream of lines, so a corpus larger than
+memory is never held whole. Everything a user can get wrong is found here and named in one
+line: a missing, unreadable or empty file, a line that is not UTF-8 (its number), sides of
+different lengths (both counts), a TSV line without exactly two columns.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from transformer_mt.config import CorpusConfig
+from transformer_mt.data import multi30k
+from transformer_mt.errors import DataError
+from transformer_mt.fileio import sha256_of, text_lines
+
+Side = Literal["src", "tgt"]
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file, plain or gzipped, without line ends (and BOM)."""
+    try:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
+            yield from text_lines(f, f"'{path}'")
+    except (OSError, EOFError) as exc:
+        raise DataError(f"cannot read '{path}': {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A parallel corpus on disk, from its config entry (``key`` names it in errors)."""
+
+    key: str  # e.g. data.train
+    paths: tuple[Path, ...]  # (src, tgt) files, or (tsv,)
+    multi30k: str | None = None
+
+    @classmethod
+    def from_config(cls, corpus: CorpusConfig, key: str, src_lang: str, tgt_lang: str,
+                    data_dir: str | None = None, locate: bool = True) -> Corpus:
+        """Resolve the files and check that they exist and are not empty. Multi30k files are
+        located (and downloaded if need be) only with ``locate``."""
+        if corpus.multi30k is not None:
+            if not locate:
+                return cls(key, (), corpus.multi30k)
+            names = (f"{corpus.multi30k}.{src_lang}.gz", f"{corpus.multi30k}.{tgt_lang}.gz")
+            return cls(key, tuple(multi30k.locate(n, data_dir) for n in names), corpus.multi30k)
+        if corpus.tsv is not None:
+            paths: tuple[Path, ...] = (Path(corpus.tsv).expanduser(),)
+            keys = [f"{key}.tsv"]
+        else:
+            paths = (Path(str(corpus.src)).expanduser(), Path(str(corpus.tgt)).expanduser())
+            keys = [f"{key}.src", f"{key}.tgt"]
+        for path, name in zip(paths, keys):
+            if not path.is_file():
+                what = "is a directory" if path.is_dir() else "not found"
+                raise DataError(f"{name}: '{path}' {what}; give the path of a text file "
+                                "(relative paths start from the working directory)")
+            try:
+                with open(path, "rb") as f:
+                    empty = not f.read(1)
+            except OSError as exc:
+                raise DataError(f"{name}: cannot read '{path}': {exc.strerror or exc}") from exc
+            if empty:
+                raise DataError(f"{name}: '{path}' is empty; a corpus needs sentence pairs")
+        return cls(key, paths)
+
+    @property
+    def is_tsv(self) -> bool:
+        return len(self.paths) == 1
+
+    def fingerprint(self, side: Side) -> str:
+        """What identifies one side's text: its file's SHA-256 (and the column of a TSV)."""
+        if self.multi30k is not None:
+            return multi30k.SHA256[self.paths[0 if side == "src" else 1].name]
+        if self.is_tsv:
+            return f"{sha256_of(self.paths[0])}:{side}"
+        return sha256_of(self.paths[0 if side == "src" else 1])
+
+    def lines(self, side: Side) -> Iterator[str]:
+        """One side's sentences, line by line."""
+        if not self.is_tsv:
+            yield from read_lines(self.paths[0 if side == "src" else 1])
+            return
+        column = 0 if side == "src" else 1
+        for n, line in enumerate(read_lines(self.paths[0]), start=1):
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise DataError(f"{self.key}: '{self.paths[0]}' line {n} has {len(fields)} "
+                                "tab-separated columns; a TSV corpus needs exactly two "
+                                "(source<TAB>target)")
+            yield fields[column]
+
+    def check_parallel(self, n_src: int, n_tgt: int) -> None:
+        """Refuse sides of different lengths, or a corpus without a line."""
+        if n_src != n_tgt:
+            raise DataError(f"{self.key}: '{self.paths[0]}' has {n_src:,} lines but "
+                            f"'{self.paths[1]}' has {n_tgt:,}; the two sides must be parallel "
+                            "line by line")
+        if n_src == 0:
+            raise DataError(f"{self.key}: '{self.paths[0]}' holds no sentence pairs")
+
+    def describe(self) -> str:
+        if self.multi30k is not None:
+            return f"Multi30k {self.multi30k}"
+        return " + ".join(str(p) for p in self.paths)

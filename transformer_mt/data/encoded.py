@@ -1,0 +1,151 @@
+"""A corpus side as token ids in a memory-mapped file, written once into the data cache.
+
+Tokenizing is the slow part of preparing a corpus, and the ids of a large corpus do not fit in
+memory as Python lists. :func:`encode_side` streams one side of a corpus through its tokenizer
+and writes, in a directory of the cache keyed by the file's SHA-256 and the tokenizer's settings:
+
+    ids.bin      every token as an int32 id into ``types``, sentence after sentence
+    offsets.npy  (n + 1,) int64: sentence i is ids[offsets[i]:offsets[i + 1]]
+    types.json   the distinct token strings, in order of first appearance
+    counts.npy   (len(types),) int64: how often each occurs
+
+The ids are "type ids": the vocabulary is chosen later (from the counts, or from a subword
+model), and a lookup table maps type ids to vocabulary ids when batches are built. A second
+run, or another rank of a distributed run (which waits on the lock), reads the directory back;
+``ids.bin`` is memory-mapped, so only the pages batches touch are read into memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from transformer_mt.data.corpus import Corpus, Side
+from transformer_mt.data.tokenize import Tokenizer
+from transformer_mt.errors import DataError
+from transformer_mt.fileio import cache_dir, file_lock
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = 2
+FLUSH_IDS = 1 << 20  # ids buffered in memory before they are appended to ids.bin
+
+
+@dataclass
+class EncodedSide:
+    """One side of a corpus: ``len(self)`` sentences of type ids (see the module docstring)."""
+
+    ids: np.ndarray  # (total,) int32, memory-mapped
+    offsets: np.ndarray  # (n + 1,) int64
+    types: list[str]
+    counts: np.ndarray  # (len(types),) int64
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        """``(n,)`` int32 tokens per sentence."""
+        return np.diff(self.offsets).astype(np.int32)
+
+    def type_counts(self, first: int | None = None) -> dict[str, int]:
+        """How often each token occurs (in the first ``first`` sentences only, if given)."""
+        counts = self.counts
+        if first is not None and first < len(self):
+            counts = np.bincount(self.ids[:self.offsets[first]], minlength=len(self.types))
+        return {t: int(c) for t, c in zip(self.types, counts.tolist()) if c}
+
+    def sentence(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+
+def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
+                progress: bool = False) -> EncodedSide:
+    """The side's ids from the cache, tokenizing the text first if no run did before."""
+    key_text = json.dumps([CACHE_FORMAT, corpus.fingerprint(side), tokenizer.key])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
+    directory = cache_dir() / "corpus" / key
+    with file_lock(directory.with_suffix(".lock")):
+        if not (directory / "counts.npy").is_file():  # written last: the entry is complete
+            shutil.rmtree(directory, ignore_errors=True)
+            log.info("tokenizing %s (%s side; cached in %s)", corpus.describe(), side,
+                     directory.parent)
+            _build(corpus, side, tokenizer, directory, progress)
+        return _load(directory)
+
+
+def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, directory: Path,
+           progress: bool) -> None:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        type_of: dict[str, int] = {}
+        types: list[str] = []
+        counts = np.zeros(0, dtype=np.int64)
+        offsets = array("q", [0])
+        buffer = array("i")
+        total = 0
+        lines = corpus.lines(side)
+        if progress:
+            lines = tqdm(lines, desc=f"tokenize {side}", unit="sent", leave=False)
+        with open(tmp / "ids.bin", "wb") as f:
+
+            def flush() -> np.ndarray:
+                chunk = np.frombuffer(buffer, dtype=np.int32)
+                f.write(chunk.tobytes())
+                return np.bincount(chunk, minlength=len(types))
+
+            for tokens in tokenizer.tokenize(lines):
+                for token in tokens:
+                    i = type_of.get(token)
+                    if i is None:
+                        i = type_of[token] = len(types)
+                        types.append(token)
+                    buffer.append(i)
+                total += len(tokens)
+                offsets.append(total)
+                if len(buffer) >= FLUSH_IDS:
+                    counts = _add(counts, flush())
+                    del buffer[:]
+            counts = _add(counts, flush())
+            f.flush()
+            os.fsync(f.fileno())
+        np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
+        (tmp / "types.json").write_text(json.dumps(types, ensure_ascii=False), encoding="utf-8")
+        np.save(tmp / "counts.npy", _add(counts, np.zeros(len(types), dtype=np.int64)))
+        os.replace(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sum of two count vectors of possibly different lengths."""
+    if len(a) < len(b):
+        a, b = b, a
+    out = a.astype(np.int64, copy=True)
+    out[:len(b)] += b
+    return out
+
+
+def _load(directory: Path) -> EncodedSide:
+    try:
+        offsets = np.load(directory / "offsets.npy", mmap_mode="r")
+        types = json.loads((directory / "types.json").read_text(encoding="utf-8"))
+        counts = np.load(directory / "counts.npy")
+        total = int(offsets[-1])
+        ids = (np.memmap(directory / "ids.bin", dtype=np.int32, mode="r", shape=(total,))
+               if total else np.zeros(0, dtype=np.int32))
+    except (OSError, ValueError, IndexError) as exc:
+        raise DataError(f"the data cache entry {directory} is damaged ({exc}); delete it and "
+                        "run again") from exc
+    return EncodedSide(ids, offsets, types, counts)
