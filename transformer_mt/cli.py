@@ -152,7 +152,7 @@ def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace
 
     if not lines or len(lines) != 1 or not lines[0].strip():
         raise MTError("--attention takes exactly one sentence, e.g. "
-                      "mt translate --checkpoint CKPT --attention att.png \"Ein Hund läuft.\"")
+                      "mt translate --checkpoint CKPT --attention att.png \"A sentence.\"")
     src, out, weights, text = cross_attention(translator, lines[0], args.layer, args.head)
     heads = "mean over heads" if args.head is None else f"head {args.head}"
     plot_attention(weights, out, src, Path(args.attention),
@@ -263,7 +263,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from transformer_mt.translate import Translator
 
     if not args.sentence.strip():
-        raise MTError("give a sentence to trace, e.g. mt trace \"Ein Hund läuft.\"")
+        raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
+                      "model's source language)")
     if args.checkpoint:
         translator = Translator.load(args.checkpoint, args.device)
         print(f"model: {args.checkpoint}")
