@@ -69,39 +69,52 @@ def write_config(path, data: dict, **sections) -> None:
     path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
 
 
-@pytest.mark.parametrize("form", ["tsv", "pair"])
-def test_train_on_your_own_files_in_a_third_language_pair(tmp_path, form):
-    """A French -> Spanish model from a TSV file or two gzipped files, then translated with
-    nothing but its checkpoint (corpus files gone, run from another directory)."""
-    data = write_corpus(tmp_path / "corpus", form)
-    write_config(tmp_path / "toy.yaml", data)
-    run_dir = tmp_path / "run"
-    result = run_cli(["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir", str(run_dir)])
+def train_toy(directory, form: str, **data_changes) -> tuple:
+    """Train the toy model on a corpus of ``form`` in ``directory``: (run_dir, data section)."""
+    data = {**write_corpus(directory / "corpus", form), **data_changes}
+    write_config(directory / "toy.yaml", data)
+    run_dir = directory / "run"
+    result = run_cli(["train", "--config", str(directory / "toy.yaml"), "--run-dir",
+                      str(run_dir)])
     assert result.returncode == 0, result.stderr
-    assert "180 training pairs" in (run_dir / "train.log").read_text()
-    shutil.rmtree(tmp_path / "corpus")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    result = run_cli(["translate", "--checkpoint", str(run_dir / "last.pt"),
-                      "Le chien blanc court.", "L'oiseau rouge chante."], cwd=elsewhere,
+    return run_dir, data
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    """One French -> Spanish model trained on a TSV corpus, shared by the tests that read it."""
+    return train_toy(tmp_path_factory.mktemp("toy"), "tsv")
+
+
+def translate_elsewhere(checkpoint, directory, *sentences: str) -> list[str]:
+    """Translate with a copy of the checkpoint, from a directory that holds nothing else."""
+    directory.mkdir()
+    shutil.copy(checkpoint, directory / "model.pt")
+    result = run_cli(["translate", "--checkpoint", "model.pt", *sentences], cwd=directory,
                      env={"PYTHONPATH": str(REPO)})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["El perro blanco corre.", "El pájaro rojo canta."]
+    return result.stdout.splitlines()
 
 
-def tiny_multi30k(*sets: str) -> list[str]:
-    from tests.conftest import TINY_OVERRIDES
+def test_train_on_a_tsv_file_in_a_third_language_pair(toy_run, tmp_path):
+    run_dir, _ = toy_run
+    assert "180 training pairs" in (run_dir / "train.log").read_text()
+    out = translate_elsewhere(run_dir / "last.pt", tmp_path / "elsewhere",
+                              "Le chien blanc court.", "L'oiseau rouge chante.")
+    assert out == ["El perro blanco corre.", "El pájaro rojo canta."]
 
-    return [a for o in [*TINY_OVERRIDES, *sets] for a in ("--set", o)]
+
+def test_train_on_two_gzipped_files_then_translate_with_the_checkpoint_alone(tmp_path):
+    run_dir, _ = train_toy(tmp_path, "pair")
+    shutil.rmtree(tmp_path / "corpus")  # the corpus is gone: the checkpoint is all there is
+    out = translate_elsewhere(run_dir / "last.pt", tmp_path / "elsewhere",
+                              "Le cheval vert saute.", "L'homme gris joue.")
+    assert out == ["El caballo verde salta.", "El hombre gris juega."]
 
 
 def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_user(tmp_path):
-    data = write_corpus(tmp_path / "corpus", "tsv")
-    write_config(tmp_path / "toy.yaml", {**data, "tokenizer": "sentencepiece",
-                                         "vocab_size": 300, "shared_vocab": True})
-    run_dir = tmp_path / "run"
-    result = run_cli(["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir", str(run_dir)])
-    assert result.returncode == 0, result.stderr
+    run_dir, _ = train_toy(tmp_path, "tsv", tokenizer="sentencepiece", vocab_size=300,
+                           shared_vocab=True)
     ckpt = torch.load(run_dir / "last.pt", weights_only=True)
     assert ckpt["sentencepiece"]["src"].dtype == torch.uint8
     assert ckpt["src_vocab"] == ckpt["tgt_vocab"]  # one shared vocabulary
@@ -122,14 +135,32 @@ def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_us
     forced = translator.tokenizers[1].detokenize(["▁El", "<unk>", "▁gato"])
     assert "<unk>" not in forced and "⁇" not in forced
 
+    pytest.importorskip("ctranslate2")
+    from transformer_mt.export import export_ctranslate2
 
-def test_fine_tuning_starts_from_a_checkpoint_and_refuses_another_model(tmp_path):
-    data = write_corpus(tmp_path / "corpus", "tsv")
-    write_config(tmp_path / "base.yaml", data, train={"max_steps": 20})
-    base = tmp_path / "base"
-    result = run_cli(["train", "--config", str(tmp_path / "base.yaml"), "--run-dir", str(base)])
-    assert result.returncode == 0, result.stderr
+    export_ctranslate2(run_dir / "last.pt", tmp_path / "ct2")  # the models travel along
+    engine = Translator.load_engine(tmp_path / "ct2", device="cpu")
+    sentences = [a for a, _ in toy_pairs()[::7]]
+    assert engine.translate(sentences, beam_size=1) == translator.translate(sentences,
+                                                                             beam_size=1)
 
+
+def test_sentencepiece_learns_bpe_or_unigram_with_our_specials():
+    from transformer_mt.data.tokenize import SubwordTokenizer, train_sentencepiece
+
+    lines = [a for a, _ in toy_pairs()] * 3
+    for subword in ("unigram", "bpe"):
+        model = train_sentencepiece(lines, DataConfig(tokenizer="sentencepiece", subword=subword,
+                                                      vocab_size=320))
+        tokenizer = SubwordTokenizer(model)
+        vocab = tokenizer.fixed_vocab()
+        assert vocab.itos[:4] == ["<unk>", "<pad>", "<bos>", "<eos>"] and len(vocab) <= 320
+        tokens = next(tokenizer.tokenize(["Le chat noir mange."]))
+        assert tokenizer.detokenize(tokens) == "Le chat noir mange."
+
+
+def test_fine_tuning_starts_from_a_checkpoint_and_refuses_another_model(toy_run, tmp_path):
+    base, data = toy_run
     write_config(tmp_path / "tune.yaml", data,
                  train={"max_steps": 1, "init_from": str(base / "last.pt"), "lr": 1e-9,
                         "warmup_steps": 0})
@@ -205,12 +236,8 @@ def test_bleu_tokenizer_follows_the_target_language():
     assert "tok:13a" in score(["A cat."], ["A dog."], "fr").bleu_signature
 
 
-def test_evaluate_scores_any_file_pair(tmp_path):
-    data = write_corpus(tmp_path / "corpus", "tsv")
-    write_config(tmp_path / "toy.yaml", data)
-    run_dir = tmp_path / "run"
-    assert run_cli(["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir",
-                    str(run_dir)]).returncode == 0
+def test_evaluate_scores_any_file_pair(toy_run, tmp_path):
+    run_dir, _ = toy_run
     pairs = toy_pairs()[:30]
     (tmp_path / "t.fr").write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
     (tmp_path / "t.es").write_text("".join(b + "\n" for _, b in pairs), encoding="utf-8")

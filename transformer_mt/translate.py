@@ -105,6 +105,8 @@ class Translator:
         vocabs, models = [], []
         for side in ("source", "target"):
             path = Path(model_dir) / f"{side}_vocabulary.json"
+            if not path.is_file():  # CTranslate2 writes one file for equal vocabularies
+                path = Path(model_dir) / "shared_vocabulary.json"
             vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
             spm_path = Path(model_dir) / f"{side}.spm"
             models.append(spm_path.read_bytes() if spm_path.is_file() else None)

@@ -219,6 +219,7 @@ class Trainer:
         ckpt = None if self.overwrite else self._checkpoint_to_resume()
         init = self._checkpoint_to_start_from() if ckpt is None else None
         data = self._load_data(ckpt or init)
+        self._check_memory(len(data.src_vocab), len(data.tgt_vocab))
         self._claim_run_dir()
         distributed.barrier(self.dist)
         self._open_run_dir()
@@ -227,7 +228,6 @@ class Trainer:
             log.info("resuming from %s at step %d", self.run_dir / "last.pt",
                      ckpt["progress"]["step"])
         seed_everything(self.cfg.train.seed + self.dist.rank)  # each rank its own dropout
-        self._check_memory(len(data.src_vocab), len(data.tgt_vocab))
         model = build_model(self.cfg, data.src_vocab, data.tgt_vocab).to(self.device)
         if init is not None:
             model.load_state_dict(init["model"])
