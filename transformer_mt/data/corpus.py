@@ -8,6 +8,7 @@ different lengths (both counts), a TSV line without exactly two columns.
 
 from __future__ import annotations
 
+import functools
 import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,17 @@ from transformer_mt.errors import DataError
 from transformer_mt.fileio import sha256_of, text_lines
 
 Side = Literal["src", "tgt"]
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    return sha256_of(path)
+
+
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256, computed once per process for an unchanged file."""
+    st = path.stat()
+    return _sha256(path.resolve(), st.st_size, st.st_mtime_ns)
 
 
 def read_lines(path: Path) -> Iterator[str]:
@@ -80,8 +92,8 @@ class Corpus:
         if self.multi30k is not None:
             return multi30k.SHA256[self.paths[0 if side == "src" else 1].name]
         if self.is_tsv:
-            return f"{sha256_of(self.paths[0])}:{side}"
-        return sha256_of(self.paths[0 if side == "src" else 1])
+            return f"{file_sha256(self.paths[0])}:{side}"
+        return file_sha256(self.paths[0 if side == "src" else 1])
 
     def lines(self, side: Side) -> Iterator[str]:
         """One side's sentences, line by line."""

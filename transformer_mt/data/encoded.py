@@ -75,6 +75,8 @@ def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
     key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
     directory = cache_dir() / "corpus" / key
     with file_lock(directory.with_suffix(".lock")):
+        for stale in directory.parent.glob(f".{key}.*"):  # left by a killed build
+            shutil.rmtree(stale, ignore_errors=True)
         if not (directory / "counts.npy").is_file():  # written last: the entry is complete
             shutil.rmtree(directory, ignore_errors=True)
             log.info("tokenizing %s (%s side; cached in %s)", corpus.describe(), side,
