@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 2
 FLUSH_IDS = 1 << 20  # ids buffered in memory before they are appended to ids.bin
+RELEASE_ABOVE = 16 << 20  # bytes of ids above which reads release the file's pages
 
 
 @dataclass
@@ -65,7 +67,24 @@ class EncodedSide:
         return {t: int(c) for t, c in zip(self.types, counts.tolist()) if c}
 
     def sentence(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+        return np.array(self.ids[self.offsets[i]:self.offsets[i + 1]])
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """A copy of the ids at ``positions``, then the file's pages let go of.
+
+        A batch reads sentences scattered over the file, and the kernel maps in the
+        neighbours of every page read (fault-around): a few steps would map the whole file
+        into this process. For files over :data:`RELEASE_ABOVE` the mapping is dropped after
+        each read: the pages stay in the page cache (shared, reclaimable, mapped again at the
+        cost of a minor fault, ~2 ms a 4,096-token batch), and the process keeps only what it
+        copied. Smaller files stay mapped (the faster way: 0.3-0.8 ms a batch).
+        """
+        out = self.ids[positions]
+        mapping = getattr(self.ids, "_mmap", None)
+        if (mapping is not None and self.ids.nbytes > RELEASE_ABOVE
+                and hasattr(mmap, "MADV_DONTNEED")):
+            mapping.madvise(mmap.MADV_DONTNEED)
+        return out
 
 
 def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
@@ -147,6 +166,7 @@ def _load(directory: Path) -> EncodedSide:
         total = int(offsets[-1])
         ids = (np.memmap(directory / "ids.bin", dtype=np.int32, mode="r", shape=(total,))
                if total else np.zeros(0, dtype=np.int32))
+
     except (OSError, ValueError, IndexError) as exc:
         raise DataError(f"the data cache entry {directory} is damaged ({exc}); delete it and "
                         "run again") from exc

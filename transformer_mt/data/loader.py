@@ -263,7 +263,7 @@ def _padded(side: EncodedSide, lookup: np.ndarray, rows: np.ndarray, n: np.ndarr
     out = np.full((b, lead + int(n.max(initial=0)) + 1), PAD_ID, dtype=np.int64)
     first = np.cumsum(n) - n  # where each row's ids start in the gathered run
     column = np.arange(int(n.sum())) - np.repeat(first, n)  # (total,) position in its row
-    ids = side.ids[np.repeat(side.offsets[rows], n) + column]  # (total,) type ids
+    ids = side.take(np.repeat(side.offsets[rows], n) + column)  # (total,) type ids
     out[np.repeat(np.arange(b), n), column + lead] = lookup[ids]
     out[np.arange(b), n + lead] = EOS_ID
     if lead:
