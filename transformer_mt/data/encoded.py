@@ -57,7 +57,12 @@ class EncodedSide:
 
     def lengths(self) -> np.ndarray:
         """``(n,)`` int32 tokens per sentence."""
-        return np.diff(self.offsets).astype(np.int32)
+        out = np.empty(len(self), dtype=np.int32)
+        for start in range(0, len(self), 1 << 20):  # a chunk at a time: no int64 copy of all
+            chunk = np.asarray(self.offsets[start:start + (1 << 20) + 1])
+            out[start:start + len(chunk) - 1] = np.diff(chunk)
+        self._release()
+        return out
 
     def type_counts(self, first: int | None = None) -> dict[str, int]:
         """How often each token occurs (in the first ``first`` sentences only, if given)."""
@@ -80,11 +85,21 @@ class EncodedSide:
         copied. Smaller files stay mapped (the faster way: 0.3-0.8 ms a batch).
         """
         out = self.ids[positions]
-        mapping = getattr(self.ids, "_mmap", None)
-        if (mapping is not None and self.ids.nbytes > RELEASE_ABOVE
-                and hasattr(mmap, "MADV_DONTNEED")):
-            mapping.madvise(mmap.MADV_DONTNEED)
+        self._release()
         return out
+
+    def starts(self, rows: np.ndarray) -> np.ndarray:
+        """Where sentences ``rows`` start in :attr:`ids`."""
+        out = self.offsets[rows]
+        self._release()
+        return out
+
+    def _release(self) -> None:
+        for mapped in (self.ids, self.offsets):
+            mapping = getattr(mapped, "_mmap", None)
+            if (mapping is not None and mapped.nbytes > RELEASE_ABOVE
+                    and hasattr(mmap, "MADV_DONTNEED")):
+                mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,

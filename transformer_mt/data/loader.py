@@ -198,7 +198,8 @@ def make_batches(lengths: np.ndarray | Sequence[tuple[int, int]], max_tokens: in
     lengths = np.asarray(lengths).reshape(-1, 2)
     n = len(lengths)
     gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    order = torch.randperm(n, generator=gen).numpy() if shuffle else np.arange(n)
+    order = (torch.randperm(n, generator=gen).numpy() if shuffle
+             else np.arange(n)).astype(np.int32)  # 4 bytes an example: corpora are large
     order = order[np.lexsort((lengths[order, 0], lengths[order, 1]))]  # stable
     sizes = lengths.max(axis=1)[order]
     starts: list[int] = []  # where each batch but the first begins in ``order``
@@ -263,7 +264,7 @@ def _padded(side: EncodedSide, lookup: np.ndarray, rows: np.ndarray, n: np.ndarr
     out = np.full((b, lead + int(n.max(initial=0)) + 1), PAD_ID, dtype=np.int64)
     first = np.cumsum(n) - n  # where each row's ids start in the gathered run
     column = np.arange(int(n.sum())) - np.repeat(first, n)  # (total,) position in its row
-    ids = side.take(np.repeat(side.offsets[rows], n) + column)  # (total,) type ids
+    ids = side.take(np.repeat(side.starts(rows), n) + column)  # (total,) type ids
     out[np.repeat(np.arange(b), n), column + lead] = lookup[ids]
     out[np.arange(b), n + lead] = EOS_ID
     if lead:
