@@ -215,6 +215,8 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
 def test_config_names_the_corpus_key_and_the_nearest_language():
     with pytest.raises(ConfigError, match=r"'data.src_lang' is 'fre'.*did you mean 'fr'"):
         load_config(None, ["data.src_lang=fre"])
+    with pytest.raises(ConfigError, match=r"is 'German'.*did you mean 'de'"):
+        load_config(None, ["data.src_lang=German"])  # a language's name finds its code
     with pytest.raises(ConfigError, match=r"data\.train.* needs both src and tgt"):
         load_config(None, ["data.train={src: a.fr}"])
     with pytest.raises(ConfigError, match="exactly one corpus"):
