@@ -99,9 +99,11 @@ def test_token_ids_are_cached_and_max_pairs_applies(monkeypatch):
     assert set(again.src_vocab.itos) <= set(data.src_vocab.itos)
 
 
-def test_detokenize_joins_english_punctuation():
+def test_detokenize_joins_english_punctuation_and_unspaced_languages():
     assert WordTokenizer("en").detokenize(["A", "man", "'s", "dog", "(", "black", ")", "runs",
                                            "."]) == "A man's dog (black) runs."
+    tokens = next(WordTokenizer("zh").tokenize(["我喜欢猫。"]))
+    assert len(tokens) > 1 and WordTokenizer("zh").detokenize(tokens) == "我喜欢猫。"
 
 
 LENGTHS = [(n % 17 + 1, (n * 7) % 23 + 1) for n in range(500)]

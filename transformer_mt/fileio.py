@@ -163,6 +163,11 @@ def cache_dir() -> Path:
     return Path(base) / "transformer_mt"
 
 
+def cache_key(description: str) -> str:
+    """A short file name for a cache entry: a hash of everything that determines its content."""
+    return hashlib.sha256(description.encode()).hexdigest()[:24]
+
+
 def sha256_of(path: str | Path) -> str:
     """The SHA-256 of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()

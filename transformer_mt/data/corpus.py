@@ -55,12 +55,10 @@ class Corpus:
 
     @classmethod
     def from_config(cls, corpus: CorpusConfig, key: str, src_lang: str, tgt_lang: str,
-                    data_dir: str | None = None, locate: bool = True) -> Corpus:
-        """Resolve the files and check that they exist and are not empty. Multi30k files are
-        located (and downloaded if need be) only with ``locate``."""
+                    data_dir: str | None = None) -> Corpus:
+        """Resolve the files and check that they exist and are not empty (Multi30k's are
+        located, and downloaded if need be)."""
         if corpus.multi30k is not None:
-            if not locate:
-                return cls(key, (), corpus.multi30k)
             names = (f"{corpus.multi30k}.{src_lang}.gz", f"{corpus.multi30k}.{tgt_lang}.gz")
             return cls(key, tuple(multi30k.locate(n, data_dir) for n in names), corpus.multi30k)
         if corpus.tsv is not None:

@@ -17,7 +17,6 @@ run, or another rank of a distributed run (which waits on the lock), reads the d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import mmap
@@ -34,7 +33,7 @@ from tqdm.auto import tqdm
 from transformer_mt.data.corpus import Corpus, Side
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import cache_dir, file_lock
+from transformer_mt.fileio import cache_dir, cache_key, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +105,7 @@ def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
                 progress: bool = False) -> EncodedSide:
     """The side's ids from the cache, tokenizing the text first if no run did before."""
     key_text = json.dumps([CACHE_FORMAT, corpus.fingerprint(side), tokenizer.key])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
+    key = cache_key(key_text)
     directory = cache_dir() / "corpus" / key
     with file_lock(directory.with_suffix(".lock")):
         for stale in directory.parent.glob(f".{key}.*"):  # left by a killed build

@@ -24,7 +24,7 @@ from typing import Any
 from transformer_mt.config import DataConfig
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import atomic_write, cache_dir, file_lock
+from transformer_mt.fileio import atomic_write, cache_dir, cache_key, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,6 @@ SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larg
 
 class Tokenizer:
     """Text to token strings (:meth:`tokenize`) and output tokens to text (:meth:`detokenize`)."""
-
-    kind: str
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
         raise NotImplementedError
@@ -76,8 +74,6 @@ def _moses_detokenizer(lang: str) -> Any:
 class WordTokenizer(Tokenizer):
     """spaCy's rule-based word tokenizer for ``lang`` (whitespace tokens dropped)."""
 
-    kind = "spacy"
-
     def __init__(self, lang: str, lowercase: bool = False) -> None:
         self.lang, self.lowercase = lang, lowercase
 
@@ -100,8 +96,6 @@ class WordTokenizer(Tokenizer):
 
 class SubwordTokenizer(Tokenizer):
     """A SentencePiece model (its serialized bytes) as a tokenizer."""
-
-    kind = "sentencepiece"
 
     def __init__(self, model: bytes, lowercase: bool = False) -> None:
         import sentencepiece as spm
@@ -166,8 +160,7 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
     which wait on the lock) read the model from the cache."""
     key_text = json.dumps([fingerprint, cfg.subword, cfg.vocab_size, cfg.lowercase,
                            version("sentencepiece"), SPM_SAMPLE])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
-    path = cache_dir() / "sentencepiece" / f"{key}.model"
+    path = cache_dir() / "sentencepiece" / f"{cache_key(key_text)}.model"
     with file_lock(path.with_suffix(".lock")):
         if path.is_file():
             log.debug("SentencePiece model read from %s", path)
