@@ -44,7 +44,7 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
     return t, "seeded untrained model"
 
 
-def engine_comparison(args, src_tok, results, device) -> dict:
+def engine_comparison(args, src_tok, limits, results, device) -> dict:
     """CTranslate2 on the same sentences, batch 32, greedy and beam 5, fp32, as many threads
     as ours. (That both compute the same is tested in tests/test_export.py.)"""
     try:
@@ -60,11 +60,10 @@ def engine_comparison(args, src_tok, results, device) -> dict:
         export_ctranslate2(args.checkpoint, tmp)
         engine = EngineTranslator(tmp, "cuda" if device.type == "cuda" else "cpu",
                                   threads=torch.get_num_threads())
-        cap = 511
         for beam in (1, 5):
             name = f"{'greedy' if beam == 1 else 'beam5'}_batch32_cached"
             start = time.perf_counter()
-            engine.translate_tokens(src_tok, beam, max_len=cap, batch_size=32)
+            engine.translate_tokens(src_tok, limits, beam, batch_size=32)
             elapsed = time.perf_counter() - start
             speed = round(len(src_tok) / elapsed, 1)
             ours = results[name]["sentences_per_s"]
@@ -126,7 +125,8 @@ def main() -> None:
     key = f"beam5_batch{args.batch}"
     cache_speedup = round(results[f"{key}_cached"]["sentences_per_s"]
                           / results[f"{key}_uncached"]["sentences_per_s"], 2)
-    engine = engine_comparison(args, src_tok[:n], results, device)
+    engine = engine_comparison(args, src_tok[:n], translator.output_limits(src_ids, cfg.decode),
+                               results, device)
     record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
               "model": source,
               "date": time.strftime("%Y-%m-%d"), "precision": args.precision,

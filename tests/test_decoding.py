@@ -9,7 +9,8 @@ from tests.test_model import make_model
 from tests.toy import toy_accuracy, toy_pairs, train_toy_model
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from transformer_mt.decode.search import beam_search, greedy, with_bf16_linears
+from transformer_mt.decode.layout import PackedLinear, for_decoding, packing_available
+from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.model.transformer import DecoderState
 
 
@@ -28,7 +29,9 @@ def test_tiny_model_learns_to_reverse(toy_model):
     assert toy_accuracy(toy_model) >= 0.95
 
 
-def test_cached_logits_equal_full_prefix_logits(toy_model):
+def test_cached_logits_equal_full_prefix_logits(toy_model, monkeypatch):
+    # a key/value buffer of 2 positions at first: it grows (doubles) twice in 6 steps
+    monkeypatch.setattr("transformer_mt.model.transformer.MIN_CAPACITY", 2)
     src = toy_sources(5)
     mask = source_mask(src)
     state = toy_model.start_decoding(src, mask)
@@ -89,7 +92,8 @@ class MarkovModel:
         self.fed: list[int] = []
 
     def start_decoding(self, src, src_mask, group=1):
-        return DecoderState(torch.zeros(src.size(0), 1, 1), src_mask, [], group)
+        b = src.size(0)
+        return DecoderState(torch.zeros(b, 1, 1), src_mask, torch.zeros(b, 0, 2, 1, 1, 1), group)
 
     def decode_step(self, last, state):
         self.fed.extend(last.tolist())
@@ -132,8 +136,9 @@ def test_output_length_is_limited():
     assert len(beam[0][0].tokens) == 5
 
 
-def test_beams_share_the_encoder_keys_and_values(toy_model):
+def test_beams_share_the_encoder_keys_and_values(toy_model, monkeypatch):
     """Cross-attention with one memory row per sentence equals it with a row per hypothesis."""
+    monkeypatch.setattr("transformer_mt.model.transformer.MIN_CAPACITY", 2)  # grows, reordered
     src = toy_sources(3)
     mask = source_mask(src)
     k = 4
@@ -159,14 +164,33 @@ def test_beams_share_the_encoder_keys_and_values(toy_model):
 def test_bf16_weight_copy_computes_what_autocast_computes():
     """Decoding casts the linear weights to bf16 once; under autocast that changes nothing."""
     model = make_model()
-    fast = with_bf16_linears(model)
-    assert with_bf16_linears(fast) is fast  # converting again is a no-op
+    fast = for_decoding(model, "bf16")
+    assert for_decoding(fast, "bf16") is fast  # converting again is a no-op
     assert fast.decoder.project.weight.dtype == torch.bfloat16
     assert model.decoder.project.weight.dtype == torch.float32  # the original is untouched
     assert fast.decoder.embed.embedding.weight.dtype == torch.float32  # untied in the copy
     src, tgt = torch.randint(4, 30, (3, 8)), torch.randint(4, 25, (3, 6))
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.equal(fast(src, tgt, source_mask(src)), model(src, tgt, source_mask(src)))
+
+
+@pytest.mark.skipif(not packing_available(torch.device("cpu")), reason="no oneDNN in this torch")
+def test_packed_weights_compute_what_the_model_computes(toy_model):
+    """fp32 decoding on the CPU multiplies by oneDNN-packed weights: same logits up to
+    rounding, same translations, and the model itself is left as it was."""
+    fast = for_decoding(toy_model, "fp32", torch.device("cpu"))
+    assert for_decoding(fast, "fp32", torch.device("cpu")) is fast
+    assert isinstance(fast.decoder.project, PackedLinear)
+    assert isinstance(toy_model.decoder.project, torch.nn.Linear)
+    assert toy_model.decoder.project.weight is toy_model.decoder.embed.weight  # still tied
+    src = toy_sources(40, seed=3)
+    mask = source_mask(src)
+    tgt = torch.randint(4, toy_model.tgt_vocab_size, (40, 7))
+    with torch.inference_mode():
+        assert torch.allclose(fast(src, tgt, mask), toy_model(src, tgt, mask), atol=1e-4)
+    for search in (greedy, lambda m, s, k: [h[0] for h in beam_search(m, s, k, beam_size=4)]):
+        assert [h.tokens for h in search(fast, src, mask)] == [h.tokens for h in
+                                                                search(toy_model, src, mask)]
 
 
 def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):

@@ -135,13 +135,21 @@ class EngineTranslator:
         self.engine = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                      intra_threads=threads)
 
-    def translate_tokens(self, sources: Sequence[Sequence[str]], beam_size: int = 1,
-                         max_len: int = 256, batch_size: int = 32) -> list[list[str]]:
-        """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``)."""
-        results = self.engine.translate_batch(
-            [list(s) for s in sources], beam_size=beam_size, max_batch_size=batch_size,
-            max_decoding_length=max_len, return_scores=False)
-        return [r.hypotheses[0] for r in results]
+    def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
+                         beam_size: int = 1, batch_size: int = 32) -> list[list[str]]:
+        """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``), at
+        most ``limits[i]`` of them, batched as our decoder batches: sorted by source length,
+        ``batch_size`` a batch, each batch decoding no longer than its longest limit."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        outputs: list[list[str]] = [[] for _ in sources]
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            results = self.engine.translate_batch(
+                [list(sources[i]) for i in chunk], beam_size=beam_size,
+                max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False)
+            for i, result in zip(chunk, results):
+                outputs[i] = result.hypotheses[0][:limits[i]]
+        return outputs
 
     def score_tokens(self, sources: Sequence[Sequence[str]],
                      targets: Sequence[Sequence[str]]) -> list[list[float]]:

@@ -24,7 +24,7 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
-from transformer_mt.decode.search import decode_corpus, max_output_lengths, with_bf16_linears
+from transformer_mt.decode.search import decode_corpus, for_decoding, max_output_lengths
 from transformer_mt.device import pick_device, resolve_precision
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
@@ -68,7 +68,7 @@ class Translator:
                                          make_tokenizer(config.data, "tgt"))
         self.members = members or ([model] if model is not None else [])
         self.engine = engine  # an EngineTranslator (CTranslate2) instead of the model
-        self._bf16_model: torch.nn.Module | None = None  # made once, for bf16 decoding
+        self._decoding: dict[str, torch.nn.Module] = {}  # for_decoding's copies, by precision
 
     @classmethod
     def load(cls, paths: str | Path | Sequence[str | Path], device: str = "auto") -> Translator:
@@ -178,11 +178,11 @@ class Translator:
         ids = self.encode([sentences[i] for i in nonempty])
         if self.engine is not None:
             return self._translate_with_engine(sentences, nonempty, ids, cfg, nbest, attention)
-        model: torch.nn.Module = self.model
-        if resolve_precision(cfg.precision, self.device) == "bf16":
-            # one copy for all calls (the interactive prompt translates a line at a time)
-            self._bf16_model = self._bf16_model or with_bf16_linears(self.model)
-            model = self._bf16_model
+        # one copy for all calls (the interactive prompt translates a line at a time)
+        precision = resolve_precision(cfg.precision, self.device)
+        if precision not in self._decoding:
+            self._decoding[precision] = for_decoding(self.model, precision, self.device)
+        model = self._decoding[precision]
         hyps = decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest, progress=progress)
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
         for i, src_ids, sentence_hyps in zip(nonempty, ids, hyps):
@@ -201,20 +201,22 @@ class Translator:
             raise MTError("the CTranslate2 engine gives one translation per sentence, without "
                           "attention weights or sampling; use the PyTorch engine for those")
         sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
-        cap = self.config.model.max_output_tokens
-        outputs = self.engine.translate_tokens(sources, cfg.beam_size, max_len=cap + 1,
-                                               batch_size=cfg.batch_size)
-        # our length limits, where search would force <eos> (the engine has one per batch)
-        padded = pad_sequence([torch.tensor(s) for s in ids], batch_first=True,
-                              padding_value=PAD_ID)  # (B, S)
-        limits = max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b,
-                                    cap).tolist()
+        outputs = self.engine.translate_tokens(sources, self.output_limits(ids, cfg),
+                                               cfg.beam_size, cfg.batch_size)
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in sentences]
-        for i, limit, tokens in zip(nonempty, limits, outputs):
-            tokens = tokens[:limit]
+        for i, tokens in zip(nonempty, outputs):
             out[i] = [Translation(self.detokenize(tokens), tokens, 0.0,
                                   self.tgt_vocab.encode(tokens, eos=False))]
         return out
+
+    def output_limits(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig) -> list[int]:
+        """The longest output (in tokens, ``<eos>`` excluded) search allows for each source."""
+        if not ids:
+            return []
+        padded = pad_sequence([torch.tensor(s) for s in ids], batch_first=True,
+                              padding_value=PAD_ID)  # (B, S)
+        return max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b,
+                                  self.config.model.max_output_tokens).tolist()
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Output tokens as text, the target tokenizer's way."""

@@ -1,39 +1,30 @@
-"""Scaled dot-product attention and multi-head attention, with a key/value cache for decoding.
+"""Scaled dot-product attention and multi-head attention, whole sequences or one decoding step.
 
 Masks are boolean and broadcastable to ``(B, H, T_query, T_key)``: True means "may attend".
 The causal mask of decoder self-attention is :func:`causal_mask`: the plain path applies it as
 written; the SDPA path passes ``is_causal=True``, which applies the same lower-triangular mask
 inside the kernel (``tests/test_model.py`` proves the two equal).
 
-Beam search keeps ``G`` hypotheses per sentence. What belongs to a hypothesis (its prefix, the
-self-attention :class:`KVCache`) has one row per hypothesis, ``B*G`` rows; what belongs to the
-sentence (the encoder output, the source mask, the cross-attention :class:`KVCache`) has one row
+Beam search keeps ``G`` hypotheses per sentence. What belongs to a hypothesis (its prefix, its
+self-attention keys and values) has one row per hypothesis, ``B*G`` rows; what belongs to the
+sentence (the encoder output, the source mask, the cross-attention keys and values) has one row
 per sentence, ``B`` rows. Cross-attention is told ``group=G`` and attends each sentence's
 ``G`` query rows to that sentence's one copy of the keys and values.
+
+Decoding feeds one position at a time (:meth:`MultiHeadAttention.self_step`,
+:meth:`MultiHeadAttention.cross_step`): the keys and values of earlier positions are read from
+a buffer that the decoder state keeps, and this position's are written into it; the encoder's
+are projected once per sentence (:meth:`MultiHeadAttention.memory_kv`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-
-
-@dataclass
-class KVCache:
-    """Keys and values kept between decoding steps: ``(rows, H, T, Dh)`` each, None before."""
-
-    k: Tensor | None = None
-    v: Tensor | None = None
-
-    def select(self, rows: Tensor) -> None:
-        """Keep (and reorder) rows: row ``i`` becomes old row ``rows[i]``."""
-        if self.k is not None and self.v is not None:
-            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
 
 
 def causal_mask(t_query: int, t_key: int | None = None,
@@ -86,17 +77,20 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
-                is_causal: bool = False, cache: KVCache | None = None,
-                need_weights: bool = False, group: int = 1) -> tuple[Tensor, Tensor | None]:
+                is_causal: bool = False, need_weights: bool = False,
+                group: int = 1) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` (B*G, Tq, D) to itself, or to ``memory`` (B, Tk, D) when cross.
 
-        ``cache`` makes decoding incremental: self-attention appends this step's keys/values to
-        those of earlier steps; cross-attention computes the encoder's keys/values once and
-        reuses them. ``group`` (cross-attention only) is the number of consecutive query rows
-        that share one row of ``memory``/``mask``/cache (beam search's hypotheses per sentence).
+        ``group`` (cross-attention only) is the number of consecutive query rows that share
+        one row of ``memory``/``mask`` (beam search's hypotheses per sentence).
         Returns (B*G, Tq, D) and, if asked, (B*G, H, Tq, Tk) weights.
         """
-        q, k, v, is_causal = self._project(x, memory, cache, is_causal)  # (B*G|B, H, T, Dh)
+        if self.cross:
+            assert memory is not None, "cross-attention needs the encoder output"
+            (q,) = self._split_heads(self.q_proj(x), 1)  # (B*G, H, Tq, Dh)
+            k, v = self._split_heads(self.kv_proj(memory), 2)  # (B, H, Tk, Dh) each
+        else:
+            q, k, v = self._split_heads(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
         if q.size(0) != k.size(0) * group:
             raise ValueError(f"{q.size(0)} query rows do not make groups of {group} over "
                              f"{k.size(0)} key rows")
@@ -105,6 +99,44 @@ class MultiHeadAttention(nn.Module):
         out = _ungroup(out, group)  # (B*G, H, Tq, Dh)
         weights = _ungroup(weights, group) if weights is not None else None
         return self.out_proj(self._merge_heads(out)), weights  # (B*G, Tq, D)
+
+    # ----------------------------------------------------------------------- one decoding step
+
+    def self_step(self, x: Tensor, kv: Tensor, position: int,
+                  need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Self-attention of the newest position: x (N, D), its input at ``position``.
+
+        ``kv`` (N, 2, H, capacity, Dh) holds the keys and values of the earlier positions;
+        this position's are written into it. Returns (N, D) and, if asked, the (N, H, 1,
+        position + 1) weights. No mask is needed: every earlier position may be seen.
+        """
+        n = x.size(0)
+        qkv = self.qkv_proj(x).view(n, 3, self.n_heads, self.d_head)  # (N, 3, H, Dh)
+        kv[:, :, :, position] = qkv[:, 1:]  # this position's keys and values, (N, 2, H, Dh)
+        q = qkv[:, 0].unsqueeze(2)  # (N, H, 1, Dh)
+        k, v = kv[:, 0, :, :position + 1], kv[:, 1, :, :position + 1]  # (N, H, T, Dh) views
+        out, weights = self._attend(q, k, v, None, False, need_weights)  # (N, H, 1, Dh)
+        return self.out_proj(out.reshape(n, self.d_model)), weights
+
+    def cross_step(self, x: Tensor, kv: Tensor, mask: Tensor | None, group: int = 1,
+                   need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Cross-attention of the newest position: x (B*G, D) to the encoder's keys and
+        values ``kv`` (B, 2, H, S, Dh) from :meth:`memory_kv`, mask (B, 1, 1, S).
+        Returns (B*G, D) and, if asked, the (B*G, H, 1, S) weights."""
+        n = x.size(0)
+        q = self.q_proj(x).view(-1, group, self.n_heads, self.d_head).transpose(1, 2)
+        out, weights = self._attend(q, kv[:, 0], kv[:, 1], mask, False,
+                                    need_weights)  # (B, H, G, Dh)
+        if weights is not None:
+            weights = weights.transpose(1, 2).reshape(n, self.n_heads, 1, -1)  # (B*G, H, 1, S)
+        return self.out_proj(out.transpose(1, 2).reshape(n, self.d_model)), weights
+
+    def memory_kv(self, memory: Tensor) -> Tensor:
+        """The encoder output's keys and values for :meth:`cross_step`: (B, S, D) ->
+        (B, 2, H, S, Dh), in the dtype attention computes in (cast once, not per step)."""
+        b, s, _ = memory.shape
+        kv = self.kv_proj(memory).view(b, s, 2, self.n_heads, self.d_head)
+        return attention_dtype(kv.permute(0, 2, 3, 1, 4).contiguous())
 
     # ------------------------------------------------------------------------------- stages
 
@@ -118,32 +150,6 @@ class MultiHeadAttention(nn.Module):
         """``(B, H, T, Dh) -> (B, T, D)``."""
         b, _, t, _ = x.shape
         return x.transpose(1, 2).reshape(b, t, self.d_model)
-
-    def _project(self, x: Tensor, memory: Tensor | None, cache: KVCache | None,
-                 is_causal: bool) -> tuple[Tensor, Tensor, Tensor, bool]:
-        """Queries from ``x``; keys and values from ``x`` or ``memory``, through the cache."""
-        if self.cross:
-            (q,) = self._split_heads(self.q_proj(x), 1)  # (B*G, H, Tq, Dh)
-            if cache is not None and cache.k is not None and cache.v is not None:
-                return q, cache.k, cache.v, is_causal  # computed at the first step
-            assert memory is not None, "cross-attention needs the encoder output"
-            k, v = self._split_heads(self.kv_proj(memory), 2)  # (B, H, Tk, Dh) each
-            if cache is not None:
-                k, v = attention_dtype(k), attention_dtype(v)  # cast once, not per step
-                cache.k, cache.v = k, v
-            return q, k, v, is_causal
-        q, k, v = self._split_heads(self.qkv_proj(x), 3)  # (B, H, T, Dh) each
-        if cache is None:
-            return q, k, v, is_causal
-        k, v = attention_dtype(k), attention_dtype(v)
-        if cache.k is not None and cache.v is not None:  # earlier steps: this query sees all
-            if q.size(2) != 1:
-                raise ValueError("incremental decoding feeds one position at a time")
-            k = torch.cat([cache.k, k], dim=2)  # (B, H, T_past + 1, Dh)
-            v = torch.cat([cache.v, v], dim=2)
-            is_causal = False
-        cache.k, cache.v = k, v
-        return q, k, v, is_causal
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
                 need_weights: bool) -> tuple[Tensor, Tensor | None]:

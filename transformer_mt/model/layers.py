@@ -7,24 +7,10 @@ normalises the sum, ``x = norm(x + dropout(sublayer(x)))``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
-from transformer_mt.model.attention import KVCache, MultiHeadAttention
-
-
-@dataclass
-class LayerCache:
-    """What one decoder layer keeps between decoding steps.
-
-    ``self_attn`` has one row per hypothesis (each has its own prefix); ``cross_attn`` holds the
-    encoder's keys and values, one row per sentence, shared by its hypotheses.
-    """
-
-    self_attn: KVCache = field(default_factory=KVCache)
-    cross_attn: KVCache = field(default_factory=KVCache)
+from transformer_mt.model.attention import MultiHeadAttention
 
 
 class FeedForward(nn.Module):
@@ -89,30 +75,49 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None,
-                cache: LayerCache | None = None, need_weights: bool = False,
+                need_weights: bool = False,
                 group: int = 1) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x: (B*G, T, D), memory: (B, S, D), src_mask: (B, 1, 1, S); G = ``group``.
 
         Returns (B*G, T, D) and, if asked, self-attention (B*G, H, T, T) and cross-attention
-        (B*G, H, T, S) weights. ``cache`` is given when decoding step by step. Self-attention
-        needs only the causal mask (padding follows the last real token).
+        (B*G, H, T, S) weights. Self-attention needs only the causal mask (padding follows
+        the last real token).
         """
-        self_cache = cache.self_attn if cache is not None else None
-        cross_cache = cache.cross_attn if cache is not None else None
         if self.pre_norm:
-            h, self_w = self.self_attn(self.norm1(x), is_causal=True, cache=self_cache,
-                                       need_weights=need_weights)
+            h, self_w = self.self_attn(self.norm1(x), is_causal=True, need_weights=need_weights)
             x = x + self.dropout(h)
-            h, cross_w = self.cross_attn(self.norm2(x), memory, mask=src_mask, cache=cross_cache,
+            h, cross_w = self.cross_attn(self.norm2(x), memory, mask=src_mask,
                                          need_weights=need_weights, group=group)
             x = x + self.dropout(h)
             x = x + self.dropout(self.ffn(self.norm3(x)))
         else:
-            h, self_w = self.self_attn(x, is_causal=True, cache=self_cache,
-                                       need_weights=need_weights)
+            h, self_w = self.self_attn(x, is_causal=True, need_weights=need_weights)
             x = self.norm1(x + self.dropout(h))
-            h, cross_w = self.cross_attn(x, memory, mask=src_mask, cache=cross_cache,
-                                         need_weights=need_weights, group=group)
+            h, cross_w = self.cross_attn(x, memory, mask=src_mask, need_weights=need_weights,
+                                         group=group)
             x = self.norm2(x + self.dropout(h))
             x = self.norm3(x + self.dropout(self.ffn(x)))
         return x, self_w, cross_w
+
+    def step(self, x: Tensor, kv: Tensor, position: int, cross_kv: Tensor,
+             src_mask: Tensor | None, group: int = 1,
+             need_weights: bool = False) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """:meth:`forward` for the newest position alone, at inference (no dropout).
+
+        x: (B*G, D) at ``position``; kv: (B*G, 2, H, capacity, Dh), the keys and values of
+        the earlier positions (this one's are added); cross_kv: (B, 2, H, S, Dh), the
+        encoder's. Returns (B*G, D) and, if asked, the (B*G, H, 1, T) and (B*G, H, 1, S)
+        attention weights.
+        """
+        if self.pre_norm:
+            h, self_w = self.self_attn.self_step(self.norm1(x), kv, position, need_weights)
+            x = x + h
+            h, cross_w = self.cross_attn.cross_step(self.norm2(x), cross_kv, src_mask, group,
+                                                    need_weights)
+            x = x + h
+            return x + self.ffn(self.norm3(x)), self_w, cross_w
+        h, self_w = self.self_attn.self_step(x, kv, position, need_weights)
+        x = self.norm1(x + h)
+        h, cross_w = self.cross_attn.cross_step(x, cross_kv, src_mask, group, need_weights)
+        x = self.norm2(x + h)
+        return self.norm3(x + self.ffn(x)), self_w, cross_w

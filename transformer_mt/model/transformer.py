@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
-from transformer_mt.model.layers import DecoderLayer, EncoderLayer, LayerCache
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.model.loss import label_smoothed_cross_entropy
 
 if TYPE_CHECKING:
@@ -77,54 +77,93 @@ class Decoder(nn.Module):
             self.project.weight = self.embed.weight  # one matrix for input and output words
 
     def forward(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor,
-                caches: list[LayerCache] | None = None, offset: int = 0,
                 attention: AttentionWeights | None = None, group: int = 1) -> Tensor:
         """tgt_in: (B*G, T) ids, memory: (B, S, D) -> final states (B*G, T, D).
 
-        With ``caches`` (one per layer) only the new positions are fed, starting at position
-        ``offset``; earlier positions' keys and values come from the caches. ``group`` is the
-        number of target rows per source row (beam search's hypotheses per sentence).
+        ``group`` is the number of target rows per source row (beam search's hypotheses per
+        sentence).
         """
-        x = self.pos(self.embed(tgt_in), offset)  # (B*G, T, D)
-        for i, layer in enumerate(self.layers):
-            cache = caches[i] if caches is not None else None
-            x, self_w, cross_w = layer(x, memory, src_mask, cache, attention is not None, group)
+        x = self.pos(self.embed(tgt_in))  # (B*G, T, D)
+        for layer in self.layers:
+            x, self_w, cross_w = layer(x, memory, src_mask, attention is not None, group)
             if attention is not None:
                 attention.decoder_self.append(self_w)
                 attention.cross.append(cross_w)
         return self.norm(x)  # (B*G, T, D)
+
+    def step(self, last: Tensor, state: DecoderState,
+             attention: AttentionWeights | None = None) -> Tensor:
+        """The final states (B*G, D) of the newest tokens ``last`` (B*G,), fed at position
+        ``state.offset``, the earlier positions' keys and values read from ``state``."""
+        x = self.pos(self.embed(last[:, None]), state.offset)[:, 0]  # (B*G, D)
+        kv = state.reserve(x.size(0))  # (B*G, L, 2, H, capacity, Dh)
+        for i, layer in enumerate(self.layers):
+            x, self_w, cross_w = layer.step(x, kv[:, i], state.offset, state.cross_kv[:, i],
+                                            state.src_mask, state.group, attention is not None)
+            if attention is not None:
+                attention.decoder_self.append(self_w)
+                attention.cross.append(cross_w)
+        return self.norm(x)
+
+
+MIN_CAPACITY = 32  # target positions the key/value buffer holds at first (it doubles when full)
 
 
 @dataclass
 class DecoderState:
     """What incremental decoding carries from one step to the next.
 
-    The contract of beam search: ``memory``, ``src_mask`` and each layer's cross-attention
-    cache have one row per sentence (B rows); the prefix and each layer's self-attention cache
-    have one row per hypothesis (B*G rows, a sentence's G hypotheses next to each other).
+    The contract of beam search: ``memory``, ``src_mask`` and ``cross_kv`` have one row per
+    sentence (B rows); the prefix and ``self_kv`` have one row per hypothesis (B*G rows, a
+    sentence's G hypotheses next to each other). ``self_kv`` holds every decoder layer's
+    keys and values of the positions fed so far (the first ``offset`` of its capacity): a
+    step writes one position into it instead of concatenating the whole past, and reordering
+    hypotheses copies the filled positions of all layers in one operation.
     """
 
     memory: Tensor  # (B, S, D) encoder output
     src_mask: Tensor  # (B, 1, 1, S)
-    caches: list[LayerCache]  # one per decoder layer
+    cross_kv: Tensor  # (B, L, 2, H, S, Dh) the encoder's keys and values in every layer
     group: int = 1  # G: hypotheses per sentence
+    self_kv: Tensor | None = None  # (B*G, L, 2, H, capacity, Dh)
     offset: int = 0  # target positions fed so far
+
+    def reserve(self, rows: int) -> Tensor:
+        """``self_kv``, with room for one more position (allocated or doubled if needed)."""
+        kv = self.self_kv
+        if kv is None or self.offset == kv.size(4):
+            capacity = max(2 * self.offset, MIN_CAPACITY)
+            shape = (rows, *self.cross_kv.shape[1:4], capacity, self.cross_kv.size(-1))
+            grown = self.cross_kv.new_empty(shape)
+            if kv is not None:
+                grown[..., :self.offset, :] = kv[..., :self.offset, :]
+            self.self_kv = grown
+        return self.self_kv
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) hypotheses: row ``i`` becomes old row ``rows[i]``.
 
         ``sentences`` selects the rows of what belongs to the sentence (encoder output, mask,
-        cross-attention caches) when sentences leave the batch. Without it the sentences stay
-        as they are (beam search reordering its beams).
+        cross-attention keys and values) when sentences leave the batch. Without it the
+        sentences stay as they are (beam search reordering its beams).
         """
-        for cache in self.caches:
-            cache.self_attn.select(rows)
+        if self.self_kv is not None:
+            self.self_kv = _select_filled(self.self_kv, rows, self.offset)
         if sentences is None:
             return
         self.memory = self.memory.index_select(0, sentences)
         self.src_mask = self.src_mask.index_select(0, sentences)
-        for cache in self.caches:
-            cache.cross_attn.select(sentences)
+        self.cross_kv = self.cross_kv.index_select(0, sentences)
+
+
+def _select_filled(kv: Tensor, rows: Tensor, filled: int) -> Tensor:
+    """``kv[rows]`` (rows, ..., capacity, Dh), copying only the first ``filled`` positions
+    (with autograd on, as some tests decode, all of them)."""
+    if kv.requires_grad:
+        return kv.index_select(0, rows)
+    out = kv.new_empty((rows.numel(), *kv.shape[1:]))
+    torch.index_select(kv[..., :filled, :], 0, rows, out=out[..., :filled, :])
+    return out
 
 
 class Transformer(nn.Module):
@@ -200,7 +239,7 @@ class Transformer(nn.Module):
                                                  group=group))
 
     def decode_prefix(self, prefix: Tensor, state: DecoderState) -> Tensor:
-        """Next-token logits (B*G, V) from whole prefixes (B*G, t), without the caches."""
+        """Next-token logits (B*G, V) from whole prefixes (B*G, t), recomputing every position."""
         return self.decode(prefix, state.memory, state.src_mask, state.group)[:, -1]
 
     @property
@@ -208,18 +247,21 @@ class Transformer(nn.Module):
         return self.decoder.project.out_features
 
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
-        """Encode once and return the state that :meth:`decode_step` advances, for ``group``
-        hypotheses per sentence."""
-        memory = self.encode(src, src_mask)
-        return DecoderState(memory, src_mask, [LayerCache() for _ in self.decoder.layers], group)
+        """Encode once, project the encoder's keys and values for every decoder layer once,
+        and return the state that :meth:`decode_step` advances, for ``group`` hypotheses per
+        sentence."""
+        memory = self.encode(src, src_mask)  # (B, S, D)
+        cross_kv = torch.stack([layer.cross_attn.memory_kv(memory)
+                                for layer in self.decoder.layers], dim=1)  # (B, L, 2, H, S, Dh)
+        return DecoderState(memory, src_mask, cross_kv, group)
 
     def decode_step(self, last: Tensor, state: DecoderState,
                     attention: AttentionWeights | None = None) -> Tensor:
-        """Feed the newest tokens (B*G,) and return next-token logits (B*G, V), using the caches."""
-        states = self.decoder(last[:, None], state.memory, state.src_mask, state.caches,
-                              state.offset, attention, state.group)  # (B*G, 1, D)
+        """Feed the newest tokens (B*G,) and return next-token logits (B*G, V), reading the
+        earlier positions from ``state`` (which this step advances)."""
+        states = self.decoder.step(last, state, attention)  # (B*G, D)
         state.offset += 1
-        return self.decoder.project(states[:, -1])  # (B*G, V)
+        return self.decoder.project(states)  # (B*G, V)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
