@@ -193,6 +193,23 @@ def test_packed_weights_compute_what_the_model_computes(toy_model):
                                                                 search(toy_model, src, mask)]
 
 
+def test_bf16_decoding_steps_follow_the_full_prefix(toy_model):
+    """Under bf16 the step keeps its keys and values in the dtype attention computes in (fp32
+    on the CPU) and gives the full prefix's logits up to bf16 rounding."""
+    fast = for_decoding(toy_model, "bf16")
+    src = toy_sources(6)
+    mask = source_mask(src)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        state = fast.start_decoding(src, mask)
+        prefix = torch.full((6, 1), BOS_ID)
+        for _ in range(5):
+            cached = fast.decode_step(prefix[:, -1], state).float()  # (B, V)
+            full = fast.decode(prefix, state.memory, mask)[:, -1].float()
+            assert state.self_kv is not None and state.self_kv.dtype == torch.float32
+            assert torch.allclose(cached, full, atol=0.15), (cached - full).abs().max()
+            prefix = torch.cat([prefix, full.argmax(-1, keepdim=True)], dim=1)
+
+
 def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):
     from transformer_mt.decode.ensemble import Ensemble
 
