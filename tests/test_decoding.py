@@ -54,6 +54,17 @@ def test_cache_does_not_change_translations(toy_model, beam):
     assert [h.tokens for h in g1] == [h.tokens for h in g2]
 
 
+def test_greedy_without_scores_translates_the_same(toy_model):
+    """Greedy decoding that skips normalising the logits picks the same tokens."""
+    src = toy_sources(30, seed=4)
+    model = train_toy_model(steps=30, seed=1)  # an imperfect model: not every output is right
+    scored = greedy(model, src, source_mask(src))
+    unscored = greedy(model, src, source_mask(src), scores=False)
+    assert [h.tokens for h in scored] == [h.tokens for h in unscored]
+    assert all(math.isfinite(h.score) and h.score <= 0 for h in scored)
+    assert all(math.isnan(h.score) for h in unscored)
+
+
 def test_beam_size_one_equals_greedy(toy_model):
     src = toy_sources(40, seed=11)
     # an undertrained model makes the comparison meaningful: its outputs are not all perfect
@@ -175,13 +186,23 @@ def test_bf16_weight_copy_computes_what_autocast_computes():
 
 
 @pytest.mark.skipif(not packing_available(torch.device("cpu")), reason="no oneDNN in this torch")
-def test_packed_weights_compute_what_the_model_computes(toy_model):
-    """fp32 decoding on the CPU multiplies by oneDNN-packed weights: same logits up to
-    rounding, same translations, and the model itself is left as it was."""
+@pytest.mark.parametrize("pack_min", [0, 10**9])
+def test_decoding_layout_computes_what_the_model_computes(toy_model, monkeypatch, pack_min):
+    """fp32 decoding on the CPU multiplies by oneDNN-packed weights (the large ones) or by
+    weights stored transposed: same logits up to rounding, same translations, and the model
+    itself is left as it was."""
+    monkeypatch.setattr("transformer_mt.decode.layout.PACK_MIN_WEIGHTS", pack_min)
     fast = for_decoding(toy_model, "fp32", torch.device("cpu"))
     assert for_decoding(fast, "fp32", torch.device("cpu")) is fast
-    assert isinstance(fast.decoder.project, PackedLinear)
+    project = fast.decoder.project
+    if pack_min == 0:
+        assert isinstance(project, PackedLinear)
+    else:
+        assert isinstance(project, torch.nn.Linear) and project.weight.stride() == (
+            1, project.weight.size(0))  # (V, D) stored as (D, V)
+        assert torch.equal(project.weight, toy_model.decoder.project.weight)
     assert isinstance(toy_model.decoder.project, torch.nn.Linear)
+    assert toy_model.decoder.project.weight.is_contiguous()
     assert toy_model.decoder.project.weight is toy_model.decoder.embed.weight  # still tied
     src = toy_sources(40, seed=3)
     mask = source_mask(src)

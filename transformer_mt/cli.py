@@ -115,7 +115,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         else:  # a pipe: translate it a chunk of lines at a time, in order, as they come
             done = 0
             for chunk in _chunks(stream, STDIN_CHUNK):
-                results = translator.translate_nbest(chunk, args.nbest, args.beam)
+                results = translator.translate_nbest(chunk, args.nbest, args.beam,
+                                                      scores=args.nbest > 1)
                 for i, hyps in enumerate(results, start=done):
                     for out_line in render(i, hyps):
                         print(out_line)
@@ -124,7 +125,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             return 0
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
-    results = translator.translate_nbest(lines, args.nbest, args.beam,
+    results = translator.translate_nbest(lines, args.nbest, args.beam, scores=args.nbest > 1,
                                          progress=bars_enabled() and len(lines) > 50)
     out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
     if args.output:

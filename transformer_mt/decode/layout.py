@@ -4,13 +4,19 @@ A decoding step multiplies a few rows (one per sentence or hypothesis) by every 
 which suits BLAS less well than training's thousands of rows. :func:`for_decoding` makes a copy
 of the model whose linear layers hold their weights the way the machine multiplies them fastest:
 
-- on a CPU with oneDNN (torch's x86 builds), each weight is packed once into oneDNN's blocked
-  layout and multiplied by oneDNN's kernels (:class:`PackedLinear`), as inference engines do:
-  at 32 rows on 2 cores, 1.5x faster than ``F.linear`` (docs/benchmarks.md);
+- on a CPU with oneDNN (torch's x86 builds), each large weight is packed once into oneDNN's
+  blocked layout and multiplied by oneDNN's kernels (:class:`PackedLinear`), as inference
+  engines do: at 32 rows on 2 cores 2.0-2.3x faster than ``F.linear`` for the feed-forward
+  and output projections. A call costs ~25-45 us more, though, so smaller weights (below
+  ``PACK_MIN_WEIGHTS`` entries: the 256 x 256 attention projections of the default model)
+  keep ``F.linear``, with the weight stored transposed in memory, which BLAS multiplies
+  faster at few rows (docs/benchmarks.md);
 - under ``bf16`` the weights are cast once instead (autocast would cast them at every call,
   a fifth of the decoding time); embeddings and LayerNorms stay fp32.
 
-The products equal ``F.linear``'s up to rounding (tests/test_decoding.py).
+The packing uses torch's own oneDNN operators, the ones ``torch.compile``'s CPU backend emits
+for frozen weights; they are not public API, so :func:`packing_available` checks that they
+exist, and tests compare their products with ``F.linear``'s (equal up to rounding).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 ROWS_HINT = 32  # the rows oneDNN's packed layout is tuned for (any number works)
+PACK_MIN_WEIGHTS = 2**17  # smaller weights are not worth a oneDNN call
 
 
 class PackedLinear(nn.Module):
@@ -63,16 +70,23 @@ def for_decoding(model: nn.Module, precision: str = "fp32",
                     module.bias = nn.Parameter(module.bias.detach().bfloat16(),
                                                requires_grad=False)
         return clone
-    if not packing_available(device) or all(isinstance(m, PackedLinear) for m in linears):
+    if device.type != "cpu" or all(_laid_out(m) for m in linears):
         return model
     clone = copy.deepcopy(model).eval()
-    _replace_linears(clone)
+    _replace_linears(clone, packing_available(device))
     return clone
 
 
-def _replace_linears(module: nn.Module) -> None:
+def _laid_out(module: nn.Module) -> bool:
+    return isinstance(module, PackedLinear) or module.weight.stride(0) == 1
+
+
+def _replace_linears(module: nn.Module, pack: bool) -> None:
     for name, child in module.named_children():
-        if isinstance(child, nn.Linear):
+        if not isinstance(child, nn.Linear):
+            _replace_linears(child, pack)
+        elif pack and child.weight.numel() >= PACK_MIN_WEIGHTS:
             setattr(module, name, PackedLinear(child))
-        else:
-            _replace_linears(child)
+        else:  # (out, in) stored as (in, out): BLAS gets a row-major right-hand matrix
+            weight = child.weight.detach().t().contiguous().t()
+            child.weight = nn.Parameter(weight, requires_grad=False)

@@ -654,7 +654,7 @@ class Trainer:
             decode = dataclasses.replace(decode, batch_size=max(decode.batch_size, 512))
         sources = [data.source(k).tolist() for k in range(len(data))]
         hyps = decode_corpus(model, sources, decode, self.device,
-                             beam_size=self.cfg.train.eval_beam_size)
+                             beam_size=self.cfg.train.eval_beam_size, scores=False)
         detokenize = run.tokenizers[1].detokenize
         texts = [detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps]
         refs = data.references or []
