@@ -127,6 +127,9 @@ class DecoderState:
     group: int = 1  # G: hypotheses per sentence
     self_kv: Tensor | None = None  # (B*G, L, 2, H, capacity, Dh)
     offset: int = 0  # target positions fed so far
+    # the buffer that reordering writes into next (as many rows as ever, same capacity): two
+    # buffers take turns, so a step allocates nothing
+    spare: Tensor | None = None
 
     def reserve(self, rows: int) -> Tensor:
         """``self_kv``, with room for one more position (allocated or doubled if needed)."""
@@ -137,7 +140,7 @@ class DecoderState:
             grown = self.cross_kv.new_empty(shape)
             if kv is not None:
                 grown[..., :self.offset, :] = kv[..., :self.offset, :]
-            self.self_kv = grown
+            self.self_kv, self.spare = grown, None
         return self.self_kv
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
@@ -148,22 +151,27 @@ class DecoderState:
         sentences stay as they are (beam search reordering its beams).
         """
         if self.self_kv is not None:
-            self.self_kv = _select_filled(self.self_kv, rows, self.offset)
+            self._select_hypotheses(rows)
         if sentences is None:
             return
         self.memory = self.memory.index_select(0, sentences)
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = self.cross_kv.index_select(0, sentences)
 
-
-def _select_filled(kv: Tensor, rows: Tensor, filled: int) -> Tensor:
-    """``kv[rows]`` (rows, ..., capacity, Dh), copying only the first ``filled`` positions
-    (with autograd on, as some tests decode, all of them)."""
-    if kv.requires_grad:
-        return kv.index_select(0, rows)
-    out = kv.new_empty((rows.numel(), *kv.shape[1:]))
-    torch.index_select(kv[..., :filled, :], 0, rows, out=out[..., :filled, :])
-    return out
+    def _select_hypotheses(self, rows: Tensor) -> None:
+        """``self_kv = self_kv[rows]``, copying only the filled positions, into the spare."""
+        kv, n = self.self_kv, rows.numel()
+        assert kv is not None
+        if kv.requires_grad:  # some tests decode with autograd on: no out= then
+            self.self_kv = kv.index_select(0, rows)
+            return
+        spare = self.spare
+        if spare is None or spare.size(0) < n:
+            spare = kv.new_empty((max(n, kv.size(0)), *kv.shape[1:]))
+        filled = self.offset
+        torch.index_select(kv[..., :filled, :], 0, rows, out=spare[:n, ..., :filled, :])
+        # the old buffer, whole (kv may be the first rows of a larger one), is the next spare
+        self.self_kv, self.spare = spare[:n], kv if kv._base is None else kv._base
 
 
 class Transformer(nn.Module):
