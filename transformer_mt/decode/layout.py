@@ -6,7 +6,7 @@ of the model whose linear layers hold their weights the way the machine multipli
 
 - on a CPU with oneDNN (torch's x86 builds), each large weight is packed once into oneDNN's
   blocked layout and multiplied by oneDNN's kernels (:class:`PackedLinear`), as inference
-  engines do: at 32 rows on 2 cores 2.0-2.3x faster than ``F.linear`` for the feed-forward
+  engines do: at 32 rows on 2 cores 1.3-2.3x faster than ``F.linear`` for the feed-forward
   and output projections. A call costs ~25-45 us more, though, so smaller weights (below
   ``PACK_MIN_WEIGHTS`` entries: the 256 x 256 attention projections of the default model)
   keep ``F.linear``, with the weight stored transposed in memory, which BLAS multiplies
