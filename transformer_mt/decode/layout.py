@@ -57,36 +57,31 @@ def for_decoding(model: nn.Module, precision: str = "fp32",
     """A copy of ``model`` in eval mode with its linear layers laid out for decoding; the model
     itself if it is such a copy already or needs no change (fp32 on a GPU)."""
     device = device or next(model.parameters()).device
+    bf16 = precision == "bf16"
     linears = [m for m in model.modules() if isinstance(m, (nn.Linear, PackedLinear))]
-    if precision == "bf16":
-        if all(m.weight.dtype == torch.bfloat16 for m in linears):
-            return model
-        clone = copy.deepcopy(model).eval()
-        for module in clone.modules():
-            if isinstance(module, nn.Linear):
-                module.weight = nn.Parameter(module.weight.detach().bfloat16(),
-                                             requires_grad=False)
-                if module.bias is not None:
-                    module.bias = nn.Parameter(module.bias.detach().bfloat16(),
-                                               requires_grad=False)
-        return clone
-    if device.type != "cpu" or all(_laid_out(m) for m in linears):
+    if (not bf16 and device.type != "cpu") or all(_laid_out(m, bf16) for m in linears):
         return model
     clone = copy.deepcopy(model).eval()
-    _replace_linears(clone, packing_available(device))
+    _replace_linears(clone, bf16, pack=not bf16 and packing_available(device))
     return clone
 
 
-def _laid_out(module: nn.Module) -> bool:
+def _laid_out(module: nn.Module, bf16: bool) -> bool:
+    if bf16:
+        return module.weight.dtype == torch.bfloat16
     return isinstance(module, PackedLinear) or module.weight.stride(0) == 1
 
 
-def _replace_linears(module: nn.Module, pack: bool) -> None:
+def _replace_linears(module: nn.Module, bf16: bool, pack: bool) -> None:
     for name, child in module.named_children():
         if not isinstance(child, nn.Linear):
-            _replace_linears(child, pack)
+            _replace_linears(child, bf16, pack)
         elif pack and child.weight.numel() >= PACK_MIN_WEIGHTS:
             setattr(module, name, PackedLinear(child))
+        elif bf16:  # cast once (autocast would cast at every call)
+            child.weight = nn.Parameter(child.weight.detach().bfloat16(), requires_grad=False)
+            if child.bias is not None:
+                child.bias = nn.Parameter(child.bias.detach().bfloat16(), requires_grad=False)
         else:  # (out, in) stored as (in, out): BLAS gets a row-major right-hand matrix
             weight = child.weight.detach().t().contiguous().t()
             child.weight = nn.Parameter(weight, requires_grad=False)

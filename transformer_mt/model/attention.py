@@ -134,9 +134,7 @@ class MultiHeadAttention(nn.Module):
     def memory_kv(self, memory: Tensor) -> Tensor:
         """The encoder output's keys and values for :meth:`cross_step`: (B, S, D) ->
         (B, 2, H, S, Dh), in the dtype attention computes in (cast once, not per step)."""
-        b, s, _ = memory.shape
-        kv = self.kv_proj(memory).view(b, s, 2, self.n_heads, self.d_head)
-        return attention_dtype(kv.permute(0, 2, 3, 1, 4).contiguous())
+        return attention_dtype(torch.stack(self._split_heads(self.kv_proj(memory), 2), dim=1))
 
     # ------------------------------------------------------------------------------- stages
 

@@ -125,23 +125,25 @@ class DecoderState:
     src_mask: Tensor  # (B, 1, 1, S)
     cross_kv: Tensor  # (B, L, 2, H, S, Dh) the encoder's keys and values in every layer
     group: int = 1  # G: hypotheses per sentence
-    self_kv: Tensor | None = None  # (B*G, L, 2, H, capacity, Dh)
+    # (rows, L, 2, H, capacity, Dh): the first B*G rows and ``offset`` positions are in use
+    self_kv: Tensor | None = None
     offset: int = 0  # target positions fed so far
-    # the buffer that reordering writes into next (as many rows as ever, same capacity): two
-    # buffers take turns, so a step allocates nothing
+    # the buffer that reordering writes into next (same shape): two buffers take turns, so a
+    # step allocates nothing
     spare: Tensor | None = None
 
     def reserve(self, rows: int) -> Tensor:
-        """``self_kv``, with room for one more position (allocated or doubled if needed)."""
+        """The key/value buffer of the ``rows`` hypotheses, ``(rows, L, 2, H, capacity, Dh)``,
+        with room for one more position (allocated, or doubled, if needed)."""
         kv = self.self_kv
         if kv is None or self.offset == kv.size(4):
             capacity = max(2 * self.offset, MIN_CAPACITY)
             shape = (rows, *self.cross_kv.shape[1:4], capacity, self.cross_kv.size(-1))
             grown = self.cross_kv.new_empty(shape)
             if kv is not None:
-                grown[..., :self.offset, :] = kv[..., :self.offset, :]
+                grown[..., :self.offset, :] = kv[:rows, ..., :self.offset, :]
             self.self_kv, self.spare = grown, None
-        return self.self_kv
+        return self.self_kv[:rows]
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) hypotheses: row ``i`` becomes old row ``rows[i]``.
@@ -159,19 +161,19 @@ class DecoderState:
         self.cross_kv = self.cross_kv.index_select(0, sentences)
 
     def _select_hypotheses(self, rows: Tensor) -> None:
-        """``self_kv = self_kv[rows]``, copying only the filled positions, into the spare."""
-        kv, n = self.self_kv, rows.numel()
+        """Row ``i`` of the buffer becomes old row ``rows[i]``, copying only the filled
+        positions, into the spare buffer, which then takes the buffer's place."""
+        kv = self.self_kv
         assert kv is not None
         if kv.requires_grad:  # some tests decode with autograd on: no out= then
             self.self_kv = kv.index_select(0, rows)
             return
-        spare = self.spare
-        if spare is None or spare.size(0) < n:
-            spare = kv.new_empty((max(n, kv.size(0)), *kv.shape[1:]))
+        if self.spare is None:
+            self.spare = torch.empty_like(kv)
         filled = self.offset
-        torch.index_select(kv[..., :filled, :], 0, rows, out=spare[:n, ..., :filled, :])
-        # the old buffer, whole (kv may be the first rows of a larger one), is the next spare
-        self.self_kv, self.spare = spare[:n], kv if kv._base is None else kv._base
+        torch.index_select(kv[..., :filled, :], 0, rows,
+                           out=self.spare[:rows.numel(), ..., :filled, :])
+        self.self_kv, self.spare = self.spare, kv
 
 
 class Transformer(nn.Module):
