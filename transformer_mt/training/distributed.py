@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +66,23 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
     return out
 
 
-def cleanup(info: DistInfo) -> None:
-    """Leave the process group this process joined (on every way out of training)."""
-    if info.owns_group and dist.is_initialized():
-        dist.destroy_process_group()
+GLOO_SETTLE_S = 0.2  # how long gloo's worker threads get to finish before the group ends
+
+
+def cleanup(info: DistInfo, completed: bool = True) -> None:
+    """Leave the process group this process joined (on every way out of training).
+
+    ``completed``: every rank finished the run, so all meet at a barrier first (after an error
+    another rank may never come). Gloo's worker threads free a finished collective's tensors
+    after the caller has moved on, and that takes the GIL; the group's destructor joins those
+    threads while holding it, so a destructor that starts too soon waits forever (seen under
+    torchrun about once in 15 tiny runs). The main thread therefore sleeps, GIL released,
+    before ending the group.
+    """
+    if not (info.owns_group and dist.is_initialized()):
+        return
+    if completed:
+        dist.barrier()
+    if dist.get_backend() == "gloo":
+        time.sleep(GLOO_SETTLE_S)
+    dist.destroy_process_group()

@@ -454,21 +454,26 @@ class Trainer:
 
     def train(self) -> Progress:
         """Run (or resume) training until ``max_steps``/``max_epochs`` or early stopping."""
+        run: Run | None = None
+        completed = False
         with self._stop_signals():
             try:
                 run = self.setup()
                 if self._finished(run.progress):
                     log.info("run in %s is already complete (step %d); nothing to do",
                              self.run_dir, run.progress.step)
-                    return run.progress
-                self._loop(run)
+                else:
+                    self._loop(run)
+                completed = True
                 return run.progress
             finally:
                 if self._file_log is not None:
                     logging.getLogger("transformer_mt").removeHandler(self._file_log)
                     self._file_log.close()
                     self._file_log = None
-                distributed.cleanup(self.dist)
+                if run is not None:  # the DDP wrapper holds the process group: drop it first
+                    run.forward_model = run.model
+                distributed.cleanup(self.dist, completed)
                 self._held.close()
 
     @contextlib.contextmanager
