@@ -52,6 +52,11 @@ def test_defaults_and_overrides_with_types():
     ({}, ["name=/abs/path"], "'name' must be a plain name"),
     ({}, ["name=../up"], "'name' must be a plain name"),
     ({}, ["model.max_positions=2"], "'model.max_positions' must be at least 3"),
+    ({"train": {"max_steps": None, "max_epochs": 3}}, ["train.lr_schedule=linear"],
+     "'train.lr_schedule' linear decays to zero at train.max_steps: set train.max_steps"),
+    ({"train": {"max_steps": 100, "warmup_steps": 100}}, ["train.lr_schedule=linear"],
+     "train.max_steps must exceed train.warmup_steps"),
+    ({}, ["train.lr_schedule=cosine"], "'train.lr_schedule' must be one of"),
 ])
 def test_config_errors_name_the_key(data, overrides, message):
     with pytest.raises(ConfigError) as err:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, needs_data, run_cli, tiny_train_args
+from transformer_mt.training.schedule import learning_rate
 
 pytestmark = needs_data
 
@@ -51,8 +52,9 @@ def _wait_for_step(proc: subprocess.Popen, run_dir, step: int, timeout: float = 
 
 @pytest.mark.parametrize("tokens", [
     ("data.tokenizer=spacy",),
-    ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true")],
-    ids=["spacy", "sentencepiece"])
+    ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true",
+     "train.lr_schedule=linear")],
+    ids=["spacy", "sentencepiece-linear-lr"])
 def test_resume_after_sigkill_is_bitwise_exact(tmp_path, tokens):
     n = 14
     # log_every=3 with save_every=4: a save falls inside a log interval, whose partial loss sums
@@ -81,6 +83,11 @@ def test_resume_after_sigkill_is_bitwise_exact(tmp_path, tokens):
     assert _steps(killed) == [3, 6, 9, 12]  # every log record exactly once
     assert _steps(killed, "valid") == _steps(straight, "valid") == [5, 10, 14]
     assert _losses(killed) == _losses(straight)
+    # the logged rates are the schedule's, counted to this run's max_steps
+    schedule = "linear" if "train.lr_schedule=linear" in tokens else "inverse_sqrt"
+    records = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in records if r["type"] == "train"] == [
+        learning_rate(step, 1e-3, 2, schedule, n) for step in (3, 6, 9, 12)]
 
 
 def _losses(run_dir) -> list[float]:
@@ -195,6 +202,7 @@ def test_resume_drops_a_half_written_metrics_line_and_warns_on_changed_batches(t
                            "train.eval_every=100", "train.max_tokens=500"))
     assert result.returncode == 0, result.stderr
     assert "train.max_tokens=600, the config now says 500" in result.stderr
+    assert "train.max_steps" not in result.stderr  # inverse_sqrt runs may simply go on longer
     assert _steps(run_dir) == [1, 2, 3, 4, 5, 6]  # every line parses again
     assert not list(run_dir.glob(".*.tmp"))
     plot = run_cli(["plot", str(run_dir), "--output", str(tmp_path / "plots")])

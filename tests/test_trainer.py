@@ -1,13 +1,18 @@
-"""The trainer's parts that need no data: optimizer groups, precision, resume state per rank."""
+"""The trainer's parts that need no data: optimizer groups, precision, resume state per rank,
+learning-rate schedules."""
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
 import torch
 
 from tests.test_model import make_model
 from transformer_mt.checkpoint import rank_rng_state, rng_state
 from transformer_mt.config import TrainConfig
 from transformer_mt.device import resolve_precision
+from transformer_mt.training.schedule import inverse_sqrt_lr, learning_rate
 from transformer_mt.training.trainer import make_optimizer
 
 
@@ -62,3 +67,19 @@ def test_each_rank_resumes_its_own_random_streams():
     assert state is None and not exact
     state, exact = rank_rng_state(states[0], 0, 1)  # early checkpoints: one state, no list
     assert exact and torch.equal(state["torch"], states[0]["torch"])
+
+
+def test_learning_rate_schedules():
+    """Both warm up alike; linear then falls in a straight line to zero after the last step."""
+    peak, warmup, total = 1e-3, 10, 50
+    for step in range(1, warmup):
+        assert learning_rate(step, peak, warmup, "linear", total) == pytest.approx(
+            inverse_sqrt_lr(step, peak, warmup))
+    assert learning_rate(warmup, peak, warmup, "linear", total) == pytest.approx(peak)
+    after = [learning_rate(s, peak, warmup, "linear", total) for s in range(warmup, total + 2)]
+    drops = [a - b for a, b in itertools.pairwise(after)]
+    assert drops == pytest.approx([peak / (total + 1 - warmup)] * len(drops))  # a straight line
+    assert after[-2] > 0 and after[-1] == 0  # the last step still learns; beyond it, nothing
+    assert learning_rate(4 * warmup, peak, warmup) == pytest.approx(peak / 2)  # inverse sqrt
+    with pytest.raises(ValueError):
+        learning_rate(5, peak, warmup, "linear")

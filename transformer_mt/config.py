@@ -240,6 +240,9 @@ class TrainConfig:
     max_epochs: int | None = 20
     lr: float = 7e-4  # peak learning rate, reached at the end of warmup
     warmup_steps: int = 1000
+    # after warmup: inverse_sqrt (decays as 1/sqrt(step), open-ended) or linear (falls in a
+    # straight line to zero at train.max_steps: for a fixed budget of steps)
+    lr_schedule: Literal["inverse_sqrt", "linear"] = "inverse_sqrt"
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -269,6 +272,11 @@ class TrainConfig:
                f"must be >= 0, got {self.weight_decay}")
         _check(0 <= self.seed < 2**32, "train.seed", f"must be in [0, 2^32), got {self.seed}")
         _check(self.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
+        _check(self.lr_schedule != "linear" or self.max_steps is not None, "train.lr_schedule",
+               "linear decays to zero at train.max_steps: set train.max_steps")
+        _check(self.lr_schedule != "linear" or self.max_steps is None
+               or self.max_steps > self.warmup_steps, "train.lr_schedule",
+               "linear decays after warmup: train.max_steps must exceed train.warmup_steps")
         _check(self.keep_last >= 0, "train.keep_last", "must be >= 0")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
         _check(all(0.0 <= b < 1.0 for b in self.betas), "train.betas", "must be in [0, 1)")

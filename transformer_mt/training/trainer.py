@@ -66,7 +66,7 @@ from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, r
 from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.training import distributed
-from transformer_mt.training.schedule import inverse_sqrt_lr
+from transformer_mt.training.schedule import learning_rate
 
 log = logging.getLogger(__name__)
 progress_log = logging.getLogger(PROGRESS_LOGGER)
@@ -300,8 +300,12 @@ class Trainer:
         another batch plan or seed trains on, but no longer exactly as the run would have."""
         stored = ckpt["config"]
         current = self.cfg.to_dict()
-        for key in ("max_tokens", "accum_steps", "seed"):
-            before, now = stored.get("train", {}).get(key), current["train"][key]
+        keys = ["max_tokens", "accum_steps", "seed", "lr", "warmup_steps", "lr_schedule"]
+        if current["train"]["lr_schedule"] == "linear":  # its rates depend on the run's length
+            keys.append("max_steps")
+        for key in keys:
+            now = current["train"][key]
+            before = stored.get("train", {}).get(key, now)  # older runs lack newer keys
             if before != now:
                 log.warning("the run was trained with train.%s=%s, the config now says %s: "
                             "resuming, but the run is no longer exactly the one it would have "
@@ -606,7 +610,8 @@ class Trainer:
         grad_norm = torch.zeros((), device=self.device)
         if t.clip_grad_norm is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), t.clip_grad_norm)
-        lr = inverse_sqrt_lr(run.progress.step + 1, t.lr, t.warmup_steps)
+        lr = learning_rate(run.progress.step + 1, t.lr, t.warmup_steps, t.lr_schedule,
+                           t.max_steps)
         for group in run.optimizer.param_groups:
             group["lr"] = lr
         run.scaler.step(run.optimizer)
