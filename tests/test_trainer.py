@@ -12,7 +12,7 @@ from tests.test_model import make_model
 from transformer_mt.checkpoint import rank_rng_state, rng_state
 from transformer_mt.config import TrainConfig
 from transformer_mt.device import resolve_precision
-from transformer_mt.training.schedule import inverse_sqrt_lr, learning_rate
+from transformer_mt.training.schedule import learning_rate
 from transformer_mt.training.trainer import make_optimizer
 
 
@@ -73,13 +73,14 @@ def test_learning_rate_schedules():
     """Both warm up alike; linear then falls in a straight line to zero after the last step."""
     peak, warmup, total = 1e-3, 10, 50
     for step in range(1, warmup):
-        assert learning_rate(step, peak, warmup, "linear", total) == pytest.approx(
-            inverse_sqrt_lr(step, peak, warmup))
+        assert learning_rate(step, peak, warmup, "linear", total) == learning_rate(
+            step, peak, warmup) == pytest.approx(peak * step / warmup)
     assert learning_rate(warmup, peak, warmup, "linear", total) == pytest.approx(peak)
     after = [learning_rate(s, peak, warmup, "linear", total) for s in range(warmup, total + 2)]
     drops = [a - b for a, b in itertools.pairwise(after)]
     assert drops == pytest.approx([peak / (total + 1 - warmup)] * len(drops))  # a straight line
     assert after[-2] > 0 and after[-1] == 0  # the last step still learns; beyond it, nothing
     assert learning_rate(4 * warmup, peak, warmup) == pytest.approx(peak / 2)  # inverse sqrt
+    assert learning_rate(9, peak, 0) == pytest.approx(peak / 3)  # no warmup: peak / sqrt(step)
     with pytest.raises(ValueError):
         learning_rate(5, peak, warmup, "linear")

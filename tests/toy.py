@@ -9,7 +9,7 @@ from transformer_mt.data.batch import Batch, source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import greedy
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.training.schedule import inverse_sqrt_lr
+from transformer_mt.training.schedule import learning_rate
 
 N_SYMBOLS = 10  # ids 4 .. 13
 VOCAB = 4 + N_SYMBOLS
@@ -39,7 +39,7 @@ def train_toy_model(steps: int = 500, seed: int = 0) -> Transformer:
         batch = Batch.from_ids([p[0] for p in pairs], [p[1] for p in pairs])
         loss = model.loss(batch) / batch.n_tokens
         for group in opt.param_groups:
-            group["lr"] = inverse_sqrt_lr(step, 2e-3, 100)
+            group["lr"] = learning_rate(step, 2e-3, 100)
         loss.backward()
         opt.step()
         opt.zero_grad()
