@@ -4,16 +4,17 @@ learning-rate schedules."""
 from __future__ import annotations
 
 import itertools
+import logging
 
 import pytest
 import torch
 
 from tests.test_model import make_model
 from transformer_mt.checkpoint import rank_rng_state, rng_state
-from transformer_mt.config import TrainConfig
+from transformer_mt.config import TrainConfig, config_from_dict
 from transformer_mt.device import resolve_precision
 from transformer_mt.training.schedule import learning_rate
-from transformer_mt.training.trainer import make_optimizer
+from transformer_mt.training.trainer import Trainer, make_optimizer
 
 
 def test_weight_decay_only_on_weight_matrices():
@@ -84,3 +85,21 @@ def test_learning_rate_schedules():
     assert learning_rate(9, peak, 0) == pytest.approx(peak / 3)  # no warmup: peak / sqrt(step)
     with pytest.raises(ValueError):
         learning_rate(5, peak, warmup, "linear")
+
+
+@pytest.mark.parametrize("schedule, warns", [("linear", True), ("inverse_sqrt", False)])
+def test_resuming_with_another_length_warns_only_where_the_rates_depend_on_it(
+        tmp_path, caplog, schedule, warns):
+    """A linear schedule's rates are counted to max_steps: resuming with another max_steps is
+    no longer the same run; an inverse_sqrt run may simply go on longer."""
+    stored = config_from_dict({}, [f"train.lr_schedule={schedule}", "train.max_steps=1100"])
+    now = config_from_dict({}, [f"train.lr_schedule={schedule}", "train.max_steps=1200"])
+    with caplog.at_level(logging.WARNING):
+        Trainer(now, tmp_path / "run")._check_compatible({"config": stored.to_dict()})
+    assert ("train.max_steps=1100, the config now says 1200" in caplog.text) is warns
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # the schedule itself changed: warned either way
+        other = "inverse_sqrt" if schedule == "linear" else "linear"
+        stored = config_from_dict({}, [f"train.lr_schedule={other}", "train.max_steps=1200"])
+        Trainer(now, tmp_path / "run")._check_compatible({"config": stored.to_dict()})
+    assert f"train.lr_schedule={other}, the config now says {schedule}" in caplog.text
