@@ -28,10 +28,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, synchronize
-from transformer_mt.decode.layout import for_decoding
 from transformer_mt.decode.search import decode_corpus
-from transformer_mt.device import pick_device, resolve_precision
+from transformer_mt.device import pick_device
 from transformer_mt.evaluate import read_test_set
+from transformer_mt.precision import for_decoding, resolve_precision
 from transformer_mt.translate import Translator
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")

@@ -66,6 +66,14 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 300,
 
 
 @pytest.fixture(scope="session")
+def toy_model():
+    """A tiny model trained to reverse sequences (tests/toy.py), shared by the whole run."""
+    from tests.toy import train_toy_model
+
+    return train_toy_model()
+
+
+@pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """One tiny trained run, shared by the tests that only read it: (run_dir, its result)."""
     if DATA_DIR is None:

@@ -12,7 +12,7 @@ import torch
 from tests.test_model import make_model
 from transformer_mt.checkpoint import rank_rng_state, rng_state
 from transformer_mt.config import TrainConfig, config_from_dict
-from transformer_mt.device import resolve_precision
+from transformer_mt.precision import resolve_precision
 from transformer_mt.training.schedule import learning_rate
 from transformer_mt.training.trainer import Trainer, make_optimizer
 

@@ -27,6 +27,7 @@ from transformer_mt.data.vocab import PAD_ID, Vocab
 from transformer_mt.errors import CheckpointError, ConfigError, DataError
 from transformer_mt.fileio import atomic_write
 from transformer_mt.model.transformer import Transformer
+from transformer_mt.precision import use_precision_policy
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,10 @@ PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
 
 def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
     """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID);
-    with ``data.shared_vocab``, one embedding matrix for both languages."""
-    return Transformer(config.model, len(src_vocab), len(tgt_vocab), PAD_ID,
-                       config.data.shared_vocab)
+    with ``data.shared_vocab``, one embedding matrix for both languages. Its attention follows
+    the precision policy (fp32 attention for bf16 on the CPU)."""
+    return use_precision_policy(Transformer(config.model, len(src_vocab), len(tgt_vocab),
+                                            PAD_ID, config.data.shared_vocab))
 
 
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Choosing the device and the numeric precision."""
+"""Choosing the device (the numeric precision is ``precision.py``'s)."""
 
 from __future__ import annotations
 
@@ -48,26 +48,6 @@ def bound_cpu_kernel_caches(capacity: int = 8) -> None:
     """
     for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
         os.environ.setdefault(variable, str(capacity))
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """Turn ``auto`` into ``bf16`` where the device computes in bf16 natively; on a GPU without
-    native bf16 (emulation is slower than fp32) into ``fp16``, trained with a loss scaler;
-    else into ``fp32``."""
-    if precision != "auto":
-        if precision == "fp16" and device.type != "cuda":
-            raise ConfigError("train.precision=fp16 needs a CUDA GPU; use bf16 or fp32 on the CPU")
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
-    if device.type != "cpu":
-        return "fp32"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = f.read()
-    except OSError:
-        return "fp32"
-    return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "fp32"
 
 
 def device_memory(device: torch.device) -> int | None:

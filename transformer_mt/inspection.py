@@ -16,6 +16,7 @@ from torch import Tensor
 
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights
@@ -180,7 +181,7 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     emit(f"   encoder output (memory): {tuple(memory.shape)}")
 
     emit("5. Decoder, one token at a time (greedy), reusing cached keys and values")
-    state = model.start_decoding(src, mask)
+    state = start_decoding(model, src, mask)
     last = torch.tensor([BOS_ID], device=translator.device)
     dcfg = translator.config.decode
     limit = max_steps or int(max_output_lengths(mask, dcfg.max_len_a, dcfg.max_len_b,
@@ -188,7 +189,7 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     out: list[str] = []
     for step in range(limit):
         att = AttentionWeights()
-        logits = model.decode_step(last, state, attention=att)  # (1, V)
+        logits = decode_step(state, last, attention=att)  # (1, V)
         probs = next_token_logprobs(logits).exp()[0]  # (V,)
         cross = att.cross[-1][0, :, -1].mean(0)  # (S,) last layer, mean over heads
         top_src = cross.topk(min(2, s)).indices.tolist()

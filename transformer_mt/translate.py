@@ -24,10 +24,11 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
-from transformer_mt.decode.search import decode_corpus, for_decoding, max_output_lengths
-from transformer_mt.device import pick_device, resolve_precision
+from transformer_mt.decode.search import decode_corpus, max_output_lengths
+from transformer_mt.device import pick_device
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
+from transformer_mt.precision import for_decoding, resolve_precision
 
 log = logging.getLogger(__name__)
 

@@ -1,26 +1,34 @@
 """Several models decoding as one: the mean of their next-token probabilities.
 
-An :class:`Ensemble` offers what search needs of a model (``start_decoding``, ``decode_step``,
-``decode_prefix``, ``cfg``, ``tgt_vocab_size``), so greedy, beam search and sampling run on it
-unchanged. Its "logits" are ``log(mean_i p_i)``, log-probabilities search normalises again.
+An :class:`Ensemble` offers what search needs of a model (``cfg``, ``tgt_vocab_size``; search
+starts one decoding state per member and wraps them in an :class:`EnsembleState`), so greedy,
+beam search and sampling run on it unchanged. Its "logits" are ``log(mean_i p_i)``,
+log-probabilities search normalises again.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from transformer_mt.model.transformer import DecoderState, Transformer
+from transformer_mt.model.transformer import Transformer
 
 
 @dataclass
 class EnsembleState:
-    """Each member's :class:`DecoderState`, selected together."""
+    """Each member's decoding state, advanced and selected together."""
 
-    states: list[DecoderState]
+    states: list[Any]
+
+    def next_logits(self, prefix: Tensor) -> Tensor:
+        """(N, t) prefixes -> (N, V) log of the members' mean next-token probabilities."""
+        logits = [state.next_logits(prefix) for state in self.states]
+        log_probs = torch.stack([z.float().log_softmax(dim=-1) for z in logits])  # (M, N, V)
+        return torch.logsumexp(log_probs, dim=0) - math.log(len(logits))  # (N, V)
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         for state in self.states:
@@ -41,18 +49,3 @@ class Ensemble(nn.Module):
     @property
     def tgt_vocab_size(self) -> int:
         return self.members[0].tgt_vocab_size
-
-    def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> EnsembleState:
-        return EnsembleState([m.start_decoding(src, src_mask, group) for m in self.members])
-
-    def decode_step(self, last: Tensor, state: EnsembleState) -> Tensor:
-        """(N,) newest tokens -> (N, V) log of the members' mean next-token probabilities."""
-        return self._mean([m.decode_step(last, s) for m, s in zip(self.members, state.states)])
-
-    def decode_prefix(self, prefix: Tensor, state: EnsembleState) -> Tensor:
-        return self._mean([m.decode_prefix(prefix, s)
-                           for m, s in zip(self.members, state.states)])
-
-    def _mean(self, logits: list[Tensor]) -> Tensor:
-        log_probs = torch.stack([z.float().log_softmax(dim=-1) for z in logits])  # (M, N, V)
-        return torch.logsumexp(log_probs, dim=0) - math.log(len(logits))  # (N, V)

@@ -1,10 +1,12 @@
 """Greedy and beam search as plain functions over a trained model, for a batch of sources or a
 whole corpus (:func:`decode_corpus`: batches sorted by length, results in input order).
 
-Both decode incrementally by default: the encoder runs once, cross-attention keys/values are
-computed once per sentence, and decoder self-attention keeps a key/value cache, so each step feeds
-one token. ``use_cache=False`` re-runs the decoder over the whole prefix at every step, as the
-seed tutorials do; it gives the same translations, more slowly (``bench/decode_speed.py``).
+Search asks a decoding state for the next-token logits of its prefixes (``next_logits``) and
+tells it which hypotheses it keeps (``select``). The reference, :class:`PrefixState`, re-runs
+the decoder over the whole prefix at every step, as the seed tutorials do. By default
+(``use_cache=True``) search uses the incremental decoder of ``decode/incremental.py`` instead:
+the encoder's keys and values are projected once per sentence and each step feeds one token; it
+gives the same translations, faster (``tests/test_equivalence.py``, ``bench/decode_speed.py``).
 Finished sentences leave the batch, so the remaining ones run on a smaller batch.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -20,10 +23,11 @@ from tqdm.auto import tqdm
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from transformer_mt.decode.layout import for_decoding
-from transformer_mt.device import resolve_precision
+from transformer_mt.decode import incremental
+from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.errors import MTError
-from transformer_mt.model.transformer import DecoderState, Transformer
+from transformer_mt.model.transformer import Transformer
+from transformer_mt.precision import for_decoding, resolve_precision
 
 
 @dataclass
@@ -46,13 +50,50 @@ def _cap(model: Transformer) -> int | None:
     return cfg.max_output_tokens if cfg is not None else None
 
 
+@dataclass
+class PrefixState:
+    """The reference decoding state: every step runs the decoder over the whole prefix.
+
+    ``memory`` (N, S, D) and ``src_mask`` (N, 1, 1, S) have one row per prefix (a sentence's
+    G hypotheses each get a copy).
+    """
+
+    model: Transformer
+    memory: Tensor
+    src_mask: Tensor
+
+    def next_logits(self, prefix: Tensor) -> Tensor:
+        """Next-token logits (N, V) of the prefixes (N, t), recomputing every position."""
+        return self.model.decode(prefix, self.memory, self.src_mask)[:, -1]
+
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep (and reorder) prefixes: row ``i`` becomes old row ``rows[i]``."""
+        self.memory, self.src_mask = self.memory[rows], self.src_mask[rows]
+
+
+def start_decoding(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+                   group: int = 1, use_cache: bool = True) -> Any:
+    """The decoding state of a batch of sources (B, S), ``group`` hypotheses per sentence:
+    incremental (``use_cache``) or the reference :class:`PrefixState`."""
+    if isinstance(model, Ensemble):
+        return EnsembleState([start_decoding(m, src, src_mask, group, use_cache)
+                              for m in model.members])
+    if not isinstance(model, Transformer):  # a model that brings its own decoding state
+        return model.start_decoding(src, src_mask, group)
+    if use_cache:
+        return incremental.start_decoding(model, src, src_mask, group)
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    return PrefixState(model, memory.repeat_interleave(group, dim=0),
+                       src_mask.repeat_interleave(group, dim=0))
+
+
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     """GNMT length penalty ``((5 + length) / 6) ** alpha`` (Wu et al., 2016)."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _next_scores(model: Transformer, state: DecoderState, prefix: Tensor, use_cache: bool,
-                 at_limit: Tensor | None, normalize: bool = True) -> tuple[Tensor, Tensor | None]:
+def _next_scores(state: Any, prefix: Tensor, at_limit: Tensor | None,
+                 normalize: bool = True) -> tuple[Tensor, Tensor | None]:
     """Next-token logits (N, V) in fp32 and, if ``normalize``, their logsumexp (N,), for each
     prefix (N, t).
 
@@ -60,11 +101,7 @@ def _next_scores(model: Transformer, state: DecoderState, prefix: Tensor, use_ca
     keeps, so the full (N, V) log-softmax is never written. Padding and <bos> are never
     produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>.
     """
-    if use_cache:
-        logits = model.decode_step(prefix[:, -1], state)  # (N, V)
-    else:
-        logits = model.decode_prefix(prefix, state)  # (N, V)
-    z = _allowed(logits)
+    z = _allowed(state.next_logits(prefix))  # (N, V)
     if at_limit is not None:
         z[at_limit] = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
                                   -torch.inf)
@@ -105,7 +142,7 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     """
     b, device = src.size(0), src.device
     limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
-    state = model.start_decoding(src, src_mask)
+    state = start_decoding(model, src, src_mask, use_cache=use_cache)
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=device)  # (N, t)
     alive = torch.arange(b, device=device)  # original row of each decoded row
     alive_ids = list(range(b))  # the same, on the host
@@ -114,8 +151,8 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     step = 0
     shortest = int(limits.min())
     while alive_ids:
-        z, lse = _next_scores(model, state, prefix, use_cache,
-                              _at_limit(step, limits, alive, shortest), scores)  # (N, V), (N,)
+        z, lse = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest),
+                              scores)  # (N, V), (N,)
         best, token = _pick(z, sample_topk, temperature, generator)  # (N,), (N,)
         if lse is not None:
             total = total + (best - lse)
@@ -162,7 +199,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     b, k = src.size(0), beam_size
     device = src.device
     limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
-    state = model.start_decoding(src, src_mask, group=k)  # the K beams share their sentence
+    state = start_decoding(model, src, src_mask, k, use_cache)  # K beams share their sentence
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)
     scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -176,7 +213,7 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     while alive_ids:
         n = len(alive_ids)
         limited = _at_limit(step, limits, alive, shortest)
-        z, lse = _next_scores(model, state, prefix, use_cache,
+        z, lse = _next_scores(state, prefix,
                               None if limited is None else limited.repeat_interleave(k))
         # The 2K best of all K*V candidates are among the 2K best of each beam: take those
         # first (a small top-k per row), then the best 2K of the K*2K.
@@ -252,7 +289,7 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
         raise MTError(f"a beam of {max(beam_size, nbest)} is too wide for a target vocabulary of "
                       f"{vocab} tokens; use --beam and --nbest of at most {max(widest, 1)}")
     precision = resolve_precision(cfg.precision, device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    mixed = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     model = for_decoding(model, precision, device)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
@@ -269,7 +306,7 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
             src = torch.nn.utils.rnn.pad_sequence(
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)
-            with autocast:
+            with mixed:
                 hyps = translate_batch(model, src, source_mask(src), cfg, beam_size, nbest,
                                        use_cache, generator, scores)
             for i, h in zip(chunk, hyps):

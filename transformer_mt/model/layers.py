@@ -1,16 +1,36 @@
 """The position-wise feed-forward network and one encoder / decoder layer.
 
-Each sublayer is wrapped in a residual connection and a LayerNorm. Pre-norm (the default) normalises
-the sublayer's input, ``x = x + dropout(sublayer(norm(x)))``; post-norm, as in the paper,
-normalises the sum, ``x = norm(x + dropout(sublayer(x)))``.
+Each sublayer is wrapped in a residual connection and a LayerNorm (:func:`residual`). Pre-norm
+(the default) normalises the sublayer's input, ``x = x + dropout(sublayer(norm(x)))``;
+post-norm, as in the paper, normalises the sum, ``x = norm(x + dropout(sublayer(x)))``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 from torch import Tensor, nn
 
 from transformer_mt.config import ModelConfig
 from transformer_mt.model.attention import MultiHeadAttention
+
+# A sublayer maps (B, T, D) to (B, T, D), with attention weights when it has them.
+Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
+
+
+def residual(x: Tensor, sublayer: Sublayer, norm: nn.LayerNorm, dropout: nn.Module,
+             pre_norm: bool) -> tuple[Tensor, Tensor | None]:
+    """One residual connection around ``sublayer``: (B, T, D) -> (B, T, D), and its weights.
+
+    pre-norm:  ``x + dropout(sublayer(norm(x)))``  (trains more stably)
+    post-norm: ``norm(x + dropout(sublayer(x)))``  (the paper's)
+    """
+    if pre_norm:
+        h, weights = sublayer(norm(x))
+        return x + dropout(h), weights
+    h, weights = sublayer(x)
+    return norm(x + dropout(h)), weights
 
 
 class FeedForward(nn.Module):
@@ -24,9 +44,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> (B, T, D)."""
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # via (B, T, F)
+    def forward(self, x: Tensor) -> tuple[Tensor, None]:
+        """(B, T, D) -> (B, T, D) (and no attention weights: a sublayer's signature)."""
+        return self.linear2(self.dropout(self.activation(self.linear1(x)))), None  # via (B,T,F)
 
 
 def _attention(cfg: ModelConfig, cross: bool = False) -> MultiHeadAttention:
@@ -49,14 +69,9 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, src_mask: Tensor | None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x: (B, S, D), src_mask: (B, 1, 1, S) -> (B, S, D) and (B, H, S, S) weights if asked."""
-        if self.pre_norm:
-            h, weights = self.self_attn(self.norm1(x), mask=src_mask, need_weights=need_weights)
-            x = x + self.dropout(h)
-            x = x + self.dropout(self.ffn(self.norm2(x)))
-        else:
-            h, weights = self.self_attn(x, mask=src_mask, need_weights=need_weights)
-            x = self.norm1(x + self.dropout(h))
-            x = self.norm2(x + self.dropout(self.ffn(x)))
+        attend = partial(self.self_attn, mask=src_mask, need_weights=need_weights)
+        x, weights = residual(x, attend, self.norm1, self.dropout, self.pre_norm)
+        x, _ = residual(x, self.ffn, self.norm2, self.dropout, self.pre_norm)
         return x, weights
 
 
@@ -75,49 +90,17 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None,
-                need_weights: bool = False,
-                group: int = 1) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x: (B*G, T, D), memory: (B, S, D), src_mask: (B, 1, 1, S); G = ``group``.
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x: (B, T, D), memory: (B, S, D), src_mask: (B, 1, 1, S).
 
-        Returns (B*G, T, D) and, if asked, self-attention (B*G, H, T, T) and cross-attention
-        (B*G, H, T, S) weights. Self-attention needs only the causal mask (padding follows
+        Returns (B, T, D) and, if asked, self-attention (B, H, T, T) and cross-attention
+        (B, H, T, S) weights. Self-attention needs only the causal mask (padding follows
         the last real token).
         """
-        if self.pre_norm:
-            h, self_w = self.self_attn(self.norm1(x), is_causal=True, need_weights=need_weights)
-            x = x + self.dropout(h)
-            h, cross_w = self.cross_attn(self.norm2(x), memory, mask=src_mask,
-                                         need_weights=need_weights, group=group)
-            x = x + self.dropout(h)
-            x = x + self.dropout(self.ffn(self.norm3(x)))
-        else:
-            h, self_w = self.self_attn(x, is_causal=True, need_weights=need_weights)
-            x = self.norm1(x + self.dropout(h))
-            h, cross_w = self.cross_attn(x, memory, mask=src_mask, need_weights=need_weights,
-                                         group=group)
-            x = self.norm2(x + self.dropout(h))
-            x = self.norm3(x + self.dropout(self.ffn(x)))
+        look_back = partial(self.self_attn, is_causal=True, need_weights=need_weights)
+        x, self_w = residual(x, look_back, self.norm1, self.dropout, self.pre_norm)
+        look_at_source = partial(self.cross_attn, memory=memory, mask=src_mask,
+                                 need_weights=need_weights)
+        x, cross_w = residual(x, look_at_source, self.norm2, self.dropout, self.pre_norm)
+        x, _ = residual(x, self.ffn, self.norm3, self.dropout, self.pre_norm)
         return x, self_w, cross_w
-
-    def step(self, x: Tensor, kv: Tensor, position: int, cross_kv: Tensor,
-             src_mask: Tensor | None, group: int = 1,
-             need_weights: bool = False) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """:meth:`forward` for the newest position alone, at inference (no dropout).
-
-        x: (B*G, D) at ``position``; kv: (B*G, 2, H, capacity, Dh), the keys and values of
-        the earlier positions (this one's are added); cross_kv: (B, 2, H, S, Dh), the
-        encoder's. Returns (B*G, D) and, if asked, the (B*G, H, 1, T) and (B*G, H, 1, S)
-        attention weights.
-        """
-        if self.pre_norm:
-            h, self_w = self.self_attn.self_step(self.norm1(x), kv, position, need_weights)
-            x = x + h
-            h, cross_w = self.cross_attn.cross_step(self.norm2(x), cross_kv, src_mask, group,
-                                                    need_weights)
-            x = x + h
-            return x + self.ffn(self.norm3(x)), self_w, cross_w
-        h, self_w = self.self_attn.self_step(x, kv, position, need_weights)
-        x = self.norm1(x + h)
-        h, cross_w = self.cross_attn.cross_step(x, cross_kv, src_mask, group, need_weights)
-        x = self.norm2(x + h)
-        return self.norm3(x + self.ffn(x)), self_w, cross_w

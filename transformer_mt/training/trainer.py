@@ -59,13 +59,15 @@ from transformer_mt.data.loader import (
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.decode.search import decode_corpus
-from transformer_mt.device import bound_cpu_kernel_caches, device_memory, resolve_precision
+from transformer_mt.device import bound_cpu_kernel_caches, device_memory
 from transformer_mt.errors import CheckpointError, ConfigError, TrainingError
 from transformer_mt.evaluate import score
 from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, run_lock
 from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
 from transformer_mt.model.transformer import Transformer
+from transformer_mt.precision import autocast, resolve_precision
 from transformer_mt.training import distributed
+from transformer_mt.training.loss import ModelLoss
 from transformer_mt.training.schedule import learning_rate
 
 log = logging.getLogger(__name__)
@@ -173,7 +175,9 @@ class Run:
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     metrics: MetricsLog
-    # the model as training calls it: the same module, compiled and/or wrapped for DDP
+    # the model and its loss (validation calls it)
+    loss: ModelLoss
+    # the loss as training calls it: the same module, compiled and/or wrapped for DDP
     forward_model: torch.nn.Module
     progress: Progress = field(default_factory=Progress)
     # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
@@ -237,14 +241,15 @@ class Trainer:
         scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         run = Run(data.train, data.valid, data.src_vocab, data.tgt_vocab, data.tokenizers,
                   data.subword_models, model, optimizer, scaler, self._metrics_log(),
-                  forward_model=model, loss_since_log=torch.zeros(2, device=self.device))
+                  loss=ModelLoss(model), forward_model=model,
+                  loss_since_log=torch.zeros(2, device=self.device))
         if ckpt is not None:
             self._restore(run, ckpt)
         cfg = self.cfg.model
         log.info("model: %s parameters, d_model=%d, %d+%d layers, %s-norm, device %s, %s",
                  f"{model.num_parameters():,}", cfg.d_model, cfg.n_encoder_layers,
                  cfg.n_decoder_layers, cfg.norm, self.device, self.precision)
-        run.forward_model = self._wrap(model)
+        run.forward_model = self._wrap(run.loss)
         self._write_run_files(run, resumed=ckpt is not None)
         return run
 
@@ -422,7 +427,7 @@ class Trainer:
             set_rng_state(rng, self.device)
         run.loss_since_log = state["loss_since_log"].to(self.device)
 
-    def _wrap(self, model: Transformer) -> torch.nn.Module:
+    def _wrap(self, model: ModelLoss) -> torch.nn.Module:
         """The module training calls: DDP-wrapped (torchrun), then compiled (train.compile),
         so that the compiled graph lets DDP's all-reduce overlap the backward."""
         wrapped: torch.nn.Module = model
@@ -431,6 +436,8 @@ class Trainer:
                 wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 broadcast_buffers=False)  # the only buffers, positional tables, never change
         if self.cfg.train.compile:
+            # the chunked loss is a Python loop over chunks: run as it is
+            model.loss_fn = torch.compiler.disable(model.loss_fn)
             wrapped = torch.compile(wrapped, dynamic=True)
         return wrapped
 
@@ -444,15 +451,8 @@ class Trainer:
             run.src_vocab.save(self.run_dir / "src_vocab.json")
             run.tgt_vocab.save(self.run_dir / "tgt_vocab.json")
 
-    @property
-    def _autocast_dtype(self) -> torch.dtype | None:
-        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
-
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        dtype = self._autocast_dtype
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=dtype)
+        return autocast(self.device, self.precision)
 
     # ---------------------------------------------------------------------------------- loop
 
@@ -657,7 +657,8 @@ class Trainer:
         for _, batch in iterate_batches(data, self.cfg.train.max_tokens):
             batch = batch.to(self.device)
             with self._autocast():
-                total += float(model.loss(batch))  # eps 0: plain cross-entropy
+                total += float(run.loss(batch.src, batch.tgt_in, batch.src_mask,
+                                        batch.tgt_out))  # eps 0: plain cross-entropy
             tokens += batch.n_tokens
         decode = self.cfg.decode
         if self.device.type == "cuda":  # a GPU decodes far more sentences at once

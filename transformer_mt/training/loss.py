@@ -9,6 +9,10 @@ tokens ``chunk_size`` rows at a time and, while a chunk's logits are at hand, al
 gradients with the closed form ``softmax(z) - (1 - eps) * onehot(y) - eps / V`` (per real token).
 The backward then only scales the stored gradients. Same FLOPs, a fraction of the memory.
 
+Training calls it through :class:`ModelLoss`, the model and this loss as one module (what DDP and
+``torch.compile`` wrap); ``tests/test_equivalence.py`` proves it equal to the reference
+``Transformer.forward(..., tgt_out)``.
+
 Per token, with ``lse = logsumexp(z)``::
 
     loss = (1 - eps) * (lse - z_y) + eps * mean_j (lse - z_j)
@@ -17,10 +21,13 @@ Per token, with ``lse = logsumexp(z)``::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from transformer_mt.model.transformer import Transformer
 
 
 class _ProjectedLabelSmoothedCE(torch.autograd.Function):
@@ -70,7 +77,6 @@ class _ProjectedLabelSmoothedCE(torch.autograd.Function):
                 None, None, None, None, None, None)
 
 
-@torch.compiler.disable  # a Python loop over chunks: run as it is under torch.compile
 def label_smoothed_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
                                  eps: float = 0.1, ignore_index: int = -100,
                                  dtype: torch.dtype | None = None,
@@ -84,3 +90,41 @@ def label_smoothed_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     return _ProjectedLabelSmoothedCE.apply(hidden, weight, target, eps, ignore_index,
                                            dtype or hidden.dtype, chunk_size, need_grad)
+
+
+def loss_chunk_size(device_type: str, vocab_size: int) -> int:
+    """Tokens per chunk of the loss: 1,024 on the CPU (less memory, as fast); on a GPU as many
+    as keep the chunk's two (tokens x vocab) buffers within 1 GiB, usually the whole batch."""
+    if device_type == "cpu":
+        return 1024
+    return max(1024, 2**30 // (6 * vocab_size))  # bytes per logit: a bf16/fp32 and an fp32 copy
+
+
+class ModelLoss(nn.Module):
+    """The model and the chunked loss as one module: ``(src, tgt_in, src_mask, tgt_out,
+    label_smoothing) -> summed loss``, what training and validation call.
+
+    Under mixed precision the projection runs in the autocast dtype; the softmax and the loss in
+    fp32. The loss manages its dtypes itself, so autocast is off inside it. With
+    ``train.compile`` the trainer wraps ``loss_fn`` in ``torch.compiler.disable`` (a Python loop
+    over chunks runs as it is).
+    """
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = label_smoothed_cross_entropy
+
+    def forward(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor, tgt_out: Tensor,
+                label_smoothing: float = 0.0) -> Tensor:
+        """src (B, S), tgt_in and tgt_out (B, T), src_mask (B, 1, 1, S) -> fp32 scalar."""
+        model = self.model
+        memory = model.encode(src, src_mask)  # (B, S, D)
+        states = model.decoder(tgt_in, memory, src_mask)  # (B, T, D)
+        device = states.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        weight = model.decoder.project.weight  # (V, D)
+        with torch.autocast(device, enabled=False):
+            return self.loss_fn(states.flatten(0, 1), weight, tgt_out.flatten(),
+                                label_smoothing, model.pad_id, dtype,
+                                loss_chunk_size(device, weight.size(0)))

@@ -1,4 +1,12 @@
-"""A trained model laid out for decoding on the machine at hand: same function, faster steps.
+"""Numeric precision and the CPU's layouts: every choice that makes the reference model run
+faster on the machine at hand without changing what it computes.
+
+- :func:`resolve_precision` turns ``precision: auto`` into bf16, fp16 or fp32 for a device, and
+  :func:`autocast` is the one mixed-precision context training and decoding use.
+- Under bf16 on the CPU, attention computes in fp32 (:func:`attention_kernel`, installed on a
+  model by :func:`use_precision_policy`): torch's bf16 CPU attention is several times slower,
+  forward and backward (docs/benchmarks.md).
+- :func:`for_decoding` lays a trained model's linear layers out for decoding.
 
 A decoding step multiplies a few rows (one per sentence or hypothesis) by every weight matrix,
 which suits BLAS less well than training's thousands of rows. :func:`for_decoding` makes a copy
@@ -21,10 +29,95 @@ exist, and tests compare their products with ``F.linear``'s (equal up to roundin
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from transformer_mt.errors import ConfigError
+from transformer_mt.model.attention import MultiHeadAttention
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """Turn ``auto`` into ``bf16`` where the device computes in bf16 natively; on a GPU without
+    native bf16 (emulation is slower than fp32) into ``fp16``, trained with a loss scaler;
+    else into ``fp32``."""
+    if precision != "auto":
+        if precision == "fp16" and device.type != "cuda":
+            raise ConfigError("train.precision=fp16 needs a CUDA GPU; use bf16 or fp32 on the CPU")
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
+    if device.type != "cpu":
+        return "fp32"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = f.read()
+    except OSError:
+        return "fp32"
+    return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "fp32"
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:
+    """The mixed-precision context of ``precision`` (a resolved one) on ``device``."""
+    dtype = AUTOCAST_DTYPES.get(precision)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+# ------------------------------------------------------------------------ attention in bf16
+
+def use_precision_policy(model: nn.Module) -> nn.Module:
+    """Give every attention module of ``model`` :func:`attention_kernel` (returns ``model``)."""
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.kernel = attention_kernel
+    return model
+
+
+def attention_kernel(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
+                     dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+    """``F.scaled_dot_product_attention``, computed in fp32 for bf16 inputs on the CPU.
+
+    The fp32 copies are not kept for the backward (they would be a third of a step's
+    activations): it recomputes them from the bf16 q, k, v.
+    """
+    if not fp32_on_cpu(q):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                                              is_causal=is_causal)
+    args = (q, k, v, attn_mask, dropout_p, is_causal)
+    if torch.is_grad_enabled():
+        return checkpoint(_fp32_attention, *args, use_reentrant=False)
+    return _fp32_attention(*args)
+
+
+def attention_dtype(t: Tensor) -> Tensor:
+    """``t`` in the dtype attention computes in: fp32 for bf16 on the CPU, else as it is."""
+    return t.float() if fp32_on_cpu(t) else t
+
+
+def fp32_on_cpu(t: Tensor) -> bool:
+    return t.device.type == "cpu" and t.dtype == torch.bfloat16
+
+
+def _fp32_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+                    is_causal: bool) -> Tensor:
+    """SDPA in fp32 with autocast off (bf16 CPU inputs); the result in q's dtype, (B,H,Tq,Dh)."""
+    with torch.autocast("cpu", enabled=False):
+        out = F.scaled_dot_product_attention(*map(attention_dtype, (q, k, v)), attn_mask=mask,
+                                             dropout_p=dropout_p, is_causal=is_causal)
+    return out.to(q.dtype)
+
+
+# ------------------------------------------------------------------- layouts for decoding
 
 ROWS_HINT = 32  # the rows oneDNN's packed layout is tuned for (any number works)
 PACK_MIN_WEIGHTS = 2**17  # smaller weights are not worth a oneDNN call

@@ -1,0 +1,263 @@
+"""The contract between the reference and its fast paths: each fast path computes what the
+reference computes (the library's primitives included), so a reader may trust the reference.
+
+- attention: the written-out formula equals ``F.scaled_dot_product_attention``;
+- the loss training calls (``training/loss.py``: chunked, fused with the projection) equals
+  ``F.cross_entropy`` of the reference's logits, values and gradients, and under bf16;
+- incremental decoding (``decode/incremental.py``: one position a step, key/value buffer, encoder
+  keys/values shared by a sentence's hypotheses) equals re-running the decoder on the whole
+  prefix, and translates the same;
+- the decoding layouts (``precision.for_decoding``) and ensembles of one equal the model.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.test_decoding import toy_sources
+from tests.test_model import make_model
+from tests.toy import train_toy_model
+from transformer_mt.data.batch import Batch, source_mask
+from transformer_mt.data.vocab import BOS_ID, PAD_ID
+from transformer_mt.decode.incremental import decode_step, start_decoding
+from transformer_mt.decode.search import beam_search, greedy
+from transformer_mt.model.attention import MultiHeadAttention, plain_attention
+from transformer_mt.precision import (
+    PackedLinear,
+    for_decoding,
+    packing_available,
+    use_precision_policy,
+)
+from transformer_mt.training.loss import ModelLoss, label_smoothed_cross_entropy
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk_size", [1024, 7])
+def test_label_smoothed_loss_equals_library_call(dtype, chunk_size):
+    """The chunked projection + loss equals F.cross_entropy on full logits: value and gradients."""
+    torch.manual_seed(3)
+    hidden = torch.randn(40, 8)
+    weight = torch.randn(17, 8)
+    target = torch.randint(0, 17, (40,))
+    target[::7] = PAD_ID
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    ours = label_smoothed_cross_entropy(h, w, target, 0.1, PAD_ID, dtype, chunk_size)
+    h_ref, w_ref = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    ref = F.cross_entropy(h_ref @ w_ref.T, target, ignore_index=PAD_ID, label_smoothing=0.1,
+                          reduction="sum")
+    (ours * 0.5).backward()
+    (ref * 0.5).backward()
+    rel, tol = (1e-5, 1e-4) if dtype == torch.float32 else (1e-2, 5e-2)
+    assert ours.dtype == torch.float32
+    assert ours.item() == pytest.approx(ref.item(), rel=rel)
+    assert h.grad.dtype == w.grad.dtype == torch.float32
+    assert torch.allclose(h.grad, h_ref.grad, atol=tol)
+    assert torch.allclose(w.grad, w_ref.grad, atol=tol)
+    assert h.grad[::7].abs().max() == 0  # padded positions get no gradient
+
+
+def test_label_smoothed_loss_without_gradients():
+    hidden, weight = torch.randn(5, 4), torch.randn(9, 4)
+    target = torch.tensor([1, 2, PAD_ID, 3, 4])
+    with torch.no_grad():
+        value = label_smoothed_cross_entropy(hidden, weight, target, 0.0, PAD_ID)
+    ref = F.cross_entropy(hidden @ weight.T, target, ignore_index=PAD_ID, reduction="sum")
+    assert value.item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+def test_bf16_training_step_matches_fp32():
+    """Under bf16 autocast on the CPU (attention in fp32, recomputed in the backward, and the
+    chunked loss) loss and gradients stay close to an fp32 step."""
+    model = use_precision_policy(make_model(dropout=0.0))
+    training_loss = ModelLoss(model)
+    model.train()
+    src = torch.randint(4, 30, (6, 9))
+    tgt_in, tgt_out = torch.randint(4, 25, (6, 7)), torch.randint(4, 25, (6, 7))
+    tgt_out[0, 5:] = PAD_ID
+
+    def step(dtype):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
+            loss = training_loss(src, tgt_in, source_mask(src), tgt_out, 0.1)
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+    loss32, grads32 = step(None)
+    loss16, grads16 = step(torch.bfloat16)
+    assert loss16 == pytest.approx(loss32, rel=1e-2)
+    cosines = [F.cosine_similarity(g16.flatten(), g32.flatten(), dim=0).item()
+               for g32, g16 in zip(grads32, grads16)]
+    assert min(cosines) > 0.99, cosines
+
+
+def test_training_loss_equals_the_reference_loss():
+    """What training calls (:class:`ModelLoss`, the chunked loss) equals the reference
+    ``model.loss(batch)``, the library's cross-entropy of ``model(...)``'s logits."""
+    model = make_model()
+    src = [torch.randint(4, 30, (n,)) for n in (5, 8, 3)]
+    tgt = [torch.randint(4, 25, (n,)) for n in (6, 2, 4)]
+    batch = Batch.from_ids(src, tgt)
+    logits = model(batch.src, batch.tgt_in, batch.src_mask)  # (B, T, V)
+    for eps in (0.0, 0.1):
+        ref = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
+                              ignore_index=PAD_ID, label_smoothing=eps, reduction="sum")
+        assert model.loss(batch, eps).item() == pytest.approx(ref.item(), rel=1e-6)
+        fast = ModelLoss(model)(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_out, eps)
+        assert fast.item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_equals_plain_math(causal):
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(3, 4, 6, 8) for _ in range(3))
+    mask = None if causal else torch.rand(3, 1, 1, 6) > 0.3
+    if mask is not None:
+        mask[..., 0] = True  # every query sees at least one key
+    ref, weights = plain_attention(q, k, v, mask, causal)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    assert torch.allclose(out, ref, atol=1e-5)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 4, 6))
+    if causal:
+        assert (weights.triu(1) == 0).all()
+
+
+def test_multihead_attention_paths_agree():
+    torch.manual_seed(2)
+    sdpa = MultiHeadAttention(32, 4)
+    plain = MultiHeadAttention(32, 4, impl="plain")
+    plain.load_state_dict(sdpa.state_dict())
+    x = torch.randn(2, 7, 32)
+    a, _ = sdpa(x, is_causal=True)
+    b, w = plain(x, is_causal=True, need_weights=True)
+    assert torch.allclose(a, b, atol=1e-5)
+    assert w.shape == (2, 4, 7, 7)
+
+
+def test_cached_logits_equal_full_prefix_logits(toy_model, monkeypatch):
+    # a key/value buffer of 2 positions at first: it grows (doubles) twice in 6 steps
+    monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)
+    src = toy_sources(5)
+    mask = source_mask(src)
+    state = start_decoding(toy_model, src, mask)
+    prefix = torch.full((5, 1), BOS_ID)
+    for _ in range(6):
+        cached = decode_step(state, prefix[:, -1])  # (B, V)
+        full = toy_model.decode(prefix, state.memory, mask)[:, -1]  # (B, V)
+        assert torch.allclose(cached, full, atol=1e-5)
+        prefix = torch.cat([prefix, cached.argmax(-1, keepdim=True)], dim=1)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_cache_does_not_change_translations(toy_model, beam):
+    src = toy_sources()
+    a = beam_search(toy_model, src, source_mask(src), beam, use_cache=True)
+    b = beam_search(toy_model, src, source_mask(src), beam, use_cache=False)
+    assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
+    g1 = greedy(toy_model, src, source_mask(src), use_cache=True)
+    g2 = greedy(toy_model, src, source_mask(src), use_cache=False)
+    assert [h.tokens for h in g1] == [h.tokens for h in g2]
+
+
+def test_beams_share_the_encoder_keys_and_values(toy_model, monkeypatch):
+    """Incremental cross-attention with one key/value row per sentence (its hypotheses' queries
+    side by side) equals the reference with a memory row per hypothesis."""
+    monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)  # grows, reordered
+    src = toy_sources(3)
+    mask = source_mask(src)
+    k = 4
+    rows = torch.arange(3).repeat_interleave(k)  # (B*K,) sentence of each hypothesis
+    prefix = torch.randint(4, 12, (3 * k, 5))
+    prefix[:, 0] = BOS_ID
+    memory = toy_model.encode(src, mask)[rows]  # the reference: one row per hypothesis
+    # step by step, with the caches, reordering hypotheses between steps
+    state = start_decoding(toy_model, src, mask, group=k)
+    order = torch.tensor([1, 0, 3, 2, 4, 5, 6, 7, 11, 10, 9, 8])  # stays within each sentence
+    fed = prefix[:, :1]
+    for t in range(1, 5):
+        cached = decode_step(state, fed[:, -1])  # (B*K, V)
+        full = toy_model.decode(fed, memory, mask[rows])[:, -1]
+        assert torch.allclose(cached, full, atol=1e-5)
+        state.select(order)
+        memory = memory[order]
+        fed = torch.cat([fed[order], prefix[:, t:t + 1]], dim=1)
+
+
+def test_bf16_weight_copy_computes_what_autocast_computes():
+    """Decoding casts the linear weights to bf16 once; under autocast that changes nothing."""
+    model = make_model()
+    fast = for_decoding(model, "bf16")
+    assert for_decoding(fast, "bf16") is fast  # converting again is a no-op
+    assert fast.decoder.project.weight.dtype == torch.bfloat16
+    assert model.decoder.project.weight.dtype == torch.float32  # the original is untouched
+    assert fast.decoder.embed.embedding.weight.dtype == torch.float32  # untied in the copy
+    src, tgt = torch.randint(4, 30, (3, 8)), torch.randint(4, 25, (3, 6))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(fast(src, tgt, source_mask(src)), model(src, tgt, source_mask(src)))
+
+
+@pytest.mark.skipif(not packing_available(torch.device("cpu")), reason="no oneDNN in this torch")
+@pytest.mark.parametrize("pack_min", [0, 10**9])
+def test_decoding_layout_computes_what_the_model_computes(toy_model, monkeypatch, pack_min):
+    """fp32 decoding on the CPU multiplies by oneDNN-packed weights (the large ones) or by
+    weights stored transposed: same logits up to rounding, same translations, and the model
+    itself is left as it was."""
+    monkeypatch.setattr("transformer_mt.precision.PACK_MIN_WEIGHTS", pack_min)
+    fast = for_decoding(toy_model, "fp32", torch.device("cpu"))
+    assert for_decoding(fast, "fp32", torch.device("cpu")) is fast
+    project = fast.decoder.project
+    if pack_min == 0:
+        assert isinstance(project, PackedLinear)
+    else:
+        assert isinstance(project, torch.nn.Linear) and project.weight.stride() == (
+            1, project.weight.size(0))  # (V, D) stored as (D, V)
+        assert torch.equal(project.weight, toy_model.decoder.project.weight)
+    assert isinstance(toy_model.decoder.project, torch.nn.Linear)
+    assert toy_model.decoder.project.weight.is_contiguous()
+    assert toy_model.decoder.project.weight is toy_model.decoder.embed.weight  # still tied
+    src = toy_sources(40, seed=3)
+    mask = source_mask(src)
+    tgt = torch.randint(4, toy_model.tgt_vocab_size, (40, 7))
+    with torch.inference_mode():
+        assert torch.allclose(fast(src, tgt, mask), toy_model(src, tgt, mask), atol=1e-4)
+    for search in (greedy, lambda m, s, k: [h[0] for h in beam_search(m, s, k, beam_size=4)]):
+        assert [h.tokens for h in search(fast, src, mask)] == [h.tokens for h in
+                                                                search(toy_model, src, mask)]
+
+
+def test_bf16_decoding_steps_follow_the_full_prefix(toy_model):
+    """Under bf16 the step keeps its keys and values in the dtype attention computes in (fp32
+    on the CPU) and gives the full prefix's logits up to bf16 rounding."""
+    fast = for_decoding(toy_model, "bf16")
+    src = toy_sources(6)
+    mask = source_mask(src)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        state = start_decoding(fast, src, mask)
+        prefix = torch.full((6, 1), BOS_ID)
+        for _ in range(5):
+            cached = decode_step(state, prefix[:, -1]).float()  # (B, V)
+            full = fast.decode(prefix, state.memory, mask)[:, -1].float()
+            assert state.self_kv is not None and state.self_kv.dtype == torch.float32
+            assert torch.allclose(cached, full, atol=0.15), (cached - full).abs().max()
+            prefix = torch.cat([prefix, full.argmax(-1, keepdim=True)], dim=1)
+
+
+def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):
+    from transformer_mt.decode.ensemble import Ensemble
+
+    src = toy_sources(30, seed=5)
+    mask = source_mask(src)
+    weak = train_toy_model(steps=30, seed=1)  # an imperfect model: ties are unlikely
+    for model in (toy_model, weak):
+        alone = beam_search(model, src, mask, beam_size=3, nbest=2)
+        for ensemble in (Ensemble([model]), Ensemble([model, model])):
+            together = beam_search(ensemble, src, mask, beam_size=3, nbest=2)
+            assert [[h.tokens for h in s] for s in together] == [[h.tokens for h in s]
+                                                                 for s in alone]
+            for s_a, s_b in zip(alone, together):
+                for a, b in zip(s_a, s_b):
+                    assert a.score == pytest.approx(b.score, abs=1e-4)
+        mixed = greedy(Ensemble([model, toy_model]), src, mask)
+        assert len(mixed) == 30
+

@@ -1,0 +1,181 @@
+"""Incremental decoding: the decoder fed one position at a time, with the reference model's weights.
+
+The reference (``Transformer.decode``) re-runs the decoder over the whole prefix at every step.
+Here each step feeds only the newest token: the keys and values of the earlier positions are read
+from a buffer that the :class:`DecoderState` keeps for every decoder layer (this position's are
+written into it), and the encoder's keys and values are projected once per sentence and shared
+by that sentence's hypotheses. ``tests/test_equivalence.py`` proves the logits equal to the
+reference's, for greedy and for beam search's hypotheses.
+
+Beam search keeps ``G`` hypotheses per sentence. What belongs to a hypothesis (its prefix, its
+self-attention keys and values) has one row per hypothesis, ``B*G`` rows; what belongs to the
+sentence (the encoder output, the source mask, the cross-attention keys and values) has one row
+per sentence, ``B`` rows, and cross-attention attends each sentence's ``G`` query rows to that
+sentence's one copy of the keys and values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from torch import Tensor
+
+from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.layers import DecoderLayer, residual
+from transformer_mt.model.transformer import AttentionWeights, Transformer
+from transformer_mt.precision import attention_dtype
+
+MIN_CAPACITY = 32  # target positions the key/value buffer holds at first (it doubles when full)
+
+
+@dataclass
+class DecoderState:
+    """What incremental decoding carries from one step to the next.
+
+    ``memory``, ``src_mask`` and ``cross_kv`` have one row per sentence (B rows); the prefix
+    and ``self_kv`` have one row per hypothesis (B*G rows, a sentence's G hypotheses next to
+    each other). ``self_kv`` holds every decoder layer's keys and values of the positions fed
+    so far (the first ``offset`` of its capacity): a step writes one position into it instead
+    of concatenating the whole past, and reordering hypotheses copies the filled positions of
+    all layers in one operation.
+    """
+
+    model: Transformer
+    memory: Tensor  # (B, S, D) encoder output
+    src_mask: Tensor  # (B, 1, 1, S)
+    cross_kv: Tensor  # (B, L, 2, H, S, Dh) the encoder's keys and values in every layer
+    group: int = 1  # G: hypotheses per sentence
+    # (rows, L, 2, H, capacity, Dh): the first B*G rows and ``offset`` positions are in use
+    self_kv: Tensor | None = None
+    offset: int = 0  # target positions fed so far
+    # the buffer that reordering writes into next (same shape): two buffers take turns, so a
+    # step allocates nothing
+    spare: Tensor | None = None
+
+    def next_logits(self, prefix: Tensor) -> Tensor:
+        """Next-token logits (B*G, V) of the prefixes (B*G, t): feeds their newest token."""
+        return decode_step(self, prefix[:, -1])
+
+    def reserve(self, rows: int) -> Tensor:
+        """The key/value buffer of the ``rows`` hypotheses, ``(rows, L, 2, H, capacity, Dh)``,
+        with room for one more position (allocated, or doubled, if needed)."""
+        kv = self.self_kv
+        if kv is None or self.offset == kv.size(4):
+            capacity = max(2 * self.offset, MIN_CAPACITY)
+            shape = (rows, *self.cross_kv.shape[1:4], capacity, self.cross_kv.size(-1))
+            grown = self.cross_kv.new_empty(shape)
+            if kv is not None:
+                grown[..., :self.offset, :] = kv[:rows, ..., :self.offset, :]
+            self.self_kv, self.spare = grown, None
+        return self.self_kv[:rows]
+
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep (and reorder) hypotheses: row ``i`` becomes old row ``rows[i]``.
+
+        ``sentences`` selects the rows of what belongs to the sentence (encoder output, mask,
+        cross-attention keys and values) when sentences leave the batch. Without it the
+        sentences stay as they are (beam search reordering its beams).
+        """
+        if self.self_kv is not None:
+            self._select_hypotheses(rows)
+        if sentences is None:
+            return
+        self.memory = self.memory.index_select(0, sentences)
+        self.src_mask = self.src_mask.index_select(0, sentences)
+        self.cross_kv = self.cross_kv.index_select(0, sentences)
+
+    def _select_hypotheses(self, rows: Tensor) -> None:
+        """Row ``i`` of the buffer becomes old row ``rows[i]``, copying only the filled
+        positions, into the spare buffer, which then takes the buffer's place."""
+        kv = self.self_kv
+        assert kv is not None
+        if kv.requires_grad:  # some tests decode with autograd on: no out= then
+            self.self_kv = kv.index_select(0, rows)
+            return
+        if self.spare is None:
+            self.spare = torch.empty_like(kv)
+        filled = self.offset
+        torch.index_select(kv[..., :filled, :], 0, rows,
+                           out=self.spare[:rows.numel(), ..., :filled, :])
+        self.self_kv, self.spare = self.spare, kv
+
+
+def start_decoding(model: Transformer, src: Tensor, src_mask: Tensor,
+                   group: int = 1) -> DecoderState:
+    """Encode once, project the encoder's keys and values for every decoder layer once, and
+    return the state that :func:`decode_step` advances, for ``group`` hypotheses per sentence."""
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    cross_kv = torch.stack([memory_kv(layer.cross_attn, memory)
+                            for layer in model.decoder.layers], dim=1)  # (B, L, 2, H, S, Dh)
+    return DecoderState(model, memory, src_mask, cross_kv, group)
+
+
+def decode_step(state: DecoderState, last: Tensor,
+                attention: AttentionWeights | None = None) -> Tensor:
+    """Feed the newest tokens ``last`` (B*G,) at position ``state.offset`` and return the
+    next-token logits (B*G, V), reading the earlier positions from ``state`` (advanced here)."""
+    decoder = state.model.decoder
+    x = decoder.pos(decoder.embed(last[:, None]), state.offset)[:, 0]  # (B*G, D)
+    kv = state.reserve(x.size(0))  # (B*G, L, 2, H, capacity, Dh)
+    for i, layer in enumerate(decoder.layers):
+        x, self_w, cross_w = _layer_step(layer, x, kv[:, i], state, state.cross_kv[:, i],
+                                         attention is not None)
+        if attention is not None:
+            attention.decoder_self.append(self_w)
+            attention.cross.append(cross_w)
+    state.offset += 1
+    return decoder.project(decoder.norm(x))  # (B*G, V)
+
+
+def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, state: DecoderState,
+                cross_kv: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None,
+                                                               Tensor | None]:
+    """``DecoderLayer.forward`` for the newest position alone: x (B*G, D); kv (B*G, 2, H,
+    capacity, Dh) this layer's buffer; cross_kv (B, 2, H, S, Dh) the encoder's keys and values.
+    Returns (B*G, D) and, if asked, the (B*G, H, 1, T) and (B*G, H, 1, S) weights."""
+    look_back = partial(_self_step, layer.self_attn, kv=kv, position=state.offset,
+                        need_weights=need_weights)
+    x, self_w = residual(x, look_back, layer.norm1, layer.dropout, layer.pre_norm)
+    look_at_source = partial(_cross_step, layer.cross_attn, kv=cross_kv, mask=state.src_mask,
+                             group=state.group, need_weights=need_weights)
+    x, cross_w = residual(x, look_at_source, layer.norm2, layer.dropout, layer.pre_norm)
+    x, _ = residual(x, layer.ffn, layer.norm3, layer.dropout, layer.pre_norm)
+    return x, self_w, cross_w
+
+
+def _self_step(attn: MultiHeadAttention, x: Tensor, kv: Tensor, position: int,
+               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Self-attention of the newest position: x (N, D), its input at ``position``.
+
+    ``kv`` (N, 2, H, capacity, Dh) holds the keys and values of the earlier positions; this
+    position's are written into it. Returns (N, D) and, if asked, the (N, H, 1, position + 1)
+    weights. No mask is needed: every earlier position may be seen.
+    """
+    n = x.size(0)
+    qkv = attn.qkv_proj(x).view(n, 3, attn.n_heads, attn.d_head)  # (N, 3, H, Dh)
+    kv[:, :, :, position] = qkv[:, 1:]  # this position's keys and values, (N, 2, H, Dh)
+    q = qkv[:, 0].unsqueeze(2)  # (N, H, 1, Dh)
+    k, v = kv[:, 0, :, :position + 1], kv[:, 1, :, :position + 1]  # (N, H, T, Dh) views
+    out, weights = attn.attend(q, k, v, None, False, need_weights)  # (N, H, 1, Dh)
+    return attn.out_proj(out.reshape(n, attn.d_model)), weights
+
+
+def _cross_step(attn: MultiHeadAttention, x: Tensor, kv: Tensor, mask: Tensor | None,
+                group: int = 1, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Cross-attention of the newest position: x (B*G, D) to the encoder's keys and values
+    ``kv`` (B, 2, H, S, Dh) from :func:`memory_kv`, mask (B, 1, 1, S): a sentence's G
+    hypotheses are one row of G queries. Returns (B*G, D) and, if asked, (B*G, H, 1, S)."""
+    n = x.size(0)
+    q = attn.q_proj(x).view(-1, group, attn.n_heads, attn.d_head).transpose(1, 2)  # (B,H,G,Dh)
+    out, weights = attn.attend(q, kv[:, 0], kv[:, 1], mask, False, need_weights)  # (B,H,G,Dh)
+    if weights is not None:
+        weights = weights.transpose(1, 2).reshape(n, attn.n_heads, 1, -1)  # (B*G, H, 1, S)
+    return attn.out_proj(out.transpose(1, 2).reshape(n, attn.d_model)), weights
+
+
+def memory_kv(attn: MultiHeadAttention, memory: Tensor) -> Tensor:
+    """The encoder output's keys and values for :func:`_cross_step`: (B, S, D) ->
+    (B, 2, H, S, Dh), in the dtype attention computes in (cast once, not per step)."""
+    return attention_dtype(torch.stack(attn.split_heads(attn.kv_proj(memory), 2), dim=1))
