@@ -110,6 +110,6 @@ def test_translate_and_average_refuse_to_overwrite_their_inputs(trained_run, tmp
     assert text.read_text() == "Ein Hund.\n" and ckpt.read_bytes() == before
     # through /dev/stdout the translation reaches standard output
     result = run_cli(["translate", "--checkpoint", str(ckpt), "--output", "/dev/stdout",
-                      "Ein Hund."])
+                      "Ein Hund."], fresh_process=True)  # a real standard output
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 1
