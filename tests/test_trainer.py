@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from tests.test_model import make_model
-from transformer_mt.checkpoint import rank_rng_state, rng_state
 from transformer_mt.config import TrainConfig, config_from_dict
 from transformer_mt.precision import resolve_precision
+from transformer_mt.training.resume import check_resumable, rank_rng_state, rng_state
 from transformer_mt.training.schedule import learning_rate
-from transformer_mt.training.trainer import Trainer, make_optimizer
+from transformer_mt.training.trainer import make_optimizer
 
 
 def test_weight_decay_only_on_weight_matrices():
@@ -95,11 +95,11 @@ def test_resuming_with_another_length_warns_only_where_the_rates_depend_on_it(
     stored = config_from_dict({}, [f"train.lr_schedule={schedule}", "train.max_steps=1100"])
     now = config_from_dict({}, [f"train.lr_schedule={schedule}", "train.max_steps=1200"])
     with caplog.at_level(logging.WARNING):
-        Trainer(now, tmp_path / "run")._check_compatible({"config": stored.to_dict()})
+        check_resumable(stored.to_dict(), now, tmp_path / "run")
     assert ("train.max_steps=1100, the config now says 1200" in caplog.text) is warns
     caplog.clear()
     with caplog.at_level(logging.WARNING):  # the schedule itself changed: warned either way
         other = "inverse_sqrt" if schedule == "linear" else "linear"
         stored = config_from_dict({}, [f"train.lr_schedule={other}", "train.max_steps=1200"])
-        Trainer(now, tmp_path / "run")._check_compatible({"config": stored.to_dict()})
+        check_resumable(stored.to_dict(), now, tmp_path / "run")
     assert f"train.lr_schedule={other}, the config now says {schedule}" in caplog.text

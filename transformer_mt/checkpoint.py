@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import logging
 import pickle
-import random
 import warnings
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from transformer_mt.config import Config, config_from_dict
@@ -45,44 +43,6 @@ def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transform
     the precision policy (fp32 attention for bf16 on the CPU)."""
     return use_precision_policy(Transformer(config.model, len(src_vocab), len(tgt_vocab),
                                             PAD_ID, config.data.shared_vocab))
-
-
-def rng_state(device: torch.device | None = None) -> dict[str, Any]:
-    """This process's random generators (Python, NumPy, torch, and ``device``'s if a GPU), as
-    plain values and tensors. Each rank of a distributed run has its own."""
-    np_state = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)),
-                  int(np_state[2]), int(np_state[3]), float(np_state[4])],
-        "torch": torch.get_rng_state(),
-    }
-    if device is not None and device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    cuda = state.get("cuda")
-    if isinstance(cuda, list):  # format of early checkpoints: every visible GPU's state
-        cuda = cuda[0] if cuda else None
-    if cuda is not None and device is not None and device.type == "cuda":
-        torch.cuda.set_rng_state(cuda, device)
-
-
-def rank_rng_state(saved: dict[str, Any], rank: int,
-                   world_size: int) -> tuple[dict[str, Any] | None, bool]:
-    """The generator state that ``rank`` of ``world_size`` resumes from, and whether the resume
-    is exact (saved by as many ranks). A rank the saved run did not have gets None: it keeps
-    its fresh seed (``train.seed`` + rank)."""
-    states = saved.get("ranks", [saved])  # early checkpoints hold one state
-    state = states[rank] if rank < len(states) else None
-    return state, len(states) == world_size
 
 
 def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,

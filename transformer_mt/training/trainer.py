@@ -1,22 +1,14 @@
 """The training loop: teacher forcing, label-smoothed cross-entropy, AdamW, warmup, validation,
 checkpoints, exact resumption and data-parallel training.
 
-A run directory holds everything about one run::
-
-    config.yaml        the resolved config
-    src_vocab.json     tgt_vocab.json
-    metrics.jsonl      one JSON record per logged step and per validation
-    train.log          the log
-    last.pt            full state, for resuming (every train.save_every steps and at the end)
-    best.pt            weights with the best val BLEU so far
-    step_NNNNNNN.pt    the weights of the last train.keep_last saves (for checkpoint averaging)
+What the run writes and how is ``run_dir.py``'s; what a resume or fine-tune may change and how
+the state is restored is ``resume.py``'s; the loss training calls is ``loss.py``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import random
@@ -30,19 +22,13 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import yaml
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from transformer_mt.checkpoint import (
     build_model,
-    load_checkpoint,
     make_checkpoint,
-    rank_rng_state,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
     subword_models_of,
     vocabs_of,
     weights_are_finite,
@@ -60,14 +46,20 @@ from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import bound_cpu_kernel_caches, device_memory
-from transformer_mt.errors import CheckpointError, ConfigError, TrainingError
+from transformer_mt.errors import TrainingError
 from transformer_mt.evaluate import score
-from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, run_lock
-from transformer_mt.logs import PROGRESS_LOGGER, add_file_log, bars_enabled
+from transformer_mt.logs import PROGRESS_LOGGER, bars_enabled
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, resolve_precision
 from transformer_mt.training import distributed
 from transformer_mt.training.loss import ModelLoss
+from transformer_mt.training.resume import (
+    checkpoint_to_resume,
+    checkpoint_to_start_from,
+    restore,
+    rng_state,
+)
+from transformer_mt.training.run_dir import MetricsLog, RunDir
 from transformer_mt.training.schedule import learning_rate
 
 log = logging.getLogger(__name__)
@@ -112,53 +104,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-class MetricsLog:
-    """``metrics.jsonl``: appended one record at a time, flushed, so a crash loses nothing.
-
-    With ``tensorboard``, every number is also written as a TensorBoard scalar
-    (``<type>/<name>``) under ``RUN_DIR/tensorboard``.
-    """
-
-    def __init__(self, path: Path, enabled: bool = True, tensorboard: bool = False) -> None:
-        self.path, self.enabled = path, enabled
-        self.writer = None
-        if enabled and tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise ConfigError("train.tensorboard needs the tensorboard package: "
-                                  "pip install 'transformer_mt[tensorboard]'") from exc
-            self.writer = SummaryWriter(str(path.parent / "tensorboard"))
-
-    def write(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if self.writer is not None:
-            for key, value in record.items():
-                if key not in ("step", "type") and isinstance(value, (int, float)):
-                    self.writer.add_scalar(f"{record['type']}/{key}", value, record["step"])
-            self.writer.flush()
-
-    def truncate_after(self, step: int) -> None:
-        """Drop records of steps after ``step`` (written after the checkpoint we resume from)."""
-        if not (self.enabled and self.path.exists()):
-            return
-        text = self.path.read_text(encoding="utf-8", errors="replace")
-        kept = [line for line in text.splitlines() if _record_step(line) <= step]
-        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
-
-
-def _record_step(line: str) -> float:
-    """The step of a metrics record; infinite (dropped) for a line that is not one (a record
-    half-written when the process was killed)."""
-    try:
-        return int(json.loads(line)["step"])
-    except (ValueError, TypeError, KeyError):
-        return math.inf
 
 
 @dataclass
@@ -209,8 +154,7 @@ class Trainer:
         self.precision = resolve_precision(config.train.precision, self.device)
         self.is_main = self.dist.is_main
         self._stop_signal: int | None = None
-        self._file_log: logging.Handler | None = None
-        self._held = contextlib.ExitStack()  # the run directory's lock, while training
+        self.files = RunDir(self.run_dir, self.is_main)
 
     # ------------------------------------------------------------------------- setup stages
 
@@ -220,11 +164,12 @@ class Trainer:
         leaves nothing behind."""
         if self.cfg.train.threads:
             torch.set_num_threads(self.cfg.train.threads)
-        ckpt = None if self.overwrite else self._checkpoint_to_resume()
-        init = self._checkpoint_to_start_from() if ckpt is None else None
+        ckpt = None if self.overwrite else checkpoint_to_resume(
+            self.run_dir, self.cfg, self.files.results(), self.resume_allowed)
+        init = checkpoint_to_start_from(self.cfg) if ckpt is None else None
         data = self._load_data(ckpt or init)
         self._check_memory(len(data.src_vocab), len(data.tgt_vocab))
-        self._claim_run_dir()
+        self.files.claim(self.overwrite)
         distributed.barrier(self.dist)
         self._open_run_dir()
         self._describe_data(data)
@@ -239,12 +184,14 @@ class Trainer:
                      init["progress"].get("step", 0))
         optimizer = make_optimizer(model, self.cfg.train)
         scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        metrics = self.files.metrics_log(self.cfg.train.tensorboard)
         run = Run(data.train, data.valid, data.src_vocab, data.tgt_vocab, data.tokenizers,
-                  data.subword_models, model, optimizer, scaler, self._metrics_log(),
+                  data.subword_models, model, optimizer, scaler, metrics,
                   loss=ModelLoss(model), forward_model=model,
                   loss_since_log=torch.zeros(2, device=self.device))
         if ckpt is not None:
-            self._restore(run, ckpt)
+            restore(run, ckpt, self.run_dir / "last.pt", self.precision, self.dist.rank,
+                    self.dist.world_size, self.device)
         cfg = self.cfg.model
         log.info("model: %s parameters, d_model=%d, %d+%d layers, %s-norm, device %s, %s",
                  f"{model.num_parameters():,}", cfg.d_model, cfg.n_encoder_layers,
@@ -253,106 +200,12 @@ class Trainer:
         self._write_run_files(run, resumed=ckpt is not None)
         return run
 
-    def _claim_run_dir(self) -> None:
-        """Lock the run directory for this run (rank 0) and clear what a killed run left.
-
-        With ``overwrite``, an earlier run's files are deleted here, under the lock.
-        """
-        if not self.is_main:
-            return
-        self._held.enter_context(run_lock(self.run_dir))
-        for tmp in remove_stale_temporaries(self.run_dir):
-            log.info("removed %s, left by a write that was interrupted", tmp)
-        if self.overwrite:
-            for path in self._run_files():
-                path.unlink()
-                log.info("--overwrite: removed %s", path)
-
-    def _run_files(self) -> list[Path]:
-        """The files a run writes into its directory (and an earlier run may have left)."""
-        names = ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "src_vocab.json",
-                 "tgt_vocab.json", "train.log")
-        files = [self.run_dir / name for name in names if (self.run_dir / name).is_file()]
-        return files + sorted(self.run_dir.glob("step_*.pt"))
-
-    def _checkpoint_to_resume(self) -> dict[str, Any] | None:
-        """``last.pt`` of the run directory, checked against the config; None for a new run.
-
-        A directory with another run's results but no ``last.pt`` is refused: a new run would
-        overwrite its checkpoints and mix its metrics.
-        """
-        path = self.run_dir / "last.pt"
-        if not path.exists():
-            results = [f.name for f in self._run_files()
-                       if f.name in ("best.pt", "metrics.jsonl") or f.name.startswith("step_")]
-            if results:
-                raise TrainingError(
-                    f"'{self.run_dir}' holds another run's files ({', '.join(results[:3])}) but "
-                    "no last.pt to resume from; choose a new --run-dir, or pass --overwrite to "
-                    "delete them and start afresh")
-            return None
-        if not self.resume_allowed:
-            raise TrainingError(f"'{self.run_dir}' already holds a run (last.pt); resume it "
-                                "(drop --no-resume) or choose a new --run-dir")
-        ckpt = load_checkpoint(path)
-        if "training_state" not in ckpt:
-            raise CheckpointError(f"'{path}' holds no training state to resume from")
-        self._check_compatible(ckpt)
-        return ckpt
-
-    def _check_compatible(self, ckpt: dict[str, Any]) -> None:
-        """Resuming with another model or data config would silently train something else;
-        another batch plan or seed trains on, but no longer exactly as the run would have."""
-        stored = ckpt["config"]
-        current = self.cfg.to_dict()
-        keys = ["max_tokens", "accum_steps", "seed", "lr", "warmup_steps", "lr_schedule"]
-        if current["train"]["lr_schedule"] == "linear":  # its rates depend on the run's length
-            keys.append("max_steps")
-        for key in keys:
-            now = current["train"][key]
-            before = stored.get("train", {}).get(key, now)  # older runs lack newer keys
-            if before != now:
-                log.warning("the run was trained with train.%s=%s, the config now says %s: "
-                            "resuming, but the run is no longer exactly the one it would have "
-                            "been", key, before, now)
-        for section in ("model", "data"):
-            for key, value in current[section].items():
-                if section == "data" and key in ("data_dir", "test"):
-                    continue
-                if stored.get(section, {}).get(key) != value:
-                    raise CheckpointError(
-                        f"the run in '{self.run_dir}' was trained with {section}.{key}="
-                        f"{stored.get(section, {}).get(key)!r}, the config now says {value!r}; "
-                        "use the run's config or a new --run-dir")
-
     def _open_run_dir(self) -> None:
         """Create the run directory and log to its ``train.log`` (rank 0 only)."""
-        if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._file_log = add_file_log(self.run_dir / "train.log")
+        self.files.open()
         distributed.barrier(self.dist)
         if self.dist.enabled:
             log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
-
-    def _checkpoint_to_start_from(self) -> dict[str, Any] | None:
-        """``train.init_from``'s checkpoint for fine-tuning, checked against the config."""
-        path = self.cfg.train.init_from
-        if path is None:
-            return None
-        ckpt = load_checkpoint(path)
-        stored = ckpt["config"]
-        current = self.cfg.to_dict()
-        checks = [("model", key) for key in current["model"]] + [
-            ("data", key) for key in ("src_lang", "tgt_lang", "tokenizer", "shared_vocab",
-                                      "lowercase")]
-        for section, key in checks:
-            before = stored.get(section, {}).get(key, current[section][key])
-            if before != current[section][key]:
-                raise CheckpointError(
-                    f"train.init_from: '{path}' was trained with {section}.{key}={before!r}, "
-                    f"the config says {current[section][key]!r}; fine-tuning keeps the model "
-                    "and its tokenizer: set the same value")
-        return ckpt
 
     def _load_data(self, ckpt: dict[str, Any] | None) -> PreparedData:
         """Training and validation pairs as ids; vocabularies and subword models from the
@@ -397,36 +250,6 @@ class Trainer:
                 f"{have / 2**30:,.1f} GiB; make model.d_model, model.d_ff or the layer counts "
                 "smaller")
 
-    def _metrics_log(self) -> MetricsLog:
-        return MetricsLog(self.run_dir / "metrics.jsonl", enabled=self.is_main,
-                          tensorboard=self.cfg.train.tensorboard)
-
-    def _restore(self, run: Run, ckpt: dict[str, Any]) -> None:
-        """Weights, optimizer, scaler, progress, RNG and the open log interval's sums."""
-        state = ckpt["training_state"]
-        run.model.load_state_dict(ckpt["model"])
-        try:
-            run.optimizer.load_state_dict(state["optimizer"])
-        except ValueError as exc:
-            raise CheckpointError(f"the optimizer state in '{self.run_dir / 'last.pt'}' does "
-                                  f"not fit this version's optimizer ({exc}); start a new run "
-                                  "or use the release that wrote it") from exc
-        saved = state.get("precision", self.precision)
-        if saved != self.precision:
-            log.warning("the run trained in %s and resumes in %s: the loss scaler starts afresh",
-                        saved, self.precision)
-        elif state["scaler"] and run.scaler.is_enabled():
-            run.scaler.load_state_dict(state["scaler"])
-        run.progress = Progress(**ckpt["progress"])
-        rng, exact = rank_rng_state(state["rng"], self.dist.rank, self.dist.world_size)
-        if not exact:
-            log.warning("the run was saved by another number of processes than the %d now: "
-                        "the batches stay the same, but the random streams (dropout) of the "
-                        "ranks differ, so the resume is not exact", self.dist.world_size)
-        if rng is not None:
-            set_rng_state(rng, self.device)
-        run.loss_since_log = state["loss_since_log"].to(self.device)
-
     def _wrap(self, model: ModelLoss) -> torch.nn.Module:
         """The module training calls: DDP-wrapped (torchrun), then compiled (train.compile),
         so that the compiled graph lets DDP's all-reduce overlap the backward."""
@@ -445,11 +268,7 @@ class Trainer:
         """``config.yaml`` and the vocabularies; on resume, metrics cut back to the checkpoint."""
         if resumed:
             run.metrics.truncate_after(run.progress.step)
-        if self.is_main:
-            atomic_write_text(self.run_dir / "config.yaml",
-                              yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
-            run.src_vocab.save(self.run_dir / "src_vocab.json")
-            run.tgt_vocab.save(self.run_dir / "tgt_vocab.json")
+        self.files.write_run_files(self.cfg, run.src_vocab, run.tgt_vocab)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.precision)
@@ -471,14 +290,11 @@ class Trainer:
                 completed = True
                 return run.progress
             finally:
-                if self._file_log is not None:
-                    logging.getLogger("transformer_mt").removeHandler(self._file_log)
-                    self._file_log.close()
-                    self._file_log = None
+                self.files.close_log()
                 if run is not None:  # the DDP wrapper holds the process group: drop it first
                     run.forward_model = run.model
                 distributed.cleanup(self.dist, completed)
-                self._held.close()
+                self.files.release()
 
     @contextlib.contextmanager
     def _stop_signals(self) -> Iterator[None]:
@@ -630,7 +446,7 @@ class Trainer:
         loss = loss_sum / max(tokens, 1)
         if not math.isfinite(loss):
             raise TrainingError(f"the training loss became {loss} at step {run.progress.step}; "
-                                f"stopping. {self._last_good()}")
+                                f"stopping. {self.files.last_good()}")
         now = time.perf_counter()
         t0, _, tokens0 = last
         tok_per_s = (n_tokens_seen - tokens0) * self.dist.world_size / max(now - t0, 1e-9)
@@ -715,20 +531,11 @@ class Trainer:
         """Refuse to save NaN/inf weights: no checkpoint file ever holds them."""
         if not weights_are_finite(run.model.parameters()):
             raise TrainingError(f"the weights became NaN/inf by step {run.progress.step}; not "
-                                f"saving them. {self._last_good()}")
-
-    def _last_good(self) -> str:
-        """Where to go on from, for an error message: a checkpoint that exists, or none."""
-        last = self.run_dir / "last.pt"
-        if last.is_file():
-            return (f"The last good checkpoint is {last}; lower train.lr or raise "
-                    "train.warmup_steps, then resume")
-        return ("No checkpoint was saved before; lower train.lr or raise train.warmup_steps "
-                "and start again")
+                                f"saving them. {self.files.last_good()}")
 
     def _save_best(self, run: Run) -> None:
         self._check_weights(run)
-        save_checkpoint(self._checkpoint(run), self.run_dir / "best.pt")
+        self.files.save_best(self._checkpoint(run))
 
     def _save_last(self, run: Run) -> None:
         """Write ``last.pt`` and, with ``train.keep_last``, a step checkpoint (its weights)."""
@@ -736,15 +543,7 @@ class Trainer:
         rng = distributed.gather_objects(rng_state(self.device), self.dist)  # every rank's
         self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
-            ckpt = self._checkpoint(run, rng)
-            save_checkpoint(ckpt, self.run_dir / "last.pt")
-            keep = self.cfg.train.keep_last
-            if keep > 0:
-                weights = {k: v for k, v in ckpt.items() if k != "training_state"}
-                save_checkpoint(weights, self.run_dir / f"step_{step:07d}.pt")
-                for old in sorted(self.run_dir.glob("step_*.pt"))[:-keep]:
-                    old.unlink()
-            log.debug("saved %s at step %d", self.run_dir / "last.pt", step)
+            self.files.save_last(self._checkpoint(run, rng), step, self.cfg.train.keep_last)
         distributed.barrier(self.dist)
 
 

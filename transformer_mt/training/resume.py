@@ -1,0 +1,179 @@
+"""Resuming a run exactly, and fine-tuning from another run's checkpoint.
+
+One table says what each may change. Resuming (``last.pt`` of the same run directory) refuses
+a config whose model or data differ from the checkpoint's (the run would silently train
+something else), warns where the batch plan, seed or learning rate differ (it trains on, but no
+longer exactly as it would have), and takes any other key as it is (decoding, logging, saving).
+Fine-tuning (``train.init_from``) keeps the model and its tokenizer and may change the rest.
+Every path that compares configs goes through :func:`differences`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from transformer_mt.checkpoint import load_checkpoint
+from transformer_mt.config import Config
+from transformer_mt.errors import CheckpointError, TrainingError
+
+if TYPE_CHECKING:
+    from transformer_mt.training.trainer import Run
+
+log = logging.getLogger(__name__)
+
+# section.key patterns ("model.*": every key of the section), checked in this order
+RESUME_REFUSES = ("model.*", "data.*")
+RESUME_MAY_CHANGE = ("data.data_dir", "data.test")  # where the corpora lie; test sets
+RESUME_WARNS = ("train.max_tokens", "train.accum_steps", "train.seed", "train.lr",
+                "train.warmup_steps", "train.lr_schedule")
+LINEAR_SCHEDULE_WARNS = ("train.max_steps",)  # a linear schedule's rates follow its length
+FINE_TUNE_REFUSES = ("model.*", "data.src_lang", "data.tgt_lang", "data.tokenizer",
+                     "data.shared_vocab", "data.lowercase")
+
+
+def differences(stored: dict[str, Any], current: dict[str, Any], patterns: Iterable[str],
+                unless: Iterable[str] = ()) -> Iterator[tuple[str, Any, Any]]:
+    """``(section.key, stored value, current value)`` of each key matching ``patterns`` (and
+    not ``unless``) whose value differs. A key an older checkpoint lacks counts as unchanged."""
+    skip = set(unless)
+    for pattern in patterns:
+        section, name = pattern.split(".")
+        keys = current[section] if name == "*" else [name]
+        for key in keys:
+            if f"{section}.{key}" in skip:
+                continue
+            now = current[section][key]
+            before = stored.get(section, {}).get(key, now)
+            if before != now:
+                yield f"{section}.{key}", before, now
+
+
+def checkpoint_to_resume(run_dir: Path, config: Config, results: list[str],
+                         resume_allowed: bool) -> dict[str, Any] | None:
+    """``last.pt`` of ``run_dir``, checked against the config; None for a new run.
+
+    A directory with another run's ``results`` but no ``last.pt`` is refused: a new run would
+    overwrite its checkpoints and mix its metrics.
+    """
+    path = run_dir / "last.pt"
+    if not path.exists():
+        if results:
+            raise TrainingError(
+                f"'{run_dir}' holds another run's files ({', '.join(results[:3])}) but "
+                "no last.pt to resume from; choose a new --run-dir, or pass --overwrite to "
+                "delete them and start afresh")
+        return None
+    if not resume_allowed:
+        raise TrainingError(f"'{run_dir}' already holds a run (last.pt); resume it "
+                            "(drop --no-resume) or choose a new --run-dir")
+    ckpt = load_checkpoint(path)
+    if "training_state" not in ckpt:
+        raise CheckpointError(f"'{path}' holds no training state to resume from")
+    check_resumable(ckpt["config"], config, run_dir)
+    return ckpt
+
+
+def check_resumable(stored: dict[str, Any], config: Config, run_dir: Path) -> None:
+    """Refuse to resume a run trained with the ``stored`` config under ``config`` where it
+    would train something else; warn where it would no longer be exactly the same run."""
+    current = config.to_dict()
+    warns = RESUME_WARNS + (LINEAR_SCHEDULE_WARNS if config.train.lr_schedule == "linear"
+                            else ())
+    for key, before, now in differences(stored, current, warns):
+        log.warning("the run was trained with %s=%s, the config now says %s: resuming, but the "
+                    "run is no longer exactly the one it would have been", key, before, now)
+    for key, before, now in differences(stored, current, RESUME_REFUSES, RESUME_MAY_CHANGE):
+        raise CheckpointError(f"the run in '{run_dir}' was trained with {key}={before!r}, the "
+                              f"config now says {now!r}; use the run's config or a new "
+                              "--run-dir")
+
+
+def checkpoint_to_start_from(config: Config) -> dict[str, Any] | None:
+    """``train.init_from``'s checkpoint for fine-tuning, checked against the config."""
+    path = config.train.init_from
+    if path is None:
+        return None
+    ckpt = load_checkpoint(path)
+    for key, before, now in differences(ckpt["config"], config.to_dict(), FINE_TUNE_REFUSES):
+        raise CheckpointError(
+            f"train.init_from: '{path}' was trained with {key}={before!r}, the config says "
+            f"{now!r}; fine-tuning keeps the model and its tokenizer: set the same value")
+    return ckpt
+
+
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """This process's random generators (Python, NumPy, torch, and ``device``'s if a GPU), as
+    plain values and tensors. Each rank of a distributed run has its own."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)),
+                  int(np_state[2]), int(np_state[3]), float(np_state[4])],
+        "torch": torch.get_rng_state(),
+    }
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda")
+    if isinstance(cuda, list):  # format of early checkpoints: every visible GPU's state
+        cuda = cuda[0] if cuda else None
+    if cuda is not None and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda, device)
+
+
+def rank_rng_state(saved: dict[str, Any], rank: int,
+                   world_size: int) -> tuple[dict[str, Any] | None, bool]:
+    """The generator state that ``rank`` of ``world_size`` resumes from, and whether the resume
+    is exact (saved by as many ranks). A rank the saved run did not have gets None: it keeps
+    its fresh seed (``train.seed`` + rank)."""
+    states = saved.get("ranks", [saved])  # early checkpoints hold one state
+    state = states[rank] if rank < len(states) else None
+    return state, len(states) == world_size
+
+
+
+
+def restore(run: Run, ckpt: dict[str, Any], path: Path, precision: str, rank: int,
+            world_size: int, device: torch.device) -> None:
+    """Put a resumed run back where ``ckpt`` (read from ``path``) left it: weights, optimizer,
+    scaler, progress, this rank's random generators and the open log interval's sums."""
+    from transformer_mt.training.trainer import Progress
+
+    state = ckpt["training_state"]
+    run.model.load_state_dict(ckpt["model"])
+    try:
+        run.optimizer.load_state_dict(state["optimizer"])
+    except ValueError as exc:
+        raise CheckpointError(f"the optimizer state in '{path}' does not fit this version's "
+                              f"optimizer ({exc}); start a new run or use the release that "
+                              "wrote it") from exc
+    saved = state.get("precision", precision)
+    if saved != precision:
+        log.warning("the run trained in %s and resumes in %s: the loss scaler starts afresh",
+                    saved, precision)
+    elif state["scaler"] and run.scaler.is_enabled():
+        run.scaler.load_state_dict(state["scaler"])
+    run.progress = Progress(**ckpt["progress"])
+    rng, exact = rank_rng_state(state["rng"], rank, world_size)
+    if not exact:
+        log.warning("the run was saved by another number of processes than the %d now: the "
+                    "batches stay the same, but the random streams (dropout) of the ranks "
+                    "differ, so the resume is not exact", world_size)
+    if rng is not None:
+        set_rng_state(rng, device)
+    run.loss_since_log = state["loss_since_log"].to(device)

@@ -1,0 +1,171 @@
+"""The run directory: what one training run writes, and how it keeps it safe.
+
+::
+
+    config.yaml        the resolved config
+    src_vocab.json     tgt_vocab.json
+    metrics.jsonl      one JSON record per logged step and per validation
+    train.log          the log
+    last.pt            full state, for resuming (every train.save_every steps and at the end)
+    best.pt            weights with the best val BLEU so far
+    step_NNNNNNN.pt    the weights of the last train.keep_last saves (for checkpoint averaging)
+
+One run at a time holds the directory's lock; what a killed run left half-written is removed;
+``--overwrite`` deletes an earlier run's files, and only under the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from transformer_mt.checkpoint import save_checkpoint
+from transformer_mt.config import Config
+from transformer_mt.data.vocab import Vocab
+from transformer_mt.errors import ConfigError
+from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, run_lock
+from transformer_mt.logs import add_file_log
+
+log = logging.getLogger(__name__)
+
+RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "src_vocab.json",
+             "tgt_vocab.json", "train.log")
+
+
+class MetricsLog:
+    """``metrics.jsonl``: appended one record at a time, flushed, so a crash loses nothing.
+
+    With ``tensorboard``, every number is also written as a TensorBoard scalar
+    (``<type>/<name>``) under ``RUN_DIR/tensorboard``.
+    """
+
+    def __init__(self, path: Path, enabled: bool = True, tensorboard: bool = False) -> None:
+        self.path, self.enabled = path, enabled
+        self.writer = None
+        if enabled and tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise ConfigError("train.tensorboard needs the tensorboard package: "
+                                  "pip install 'transformer_mt[tensorboard]'") from exc
+            self.writer = SummaryWriter(str(path.parent / "tensorboard"))
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for key, value in record.items():
+                if key not in ("step", "type") and isinstance(value, (int, float)):
+                    self.writer.add_scalar(f"{record['type']}/{key}", value, record["step"])
+            self.writer.flush()
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records of steps after ``step`` (written after the checkpoint we resume from)."""
+        if not (self.enabled and self.path.exists()):
+            return
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        kept = [line for line in text.splitlines() if _record_step(line) <= step]
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+
+
+def _record_step(line: str) -> float:
+    """The step of a metrics record; infinite (dropped) for a line that is not one (a record
+    half-written when the process was killed)."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, TypeError, KeyError):
+        return math.inf
+
+
+class RunDir:
+    """One run's directory; only the main process (rank 0) writes into it."""
+
+    def __init__(self, path: Path, is_main: bool = True) -> None:
+        self.path, self.is_main = path, is_main
+        self._held = contextlib.ExitStack()  # the directory's lock, while training
+        self._file_log: logging.Handler | None = None
+
+    def files(self) -> list[Path]:
+        """The files a run writes into its directory (and an earlier run may have left)."""
+        files = [self.path / name for name in RUN_FILES if (self.path / name).is_file()]
+        return files + sorted(self.path.glob("step_*.pt"))
+
+    def results(self) -> list[str]:
+        """The names of an earlier run's results here (checkpoints, metrics)."""
+        return [f.name for f in self.files()
+                if f.name in ("best.pt", "metrics.jsonl") or f.name.startswith("step_")]
+
+    def claim(self, overwrite: bool) -> None:
+        """Lock the directory for this run (rank 0) and clear what a killed run left.
+
+        With ``overwrite``, an earlier run's files are deleted here, under the lock.
+        """
+        if not self.is_main:
+            return
+        self._held.enter_context(run_lock(self.path))
+        for tmp in remove_stale_temporaries(self.path):
+            log.info("removed %s, left by a write that was interrupted", tmp)
+        if overwrite:
+            for path in self.files():
+                path.unlink()
+                log.info("--overwrite: removed %s", path)
+
+    def open(self) -> None:
+        """Create the directory and log to its ``train.log`` (rank 0 only)."""
+        if self.is_main:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._file_log = add_file_log(self.path / "train.log")
+
+    def metrics_log(self, tensorboard: bool) -> MetricsLog:
+        return MetricsLog(self.path / "metrics.jsonl", enabled=self.is_main,
+                          tensorboard=tensorboard)
+
+    def write_run_files(self, config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
+        """``config.yaml`` and the vocabularies."""
+        if self.is_main:
+            atomic_write_text(self.path / "config.yaml",
+                              yaml.safe_dump(config.to_dict(), sort_keys=False))
+            src_vocab.save(self.path / "src_vocab.json")
+            tgt_vocab.save(self.path / "tgt_vocab.json")
+
+    def save_last(self, ckpt: dict[str, Any], step: int, keep_last: int) -> None:
+        """Write ``last.pt`` and, with ``keep_last``, a step checkpoint (its weights), keeping
+        the last ``keep_last`` of those."""
+        save_checkpoint(ckpt, self.path / "last.pt")
+        if keep_last > 0:
+            weights = {k: v for k, v in ckpt.items() if k != "training_state"}
+            save_checkpoint(weights, self.path / f"step_{step:07d}.pt")
+            for old in sorted(self.path.glob("step_*.pt"))[:-keep_last]:
+                old.unlink()
+        log.debug("saved %s at step %d", self.path / "last.pt", step)
+
+    def save_best(self, ckpt: dict[str, Any]) -> None:
+        save_checkpoint(ckpt, self.path / "best.pt")
+
+    def last_good(self) -> str:
+        """Where to go on from, for an error message: a checkpoint that exists, or none."""
+        last = self.path / "last.pt"
+        if last.is_file():
+            return (f"The last good checkpoint is {last}; lower train.lr or raise "
+                    "train.warmup_steps, then resume")
+        return ("No checkpoint was saved before; lower train.lr or raise train.warmup_steps "
+                "and start again")
+
+    def close_log(self) -> None:
+        """Stop writing ``train.log``."""
+        if self._file_log is not None:
+            logging.getLogger("transformer_mt").removeHandler(self._file_log)
+            self._file_log.close()
+            self._file_log = None
+
+    def release(self) -> None:
+        """Let go of the directory's lock."""
+        self._held.close()
