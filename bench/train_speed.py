@@ -39,6 +39,14 @@ from transformer_mt.model.embedding import PositionalEncoding
 
 SIZES = ["model.d_model=256", "model.n_heads=4", "model.n_encoder_layers=3",
          "model.n_decoder_layers=3", "model.d_ff=1024", "model.dropout=0.1"]
+# --smoke: the same code paths at a size that runs in seconds (the test suite runs it)
+SMOKE_SIZES = ["model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1",
+               "model.n_decoder_layers=1", "model.d_ff=64", "model.dropout=0.1",
+               "data.max_pairs=300", "data.valid_max_pairs=20", "data.min_freq=1"]
+
+
+def sizes(args) -> list[str]:
+    return SMOKE_SIZES if args.smoke else SIZES
 
 
 def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int,
@@ -57,7 +65,8 @@ def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int
 def run_ours(args) -> dict:
     from transformer_mt.training.trainer import Trainer
 
-    overrides = [*SIZES, f"train.precision={args.precision}", "train.max_tokens=4096",
+    overrides = [*sizes(args), f"train.precision={args.precision}",
+                 f"train.max_tokens={600 if args.smoke else 4096}",
                  f"train.device={args.device}",
                  "train.threads=" + str(torch.get_num_threads()),
                  f"train.compile={str(args.compile).lower()}"]
@@ -75,12 +84,13 @@ def run_ours(args) -> dict:
                 start = time.perf_counter()
             trainer.train_step(run, step)
             if i >= args.warmup:
-                idx = step[0]
-                s_len = max(len(data.src_ids[j]) for j in idx)
-                t_len = max(len(data.tgt_ids[j]) - 1 for j in idx)
-                tgt_tokens += sum(len(data.tgt_ids[j]) - 1 for j in idx)
-                src_tokens += sum(len(data.src_ids[j]) for j in idx)
-                padded += len(idx) * (s_len + t_len)
+                for idx in step:  # every piece of the step (ranks, accumulation)
+                    if len(idx) == 0:
+                        continue
+                    lengths = data.lengths[idx]  # (n, 2): source + <eos>, target + <eos>
+                    src_tokens += int(lengths[:, 0].sum())
+                    tgt_tokens += int(lengths[:, 1].sum())
+                    padded += len(idx) * int(lengths[:, 0].max() + lengths[:, 1].max())
         synchronize(device)
         elapsed = time.perf_counter() - start
         real = src_tokens + tgt_tokens
@@ -121,7 +131,7 @@ class TutorialModel(nn.Module):
 def run_baseline(args) -> dict:
     from transformer_mt.data.loader import collate, prepare_data
 
-    cfg = config_from_dict({}, SIZES)
+    cfg = config_from_dict({}, sizes(args))
     prepared = prepare_data(cfg)
     sv, tv, data = prepared.src_vocab, prepared.tgt_vocab, prepared.train
     torch.manual_seed(0)
@@ -158,7 +168,7 @@ def run_baseline(args) -> dict:
             "model_flops_per_s": flops / elapsed, "peak_memory_mib": peak_memory_mib(device)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (about 2 minutes)")
     parser.add_argument("--steps", type=int, default=30)
@@ -170,10 +180,14 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true",
                         help="ours with train.compile=true (torch.compile; the warm-up steps "
                         "absorb the compilation)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a tiny model and a few steps: checks that the benchmark works")
     parser.add_argument("--variant", choices=["ours", "baseline"], help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.steps = min(args.steps, 12)
+    if args.smoke:
+        args.steps, args.warmup = min(args.steps, 3), min(args.warmup, 1)
     if args.variant:
         result = run_ours(args) if args.variant == "ours" else run_baseline(args)
         print(json.dumps(result))
@@ -182,7 +196,7 @@ def main() -> None:
     def child(variant: str, *extra: str) -> dict:
         cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--precision", args.precision,
-               "--device", args.device, *extra,
+               "--device", args.device, *extra, *(["--smoke"] if args.smoke else []),
                *(["--compile"] if args.compile else [])]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
@@ -194,7 +208,8 @@ def main() -> None:
     peaks = {}
     for name in {ours["dtype"], "fp32"}:
         dtype = torch.bfloat16 if name == "bf16" else torch.float32
-        peaks[name] = matmul_flops(dtype, pick_device(args.device))
+        peaks[name] = matmul_flops(dtype, pick_device(args.device),
+                                   **({"n": 256, "seconds": 0.1} if args.smoke else {}))
     for r in (ours, base):
         r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
         r["mfu"] = r["model_flops_per_s"] / peaks[r["dtype"]]  # of the measured matmul peak
