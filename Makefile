@@ -30,5 +30,8 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
+bench: setup  # ours against the tutorial baseline, one run (JSON with a ratio)
+	$(PY) bench/train_speed.py --quick
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
