@@ -60,12 +60,12 @@ def write_corpus(directory: Path, n: int, seed: int = 0) -> None:
 
 CHILD = r"""
 import json, resource, sys, time
-from transformer_mt.config import load_config
+from transformer_mt.config_file import load_config
 args = json.loads(sys.argv[1])
 config = load_config(None, args["overrides"])
 start = time.perf_counter()
 if args["stage"] == "prepare":
-    from transformer_mt.data.loader import prepare_data
+    from transformer_mt.data.prepare import prepare_data
     data = prepare_data(config)
     pairs = len(data.train)
 else:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, synchronize
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import pick_device
+from transformer_mt.engines import output_limits
 from transformer_mt.evaluate import read_test_set
 from transformer_mt.precision import for_decoding, resolve_precision
 from transformer_mt.translate import Translator
@@ -57,15 +58,15 @@ def engine_comparison(args, src_tok, limits, ours, device) -> dict:
         import ctranslate2  # noqa: F401
     except ImportError:
         return {}
-    from transformer_mt.export import EngineTranslator, export_ctranslate2
+    from transformer_mt.engines import load_exported
+    from transformer_mt.export import export_ctranslate2
 
     if args.checkpoint is None or not args.checkpoint.exists():
         return {}
     out: dict = {"ctranslate2": {}, "ours": {}, "vs_ctranslate2": {}}
     with tempfile.TemporaryDirectory() as tmp:
         export_ctranslate2(args.checkpoint, tmp)
-        engine = EngineTranslator(tmp, "cuda" if device.type == "cuda" else "cpu",
-                                  threads=torch.get_num_threads())
+        engine = load_exported(tmp, device.type, threads=torch.get_num_threads()).engine
         for beam in (1, 5):
             name = "greedy" if beam == 1 else "beam5"
             theirs, mine = [], []
@@ -148,8 +149,8 @@ def main() -> None:
         synchronize(device)
         return time.perf_counter() - start
 
-    engine = engine_comparison(args, src_tok[:n], translator.output_limits(src_ids, cfg.decode),
-                               ours, device)
+    limits = output_limits(src_ids, cfg.decode, cfg.model.max_output_tokens)
+    engine = engine_comparison(args, src_tok[:n], limits, ours, device)
     record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
               "model": source,
               "date": time.strftime("%Y-%m-%d"), "precision": args.precision,

@@ -20,19 +20,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine
-from transformer_mt.config import load_config
-from transformer_mt.evaluate import evaluate, read_test_set
+from transformer_mt.config_file import load_config
+from transformer_mt.evaluate import decode_and_score, read_test_set
 from transformer_mt.training.trainer import train
 from transformer_mt.translate import Translator
 
 
-def evaluate_all(checkpoint: Path, beam: int) -> dict:
+def evaluate_all(checkpoint: Path, beam: int, max_sentences: int | None = None) -> dict:
     translator = Translator.load(checkpoint)
     out = {}
     for split in ["valid", *translator.config.data.test_sets()]:
-        sources, refs = read_test_set(translator, split)
+        sources, refs = read_test_set(translator, split, max_sentences)
         for name, size in (("greedy", 1), (f"beam{beam}", beam)):
-            r = evaluate(translator, sources, refs, size)
+            r = decode_and_score(translator, refs, sources, beam_size=size)
             out[f"{split}_{name}"] = {"bleu": round(r.scores.bleu, 2),
                                       "chrf": round(r.scores.chrf, 2),
                                       "seconds": round(r.seconds, 1)}
@@ -47,6 +47,8 @@ def main() -> None:
     parser.add_argument("--run-dir")
     parser.add_argument("--checkpoint", type=Path, help="only score this checkpoint")
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--max-sentences", type=int, help="score only the first N sentences of "
+                        "each set (a smoke run)")
     args = parser.parse_args()
     record: dict = {"benchmark": "quality", "machine": machine(),
                     "date": time.strftime("%Y-%m-%d")}
@@ -63,7 +65,7 @@ def main() -> None:
                       best_step=progress.best_step)
         args.checkpoint = run_dir / "best.pt"
     record["checkpoint"] = str(args.checkpoint)
-    record["scores"] = evaluate_all(args.checkpoint, args.beam)
+    record["scores"] = evaluate_all(args.checkpoint, args.beam, args.max_sentences)
     print(json.dumps(record, indent=2))
 
 

@@ -32,7 +32,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, matmul_flops, peak_memory_mib, synchronize
-from transformer_mt.config import config_from_dict
+from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import pick_device
 from transformer_mt.model.embedding import PositionalEncoding
@@ -129,7 +129,8 @@ class TutorialModel(nn.Module):
 
 
 def run_baseline(args) -> dict:
-    from transformer_mt.data.loader import collate, prepare_data
+    from transformer_mt.data.batching import collate
+    from transformer_mt.data.prepare import prepare_data
 
     cfg = config_from_dict({}, sizes(args))
     prepared = prepare_data(cfg)

@@ -8,15 +8,22 @@ import sys
 
 from tests.conftest import REPO, needs_data
 
+TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
+        "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]
+
+
+def _bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
 
 @needs_data
 def test_train_speed_benchmark_runs_and_reports_a_ratio():
     """bench/train_speed.py measures ours and the tutorial baseline side by side (two
     processes) and prints one JSON record whose ``ratio`` compares their tokens/s."""
-    result = subprocess.run([sys.executable, "bench/train_speed.py", "--smoke",
-                             "--precision", "fp32"], cwd=REPO, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = _bench("bench/train_speed.py", "--smoke", "--precision", "fp32")
     record = json.loads(result.stdout)
     assert record["benchmark"] == "train_speed" and record["steps"] == 3
     for side in ("ours", "baseline"):
@@ -24,3 +31,48 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
         assert record[side]["mfu"] > 0
     assert record["ratio"] == round(record["ours"]["tokens_per_s"]
                                     / record["baseline"]["tokens_per_s"], 2)
+
+
+@needs_data
+def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_run):
+    """bench/decode_speed.py on a few sentences: cached and uncached decoding translate alike
+    in fp32 (the bench asserts it), and the ratio is ours against CTranslate2 when it is
+    installed, else the cache's speed-up."""
+    run_dir, _ = trained_run
+    record = json.loads(_bench("bench/decode_speed.py", "--checkpoint", str(run_dir / "best.pt"),
+                               "--sentences", "8", "--batch", "4", "--threads", "1").stdout)
+    assert record["identical_with_and_without_cache"]
+    assert {"greedy_batch4_cached", "beam5_batch1_uncached"} <= set(record["results"])
+    expected = (min(record["vs_ctranslate2"].values()) if "vs_ctranslate2" in record
+                else record["cache_speedup"])
+    assert record["ratio"] == expected > 0
+
+
+@needs_data
+def test_quality_benchmark_trains_then_scores_every_set(tmp_path):
+    sets = [f"--set={s}" for s in (*TINY, "train.max_steps=2", "train.eval_every=2",
+                                   "train.log_every=1")]
+    record = json.loads(_bench("bench/quality.py", "--config", "config/quickstart.yaml", *sets,
+                               "--run-dir", str(tmp_path / "run"), "--beam", "2",
+                               "--max-sentences", "5").stdout)
+    assert record["steps"] == 2 and record["checkpoint"].endswith("best.pt")
+    assert {"valid_greedy", "valid_beam2", "test_2016_flickr_beam2"} <= set(record["scores"])
+    assert all(0 <= v["bleu"] <= 100 for k, v in record["scores"].items() if k != "bleu_signature")
+
+
+@needs_data
+def test_data_scale_benchmark_reports_the_memory_ratio(tmp_path):
+    record = json.loads(_bench("bench/data_scale.py", "--sizes", "200", "400", "--steps", "2",
+                               "--tokenizer", "spacy", "--workdir", str(tmp_path)).stdout
+                        .strip().splitlines()[-1])
+    assert [r["pairs"] for r in record["rungs"]] == [200, 400]
+    first, last = record["rungs"][0], record["rungs"][-1]
+    assert record["ratio"] == round(last["train_peak_rss_mib"] / first["train_peak_rss_mib"], 3)
+
+
+@needs_data
+def test_profile_step_prints_throughput_and_the_profile():
+    sets = [f"--set={s}" for s in (*TINY, "train.max_tokens=512")]
+    out = _bench("bench/profile_step.py", "--precision", "fp32", "--steps", "1", "--measure",
+                 "2", "--rows", "5", *sets).stdout
+    assert "target tokens/s" in out and "Self CPU" in out

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
+from transformer_mt import average, build
 from transformer_mt import checkpoint as ck
 from transformer_mt.config import Config, ModelConfig
 from transformer_mt.data.vocab import Vocab
@@ -19,14 +20,14 @@ def small_checkpoint(seed: int = 0) -> dict:
     cfg = Config(model=ModelConfig(d_model=16, n_heads=2, n_encoder_layers=1,
                                    n_decoder_layers=1, d_ff=32))
     vocab = Vocab.build([["a", "b"]], min_freq=1)
-    model = ck.build_model(cfg, vocab, vocab)
+    model = build.build_model(cfg, vocab, vocab)
     return ck.make_checkpoint(model, cfg, vocab, vocab, {"step": seed})
 
 
 def test_round_trip_rebuilds_the_model(tmp_path):
     ckpt = small_checkpoint()
     ck.save_checkpoint(ckpt, tmp_path / "m.pt")
-    model, cfg, src_vocab, _ = ck.model_from_checkpoint(ck.load_checkpoint(tmp_path / "m.pt"))
+    model, cfg, src_vocab, _ = build.model_from_checkpoint(ck.load_checkpoint(tmp_path / "m.pt"))
     assert cfg.model.d_model == 16 and len(src_vocab) == 6
     for k, v in model.state_dict().items():
         assert torch.equal(v, ckpt["model"][k])
@@ -93,14 +94,14 @@ def test_weights_that_do_not_fit_the_vocabulary_are_refused(tmp_path):
     ckpt = small_checkpoint()
     ckpt["tgt_vocab"] = [*ckpt["tgt_vocab"], "extra"]
     with pytest.raises(CheckpointError, match="do not fit"):
-        ck.model_from_checkpoint(ckpt)
+        build.model_from_checkpoint(ckpt)
 
 
 def test_average_of_identical_checkpoints_is_the_same_model(tmp_path):
     a, b = small_checkpoint(0), small_checkpoint(1)
     ck.save_checkpoint(a, tmp_path / "a.pt")
     ck.save_checkpoint(b, tmp_path / "b.pt")
-    avg = ck.average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
+    avg = average.average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
     key = "encoder.layers.0.ffn.linear1.weight"
     assert torch.allclose(avg["model"][key], (a["model"][key] + b["model"][key]) / 2)
     assert len(avg["progress"]["averaged_from"]) == 2
@@ -152,7 +153,7 @@ def test_non_finite_weights_are_refused(tmp_path):
     ckpt = small_checkpoint()
     ckpt["model"]["encoder.layers.0.ffn.linear1.weight"][0, 0] = float("nan")
     with pytest.raises(CheckpointError, match="NaN or infinite weights"):
-        ck.model_from_checkpoint(ckpt)
+        build.model_from_checkpoint(ckpt)
 
 
 def test_averaging_checkpoints_of_different_tensors_is_refused(tmp_path):
@@ -166,7 +167,7 @@ def test_averaging_checkpoints_of_different_tensors_is_refused(tmp_path):
         change(b["model"])
         ck.save_checkpoint(b, tmp_path / f"{name}.pt")
         with pytest.raises(CheckpointError, match="only checkpoints of one run"):
-            ck.average_checkpoints([tmp_path / "a.pt", tmp_path / f"{name}.pt"])
+            average.average_checkpoints([tmp_path / "a.pt", tmp_path / f"{name}.pt"])
 
 
 def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_path):

@@ -5,7 +5,8 @@ import os
 import pytest
 
 from tests.conftest import needs_data, run_cli, tiny_train_args
-from transformer_mt.config import Config, config_from_dict, load_config
+from transformer_mt.config import Config
+from transformer_mt.config_file import config_from_dict, load_config
 from transformer_mt.errors import ConfigError
 
 
@@ -164,10 +165,14 @@ def test_training_settings_that_cannot_work_are_refused_before_allocating(tmp_pa
 
 
 def test_the_parameter_count_is_known_before_building():
-    from transformer_mt.config import ModelConfig
+    """The memory check counts the parameters on the meta device: the same model, no memory."""
+    from transformer_mt.build import count_parameters
     from transformer_mt.model.transformer import Transformer
 
-    for changes in ({}, {"tie_embeddings": False}, {"norm": "post"}, {"n_encoder_layers": 1}):
-        cfg = ModelConfig(**{"d_model": 32, "n_heads": 2, "d_ff": 48, **changes})
-        model = Transformer(cfg, 50, 40, pad_id=1)
-        assert cfg.num_parameters(50, 40) == model.num_parameters(), changes
+    for changes in ({}, ["model.tie_embeddings=false"], ["model.norm=post"],
+                    ["data.shared_vocab=true"]):
+        cfg = config_from_dict({}, ["model.d_model=32", "model.n_heads=2", "model.d_ff=48",
+                                    *changes])
+        sizes = (40, 40) if cfg.data.shared_vocab else (50, 40)
+        model = Transformer(cfg.model, *sizes, pad_id=1, shared_vocab=cfg.data.shared_vocab)
+        assert count_parameters(cfg, *sizes) == model.num_parameters(), changes

@@ -13,9 +13,11 @@ import pytest
 import torch
 
 from tests.conftest import REPO, run_cli
-from transformer_mt.config import Config, CorpusConfig, DataConfig, load_config
+from transformer_mt.config import Config, CorpusConfig, DataConfig
+from transformer_mt.config_file import load_config
 from transformer_mt.data.batch import Batch
-from transformer_mt.data.loader import collate, prepare_data
+from transformer_mt.data.batching import collate
+from transformer_mt.data.prepare import prepare_data
 from transformer_mt.errors import ConfigError
 
 # A toy French -> Spanish corpus: every combination of subject, colour and verb.
@@ -139,7 +141,7 @@ def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_us
     from transformer_mt.export import export_ctranslate2
 
     export_ctranslate2(run_dir / "last.pt", tmp_path / "ct2")  # the models travel along
-    engine = Translator.load_engine(tmp_path / "ct2", device="cpu")
+    engine = Translator.load(tmp_path / "ct2", device="cpu", engine="ctranslate2")
     sentences = [a for a, _ in toy_pairs()[::7]]
     assert engine.translate(sentences, beam_size=1) == translator.translate(sentences,
                                                                              beam_size=1)

@@ -10,8 +10,9 @@ import torch
 from tests.conftest import DATA_DIR, needs_data
 from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.data import multi30k
+from transformer_mt.data.batching import epoch_steps, make_batches
 from transformer_mt.data.corpus import Corpus
-from transformer_mt.data.loader import encode_corpus, epoch_steps, make_batches, prepare_data
+from transformer_mt.data.prepare import encode_corpus, prepare_data
 from transformer_mt.data.tokenize import WordTokenizer
 from transformer_mt.errors import DataError
 from transformer_mt.fileio import sha256_of

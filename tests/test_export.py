@@ -16,16 +16,18 @@ from transformer_mt.model.transformer import Transformer
 
 pytest.importorskip("ctranslate2")
 
-from transformer_mt.export import EngineTranslator, export_ctranslate2
+from transformer_mt.engines import CTranslate2Engine, load_exported
+from transformer_mt.export import export_ctranslate2
 
 SYMBOLS = [f"s{i}" for i in range(VOCAB - len(SPECIALS))]  # the toy task's ids 4..13
 
 
-def _export(model: Transformer, tmp_path, name: str) -> EngineTranslator:
+def _export(model: Transformer, tmp_path, name: str) -> CTranslate2Engine:
     vocab = Vocab([*SPECIALS, *SYMBOLS])
     ckpt = make_checkpoint(model, Config(model=model.cfg), vocab, vocab, {"step": 0})
     save_checkpoint(ckpt, tmp_path / f"{name}.pt")
-    return EngineTranslator(export_ctranslate2(tmp_path / f"{name}.pt", tmp_path / name))
+    out = export_ctranslate2(tmp_path / f"{name}.pt", tmp_path / name)
+    return load_exported(out, "cpu").engine  # type: ignore[return-value]
 
 
 def _tokens(ids) -> list[str]:

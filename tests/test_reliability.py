@@ -165,15 +165,17 @@ def test_a_new_run_does_not_clobber_an_earlier_one(tmp_path):
     best = (run_dir / "best.pt").read_bytes()
     metrics = (run_dir / "metrics.jsonl").read_text()
     line = _one_line_error(run_cli(_args(run_dir, "train.max_steps=3", "model.d_model=64")))
-    assert "another run's files" in line and "--overwrite" in line
+    assert "another run's files" in line and "--start overwrite" in line
     assert (run_dir / "best.pt").read_bytes() == best
     assert (run_dir / "metrics.jsonl").read_text() == metrics
-    both = run_cli([*_args(run_dir, "train.max_steps=3"), "--overwrite", "--resume"])
-    assert "pass one of them" in _one_line_error(both)
-    result = run_cli([*_args(run_dir, "train.max_steps=3", "model.d_model=64"), "--overwrite"])
+    result = run_cli([*_args(run_dir, "train.max_steps=3", "model.d_model=64"),
+                      "--start", "overwrite"])
     assert result.returncode == 0, result.stderr
     assert _steps(run_dir) == [1, 2, 3]  # the new run's records only
     assert torch.load(run_dir / "best.pt", weights_only=True)["config"]["model"]["d_model"] == 64
+    last = (run_dir / "last.pt").read_bytes()
+    line = _one_line_error(run_cli([*_args(run_dir, "train.max_steps=5"), "--start", "new"]))
+    assert "already holds a run" in line and (run_dir / "last.pt").read_bytes() == last
 
 
 def test_a_second_trainer_on_a_live_run_directory_is_refused(tmp_path):
@@ -214,8 +216,8 @@ def test_resume_with_another_model_config_is_refused(tmp_path):
     assert run_cli(_args(run_dir, "train.max_steps=2")).returncode == 0
     line = _one_line_error(run_cli(_args(run_dir, "train.max_steps=4", "model.d_model=64")))
     assert "model.d_model=32" in line and "new --run-dir" in line
-    line = _one_line_error(run_cli([*_args(tmp_path / "fresh"), "--resume"]))
-    assert "no checkpoint" in line
+    line = _one_line_error(run_cli([*_args(tmp_path / "fresh"), "--start", "resume"]))
+    assert "no checkpoint" in line and not (tmp_path / "fresh").exists()
 
 
 def test_resume_in_another_precision_restarts_the_loss_scaler(tmp_path):

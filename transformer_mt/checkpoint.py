@@ -19,13 +19,11 @@ from typing import Any
 
 import torch
 
-from transformer_mt.config import Config, config_from_dict
-from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
-from transformer_mt.data.vocab import PAD_ID, Vocab
+from transformer_mt.config import Config
+from transformer_mt.config_file import config_from_dict
+from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import CheckpointError, ConfigError, DataError
 from transformer_mt.fileio import atomic_write
-from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import use_precision_policy
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +33,6 @@ ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
     "step": int, "epoch": int, "epoch_step": int, "best_step": int, "bad_evals": int,
     "best_bleu": (int, float)}
-
-
-def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
-    """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID);
-    with ``data.shared_vocab``, one embedding matrix for both languages. Its attention follows
-    the precision policy (fp32 attention for bf16 on the CPU)."""
-    return use_precision_policy(Transformer(config.model, len(src_vocab), len(tgt_vocab),
-                                            PAD_ID, config.data.shared_vocab))
 
 
 def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -76,7 +66,7 @@ def save_checkpoint(ckpt: dict[str, Any], path: str | Path) -> None:
         try:
             torch.save(ckpt, f)
         except RuntimeError as exc:  # torch reports a failed write (a full disk) this way
-            raise OSError(f"torch.save failed ({_first_line(exc)})") from exc
+            raise OSError(f"torch.save failed ({first_line(exc)})") from exc
 
     atomic_write(path, write)
 
@@ -105,7 +95,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               "written by transformer_mt") from exc
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
         raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or not a "
-                              f"transformer_mt file): {_first_line(exc)}") from exc
+                              f"transformer_mt file): {first_line(exc)}") from exc
     if not isinstance(ckpt, dict) or ckpt.get("kind") != KIND:
         raise CheckpointError(f"'{path}' is not a transformer_mt checkpoint")
     version = ckpt.get("format_version")
@@ -157,7 +147,7 @@ def _check_structure(ckpt: dict[str, Any], path: Path) -> None:
             refuse("training_state.loss_since_log", "a tensor", state.get("loss_since_log"))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
 
@@ -194,86 +184,5 @@ def vocabs_of(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> tuple[Vo
         raise CheckpointError(f"the vocabularies stored in '{path}' are invalid: {exc}") from exc
 
 
-def tokenizers_from_checkpoint(ckpt: dict[str, Any], config: Config,
-                               path: str | Path = "checkpoint") -> tuple[Tokenizer, Tokenizer]:
-    """The source and target tokenizers a checkpoint was trained with."""
-    models = subword_models_of(ckpt)
-    if config.data.tokenizer == "sentencepiece" and models is None:
-        raise CheckpointError(f"'{path}' was trained with SentencePiece but holds no "
-                              "SentencePiece model; use another checkpoint")
-    try:
-        return (make_tokenizer(config.data, "src", models and models[0]),
-                make_tokenizer(config.data, "tgt", models and models[1]))
-    except DataError as exc:
-        raise CheckpointError(f"'{path}': {exc}") from exc
-
-
-def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
-                          device: torch.device | str = "cpu"
-                          ) -> tuple[Transformer, Config, Vocab, Vocab]:
-    """Rebuild the model (in eval mode), its config and vocabularies from a loaded checkpoint."""
-    config = checkpoint_config(ckpt, path)
-    src_vocab, tgt_vocab = vocabs_of(ckpt, path)
-    model = build_model(config, src_vocab, tgt_vocab)
-    try:
-        model.load_state_dict(ckpt["model"])
-    except (RuntimeError, KeyError) as exc:
-        raise CheckpointError(f"the weights in '{path}' do not fit its config and vocabularies: "
-                              f"{_first_line(exc)}") from exc
-    if not weights_are_finite(model.state_dict().values()):
-        raise CheckpointError(f"'{path}' holds NaN or infinite weights (the training diverged); "
-                              "use an earlier checkpoint")
-    return model.to(device).eval(), config, src_vocab, tgt_vocab
-
-
 def weights_are_finite(tensors: Iterable[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
-
-
-def _check_same_tensors(these: dict[str, torch.Tensor], those: dict[str, torch.Tensor],
-                        path: Path, first: Path) -> None:
-    missing, extra = sorted(set(those) - set(these)), sorted(set(these) - set(those))
-    if missing or extra:
-        what = f"lacks {missing[0]}" if missing else f"has an extra {extra[0]}"
-        raise CheckpointError(f"'{path}' {what} compared with '{first}' ({len(missing)} missing, "
-                              f"{len(extra)} extra tensors); only checkpoints of one run can be "
-                              "averaged")
-    for key, value in these.items():
-        if value.shape != those[key].shape:
-            raise CheckpointError(f"'{path}': {key} has shape {tuple(value.shape)}, "
-                                  f"'{first}' has {tuple(those[key].shape)}; only checkpoints of "
-                                  "one run can be averaged")
-
-
-def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
-    """Average the weights of several checkpoints of the same model (same config and vocab).
-
-    The result carries the first checkpoint's config and vocabularies, the progress of the
-    latest one (the highest step: what the average has seen), no training state, and the list
-    of averaged files.
-    """
-    paths = [Path(p) for p in paths]
-    if not paths:
-        raise CheckpointError("no checkpoints to average; pass two or more .pt files")
-    first = load_checkpoint(paths[0])
-    total = {k: v.double() if v.is_floating_point() else v.clone()
-             for k, v in first["model"].items()}
-    latest = first["progress"]
-    for path in paths[1:]:
-        ckpt = load_checkpoint(path)
-        if (ckpt["src_vocab"], ckpt["tgt_vocab"]) != (first["src_vocab"], first["tgt_vocab"]) \
-                or ckpt["config"].get("model") != first["config"].get("model"):
-            raise CheckpointError(f"'{path}' has another model config or vocabulary than "
-                                  f"'{paths[0]}'; only checkpoints of one run can be averaged")
-        _check_same_tensors(ckpt["model"], first["model"], path, paths[0])
-        if ckpt["progress"].get("step", 0) > latest.get("step", 0):
-            latest = ckpt["progress"]
-        for k, v in ckpt["model"].items():
-            if v.is_floating_point():
-                total[k] += v.double()
-    averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
-                for k, v in total.items()}
-    out = {k: v for k, v in first.items() if k != "training_state"}
-    out["model"] = averaged
-    out["progress"] = dict(latest, averaged_from=[str(p) for p in paths])
-    return out

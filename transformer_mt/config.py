@@ -1,32 +1,25 @@
-"""One strict, typed configuration for data, model, training and decoding.
+"""One strict, typed configuration for data, model, training and decoding: the schema.
 
-A YAML file is read into nested dataclasses. Every key is checked once, here, at the edge:
-an unknown key, a wrong type or an out-of-range value raises :class:`ConfigError` with a one-line
-message naming the key (and the closest valid key for a typo). Command-line overrides use dotted
-keys, ``--set model.d_model=256``, and go through the same checks.
+Nested dataclasses, one per section, each with its defaults (commented: docs/config.md is the
+reference) and a ``validate`` that checks every value's range once, here, at the edge: a bad
+value raises :class:`ConfigError` with a one-line message naming the key. Reading YAML, type
+checks and ``--set`` overrides are ``config_file.py``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
-import functools
-import importlib.util
 import math
 import re
-import types
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from transformer_mt.errors import ConfigError
+from transformer_mt.languages import check_language
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 MULTI30K_LANGS = ("de", "en")
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run's or a test set's name
 
 
 @dataclass
@@ -91,7 +84,7 @@ class DataConfig:
 
     def validate(self) -> None:
         for key in ("src_lang", "tgt_lang"):
-            _check_language(getattr(self, key), f"data.{key}")
+            check_language(getattr(self, key), f"data.{key}")
         _check(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
         _check_positive(self, "data", ["max_len", "min_freq"])
         _check_positive(self, "data", ["max_pairs", "valid_max_pairs"], optional=True)
@@ -119,46 +112,6 @@ class DataConfig:
         named = {"train": self.train, "valid": self.valid}
         named.update({f"test.{name}": corpus for name, corpus in self.test_sets().items()})
         return named
-
-
-@functools.lru_cache(maxsize=1)
-def spacy_languages() -> tuple[str, ...]:
-    """The language codes ``spacy.blank`` knows, read from spaCy's package without importing it
-    (an import takes a second)."""
-    spec = importlib.util.find_spec("spacy")
-    if spec is None or spec.origin is None:
-        return ()
-    lang_dir = Path(spec.origin).parent / "lang"
-    return tuple(sorted(p.name for p in lang_dir.iterdir()
-                        if p.is_dir() and (p / "__init__.py").is_file()))
-
-
-def _language_names() -> dict[str, str]:
-    """spaCy's language classes by lowercase name (``german`` -> ``de``), read from source."""
-    spec = importlib.util.find_spec("spacy")
-    names = {}
-    for code in spacy_languages():
-        try:
-            text = (Path(str(spec and spec.origin)).parent / "lang" / code / "__init__.py"
-                    ).read_text(encoding="utf-8")
-        except OSError:
-            continue
-        match = re.search(r"^class (\w+)\(Language\)", text, re.MULTILINE)
-        if match:
-            names[match.group(1).lower()] = code
-    return names
-
-
-def _check_language(code: str, key: str) -> None:
-    known = spacy_languages()
-    if not known or code in known:
-        return
-    by_name = _language_names()
-    close = ([by_name[code.lower()]] if code.lower() in by_name else
-             difflib.get_close_matches(code.lower(), known, n=1, cutoff=0.0))
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    raise ConfigError(f"config key '{key}' is {code!r}, a language spaCy does not know{hint} "
-                      f"(known: {', '.join(known)})")
 
 
 @dataclass
@@ -194,19 +147,6 @@ class ModelConfig:
     def max_pair_tokens(self) -> int:
         """Tokens per side of a training pair: room for both ``<bos>`` and ``<eos>``."""
         return self.max_positions - 2
-
-    def num_parameters(self, src_vocab_size: int, tgt_vocab_size: int) -> int:
-        """The parameter count of the model this config builds (without building it)."""
-        d, f = self.d_model, self.d_ff
-        attention = 4 * d * d + 4 * d  # q, k, v and output projections with biases
-        ffn = 2 * d * f + f + d
-        norm = 2 * d
-        encoder = self.n_encoder_layers * (attention + ffn + 2 * norm)
-        decoder = self.n_decoder_layers * (2 * attention + ffn + 3 * norm)
-        final_norms = 2 * norm if self.norm == "pre" else 0
-        embeddings = (src_vocab_size + tgt_vocab_size) * d
-        projection = 0 if self.tie_embeddings else tgt_vocab_size * d
-        return encoder + decoder + final_norms + embeddings + projection
 
     def validate(self) -> None:
         _check_positive(self, "model", ["d_model", "n_heads", "n_encoder_layers",
@@ -258,6 +198,12 @@ class TrainConfig:
     # fine-tuning: start from this checkpoint's weights, vocabularies and tokenizers (the model
     # and tokenizer settings must match); the optimizer and the step count start afresh
     init_from: str | None = None
+
+    def total_steps(self, steps_per_epoch: int) -> int:
+        """The steps the run takes (``max_steps``, or ``max_epochs`` of ``steps_per_epoch``)."""
+        by_epochs = self.max_epochs * steps_per_epoch if self.max_epochs is not None else math.inf
+        by_steps = self.max_steps if self.max_steps is not None else math.inf
+        return int(min(by_epochs, by_steps))
 
     def validate(self) -> None:
         _check(self.max_steps is not None or self.max_epochs is not None, "train.max_steps",
@@ -331,14 +277,14 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def validate(self) -> None:
-        _check(bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name)), "name",
+        _check(bool(PLAIN_NAME.fullmatch(self.name)), "name",
                f"must be a plain name (letters, digits, '.', '_', '-'; it names the run "
                f"directory runs/<name>), got {self.name!r}; use --run-dir for a path")
         for section in (self.data, self.model, self.train, self.decode):
             section.validate()
 
     def to_dict(self) -> dict[str, Any]:
-        plain = _to_plain(dataclasses.asdict(self))
+        plain = to_plain(dataclasses.asdict(self))
         data = plain["data"]  # a corpus lists only the keys it uses
         for key in ("train", "valid"):
             data[key] = {k: v for k, v in data[key].items() if v is not None}
@@ -348,11 +294,11 @@ class Config:
         return plain
 
 
-def _to_plain(value: Any) -> Any:
+def to_plain(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _to_plain(v) for k, v in value.items()}
+        return {k: to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_to_plain(v) for v in value]
+        return [to_plain(v) for v in value]
     return value
 
 
@@ -367,189 +313,3 @@ def _check_positive(obj: Any, section: str, keys: list[str], optional: bool = Fa
         if optional and value is None:
             continue
         _check(value > 0, f"{section}.{key}", f"must be positive, got {value}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading, type checking and overrides
-# ---------------------------------------------------------------------------------------------
-
-
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Check ``value`` against the type annotation ``tp`` and return it (ints widen to floats)."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return _coerce(value, inner[0], key)
-    if origin is Literal:
-        if value not in args:
-            choices = ", ".join(repr(a) for a in args)
-            raise ConfigError(f"config key '{key}' must be one of {choices}, got {value!r}")
-        return value
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"config key '{key}' must be a mapping of names, got {value!r}")
-        _, value_type = args
-        out = {}
-        for name, item in value.items():
-            _check(isinstance(name, str) and bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*",
-                                                               name)),
-                   f"{key}", f"names must be plain names (letters, digits, '.', '_', '-'), got "
-                   f"{name!r}")
-            out[name] = (_from_dict(value_type, item, f"{key}.{name}.")
-                         if dataclasses.is_dataclass(value_type)
-                         else _coerce(item, value_type, f"{key}.{name}"))
-        return out
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
-                              f"got {value!r}")
-        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    if tp is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
-        with contextlib.suppress(ValueError):
-            value = float(value)
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ConfigError(f"config key '{key}' must be a finite number, got {value}")
-        return float(value)
-    if tp is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if tp in (bool, str) and isinstance(value, tp):
-        return value
-    name = getattr(tp, "__name__", str(tp))
-    raise ConfigError(f"config key '{key}' must be of type {name}, got {value!r} "
-                      f"({type(value).__name__})")
-
-
-def _from_dict(cls: type, data: Any, prefix: str) -> Any:
-    where = prefix.rstrip(".") or "the top level"
-    if not isinstance(data, dict):
-        raise ConfigError(f"config section '{where}' must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown config key '{prefix}{key}'{hint} "
-                              f"(valid keys in {where}: {', '.join(names)})")
-        tp = hints[key]
-        if dataclasses.is_dataclass(tp):
-            kwargs[key] = _from_dict(tp, value, f"{prefix}{key}.")
-        else:
-            kwargs[key] = _coerce(value, tp, f"{prefix}{key}")
-    return cls(**kwargs)
-
-
-MAX_YAML_VALUES = 10_000  # a config has a few dozen; aliases may not expand beyond this
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that also refuses duplicate keys (instead of keeping the last)."""
-
-    where = "the YAML"
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise ConfigError(f"duplicate key '{key}' at line {key_node.start_mark.line + 1} "
-                                  f"of {self.where}; keep one of them")
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def load_yaml(text: str, where: str = "the YAML") -> Any:
-    """Parse YAML safely, refusing duplicate keys, recursive aliases, and aliases that expand
-    beyond :data:`MAX_YAML_VALUES` values (a "billion laughs" bomb) before building anything."""
-    loader = _StrictLoader(text)
-    loader.where = where
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_expansion(node, where)
-        return loader.construct_document(node)
-    except RecursionError as exc:
-        raise ConfigError(f"{where} is nested too deeply to be a config") from exc
-    finally:
-        loader.dispose()
-
-
-def _check_expansion(root: yaml.Node, where: str) -> None:
-    count = 0
-    stack: list[tuple[yaml.Node, frozenset[int]]] = [(root, frozenset())]
-    while stack:
-        node, ancestors = stack.pop()
-        count += 1
-        if count > MAX_YAML_VALUES:
-            raise ConfigError(f"{where} expands to more than {MAX_YAML_VALUES:,} values "
-                              "(through YAML aliases); a config is far smaller")
-        if id(node) in ancestors:
-            raise ConfigError(f"{where} holds a recursive YAML alias (line "
-                              f"{node.start_mark.line + 1}); a config cannot contain itself")
-        inside = ancestors | {id(node)}
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend((child, inside) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            stack.extend((child, inside) for pair in node.value for child in pair)
-
-
-def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> Config:
-    """Build and validate a :class:`Config` from plain data plus ``key=value`` overrides."""
-    data = _to_plain(data or {})
-    for item in overrides or []:
-        apply_override(data, item)
-    config = _from_dict(Config, data, "")
-    config.validate()
-    return config
-
-
-def apply_override(data: dict[str, Any], item: str) -> None:
-    """Apply one ``section.key=value`` override to nested ``data`` in place (value is YAML)."""
-    if "=" not in item:
-        raise ConfigError(f"override '{item}' must look like section.key=value, "
-                          "e.g. --set model.d_model=256")
-    dotted, raw = item.split("=", 1)
-    parts = dotted.strip().split(".")
-    try:
-        value = load_yaml(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override '{item}': '{part}' is not a config section")
-        node = child
-    node[parts[-1]] = value
-
-
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config file (or the defaults when ``path`` is None) and apply overrides."""
-    data: Any = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file '{path}' not found; pass an existing YAML file, "
-                              "e.g. --config config/quickstart.yaml")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config file '{path}': {exc}") from exc
-        try:
-            data = load_yaml(text, str(path)) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or "invalid YAML"
-            raise ConfigError(f"config file '{path}' is not valid YAML{where}: {problem}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file '{path}' must hold a mapping of sections "
-                              f"(data, model, train, decode), got {type(data).__name__}")
-    return config_from_dict(data, overrides)

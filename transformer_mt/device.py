@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from transformer_mt.errors import ConfigError
+from transformer_mt.errors import ConfigError, TrainingError
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
@@ -59,3 +59,15 @@ def device_memory(device: torch.device) -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def check_training_memory(parameters: int, device: torch.device) -> None:
+    """Refuse, before allocating, a model whose training state cannot fit in memory."""
+    need = parameters * 4 * 4  # fp32 weights, gradients and AdamW's two moments
+    have = device_memory(device)
+    if have is not None and need > have:
+        raise TrainingError(
+            f"the model has {parameters:,} parameters: training needs about "
+            f"{need / 2**30:,.1f} GiB for its weights, gradients and optimizer state, and "
+            f"{device} has {have / 2**30:,.1f} GiB; make model.d_model, model.d_ff or the "
+            "layer counts smaller")

@@ -3,6 +3,7 @@ and chrF on detokenized text."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -71,25 +72,42 @@ class SplitResult:
     seconds: float  # translation time
 
 
-def evaluate(translator: Translator, sources: Sequence[str], references: Sequence[str],
-             beam_size: int | None = None, progress: bool = False) -> SplitResult:
-    """Translate ``sources`` and score the translations against ``references``."""
-    if len(sources) != len(references):
-        raise MTError(f"{len(sources):,} source lines but {len(references):,} references; "
+GPU_DECODE_BATCH = 512  # a GPU decodes far more sentences at once than decode.batch_size says
+
+
+def decode_and_score(translator: Translator, references: Sequence[str],
+                     sources: Sequence[str] | None = None,
+                     ids: Sequence[Sequence[int]] | None = None, beam_size: int | None = None,
+                     progress: bool = False) -> SplitResult:
+    """Translate ``sources`` (text, or already ``ids``) and score the translations against
+    ``references``: what validation during training and ``mt evaluate`` both do. The
+    references of a lowercasing run (``data.lowercase``) are lowercased as its output is."""
+    n = len(ids) if ids is not None else len(sources or [])
+    if n != len(references):
+        raise MTError(f"{n:,} source lines but {len(references):,} references; "
                       "they must be parallel line by line")
-    beam = beam_size or translator.config.decode.beam_size
+    cfg = translator.settings(beam_size=beam_size)
+    if translator.device.type == "cuda":
+        cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
     start = time.perf_counter()
-    hypotheses = translator.translate(sources, beam, progress=progress)
+    if ids is None:
+        results = translator.translate_with(cfg, sources or [], progress=progress,
+                                            scores=False)
+    else:
+        results = translator.translate_ids(ids, cfg, progress=progress, scores=False)
+    hypotheses = [r[0].text for r in results]
     seconds = time.perf_counter() - start
+    if translator.config.data.lowercase:
+        references = [r.lower() for r in references]
     return SplitResult(hypotheses, score(hypotheses, references, translator.config.data.tgt_lang),
-                       beam, seconds)
+                       cfg.beam_size, seconds)
 
 
 def read_test_set(translator: Translator, name: str, max_sentences: int | None = None
                   ) -> tuple[list[str], list[str]]:
     """Sources and references of a named set of the checkpoint's config (``valid`` or a
     ``data.test`` name), the first ``max_sentences`` of them."""
-    from transformer_mt.data.loader import corpus_of
+    from transformer_mt.data.prepare import corpus_of
 
     corpus = corpus_of(translator.config.data, name)
     sides = []

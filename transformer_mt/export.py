@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from transformer_mt.checkpoint import load_checkpoint, model_from_checkpoint, subword_models_of
+from transformer_mt.build import model_from_checkpoint
+from transformer_mt.checkpoint import load_checkpoint, subword_models_of
 from transformer_mt.data.vocab import BOS, EOS, UNK
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import atomic_write, atomic_write_text
@@ -32,7 +32,7 @@ LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which the model uses
 CONFIG_NAME = "transformer_mt.json"  # our config, beside the engine's files
 
 
-def _ctranslate2() -> Any:
+def require_ctranslate2() -> Any:
     try:
         import ctranslate2
     except ImportError as exc:
@@ -44,7 +44,7 @@ def _ctranslate2() -> Any:
 def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
                        quantization: str | None = None) -> Path:
     """Convert ``checkpoint`` into a CTranslate2 model directory ``out_dir``."""
-    ct2 = _ctranslate2()
+    ct2 = require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
     ckpt = load_checkpoint(checkpoint)
@@ -121,39 +121,3 @@ def _set_stack(spec: Any, stack: torch.nn.Module) -> None:
         _linear(layer_spec.ffn.linear_0, layer.ffn.linear1)
         _linear(layer_spec.ffn.linear_1, layer.ffn.linear2)
         _norm(layer_spec.ffn.layer_norm, norms[0])
-
-
-class EngineTranslator:
-    """An exported model in CTranslate2, translating token lists as :class:`Translator` does."""
-
-    def __init__(self, model_dir: str | Path, device: str = "cpu",
-                 compute_type: str = "float32", threads: int = 0) -> None:
-        ct2 = _ctranslate2()
-        if not (Path(model_dir) / "model.bin").is_file():
-            raise MTError(f"'{model_dir}' holds no CTranslate2 model; make one with "
-                          "mt export --format ctranslate2 CKPT DIR")
-        self.engine = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
-                                     intra_threads=threads)
-
-    def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
-                         beam_size: int = 1, batch_size: int = 32) -> list[list[str]]:
-        """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``), at
-        most ``limits[i]`` of them, batched as our decoder batches: sorted by source length,
-        ``batch_size`` a batch, each batch decoding no longer than its longest limit."""
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        outputs: list[list[str]] = [[] for _ in sources]
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            results = self.engine.translate_batch(
-                [list(sources[i]) for i in chunk], beam_size=beam_size,
-                max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False)
-            for i, result in zip(chunk, results):
-                outputs[i] = result.hypotheses[0][:limits[i]]
-        return outputs
-
-    def score_tokens(self, sources: Sequence[Sequence[str]],
-                     targets: Sequence[Sequence[str]]) -> list[list[float]]:
-        """Per-token log-probabilities of each target (and its ``<eos>``) given its source."""
-        results = self.engine.score_batch([list(s) for s in sources],
-                                          [list(t) for t in targets])
-        return [list(r.log_probs) for r in results]

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from transformer_mt.device import pick_device
 
@@ -64,6 +65,22 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
     out: list[Any] = [None] * info.world_size
     dist.all_gather_object(out, obj)
     return out
+
+
+def wrap_for_training(model: torch.nn.Module, info: DistInfo, device: torch.device,
+                      compile_it: bool) -> torch.nn.Module:
+    """The module training calls: DDP-wrapped (torchrun), then compiled (``train.compile``),
+    so that the compiled graph lets DDP's all-reduce overlap the backward."""
+    wrapped = model
+    if info.enabled:
+        wrapped = DistributedDataParallel(
+            wrapped, device_ids=[device.index] if device.type == "cuda" else None,
+            broadcast_buffers=False)  # the only buffers, positional tables, never change
+    if compile_it:
+        # the chunked loss is a Python loop over chunks: run as it is
+        model.loss_fn = torch.compiler.disable(model.loss_fn)  # type: ignore[assignment]
+        wrapped = torch.compile(wrapped, dynamic=True)  # type: ignore[assignment]
+    return wrapped
 
 
 GLOO_SETTLE_S = 0.2  # how long gloo's worker threads get to finish before the group ends

@@ -13,18 +13,18 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from transformer_mt.checkpoint import load_checkpoint
+from transformer_mt.checkpoint import load_checkpoint, make_checkpoint
 from transformer_mt.config import Config
-from transformer_mt.errors import CheckpointError, TrainingError
-
-if TYPE_CHECKING:
-    from transformer_mt.training.trainer import Run
+from transformer_mt.errors import CheckpointError, MTError, TrainingError
+from transformer_mt.training.distributed import DistInfo, gather_objects
+from transformer_mt.training.state import Progress, Run
 
 log = logging.getLogger(__name__)
 
@@ -55,24 +55,73 @@ def differences(stored: dict[str, Any], current: dict[str, Any], patterns: Itera
                 yield f"{section}.{key}", before, now
 
 
-def checkpoint_to_resume(run_dir: Path, config: Config, results: list[str],
-                         resume_allowed: bool) -> dict[str, Any] | None:
-    """``last.pt`` of ``run_dir``, checked against the config; None for a new run.
+START_MODES = ("auto", "resume", "new", "overwrite")
+Start = Literal["auto", "resume", "new", "overwrite"]
 
-    A directory with another run's ``results`` but no ``last.pt`` is refused: a new run would
-    overwrite its checkpoints and mix its metrics.
+
+def checkpoint_to_resume(run_dir: Path, config: Config, results: list[str], start: Start,
+                         dist_info: DistInfo | None = None) -> dict[str, Any] | None:
+    """``last.pt`` of ``run_dir`` to resume from, checked against the config; None for a new
+    run. ``start``: ``auto`` resumes a run the directory holds, else starts one; ``resume``
+    must resume; ``new`` refuses a directory that holds a run; ``overwrite`` starts afresh.
+
+    Under torchrun, rank 0 decides and tells the others; a rank that does not see the same
+    ``last.pt`` (a run directory that is not shared between machines) refuses, on every rank.
     """
+    info = dist_info or DistInfo()
     path = run_dir / "last.pt"
+    verdict: tuple[str, Any] = ("new", None)
+    error: MTError | None = None
+    ckpt = None
+    if info.is_main:
+        try:
+            ckpt = _decide(run_dir, config, results, start)
+            verdict = ("resume", ckpt["progress"]["step"]) if ckpt is not None else ("new", None)
+        except MTError as exc:
+            error, verdict = exc, ("error", str(exc))
+    verdict = gather_objects(verdict, info)[0]
+    problem = None
+    resumes = verdict[0] == "resume"
+    if not info.is_main and verdict[0] != "error" and path.exists() != resumes:
+        problem = (f"rank 0 {'resumes from' if resumes else 'sees no'} '{path}' and rank "
+                   f"{info.rank} {'does not see it' if resumes else 'does'}: the run directory "
+                   "(and the data cache) must be on a filesystem every machine of the run "
+                   "shares")
+    problems = [p for p in gather_objects(problem, info) if p]
+    if error is not None:
+        raise error
+    if verdict[0] == "error":
+        raise TrainingError(verdict[1])
+    if problems:
+        raise TrainingError(problems[0])
+    if not resumes:
+        return None
+    if info.is_main:
+        log.info("%s has a checkpoint: resuming that run (use a new --run-dir to start over)",
+                 run_dir)
+    return ckpt if ckpt is not None else load_checkpoint(path)
+
+
+def _decide(run_dir: Path, config: Config, results: list[str],
+            start: Start) -> dict[str, Any] | None:
+    """Rank 0's decision: the checked ``last.pt`` to resume from, or None."""
+    path = run_dir / "last.pt"
+    if start == "overwrite":
+        return None
     if not path.exists():
+        if start == "resume":
+            raise TrainingError(f"--start resume: no checkpoint '{path}' to resume from; check "
+                                "--run-dir, or drop --start resume to start a new run")
         if results:
             raise TrainingError(
                 f"'{run_dir}' holds another run's files ({', '.join(results[:3])}) but "
-                "no last.pt to resume from; choose a new --run-dir, or pass --overwrite to "
-                "delete them and start afresh")
+                "no last.pt to resume from; choose a new --run-dir, or pass --start overwrite "
+                "to delete them and start afresh")
         return None
-    if not resume_allowed:
-        raise TrainingError(f"'{run_dir}' already holds a run (last.pt); resume it "
-                            "(drop --no-resume) or choose a new --run-dir")
+    if start == "new":
+        raise TrainingError(f"'{run_dir}' already holds a run (last.pt); resume it (--start "
+                            "resume), start it afresh (--start overwrite) or choose a new "
+                            "--run-dir")
     ckpt = load_checkpoint(path)
     if "training_state" not in ckpt:
         raise CheckpointError(f"'{path}' holds no training state to resume from")
@@ -106,6 +155,12 @@ def checkpoint_to_start_from(config: Config) -> dict[str, Any] | None:
             f"train.init_from: '{path}' was trained with {key}={before!r}, the config says "
             f"{now!r}; fine-tuning keeps the model and its tokenizer: set the same value")
     return ckpt
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:
@@ -146,14 +201,10 @@ def rank_rng_state(saved: dict[str, Any], rank: int,
     return state, len(states) == world_size
 
 
-
-
 def restore(run: Run, ckpt: dict[str, Any], path: Path, precision: str, rank: int,
             world_size: int, device: torch.device) -> None:
     """Put a resumed run back where ``ckpt`` (read from ``path``) left it: weights, optimizer,
     scaler, progress, this rank's random generators and the open log interval's sums."""
-    from transformer_mt.training.trainer import Progress
-
     state = ckpt["training_state"]
     run.model.load_state_dict(ckpt["model"])
     try:
@@ -177,3 +228,17 @@ def restore(run: Run, ckpt: dict[str, Any], path: Path, precision: str, rank: in
     if rng is not None:
         set_rng_state(rng, device)
     run.loss_since_log = state["loss_since_log"].to(device)
+
+
+def run_checkpoint(run: Run, config: Config, precision: str,
+                   rng: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A checkpoint of the run; with every rank's ``rng``, resumable (``last.pt``): what
+    :func:`restore` puts back."""
+    training_state = None
+    if rng is not None:
+        training_state = {"optimizer": run.optimizer.state_dict(),
+                          "scaler": run.scaler.state_dict(), "precision": precision,
+                          "rng": {"ranks": rng},
+                          "loss_since_log": run.loss_since_log.detach().cpu().clone()}
+    return make_checkpoint(run.model, config, run.src_vocab, run.tgt_vocab,
+                           asdict(run.progress), training_state, run.subword_models)

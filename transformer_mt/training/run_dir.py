@@ -11,7 +11,7 @@
     step_NNNNNNN.pt    the weights of the last train.keep_last saves (for checkpoint averaging)
 
 One run at a time holds the directory's lock; what a killed run left half-written is removed;
-``--overwrite`` deletes an earlier run's files, and only under the lock.
+``--start overwrite`` deletes an earlier run's files, and only under the lock.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class RunDir:
         if overwrite:
             for path in self.files():
                 path.unlink()
-                log.info("--overwrite: removed %s", path)
+                log.info("--start overwrite: removed %s", path)
 
     def open(self) -> None:
         """Create the directory and log to its ``train.log`` (rank 0 only)."""

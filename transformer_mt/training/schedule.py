@@ -1,12 +1,18 @@
-"""Learning-rate schedules: linear warmup, then inverse-square-root or linear decay.
+"""The optimizer (AdamW) and its learning-rate schedules: linear warmup, then
+inverse-square-root or linear decay.
 
-Pure functions of the step (and the config), so resuming needs nothing but the step number.
+The rate is a pure function of the step (and the config), so resuming needs nothing but the
+step number.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
+
+import torch
+
+from transformer_mt.config import TrainConfig
 
 Schedule = Literal["inverse_sqrt", "linear"]
 
@@ -34,3 +40,17 @@ def learning_rate(step: int, peak_lr: float, warmup_steps: int,
     assert total_steps is not None
     start = max(warmup_steps, 1)
     return peak_lr * max(total_steps + 1 - step, 0) / max(total_steps + 1 - start, 1)
+
+
+def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW; weight decay on the weight matrices only, not on embeddings, norms and biases."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
+    groups = [{"params": decay, "weight_decay": t.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kwargs: dict[str, Any] = dict(lr=t.lr, betas=t.betas, eps=t.adam_eps)
+    try:
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except (RuntimeError, TypeError):  # fused kernels not available for this device
+        return torch.optim.AdamW(groups, foreach=True, **kwargs)

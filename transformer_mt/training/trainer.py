@@ -8,14 +8,9 @@ the state is restored is ``resume.py``'s; the loss training calls is ``loss.py``
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
-import random
-import signal
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,114 +18,43 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from transformer_mt.build import build_model, count_parameters
 from transformer_mt.checkpoint import (
-    build_model,
-    make_checkpoint,
     subword_models_of,
     vocabs_of,
     weights_are_finite,
 )
-from transformer_mt.config import Config, TrainConfig
-from transformer_mt.data.loader import (
-    ParallelData,
-    PreparedData,
-    collate,
-    epoch_steps,
-    iterate_batches,
-    prepare_data,
-)
-from transformer_mt.data.tokenize import Tokenizer
-from transformer_mt.data.vocab import Vocab
-from transformer_mt.decode.search import decode_corpus
-from transformer_mt.device import bound_cpu_kernel_caches, device_memory
+from transformer_mt.config import Config
+from transformer_mt.data.batching import collate, epoch_steps, iterate_batches
+from transformer_mt.data.prepare import prepare_data
+from transformer_mt.device import bound_cpu_kernel_caches, check_training_memory
+from transformer_mt.engines import TorchEngine
 from transformer_mt.errors import TrainingError
-from transformer_mt.evaluate import score
+from transformer_mt.evaluate import decode_and_score
 from transformer_mt.logs import PROGRESS_LOGGER, bars_enabled
-from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, resolve_precision
 from transformer_mt.training import distributed
 from transformer_mt.training.loss import ModelLoss
 from transformer_mt.training.resume import (
+    START_MODES,
+    Start,
     checkpoint_to_resume,
     checkpoint_to_start_from,
     restore,
     rng_state,
+    run_checkpoint,
+    seed_everything,
 )
-from transformer_mt.training.run_dir import MetricsLog, RunDir
-from transformer_mt.training.schedule import learning_rate
+from transformer_mt.training.run_dir import RunDir
+from transformer_mt.training.schedule import learning_rate, make_optimizer
+from transformer_mt.training.state import Progress, Run
+from transformer_mt.training.stop import StopSignals
+from transformer_mt.translate import Translator
 
 log = logging.getLogger(__name__)
 progress_log = logging.getLogger(PROGRESS_LOGGER)
-
-
-class StopRequestedError(TrainingError):
-    """Training stopped on SIGINT/SIGTERM after saving a checkpoint."""
-
-    def __init__(self, message: str, signum: int) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
-
-
-@dataclass
-class Progress:
-    """Where a run stands; stored in every checkpoint."""
-
-    step: int = 0  # optimizer steps done
-    epoch: int = 0  # current epoch (0-based)
-    epoch_step: int = 0  # steps of the current epoch already done
-    best_bleu: float = -1.0
-    best_step: int = 0
-    bad_evals: int = 0  # validations since the best one (for train.patience)
-
-
-def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW; weight decay on the weight matrices only, not on embeddings, norms and biases."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
-    groups = [{"params": decay, "weight_decay": t.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    kwargs: dict[str, Any] = dict(lr=t.lr, betas=t.betas, eps=t.adam_eps)
-    try:
-        return torch.optim.AdamW(groups, fused=True, **kwargs)
-    except (RuntimeError, TypeError):  # fused kernels not available for this device
-        return torch.optim.AdamW(groups, foreach=True, **kwargs)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-@dataclass
-class Run:
-    """Everything one training run holds, made by :meth:`Trainer.setup` before the first step."""
-
-    train_data: ParallelData
-    valid_data: ParallelData
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    tokenizers: tuple[Tokenizer, Tokenizer]
-    subword_models: tuple[bytes, bytes] | None  # SentencePiece models, carried by checkpoints
-    model: Transformer
-    optimizer: torch.optim.Optimizer
-    scaler: torch.amp.GradScaler
-    metrics: MetricsLog
-    # the model and its loss (validation calls it)
-    loss: ModelLoss
-    # the loss as training calls it: the same module, compiled and/or wrapped for DDP
-    forward_model: torch.nn.Module
-    progress: Progress = field(default_factory=Progress)
-    # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
-    loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))
-    tgt_lengths: np.ndarray = field(init=False)  # (n,) target tokens (the loss's) per pair
-
-    def __post_init__(self) -> None:
-        self.tgt_lengths = self.train_data.lengths[:, 1]
 
 
 class Trainer:
@@ -142,18 +66,20 @@ class Trainer:
     saving and stopping as steps of their own.
     """
 
-    def __init__(self, config: Config, run_dir: str | Path, resume: bool = True,
-                 progress: bool | None = None, overwrite: bool = False) -> None:
+    def __init__(self, config: Config, run_dir: str | Path, start: Start = "auto",
+                 progress: bool | None = None) -> None:
+        if start not in START_MODES:
+            raise ValueError(f"start must be one of {', '.join(START_MODES)}, not {start!r}")
         self.cfg = config
         self.run_dir = Path(run_dir)
-        self.resume_allowed, self.overwrite = resume, overwrite
+        self.start = start
         self.show_bar = bars_enabled() if progress is None else progress
         self.dist, self.device = distributed.init_distributed(config.train.device)
         if self.device.type == "cpu":
             bound_cpu_kernel_caches()
         self.precision = resolve_precision(config.train.precision, self.device)
         self.is_main = self.dist.is_main
-        self._stop_signal: int | None = None
+        self.stop = StopSignals(self.dist, self.device, config.train.log_every)
         self.files = RunDir(self.run_dir, self.is_main)
 
     # ------------------------------------------------------------------------- setup stages
@@ -164,15 +90,22 @@ class Trainer:
         leaves nothing behind."""
         if self.cfg.train.threads:
             torch.set_num_threads(self.cfg.train.threads)
-        ckpt = None if self.overwrite else checkpoint_to_resume(
-            self.run_dir, self.cfg, self.files.results(), self.resume_allowed)
+        ckpt = checkpoint_to_resume(self.run_dir, self.cfg, self.files.results(), self.start,
+                                    self.dist)
         init = checkpoint_to_start_from(self.cfg) if ckpt is None else None
-        data = self._load_data(ckpt or init)
-        self._check_memory(len(data.src_vocab), len(data.tgt_vocab))
-        self.files.claim(self.overwrite)
+        start = ckpt or init
+        data = prepare_data(self.cfg, vocabs_of(start) if start else None,
+                            subword_models_of(start) if start else None,
+                            self.show_bar and self.is_main)
+        check_training_memory(count_parameters(self.cfg, len(data.src_vocab),
+                                               len(data.tgt_vocab)), self.device)
+        self.files.claim(overwrite=self.start == "overwrite")
         distributed.barrier(self.dist)
-        self._open_run_dir()
-        self._describe_data(data)
+        self.files.open()  # the directory, and its train.log (rank 0)
+        distributed.barrier(self.dist)
+        if self.dist.enabled:
+            log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
+        log.info("data: %s", data.describe(self.cfg))
         if ckpt is not None:
             log.info("resuming from %s at step %d", self.run_dir / "last.pt",
                      ckpt["progress"]["step"])
@@ -196,79 +129,12 @@ class Trainer:
         log.info("model: %s parameters, d_model=%d, %d+%d layers, %s-norm, device %s, %s",
                  f"{model.num_parameters():,}", cfg.d_model, cfg.n_encoder_layers,
                  cfg.n_decoder_layers, cfg.norm, self.device, self.precision)
-        run.forward_model = self._wrap(run.loss)
-        self._write_run_files(run, resumed=ckpt is not None)
-        return run
-
-    def _open_run_dir(self) -> None:
-        """Create the run directory and log to its ``train.log`` (rank 0 only)."""
-        self.files.open()
-        distributed.barrier(self.dist)
-        if self.dist.enabled:
-            log.info("process %d of %d (%s)", self.dist.rank, self.dist.world_size, self.device)
-
-    def _load_data(self, ckpt: dict[str, Any] | None) -> PreparedData:
-        """Training and validation pairs as ids; vocabularies and subword models from the
-        checkpoint (resumed or fine-tuned from), else built from the training corpus."""
-        cfg = self.cfg
-        vocabs = vocabs_of(ckpt) if ckpt is not None else None
-        models = subword_models_of(ckpt) if ckpt is not None else None
-        data = prepare_data(cfg, vocabs, models, self.show_bar and self.is_main)
-        max_len = min(cfg.data.max_len, cfg.model.max_pair_tokens)
-        if len(data.train) == 0:
-            limit = (f"data.max_len={cfg.data.max_len}" if cfg.data.max_len == max_len else
-                     f"{max_len} tokens (model.max_positions={cfg.model.max_positions} less "
-                     "<bos> and <eos>)")
-            raise TrainingError(f"no training pairs left after dropping those longer than "
-                                f"{limit}; raise that limit")
-        if len(data.valid) == 0:
-            raise TrainingError(f"no validation pairs in {cfg.data.valid.describe()} (or all "
-                                "are too long for model.max_positions)")
-        return data
-
-    def _describe_data(self, data: PreparedData) -> None:
-        cfg = self.cfg.data
-        vocab = (f"one shared vocabulary of {len(data.src_vocab)}" if cfg.shared_vocab else
-                 f"vocabularies: {len(data.src_vocab)} {cfg.src_lang}, "
-                 f"{len(data.tgt_vocab)} {cfg.tgt_lang}")
-        log.info("data: %d training pairs from %s (%d longer than %d tokens dropped), %d "
-                 "validation pairs; %s tokens, %s", len(data.train), cfg.train.describe(),
-                 data.train.n_dropped, min(cfg.max_len, self.cfg.model.max_pair_tokens),
-                 len(data.valid), cfg.tokenizer, vocab)
-
-    def _check_memory(self, src_vocab_size: int, tgt_vocab_size: int) -> None:
-        """Refuse, before allocating, a model whose training state cannot fit in memory."""
-        if self.cfg.data.shared_vocab:
-            src_vocab_size = 0  # the source embedding is the target's
-        params = self.cfg.model.num_parameters(src_vocab_size, tgt_vocab_size)
-        need = params * 4 * 4  # fp32 weights, gradients and AdamW's two moments
-        have = device_memory(self.device)
-        if have is not None and need > have:
-            raise TrainingError(
-                f"the model has {params:,} parameters: training needs about {need / 2**30:,.1f} "
-                f"GiB for its weights, gradients and optimizer state, and {self.device} has "
-                f"{have / 2**30:,.1f} GiB; make model.d_model, model.d_ff or the layer counts "
-                "smaller")
-
-    def _wrap(self, model: ModelLoss) -> torch.nn.Module:
-        """The module training calls: DDP-wrapped (torchrun), then compiled (train.compile),
-        so that the compiled graph lets DDP's all-reduce overlap the backward."""
-        wrapped: torch.nn.Module = model
-        if self.dist.enabled:
-            wrapped = DistributedDataParallel(
-                wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                broadcast_buffers=False)  # the only buffers, positional tables, never change
-        if self.cfg.train.compile:
-            # the chunked loss is a Python loop over chunks: run as it is
-            model.loss_fn = torch.compiler.disable(model.loss_fn)
-            wrapped = torch.compile(wrapped, dynamic=True)
-        return wrapped
-
-    def _write_run_files(self, run: Run, resumed: bool) -> None:
-        """``config.yaml`` and the vocabularies; on resume, metrics cut back to the checkpoint."""
-        if resumed:
+        run.forward_model = distributed.wrap_for_training(run.loss, self.dist, self.device,
+                                                          self.cfg.train.compile)
+        if ckpt is not None:  # metrics cut back to the checkpoint
             run.metrics.truncate_after(run.progress.step)
         self.files.write_run_files(self.cfg, run.src_vocab, run.tgt_vocab)
+        return run
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.precision)
@@ -279,10 +145,10 @@ class Trainer:
         """Run (or resume) training until ``max_steps``/``max_epochs`` or early stopping."""
         run: Run | None = None
         completed = False
-        with self._stop_signals():
+        with self.stop.installed():
             try:
                 run = self.setup()
-                if self._finished(run.progress):
+                if run.progress.finished(self.cfg.train):
                     log.info("run in %s is already complete (step %d); nothing to do",
                              self.run_dir, run.progress.step)
                 else:
@@ -296,40 +162,6 @@ class Trainer:
                 distributed.cleanup(self.dist, completed)
                 self.files.release()
 
-    @contextlib.contextmanager
-    def _stop_signals(self) -> Iterator[None]:
-        """SIGINT/SIGTERM ask the loop to save and stop after the current step."""
-        previous = {}
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not in the main thread
-                previous[signum] = signal.signal(signum, self._on_signal)
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._stop_signal is not None:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        self._stop_signal = signum
-        log.warning("received %s: finishing the current step, then saving",
-                    signal.Signals(signum).name)
-
-    def _finished(self, p: Progress) -> bool:
-        t = self.cfg.train
-        if t.max_steps is not None and p.step >= t.max_steps:
-            return True
-        if t.max_epochs is not None and p.epoch >= t.max_epochs:
-            return True
-        return t.patience is not None and p.bad_evals >= t.patience
-
-    def _total_steps(self, steps_per_epoch: int) -> int:
-        t = self.cfg.train
-        by_epochs = t.max_epochs * steps_per_epoch if t.max_epochs is not None else math.inf
-        by_steps = t.max_steps if t.max_steps is not None else math.inf
-        return int(min(by_epochs, by_steps))
-
     def epoch_plan(self, run: Run, epoch: int) -> list[list[np.ndarray]]:
         """The steps of ``epoch``: for each, the batches of every rank and accumulation."""
         t = self.cfg.train
@@ -340,16 +172,16 @@ class Trainer:
         t, p = self.cfg.train, run.progress
         run.model.train()
         plan = self.epoch_plan(run, p.epoch)
-        bar = tqdm(total=self._total_steps(len(plan)), initial=p.step, unit="step",
+        bar = tqdm(total=t.total_steps(len(plan)), initial=p.step, unit="step",
                    desc="train", disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
         last_eval_step = last_save_step = -1
         try:
-            while not self._finished(p):
+            while not p.finished(t):
                 if p.epoch_step >= len(plan):  # epoch done: the next one is planned afresh
                     p.epoch, p.epoch_step = p.epoch + 1, 0
-                    if self._finished(p):
+                    if p.finished(t):
                         break
                     plan = self.epoch_plan(run, p.epoch)
                     continue
@@ -360,7 +192,7 @@ class Trainer:
                 bar.update(1)
                 if p.step % t.log_every == 0:
                     last_log = self._log_step(run, grad_norm, last_log, n_tokens_seen, bar)
-                stop = self._stop_agreed(p.step)
+                stop = self.stop.agreed(p.step)
                 if p.step % t.eval_every == 0:
                     self._validate_and_keep_best(run)
                     last_eval_step = p.step
@@ -368,7 +200,7 @@ class Trainer:
                     self._save_last(run)
                     last_save_step = p.step
                 if stop:
-                    raise self._stopped(p.step)
+                    raise self.stop.error(p.step, self.run_dir / "last.pt")
             if p.step != last_eval_step:
                 self._validate_and_keep_best(run)
             if p.step != last_save_step:
@@ -377,23 +209,6 @@ class Trainer:
                      "in %s", p.step, p.epoch, p.best_bleu, p.best_step, self.run_dir)
         finally:
             bar.close()
-
-    def _stop_agreed(self, step: int) -> bool:
-        """Whether to stop now: a signal arrived (on any rank; ranks agree at log steps only)."""
-        stop = self._stop_signal is not None
-        if not self.dist.enabled:
-            return stop
-        if step % self.cfg.train.log_every:
-            return False
-        flag = torch.tensor([1.0 if stop else 0.0], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
-    def _stopped(self, step: int) -> StopRequestedError:
-        signum = self._stop_signal or signal.SIGTERM
-        return StopRequestedError(
-            f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint saved to "
-            f"{self.run_dir / 'last.pt'}; run the same command again to resume", signum)
 
     def train_step(self, run: Run, step_batches: list[list[int]]) -> tuple[Tensor, int]:
         """One optimizer step over this rank's ``accum_steps`` batches of ``step_batches``.
@@ -466,7 +281,8 @@ class Trainer:
 
     @torch.no_grad()
     def validate(self, run: Run) -> dict[str, float]:
-        """Validation loss and perplexity (no label smoothing), and BLEU/chrF of translations."""
+        """Validation loss and perplexity (no label smoothing), and BLEU/chrF of translations
+        (as ``mt evaluate`` makes and scores them)."""
         model, data = run.model, run.valid_data
         model.eval()
         total, tokens = 0.0, 0
@@ -476,17 +292,11 @@ class Trainer:
                 total += float(run.loss(batch.src, batch.tgt_in, batch.src_mask,
                                         batch.tgt_out))  # eps 0: plain cross-entropy
             tokens += batch.n_tokens
-        decode = self.cfg.decode
-        if self.device.type == "cuda":  # a GPU decodes far more sentences at once
-            decode = dataclasses.replace(decode, batch_size=max(decode.batch_size, 512))
+        translator = Translator(TorchEngine([model], self.device, keep_copies=False), self.cfg,
+                                run.src_vocab, run.tgt_vocab, run.tokenizers)
         sources = [data.source(k).tolist() for k in range(len(data))]
-        hyps = decode_corpus(model, sources, decode, self.device,
-                             beam_size=self.cfg.train.eval_beam_size, scores=False)
-        detokenize = run.tokenizers[1].detokenize
-        texts = [detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps]
-        refs = data.references or []
-        refs = [r.lower() for r in refs] if self.cfg.data.lowercase else refs
-        s = score(texts, refs, self.cfg.data.tgt_lang)
+        s = decode_and_score(translator, data.references or [], ids=sources,
+                             beam_size=self.cfg.train.eval_beam_size).scores
         model.train()
         val_loss = total / max(tokens, 1)
         return {"val_loss": round(val_loss, 4), "val_ppl": round(math.exp(min(val_loss, 50)), 3),
@@ -516,17 +326,6 @@ class Trainer:
 
     # --------------------------------------------------------------------------- checkpoints
 
-    def _checkpoint(self, run: Run, rng: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """A checkpoint of the run; with every rank's ``rng``, resumable (``last.pt``)."""
-        training_state = None
-        if rng is not None:
-            training_state = {"optimizer": run.optimizer.state_dict(),
-                              "scaler": run.scaler.state_dict(), "precision": self.precision,
-                              "rng": {"ranks": rng},
-                              "loss_since_log": run.loss_since_log.detach().cpu().clone()}
-        return make_checkpoint(run.model, self.cfg, run.src_vocab, run.tgt_vocab,
-                               asdict(run.progress), training_state, run.subword_models)
-
     def _check_weights(self, run: Run) -> None:
         """Refuse to save NaN/inf weights: no checkpoint file ever holds them."""
         if not weights_are_finite(run.model.parameters()):
@@ -535,7 +334,7 @@ class Trainer:
 
     def _save_best(self, run: Run) -> None:
         self._check_weights(run)
-        self.files.save_best(self._checkpoint(run))
+        self.files.save_best(run_checkpoint(run, self.cfg, self.precision))
 
     def _save_last(self, run: Run) -> None:
         """Write ``last.pt`` and, with ``train.keep_last``, a step checkpoint (its weights)."""
@@ -543,11 +342,14 @@ class Trainer:
         rng = distributed.gather_objects(rng_state(self.device), self.dist)  # every rank's
         self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
-            self.files.save_last(self._checkpoint(run, rng), step, self.cfg.train.keep_last)
+            self.files.save_last(run_checkpoint(run, self.cfg, self.precision, rng), step,
+                                 self.cfg.train.keep_last)
         distributed.barrier(self.dist)
 
 
-def train(config: Config, run_dir: str | Path, resume: bool = True,
-          progress: bool | None = None, overwrite: bool = False) -> Progress:
-    """Train (or resume) the run in ``run_dir``; see :class:`Trainer`."""
-    return Trainer(config, run_dir, resume, progress, overwrite).train()
+def train(config: Config, run_dir: str | Path, start: Start = "auto",
+          progress: bool | None = None) -> Progress:
+    """Train (or resume) the run in ``run_dir``; see :class:`Trainer`. ``start``: ``auto``
+    resumes the run ``run_dir`` holds or starts one; ``resume`` must resume; ``new`` refuses a
+    directory that holds a run; ``overwrite`` deletes an earlier run's files first."""
+    return Trainer(config, run_dir, start, progress).train()

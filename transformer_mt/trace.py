@@ -1,15 +1,13 @@
-"""Looking inside: training plots, attention maps, and a step-by-step trace of one translation."""
+"""One translation, stage by stage (``mt trace``): tokens, embeddings, positional encoding,
+every encoder and decoder layer, the next-token distribution at each step, with shapes; and the
+cross-attention map of one sentence (``mt translate --attention``)."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
@@ -19,67 +17,9 @@ from transformer_mt.data.vocab import BOS_ID, EOS_ID
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
-from transformer_mt.model.transformer import AttentionWeights
+from transformer_mt.model.transformer import AttentionWeights, Transformer
+from transformer_mt.plots import plot_attention
 from transformer_mt.translate import Translator
-
-# --------------------------------------------------------------------------------------- plots
-
-
-def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise MTError(f"'{path}' not found; pass a run directory written by 'mt train'")
-    records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except ValueError as exc:
-                raise MTError(f"'{path}', line {n}: not JSON ({exc})") from exc
-    train = [r for r in records if r.get("type") == "train"]
-    valid = [r for r in records if r.get("type") == "valid"]
-    if not train and not valid:
-        raise MTError(f"'{path}' holds no training records yet")
-    return train, valid
-
-
-def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Write ``loss.png``, ``bleu.png`` and ``lr.png`` for a run; returns their paths."""
-    train, valid = read_metrics(run_dir)
-    out_dir = Path(out_dir or Path(run_dir) / "plots")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-
-    def figure(name: str, draw: Callable[[plt.Axes], None], ylabel: str) -> None:
-        fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-        draw(ax)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
-        fig.tight_layout()
-        path = out_dir / f"{name}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
-
-    def loss(ax: plt.Axes) -> None:
-        ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train (smoothed CE)")
-        ax.plot([r["step"] for r in valid], [r["val_loss"] for r in valid], "o-", label="val")
-
-    figure("loss", loss, "loss per token")
-    if valid:
-        figure("bleu", lambda ax: ax.plot([r["step"] for r in valid],
-                                          [r["val_bleu"] for r in valid], "o-",
-                                          label="val BLEU"), "BLEU")
-    if train:
-        figure("lr", lambda ax: ax.plot([r["step"] for r in train], [r["lr"] for r in train]),
-               "learning rate")
-    return written
-
-
-# ------------------------------------------------------------------------------ attention maps
 
 
 def cross_attention(translator: Translator, sentence: str, layer: int = -1,
@@ -87,7 +27,9 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     """Translate greedily, then return source tokens, output tokens, the cross-attention
     weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads) and the
     translation."""
-    model = translator.members[0]
+    model = translator.model
+    if not isinstance(model, Transformer):
+        raise MTError("attention weights are those of one model; pass one checkpoint")
     n_layers = len(model.decoder.layers)
     if not -n_layers <= layer < n_layers:
         raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
@@ -98,31 +40,6 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     weights = translator.cross_attention(src_ids, result.ids, layer, head)  # (T_out + 1, S)
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
     return src_tokens, [*result.tokens, "<eos>"], weights, result.text
-
-
-def plot_attention(weights: Tensor, rows: list[str], cols: list[str], path: Path,
-                   title: str = "") -> Path:
-    """Save a heatmap: one row per output token, one column per source token."""
-    height = max(2.5, 0.35 * len(rows) + 1.2)
-    width = max(3.0, 0.4 * len(cols) + 1.8)
-    fig, ax = plt.subplots(figsize=(width, height), dpi=100)
-    image = ax.imshow(weights.float().numpy(), cmap="viridis", aspect="auto", vmin=0.0)
-    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right")
-    ax.set_yticks(range(len(rows)), rows)
-    ax.set_xlabel("source")
-    ax.set_ylabel("output")
-    if title:
-        ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.04)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-# ----------------------------------------------------------------------------------------- trace
 
 
 def _vec(t: Tensor, n: int = 4) -> str:

@@ -1,0 +1,62 @@
+"""Averaging the weights of several checkpoints of one run (``mt average``): the last few
+checkpoints of a run, averaged, usually translate better than any one of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer_mt.checkpoint import load_checkpoint
+from transformer_mt.errors import CheckpointError
+
+
+def _check_same_tensors(these: dict[str, torch.Tensor], those: dict[str, torch.Tensor],
+                        path: Path, first: Path) -> None:
+    missing, extra = sorted(set(those) - set(these)), sorted(set(these) - set(those))
+    if missing or extra:
+        what = f"lacks {missing[0]}" if missing else f"has an extra {extra[0]}"
+        raise CheckpointError(f"'{path}' {what} compared with '{first}' ({len(missing)} missing, "
+                              f"{len(extra)} extra tensors); only checkpoints of one run can be "
+                              "averaged")
+    for key, value in these.items():
+        if value.shape != those[key].shape:
+            raise CheckpointError(f"'{path}': {key} has shape {tuple(value.shape)}, "
+                                  f"'{first}' has {tuple(those[key].shape)}; only checkpoints of "
+                                  "one run can be averaged")
+
+
+def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """Average the weights of several checkpoints of the same model (same config and vocab).
+
+    The result carries the first checkpoint's config and vocabularies, the progress of the
+    latest one (the highest step: what the average has seen), no training state, and the list
+    of averaged files.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise CheckpointError("no checkpoints to average; pass two or more .pt files")
+    first = load_checkpoint(paths[0])
+    total = {k: v.double() if v.is_floating_point() else v.clone()
+             for k, v in first["model"].items()}
+    latest = first["progress"]
+    for path in paths[1:]:
+        ckpt = load_checkpoint(path)
+        if (ckpt["src_vocab"], ckpt["tgt_vocab"]) != (first["src_vocab"], first["tgt_vocab"]) \
+                or ckpt["config"].get("model") != first["config"].get("model"):
+            raise CheckpointError(f"'{path}' has another model config or vocabulary than "
+                                  f"'{paths[0]}'; only checkpoints of one run can be averaged")
+        _check_same_tensors(ckpt["model"], first["model"], path, paths[0])
+        if ckpt["progress"].get("step", 0) > latest.get("step", 0):
+            latest = ckpt["progress"]
+        for k, v in ckpt["model"].items():
+            if v.is_floating_point():
+                total[k] += v.double()
+    averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
+                for k, v in total.items()}
+    out = {k: v for k, v in first.items() if k != "training_state"}
+    out["model"] = averaged
+    out["progress"] = dict(latest, averaged_from=[str(p) for p in paths])
+    return out

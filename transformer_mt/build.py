@@ -1,0 +1,72 @@
+"""The model a config and its vocabularies describe: freshly initialised (training), or with a
+checkpoint's weights and tokenizers (translating, exporting, ``mt info``), or counted without
+allocating anything (the trainer's memory check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer_mt.checkpoint import (
+    checkpoint_config,
+    first_line,
+    subword_models_of,
+    vocabs_of,
+    weights_are_finite,
+)
+from transformer_mt.config import Config
+from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
+from transformer_mt.data.vocab import PAD_ID, Vocab
+from transformer_mt.errors import CheckpointError, DataError
+from transformer_mt.model.transformer import Transformer
+from transformer_mt.precision import use_precision_policy
+
+
+def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
+    """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID);
+    with ``data.shared_vocab``, one embedding matrix for both languages. Its attention follows
+    the precision policy (fp32 attention for bf16 on the CPU)."""
+    return use_precision_policy(Transformer(config.model, len(src_vocab), len(tgt_vocab),
+                                            PAD_ID, config.data.shared_vocab))
+
+
+def count_parameters(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> int:
+    """The parameters of the model ``config`` builds, counted on the meta device (no memory)."""
+    with torch.device("meta"):
+        model = Transformer(config.model, src_vocab_size, tgt_vocab_size, PAD_ID,
+                            config.data.shared_vocab)
+    return model.num_parameters()
+
+
+def tokenizers_from_checkpoint(ckpt: dict[str, Any], config: Config,
+                               path: str | Path = "checkpoint") -> tuple[Tokenizer, Tokenizer]:
+    """The source and target tokenizers a checkpoint was trained with."""
+    models = subword_models_of(ckpt)
+    if config.data.tokenizer == "sentencepiece" and models is None:
+        raise CheckpointError(f"'{path}' was trained with SentencePiece but holds no "
+                              "SentencePiece model; use another checkpoint")
+    try:
+        return (make_tokenizer(config.data, "src", models and models[0]),
+                make_tokenizer(config.data, "tgt", models and models[1]))
+    except DataError as exc:
+        raise CheckpointError(f"'{path}': {exc}") from exc
+
+
+def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
+                          device: torch.device | str = "cpu"
+                          ) -> tuple[Transformer, Config, Vocab, Vocab]:
+    """Rebuild the model (in eval mode), its config and vocabularies from a loaded checkpoint."""
+    config = checkpoint_config(ckpt, path)
+    src_vocab, tgt_vocab = vocabs_of(ckpt, path)
+    model = build_model(config, src_vocab, tgt_vocab)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except (RuntimeError, KeyError) as exc:
+        raise CheckpointError(f"the weights in '{path}' do not fit its config and vocabularies: "
+                              f"{first_line(exc)}") from exc
+    if not weights_are_finite(model.state_dict().values()):
+        raise CheckpointError(f"'{path}' holds NaN or infinite weights (the training diverged); "
+                              "use an earlier checkpoint")
+    return model.to(device).eval(), config, src_vocab, tgt_vocab

@@ -1,0 +1,281 @@
+"""What each ``mt`` command does, once ``cli.py`` has parsed its arguments: load what it
+needs, call one function of the package, print or write the result. Errors the user can fix
+are raised as :class:`MTError` (``cli.main`` prints them as one line)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from transformer_mt.errors import MTError
+from transformer_mt.fileio import text_lines
+from transformer_mt.logs import bars_enabled
+
+log = logging.getLogger("transformer_mt.cli")
+
+
+# --------------------------------------------------------------------------------------- train
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from transformer_mt.config_file import load_config
+    from transformer_mt.training.trainer import train
+
+    overrides = list(args.set or [])
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    config = load_config(args.config, overrides)
+    run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / config.name
+    progress = train(config, run_dir, args.start, progress=None if not args.quiet else False)
+    if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for all
+        return 0
+    best = run_dir / "best.pt"
+    print(f"trained to step {progress.step}; best val BLEU {progress.best_bleu:.2f} "
+          f"(step {progress.best_step}); best checkpoint: {best}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------- translate
+
+STDIN_CHUNK = 256  # lines of piped standard input translated together
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from transformer_mt.fileio import atomic_write_text, refuse_same_file
+    from transformer_mt.translate import Translator
+
+    if args.sentences and args.input:
+        raise MTError("give sentences or --input FILE, not both")
+    refuse_same_file(args.output, [args.input, *args.checkpoint])
+    translator = Translator.load(args.checkpoint, args.device, args.engine)
+    settings = dict(alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                    sample_topk=args.sample_topk, temperature=args.temperature,
+                    sample_seed=args.seed)
+    translator.config.decode = translator.settings(**settings)
+    if args.nbest > max(args.beam or translator.config.decode.beam_size, 1):
+        args.beam = args.nbest
+    if args.sentences:
+        lines: list[str] | None = list(args.sentences)
+    elif args.input:
+        path = Path(args.input)
+        if not path.is_file():
+            raise MTError(f"input file '{path}' not found")
+        from transformer_mt.data.corpus import read_lines
+
+        lines = list(read_lines(path))
+        if not lines:
+            raise MTError(f"input file '{path}' is empty; nothing to translate")
+    else:
+        lines = None  # standard input
+
+    def render(index: int, hyps: list) -> list[str]:
+        if args.nbest == 1:
+            return [hyps[0].text]
+        return [f"{index}\t{h.score:.4f}\t{h.text}" for h in hyps]
+
+    if args.attention:
+        return _attention_map(translator, lines, args)
+    if lines is None:
+        if sys.stdin.isatty():
+            return _interactive(translator, args)
+        stream = text_lines(sys.stdin.buffer, "standard input")
+        if args.output:
+            lines = list(stream)
+        else:  # a pipe: translate it a chunk of lines at a time, in order, as they come
+            done = 0
+            for chunk in _chunks(stream, STDIN_CHUNK):
+                results = translator.translate_nbest(chunk, args.nbest, args.beam,
+                                                      scores=args.nbest > 1)
+                for i, hyps in enumerate(results, start=done):
+                    for out_line in render(i, hyps):
+                        print(out_line)
+                sys.stdout.flush()
+                done += len(chunk)
+            return 0
+    if not any(line.strip() for line in lines):
+        raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
+    results = translator.translate_nbest(lines, args.nbest, args.beam, scores=args.nbest > 1,
+                                         progress=bars_enabled() and len(lines) > 50)
+    out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
+    if args.output:
+        atomic_write_text(args.output, "".join(line + "\n" for line in out))
+        log.info("wrote %d translations to %s", len(results), args.output)
+    else:
+        for line in out:
+            print(line)
+    return 0
+
+
+def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
+    from transformer_mt.plots import plot_attention
+    from transformer_mt.trace import cross_attention
+
+    if not lines or len(lines) != 1 or not lines[0].strip():
+        raise MTError("--attention takes exactly one sentence, e.g. "
+                      "mt translate --checkpoint CKPT --attention att.png \"A sentence.\"")
+    src, out, weights, text = cross_attention(translator, lines[0], args.layer, args.head)
+    heads = "mean over heads" if args.head is None else f"head {args.head}"
+    plot_attention(weights, out, src, Path(args.attention),
+                   f"cross-attention, decoder layer "
+                   f"{'last' if args.layer == -1 else args.layer}, {heads}")
+    print(text)
+    log.info("attention map written to %s", args.attention)
+    return 0
+
+
+def _interactive(translator, args: argparse.Namespace) -> int:
+    src, tgt = translator.config.data.src_lang, translator.config.data.tgt_lang
+    print(f"Type a sentence ({src}) and press Enter; Ctrl-D quits.", file=sys.stderr)
+    while True:
+        try:
+            line = input(f"{src}> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        if line.strip():
+            print(f"{tgt}> " + translator.translate([line], args.beam)[0])
+
+
+# ------------------------------------------------------------------------------------ evaluate
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from transformer_mt.data.corpus import read_lines
+    from transformer_mt.evaluate import decode_and_score, read_test_set
+    from transformer_mt.fileio import atomic_write_text, refuse_same_file
+    from transformer_mt.translate import Translator
+
+    if (args.src is None) != (args.ref is None):
+        raise MTError("pass --src and --ref together (the source file and its references)")
+    if args.src is not None and args.split is not None:
+        raise MTError("pass either --split NAME or --src/--ref files, not both")
+    refuse_same_file(args.output, [args.checkpoint, args.src, args.ref])
+    translator = Translator.load(args.checkpoint, args.device)
+    if args.data_dir:
+        translator.config.data.data_dir = args.data_dir
+    if args.src is not None:
+        name = args.src
+        sides = []
+        for flag, path in (("--src", args.src), ("--ref", args.ref)):
+            if not Path(path).is_file():
+                raise MTError(f"{flag} file '{path}' not found")
+            lines = list(read_lines(Path(path)))
+            sides.append(lines[:args.max_sentences] if args.max_sentences else lines)
+        sources, refs = sides
+    else:
+        tests = translator.config.data.test_sets()
+        name = args.split or next(iter(tests), None)
+        if name is None:
+            raise MTError("the checkpoint's config names no test sets (data.test); pass --src "
+                          "and --ref files, or --split valid")
+        if name == "val" and "val" not in tests:
+            name = "valid"
+        sources, refs = read_test_set(translator, name, args.max_sentences)
+    result = decode_and_score(translator, refs, sources, beam_size=args.beam,
+                              progress=bars_enabled())
+    hyps, s, beam = result.hypotheses, result.scores, result.beam_size
+    if args.output:
+        atomic_write_text(args.output, "".join(h + "\n" for h in hyps))
+        log.info("wrote %d translations to %s", len(hyps), args.output)
+    summary = {"checkpoint": str(args.checkpoint), "split": name, "sentences": len(hyps),
+               "beam_size": beam, **s.as_dict()}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{name} ({len(hyps)} sentences, beam {beam}):")
+        print(f"  {s.bleu_text}")
+        print(f"  chrF2 = {s.chrf:.2f}")
+        print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- export, average
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from transformer_mt.export import export_ctranslate2
+
+    out = export_ctranslate2(args.checkpoint, args.output_dir, args.quantization)
+    print(f"exported {args.checkpoint} to {out}; translate with: mt translate --engine "
+          f"ctranslate2 --checkpoint {out} ...")
+    return 0
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    from transformer_mt.average import average_checkpoints
+    from transformer_mt.checkpoint import save_checkpoint
+    from transformer_mt.fileio import refuse_same_file
+
+    if len(args.checkpoints) < 2:
+        raise MTError("mt average needs two or more checkpoints")
+    refuse_same_file(args.output, args.checkpoints)
+    save_checkpoint(average_checkpoints(args.checkpoints), args.output)
+    print(f"averaged {len(args.checkpoints)} checkpoints into {args.output}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from transformer_mt.plots import plot_run
+
+    for path in plot_run(Path(args.run_dir), Path(args.output) if args.output else None):
+        print(path)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from transformer_mt.trace import trace
+    from transformer_mt.translate import Translator
+
+    if not args.sentence.strip():
+        raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
+                      "model's source language)")
+    if args.checkpoint:
+        translator = Translator.load(args.checkpoint, args.device)
+        print(f"model: {args.checkpoint}")
+    else:
+        translator = Translator.untrained(data_dir=args.data_dir)
+        print("model: seeded UNTRAINED model (default config): the stages are real, the "
+              "translation is noise; pass --checkpoint for a trained one")
+    trace(translator, args.sentence, print, Path(args.figures) if args.figures else None)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from transformer_mt.build import model_from_checkpoint
+    from transformer_mt.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(args.checkpoint)
+    model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, args.checkpoint)
+    p = ckpt["progress"]
+    info = {"checkpoint": str(args.checkpoint), "format_version": ckpt["format_version"],
+            "torch_version": ckpt.get("torch_version"), "step": p.get("step"),
+            "epoch": p.get("epoch"), "best_val_bleu": p.get("best_bleu"),
+            "best_step": p.get("best_step"), "parameters": model.num_parameters(),
+            "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab),
+            "resumable": "training_state" in ckpt, "config": config.to_dict()}
+    if "averaged_from" in p:
+        info["averaged_from"] = p["averaged_from"]
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    for key, value in info.items():
+        if key != "config":
+            print(f"{key:>16}: {value}")
+    print("          config:")
+    for section, values in info["config"].items():
+        if isinstance(values, dict):
+            print(f"    {section}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    return 0

@@ -1,0 +1,218 @@
+"""What turns source ids into output ids: an engine. :class:`~transformer_mt.translate.Translator`
+wraps one with the text side (tokenizers and vocabularies).
+
+- :class:`TorchEngine`: our PyTorch model(s), one checkpoint or an ensemble of several, decoded
+  by ``decode/search.py`` (greedy, beam, sampling, n-best, attention weights).
+- :class:`CTranslate2Engine`: a model exported by ``mt export`` (CTranslate2, OpenNMT's C++
+  inference engine), greedy or beam search, one translation per sentence.
+
+Each loader returns a :class:`Loaded`: the engine plus the config, vocabularies and tokenizers
+it was trained with. A new engine implements ``decode`` (and says what it cannot do there).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+
+from transformer_mt.build import model_from_checkpoint, tokenizers_from_checkpoint
+from transformer_mt.checkpoint import load_checkpoint
+from transformer_mt.config import Config, DecodeConfig
+from transformer_mt.config_file import config_from_dict
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
+from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
+from transformer_mt.decode.ensemble import Ensemble
+from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
+from transformer_mt.device import pick_device
+from transformer_mt.errors import MTError
+from transformer_mt.model.transformer import AttentionWeights, Transformer
+from transformer_mt.precision import for_decoding, resolve_precision
+
+
+class Engine(Protocol):
+    device: torch.device
+
+    def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
+               progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
+        """The ``nbest`` best outputs of each source (ids ending in ``<eos>``), best first."""
+        ...
+
+
+@dataclass
+class Loaded:
+    """An engine with the config, vocabularies and tokenizers it was trained with."""
+
+    engine: Engine
+    config: Config
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    tokenizers: tuple[Tokenizer, Tokenizer]
+
+
+class TorchEngine:
+    """Our model, or an ensemble of models of one vocabulary, on ``device``."""
+
+    def __init__(self, members: Sequence[Transformer], device: torch.device,
+                 keep_copies: bool = True) -> None:
+        self.members = list(members)
+        self.model: torch.nn.Module = (self.members[0] if len(self.members) == 1
+                                       else Ensemble(self.members))
+        self.device = device
+        # for_decoding's copies by precision, made once (the interactive prompt translates a
+        # line at a time); not kept for a model that is still training
+        self._copies: dict[str, torch.nn.Module] | None = {} if keep_copies else None
+
+    def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
+               progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
+        model = self.model
+        if self._copies is not None:
+            precision = resolve_precision(cfg.precision, self.device)
+            if precision not in self._copies:
+                self._copies[precision] = for_decoding(self.model, precision, self.device)
+            model = self._copies[precision]
+        return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
+                             progress=progress, scores=scores)
+
+    @property
+    def max_source_tokens(self) -> int:
+        return min(m.cfg.max_source_tokens for m in self.members)
+
+    @torch.no_grad()
+    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
+                        head: int | None = None) -> Tensor:
+        """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
+        heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
+        if len(self.members) > 1:
+            raise MTError("attention weights are those of one model; pass one checkpoint")
+        model = self.members[0]
+        src = torch.tensor([list(src_ids)], device=self.device)  # (1, S)
+        tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=self.device)  # (1, T_out + 1)
+        weights = AttentionWeights()
+        model(src, tgt_in, source_mask(src), attention=weights)
+        cross = weights.cross[layer][0]  # (H, T_out + 1, S)
+        return (cross.mean(0) if head is None else cross[head]).float().cpu()
+
+
+def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "auto") -> Loaded:
+    """One checkpoint, or an ensemble of several of one vocabulary (the first one's config
+    gives the decoding settings)."""
+    dev = pick_device(device)
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    first = load_checkpoint(paths[0])
+    loaded = [model_from_checkpoint(first, paths[0], dev)]
+    loaded += [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths[1:]]
+    _, config, src_vocab, tgt_vocab = loaded[0]
+    tokenizers = tokenizers_from_checkpoint(first, config, paths[0])
+    for path, (_, _, src, tgt) in zip(paths[1:], loaded[1:]):
+        if (src, tgt) != (src_vocab, tgt_vocab):
+            raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
+                          "needs models trained on the same vocabularies")
+    engine = TorchEngine([m for m, *_ in loaded], dev)
+    return Loaded(engine, config, src_vocab, tgt_vocab, tokenizers)
+
+
+def output_limits(ids: Sequence[Sequence[int]], cfg: DecodeConfig, cap: int) -> list[int]:
+    """The longest output (in tokens, ``<eos>`` excluded) search allows for each source: what
+    an engine other than ours is told, so that both stop alike."""
+    if not ids:
+        return []
+    padded = pad_sequence([torch.tensor(s) for s in ids], batch_first=True,
+                          padding_value=PAD_ID)  # (B, S)
+    return max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b, cap).tolist()
+
+
+class CTranslate2Engine:
+    """A model exported by ``mt export``, decoding in CTranslate2 as our decoder batches:
+    sorted by source length, ``batch_size`` a batch, no output longer than search allows."""
+
+    CANNOT = ("the CTranslate2 engine gives one translation per sentence, without attention "
+              "weights or sampling; use the PyTorch engine for those")
+
+    def __init__(self, model_dir: str | Path, config: Config, src_vocab: Vocab,
+                 tgt_vocab: Vocab, device: torch.device, compute_type: str = "float32",
+                 threads: int = 0) -> None:
+        ct2 = _check_exported(model_dir)
+        self.device = device
+        self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
+        self.translator = ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
+                                         else "cpu", compute_type=compute_type,
+                                         intra_threads=threads)
+
+    def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
+               progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
+        if nbest > 1 or cfg.sample_topk:
+            raise MTError(self.CANNOT)
+        sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
+        limits = output_limits(ids, cfg, self.config.model.max_output_tokens)
+        outputs = self.translate_tokens(sources, limits, cfg.beam_size, cfg.batch_size)
+        return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), 0.0)] for tokens in outputs]
+
+    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
+                        head: int | None = None) -> Tensor:
+        raise MTError(self.CANNOT)
+
+    def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
+                         beam_size: int = 1, batch_size: int = 32) -> list[list[str]]:
+        """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``), at
+        most ``limits[i]`` of them."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        outputs: list[list[str]] = [[] for _ in sources]
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            results = self.translator.translate_batch(
+                [list(sources[i]) for i in chunk], beam_size=beam_size,
+                max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False)
+            for i, result in zip(chunk, results):
+                outputs[i] = result.hypotheses[0][:limits[i]]
+        return outputs
+
+    def score_tokens(self, sources: Sequence[Sequence[str]],
+                     targets: Sequence[Sequence[str]]) -> list[list[float]]:
+        """Per-token log-probabilities of each target (and its ``<eos>``) given its source."""
+        results = self.translator.score_batch([list(s) for s in sources],
+                                              [list(t) for t in targets])
+        return [list(r.log_probs) for r in results]
+
+
+def _check_exported(model_dir: str | Path) -> Any:
+    """The ctranslate2 module, once ``model_dir`` is known to hold an exported model."""
+    from transformer_mt.export import require_ctranslate2
+
+    ct2 = require_ctranslate2()
+    if not (Path(model_dir) / "model.bin").is_file():
+        raise MTError(f"'{model_dir}' holds no CTranslate2 model; make one with "
+                      "mt export --format ctranslate2 CKPT DIR")
+    return ct2
+
+
+def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str = "float32",
+                  threads: int = 0) -> Loaded:
+    """``mt export``'s directory: the CTranslate2 model with our config, vocabularies and
+    SentencePiece models beside it."""
+    from transformer_mt.export import CONFIG_NAME
+
+    model_dir = Path(model_dir)
+    dev = pick_device(device)
+    _check_exported(model_dir)
+    config = config_from_dict(json.loads((model_dir / CONFIG_NAME).read_text()))
+    vocabs, models = [], []
+    for side in ("source", "target"):
+        path = model_dir / f"{side}_vocabulary.json"
+        if not path.is_file():  # CTranslate2 writes one file for equal vocabularies
+            path = model_dir / "shared_vocabulary.json"
+        vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
+        spm_path = model_dir / f"{side}.spm"
+        models.append(spm_path.read_bytes() if spm_path.is_file() else None)
+    tokenizers = (make_tokenizer(config.data, "src", models[0]),
+                  make_tokenizer(config.data, "tgt", models[1]))
+    engine = CTranslate2Engine(model_dir, config, vocabs[0], vocabs[1], dev, compute_type,
+                               threads)
+    return Loaded(engine, config, vocabs[0], vocabs[1], tokenizers)

@@ -1,0 +1,52 @@
+"""The languages a config may name: the codes spaCy's tokenizers know, read from its package
+without importing it, and a helpful error for a name or a typo (``German`` -> ``de``)."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import re
+from pathlib import Path
+
+from transformer_mt.errors import ConfigError
+
+
+@functools.lru_cache(maxsize=1)
+def spacy_languages() -> tuple[str, ...]:
+    """The language codes ``spacy.blank`` knows, read from spaCy's package without importing it
+    (an import takes a second)."""
+    spec = importlib.util.find_spec("spacy")
+    if spec is None or spec.origin is None:
+        return ()
+    lang_dir = Path(spec.origin).parent / "lang"
+    return tuple(sorted(p.name for p in lang_dir.iterdir()
+                        if p.is_dir() and (p / "__init__.py").is_file()))
+
+
+def _language_names() -> dict[str, str]:
+    """spaCy's language classes by lowercase name (``german`` -> ``de``), read from source."""
+    spec = importlib.util.find_spec("spacy")
+    names = {}
+    for code in spacy_languages():
+        try:
+            text = (Path(str(spec and spec.origin)).parent / "lang" / code / "__init__.py"
+                    ).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        match = re.search(r"^class (\w+)\(Language\)", text, re.MULTILINE)
+        if match:
+            names[match.group(1).lower()] = code
+    return names
+
+
+def check_language(code: str, key: str) -> None:
+    known = spacy_languages()
+    if not known or code in known:
+        return
+    by_name = _language_names()
+    close = ([by_name[code.lower()]] if code.lower() in by_name else
+             difflib.get_close_matches(code.lower(), known, n=1, cutoff=0.0))
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise ConfigError(f"config key '{key}' is {code!r}, a language spaCy does not know{hint} "
+                      f"(known: {', '.join(known)})")

@@ -1,0 +1,78 @@
+"""Stopping a run on SIGINT/SIGTERM: finish the current step, save ``last.pt``, exit 128 + N.
+
+The handler only records the signal; the loop asks :meth:`StopSignals.agreed` after each step,
+so a checkpoint is never written half-way through one. Under torchrun the ranks agree (at log
+steps, through one all-reduce) so that all of them save and stop at the same step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from transformer_mt.errors import TrainingError
+from transformer_mt.training.distributed import DistInfo
+
+log = logging.getLogger(__name__)
+
+
+class StopRequestedError(TrainingError):
+    """Training stopped on SIGINT/SIGTERM after saving a checkpoint."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class StopSignals:
+    """SIGINT/SIGTERM ask the loop to save and stop after the current step; a second one
+    stops at once."""
+
+    def __init__(self, dist_info: DistInfo, device: torch.device, log_every: int) -> None:
+        self.dist, self.device, self.log_every = dist_info, device, log_every
+        self.signum: int | None = None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """Handle the signals while the block runs; the previous handlers afterwards."""
+        previous = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not in the main thread
+                previous[signum] = signal.signal(signum, self._on_signal)
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:  # a second Ctrl-C: stop at once
+            raise KeyboardInterrupt
+        self.signum = signum
+        log.warning("received %s: finishing the current step, then saving",
+                    signal.Signals(signum).name)
+
+    def agreed(self, step: int) -> bool:
+        """Whether to stop now: a signal arrived (on any rank; ranks agree at log steps only)."""
+        stop = self.signum is not None
+        if not self.dist.enabled:
+            return stop
+        if step % self.log_every:
+            return False
+        flag = torch.tensor([1.0 if stop else 0.0], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def error(self, step: int, last: Path) -> StopRequestedError:
+        """The error that ends the run, once ``last`` is saved."""
+        signum = self.signum or signal.SIGTERM
+        return StopRequestedError(
+            f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint saved to "
+            f"{last}; run the same command again to resume", signum)
