@@ -104,3 +104,36 @@ def test_resuming_with_another_length_warns_only_where_the_rates_depend_on_it(
         stored = config_from_dict({}, [f"train.lr_schedule={other}", "train.max_steps=1200"])
         check_resumable(stored.to_dict(), now, tmp_path / "run")
     assert f"train.lr_schedule={other}, the config now says {schedule}" in caplog.text
+
+
+def _as_rank_1(monkeypatch, rank_0_says):
+    """resume.checkpoint_to_resume on rank 1 of 2, rank 0's verdict given."""
+    from transformer_mt.training import resume
+
+    def gather(obj, info):  # the first exchange carries rank 0's verdict, the second problems
+        gather.calls += 1
+        return [rank_0_says, obj] if gather.calls == 1 else [None, obj]
+
+    gather.calls = 0
+    monkeypatch.setattr(resume, "gather_objects", gather)
+    return resume.checkpoint_to_resume
+
+
+def test_a_rank_that_does_not_see_rank_0s_checkpoint_refuses(tmp_path, monkeypatch):
+    """Rank 0 decides whether a run resumes; a rank whose run directory differs (not shared
+    between machines) refuses instead of starting at step 0 beside the others."""
+    from transformer_mt.errors import TrainingError
+    from transformer_mt.training.distributed import DistInfo
+
+    config, rank_1 = config_from_dict({}), DistInfo(rank=1, world_size=2)
+    decide = _as_rank_1(monkeypatch, ("resume", 7))
+    with pytest.raises(TrainingError, match="rank 0 resumes from .* rank 1 does not see it"):
+        decide(tmp_path / "run", config, [], "auto", rank_1)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "last.pt").write_bytes(b"rank 1's own")
+    decide = _as_rank_1(monkeypatch, ("new", None))
+    with pytest.raises(TrainingError, match="rank 0 sees no .* rank 1 does: .* shares"):
+        decide(tmp_path / "run", config, [], "auto", rank_1)
+    decide = _as_rank_1(monkeypatch, ("error", "rank 0's one-line reason"))
+    with pytest.raises(TrainingError, match="rank 0's one-line reason"):
+        decide(tmp_path / "run", config, [], "auto", rank_1)
