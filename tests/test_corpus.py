@@ -282,3 +282,60 @@ def test_token_id_cache_equals_fresh_tokenization_and_plans_from_lengths(tmp_pat
         assert torch.equal(fast.src, plain.src) and torch.equal(fast.tgt, plain.tgt)
         assert (fast.n_tokens, fast.n_src_tokens) == (plain.n_tokens, plain.n_src_tokens)
     assert len(list((tmp_path / "cache" / "corpus").glob("*/ids.bin"))) == 4
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "swapped", "types_reordered", "offsets",
+                                    "checksums"])
+def test_a_damaged_token_id_cache_is_rebuilt_never_trained_on(tmp_path, monkeypatch, caplog,
+                                                              damage):
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    data = write_corpus(tmp_path / "corpus", "pair")
+    cfg = Config(data=DataConfig(src_lang="fr", tgt_lang="es", min_freq=1,
+                                 train=CorpusConfig(**data["train"]),
+                                 valid=CorpusConfig(**data["valid"])))
+    fresh = prepare_data(cfg)
+    expected = [fresh.train.source(k).tolist() for k in range(len(fresh.train))]
+    for entry in (tmp_path / "cache" / "corpus").glob("*/ids.bin"):
+        entry = entry.parent
+        ids = np.fromfile(entry / "ids.bin", dtype=np.int32)
+        if damage == "zeroed":  # same size, all zeros
+            np.zeros_like(ids).tofile(entry / "ids.bin")
+        elif damage == "swapped":
+            ids[[0, 1]] = ids[[1, 0]]
+            ids.tofile(entry / "ids.bin")
+        elif damage == "types_reordered":
+            types = json.loads((entry / "types.json").read_text(encoding="utf-8"))
+            (entry / "types.json").write_text(json.dumps(types[::-1], ensure_ascii=False))
+        elif damage == "offsets":
+            offsets = np.load(entry / "offsets.npy")
+            np.save(entry / "offsets.npy", offsets[::-1].copy())
+        else:
+            (entry / "sha256.json").write_text("{not json")
+    del fresh
+    with caplog.at_level("WARNING"):
+        again = prepare_data(cfg)
+    assert [again.train.source(k).tolist() for k in range(len(again.train))] == expected
+    assert "is damaged" in caplog.text and "tokenizing again" in caplog.text
+
+
+def test_resuming_over_a_changed_training_corpus_is_refused(tmp_path, monkeypatch):
+    """The batch plan indexes the corpus's lines: a resume over shuffled lines would train on
+    misaligned pairs. The checkpoint's fingerprint of the corpus catches it."""
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    data = write_corpus(tmp_path / "corpus", "tsv")
+    write_config(tmp_path / "toy.yaml", data, train={"max_steps": 3, "eval_every": 3})
+    run = ["train", "--config", str(tmp_path / "toy.yaml"), "--run-dir", str(tmp_path / "run")]
+    assert run_cli(run).returncode == 0
+    tsv = tmp_path / "corpus" / "train.tsv"
+    original = tsv.read_text(encoding="utf-8")
+    lines = original.splitlines(keepends=True)
+    tsv.write_text("".join(lines[1:] + lines[:1]), encoding="utf-8")  # same lines, shifted
+    last = (tmp_path / "run" / "last.pt").read_bytes()
+    result = run_cli([*run, "--set", "train.max_steps=5"])
+    line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and "training corpus" in line and "has changed" in line
+    assert (tmp_path / "run" / "last.pt").read_bytes() == last
+    tsv.write_text(original, encoding="utf-8")
+    resumed = run_cli([*run, "--set", "train.max_steps=5"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "trained to step 5" in resumed.stdout

@@ -85,3 +85,48 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
     refused = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
                        "--nbest", "2", "Ein Hund."])
     assert refused.returncode != 0 and "PyTorch engine" in refused.stderr
+
+
+@needs_data
+def test_export_never_replaces_what_is_not_an_earlier_export(trained_run, tmp_path):
+    """The CTranslate2 converter removes its target with force=True: an export into '.', a
+    run directory, a directory holding the checkpoint or other files must lose nothing."""
+    run_dir, _ = trained_run
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "notes.txt").write_text("mine")
+    ckpt = project / "model.pt"
+    ckpt.write_bytes((run_dir / "best.pt").read_bytes())
+    before = {p.name: p.read_bytes() for p in project.iterdir()}
+    for target, cwd, expected in ((".", project, "holds the checkpoint"),
+                                  (str(project), tmp_path, "holds the checkpoint"),
+                                  (str(run_dir), tmp_path, "not an export"),
+                                  ("../proj/", project, "holds the checkpoint")):
+        result = run_cli(["export", str(ckpt), target], cwd=cwd)
+        assert result.returncode != 0 and expected in result.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in result.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("keep")
+    result = run_cli(["export", str(ckpt), str(other), "--overwrite"])
+    assert result.returncode != 0 and "not an export" in result.stderr
+    assert (other / "keep.txt").read_text() == "keep"
+    assert {p.name: p.read_bytes() for p in project.iterdir()} == before
+    assert (run_dir / "best.pt").exists() and (run_dir / "last.pt").exists()
+    assert not list(tmp_path.glob(".*.tmp")) and not list(project.glob(".*.tmp"))
+
+
+@needs_data
+def test_export_replaces_an_earlier_export_only_with_overwrite(trained_run, tmp_path):
+    run_dir, _ = trained_run
+    out = tmp_path / "ct2"
+    assert run_cli(["export", str(run_dir / "best.pt"), str(out)]).returncode == 0
+    model = (out / "model.bin").read_bytes()
+    again = run_cli(["export", str(run_dir / "last.pt"), str(out)])
+    assert again.returncode != 0 and "--overwrite" in again.stderr
+    assert (out / "model.bin").read_bytes() == model
+    replaced = run_cli(["export", str(run_dir / "last.pt"), str(out), "--overwrite",
+                        "--quantization", "int8"])
+    assert replaced.returncode == 0, replaced.stderr
+    assert (out / "model.bin").read_bytes() != model
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]  # nothing left beside it

@@ -37,10 +37,12 @@ PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
 
 def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
                     progress: dict[str, Any], training_state: dict[str, Any] | None = None,
-                    subword_models: tuple[bytes, bytes] | None = None) -> dict[str, Any]:
+                    subword_models: tuple[bytes, bytes] | None = None,
+                    corpus: str | None = None) -> dict[str, Any]:
     """Assemble a checkpoint. ``training_state`` (optimizer, scaler, RNG) makes it resumable;
     ``subword_models`` are the SentencePiece models of a subword run (so that the checkpoint
-    alone translates)."""
+    alone translates); ``corpus`` the training corpus's fingerprint (what an exact resume
+    needs unchanged)."""
     ckpt = {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
@@ -54,6 +56,8 @@ def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tg
     if subword_models is not None:
         ckpt["sentencepiece"] = {side: torch.frombuffer(bytearray(model), dtype=torch.uint8)
                                  for side, model in zip(("src", "tgt"), subword_models)}
+    if corpus is not None:
+        ckpt["corpus"] = corpus
     if training_state is not None:
         ckpt["training_state"] = training_state
     return ckpt

@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["ctranslate2"], default="ctranslate2")
     p.add_argument("--quantization", choices=["int8", "int8_float32", "float16", "bfloat16"],
                    help="store the weights quantized (default: float32, as trained)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier export in OUTPUT_DIR (nothing else is replaced)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("average", parents=[common], help="average the weights of checkpoints")

@@ -208,7 +208,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from transformer_mt.export import export_ctranslate2
 
-    out = export_ctranslate2(args.checkpoint, args.output_dir, args.quantization)
+    out = export_ctranslate2(args.checkpoint, args.output_dir, args.quantization,
+                             args.overwrite)
     print(f"exported {args.checkpoint} to {out}; translate with: mt translate --engine "
           f"ctranslate2 --checkpoint {out} ...")
     return 0

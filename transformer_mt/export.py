@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +44,46 @@ def require_ctranslate2() -> Any:
     return ctranslate2
 
 
+# what an export directory holds: CTranslate2's files and ours; nothing else is ever replaced
+EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json",
+                          "source_vocabulary.json", "target_vocabulary.json", CONFIG_NAME,
+                          "source.spm", "target.spm"})
+
+
+def is_export(directory: Path) -> bool:
+    """Whether ``directory`` holds an earlier export and nothing else."""
+    names = {p.name for p in directory.iterdir()}
+    return {"model.bin", CONFIG_NAME} <= names and names <= EXPORT_FILES
+
+
+def check_export_target(checkpoint: str | Path, out_dir: str | Path, overwrite: bool) -> Path:
+    """``out_dir``, once it is known that writing it loses nothing: it does not exist, is an
+    empty directory, or (with ``overwrite``) holds an earlier export and nothing else; and it
+    does not hold the checkpoint."""
+    out = Path(out_dir)
+    where = Path(checkpoint).resolve()
+    if where == out.resolve() or out.resolve() in where.parents:
+        raise MTError(f"'{out}' holds the checkpoint '{checkpoint}'; export into a new directory, "
+                      "e.g. mt export CKPT ct2-model")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise MTError(f"'{out}' exists and is not a directory; export into a new directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not is_export(out):
+            raise MTError(f"'{out}' exists and holds files that are not an export "
+                          f"({', '.join(sorted(p.name for p in out.iterdir())[:3])}, ...); "
+                          "export into a new directory (nothing there is ever replaced)")
+        if not overwrite:
+            raise MTError(f"'{out}' holds an earlier export; pass --overwrite to replace it, or "
+                          "export into a new directory")
+    return out
+
+
 def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
-                       quantization: str | None = None) -> Path:
-    """Convert ``checkpoint`` into a CTranslate2 model directory ``out_dir``."""
+                       quantization: str | None = None, overwrite: bool = False) -> Path:
+    """Convert ``checkpoint`` into a CTranslate2 model directory ``out_dir``: written into a
+    new directory beside it, renamed into place only when complete. A target that exists is
+    replaced only if it is an earlier export and ``overwrite`` is given (or it is empty)."""
+    out = check_export_target(checkpoint, out_dir, overwrite)
     ct2 = require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -69,15 +109,38 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
         def _load(self) -> Any:
             return spec
 
-    out = Path(out_dir)
-    _FromSpec().convert(str(out), quantization=quantization, force=True)
-    # what translating needs besides the weights: tokenizer, languages, decoding settings
-    atomic_write_text(out / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
-    models = subword_models_of(ckpt)
-    for side, model_bytes in zip(("source", "target"), models or ()):
-        atomic_write(out / f"{side}.spm", lambda f, b=model_bytes: f.write(b))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        _FromSpec().convert(str(tmp), quantization=quantization, force=True)  # our own dir
+        # what translating needs besides the weights: tokenizer, languages, decoding settings
+        atomic_write_text(tmp / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
+        models = subword_models_of(ckpt)
+        for side, model_bytes in zip(("source", "target"), models or ()):
+            atomic_write(tmp / f"{side}.spm", lambda f, b=model_bytes: f.write(b))
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     log.info("exported %s to %s (CTranslate2 %s)", checkpoint, out, ct2.__version__)
     return out
+
+
+def _replace_dir(new: Path, out: Path) -> None:
+    """Put the complete directory ``new`` at ``out`` (an empty directory or an earlier export,
+    checked, is moved aside first and removed once ``new`` is in place)."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.{os.getpid()}.old")
+        os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except OSError:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _array(t: torch.Tensor) -> Any:

@@ -8,6 +8,9 @@ and writes, in a directory of the cache keyed by the file's SHA-256 and the toke
     offsets.npy  (n + 1,) int64: sentence i is ids[offsets[i]:offsets[i + 1]]
     types.json   the distinct token strings, in order of first appearance
     counts.npy   (len(types),) int64: how often each occurs
+    sha256.json  the SHA-256 of each file above, written last: the entry counts only once it is
+                 complete, and is checked whenever it is opened (a damaged entry is rebuilt,
+                 with a warning, never trained on)
 
 The ids are "type ids": the vocabulary is chosen later (from the counts, or from a subword
 model), and a lookup table maps type ids to vocabulary ids when batches are built. A second
@@ -17,6 +20,7 @@ run, or another rank of a distributed run (which waits on the lock), reads the d
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import mmap
@@ -37,7 +41,8 @@ from transformer_mt.fileio import cache_dir, cache_key, file_lock
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+CHECKSUMS = "sha256.json"
 FLUSH_IDS = 1 << 20  # ids buffered in memory before they are appended to ids.bin
 RELEASE_ABOVE = 16 << 20  # bytes of ids above which reads release the file's pages
 
@@ -110,7 +115,11 @@ def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
     with file_lock(directory.with_suffix(".lock")):
         for stale in directory.parent.glob(f".{key}.*"):  # left by a killed build
             shutil.rmtree(stale, ignore_errors=True)
-        if not (directory / "counts.npy").is_file():  # written last: the entry is complete
+        damage = _damage(directory) if (directory / CHECKSUMS).is_file() else None
+        if damage:
+            log.warning("the data cache entry %s is damaged (%s); tokenizing again", directory,
+                        damage)
+        if damage or not (directory / CHECKSUMS).is_file():  # written last: entry complete
             shutil.rmtree(directory, ignore_errors=True)
             log.info("tokenizing %s (%s side; cached in %s)", corpus.describe(), side,
                      directory.parent)
@@ -157,10 +166,35 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, directory: Path,
         np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
         (tmp / "types.json").write_text(json.dumps(types, ensure_ascii=False), encoding="utf-8")
         np.save(tmp / "counts.npy", _add(counts, np.zeros(len(types), dtype=np.int64)))
+        digests = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
+        (tmp / CHECKSUMS).write_text(json.dumps(digests, indent=1), encoding="utf-8")
         os.replace(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _damage(directory: Path) -> str | None:
+    """What is wrong with a cache entry's files (missing, changed), or None if they are as
+    written."""
+    try:
+        expected = json.loads((directory / CHECKSUMS).read_text(encoding="utf-8"))
+        for name in ("ids.bin", "offsets.npy", "types.json", "counts.npy"):
+            if not (directory / name).is_file():
+                return f"{name} is missing"
+            if _sha256(directory / name) != expected.get(name):
+                return f"{name} is not what was written"
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"{CHECKSUMS} is unreadable: {exc}"
+    return None
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -121,6 +121,13 @@ def corpus_of(cfg: DataConfig, key: str) -> Corpus:
     return Corpus.from_config(entry, name, cfg.src_lang, cfg.tgt_lang, cfg.data_dir)
 
 
+def training_fingerprint(cfg: DataConfig) -> str:
+    """What identifies the training corpus's text (both sides' SHA-256): checkpoints carry it,
+    and an exact resume refuses a corpus that has changed since."""
+    train = corpus_of(cfg, "train")
+    return f"{train.fingerprint('src')}+{train.fingerprint('tgt')}"
+
+
 def subword_models(cfg: DataConfig, train: Corpus, progress: bool = False
                    ) -> tuple[bytes, bytes]:
     """SentencePiece models learnt from the (first ``data.max_pairs``) training pairs: one

@@ -22,6 +22,7 @@ import torch
 
 from transformer_mt.checkpoint import load_checkpoint, make_checkpoint
 from transformer_mt.config import Config
+from transformer_mt.data.prepare import training_fingerprint
 from transformer_mt.errors import CheckpointError, MTError, TrainingError
 from transformer_mt.training.distributed import DistInfo, gather_objects
 from transformer_mt.training.state import Progress, Run
@@ -126,6 +127,13 @@ def _decide(run_dir: Path, config: Config, results: list[str],
     if "training_state" not in ckpt:
         raise CheckpointError(f"'{path}' holds no training state to resume from")
     check_resumable(ckpt["config"], config, run_dir)
+    stored = ckpt.get("corpus")
+    if isinstance(stored, str) and stored != training_fingerprint(config.data):
+        raise CheckpointError(
+            f"the training corpus ({config.data.train.describe()}) has changed since the run in "
+            f"'{run_dir}' started (its SHA-256 differs from the one in last.pt), so an exact "
+            "resume would index into other text: restore the files, or train on the new data "
+            f"from this run's weights in a new run (--set train.init_from={path})")
     return ckpt
 
 
@@ -241,4 +249,5 @@ def run_checkpoint(run: Run, config: Config, precision: str,
                           "rng": {"ranks": rng},
                           "loss_since_log": run.loss_since_log.detach().cpu().clone()}
     return make_checkpoint(run.model, config, run.src_vocab, run.tgt_vocab,
-                           asdict(run.progress), training_state, run.subword_models)
+                           asdict(run.progress), training_state, run.subword_models,
+                           run.corpus)

@@ -61,6 +61,7 @@ class Run:
     # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
     loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))
     tgt_lengths: np.ndarray = field(init=False)  # (n,) target tokens (the loss's) per pair
+    corpus: str | None = None  # the training corpus's fingerprint, carried by checkpoints
 
     def __post_init__(self) -> None:
         self.tgt_lengths = self.train_data.lengths[:, 1]

@@ -28,7 +28,7 @@ from transformer_mt.checkpoint import (
 )
 from transformer_mt.config import Config
 from transformer_mt.data.batching import collate, epoch_steps, iterate_batches
-from transformer_mt.data.prepare import prepare_data
+from transformer_mt.data.prepare import prepare_data, training_fingerprint
 from transformer_mt.device import bound_cpu_kernel_caches, check_training_memory
 from transformer_mt.engines import TorchEngine
 from transformer_mt.errors import TrainingError
@@ -121,7 +121,8 @@ class Trainer:
         run = Run(data.train, data.valid, data.src_vocab, data.tgt_vocab, data.tokenizers,
                   data.subword_models, model, optimizer, scaler, metrics,
                   loss=ModelLoss(model), forward_model=model,
-                  loss_since_log=torch.zeros(2, device=self.device))
+                  loss_since_log=torch.zeros(2, device=self.device),
+                  corpus=training_fingerprint(self.cfg.data))
         if ckpt is not None:
             restore(run, ckpt, self.run_dir / "last.pt", self.precision, self.dist.rank,
                     self.dist.world_size, self.device)
