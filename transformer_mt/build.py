@@ -32,6 +32,29 @@ def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transform
                                             PAD_ID, config.data.shared_vocab))
 
 
+def check_weights(ckpt: dict[str, Any], config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
+                  path: str | Path = "checkpoint") -> None:
+    """Refuse, before anything is built or written, weights that do not fit the model the
+    config and vocabularies describe (a missing tensor, a wrong shape), or are NaN/inf."""
+    with torch.device("meta"):
+        model = Transformer(config.model, len(src_vocab), len(tgt_vocab), PAD_ID,
+                            config.data.shared_vocab)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    weights = ckpt.get("model") or {}
+    found = {k: tuple(v.shape) for k, v in weights.items() if isinstance(v, torch.Tensor)}
+    missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    wrong = [k for k in expected if k in found and found[k] != expected[k]]
+    if missing or extra or wrong:
+        what = (f"lacks {missing[0]}" if missing else f"has an unexpected {extra[0]}" if extra
+                else f"has {wrong[0]} of shape {found[wrong[0]]}, the model needs "
+                f"{expected[wrong[0]]}")
+        raise CheckpointError(f"the weights in '{path}' do not fit its config and vocabularies: "
+                              f"it {what}; the file is damaged, use another checkpoint")
+    if not weights_are_finite(weights.values()):
+        raise CheckpointError(f"'{path}' holds NaN or infinite weights (the training diverged); "
+                              "use an earlier checkpoint")
+
+
 def count_parameters(config: Config, src_vocab_size: int, tgt_vocab_size: int) -> int:
     """The parameters of the model ``config`` builds, counted on the meta device (no memory)."""
     with torch.device("meta"):

@@ -23,7 +23,7 @@ from transformer_mt.config import Config
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import CheckpointError, ConfigError, DataError
-from transformer_mt.fileio import atomic_write
+from transformer_mt.fileio import atomic_write, not_a_file
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,9 @@ def save_checkpoint(ckpt: dict[str, Any], path: str | Path) -> None:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read and check a checkpoint without executing anything stored in it."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' not found; train one with 'mt train' or pass "
+    why = not_a_file(path)
+    if why:
+        raise CheckpointError(f"checkpoint '{path}' {why}; train one with 'mt train' or pass "
                               "the path of an existing .pt file")
     try:
         with open(path, "rb") as f:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import text_lines
+from transformer_mt.fileio import not_a_file, text_lines
 from transformer_mt.logs import bars_enabled
 
 log = logging.getLogger("transformer_mt.cli")
@@ -62,8 +62,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         lines: list[str] | None = list(args.sentences)
     elif args.input:
         path = Path(args.input)
-        if not path.is_file():
-            raise MTError(f"input file '{path}' not found")
+        why = not_a_file(path)
+        if why:
+            raise MTError(f"input file '{path}' {why}")
         from transformer_mt.data.corpus import read_lines
 
         lines = list(read_lines(path))
@@ -122,12 +123,15 @@ def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 
 def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
-    from transformer_mt.plots import plot_attention
+    from transformer_mt.fileio import refuse_same_file
+    from transformer_mt.plots import check_image_path, plot_attention
     from transformer_mt.trace import cross_attention
 
     if not lines or len(lines) != 1 or not lines[0].strip():
         raise MTError("--attention takes exactly one sentence, e.g. "
                       "mt translate --checkpoint CKPT --attention att.png \"A sentence.\"")
+    check_image_path(args.attention)
+    refuse_same_file(args.attention, [args.input, *args.checkpoint], "--attention")
     src, out, weights, text = cross_attention(translator, lines[0], args.layer, args.head)
     heads = "mean over heads" if args.head is None else f"head {args.head}"
     plot_attention(weights, out, src, Path(args.attention),
@@ -171,9 +175,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         name = args.src
         sides = []
         for flag, path in (("--src", args.src), ("--ref", args.ref)):
-            if not Path(path).is_file():
-                raise MTError(f"{flag} file '{path}' not found")
+            why = not_a_file(Path(path))
+            if why:
+                raise MTError(f"{flag} file '{path}' {why}")
             lines = list(read_lines(Path(path)))
+            if not lines:
+                raise MTError(f"{flag} file '{path}' is empty; nothing to score")
             sides.append(lines[:args.max_sentences] if args.max_sentences else lines)
         sources, refs = sides
     else:

@@ -88,8 +88,8 @@ class DataConfig:
         _check(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
         _check_positive(self, "data", ["max_len", "min_freq"])
         _check_positive(self, "data", ["max_pairs", "valid_max_pairs"], optional=True)
-        _check(self.vocab_size >= 16, "data.vocab_size", f"must be at least 16, got "
-               f"{self.vocab_size}")
+        _check(16 <= self.vocab_size <= 1_000_000, "data.vocab_size",
+               f"must be in [16, 1000000], got {self.vocab_size}")
         if self.max_vocab is not None:
             _check(self.max_vocab > 4, "data.max_vocab", "must be greater than 4 (the specials)")
         for key, corpus in self.corpora().items():
@@ -255,15 +255,10 @@ class DecodeConfig:
     sample_seed: int = 0
 
     def validate(self) -> None:
-        _check_positive(self, "decode", ["beam_size", "batch_size", "max_input_tokens",
-                                         "temperature"])
-        _check(self.sample_topk >= 0, "decode.sample_topk", "must be >= 0 (0: no sampling)")
         _check(self.sample_topk == 0 or self.beam_size == 1, "decode.sample_topk",
                "samples one translation per sentence: use it with beam size 1")
         _check(0 <= self.sample_seed < 2**63, "decode.sample_seed", "must be in [0, 2^63)")
-        _check(self.alpha >= 0, "decode.alpha", "must be >= 0")
-        _check(self.max_len_a >= 0 and self.max_len_b >= 0, "decode.max_len_a",
-               "max_len_a and max_len_b must be >= 0")
+        _check_range(self, "decode", DECODE_RANGES)
 
 
 @dataclass
@@ -305,6 +300,22 @@ def to_plain(value: Any) -> Any:
 def _check(ok: bool, key: str, message: str) -> None:
     if not ok:
         raise ConfigError(f"config key '{key}' {message}")
+
+
+# bounds of the decoding settings, wherever they come from (a config, the CLI, the API): beyond
+# them a setting means nothing (the output length is capped by model.max_positions anyway) or
+# overflows (a temperature of 1e-300 turns every logit into inf)
+DECODE_RANGES = {"beam_size": (1, 1000), "alpha": (0.0, 10.0), "max_len_a": (0.0, 1000.0),
+                 "max_len_b": (0, 1_000_000), "batch_size": (1, 100_000),
+                 "max_input_tokens": (1, 1_000_000), "sample_topk": (0, 1_000_000),
+                 "temperature": (0.01, 100.0)}
+
+
+def _check_range(obj: Any, section: str, ranges: dict[str, tuple[float, float]]) -> None:
+    for key, (low, high) in ranges.items():
+        value = getattr(obj, key)
+        _check(low <= value <= high, f"{section}.{key}", f"must be in [{low}, {high}], got "
+               f"{value}")
 
 
 def _check_positive(obj: Any, section: str, keys: list[str], optional: bool = False) -> None:

@@ -21,9 +21,10 @@ import yaml
 
 from transformer_mt.config import PLAIN_NAME, Config, to_plain
 from transformer_mt.errors import ConfigError
+from transformer_mt.fileio import not_a_file
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
+def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the type annotation ``tp`` and return it (ints widen to floats)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -32,7 +33,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
-            return _coerce(value, inner[0], key)
+            return coerce(value, inner[0], key)
     if origin is Literal:
         if value not in args:
             choices = ", ".join(repr(a) for a in args)
@@ -49,13 +50,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                                   f"digits, '.', '_', '-'), got {name!r}")
             out[name] = (_from_dict(value_type, item, f"{key}.{name}.")
                          if dataclasses.is_dataclass(value_type)
-                         else _coerce(item, value_type, f"{key}.{name}"))
+                         else coerce(item, value_type, f"{key}.{name}"))
         return out
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
                               f"got {value!r}")
-        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
     if tp is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
         with contextlib.suppress(ValueError):
             value = float(value)
@@ -89,7 +90,7 @@ def _from_dict(cls: type, data: Any, prefix: str) -> Any:
         if dataclasses.is_dataclass(tp):
             kwargs[key] = _from_dict(tp, value, f"{prefix}{key}.")
         else:
-            kwargs[key] = _coerce(value, tp, f"{prefix}{key}")
+            kwargs[key] = coerce(value, tp, f"{prefix}{key}")
     return cls(**kwargs)
 
 
@@ -183,8 +184,9 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     data: Any = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file '{path}' not found; pass an existing YAML file, "
+        why = not_a_file(path)
+        if why:
+            raise ConfigError(f"config file '{path}' {why}; pass an existing YAML file, "
                               "e.g. --config config/quickstart.yaml")
         try:
             text = path.read_text(encoding="utf-8")

@@ -32,7 +32,7 @@ from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
 from transformer_mt.device import pick_device
-from transformer_mt.errors import MTError
+from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
 from transformer_mt.precision import for_decoding, resolve_precision
 
@@ -106,6 +106,9 @@ def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "au
     gives the decoding settings)."""
     dev = pick_device(device)
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise ConfigError("no checkpoint to load; give a path, or a list of paths for an "
+                          "ensemble")
     first = load_checkpoint(paths[0])
     loaded = [model_from_checkpoint(first, paths[0], dev)]
     loaded += [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths[1:]]
@@ -202,17 +205,22 @@ def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str
     model_dir = Path(model_dir)
     dev = pick_device(device)
     _check_exported(model_dir)
-    config = config_from_dict(json.loads((model_dir / CONFIG_NAME).read_text()))
-    vocabs, models = [], []
-    for side in ("source", "target"):
-        path = model_dir / f"{side}_vocabulary.json"
-        if not path.is_file():  # CTranslate2 writes one file for equal vocabularies
-            path = model_dir / "shared_vocabulary.json"
-        vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
-        spm_path = model_dir / f"{side}.spm"
-        models.append(spm_path.read_bytes() if spm_path.is_file() else None)
-    tokenizers = (make_tokenizer(config.data, "src", models[0]),
-                  make_tokenizer(config.data, "tgt", models[1]))
-    engine = CTranslate2Engine(model_dir, config, vocabs[0], vocabs[1], dev, compute_type,
-                               threads)
+    try:
+        config = config_from_dict(json.loads((model_dir / CONFIG_NAME).read_text()))
+        vocabs, models = [], []
+        for side in ("source", "target"):
+            path = model_dir / f"{side}_vocabulary.json"
+            if not path.is_file():  # CTranslate2 writes one file for equal vocabularies
+                path = model_dir / "shared_vocabulary.json"
+            vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
+            spm_path = model_dir / f"{side}.spm"
+            models.append(spm_path.read_bytes() if spm_path.is_file() else None)
+        tokenizers = (make_tokenizer(config.data, "src", models[0]),
+                      make_tokenizer(config.data, "tgt", models[1]))
+        engine = CTranslate2Engine(model_dir, config, vocabs[0], vocabs[1], dev, compute_type,
+                                   threads)
+    except (OSError, ValueError, RuntimeError, TypeError, MTError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MTError(f"'{model_dir}' is not a complete export ({reason}); export the "
+                      "checkpoint again with mt export") from exc
     return Loaded(engine, config, vocabs[0], vocabs[1], tokenizers)

@@ -11,8 +11,9 @@ class MTError(Exception):
     """An error caused by the user's input, with a message that says what to do."""
 
 
-class ConfigError(MTError):
-    """A configuration file or override is invalid."""
+class ConfigError(MTError, ValueError):
+    """A configuration file, an override or a setting is invalid (from Python: a ValueError
+    that says what was expected)."""
 
 
 class DataError(MTError):

@@ -15,6 +15,7 @@ The guarantees, in one place:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import socket
@@ -186,4 +187,28 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
         except UnicodeDecodeError as exc:
             raise MTError(f"{name}, line {n}: not valid UTF-8 ({exc.reason} at byte "
                           f"{exc.start}); convert it to UTF-8 (e.g. with iconv)") from exc
+        if line.count("\r") > 1:  # "\r" alone ends no line here: old Mac files read as one
+            raise MTError(f"{name}, line {n}: holds {line.count(chr(13)):,} carriage returns "
+                          "(CR-only line ends?); lines must end in LF or CRLF: convert it, e.g. "
+                          "tr '\\r' '\\n' < FILE > FILE.lf")
         yield line.removeprefix("\ufeff") if n == 1 else line
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file ("not found", "is a directory", "is a FIFO", ...),
+    or None for a regular file (or a link to one)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "is a broken symbolic link" if path.is_symlink() else "not found"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a loop of symbolic links"
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (a named pipe), not a file"
+    return "is a device or socket, not a file"

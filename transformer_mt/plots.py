@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 from torch import Tensor
 
 from transformer_mt.errors import MTError
+from transformer_mt.fileio import atomic_write
 
 
 def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
@@ -51,8 +52,7 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
             ax.legend()
         fig.tight_layout()
         path = out_dir / f"{name}.png"
-        fig.savefig(path)
-        plt.close(fig)
+        save_figure(fig, path)
         written.append(path)
 
     def loss(ax: plt.Axes) -> None:
@@ -85,8 +85,25 @@ def plot_attention(weights: Tensor, rows: list[str], cols: list[str], path: Path
         ax.set_title(title, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
-    path = Path(path)
+    save_figure(fig, Path(path))
+    return Path(path)
+
+
+IMAGE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
+def check_image_path(path: str | Path) -> None:
+    """Refuse, before any work, a path whose extension names no image format we write."""
+    if Path(path).suffix.lstrip(".").lower() not in IMAGE_FORMATS:
+        raise MTError(f"'{path}' is not an image name; end it in "
+                      f"{', '.join('.' + f for f in IMAGE_FORMATS)}")
+
+
+def save_figure(fig: plt.Figure, path: Path) -> None:
+    """Save ``fig`` as ``path`` (its extension names the format), whole or not at all."""
+    check_image_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, format=path.suffix.lstrip(".").lower()))
+    finally:
+        plt.close(fig)

@@ -18,7 +18,7 @@ from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
-from transformer_mt.plots import plot_attention
+from transformer_mt.plots import plot_attention, save_figure
 from transformer_mt.translate import Translator
 
 
@@ -137,8 +137,7 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
         ax.set_title("positional encoding")
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
-        fig.savefig(figures / "positional_encoding.png")
-        plt.close(fig)
+        save_figure(fig, figures / "positional_encoding.png")
         for n, w in enumerate(enc_weights):
             for h in range(w.size(0)):
                 plot_attention(w[h].cpu(), src_tokens, src_tokens,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import Config, DecodeConfig
+from transformer_mt.config_file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.engines import (
@@ -27,7 +29,7 @@ from transformer_mt.engines import (
     load_checkpoints,
     load_exported,
 )
-from transformer_mt.errors import MTError
+from transformer_mt.errors import ConfigError, MTError
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +131,16 @@ class Translator:
 
     def settings(self, **changes: Any) -> DecodeConfig:
         """The checkpoint's decoding settings with ``changes`` (None keeps a setting), checked."""
-        changes = {k: v for k, v in changes.items() if v is not None}
+        types = typing.get_type_hints(DecodeConfig)
+        unknown = sorted(set(changes) - set(types))
+        if unknown:
+            raise ConfigError(f"unknown decoding setting '{unknown[0]}'; the settings are: "
+                              f"{', '.join(types)}")
+        changes = {k: coerce(v, types[k], f"decode.{k}") for k, v in changes.items()
+                   if v is not None}
         if changes.get("sample_topk"):  # sampling draws one translation: no beam
             changes.setdefault("beam_size", 1)
-        try:
-            cfg = dataclasses.replace(self.config.decode, **changes)
-        except TypeError as exc:
-            names = ", ".join(f.name for f in dataclasses.fields(DecodeConfig))
-            raise MTError(f"unknown decoding setting ({exc}); the settings are: {names}") from exc
+        cfg = dataclasses.replace(self.config.decode, **changes)
         cfg.validate()
         return cfg
 
@@ -156,8 +160,10 @@ class Translator:
         """The ``nbest`` best translations of each sentence, best first, with their scores (and
         their cross-attention weights with ``attention=True``). ``scores=False`` spares greedy
         decoding the scores (NaN then), a tenth of its time."""
-        if isinstance(sentences, str):
-            raise TypeError("translate a list of sentences, e.g. translate([\"Ein Hund.\"])")
+        if isinstance(sentences, str) or not isinstance(sentences, Sequence) or not all(
+                isinstance(s, str) for s in sentences):
+            raise TypeError("translate a list of sentences (strings), e.g. "
+                            "translate([\"Ein Hund.\"])")
         return self.translate_with(self.settings(beam_size=beam_size, **settings), sentences,
                                    nbest, attention, progress, scores)
 

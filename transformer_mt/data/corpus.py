@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Literal
 from transformer_mt.config import CorpusConfig
 from transformer_mt.data import multi30k
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import sha256_of, text_lines
+from transformer_mt.fileio import not_a_file, sha256_of, text_lines
 
 Side = Literal["src", "tgt"]
 
@@ -41,7 +42,7 @@ def read_lines(path: Path) -> Iterator[str]:
             gzipped = f.read(2) == b"\x1f\x8b"
         with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
             yield from text_lines(f, f"'{path}'")
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"cannot read '{path}': {exc}") from exc
 
 
@@ -68,8 +69,8 @@ class Corpus:
             paths = (Path(str(corpus.src)).expanduser(), Path(str(corpus.tgt)).expanduser())
             keys = [f"{key}.src", f"{key}.tgt"]
         for path, name in zip(paths, keys):
-            if not path.is_file():
-                what = "is a directory" if path.is_dir() else "not found"
+            what = not_a_file(path)
+            if what:
                 raise DataError(f"{name}: '{path}' {what}; give the path of a text file "
                                 "(relative paths start from the working directory)")
             try:

@@ -176,6 +176,9 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
     data = cfg.data
     train = corpus_of(data, "train")
     valid = corpus_of(data, "valid")
+    for name, corpus in data.test_sets().items():  # your test files are checked now, not later
+        if corpus.multi30k is None:
+            corpus_of(data, name)
     if data.tokenizer == "sentencepiece" and models is None:
         models = subword_models(data, train, progress)
     if data.tokenizer != "sentencepiece":

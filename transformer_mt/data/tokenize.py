@@ -33,6 +33,24 @@ UNSPACED = ("zh", "ja", "th", "lo", "km", "my", "bo")
 SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larger corpora)
 
 
+MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter
+
+
+def bounded(texts: Iterable[str]) -> Iterator[str]:
+    """``texts``, each cut to :data:`MAX_LINE_CHARS` characters: a 100 MB line would otherwise
+    become a token list of gigabytes before the length limits could drop it. A cut training
+    line still has far more tokens than ``data.max_len``, so its pair is dropped and counted."""
+    cut = 0
+    for text in texts:
+        if len(text) > MAX_LINE_CHARS:
+            cut += 1
+            text = text[:MAX_LINE_CHARS]
+        yield text
+    if cut:
+        log.warning("%d line(s) longer than %s characters were cut there before tokenizing (a "
+                    "training pair with one is dropped as too long)", cut, f"{MAX_LINE_CHARS:,}")
+
+
 class Tokenizer:
     """Text to token strings (:meth:`tokenize`) and output tokens to text (:meth:`detokenize`)."""
 
@@ -78,7 +96,7 @@ class WordTokenizer(Tokenizer):
         self.lang, self.lowercase = lang, lowercase
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
-        for doc in _spacy_tokenizer(self.lang).pipe(texts, batch_size=1000):
+        for doc in _spacy_tokenizer(self.lang).pipe(bounded(texts), batch_size=1000):
             tokens = [t.text for t in doc if not t.is_space]
             yield [t.lower() for t in tokens] if self.lowercase else tokens
 
@@ -105,9 +123,11 @@ class SubwordTokenizer(Tokenizer):
             self.processor = spm.SentencePieceProcessor(model_proto=self.model)
         except (RuntimeError, OSError) as exc:
             raise DataError(f"not a SentencePiece model ({exc})") from exc
+        if self.processor.get_piece_size() == 0:
+            raise DataError("the SentencePiece model is empty")
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
-        it = iter(texts)
+        it = iter(bounded(texts))
         while chunk := list(islice(it, 10_000)):
             if self.lowercase:
                 chunk = [t.lower() for t in chunk]
@@ -163,8 +183,14 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
     path = cache_dir() / "sentencepiece" / f"{cache_key(key_text)}.model"
     with file_lock(path.with_suffix(".lock")):
         if path.is_file():
-            log.debug("SentencePiece model read from %s", path)
-            return path.read_bytes()
+            model = path.read_bytes()
+            try:
+                SubwordTokenizer(model)
+                log.debug("SentencePiece model read from %s", path)
+                return model
+            except DataError as exc:
+                log.warning("the cached SentencePiece model %s is damaged (%s); learning it "
+                            "again", path, exc)
         log.info("learning a %s SentencePiece model of %d pieces (cached in %s)", cfg.subword,
                  cfg.vocab_size, path.parent)
         model = train_sentencepiece(texts, cfg)

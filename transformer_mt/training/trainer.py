@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from transformer_mt.build import build_model, count_parameters
+from transformer_mt.build import build_model, check_weights, count_parameters
 from transformer_mt.checkpoint import (
     subword_models_of,
     vocabs_of,
@@ -68,6 +68,9 @@ class Trainer:
 
     def __init__(self, config: Config, run_dir: str | Path, start: Start = "auto",
                  progress: bool | None = None) -> None:
+        if not isinstance(config, Config):
+            raise TypeError(f"train takes a Config (e.g. load_config(\"config/quickstart.yaml\") "
+                            f"or config_from_dict(data)), not {type(config).__name__}")
         if start not in START_MODES:
             raise ValueError(f"start must be one of {', '.join(START_MODES)}, not {start!r}")
         self.cfg = config
@@ -94,6 +97,9 @@ class Trainer:
                                     self.dist)
         init = checkpoint_to_start_from(self.cfg) if ckpt is None else None
         start = ckpt or init
+        if start is not None:  # before anything is written: weights that fit, and are finite
+            check_weights(start, self.cfg, *vocabs_of(start),
+                          self.run_dir / "last.pt" if ckpt else str(self.cfg.train.init_from))
         data = prepare_data(self.cfg, vocabs_of(start) if start else None,
                             subword_models_of(start) if start else None,
                             self.show_bar and self.is_main)

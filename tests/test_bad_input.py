@@ -1,0 +1,215 @@
+"""Bad input, second round (#21): each case ends in one line on stderr and a non-zero exit (or,
+from Python, a TypeError/ValueError that says what was expected), and nothing is lost."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import needs_data, run_cli, tiny_train_args
+from transformer_mt.config_file import config_from_dict
+from transformer_mt.errors import MTError
+
+
+def _error_line(result) -> str:
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+def _altered(src, dst, change) -> None:
+    ckpt = torch.load(src, weights_only=True)
+    change(ckpt)
+    torch.save(ckpt, dst)
+
+
+@needs_data
+@pytest.mark.parametrize("option, value, expected", [
+    ("--max-len-a", "1e30", "decode.max_len_a' must be in [0.0, 1000.0]"),
+    ("--max-len-a", "inf", "decode.max_len_a' must be a finite number"),
+    ("--temperature", "inf", "decode.temperature' must be a finite number"),
+    ("--temperature", "1e-300", "decode.temperature' must be in [0.01, 100.0]"),
+    ("--alpha", "nan", "decode.alpha' must be a finite number"),
+])
+def test_decoding_settings_are_bounded_at_the_edge(trained_run, option, value, expected):
+    run_dir, _ = trained_run
+    extra = ["--sample-topk", "5"] if option == "--temperature" else []
+    result = run_cli(["translate", "--checkpoint", str(run_dir / "best.pt"), option, value,
+                      *extra, "Ein Hund läuft."])
+    assert expected in _error_line(result)
+
+
+@needs_data
+def test_translating_from_python_says_what_was_expected(trained_run):
+    from transformer_mt.training.trainer import train
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    for bad in ([1, 2], (s for s in ["Ein Hund."]), "Ein Hund."):
+        with pytest.raises(TypeError, match="list of sentences"):
+            translator.translate(bad)
+    with pytest.raises(ValueError, match=r"decode.sample_topk' must be of type int"):
+        translator.translate(["Ein Hund."], sample_topk="5")
+    with pytest.raises(ValueError, match=r"decode.max_len_b' must be in \[0, 1000000\]"):
+        translator.translate(["Ein Hund."], max_len_b=10**30)
+    with pytest.raises(ValueError, match="unknown decoding setting 'beam'"):
+        translator.translate(["Ein Hund."], beam=3)
+    with pytest.raises(ValueError, match="no checkpoint to load"):
+        Translator.load([])
+    with pytest.raises(TypeError, match="train takes a Config"):
+        train({"model": {}}, trained_run[0].parent / "never")
+    assert not (trained_run[0].parent / "never").exists()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.sampled_from(["decode.beam_size", "decode.alpha", "decode.max_len_a",
+                            "decode.max_len_b", "decode.temperature", "decode.sample_topk",
+                            "decode.batch_size", "data.vocab_size", "model.d_model",
+                            "train.lr", "train.max_tokens", "model.dropout", "name"]),
+       value=st.one_of(st.integers(), st.floats(), st.text(max_size=12), st.booleans(),
+                       st.none(), st.lists(st.integers(), max_size=2)))
+def test_the_config_loader_never_raises_anything_but_its_one_line_error(key, value):
+    """Fuzz: any value for a key is either accepted (and then in range) or a ConfigError."""
+    try:
+        config = config_from_dict({}, [f"{key}={value!r}" if isinstance(value, str)
+                                       else f"{key}={value}"])
+    except MTError as exc:
+        assert "\n" not in str(exc)
+        return
+    config.validate()
+
+
+@needs_data
+def test_damaged_or_foreign_weights_are_refused_before_a_run_directory_exists(trained_run,
+                                                                               tmp_path):
+    run_dir, _ = trained_run
+    cases = {
+        "missing": lambda c: c["model"].pop(next(iter(c["model"]))),
+        "shape": lambda c: c["model"].update(
+            {k: v[:-1] for k, v in list(c["model"].items())[:1]}),
+        "nan": lambda c: next(v for v in c["model"].values() if v.is_floating_point()).fill_(
+            float("nan")),
+    }
+    for name, change in cases.items():
+        _altered(run_dir / "best.pt", tmp_path / f"{name}.pt", change)
+        new_run = tmp_path / f"run-{name}"
+        result = run_cli(tiny_train_args(new_run, f"train.init_from={tmp_path / f'{name}.pt'}"))
+        line = _error_line(result)
+        assert ("do not fit" in line) if name != "nan" else ("NaN" in line and "lr" not in line)
+        assert not new_run.exists(), name
+    # a damaged last.pt: refused, the run's other files untouched
+    resumed = tmp_path / "resumed"
+    assert run_cli(tiny_train_args(resumed, "train.max_steps=2")).returncode == 0
+    _altered(resumed / "last.pt", resumed / "last.pt", cases["shape"])
+    log_before = (resumed / "train.log").read_text()
+    assert "do not fit" in _error_line(run_cli(tiny_train_args(resumed, "train.max_steps=4")))
+    assert (resumed / "train.log").read_text() == log_before
+
+
+@needs_data
+def test_damaged_subword_models_and_exports_are_named(trained_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    run_dir, _ = trained_run
+    out = tmp_path / "ct2"
+    assert run_cli(["export", str(run_dir / "best.pt"), str(out)]).returncode == 0
+    (out / "transformer_mt.json").write_text("{not json")
+    line = _error_line(run_cli(["translate", "--engine", "ctranslate2", "--checkpoint",
+                                str(out), "Ein Hund."]))
+    assert "not a complete export" in line
+    (out / "model.bin").write_bytes(b"not a model")
+    assert "not a complete export" in _error_line(run_cli(
+        ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]))
+
+
+def test_empty_sentencepiece_model_is_refused():
+    from transformer_mt.data.tokenize import SubwordTokenizer
+    from transformer_mt.errors import DataError
+
+    with pytest.raises(DataError, match="empty"):
+        SubwordTokenizer(b"")
+
+
+@needs_data
+def test_files_that_cannot_be_read_as_text_are_named_for_what_they_are(trained_run,
+                                                                         tmp_path):
+    ckpt = str(trained_run[0] / "best.pt")
+    corrupt = tmp_path / "corrupt.de.gz"
+    corrupt.write_bytes(gzip.compress(b"Ein Hund.\n" * 50)[:30] + b"\x00" * 64)
+    assert "cannot read" in _error_line(run_cli(["translate", "--checkpoint", ckpt, "--input",
+                                                 str(corrupt)]))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for path, expected in ((fifo, "is a FIFO"), (loop, "loop of symbolic links"),
+                           (tmp_path, "is a directory"), (tmp_path / "none", "not found")):
+        line = _error_line(run_cli(["translate", "--checkpoint", ckpt, "--input", str(path)]))
+        assert expected in line, line
+    cr_only = tmp_path / "cr.de"
+    cr_only.write_bytes(b"Ein Hund.\rZwei Katzen.\rDrei.\r")
+    assert "CR-only line ends" in _error_line(run_cli(["translate", "--checkpoint", ckpt,
+                                                       "--input", str(cr_only)]))
+    empty = tmp_path / "empty.de"
+    empty.write_text("")
+    line = _error_line(run_cli(["evaluate", "--checkpoint", ckpt, "--src", str(empty), "--ref",
+                                str(empty)]))
+    assert "is empty" in line
+    os.link(ckpt, tmp_path / "ckpt.png")  # the checkpoint under an image's name
+    for target, expected in (("att.txt", "not an image name"), (ckpt, "not an image name"),
+                             (str(tmp_path / "ckpt.png"), "same file")):
+        line = _error_line(run_cli(["translate", "--checkpoint", ckpt, "--attention", target,
+                                    "Ein Hund läuft."]))
+        assert expected in line, line
+    assert torch.load(ckpt, weights_only=True)["model"]  # the checkpoint is intact
+
+
+@needs_data
+def test_a_huge_line_is_cut_before_tokenizing_and_its_pair_dropped(tmp_path):
+    train = tmp_path / "train"
+    src = [f"Ein Hund läuft {i} mal." for i in range(60)]
+    tgt = [f"A dog runs {i} times." for i in range(60)]
+    src[7] = "Hund " * 400_000  # 2 MB in one line
+    (tmp_path / "train.de").write_text("".join(s + "\n" for s in src))
+    (tmp_path / "train.en").write_text("".join(s + "\n" for s in tgt))
+    result = run_cli(tiny_train_args(
+        train, f"data.train={{src: {tmp_path / 'train.de'}, tgt: {tmp_path / 'train.en'}}}",
+        "data.test={}", "data.max_pairs=null", "train.max_steps=2"))
+    assert result.returncode == 0, result.stderr
+    assert "1 line(s) longer than 20,000 characters were cut" in result.stderr
+    assert "59 training pairs" in result.stderr and "(1 longer than" in result.stderr
+
+
+@needs_data
+def test_missing_test_files_are_found_before_training(tmp_path):
+    result = run_cli(tiny_train_args(tmp_path / "run",
+                                     f"data.test={{news: {{tsv: {tmp_path / 'none.tsv'}}}}}"))
+    assert "data.test.news" in _error_line(result) and not (tmp_path / "run").exists()
+
+
+@settings(max_examples=150, deadline=None)
+@given(changes=st.dictionaries(
+    st.sampled_from(["beam_size", "alpha", "max_len_a", "max_len_b", "temperature",
+                     "sample_topk", "sample_seed", "batch_size", "precision", "bogus"]),
+    st.one_of(st.integers(), st.floats(), st.text(max_size=8), st.booleans(), st.none()),
+    max_size=4))
+def test_decoding_settings_from_python_are_checked_never_crash(changes):
+    """Fuzz: Translator.settings accepts a value only in range, else a one-line ValueError."""
+    from transformer_mt.config import Config
+    from transformer_mt.data.vocab import Vocab
+    from transformer_mt.translate import Translator
+
+    vocab = Vocab(["<unk>", "<pad>", "<bos>", "<eos>", "a"])
+    translator = Translator(None, Config(), vocab, vocab, tokenizers=(None, None))
+    try:
+        cfg = translator.settings(**changes)
+    except ValueError as exc:
+        assert "\n" not in str(exc)
+        return
+    cfg.validate()
+    assert all(getattr(cfg, k) == v for k, v in changes.items() if v is not None
+               and k != "beam_size")
