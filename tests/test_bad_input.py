@@ -124,14 +124,34 @@ def test_damaged_subword_models_and_exports_are_named(trained_run, tmp_path):
     (out / "model.bin").write_bytes(b"not a model")
     assert "not a complete export" in _error_line(run_cli(
         ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]))
+    assert run_cli(["export", str(run_dir / "best.pt"), str(out), "--overwrite"]).returncode == 0
+    for vocabulary in out.glob("*_vocabulary.json"):
+        vocabulary.unlink()
+    assert "not a complete export" in _error_line(run_cli(
+        ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]))
 
 
-def test_empty_sentencepiece_model_is_refused():
-    from transformer_mt.data.tokenize import SubwordTokenizer
+def test_empty_sentencepiece_models_are_refused_or_learnt_again(tmp_path, monkeypatch, caplog):
+    from transformer_mt.config import DataConfig
+    from transformer_mt.data.tokenize import SubwordTokenizer, cached_sentencepiece
     from transformer_mt.errors import DataError
 
     with pytest.raises(DataError, match="empty"):
         SubwordTokenizer(b"")
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path))
+    texts = [f"ein hund läuft {i} mal über die wiese" for i in range(300)]
+    cfg = DataConfig(tokenizer="sentencepiece", vocab_size=300)
+    model = cached_sentencepiece(texts, cfg, "fingerprint")
+    [cached] = (tmp_path / "sentencepiece").glob("*.model")
+    cached.write_bytes(b"")  # emptied in the cache
+    with caplog.at_level("WARNING"):
+        assert cached_sentencepiece(texts, cfg, "fingerprint") == model
+    assert "damaged" in caplog.text and cached.read_bytes() == model
+
+
+def test_a_vocabulary_size_beyond_sentencepiece_is_a_config_error():
+    with pytest.raises(MTError, match=r"data.vocab_size' must be in \[16, 1000000\]"):
+        config_from_dict({}, ["data.vocab_size=10000000000"])
 
 
 @needs_data
