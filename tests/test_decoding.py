@@ -4,11 +4,14 @@ import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.toy import toy_accuracy, toy_pairs, train_toy_model
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import beam_search, greedy
+
+aten = torch.ops.aten
 
 
 def toy_sources(n: int = 24, seed: int = 7) -> torch.Tensor:
@@ -116,14 +119,59 @@ def test_output_length_is_limited():
     assert len(beam[0][0].tokens) == 5
 
 
+WAITING = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.nonzero.default,
+           aten.masked_select.default, aten.equal.default}
 
 
+class _WaitCounter(TorchDispatchMode):
+    """Counts, per decoding step, the operators that make the host wait for a GPU: reading a
+    value (``item``, ``bool``), ``nonzero`` and boolean-mask indexing (their output size depends
+    on the data). A step starts at each ``next_logits`` call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[list[int]] = []  # [waits, rows decoded]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        mask_index = func.overloadpacket in (aten.index, aten.index_put, aten.index_put_) and any(
+            isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in args[1])
+        if self.steps and (func in WAITING or mask_index):
+            self.steps[-1][0] += 1
+        return func(*args, **(kwargs or {}))
 
 
+class _EndlessModel(MarkovModel):
+    """Always A, <eos> least likely: every sentence runs to its length limit."""
+
+    def __init__(self, counter: _WaitCounter) -> None:
+        super().__init__()
+        self.counter = counter
+        self.logits[BOS_ID] = self.logits[self.A] = torch.tensor(
+            [1e-9, 1e-9, 1e-9, 1e-12, 1.0, 1e-9]).log()
+
+    def next_logits(self, prefix):
+        self.counter.steps.append([0, prefix.size(0)])
+        return self.logits[prefix[:, -1]]
 
 
-
-
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_decoding_waits_for_the_device_only_where_it_must(search):
+    """No hidden wait: once a sentence is at its length limit, the others' steps add none
+    (it was a masked write, one wait a step). On a GPU the planned waits are transfers
+    (``.cpu()``, ``.tolist()``), which on the CPU run no operator: what remains countable here is
+    greedy's test of its host copy (1 a step) and, where sentences end, the rows to drop."""
+    src = torch.tensor([[4, EOS_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID], [4, 4, 4, 4, 4, EOS_ID]])
+    counter = _WaitCounter()
+    with counter:
+        if search == "greedy":
+            greedy(_EndlessModel(counter), src, source_mask(src), max_len_a=1.0, max_len_b=1)
+        else:
+            beam_search(_EndlessModel(counter), src, source_mask(src), beam_size=2, alpha=0.0,
+                        max_len_a=1.0, max_len_b=1)
+    rows = [n for _, n in counter.steps]
+    assert rows == [rows[0]] * 4 + [rows[0] // 2] * 4  # the short one ends at step 4 (limit 3)
+    quiet = [w for (w, n), (_, after) in zip(counter.steps, counter.steps[1:]) if n == after]
+    assert quiet == [1 if search == "greedy" else 0] * 6
 
 
 def test_sampling_is_seeded_and_top_one_is_greedy(toy_model):

@@ -56,6 +56,15 @@ def test_two_ranks_train_like_one_process_with_the_same_budget(tmp_path):
         out_b = b(src, tgt, source_mask(src)).log_softmax(-1)
     assert torch.allclose(out_a, out_b, atol=5e-4), (out_a - out_b).abs().max()
 
+    # The logged target tokens are all ranks' together (not rank 0's count times 2), and
+    # DDP was set up without its deprecated broadcast_buffers.
+    def tokens(run_dir):
+        records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        return [r["tokens"] for r in records if r["type"] == "train"]
+
+    assert tokens(ddp_dir) == tokens(single_dir) and sum(tokens(single_dir)) > 0
+    assert "deprecated" not in ddp.stderr, ddp.stderr[-2000:]
+
     # Each file of the corpus was tokenized once, under the lock; the other rank reused it.
     assert ddp.stderr.count("INFO tokenizing ") == 4  # train and val, de and en
     assert "tokenizing" not in single.stderr

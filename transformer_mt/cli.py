@@ -193,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"mt {args.command}: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_ERROR)
+    except ModuleNotFoundError as exc:  # a package imported where it is used
+        if args.debug or not exc.name or exc.name.startswith("transformer_mt"):
+            raise
+        from transformer_mt.packages import missing_error
+
+        print(f"mt {args.command}: error: {missing_error([exc.name.split('.')[0]])}",
+              file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"mt {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -168,8 +168,9 @@ class TrainConfig:
     # auto (CUDA, else Apple's MPS, when present, else the CPU), cpu, cuda, cuda:N, mps
     device: str = "auto"
     # auto: bf16 autocast where the hardware does bf16 natively (CUDA with bf16, CPUs with
-    # AVX512-BF16 or AMX); fp16 with a loss scaler on GPUs without native bf16; else fp32
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # AVX512-BF16 or AMX); fp16 with a loss scaler on GPUs without native bf16; else fp32.
+    # tf32: fp32 with TF32 matrix products (CUDA GPUs since Ampere); fp32 is IEEE fp32
+    precision: Literal["auto", "fp32", "tf32", "bf16", "fp16"] = "auto"
     compile: bool = False  # torch.compile the model
     threads: int | None = None  # torch CPU threads; default: torch's choice
     # padded tokens per optimizer step, all processes together: N GPUs (or accum_steps) split
@@ -242,10 +243,11 @@ class DecodeConfig:
     alpha: float = 0.6  # GNMT length penalty ((5 + len) / 6) ** alpha; 0 = none
     max_len_a: float = 1.5  # output at most a * source length + b tokens
     max_len_b: int = 10
-    batch_size: int = 64  # sentences per decoding batch
+    batch_size: int = 64  # sentences per decoding batch (a GPU takes at least 512)
     # auto: bf16 autocast where the hardware does bf16 natively (1.2-1.5x faster on an
-    # AVX512-BF16 CPU; rounding may change a rare translation), else fp32
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # AVX512-BF16 CPU; rounding may change a rare translation), fp16 on GPUs without bf16,
+    # else fp32
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     max_input_tokens: int = 250  # longer inputs are truncated with a warning
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = off), their probabilities sharpened or flattened by

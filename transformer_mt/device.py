@@ -2,34 +2,80 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import shutil
+import subprocess
 
 import torch
 
 from transformer_mt.errors import ConfigError, TrainingError
 
+log = logging.getLogger(__name__)
+
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
     """``auto`` means CUDA when present (one GPU per local rank), else Apple's MPS when present,
-    else the CPU. On CUDA, fp32 matmuls may use TF32 tensor cores."""
+    else the CPU (with a warning where the machine has NVIDIA GPUs that PyTorch cannot use).
+    fp32 stays IEEE fp32 on a GPU: TF32 only with ``precision: tf32`` (``precision.py``)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if _mps() else "cpu"
+        problem = cuda_problem() if name == "cpu" else None
+        if problem:
+            log.warning("training and decoding on the CPU: %s", problem)
     if name == "mps" and not _mps():
         raise ConfigError("device 'mps' asks for Apple's GPU, which PyTorch does not see here; "
                           "use --set train.device=cpu (or auto)")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ConfigError(f"train.device={name!r} asks for CUDA, but no CUDA GPU is visible "
-                              "to PyTorch; use --set train.device=cpu (or auto)")
+            why = cuda_problem() or "no CUDA GPU is visible to PyTorch"
+            raise ConfigError(f"train.device={name!r} asks for CUDA, which PyTorch cannot use "
+                              f"here: {why}. To use the CPU: --set train.device=cpu (or auto)")
         if name == "cuda":
             name = f"cuda:{local_rank}"
         index = int(name.split(":")[1])
         if index >= torch.cuda.device_count():
             raise ConfigError(f"train.device={name!r}: only {torch.cuda.device_count()} GPU(s) "
                               "are visible")
-        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
-        torch.backends.cudnn.allow_tf32 = True
     return torch.device(name)
+
+
+def cuda_problem() -> str | None:
+    """Why PyTorch uses no NVIDIA GPU on a machine where ``nvidia-smi`` lists some, or None
+    (no NVIDIA GPU here, or PyTorch uses it)."""
+    driver = _nvidia_driver_cuda()
+    if driver is None or torch.cuda.is_available():
+        return None
+    fix = "scripts/install_torch.sh installs the build that fits (docs/gpu.md)"
+    built = torch.version.cuda
+    if built is None:
+        return (f"nvidia-smi lists GPUs, but this PyTorch ({torch.__version__}) is a CPU build; "
+                f"{fix}")
+    if driver and _version(driver) < _version(built):
+        return (f"this PyTorch ({torch.__version__}) is built for CUDA {built}, newer than the "
+                f"CUDA {driver} the NVIDIA driver supports; update the driver, or {fix}")
+    return (f"nvidia-smi lists GPUs, but PyTorch (built for CUDA {built}) cannot use them "
+            "(CUDA_VISIBLE_DEVICES, permissions, or a driver problem: see nvidia-smi)")
+
+
+def _nvidia_driver_cuda() -> str | None:
+    """The newest CUDA version the NVIDIA driver supports ('' if unknown), or None where there is
+    no NVIDIA GPU (no ``nvidia-smi``, or it lists none)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0 or "NVIDIA-SMI" not in out.stdout:
+        return None
+    match = re.search(r"CUDA Version:\s*([0-9.]+)", out.stdout)
+    return match.group(1) if match else ""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:2])
 
 
 def _mps() -> bool:

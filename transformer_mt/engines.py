@@ -12,6 +12,7 @@ it was trained with. A new engine implements ``decode`` (and says what it cannot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ class Loaded:
     tokenizers: tuple[Tokenizer, Tokenizer]
 
 
+GPU_DECODE_BATCH = 512  # a GPU decodes far more sentences at once than decode.batch_size says
+
+
 class TorchEngine:
     """Our model, or an ensemble of models of one vocabulary, on ``device``."""
 
@@ -78,6 +82,8 @@ class TorchEngine:
             if precision not in self._copies:
                 self._copies[precision] = for_decoding(self.model, precision, self.device)
             model = self._copies[precision]
+        if self.device.type == "cuda":
+            cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
         return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
                              progress=progress, scores=scores)
 

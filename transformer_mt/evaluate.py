@@ -3,7 +3,6 @@ and chrF on detokenized text."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import time
@@ -72,9 +71,6 @@ class SplitResult:
     seconds: float  # translation time
 
 
-GPU_DECODE_BATCH = 512  # a GPU decodes far more sentences at once than decode.batch_size says
-
-
 def decode_and_score(translator: Translator, references: Sequence[str],
                      sources: Sequence[str] | None = None,
                      ids: Sequence[Sequence[int]] | None = None, beam_size: int | None = None,
@@ -87,8 +83,6 @@ def decode_and_score(translator: Translator, references: Sequence[str],
         raise MTError(f"{n:,} source lines but {len(references):,} references; "
                       "they must be parallel line by line")
     cfg = translator.settings(beam_size=beam_size)
-    if translator.device.type == "cuda":
-        cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
     start = time.perf_counter()
     if ids is None:
         results = translator.translate_with(cfg, sources or [], progress=progress,

@@ -122,8 +122,14 @@ def file_lock(path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (a ``.lock`` file) across processes; others wait."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with portalocker.Lock(str(path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
-        yield
+    with open(path, "a", encoding="utf-8") as handle:
+        held = _lock(handle, portalocker.LockFlags.EXCLUSIVE, path)
+        try:
+            yield
+        finally:
+            if held:
+                with contextlib.suppress(Exception):
+                    portalocker.unlock(handle)
 
 
 @contextlib.contextmanager
@@ -136,11 +142,12 @@ def run_lock(directory: str | Path) -> Iterator[None]:
     path = Path(directory) / ".lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the block)
+    held = False
     try:
         try:
-            portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE
-                             | portalocker.LockFlags.NON_BLOCKING)
-        except portalocker.LockException as exc:
+            held = _lock(handle, portalocker.LockFlags.EXCLUSIVE
+                         | portalocker.LockFlags.NON_BLOCKING, path)
+        except portalocker.AlreadyLocked as exc:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             raise MTError(f"'{directory}' is in use by another mt train ({holder}); wait for it "
@@ -151,9 +158,33 @@ def run_lock(directory: str | Path) -> Iterator[None]:
         handle.flush()
         yield
     finally:
-        with contextlib.suppress(Exception):
-            portalocker.unlock(handle)
+        if held:
+            with contextlib.suppress(Exception):
+                portalocker.unlock(handle)
         handle.close()
+
+
+LOCKS_OFF = "MT_LOCKS"  # MT_LOCKS=off: no file locks (a filesystem without them; one run only)
+
+
+def _lock(handle: IO[str], flags: portalocker.LockFlags, path: Path) -> bool:
+    """Lock ``handle``; False where the user turned locks off. Contention raises
+    ``portalocker.AlreadyLocked``; a filesystem that cannot lock, a one-line :class:`MTError`."""
+    if os.environ.get(LOCKS_OFF, "").lower() in ("off", "0", "no", "false"):
+        return False
+    try:
+        portalocker.lock(handle, flags)
+    except portalocker.AlreadyLocked:
+        raise
+    except portalocker.LockException as exc:
+        cause = exc.__cause__ or exc
+        raise MTError(
+            f"cannot lock '{path}': the filesystem there does not support file locks ({cause}). "
+            "NFS without its lock service, Lustre mounted without -o flock and some FUSE "
+            "filesystems have none. Mount it with locks, or keep the run directory and "
+            f"MT_CACHE_DIR on one that has them; or set {LOCKS_OFF}=off to go without "
+            "(then nothing stops two runs from writing the same files)") from exc
+    return True
 
 
 def cache_dir() -> Path:

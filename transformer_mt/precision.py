@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -45,10 +46,12 @@ from transformer_mt.model.attention import MultiHeadAttention
 def resolve_precision(precision: str, device: torch.device) -> str:
     """Turn ``auto`` into ``bf16`` where the device computes in bf16 natively; on a GPU without
     native bf16 (emulation is slower than fp32) into ``fp16``, trained with a loss scaler;
-    else into ``fp32``."""
+    else into ``fp32``. ``tf32`` (a CUDA GPU's) is fp32 whose matrix products use TF32
+    tensor cores (:func:`fp32_matmul`)."""
     if precision != "auto":
-        if precision == "fp16" and device.type != "cuda":
-            raise ConfigError("train.precision=fp16 needs a CUDA GPU; use bf16 or fp32 on the CPU")
+        if precision in ("fp16", "tf32") and device.type != "cuda":
+            raise ConfigError(f"precision {precision} needs a CUDA GPU; use bf16 or fp32 on "
+                              f"{device.type}")
         return precision
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
@@ -71,6 +74,33 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def fp32_matmul(device: torch.device, precision: str) -> Iterator[None]:
+    """fp32 matrix products on a CUDA GPU for the block: TF32 tensor cores under ``tf32``, else
+    IEEE fp32 (TF32 rounds to 10 mantissa bits: only when asked for). Through torch's
+    ``fp32_precision`` setting where it has one (mixing it with the older ``allow_tf32`` flags is
+    an error in newer torch), else those flags; restored afterwards."""
+    if device.type != "cuda":
+        yield
+        return
+    tf32 = precision == "tf32"
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        saved = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if tf32 else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = saved
+        return
+    saved_flags = matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_flags
 
 
 # ------------------------------------------------------------------------ attention in bf16

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from itertools import islice
 from typing import Any
 
@@ -25,6 +25,7 @@ from transformer_mt.config import DataConfig
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.errors import DataError
 from transformer_mt.fileio import atomic_write, cache_dir, cache_key, file_lock
+from transformer_mt.packages import missing_error, require, tokenizer_packages
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,11 @@ class WordTokenizer(Tokenizer):
 
     @property
     def key(self) -> str:
-        return json.dumps(["spacy", self.lang, self.lowercase, version("spacy")])
+        try:
+            spacy_version = version("spacy")
+        except PackageNotFoundError as exc:
+            raise missing_error(["spacy"]) from exc
+        return json.dumps(["spacy", self.lang, self.lowercase, spacy_version])
 
 
 class SubwordTokenizer(Tokenizer):
@@ -200,6 +205,7 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
 
 def make_tokenizer(cfg: DataConfig, side: str, model: bytes | None = None) -> Tokenizer:
     """The tokenizer of one side (``src`` or ``tgt``); a subword one needs its model's bytes."""
+    require(tokenizer_packages(cfg))
     if cfg.tokenizer == "sentencepiece":
         if model is None:
             raise DataError(f"the {side} side needs its SentencePiece model")

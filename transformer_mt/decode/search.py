@@ -27,7 +27,7 @@ from transformer_mt.decode import incremental
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import for_decoding, resolve_precision
+from transformer_mt.precision import autocast, for_decoding, resolve_precision
 
 
 @dataclass
@@ -102,9 +102,10 @@ def _next_scores(state: Any, prefix: Tensor, at_limit: Tensor | None,
     produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>.
     """
     z = _allowed(state.next_logits(prefix))  # (N, V)
-    if at_limit is not None:
-        z[at_limit] = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
-                                  -torch.inf)
+    if at_limit is not None:  # a select, not z[at_limit] = ...: a mask write waits for the GPU
+        eos_only = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
+                               -torch.inf)  # (V,)
+        z = torch.where(at_limit[:, None], eos_only, z)
     return z, torch.logsumexp(z, dim=-1) if normalize else None
 
 
@@ -289,7 +290,6 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
         raise MTError(f"a beam of {max(beam_size, nbest)} is too wide for a target vocabulary of "
                       f"{vocab} tokens; use --beam and --nbest of at most {max(widest, 1)}")
     precision = resolve_precision(cfg.precision, device)
-    mixed = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     model = for_decoding(model, precision, device)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
@@ -306,7 +306,7 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
             src = torch.nn.utils.rnn.pad_sequence(
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)
-            with mixed:
+            with autocast(device, precision):
                 hyps = translate_batch(model, src, source_mask(src), cfg, beam_size, nbest,
                                        use_cache, generator, scores)
             for i, h in zip(chunk, hyps):

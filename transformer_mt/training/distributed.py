@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
@@ -73,9 +74,12 @@ def wrap_for_training(model: torch.nn.Module, info: DistInfo, device: torch.devi
     so that the compiled graph lets DDP's all-reduce overlap the backward."""
     wrapped = model
     if info.enabled:
+        # the only buffers, positional tables, never change: no copy from rank 0 each forward
+        # (torch 2.13 renamed broadcast_buffers, which now warns that it is deprecated)
+        renamed = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+        no_sync = {"forward_sync_buffers" if renamed else "broadcast_buffers": False}
         wrapped = DistributedDataParallel(
-            wrapped, device_ids=[device.index] if device.type == "cuda" else None,
-            broadcast_buffers=False)  # the only buffers, positional tables, never change
+            wrapped, device_ids=[device.index] if device.type == "cuda" else None, **no_sync)
     if compile_it:
         # the chunked loss is a Python loop over chunks: run as it is
         model.loss_fn = torch.compiler.disable(model.loss_fn)  # type: ignore[assignment]

@@ -34,7 +34,8 @@ from transformer_mt.engines import TorchEngine
 from transformer_mt.errors import TrainingError
 from transformer_mt.evaluate import decode_and_score
 from transformer_mt.logs import PROGRESS_LOGGER, bars_enabled
-from transformer_mt.precision import autocast, resolve_precision
+from transformer_mt.packages import require, training_packages
+from transformer_mt.precision import autocast, fp32_matmul, resolve_precision
 from transformer_mt.training import distributed
 from transformer_mt.training.loss import ModelLoss
 from transformer_mt.training.resume import (
@@ -73,6 +74,7 @@ class Trainer:
                             f"or config_from_dict(data)), not {type(config).__name__}")
         if start not in START_MODES:
             raise ValueError(f"start must be one of {', '.join(START_MODES)}, not {start!r}")
+        require(training_packages(config))  # before step 1, not at the first validation
         self.cfg = config
         self.run_dir = Path(run_dir)
         self.start = start
@@ -152,7 +154,7 @@ class Trainer:
         """Run (or resume) training until ``max_steps``/``max_epochs`` or early stopping."""
         run: Run | None = None
         completed = False
-        with self.stop.installed():
+        with self.stop.installed(), fp32_matmul(self.device, self.precision):
             try:
                 run = self.setup()
                 if run.progress.finished(self.cfg.train):
@@ -260,22 +262,25 @@ class Trainer:
     def _log_step(self, run: Run, grad_norm: Tensor, last: tuple[float, int, int],
                   n_tokens_seen: int, bar: tqdm) -> tuple[float, int, int]:
         """Write the log interval's record (mean loss, lr, tokens/s) and start a new interval."""
-        acc = run.loss_since_log
+        t0, _, tokens0 = last
+        # the loss sums (since the last record, a resumed run's included) and the tokens this
+        # process trained on since t0, all ranks' together
+        sums = torch.cat([run.loss_since_log,
+                          torch.tensor([n_tokens_seen - tokens0], device=self.device)])
         if self.dist.enabled:
-            dist.all_reduce(acc)
-        loss_sum, tokens = acc.tolist()  # the only host sync of the hot loop, every log_every
-        acc.zero_()
+            dist.all_reduce(sums)
+        loss_sum, tokens, interval_tokens = sums.tolist()  # the hot loop's only host sync
+        run.loss_since_log.zero_()
         loss = loss_sum / max(tokens, 1)
         if not math.isfinite(loss):
             raise TrainingError(f"the training loss became {loss} at step {run.progress.step}; "
                                 f"stopping. {self.files.last_good()}")
         now = time.perf_counter()
-        t0, _, tokens0 = last
-        tok_per_s = (n_tokens_seen - tokens0) * self.dist.world_size / max(now - t0, 1e-9)
+        tok_per_s = interval_tokens / max(now - t0, 1e-9)
         lr = run.optimizer.param_groups[0]["lr"]
         p = run.progress
         record = {"type": "train", "step": p.step, "epoch": p.epoch, "loss": round(loss, 4),
-                  "lr": lr, "tokens_per_s": round(tok_per_s, 1),
+                  "lr": lr, "tokens": int(tokens), "tokens_per_s": round(tok_per_s, 1),
                   "grad_norm": round(float(grad_norm), 4)}
         run.metrics.write(record)
         bar.set_postfix(epoch=p.epoch, loss=f"{loss:.3f}", lr=f"{lr:.2e}",

@@ -1,0 +1,66 @@
+"""The Python packages a command needs, checked before it starts.
+
+Some packages are imported only where they are used (spaCy takes a second to import, and a
+translation needs neither SentencePiece nor TensorBoard). A missing one would then surface
+deep inside a run: sacremoses, say, at the first validation 200 steps into training. So each
+command asks :func:`require` for what its config will use, before the first step, and a missing
+package ends it in one line that names the package and the install command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from transformer_mt.config import Config, DataConfig
+from transformer_mt.errors import MTError
+
+# module name -> the name pip installs it by
+PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
+             "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu",
+             "tensorboard": "tensorboard", "matplotlib": "matplotlib",
+             "ctranslate2": "ctranslate2"}
+
+
+class MissingPackageError(MTError):
+    """A Python package the command needs is not installed."""
+
+
+def tokenizer_packages(data: DataConfig) -> dict[str, str]:
+    """What the tokenizers of ``data`` need: module -> what for."""
+    if data.tokenizer == "sentencepiece":
+        return {"sentencepiece": "data.tokenizer=sentencepiece"}
+    return {"spacy": "data.tokenizer=word (tokenizing)",
+            "sacremoses": "data.tokenizer=word (detokenizing translations)"}
+
+
+def training_packages(config: Config) -> dict[str, str]:
+    """What ``mt train`` with ``config`` needs, validation and logging included."""
+    needs = {**tokenizer_packages(config.data), "sacrebleu": "validation BLEU"}
+    if config.train.tensorboard:
+        needs["tensorboard"] = "train.tensorboard"
+    return needs
+
+
+def require(needs: dict[str, str]) -> None:
+    """Raise :class:`MissingPackageError` naming every module of ``needs`` that is missing."""
+    missing = [name for name in needs if not installed(name)]
+    if missing:
+        raise missing_error(missing, [needs[m] for m in missing])
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None
+        return False
+
+
+def missing_error(modules: list[str], reasons: list[str] | None = None) -> MissingPackageError:
+    names = [PIP_NAMES.get(m, m) for m in modules]
+    why = f" (needed for {'; '.join(reasons)})" if reasons else ""
+    return MissingPackageError(
+        f"the Python package{'s' if len(names) > 1 else ''} {', '.join(names)} "
+        f"{'are' if len(names) > 1 else 'is'} not installed{why}; install with "
+        f"`{sys.executable} -m pip install {' '.join(names)}` (or `make setup`)")
