@@ -190,3 +190,25 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 5 and lines[0].startswith("[") and "(" in lines[-1]
+
+
+def test_step_checkpoints_are_written_only_where_averaging_uses_them(tmp_path, monkeypatch):
+    """With a fixed budget only the last train.keep_last saves write a step checkpoint; with
+    early stopping (the end unknown) every save does."""
+    from transformer_mt.training import run_dir as run_dir_module
+
+    written = []
+    save = run_dir_module.save_checkpoint
+    monkeypatch.setattr(run_dir_module, "save_checkpoint",
+                        lambda ckpt, path: written.append(path.name) or save(ckpt, path))
+    for patience, expected in ((None, [6, 9, 12]), (100, [3, 6, 9, 12])):
+        written.clear()
+        run = tmp_path / f"patience-{patience}"
+        extra = [] if patience is None else [f"train.patience={patience}"]
+        result = run_cli(tiny_train_args(run, "train.max_steps=12", "train.eval_every=100",
+                                         "train.keep_last=2", *extra))
+        assert result.returncode == 0, result.stderr
+        assert [n for n in written if n.startswith("step_")] == [
+            f"step_{s:07d}.pt" for s in expected]
+        assert sorted(p.name for p in run.glob("step_*.pt")) == ["step_0000009.pt",
+                                                                 "step_0000012.pt"]

@@ -9,6 +9,7 @@ import logging
 import pytest
 import torch
 
+from tests.conftest import needs_data, run_cli, tiny_train_args
 from tests.test_model import make_model
 from transformer_mt.config import TrainConfig
 from transformer_mt.config_file import config_from_dict
@@ -137,3 +138,15 @@ def test_a_rank_that_does_not_see_rank_0s_checkpoint_refuses(tmp_path, monkeypat
     decide = _as_rank_1(monkeypatch, ("error", "rank 0's one-line reason"))
     with pytest.raises(TrainingError, match="rank 0's one-line reason"):
         decide(tmp_path / "run", config, [], "auto", rank_1)
+
+
+@needs_data
+def test_a_run_that_ends_inside_its_warmup_is_warned_about(tmp_path, trained_run):
+    """Raising train.max_tokens (with the number of GPUs, say) makes an epoch fewer steps: a
+    budget in epochs then ends inside the warmup, silently under-trained."""
+    result = run_cli(tiny_train_args(tmp_path / "run", "train.max_steps=null",
+                                     "train.max_epochs=2", "train.warmup_steps=100"))
+    assert result.returncode == 0, result.stderr
+    assert "fewer than twice its 100 warmup steps" in result.stderr
+    assert "an epoch at train.max_tokens=600" in result.stderr
+    assert "warmup steps" not in trained_run[1].stderr  # 6 steps, 2 of warmup: no warning

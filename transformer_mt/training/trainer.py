@@ -86,6 +86,7 @@ class Trainer:
         self.is_main = self.dist.is_main
         self.stop = StopSignals(self.dist, self.device, config.train.log_every)
         self.files = RunDir(self.run_dir, self.is_main)
+        self.planned_steps = 0  # the run's length in steps, known once its data is
 
     # ------------------------------------------------------------------------- setup stages
 
@@ -181,6 +182,8 @@ class Trainer:
         t, p = self.cfg.train, run.progress
         run.model.train()
         plan = self.epoch_plan(run, p.epoch)
+        self.planned_steps = t.total_steps(len(plan))
+        self._check_length(self.planned_steps, len(plan))
         bar = tqdm(total=t.total_steps(len(plan)), initial=p.step, unit="step",
                    desc="train", disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
         last_log = (time.perf_counter(), p.step, 0)
@@ -218,6 +221,19 @@ class Trainer:
                      "in %s", p.step, p.epoch, p.best_bleu, p.best_step, self.run_dir)
         finally:
             bar.close()
+
+    def _check_length(self, total: int, per_epoch: int) -> None:
+        """Warn when the run ends before its learning rate has left warmup for long: a bigger
+        train.max_tokens (say, raised with the number of GPUs) means fewer steps an epoch, and
+        a budget in epochs then ends inside the warmup."""
+        t = self.cfg.train
+        if self.is_main and total < 2 * t.warmup_steps:
+            log.warning(
+                "this run plans %d steps (%d an epoch at train.max_tokens=%d), fewer than twice "
+                "its %d warmup steps: the learning rate hardly leaves warmup and the model will "
+                "be under-trained. Give the budget in steps (train.max_steps, several times the "
+                "warmup), or lower train.warmup_steps or train.max_tokens (docs/gpu.md)",
+                total, per_epoch, t.max_tokens, t.warmup_steps)
 
     def train_step(self, run: Run, step_batches: list[list[int]]) -> tuple[Tensor, int]:
         """One optimizer step over this rank's ``accum_steps`` batches of ``step_batches``.
@@ -348,6 +364,15 @@ class Trainer:
         self._check_weights(run)
         self.files.save_best(run_checkpoint(run, self.cfg, self.precision))
 
+    def _step_files(self, step: int) -> int:
+        """How many step checkpoints to keep, if this save writes one: only the saves that
+        averaging can still use do. With a fixed budget those are the last ``keep_last``
+        (each is ~a third of ``last.pt``: on a GPU, writing one every save costs as much as
+        the steps between); with early stopping the end is unknown, so every save writes one."""
+        t = self.cfg.train
+        last_window = self.planned_steps - (t.keep_last + 1) * t.save_every
+        return t.keep_last if t.patience is not None or step > last_window else 0
+
     def _save_last(self, run: Run) -> None:
         """Write ``last.pt`` and, with ``train.keep_last``, a step checkpoint (its weights)."""
         step = run.progress.step
@@ -355,7 +380,7 @@ class Trainer:
         self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
             self.files.save_last(run_checkpoint(run, self.cfg, self.precision, rng), step,
-                                 self.cfg.train.keep_last)
+                                 self._step_files(step))
         distributed.barrier(self.dist)
 
 
