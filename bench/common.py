@@ -51,16 +51,60 @@ def peak_memory_mib(device: torch.device) -> float:
     return peak_rss_mib()
 
 
-def matmul_flops(dtype: torch.dtype, device: torch.device, n: int = 2048,
+PRECISION_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                    "tf32": torch.float32}
+
+
+def peak_matmul_size(device: torch.device) -> int:
+    """The side of the square product that reaches the device's peak: 2048 fills 2 CPU cores,
+    while an H100 reaches its rate only at ~8192 (at 2048 it reads 1.3-1.8x too low)."""
+    return 8192 if device.type == "cuda" else 2048
+
+
+def matmul_flops(precision: str, device: torch.device, n: int | None = None,
                  seconds: float = 1.0) -> float:
-    """Measured FLOP/s of a square matmul: the hardware ceiling our model is compared with."""
+    """Measured FLOP/s of a square matmul in ``precision`` (``tf32``: fp32 on TF32 tensor
+    cores): the hardware ceiling our model is compared with."""
+    from transformer_mt.precision import fp32_matmul
+
+    n = n or peak_matmul_size(device)
+    dtype = PRECISION_DTYPES[precision]
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
-    a @ b
-    synchronize(device)
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    with fp32_matmul(device, precision):
         a @ b
-        count += 1
-    synchronize(device)
+        synchronize(device)
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            a @ b
+            count += 1
+        synchronize(device)
     return 2 * n**3 * count / (time.perf_counter() - start)
+
+
+# Dense (no sparsity) tensor-core peaks in TFLOP/s from NVIDIA's data sheets, by GPU name and
+# precision: MFU against these says how far from the hardware's rating, against the measured
+# matmul peak how far from what this machine reaches
+NOMINAL_TFLOPS = {
+    "H200": {"bf16": 989, "fp16": 989, "tf32": 495, "fp32": 67},
+    "H100 PCIe": {"bf16": 756, "fp16": 756, "tf32": 378, "fp32": 51},
+    "H100": {"bf16": 989, "fp16": 989, "tf32": 495, "fp32": 67},
+    "A100": {"bf16": 312, "fp16": 312, "tf32": 156, "fp32": 19.5},
+    "L40S": {"bf16": 362, "fp16": 362, "tf32": 183, "fp32": 91.6},
+    "L4": {"bf16": 121, "fp16": 121, "tf32": 60, "fp32": 30.3},
+    "A10": {"bf16": 125, "fp16": 125, "tf32": 62.5, "fp32": 31.2},
+    "V100": {"fp16": 125, "fp32": 15.7},
+    "T4": {"fp16": 65, "fp32": 8.1},
+}
+
+
+def nominal_flops(device: torch.device, precision: str) -> float | None:
+    """The data-sheet peak FLOP/s of ``device`` in ``precision``, or None (a CPU, or a GPU not
+    in :data:`NOMINAL_TFLOPS`)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for model, peaks in NOMINAL_TFLOPS.items():  # "H100 PCIe" before "H100"
+        if model in name and precision in peaks:
+            return peaks[precision] * 1e12
+    return None

@@ -31,7 +31,14 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, matmul_flops, peak_memory_mib, synchronize
+from bench.common import (
+    machine,
+    matmul_flops,
+    nominal_flops,
+    peak_matmul_size,
+    peak_memory_mib,
+    synchronize,
+)
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import pick_device
@@ -206,15 +213,18 @@ def main(argv: list[str] | None = None) -> None:
     per_sentence = 13.9  # mean target tokens (with <eos>) of a Multi30k training pair
     sentences = args.sentences or max(1, round(ours["tgt_tokens_per_step"] / per_sentence))
     base = child("baseline", "--sentences", str(sentences))
-    peaks = {}
-    for name in {ours["dtype"], "fp32"}:
-        dtype = torch.bfloat16 if name == "bf16" else torch.float32
-        peaks[name] = matmul_flops(dtype, pick_device(args.device),
-                                   **({"n": 256, "seconds": 0.1} if args.smoke else {}))
+    device = pick_device(args.device)
+    peaks = {name: matmul_flops(name, device, **({"n": 256, "seconds": 0.1} if args.smoke
+                                                 else {}))
+             for name in {ours["dtype"], "fp32"}}
     for r in (ours, base):
         r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
         r["mfu"] = r["model_flops_per_s"] / peaks[r["dtype"]]  # of the measured matmul peak
-    record = {"benchmark": "train_speed", "machine": machine(pick_device(args.device)),
+        nominal = nominal_flops(device, r["dtype"])
+        r["nominal_peak_flops_per_s"] = nominal
+        r["mfu_nominal"] = None if nominal is None else r["model_flops_per_s"] / nominal
+    record = {"benchmark": "train_speed", "machine": machine(device),
+              "peak_matmul_size": 256 if args.smoke else peak_matmul_size(device),
               "device": args.device, "steps": args.steps,
               "date": time.strftime("%Y-%m-%d"),
               "ours": {k: round(v, 3) if isinstance(v, float) else v for k, v in ours.items()},
