@@ -6,17 +6,29 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= $(firstword $(wildcard ../shared/data/multi30k))
 export MT_DATA_DIR ?= $(DATA_DIR)
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench clean wheelhouse
+
+# WHEELHOUSE=DIR: install from that folder only, with no network (`make wheelhouse` fills it);
+# VENV_ARGS=--system-site-packages: use a torch the machine already has (a GPU image's)
+WHEELHOUSE ?=
+VENV_ARGS ?=
+PIP_FROM := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),)
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV_ARGS) $(VENV)
 	# the torch build that fits the machine first (CUDA only where an NVIDIA GPU is): a bare
 	# `pip install torch` pulls gigabytes of CUDA packages even where there is no GPU
-	bash scripts/install_torch.sh $(PY)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	WHEELHOUSE="$(if $(WHEELHOUSE),$(abspath $(WHEELHOUSE)),)" bash scripts/install_torch.sh $(PY)
+	$(PY) -m pip install --quiet $(PIP_FROM) -e ".[dev]"
 	touch $@
 
 setup: $(VENV)/.installed
+
+# every wheel the project needs, for a machine without internet: make wheelhouse
+# [WHEELHOUSE=wheelhouse] [WHEEL_PYTHON=3.12] [WHEEL_PLATFORM=manylinux_2_28_x86_64]
+# [WHEEL_TORCH=none|cpu|cu128]; then there: make setup WHEELHOUSE=wheelhouse
+wheelhouse:
+	bash scripts/wheelhouse.sh $(or $(WHEELHOUSE),wheelhouse) $(WHEEL_PYTHON) $(WHEEL_PLATFORM)
 
 demo: setup
 	$(VENV)/bin/mt train --config config/quickstart.yaml --run-dir runs/quickstart

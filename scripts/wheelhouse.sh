@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Download every wheel transformer_mt needs into a folder, for machines without internet
+# (clusters, lent GPU machines). Then, on that machine, with the folder copied beside the repo:
+#
+#   make setup WHEELHOUSE=wheelhouse       # installs from it only (pip --no-index)
+#
+# Usage: scripts/wheelhouse.sh DIR [PYTHON_VERSION [PLATFORM]]
+#   PYTHON_VERSION  e.g. 3.12 (default: this Python's)
+#   PLATFORM        e.g. manylinux_2_28_x86_64 (default: this machine's); with either of these
+#                   two, only binary wheels are taken (pip cannot build for another machine)
+#   WHEEL_TORCH     none: no torch (the target has one, e.g. a GPU image: then create the venv
+#                   with VENV_ARGS=--system-site-packages); cpu (default): the CPU build;
+#                   cu126, cu128, ...: that CUDA build (several GB)
+#   TORCH_VERSION   default 2.13.0
+set -euo pipefail
+DIR=${1:?usage: scripts/wheelhouse.sh DIR [PYTHON_VERSION [PLATFORM]]}
+PYVER=${2:-}
+PLATFORM=${3:-}
+TORCH=${WHEEL_TORCH:-cpu}
+VERSION=${TORCH_VERSION:-2.13.0}
+PY=${PYTHON:-python3}
+cd "$(dirname "$0")/.."
+mkdir -p "$DIR"
+
+target=()
+if [ -n "$PYVER" ] || [ -n "$PLATFORM" ]; then
+  target=(--only-binary=:all:)
+  [ -n "$PYVER" ] && target+=(--python-version "$PYVER" --implementation cp)
+  [ -n "$PLATFORM" ] && target+=(--platform "$PLATFORM")
+fi
+
+# the project's dependencies (and the dev extras the tests need), read from pyproject.toml
+requirements=$(mktemp)
+trap 'rm -f "$requirements"' EXIT
+"$PY" - "$requirements" <<'EOF'
+import sys
+import tomllib
+
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+needs = [r for r in project["dependencies"] if not r.startswith("torch")]
+needs += project["optional-dependencies"]["dev"]
+needs += project["optional-dependencies"]["serve"] if "serve" in project.get(
+    "optional-dependencies", {}) else []
+needs += ["setuptools>=68", "wheel"]  # to install the project itself (an editable install builds)
+open(sys.argv[1], "w").write("\n".join(needs) + "\n")
+EOF
+
+echo "wheelhouse: the project's dependencies${PYVER:+ for Python $PYVER}${PLATFORM:+ on $PLATFORM}" >&2
+"$PY" -m pip download --quiet --disable-pip-version-check -d "$DIR" "${target[@]}" \
+  -r "$requirements"
+"$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$DIR" .
+
+case "$TORCH" in
+  none) echo "wheelhouse: no torch (WHEEL_TORCH=none)" >&2 ;;
+  cpu)
+    echo "wheelhouse: torch==$VERSION, CPU build" >&2
+    # a torch wheel pip finds without the network (find-links, as on this project's CI), else
+    # PyTorch's CPU index (PyPI's Linux wheel is the CUDA build)
+    if ! "$PY" -m pip download --quiet --no-index --no-deps -d "$DIR" "${target[@]}" \
+        "torch==$VERSION" 2>/dev/null; then
+      "$PY" -m pip download --quiet --no-deps -d "$DIR" "${target[@]}" "torch==$VERSION" \
+        --index-url https://download.pytorch.org/whl/cpu
+    fi
+    "$PY" -m pip download --quiet -d "$DIR" "${target[@]}" "torch==$VERSION" \
+      --find-links "$DIR" ;;  # its dependencies (sympy, networkx, ...)
+  cu*)
+    echo "wheelhouse: torch==$VERSION+$TORCH (several GB)" >&2
+    "$PY" -m pip download --quiet -d "$DIR" "${target[@]}" "torch==$VERSION+$TORCH" \
+      --index-url "https://download.pytorch.org/whl/$TORCH" \
+      --extra-index-url https://pypi.org/simple ;;
+  *) echo "wheelhouse: WHEEL_TORCH must be none, cpu or cuXYZ, not '$TORCH'" >&2; exit 2 ;;
+esac
+echo "wheelhouse: $(ls "$DIR" | wc -l) files, $(du -sh "$DIR" | cut -f1) in $DIR" >&2
