@@ -70,27 +70,37 @@ def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int
 
 
 def run_ours(args) -> dict:
-    from transformer_mt.training.trainer import Trainer
-
     overrides = [*sizes(args), f"train.precision={args.precision}",
                  f"train.max_tokens={600 if args.smoke else 4096}",
                  f"train.device={args.device}",
                  "train.threads=" + str(torch.get_num_threads()),
                  f"train.compile={str(args.compile).lower()}"]
+    return measure_training(overrides, args.steps, args.warmup)
+
+
+def measure_training(overrides: list[str], steps: int, warmup: int) -> dict:
+    """Time ``steps`` of the Trainer's own step (after ``warmup`` untimed ones) for the default
+    config with ``overrides``: target tokens/s, padding, model FLOP/s, peak memory, and the
+    seconds the warm-up steps took (with ``train.compile``, the compilation)."""
+    from transformer_mt.training.trainer import Trainer
+
     cfg = config_from_dict({}, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, tmp, progress=False)
         run = trainer.setup()
         plan = trainer.epoch_plan(run, 0)
+        plan = (plan * (1 + (warmup + steps) // max(len(plan), 1)))[: warmup + steps]
         data = run.train_data
         tgt_tokens = src_tokens = padded = 0
         device = trainer.device
-        for i, step in enumerate(plan[: args.warmup + args.steps]):
-            if i == args.warmup:
+        synchronize(device)
+        begin = start = time.perf_counter()
+        for i, step in enumerate(plan):
+            if i == warmup:
                 synchronize(device)
                 start = time.perf_counter()
             trainer.train_step(run, step)
-            if i >= args.warmup:
+            if i >= warmup:
                 for idx in step:  # every piece of the step (ranks, accumulation)
                     if len(idx) == 0:
                         continue
@@ -105,9 +115,9 @@ def run_ours(args) -> dict:
                                            len(run.tgt_vocab), src_tokens / len(data),
                                            tgt_tokens / len(data))
         return {"tokens_per_s": tgt_tokens / elapsed, "tgt_tokens_per_step": tgt_tokens /
-                args.steps, "padding": 1 - real / padded, "precision": trainer.precision,
+                steps, "padding": 1 - real / padded, "precision": trainer.precision,
                 "model_flops_per_s": flops / elapsed, "dtype": trainer.precision,
-                "peak_memory_mib": peak_memory_mib(device)}
+                "warmup_s": start - begin, "peak_memory_mib": peak_memory_mib(device)}
 
 
 class TutorialModel(nn.Module):

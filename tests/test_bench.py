@@ -96,3 +96,26 @@ def test_mfu_is_taken_against_a_peak_that_the_device_reaches(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device, n=name: n)
         assert nominal_flops(cuda, precision) == (tflops and tflops * 1e12), name
     assert nominal_flops(cpu, "bf16") is None
+
+
+@needs_data
+def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
+    """scripts/gpu_check.sh on this machine: without a GPU its GPU parts say so (and are not
+    failures); loss parity, a one-process torchrun training and its resume run on the CPU."""
+    import torch
+
+    out = tmp_path / "gpu_check.json"
+    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(out)],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert json.loads(result.stdout) == report
+    if not torch.cuda.is_available():
+        for part in ("attention_kernels", "host_syncs"):
+            assert report[part]["status"] == "skipped: no GPU found"
+        assert report["ddp_resume"]["backend"] == "gloo (no GPU found)"
+    assert report["environment"]["status"] == "ok"
+    assert report["loss_parity"]["fp32"]["relative_difference"] < 1e-5
+    assert report["ddp_resume"]["status"] == "ok" and report["ddp_resume"][
+        "resumed_to_step"] == 8
+    assert report["speed"]["runs"]["smoke"]["tokens_per_s"] > 0
