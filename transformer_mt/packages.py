@@ -15,11 +15,12 @@ import sys
 from transformer_mt.config import Config, DataConfig
 from transformer_mt.errors import MTError
 
-# module name -> the name pip installs it by
+# module name -> what pip installs it by: the project's dependencies by name (`make setup`
+# installs them), its optional ones through the project's extras
 PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu",
-             "tensorboard": "tensorboard", "matplotlib": "matplotlib",
-             "ctranslate2": "ctranslate2"}
+             "matplotlib": "matplotlib", "tensorboard": "'transformer_mt[tensorboard]'",
+             "ctranslate2": "'transformer_mt[ct2]'"}
 
 
 class MissingPackageError(MTError):
@@ -60,7 +61,9 @@ def installed(module: str) -> bool:
 def missing_error(modules: list[str], reasons: list[str] | None = None) -> MissingPackageError:
     names = [PIP_NAMES.get(m, m) for m in modules]
     why = f" (needed for {'; '.join(reasons)})" if reasons else ""
+    extras = any(n.startswith("'") for n in names)
     return MissingPackageError(
-        f"the Python package{'s' if len(names) > 1 else ''} {', '.join(names)} "
+        f"the Python package{'s' if len(names) > 1 else ''} {', '.join(modules)} "
         f"{'are' if len(names) > 1 else 'is'} not installed{why}; install with "
-        f"`{sys.executable} -m pip install {' '.join(names)}` (or `make setup`)")
+        f"`{sys.executable} -m pip install {' '.join(names)}`"
+        + ("" if extras else " (or `make setup`)"))
