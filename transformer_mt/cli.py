@@ -7,6 +7,7 @@
     mt average     average the weights of several checkpoints into one
     mt plot        plot loss, BLEU and learning rate of a run directory
     mt trace       walk one sentence through every stage of the model, with shapes
+    mt serve       a translation server: JSON API, LibreTranslate API, a web page
     mt info        describe a checkpoint (config, sizes, step, best BLEU)
 
 This module holds what can be typed (the parser) and how errors end (one line on stderr, a
@@ -24,6 +25,7 @@ from transformer_mt.commands import (
     cmd_export,
     cmd_info,
     cmd_plot,
+    cmd_serve,
     cmd_trace,
     cmd_train,
     cmd_translate,
@@ -149,6 +151,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="Multi30k (for the untrained model's vocabularies)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("serve", parents=[common],
+                       help="a translation server: JSON API, LibreTranslate API and a web page")
+    p.add_argument("--checkpoint", required=True, action="append",
+                   help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key-file", help="a file holding the key clients must send")
+    p.add_argument("--batch-tokens", type=int, default=4096,
+                   help="a batch closes at this many source tokens ...")
+    p.add_argument("--max-wait-ms", type=float, default=10.0,
+                   help="... or this long after its first request")
+    p.add_argument("--no-batching", action="store_true", help="decode each request alone")
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="requests waiting for the decoder; beyond, 503")
+    p.add_argument("--max-sentences", type=int, default=128, help="sentences per request")
+    p.add_argument("--max-chars", type=int, default=5000, help="characters per sentence")
+    p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="request body size")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds a request may take (queue and decoding), else 504")
+    p.add_argument("--grace", type=float, default=30.0,
+                   help="on SIGTERM, seconds the requests in flight get to finish")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
     p.add_argument("checkpoint")

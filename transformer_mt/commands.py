@@ -261,6 +261,46 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from transformer_mt.translate import Translator
+
+    for name, low in (("port", 1), ("batch_tokens", 1), ("max_queue", 1), ("max_sentences", 1),
+                      ("max_chars", 1), ("max_body_bytes", 1), ("max_wait_ms", 0)):
+        if getattr(args, name) < low or (name == "port" and args.port > 65535):
+            raise MTError(f"--{name.replace('_', '-')} must be at least {low}"
+                          + (" and at most 65535" if name == "port" else ""))
+    if not args.timeout > 0 or not args.grace >= 0:
+        raise MTError("--timeout must be positive and --grace at least 0")
+    try:
+        from transformer_mt.serve.api import Limits
+        from transformer_mt.serve.app import ServeOptions, serve
+    except ModuleNotFoundError as exc:
+        from transformer_mt.packages import missing_error
+
+        raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
+    api_key = None
+    if args.api_key_file:
+        why = not_a_file(Path(args.api_key_file))
+        if why:
+            raise MTError(f"--api-key-file '{args.api_key_file}' {why}")
+        api_key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
+        if not api_key:
+            raise MTError(f"--api-key-file '{args.api_key_file}' is empty; put the key in it")
+    translator = Translator.load(args.checkpoint, args.device, args.engine)
+    about: dict = {}
+    if args.engine == "torch" and len(args.checkpoint) == 1:
+        from transformer_mt.checkpoint import load_checkpoint
+
+        progress = load_checkpoint(args.checkpoint[0]).get("progress", {})
+        about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu")}
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
+                    max_chars=args.max_chars, timeout_s=args.timeout)
+    options = ServeOptions(limits, api_key, args.batch_tokens, args.max_wait_ms,
+                           args.max_queue, not args.no_batching, args.engine, about)
+    serve(translator, options, args.host, args.port, args.grace)
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from transformer_mt.build import model_from_checkpoint
     from transformer_mt.checkpoint import load_checkpoint

@@ -50,3 +50,9 @@ def check_language(code: str, key: str) -> None:
     hint = f"; did you mean '{close[0]}'?" if close else ""
     raise ConfigError(f"config key '{key}' is {code!r}, a language spaCy does not know{hint} "
                       f"(known: {', '.join(known)})")
+
+
+def language_name(code: str) -> str:
+    """spaCy's name of a language (``de`` -> ``German``), else the code."""
+    names = {c: n for n, c in _language_names().items()}
+    return names[code].capitalize() if code in names else code

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -40,6 +41,43 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     weights = translator.cross_attention(src_ids, result.ids, layer, head)  # (T_out + 1, S)
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
     return src_tokens, [*result.tokens, "<eos>"], weights, result.text
+
+
+@dataclass
+class Inside:
+    """What the model does while it reads one source and produces one output (teacher forcing:
+    the whole output at once, what search saw step by step): every decoder layer's and head's
+    cross-attention, and at each output step the most probable next tokens."""
+
+    source: list[str]  # source tokens, <eos> included
+    output: list[str]  # output tokens, <eos> included: a row per step
+    cross: Tensor  # (L, H, T_out + 1, S) cross-attention of each decoder layer and head
+    self_attention: Tensor  # (L, H, T_out + 1, T_out + 1) decoder self-attention
+    top_tokens: list[list[str]]  # (T_out + 1, k) the k most probable next tokens at each step
+    top_probs: Tensor  # (T_out + 1, k) their probabilities
+
+
+@torch.no_grad()
+def look_inside(translator: Translator, src_ids: list[int], out_ids: list[int],
+                k: int = 5) -> Inside:
+    """One forward pass over ``out_ids`` (ids without <bos>/<eos>) for the source ``src_ids``
+    (ending in <eos>): the attention maps and next-token candidates ``mt trace`` draws and the
+    server's page shows."""
+    model = translator.model
+    if not isinstance(model, Transformer):
+        raise MTError("attention weights are those of one model; pass one checkpoint")
+    src = torch.tensor([src_ids], device=translator.device)  # (1, S)
+    tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)  # (1, T + 1)
+    att = AttentionWeights()
+    logits = model(src, tgt_in, source_mask(src), attention=att)[0]  # (T + 1, V)
+    top_probs, top_ids = next_token_logprobs(logits).exp().topk(min(k, logits.size(-1)))
+    itos = translator.tgt_vocab.itos
+    return Inside([translator.src_vocab.itos[i] for i in src_ids],
+                  [*(itos[i] for i in out_ids), "<eos>"],
+                  torch.stack([w[0] for w in att.cross]).float().cpu(),
+                  torch.stack([w[0] for w in att.decoder_self]).float().cpu(),
+                  [[itos[i] for i in row] for row in top_ids.tolist()],
+                  top_probs.float().cpu())
 
 
 def _vec(t: Tensor, n: int = 4) -> str:
@@ -144,18 +182,14 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
                                figures / f"encoder_layer{n}_head{h}.png",
                                f"encoder self-attention, layer {n}, head {h}")
         # Every decoder layer and head: teacher-force the output to get all weights at once.
-        out_ids = [translator.tgt_vocab.stoi[t] for t in out]
-        tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)
-        att = AttentionWeights()
-        model(src, tgt_in, mask, attention=att)
-        rows = [*out, "<eos>"]
+        inside = look_inside(translator, src_ids, [translator.tgt_vocab.stoi[t] for t in out])
         cols_self = ["<bos>", *out]
-        for n, (self_w, cross_w) in enumerate(zip(att.decoder_self, att.cross)):
-            for h in range(cross_w.size(1)):
-                plot_attention(cross_w[0, h].cpu(), rows, src_tokens,
+        for n, (self_w, cross_w) in enumerate(zip(inside.self_attention, inside.cross)):
+            for h in range(cross_w.size(0)):
+                plot_attention(cross_w[h], inside.output, src_tokens,
                                figures / f"decoder_layer{n}_head{h}_cross.png",
                                f"decoder cross-attention, layer {n}, head {h}")
-                plot_attention(self_w[0, h].cpu(), rows, cols_self,
+                plot_attention(self_w[h], inside.output, cols_self,
                                figures / f"decoder_layer{n}_head{h}_self.png",
                                f"decoder self-attention, layer {n}, head {h}")
         emit(f"figures written to {figures}")
