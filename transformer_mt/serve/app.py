@@ -98,20 +98,19 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
         batch_sentences.observe(n_sentences)
         decode_seconds.observe(seconds)
 
-    state: dict[str, Batcher] = {}
-
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         batcher = Batcher(translator, options.batch_tokens, options.max_wait_ms / 1000,
                           options.max_queue, options.batching, BatchStats(on_batch))
         queue_depth.set_function(batcher.waiting)
-        state["batcher"] = batcher
+        app.state.batcher = batcher
         yield
         batcher.close()  # what is queued is finished first
-        state.pop("batcher")
+        app.state.batcher = None
 
     app = FastAPI(title="transformer_mt", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/v1/openapi.json")
+    app.state.batcher = None  # the decoding worker, while the app runs
 
     @app.exception_handler(RequestError)
     async def problem(request: Request, exc: RequestError) -> JSONResponse:
@@ -141,7 +140,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
                               "'Authorization: Bearer KEY' (or 'api_key' for LibreTranslate)")
 
     async def translate(sentences: list[str], req: TranslateRequest) -> list[dict[str, Any]]:
-        batcher = state.get("batcher")
+        batcher = app.state.batcher
         if batcher is None:
             raise RequestError(503, "the server is starting or stopping; try again")
         try:
@@ -206,7 +205,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        ready = "batcher" in state
+        ready = app.state.batcher is not None
         return JSONResponse({"status": "ready" if ready else "starting"}, 200 if ready else 503)
 
     @app.get("/v1/info")

@@ -1,0 +1,256 @@
+"""mt serve (#23): the API gives what the Translator gives, bad requests get a 4xx and never
+hurt the server, requests arriving together are decoded together, a full queue answers 503."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import needs_data
+
+pytestmark = needs_data
+
+fastapi = pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from transformer_mt.serve.api import Limits  # noqa: E402
+from transformer_mt.serve.app import ServeOptions, create_app  # noqa: E402
+from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError  # noqa: E402
+
+SENTENCES = ["Ein Hund läuft über die Wiese.", "", "Zwei Männer spielen Fußball.",
+             "Eine Frau liest ein Buch."]
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    from transformer_mt.translate import Translator
+
+    return Translator.load(trained_run[0] / "best.pt", "cpu")
+
+
+@pytest.fixture(scope="module")
+def client(translator):
+    with TestClient(create_app(translator, ServeOptions(about={"step": 6}))) as c:
+        yield c
+
+
+def _ok(client) -> None:
+    """The server still answers, and still translates."""
+    assert client.get("/health").json() == {"status": "ready"}
+    assert client.post("/v1/translate", json={"text": ["Ein Hund."]}).status_code == 200
+
+
+def test_translations_over_http_are_the_translators(client, translator):
+    answer = client.post("/v1/translate", json={"text": SENTENCES, "beam": 3, "nbest": 2})
+    assert answer.status_code == 200
+    got = answer.json()["translations"]
+    expected = translator.translate_nbest(SENTENCES, nbest=2, beam_size=3)
+    assert [t["text"] for t in got] == [e[0].text for e in expected]
+    assert [[h["text"] for h in t.get("nbest", [t])] for t in got[:1]] == [
+        [h.text for h in expected[0]]]
+    assert got[0]["score"] == pytest.approx(expected[0][0].score, abs=1e-4)
+    assert got[1] == {"text": "", "score": 0.0, "tokens": []}
+    one = client.post("/v1/translate", json={"text": SENTENCES[0], "beam": 1}).json()
+    assert one["translations"][0]["text"] == translator.translate([SENTENCES[0]], beam_size=1)[0]
+
+
+def test_attention_and_next_token_candidates(client, translator):
+    got = client.post("/v1/translate", json={"text": [SENTENCES[0]], "beam": 1,
+                                             "attention": True, "topk": 4}).json()
+    t = got["translations"][0]
+    cfg = translator.config.model
+    n_out, n_src = len(t["output_tokens"]), len(t["source_tokens"])
+    assert t["output_tokens"] == [*t["tokens"], "<eos>"] and t["source_tokens"][-1] == "<eos>"
+    attention = t["attention"]
+    assert (len(attention), len(attention[0]), len(attention[0][0]), len(attention[0][0][0])) \
+        == (cfg.n_decoder_layers, cfg.n_heads, n_out, n_src)
+    assert all(abs(sum(row) - 1) < 2e-3 for row in attention[-1][0])  # softmax rows
+    assert [s["chosen"] for s in t["steps"]] == t["output_tokens"]
+    for step in t["steps"]:
+        probs = [p for _, p in step["top"]]
+        assert len(step["top"]) == 4 and probs == sorted(probs, reverse=True)
+    # greedy chose the most probable token at every step (but a last <eos> forced by the
+    # length limit, which this barely trained model reaches)
+    assert all(s["top"][0][0] == s["chosen"] for s in t["steps"][:-1])
+
+
+def test_info_languages_and_libretranslate(client, translator):
+    info = client.get("/v1/info").json()
+    assert (info["source_language"], info["target_language"], info["step"]) == ("de", "en", 6)
+    assert info["vocabulary"]["target"] == len(translator.tgt_vocab)
+    assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
+                                                  "targets": ["en"]}
+    expected = translator.translate(SENTENCES[:1])[0]
+    for kwargs in ({"json": {"q": SENTENCES[0], "source": "de", "target": "en"}},
+                   {"data": {"q": SENTENCES[0], "source": "auto", "target": "en"}}):
+        answer = client.post("/translate", **kwargs)
+        assert answer.json() == {"translatedText": expected}, answer.text
+    many = client.post("/translate", json={"q": SENTENCES[:2], "source": "de", "target": "en"})
+    assert many.json()["translatedText"][1] == ""
+    wrong = client.post("/translate", json={"q": "x", "source": "fr", "target": "en"})
+    assert wrong.status_code == 400 and "translates de into en" in wrong.json()["error"]
+
+
+@pytest.mark.parametrize("body, status, message", [
+    (b"{bad json", 400, "not JSON"),
+    ("{\"text\": [\"Ein Hund\"]}".encode("utf-16"), 400, "not UTF-8"),
+    (json.dumps([1, 2]), 422, "JSON object"),
+    (json.dumps({"text": 5}), 422, "a sentence or a list of sentences"),
+    (json.dumps({"text": ["a", 3]}), 422, "a sentence or a list of sentences"),
+    (json.dumps({"sentences": ["a"]}), 422, "'text': Field required"),
+    (json.dumps({"text": ["a"], "checkpoint": "/etc/passwd"}), 422, "'checkpoint'"),
+    (json.dumps({"text": []}), 422, "no sentence"),
+    (json.dumps({"text": ["a"] * 9}), 422, "at most 8"),
+    (json.dumps({"text": ["a" * 101]}), 422, "at most 100"),
+    (json.dumps({"text": ["a"], "beam": "5"}), 422, "'beam'"),
+    (json.dumps({"text": ["a"], "beam": 0}), 422, "'beam'"),
+    (json.dumps({"text": ["a"], "beam": 999}), 422, "too wide"),
+    (json.dumps({"text": ["a"], "alpha": 1e9}), 422, "decode.alpha"),
+    ('{"text": ["a"], "alpha": NaN}', 422, "finite"),
+    (json.dumps({"text": ["a"], "temperature": 0.0, "sample_topk": 5}), 422, "temperature"),
+    (json.dumps({"text": ["a"], "nbest": 2, "sample_topk": 5}), 422, "sampling"),
+    (json.dumps({"text": ["a"], "topk": 500}), 422, "topk"),
+    (b"{\"text\": [\"" + b"x" * 3000 + b"\"]}", 413, "at most 2,000"),
+])
+def test_bad_requests_get_a_4xx_and_the_server_keeps_serving(translator, body, status,
+                                                              message):
+    limits = Limits(max_body_bytes=2_000, max_sentences=8, max_chars=100, max_beam=20_000,
+                    max_topk=20)
+    with TestClient(create_app(translator, ServeOptions(limits))) as client:
+        answer = client.post("/v1/translate", content=body,
+                             headers={"Content-Type": "application/json"})
+        assert answer.status_code == status, answer.text
+        error = answer.json()["error"]
+        assert message in error and "\n" not in error and "Traceback" not in error
+        _ok(client)
+
+
+def test_an_api_key_is_required_when_set(translator):
+    with TestClient(create_app(translator, ServeOptions(api_key="s3cret"))) as client:
+        body = {"text": ["Ein Hund."]}
+        assert client.post("/v1/translate", json=body).status_code == 401
+        assert client.post("/v1/translate", json=body,
+                           headers={"Authorization": "Bearer wrong"}).status_code == 401
+        for headers in ({"Authorization": "Bearer s3cret"}, {"X-API-Key": "s3cret"}):
+            assert client.post("/v1/translate", json=body, headers=headers).status_code == 200
+        libre = {"q": "Ein Hund.", "source": "de", "target": "en"}
+        assert client.post("/translate", json=libre).status_code == 401
+        assert client.post("/translate", json={**libre, "api_key": "s3cret"}).status_code == 200
+        assert client.get("/health").status_code == 200  # health, info, page: no key
+
+
+def _blocked(batcher: Batcher) -> threading.Event:
+    """Hold the worker on a job until the returned event is set."""
+    release = threading.Event()
+
+    async def hold():
+        await batcher.call(release.wait)
+
+    threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
+    while batcher.waiting():  # the worker took it
+        pass
+    return release
+
+
+def test_a_full_queue_answers_503_at_once_and_a_late_request_504(translator):
+    options = ServeOptions(Limits(timeout_s=0.3), max_queue=1)
+    with TestClient(create_app(translator, options)) as client:
+        batcher = client.app.state.batcher
+        release = _blocked(batcher)
+        try:
+            late = client.post("/v1/translate", json={"text": ["Ein Hund."]})  # queued, 0.3 s
+            assert late.status_code == 504 and "within 0.3 s" in late.json()["error"]
+            batcher.jobs.put_nowait(batcher.jobs.get_nowait())  # the queue is full again
+            full = client.post("/v1/translate", json={"text": ["Ein Hund."]})
+            assert full.status_code == 503 and full.headers["Retry-After"] == "1"
+        finally:
+            release.set()
+        _ok(client)
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_requests_arriving_together_are_decoded_together(translator, batching):
+    """Eight requests at once: with batching, one decoding call for all, each request its own
+    results in its own order; without, one call each. Same translations either way."""
+    batches = []
+    batcher = Batcher(translator, batch_tokens=100_000, max_wait=0.5, batching=batching,
+                      stats=BatchStats(lambda r, s, t: batches.append((r, s))))
+    requests = [SENTENCES[i % 4:] + SENTENCES[:i % 4] for i in range(8)]
+    cfg = translator.settings(beam_size=2)
+
+    async def send_all():
+        return await asyncio.gather(*(batcher.translate(r, cfg) for r in requests))
+
+    try:
+        results = asyncio.run(send_all())
+    finally:
+        batcher.close()
+    assert batches == ([(8, 24)] if batching else [(1, 3)] * 8)
+    for request, result in zip(requests, results):
+        assert [r[0].text for r in result] == translator.translate(request, beam_size=2)
+
+
+def test_queue_refuses_beyond_its_size(translator):
+    batcher = Batcher(translator, max_queue=2)
+    try:
+        release = _blocked(batcher)
+        from transformer_mt.serve.batcher import Job
+
+        for _ in range(2):
+            batcher.submit(Job(["a"], translator.settings(), 1, lambda r: None))
+        with pytest.raises(QueueFullError):
+            batcher.submit(Job(["a"], translator.settings(), 1, lambda r: None))
+        release.set()
+    finally:
+        batcher.close()
+
+
+def test_metrics_count_requests_and_batches(client):
+    client.post("/v1/translate", json={"text": SENTENCES[:2]})
+    client.post("/v1/translate", json={"text": 1})
+    text = client.get("/metrics").text
+    assert 'mt_requests_total{route="/v1/translate",status="200"}' in text
+    assert 'mt_requests_total{route="/v1/translate",status="422"}' in text
+    assert "mt_batch_sentences_count" in text and "mt_queue_depth 0.0" in text
+
+
+def test_the_page_is_served_with_everything_it_needs(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "<canvas id=\"heatmap\"" in page.text
+    assert "http://" not in page.text and "https://" not in page.text  # no CDN: works offline
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats()
+                           | st.text(max_size=30),
+                           lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                           max_leaves=10)
+FIELDS = ["text", "beam", "nbest", "alpha", "max_len_a", "max_len_b", "sample_topk",
+          "temperature", "seed", "attention", "topk", "other"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=5)
+       | JSON_VALUES | st.binary(max_size=60))
+def test_no_request_hurts_the_server(fuzz_client, body):
+    """Any body (random JSON of the request's fields, any JSON, any bytes) gets an answer below
+    500, as one line of JSON, and the server keeps serving."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    answer = fuzz_client.post("/v1/translate", content=data,
+                              headers={"Content-Type": "application/json"})
+    assert answer.status_code < 500, (body, answer.text)
+    if answer.status_code != 200:
+        assert "\n" not in answer.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def fuzz_client(translator):
+    options = ServeOptions(Limits(max_sentences=4, max_chars=200, max_beam=4, timeout_s=30))
+    with TestClient(create_app(translator, options)) as c:
+        yield c
+        _ok(c)
