@@ -19,9 +19,10 @@ import hmac
 import importlib.resources
 import json
 import logging
+import signal
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,7 +267,22 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
     config = uvicorn.Config(create_app(translator, options), host=host, port=port,
                             log_level="warning", timeout_graceful_shutdown=int(grace_s),
                             access_log=False)
+    class Server(uvicorn.Server):
+        """uvicorn's server, but a stop asked for by a signal is a normal end (exit code 0):
+        uvicorn would raise the signal again once it has shut down."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {s: signal.signal(s, self.handle_exit)
+                        for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+
     log.info("serving %s -> %s on http://%s:%d/ (API key %s)", translator.config.data.src_lang,
              translator.config.data.tgt_lang, host, port,
              "required" if options.api_key else "not required")
-    uvicorn.Server(config).run()
+    Server(config).run()
+    log.info("stopped")
