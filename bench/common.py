@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import torch
 
@@ -108,3 +115,45 @@ def nominal_flops(device: torch.device, precision: str) -> float | None:
         if model in name and precision in peaks:
             return peaks[precision] * 1e12
     return None
+
+
+# ------------------------------------------------------------------ a server to measure
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """``mt serve`` in its own process; returns it and its base URL once /health says ready."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve", "--checkpoint",
+                             str(checkpoint), "--device", "cpu", "--port", str(port), *extra],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if json.load(r)["status"] == "ready":
+                    return proc, url
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the server did not become ready")
+
+
+def post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)

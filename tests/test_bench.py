@@ -119,3 +119,17 @@ def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
     assert report["ddp_resume"]["status"] == "ok" and report["ddp_resume"][
         "resumed_to_step"] == 8
     assert report["speed"]["runs"]["smoke"]["tokens_per_s"] > 0
+
+
+@needs_data
+def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
+    """bench/serve_load.py at a smoke size: real server processes, batching on and off."""
+    result = _bench("bench/serve_load.py", "--smoke", "--checkpoint",
+                    str(trained_run[0] / "best.pt"))
+    record = json.loads(result.stdout)
+    torch_results = record["results"]["torch"]
+    for mode in ("batched", "unbatched"):
+        assert [r["clients"] for r in torch_results[mode]] == [1, 4]
+        assert all(r["sentences"] > 0 and r["failed"] == 0 for r in torch_results[mode])
+    assert record["ratio"] == round(torch_results["batched"][-1]["sentences_per_s"]
+                                    / torch_results["unbatched"][-1]["sentences_per_s"], 2)

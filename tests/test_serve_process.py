@@ -3,13 +3,9 @@ flight finish and exits 0; the page works in a real browser (headless Chromium).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -18,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, needs_data
+from bench.common import post, start_server
+from tests.conftest import needs_data
 
 pytestmark = needs_data
 pytest.importorskip("fastapi")
@@ -26,43 +23,6 @@ pytest.importorskip("fastapi")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    """``mt serve`` in its own process; returns it and its base URL once /health says ready."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve", "--checkpoint",
-                             str(checkpoint), "--device", "cpu", "--port", str(port), *extra],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if json.load(r)["status"] == "ready":
-                    return proc, url
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("the server did not become ready")
-
-
-def post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
-    request = urllib.request.Request(url, json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
-            return r.status, json.load(r)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
 
 
 def test_sigterm_finishes_what_is_in_flight_and_exits_0(trained_run):

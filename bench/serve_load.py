@@ -1,0 +1,124 @@
+"""Load on ``mt serve``: sentences/s and latency with 1, 8 and 32 concurrent clients, with
+dynamic batching on and off (a batch of one), for our engine and CTranslate2's.
+
+    python bench/serve_load.py [--checkpoint runs/quickstart/best.pt] [--seconds 20]
+                               [--clients 1 8 32] [--smoke]
+
+Each setting is a real server process (``mt serve`` on a free localhost port) and N client
+threads, each sending one test_2016_flickr sentence per request, one request after another,
+until the sentences or ``--seconds`` run out. Prints one JSON record; ``ratio`` is batched /
+unbatched throughput at the most clients, our engine (target: >= 5x on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, post, start_server
+from transformer_mt.packages import installed
+
+
+def load(url: str, sentences: list[str], clients: int, seconds: float) -> dict:
+    """``clients`` threads sending one sentence a request until ``sentences`` or ``seconds``
+    run out: sentences/s and latency percentiles (ms)."""
+    latencies: list[float] = []
+    failures: list[int] = []
+    lock = threading.Lock()
+    queue = iter(sentences)
+    deadline = time.monotonic() + seconds
+
+    def client() -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                sentence = next(queue, None)
+            if sentence is None:
+                return
+            start = time.perf_counter()
+            status, _ = post(url + "/v1/translate", {"text": [sentence]})
+            with lock:
+                (latencies if status == 200 else failures).append(
+                    time.perf_counter() - start if status == 200 else status)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    ms = sorted(x * 1000 for x in latencies)
+    return {"clients": clients, "sentences": len(latencies), "failed": len(failures),
+            "sentences_per_s": round(len(latencies) / elapsed, 2),
+            "p50_ms": round(statistics.median(ms), 1) if ms else None,
+            "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 1) if ms else None}
+
+
+def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
+            clients: list[int], seconds: float) -> list[dict]:
+    extra = ["--engine", engine, *([] if batching else ["--no-batching"])]
+    proc, url = start_server(checkpoint, *extra)
+    try:
+        post(url + "/v1/translate", {"text": sentences[:4]})  # warm up
+        return [load(url, sentences, n, seconds) for n in clients]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=120)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, default=Path("runs/quickstart/best.pt"))
+    parser.add_argument("--seconds", type=float, default=20.0, help="per setting, at most")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"],
+                        help="CTranslate2's only where the package is installed")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few seconds, our engine (for the tests)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.seconds, args.clients, args.sentences, args.engines = 1.5, [1, 4], 24, ["torch"]
+    if not args.checkpoint.exists():
+        parser.error(f"{args.checkpoint} not found: train one (make demo) or pass --checkpoint")
+
+    from transformer_mt.evaluate import read_test_set
+    from transformer_mt.translate import Translator
+
+    sentences, _ = read_test_set(Translator.load(args.checkpoint, "cpu"), "test_2016_flickr",
+                                 args.sentences)
+    engines: dict[str, Path] = {"torch": args.checkpoint}
+    with tempfile.TemporaryDirectory() as tmp:
+        if "ctranslate2" in args.engines and installed("ctranslate2"):
+            exported = Path(tmp) / "ct2"
+            subprocess.run([sys.executable, "-m", "transformer_mt", "--quiet", "export",
+                            str(args.checkpoint), str(exported)], check=True,
+                           capture_output=True)
+            engines["ctranslate2"] = exported
+        results: dict = {}
+        for engine, path in engines.items():
+            results[engine] = {
+                mode: measure(path, engine, mode == "batched", sentences, args.clients,
+                              args.seconds)
+                for mode in ("batched", "unbatched")}
+    most = -1
+    ratios = {engine: round(r["batched"][most]["sentences_per_s"]
+                            / max(r["unbatched"][most]["sentences_per_s"], 1e-9), 2)
+              for engine, r in results.items()}
+    record = {"benchmark": "serve_load", "machine": machine(), "date": time.strftime("%Y-%m-%d"),
+              "checkpoint": str(args.checkpoint), "seconds_per_setting": args.seconds,
+              "results": results, "batched_vs_unbatched": ratios, "ratio": ratios["torch"]}
+    print(json.dumps(record, indent=2))
+
+
+if __name__ == "__main__":
+    main()
