@@ -254,3 +254,20 @@ def fuzz_client(translator):
     with TestClient(create_app(translator, options)) as c:
         yield c
         _ok(c)
+
+
+def test_serving_an_exported_model_with_ctranslate2(trained_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from transformer_mt.export import export_ctranslate2
+    from transformer_mt.translate import Translator
+
+    exported = export_ctranslate2(trained_run[0] / "best.pt", tmp_path / "ct2")
+    translator = Translator.load(exported, "cpu", engine="ctranslate2")
+    with TestClient(create_app(translator, ServeOptions(engine="ctranslate2"))) as client:
+        got = client.post("/v1/translate", json={"text": SENTENCES, "beam": 2}).json()
+        assert [t["text"] for t in got["translations"]] == translator.translate(SENTENCES,
+                                                                                beam_size=2)
+        assert client.get("/v1/info").json()["engine"] == "ctranslate2"
+        refused = client.post("/v1/translate", json={"text": ["Ein Hund."], "attention": True})
+        assert refused.status_code == 422 and "PyTorch checkpoint" in refused.json()["error"]
+        _ok(client)
