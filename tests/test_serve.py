@@ -271,3 +271,19 @@ def test_serving_an_exported_model_with_ctranslate2(trained_run, tmp_path):
         refused = client.post("/v1/translate", json={"text": ["Ein Hund."], "attention": True})
         assert refused.status_code == 422 and "PyTorch checkpoint" in refused.json()["error"]
         _ok(client)
+
+
+@pytest.mark.parametrize("on_their_way, waits", [(0, False), (1, True)])
+def test_a_lone_request_does_not_wait_for_others(translator, monkeypatch, on_their_way, waits):
+    """A batch waits for more requests only where some are on their way to the queue (or
+    clients sent together before): a lone client's request is decoded at once."""
+    from transformer_mt.serve import batcher as batcher_module
+
+    naps = []
+    monkeypatch.setattr(batcher_module.time, "sleep", lambda s: naps.append(s))
+    batcher = Batcher(translator, max_wait=0.05, arriving=lambda: on_their_way)
+    try:
+        asyncio.run(batcher.translate(["Ein Hund."], translator.settings()))
+    finally:
+        batcher.close()
+    assert bool(naps) is waits

@@ -102,7 +102,8 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         batcher = Batcher(translator, options.batch_tokens, options.max_wait_ms / 1000,
-                          options.max_queue, options.batching, BatchStats(on_batch))
+                          options.max_queue, options.batching, BatchStats(on_batch),
+                          arriving=lambda: app.state.arriving)
         queue_depth.set_function(batcher.waiting)
         app.state.batcher = batcher
         yield
@@ -112,6 +113,16 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
     app = FastAPI(title="transformer_mt", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/v1/openapi.json")
     app.state.batcher = None  # the decoding worker, while the app runs
+    app.state.arriving = 0  # translation requests received, not yet queued
+
+    @contextlib.contextmanager
+    def arriving() -> Iterator[None]:
+        """Count a translation request as on its way to the queue while the block runs."""
+        app.state.arriving += 1
+        try:
+            yield
+        finally:
+            app.state.arriving -= 1
 
     @app.exception_handler(RequestError)
     async def problem(request: Request, exc: RequestError) -> JSONResponse:
@@ -215,29 +226,33 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
 
     @app.post("/v1/translate")
     async def v1_translate(request: Request) -> dict[str, Any]:
-        check_key(request)
-        req = await body(request, TranslateRequest)
-        problem = check_request(req, limits)
-        if problem:
-            raise RequestError(422, problem)
-        return {"translations": await translate(req.sentences(), req)}
+        with arriving():
+            check_key(request)
+            req = await body(request, TranslateRequest)
+            problem = check_request(req, limits)
+            if problem:
+                raise RequestError(422, problem)
+            decoding = translate(req.sentences(), req)
+        return {"translations": await decoding}
 
     src, tgt = translator.config.data.src_lang, translator.config.data.tgt_lang
 
     @app.post("/translate")
     async def libre_translate(request: Request) -> dict[str, Any]:
-        req = await body(request, LibreTranslateRequest)
-        check_key(request, req.api_key)
-        if req.source not in (src, "auto") or req.target != tgt:
-            raise RequestError(400, f"this model translates {src} into {tgt}, not {req.source} "
-                              f"into {req.target}")
-        if req.format not in ("text", "html"):
-            raise RequestError(400, "format must be text")
-        ours = TranslateRequest(text=req.q)
-        problem = check_request(ours, limits)
-        if problem:
-            raise RequestError(400, problem)
-        texts = [t["text"] for t in await translate(ours.sentences(), ours)]
+        with arriving():
+            req = await body(request, LibreTranslateRequest)
+            check_key(request, req.api_key)
+            if req.source not in (src, "auto") or req.target != tgt:
+                raise RequestError(400, f"this model translates {src} into {tgt}, not "
+                                   f"{req.source} into {req.target}")
+            if req.format not in ("text", "html"):
+                raise RequestError(400, "format must be text")
+            ours = TranslateRequest(text=req.q)
+            problem = check_request(ours, limits)
+            if problem:
+                raise RequestError(400, problem)
+            decoding = translate(ours.sentences(), ours)
+        texts = [t["text"] for t in await decoding]
         return {"translatedText": texts[0] if isinstance(req.q, str) else texts}
 
     @app.get("/languages")

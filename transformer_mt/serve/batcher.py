@@ -3,7 +3,9 @@
 One worker thread owns the translator. Each request becomes a :class:`Job` in a bounded queue
 (a full queue refuses at once: the server answers 503 instead of queueing without bound). The
 worker takes the first waiting job, then keeps taking jobs until the batch holds
-``batch_tokens`` source tokens or ``max_wait`` has passed since the first, groups the jobs by
+``batch_tokens`` source tokens or ``max_wait`` has passed since the first (it does not wait
+where no other request can join: none on its way to the queue, and the last batch was one
+request); it groups the jobs by
 decoding settings, decodes each group as one call of the engine (which sorts by length into
 its own batches) and hands every job its own results, in its own order.
 ``batching=False`` decodes each request alone (what the load benchmark compares against).
@@ -26,6 +28,9 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.translate import Translation, Translator
 
 log = logging.getLogger(__name__)
+
+
+POLL_S = 0.0005  # how often a batch that waits for arriving requests looks at the queue
 
 
 class QueueFullError(Exception):
@@ -63,8 +68,13 @@ class Batcher:
 
     def __init__(self, translator: Translator, batch_tokens: int = 4096, max_wait: float = 0.01,
                  max_queue: int = 256, batching: bool = True,
-                 stats: BatchStats | None = None) -> None:
+                 stats: BatchStats | None = None,
+                 arriving: Callable[[], int] = lambda: 1) -> None:
+        """``arriving``: how many requests the server has received but not yet queued (a
+        batch waits up to ``max_wait`` only while there are some; by default, always)."""
         self.translator = translator
+        self.arriving = arriving
+        self._last_batch = 1  # requests in the last batch
         self.batch_tokens, self.max_wait, self.batching = batch_tokens, max_wait, batching
         self.jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self.stats = stats or BatchStats()
@@ -142,12 +152,17 @@ class Batcher:
         tokens = self._encode(first)
         deadline = time.monotonic() + self.max_wait
         while self.batching and tokens < self.batch_tokens:
-            remaining = deadline - time.monotonic()
             try:
-                job = self.jobs.get(timeout=remaining) if remaining > 0 else \
-                    self.jobs.get_nowait()
+                job = self.jobs.get_nowait()
             except queue.Empty:
-                break
+                # wait only where others may join: requests on their way (received, not yet
+                # queued), or clients that sent together before. A lone client's request is
+                # decoded at once
+                waiting_for = self.arriving() > 0 or self._last_batch > 1
+                if not waiting_for or time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_S)
+                continue
             if job is None:
                 return batch, True
             if job.call is not None:  # not a translation: run it now, in arrival order
@@ -155,6 +170,7 @@ class Batcher:
                 continue
             batch.append(job)
             tokens += self._encode(job)
+        self._last_batch = len(batch)
         return batch, False
 
     def _encode(self, job: Job) -> int:
