@@ -287,3 +287,22 @@ def test_a_lone_request_does_not_wait_for_others(translator, monkeypatch, on_the
     finally:
         batcher.close()
     assert bool(naps) is waits
+
+
+def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
+    """The output grew from hypotheses the beam kept: its first t tokens are among the beams
+    kept at step t - 1, each of which has t tokens, best first."""
+    got = client.post("/v1/translate", json={"text": [SENTENCES[0]], "beam": 3,
+                                             "beam_steps": True}).json()["translations"][0]
+    steps, output = got["beam_steps"], got["tokens"]
+    assert output == translator.translate_nbest([SENTENCES[0]], beam_size=3)[0][0].tokens
+    assert len(steps) >= len(output)
+    for t, kept in enumerate(steps):
+        assert 1 <= len(kept) <= 3 and all(len(h["tokens"]) == t + 1 for h in kept)
+        scores = [h["score"] for h in kept]
+        assert scores == sorted(scores, reverse=True)
+        if t < len(output):
+            assert output[:t + 1] in [h["tokens"] for h in kept], (t, kept)
+    greedy = client.post("/v1/translate", json={"text": ["Ein Hund."], "beam": 1,
+                                                "beam_steps": True}).json()
+    assert "beam_steps" not in greedy["translations"][0]  # no beam, no beam steps

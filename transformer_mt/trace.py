@@ -13,13 +13,15 @@ import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
+from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
 from transformer_mt.decode.incremental import decode_step, start_decoding
-from transformer_mt.decode.search import max_output_lengths, next_token_logprobs
+from transformer_mt.decode.search import beam_search, max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
 from transformer_mt.plots import plot_attention, save_figure
+from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate import Translator
 
 
@@ -78,6 +80,32 @@ def look_inside(translator: Translator, src_ids: list[int], out_ids: list[int],
                   torch.stack([w[0] for w in att.decoder_self]).float().cpu(),
                   [[itos[i] for i in row] for row in top_ids.tolist()],
                   top_probs.float().cpu())
+
+
+@torch.no_grad()
+def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig
+               ) -> list[list[tuple[list[str], float]]]:
+    """The hypotheses beam search keeps at each step for one source (ids ending in <eos>),
+    best first: their tokens so far and their log-probabilities (without the length penalty,
+    which search applies to finished ones only), searched with the settings ``cfg``."""
+    model = translator.model
+    if not isinstance(model, Transformer):
+        raise MTError("the beam's steps are those of one model; pass one checkpoint")
+    precision = resolve_precision(cfg.precision, translator.device)
+    src = torch.tensor([src_ids], device=translator.device)  # (1, S)
+    itos = translator.tgt_vocab.itos
+    steps: list[list[tuple[list[str], float]]] = []
+
+    def keep(alive: list[int], prefix: Tensor, scores: Tensor) -> None:
+        kept = [([itos[i] for i in p[1:]], s) for p, s in zip(
+            prefix.tolist(), scores[0].tolist()) if math.isfinite(s)]
+        if kept:  # none where every candidate ended (at the length limit, say)
+            steps.append(sorted(kept, key=lambda h: -h[1]))
+
+    with autocast(translator.device, precision):
+        beam_search(for_decoding(model, precision, translator.device), src, source_mask(src),
+                    cfg.beam_size, cfg.alpha, cfg.max_len_a, cfg.max_len_b, on_step=keep)
+    return steps
 
 
 def _vec(t: Tensor, n: int = 4) -> str:

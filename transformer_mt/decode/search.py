@@ -12,7 +12,7 @@ Finished sentences leave the batch, so the remaining ones run on a smaller batch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,7 +188,9 @@ def _pick(z: Tensor, topk: int, temperature: float,
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 5,
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
-                nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+                nbest: int = 1, use_cache: bool = True,
+                on_step: Callable[[list[int], Tensor, Tensor], None] | None = None,
+                ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences, ``beam_size`` hypotheses each.
 
     At every step each sentence's ``K`` hypotheses propose their best continuations; of the top
@@ -196,6 +198,9 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     log-probability divided by the GNMT length penalty) and never extended again, and the first
     ``K`` others form the next beam. A sentence is done once it has ``K`` finished hypotheses or
     reaches its length limit, where ``<eos>`` is forced. Returns the ``nbest`` best per sentence.
+    ``on_step``, if given, sees the beams kept at each step: the sentences still searched (their
+    rows in the batch), the prefixes (N*K, t + 1) and their scores (N, K) (``mt serve``'s page
+    shows them).
     """
     b, k = src.size(0), beam_size
     device = src.device
@@ -249,6 +254,8 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
         rows = (torch.arange(n, device=device)[:, None] * k + beams).flatten()  # (N*K,)
         prefix = torch.cat([prefix[rows], tokens.reshape(-1, 1)], dim=1)  # (N*K, t + 1)
         state.select(rows)
+        if on_step is not None:
+            on_step(alive_ids, prefix, scores)
 
         if any_done:
             keep_rows = (~done).nonzero().flatten().cpu()  # (N',)

@@ -43,6 +43,7 @@ class TranslateRequest(BaseModel):
     seed: int | None = Field(None, ge=0, lt=2**63)
     attention: bool = False  # every decoder layer's and head's cross-attention
     topk: int = Field(0, ge=0)  # per output step, the k most probable next tokens
+    beam_steps: bool = False  # the hypotheses beam search kept at each step
 
     def sentences(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
@@ -93,7 +94,8 @@ def _number(x: float) -> float | None:
     return None if math.isnan(x) else round(x, 5)
 
 
-def translation_json(hyps: list[Translation], inside: Inside | None = None) -> dict[str, Any]:
+def translation_json(hyps: list[Translation], inside: Inside | None = None,
+                     beam: list[list[tuple[list[str], float]]] | None = None) -> dict[str, Any]:
     best = hyps[0]
     out: dict[str, Any] = {"text": best.text, "score": _number(best.score),
                            "tokens": best.tokens}
@@ -109,6 +111,9 @@ def translation_json(hyps: list[Translation], inside: Inside | None = None) -> d
                              tokens, probs)]}
                         for token, tokens, probs in zip(inside.output, inside.top_tokens,
                                                         inside.top_probs.tolist())]
+    if beam is not None:
+        out["beam_steps"] = [[{"tokens": tokens, "score": _number(score)}
+                              for tokens, score in step] for step in beam]
     return out
 
 

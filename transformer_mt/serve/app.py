@@ -51,7 +51,7 @@ from transformer_mt.serve.api import (
     translation_json,
 )
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError
-from transformer_mt.trace import look_inside
+from transformer_mt.trace import beam_steps, look_inside
 from transformer_mt.translate import Translator
 
 log = logging.getLogger("transformer_mt.serve")
@@ -159,14 +159,23 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
             cfg = decode_settings(translator, req)
             results = await batcher.translate(sentences, cfg, req.nbest, limits.timeout_s)
             insides: list[Any] = [None] * len(sentences)
-            if req.attention or req.topk:
+            beams: list[Any] = [None] * len(sentences)
+            if req.attention or req.topk or req.beam_steps:
                 if not isinstance(translator.engine, TorchEngine):
-                    raise RequestError(422, "'attention' and 'topk' need a PyTorch checkpoint "
-                                      "(.pt), not an exported model")
-                insides = await batcher.call(lambda: [
-                    look_inside(translator, translator.encode([s])[0], r[0].ids,
-                                max(req.topk, 1)) if s.strip() else None
-                    for s, r in zip(sentences, results)], limits.timeout_s)
+                    raise RequestError(422, "'attention', 'topk' and 'beam_steps' need a "
+                                       "PyTorch checkpoint (.pt), not an exported model")
+
+                def look() -> tuple[list[Any], list[Any]]:  # on the worker, which owns the model
+                    found: tuple[list[Any], list[Any]] = ([], [])
+                    for sentence, hyps in zip(sentences, results):
+                        x = translator.encode([sentence])[0] if sentence.strip() else None
+                        found[0].append(look_inside(translator, x, hyps[0].ids, max(req.topk, 1))
+                                        if x and (req.attention or req.topk) else None)
+                        found[1].append(beam_steps(translator, x, cfg)
+                                        if x and req.beam_steps and cfg.beam_size > 1 else None)
+                    return found
+
+                insides, beams = await batcher.call(look, limits.timeout_s)
         except QueueFullError:
             raise RequestError(503, "the server is busy (its queue is full); try again shortly",
                               {"Retry-After": "1"}) from None
@@ -175,7 +184,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
                               "or shorter sentences") from None
         except (MTError, ValueError, TypeError) as exc:
             raise RequestError(422, str(exc).splitlines()[0]) from None
-        return [translation_json(r, i) for r, i in zip(results, insides)]
+        return [translation_json(r, i, b) for r, i, b in zip(results, insides, beams)]
 
     async def body(request: Request, model: type[BaseModel]) -> Any:
         """The request body as ``model``: read up to the size limit, UTF-8, JSON (or a form,
