@@ -306,3 +306,31 @@ def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
     greedy = client.post("/v1/translate", json={"text": ["Ein Hund."], "beam": 1,
                                                 "beam_steps": True}).json()
     assert "beam_steps" not in greedy["translations"][0]  # no beam, no beam steps
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--port", "0"], "--port must be at least 1"),
+    (["--port", "70000"], "at most 65535"),
+    (["--max-queue", "0"], "--max-queue must be at least 1"),
+    (["--timeout", "0"], "--timeout must be positive"),
+    (["--api-key-file", "EMPTY"], "is empty; put the key in it"),
+    (["--api-key-file", "MISSING"], "not found"),
+])
+def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, message):
+    from tests.conftest import run_cli
+
+    (tmp_path / "EMPTY").write_text("\n")
+    args = [str(tmp_path / a) if a in ("EMPTY", "MISSING") else a for a in args]
+    result = run_cli(["serve", "--checkpoint", str(trained_run[0] / "best.pt"), *args])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert message in result.stderr.strip().splitlines()[-1]
+
+
+def test_serve_refuses_a_checkpoint_that_is_not_one(tmp_path):
+    from tests.conftest import run_cli
+
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"not a checkpoint")
+    result = run_cli(["serve", "--checkpoint", str(bad)])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert str(bad) in result.stderr.strip().splitlines()[-1]
