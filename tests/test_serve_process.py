@@ -73,7 +73,9 @@ def test_the_page_translates_and_draws_attention_in_chromium(trained_run, tmp_pa
             page.click("#translate")
             page.wait_for_selector(".translation", timeout=60_000)
             page.wait_for_selector("#steps tr", timeout=60_000)
+            page.wait_for_selector("#beam-steps tr", timeout=60_000)  # beam 5 by default
             translation = page.inner_text(".translation")
+            kept = page.eval_on_selector_all("#beam-steps tr", "rows => rows.length")
             drawn = page.evaluate("""() => {
                 const c = document.getElementById('heatmap');
                 const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -87,6 +89,6 @@ def test_the_page_translates_and_draws_attention_in_chromium(trained_run, tmp_pa
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert not errors, errors
-    assert translation.strip()
+    assert translation.strip() and kept > 0
     assert drawn["blue"] > 100 and drawn["width"] > 100, drawn
     assert (artifacts / "serve_page.png").stat().st_size > 10_000
