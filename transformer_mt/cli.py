@@ -106,8 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", parents=[common], help="score a checkpoint with sacreBLEU")
-    p.add_argument("--checkpoint", required=True)
+    p = sub.add_parser("evaluate", parents=[common],
+                       help="score a checkpoint with sacreBLEU, or compare several")
+    p.add_argument("--checkpoint", action="append",
+                   help="a checkpoint to translate and score; repeat it to compare checkpoints "
+                   "(paired bootstrap resampling against the first)")
+    p.add_argument("--hyp", action="append",
+                   help="a file of translations to score (or compare) as they are, against "
+                   "--ref or the checkpoints' references; repeatable")
     p.add_argument("--split", help="a test set named in the checkpoint's data.test, or valid "
                    "(default: the first test set, test_2016_flickr for Multi30k)")
     p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")

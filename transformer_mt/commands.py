@@ -158,55 +158,98 @@ def _interactive(translator, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ evaluate
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from transformer_mt.data.corpus import read_lines
     from transformer_mt.evaluate import decode_and_score, read_test_set
     from transformer_mt.fileio import atomic_write_text, refuse_same_file
     from transformer_mt.translate import Translator
 
-    if (args.src is None) != (args.ref is None):
+    checkpoints, hyp_files = args.checkpoint or [], args.hyp or []
+    if not checkpoints and not hyp_files:
+        raise MTError("give --checkpoint (repeat it to compare checkpoints) or --hyp files "
+                      "with --ref")
+    if checkpoints and (args.src is None) != (args.ref is None):
         raise MTError("pass --src and --ref together (the source file and its references)")
     if args.src is not None and args.split is not None:
         raise MTError("pass either --split NAME or --src/--ref files, not both")
-    refuse_same_file(args.output, [args.checkpoint, args.src, args.ref])
-    translator = Translator.load(args.checkpoint, args.device)
-    if args.data_dir:
-        translator.config.data.data_dir = args.data_dir
-    if args.src is not None:
-        name = args.src
-        sides = []
-        for flag, path in (("--src", args.src), ("--ref", args.ref)):
-            why = not_a_file(Path(path))
-            if why:
-                raise MTError(f"{flag} file '{path}' {why}")
-            lines = list(read_lines(Path(path)))
-            if not lines:
-                raise MTError(f"{flag} file '{path}' is empty; nothing to score")
-            sides.append(lines[:args.max_sentences] if args.max_sentences else lines)
-        sources, refs = sides
+    if not checkpoints and args.ref is None:
+        raise MTError("--hyp files are scored against references: pass --ref")
+    if args.output and len(checkpoints) != 1:
+        raise MTError("--output writes the translations of one --checkpoint")
+    refuse_same_file(args.output, [*checkpoints, *hyp_files, args.src, args.ref])
+    translators = [Translator.load(c, args.device) for c in checkpoints]
+    for t in translators:
+        if args.data_dir:
+            t.config.data.data_dir = args.data_dir
+    sources = None
+    if args.ref is not None:
+        name = args.src or args.ref
+        refs = _lines(args.ref, "--ref", args.max_sentences)
+        sources = _lines(args.src, "--src", args.max_sentences) if args.src else None
     else:
-        tests = translator.config.data.test_sets()
+        tests = translators[0].config.data.test_sets()
         name = args.split or next(iter(tests), None)
         if name is None:
             raise MTError("the checkpoint's config names no test sets (data.test); pass --src "
                           "and --ref files, or --split valid")
         if name == "val" and "val" not in tests:
             name = "valid"
-        sources, refs = read_test_set(translator, name, args.max_sentences)
-    result = decode_and_score(translator, refs, sources, beam_size=args.beam,
-                              progress=bars_enabled())
-    hyps, s, beam = result.hypotheses, result.scores, result.beam_size
+        sources, refs = read_test_set(translators[0], name, args.max_sentences)
+    systems, beam = [], None
+    for path, translator in zip(checkpoints, translators):
+        result = decode_and_score(translator, refs, sources, beam_size=args.beam,
+                                  progress=bars_enabled())
+        systems.append((str(path), result.hypotheses))
+        beam = result.beam_size
+    systems += [(str(f), _lines(f, "--hyp", args.max_sentences)) for f in hyp_files]
     if args.output:
-        atomic_write_text(args.output, "".join(h + "\n" for h in hyps))
-        log.info("wrote %d translations to %s", len(hyps), args.output)
-    summary = {"checkpoint": str(args.checkpoint), "split": name, "sentences": len(hyps),
-               "beam_size": beam, **s.as_dict()}
+        atomic_write_text(args.output, "".join(h + "\n" for h in systems[0][1]))
+        log.info("wrote %d translations to %s", len(systems[0][1]), args.output)
+    config = translators[0].config if translators else None
+    lang = config.data.tgt_lang if config else None
+    if config is not None and config.data.lowercase:
+        refs = [r.lower() for r in refs]
+    if len(systems) > 1:
+        return _print_comparison(systems, refs, lang, name, beam, args.json)
+    from transformer_mt.evaluate import score
+
+    s = score(systems[0][1], refs, lang)
+    summary = {("checkpoint" if checkpoints else "hypotheses"): systems[0][0], "split": name,
+               "sentences": len(refs), "beam_size": beam, **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{name} ({len(hyps)} sentences, beam {beam}):")
+        print(f"{name} ({len(refs)} sentences" + (f", beam {beam}):" if beam else "):"))
         print(f"  {s.bleu_text}")
         print(f"  chrF2 = {s.chrf:.2f}")
         print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
+    return 0
+
+
+def _lines(path: str, flag: str, limit: int | None) -> list[str]:
+    """The lines of a --src/--ref/--hyp file (its first ``limit``), checked."""
+    from transformer_mt.data.corpus import read_lines
+
+    why = not_a_file(Path(path))
+    if why:
+        raise MTError(f"{flag} file '{path}' {why}")
+    lines = list(read_lines(Path(path)))
+    if not lines:
+        raise MTError(f"{flag} file '{path}' is empty; nothing to score")
+    return lines[:limit] if limit else lines
+
+
+def _print_comparison(systems: list[tuple[str, list[str]]], refs: list[str], lang: str | None,
+                      name: str, beam: int | None, as_json: bool) -> int:
+    from transformer_mt.compare import SAMPLES, compare_systems
+
+    comparison = compare_systems(systems, refs, lang)
+    if as_json:
+        print(json.dumps({"split": name, "beam_size": beam, **comparison.as_dict()}))
+        return 0
+    print(f"{name} ({len(refs)} sentences{f', beam {beam}' if beam else ''}): paired bootstrap "
+          f"resampling ({SAMPLES} samples) against {systems[0][0]}; score (mean ± 95% "
+          "interval), p-value (*: p < 0.05)")
+    print(comparison.table())
+    print("signatures: " + " | ".join(f"{m}: {s}" for m, s in comparison.signatures.items()))
     return 0
 
 

@@ -1,0 +1,105 @@
+"""mt evaluate with several systems (#24): BLEU, chrF and TER with sacreBLEU's paired bootstrap
+resampling against the first, the same table as sacreBLEU's own command line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA_DIR, needs_data, run_cli
+
+pytestmark = needs_data
+
+
+@pytest.fixture(scope="module")
+def systems(trained_run, tmp_path_factory):
+    """100 test references and three systems' outputs: the tiny model's greedy translations,
+    and two damaged copies of the references (every 3rd word dropped; every 5th word dropped
+    and the first lowercased), which score like real systems."""
+    tmp = tmp_path_factory.mktemp("compare")
+    result = run_cli(["evaluate", "--checkpoint", str(trained_run[0] / "best.pt"),
+                      "--max-sentences", "100", "--beam", "1", "--output",
+                      str(tmp / "greedy.txt")])
+    assert result.returncode == 0, result.stderr
+    with gzip.open(DATA_DIR / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
+        refs = [next(f).rstrip("\n") for _ in range(100)]
+    (tmp / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+
+    def damaged(every: int, lower: bool) -> str:
+        lines = []
+        for ref in refs:
+            words = [w for i, w in enumerate(ref.split(), 1) if i % every]
+            if lower and words:
+                words[0] = words[0].lower()
+            lines.append(" ".join(words))
+        return "\n".join(lines) + "\n"
+
+    (tmp / "a.txt").write_text(damaged(3, False), encoding="utf-8")
+    (tmp / "b.txt").write_text(damaged(5, True), encoding="utf-8")
+    return tmp
+
+
+def _sacrebleu_cli(ref: Path, hyps: list[Path]) -> tuple[list[float], list[float]]:
+    """The scores, means, intervals and p-values of sacreBLEU's own table, in order."""
+    out = subprocess.run([sys.executable, "-m", "sacrebleu", str(ref), "-i", *map(str, hyps),
+                          "-m", "bleu", "chrf", "ter", "--paired-bs", "-f", "text"],
+                         capture_output=True,
+                         text=True, check=True).stdout
+    numbers = [float(x) for triple in re.findall(r"(\d+\.\d) \((\d+\.\d) ± (\d+\.\d)\)", out)
+               for x in triple]
+    return numbers, [float(p) for p in re.findall(r"p = (\d\.\d{4})", out)]
+
+
+def test_the_comparison_is_sacrebleus_own(systems):
+    files = [systems / "a.txt", systems / "b.txt"]
+    result = run_cli(["evaluate", "--hyp", str(files[0]), "--hyp", str(files[1]), "--ref",
+                      str(systems / "ref.txt"), "--json"])
+    assert result.returncode == 0, result.stderr
+    ours = json.loads(result.stdout)
+    numbers, p_values = _sacrebleu_cli(systems / "ref.txt", files)
+    mine = [round(x, 1) for s in ours["systems"] for m in ("BLEU", "chrF2", "TER")
+            for x in (s[m]["score"], s[m]["mean"], s[m]["ci"])]
+    assert mine == numbers and len(numbers) == 18
+    assert [round(ours["systems"][1][m]["p_value"], 4) for m in ("BLEU", "chrF2", "TER")] \
+        == p_values
+    assert ours["baseline"] == str(files[0]) and ours["sentences"] == 100
+    text = run_cli(["evaluate", "--hyp", str(files[0]), "--hyp", str(files[1]), "--ref",
+                    str(systems / "ref.txt")])
+    assert "paired bootstrap resampling (1000 samples)" in text.stdout
+    assert f"p={p_values[0]:.4f}" in text.stdout
+
+
+def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, systems):
+    """Checkpoints translate the split, files are taken as they are: a checkpoint and its own
+    greedy output are the same system (p = 1 or close to it, equal scores)."""
+    result = run_cli(["evaluate", "--checkpoint", str(trained_run[0] / "best.pt"), "--beam",
+                      "1", "--hyp", str(systems / "greedy.txt"), "--max-sentences", "100",
+                      "--json"])
+    assert result.returncode == 0, result.stderr
+    a, b = json.loads(result.stdout)["systems"]
+    assert a["BLEU"]["score"] == b["BLEU"]["score"] and a["TER"]["score"] == b["TER"]["score"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hyp", "A"], "pass --ref"),
+    (["--hyp", "A", "--checkpoint", "C", "--output", "O", "--checkpoint", "C"],
+     "--output writes the translations of one --checkpoint"),
+    (["--hyp", "A", "--hyp", "A", "--ref", "R"], "same name"),
+    (["--hyp", "A", "--hyp", "SHORT", "--ref", "R"], "every system must translate the same"),
+    ([], "give --checkpoint"),
+])
+def test_comparing_wrong_things_is_one_line(systems, tmp_path, args, message):
+    """Each a one-line error: nothing is translated or written."""
+    (tmp_path / "short.txt").write_text("one line\n")
+    paths = {"A": systems / "a.txt", "R": systems / "ref.txt",
+             "SHORT": tmp_path / "short.txt", "O": tmp_path / "out.txt",
+             "C": systems / "missing.pt"}
+    result = run_cli(["evaluate", *[str(paths.get(a, a)) for a in args]])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert message in result.stderr.strip().splitlines()[-1]
