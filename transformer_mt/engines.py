@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,7 +163,8 @@ class CTranslate2Engine:
         sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
         limits = output_limits(ids, cfg, self.config.model.max_output_tokens)
         outputs = self.translate_tokens(sources, limits, cfg.beam_size, cfg.batch_size)
-        return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), 0.0)] for tokens in outputs]
+        return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), math.nan)]  # no score
+                for tokens in outputs]
 
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
                         head: int | None = None) -> Tensor:
