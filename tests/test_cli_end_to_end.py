@@ -212,3 +212,10 @@ def test_step_checkpoints_are_written_only_where_averaging_uses_them(tmp_path, m
             f"step_{s:07d}.pt" for s in expected]
         assert sorted(p.name for p in run.glob("step_*.pt")) == ["step_0000009.pt",
                                                                  "step_0000012.pt"]
+
+
+def test_info_says_how_many_pairs_were_trained_on_and_removed(trained_run):
+    result = run_cli(["info", str(trained_run[0] / "last.pt"), "--json"])
+    info = json.loads(result.stdout)
+    assert info["training_pairs"] + sum(info["removed_pairs"].values()) == 300  # max_pairs
+    assert set(info["removed_pairs"]) == {"too_long"}  # no filter asked for

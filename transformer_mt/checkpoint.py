@@ -38,11 +38,12 @@ PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
 def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
                     progress: dict[str, Any], training_state: dict[str, Any] | None = None,
                     subword_models: tuple[bytes, bytes] | None = None,
-                    corpus: str | None = None) -> dict[str, Any]:
+                    corpus: str | None = None,
+                    data: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble a checkpoint. ``training_state`` (optimizer, scaler, RNG) makes it resumable;
     ``subword_models`` are the SentencePiece models of a subword run (so that the checkpoint
     alone translates); ``corpus`` the training corpus's fingerprint (what an exact resume
-    needs unchanged)."""
+    needs unchanged); ``data`` what training read (pairs kept, and removed by each filter)."""
     ckpt = {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
@@ -58,6 +59,8 @@ def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tg
                                  for side, model in zip(("src", "tgt"), subword_models)}
     if corpus is not None:
         ckpt["corpus"] = corpus
+    if data is not None:
+        ckpt["data"] = data
     if training_state is not None:
         ckpt["training_state"] = training_state
     return ckpt

@@ -359,6 +359,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             "resumable": "training_state" in ckpt, "config": config.to_dict()}
     if "averaged_from" in p:
         info["averaged_from"] = p["averaged_from"]
+    if "data" in ckpt:  # pairs trained on, and what each filter removed
+        info["training_pairs"] = ckpt["data"].get("pairs")
+        info["removed_pairs"] = ckpt["data"].get("removed")
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

@@ -57,6 +57,28 @@ def _default_tests() -> dict[str, CorpusConfig]:
 
 
 @dataclass
+class FilterConfig:
+    """What cleaning removes from the training pairs (each off by default). Checked against
+    facts the token-id cache keeps per line, so it costs nothing after the first tokenizing;
+    what each filter removed is logged and kept in checkpoints (``mt info``)."""
+
+    drop_empty: bool = False  # a side without tokens (empty, or whitespace only)
+    max_chars: int | None = None  # a side longer than this many characters
+    max_ratio: float | None = None  # the longer side over the shorter, in tokens
+    drop_control: bool = False  # a side with control characters (tabs are fine)
+    drop_copies: bool = False  # the source is the target, character for character
+    dedup: bool = False  # a pair seen before, exactly (the first is kept)
+
+    def validate(self) -> None:
+        if self.max_chars is not None:
+            _check(self.max_chars > 0, "data.filter.max_chars",
+                   f"must be positive or null, got {self.max_chars}")
+        if self.max_ratio is not None:
+            _check(math.isfinite(self.max_ratio) and self.max_ratio >= 1,
+                   "data.filter.max_ratio", f"must be at least 1 or null, got {self.max_ratio}")
+
+
+@dataclass
 class DataConfig:
     """Where the corpora come from and how text is turned into ids."""
 
@@ -78,6 +100,7 @@ class DataConfig:
     max_pairs: int | None = None  # use only the first N training pairs
     valid_max_pairs: int | None = None  # use only the first N validation pairs
     max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
+    filter: FilterConfig = field(default_factory=FilterConfig)  # cleaning the training pairs
     min_freq: int = 2  # spacy: words seen fewer times are <unk>
     max_vocab: int | None = None  # spacy: per vocabulary, specials included
     lowercase: bool = False
@@ -87,6 +110,7 @@ class DataConfig:
             check_language(getattr(self, key), f"data.{key}")
         _check(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
         _check_positive(self, "data", ["max_len", "min_freq"])
+        self.filter.validate()
         _check_positive(self, "data", ["max_pairs", "valid_max_pairs"], optional=True)
         _check(16 <= self.vocab_size <= 1_000_000, "data.vocab_size",
                f"must be in [16, 1000000], got {self.vocab_size}")

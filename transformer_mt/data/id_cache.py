@@ -8,6 +8,9 @@ and writes, in a directory of the cache keyed by the file's SHA-256 and the toke
     offsets.npy  (n + 1,) int64: sentence i is ids[offsets[i]:offsets[i + 1]]
     types.json   the distinct token strings, in order of first appearance
     counts.npy   (len(types),) int64: how often each occurs
+    chars.npy, hashes.npy, control.npy
+                 (n,) facts about each line's text for the filters (``data/filters.py``): its
+                 characters, a 64-bit hash, whether it holds a control character
     sha256.json  the SHA-256 of each file above, written last: the entry counts only once it is
                  complete, and is checked whenever it is opened (a damaged entry is rebuilt,
                  with a warning, never trained on)
@@ -25,9 +28,11 @@ import json
 import logging
 import mmap
 import os
+import re
 import shutil
 import tempfile
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +46,17 @@ from transformer_mt.fileio import cache_dir, cache_key, file_lock
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: per-line facts for the filters (chars, hashes, control characters)
 CHECKSUMS = "sha256.json"
+FILES = ("ids.bin", "offsets.npy", "types.json", "counts.npy", "chars.npy", "hashes.npy",
+         "control.npy")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0/C1 controls but tab (and line ends)
+
+
+def line_hash(text: str) -> int:
+    """A 64-bit hash of a line's text (exact duplicates, and copies across the sides)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                          digest_size=8).digest(), "little")
 FLUSH_IDS = 1 << 20  # ids buffered in memory before they are appended to ids.bin
 RELEASE_ABOVE = 16 << 20  # bytes of ids above which reads release the file's pages
 
@@ -55,6 +69,10 @@ class EncodedSide:
     offsets: np.ndarray  # (n + 1,) int64
     types: list[str]
     counts: np.ndarray  # (len(types),) int64
+    # facts about each line's text, for the filters (data/filters.py)
+    chars: np.ndarray | None = None  # (n,) int32 characters
+    hashes: np.ndarray | None = None  # (n,) uint64 a hash of the text
+    control: np.ndarray | None = None  # (n,) bool: holds a control character
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -141,6 +159,16 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, directory: Path,
         lines = corpus.lines(side)
         if progress:
             lines = tqdm(lines, desc=f"tokenize {side}", unit="sent", leave=False)
+        chars, hashes, control = array("i"), array("Q"), array("b")
+
+        def noted(texts: Iterator[str]) -> Iterator[str]:  # the facts, as the text goes by
+            for text in texts:
+                chars.append(len(text))
+                hashes.append(line_hash(text))
+                control.append(CONTROL.search(text) is not None)
+                yield text
+
+        lines = noted(iter(lines))
         with open(tmp / "ids.bin", "wb") as f:
 
             def flush() -> np.ndarray:
@@ -166,6 +194,9 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, directory: Path,
         np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
         (tmp / "types.json").write_text(json.dumps(types, ensure_ascii=False), encoding="utf-8")
         np.save(tmp / "counts.npy", _add(counts, np.zeros(len(types), dtype=np.int64)))
+        np.save(tmp / "chars.npy", np.frombuffer(chars, dtype=np.int32))
+        np.save(tmp / "hashes.npy", np.frombuffer(hashes, dtype=np.uint64))
+        np.save(tmp / "control.npy", np.frombuffer(control, dtype=np.int8).astype(bool))
         digests = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
         (tmp / CHECKSUMS).write_text(json.dumps(digests, indent=1), encoding="utf-8")
         os.replace(tmp, directory)
@@ -187,7 +218,7 @@ def _damage(directory: Path) -> str | None:
     written."""
     try:
         expected = json.loads((directory / CHECKSUMS).read_text(encoding="utf-8"))
-        for name in ("ids.bin", "offsets.npy", "types.json", "counts.npy"):
+        for name in FILES:
             if not (directory / name).is_file():
                 return f"{name} is missing"
             if _sha256(directory / name) != expected.get(name):
@@ -211,6 +242,8 @@ def _load(directory: Path) -> EncodedSide:
         offsets = np.load(directory / "offsets.npy", mmap_mode="r")
         types = json.loads((directory / "types.json").read_text(encoding="utf-8"))
         counts = np.load(directory / "counts.npy")
+        facts = [np.load(directory / f"{name}.npy", mmap_mode="r")
+                 for name in ("chars", "hashes", "control")]
         total = int(offsets[-1])
         ids = (np.memmap(directory / "ids.bin", dtype=np.int32, mode="r", shape=(total,))
                if total else np.zeros(0, dtype=np.int32))
@@ -218,4 +251,4 @@ def _load(directory: Path) -> EncodedSide:
     except (OSError, ValueError, IndexError) as exc:
         raise DataError(f"the data cache entry {directory} is damaged ({exc}); delete it and "
                         "run again") from exc
-    return EncodedSide(ids, offsets, types, counts)
+    return EncodedSide(ids, offsets, types, counts, *facts)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
 
-from transformer_mt.config import Config, CorpusConfig, DataConfig
+from transformer_mt.config import Config, CorpusConfig, DataConfig, FilterConfig
 from transformer_mt.data.corpus import Corpus
+from transformer_mt.data.filters import describe_removed, keep_pairs
 from transformer_mt.data.id_cache import EncodedSide, encode_side
 from transformer_mt.data.tokenize import Tokenizer, cached_sentencepiece, make_tokenizer
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab
@@ -36,8 +37,12 @@ class ParallelData:
     tgt_lookup: np.ndarray
     index: np.ndarray  # (n,) int32: the pairs kept, as line numbers of the corpus
     lengths: np.ndarray  # (n, 2) int32: source tokens + <eos>, target tokens + <eos> (the loss's)
-    n_dropped: int = 0  # pairs removed for being longer than data.max_len
     references: list[str] | None = None
+    removed: dict[str, int] = field(default_factory=dict)  # pairs each filter removed
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(self.removed.values())
 
     def __len__(self) -> int:
         return len(self.index)
@@ -60,23 +65,23 @@ def lookup_table(types: Sequence[str], vocab: Vocab) -> np.ndarray:
 
 def pair_up(src: EncodedSide, tgt: EncodedSide, src_vocab: Vocab, tgt_vocab: Vocab,
             max_len: int | None = None, max_pairs: int | None = None,
-            references: Sequence[str] | None = None) -> ParallelData:
-    """The first ``max_pairs`` pairs, less those with a side longer than ``max_len`` tokens."""
+            references: Sequence[str] | None = None,
+            rules: FilterConfig | None = None) -> ParallelData:
+    """The first ``max_pairs`` pairs, less those with a side longer than ``max_len`` tokens
+    and those the filters ``rules`` remove (``data/filters.py``)."""
     n = len(src) if max_pairs is None else min(max_pairs, len(src))
     lengths = np.empty((n, 2), dtype=np.int32)  # 8 bytes a pair: all that planning needs
     lengths[:, 0] = src.lengths()[:n]
     lengths[:, 1] = tgt.lengths()[:n]
-    if max_len is not None and int(lengths.max(initial=0)) > max_len:
-        index = np.flatnonzero((lengths <= max_len).all(axis=1)).astype(np.int32)
+    index, removed = keep_pairs(src, tgt, lengths, max_len, rules)
+    if len(index) < n:
         lengths = lengths[index]
-    else:
-        index = np.arange(n, dtype=np.int32)
     lengths += 1  # <eos> on either side (the target's <bos> is not predicted)
     refs = None
     if references is not None:
         refs = [references[i] for i in index.tolist()]
     return ParallelData(src, tgt, lookup_table(src.types, src_vocab),
-                        lookup_table(tgt.types, tgt_vocab), index, lengths, n - len(index), refs)
+                        lookup_table(tgt.types, tgt_vocab), index, lengths, refs, removed)
 
 
 def encode_corpus(corpus: Corpus, tokenizers: tuple[Tokenizer, Tokenizer],
@@ -161,9 +166,9 @@ class PreparedData:
         vocab = (f"one shared vocabulary of {len(self.src_vocab)}" if data.shared_vocab else
                  f"vocabularies: {len(self.src_vocab)} {data.src_lang}, "
                  f"{len(self.tgt_vocab)} {data.tgt_lang}")
-        return (f"{len(self.train)} training pairs from {data.train.describe()} "
-                f"({self.train.n_dropped} longer than "
-                f"{min(data.max_len, cfg.model.max_pair_tokens)} tokens dropped), "
+        return (f"{len(self.train)} training pairs from {data.train.describe()} (removed: "
+                f"{describe_removed(self.train.removed)}; too_long means over "
+                f"{min(data.max_len, cfg.model.max_pair_tokens)} tokens), "
                 f"{len(self.valid)} validation pairs; {data.tokenizer} tokens, {vocab}")
 
 
@@ -191,7 +196,8 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
     else:
         src_vocab, tgt_vocab = build_vocabs(data, src, tgt, tokenizers)
     max_len = min(data.max_len, cfg.model.max_pair_tokens)
-    train_data = pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs)
+    train_data = pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
+                         rules=data.filter)
     v_src, v_tgt = encode_corpus(valid, tokenizers)
     refs = list(valid.lines("tgt"))
     valid_data = pair_up(v_src, v_tgt, src_vocab, tgt_vocab, cfg.model.max_pair_tokens,

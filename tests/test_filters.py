@@ -1,0 +1,90 @@
+"""Cleaning the training pairs (#24, data.filter): each filter removes exactly the pairs it is
+for, is counted, and is off unless asked for."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer_mt.config_file import config_from_dict
+from transformer_mt.data.prepare import prepare_data
+
+# (source, target, the filter that must remove the pair, or None: kept)
+PAIRS = [
+    ("Ein Hund läuft.", "A dog runs.", None),
+    ("", "An empty source.", "empty"),
+    ("Ein sehr langer Satz " * 12, "A very long sentence.", "too_long"),
+    ("Kurz.", "Short " + "x" * 150 + ".", "chars"),
+    ("Eins zwei drei vier fünf sechs sieben acht neun.", "One.", "ratio"),
+    ("Ein\x07Hund schläft.", "A dog sleeps.", "control"),
+    ("Berlin.", "Berlin.", "copy"),
+    ("Ein Hund läuft.", "A dog runs.", "duplicate"),
+    ("Zwei Katzen spielen.", "Two cats play.", None),
+    ("   ", "Whitespace only.", "empty"),
+]
+ALL_ON = ["data.filter.drop_empty=true", "data.filter.max_chars=100",
+          "data.filter.max_ratio=3", "data.filter.drop_control=true",
+          "data.filter.drop_copies=true", "data.filter.dedup=true"]
+
+
+def _config(tmp_path, *overrides: str):
+    files = {}
+    for side, column in (("de", 0), ("en", 1)):
+        path = tmp_path / f"train.{side}"
+        path.write_text("".join(p[column] + "\n" for p in PAIRS), encoding="utf-8")
+        files[side] = str(path)
+    return config_from_dict({"data": {"train": {"src": files["de"], "tgt": files["en"]},
+                                      "valid": {"src": files["de"], "tgt": files["en"]},
+                                      "test": {}, "min_freq": 1, "max_len": 20}},
+                            list(overrides))
+
+
+def test_each_filter_removes_its_pair_and_is_counted(tmp_path):
+    data = prepare_data(_config(tmp_path, *ALL_ON)).train
+    kept = [i for i, p in enumerate(PAIRS) if p[2] is None]
+    assert data.index.tolist() == kept
+    expected = {name: sum(p[2] == name for p in PAIRS) for name in
+                ("empty", "too_long", "chars", "ratio", "control", "copy", "duplicate")}
+    assert data.removed == expected
+    assert data.n_dropped == len(PAIRS) - len(kept)
+
+
+def test_filters_are_off_unless_asked_for(tmp_path):
+    data = prepare_data(_config(tmp_path)).train
+    assert data.removed == {"too_long": 1}  # data.max_len is always on
+    assert len(data) == len(PAIRS) - 1
+
+
+@pytest.mark.parametrize("rule, name", [
+    ("data.filter.drop_empty=true", "empty"), ("data.filter.max_chars=100", "chars"),
+    ("data.filter.max_ratio=3", "ratio"), ("data.filter.drop_control=true", "control"),
+    ("data.filter.drop_copies=true", "copy"), ("data.filter.dedup=true", "duplicate"),
+])
+def test_one_filter_alone_removes_only_its_pairs(tmp_path, rule, name):
+    data = prepare_data(_config(tmp_path, rule)).train
+    gone = sorted(set(range(len(PAIRS))) - set(data.index.tolist()))
+    # alone, the ratio filter also takes the empty source against 4 target tokens (its own
+    # filter, earlier in the order, takes it when both are on)
+    also = [1] if name == "ratio" else []
+    assert gone == sorted([*also, *(i for i, p in enumerate(PAIRS) if p[2] in (name,
+                                                                              "too_long"))])
+    assert data.removed[name] == sum(p[2] == name for p in PAIRS) + len(also)
+
+
+def test_the_cache_keeps_each_lines_facts(tmp_path):
+    from transformer_mt.data.id_cache import line_hash
+
+    data = prepare_data(_config(tmp_path)).train
+    src = data.src
+    assert src.chars.tolist() == [len(p[0]) for p in PAIRS]
+    assert src.control.tolist() == ["\x07" in p[0] for p in PAIRS]
+    assert src.hashes.tolist() == [line_hash(p[0]) for p in PAIRS]
+    assert src.hashes[0] == src.hashes[7] and data.tgt.hashes[6] == src.hashes[6]
+
+
+def test_filter_settings_are_checked(tmp_path):
+    from transformer_mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"data\.filter\.max_ratio' must be at least 1"):
+        _config(tmp_path, "data.filter.max_ratio=0.5")
+    with pytest.raises(ConfigError, match=r"data\.filter\.max_chars' must be positive"):
+        _config(tmp_path, "data.filter.max_chars=0")
