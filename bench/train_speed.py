@@ -90,7 +90,7 @@ def measure_training(overrides: list[str], steps: int, warmup: int) -> dict:
         run = trainer.setup()
         plan = trainer.epoch_plan(run, 0)
         plan = (plan * (1 + (warmup + steps) // max(len(plan), 1)))[: warmup + steps]
-        data = run.train_data
+        data = run.epoch_data
         tgt_tokens = src_tokens = padded = 0
         device = trainer.device
         synchronize(device)
@@ -151,7 +151,7 @@ def run_baseline(args) -> dict:
 
     cfg = config_from_dict({}, sizes(args))
     prepared = prepare_data(cfg)
-    sv, tv, data = prepared.src_vocab, prepared.tgt_vocab, prepared.train
+    sv, tv, data = prepared.src_vocab, prepared.tgt_vocab, prepared.train.corpora[0].pairs
     torch.manual_seed(0)
     device = pick_device(args.device)
     model = TutorialModel(len(sv), len(tv), cfg.model).to(device)

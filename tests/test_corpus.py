@@ -266,19 +266,19 @@ def test_token_id_cache_equals_fresh_tokenization_and_plans_from_lengths(tmp_pat
                                  train=CorpusConfig(**data["train"]),
                                  valid=CorpusConfig(**data["valid"])))
     first = prepare_data(cfg)
-    assert isinstance(first.train.src.ids, np.memmap)
+    assert isinstance(first.train.corpora[0].pairs.src.ids, np.memmap)
     again = prepare_data(cfg)  # read back from the cache
-    pairs = toy_pairs()
+    pairs, read = toy_pairs(), again.train.corpora[0].pairs
     for k in (0, 57, 179):
-        src_tokens = [first.src_vocab.itos[i] for i in again.train.source(k)[:-1]]
+        src_tokens = [first.src_vocab.itos[i] for i in read.source(k)[:-1]]
         assert src_tokens == next(first.tokenizers[0].tokenize([pairs[k][0]]))
-        assert again.train.target(k).tolist() == first.train.target(k).tolist()
+        assert read.target(k).tolist() == first.train.corpora[0].pairs.target(k).tolist()
     assert again.valid.references == [b for _, b in pairs[::9]]
     # a batch gathered from the memory map in one go equals one padded example by example
     for indices in ([0, 5, 179, 33], [7], list(range(0, 180, 2))):
-        fast = collate(again.train, indices)
-        plain = Batch.from_ids([torch.from_numpy(again.train.source(k)) for k in indices],
-                               [torch.from_numpy(again.train.target(k)) for k in indices])
+        fast = collate(read, indices)
+        plain = Batch.from_ids([torch.from_numpy(read.source(k)) for k in indices],
+                               [torch.from_numpy(read.target(k)) for k in indices])
         assert torch.equal(fast.src, plain.src) and torch.equal(fast.tgt, plain.tgt)
         assert (fast.n_tokens, fast.n_src_tokens) == (plain.n_tokens, plain.n_src_tokens)
     assert len(list((tmp_path / "cache" / "corpus").glob("*/ids.bin"))) == 4
@@ -294,7 +294,8 @@ def test_a_damaged_token_id_cache_is_rebuilt_never_trained_on(tmp_path, monkeypa
                                  train=CorpusConfig(**data["train"]),
                                  valid=CorpusConfig(**data["valid"])))
     fresh = prepare_data(cfg)
-    expected = [fresh.train.source(k).tolist() for k in range(len(fresh.train))]
+    fresh_pairs = fresh.train.corpora[0].pairs
+    expected = [fresh_pairs.source(k).tolist() for k in range(len(fresh_pairs))]
     for entry in (tmp_path / "cache" / "corpus").glob("*/ids.bin"):
         entry = entry.parent
         ids = np.fromfile(entry / "ids.bin", dtype=np.int32)
@@ -311,10 +312,11 @@ def test_a_damaged_token_id_cache_is_rebuilt_never_trained_on(tmp_path, monkeypa
             np.save(entry / "offsets.npy", offsets[::-1].copy())
         else:
             (entry / "sha256.json").write_text("{not json")
-    del fresh
+    del fresh, fresh_pairs
     with caplog.at_level("WARNING"):
         again = prepare_data(cfg)
-    assert [again.train.source(k).tolist() for k in range(len(again.train))] == expected
+    read = again.train.corpora[0].pairs
+    assert [read.source(k).tolist() for k in range(len(read))] == expected
     assert "is damaged" in caplog.text and "tokenizing again" in caplog.text
 
 

@@ -84,7 +84,7 @@ def test_token_ids_are_cached_and_max_pairs_applies(monkeypatch):
     cfg = Config(data=DataConfig(data_dir=str(DATA_DIR), min_freq=1))
     cfg.data.train = CorpusConfig(multi30k="val")
     data = prepare_data(cfg)
-    first = data.train.source(0)[:3].tolist()
+    first = data.train.corpora[0].pairs.source(0)[:3].tolist()
     assert [data.src_vocab.itos[i] for i in first] == ["Eine", "Gruppe", "von"]
 
     def no_more_tokenizing(*args, **kwargs):
@@ -94,7 +94,7 @@ def test_token_ids_are_cached_and_max_pairs_applies(monkeypatch):
     cfg.data.max_pairs = 10
     again = prepare_data(cfg)
     assert len(again.train) == 10
-    assert [again.train.source(k).tolist() for k in range(10)] != []
+    assert [again.train.corpora[0].pairs.source(k).tolist() for k in range(10)] != []
     # the vocabulary counts only the first 10 pairs: fewer words, each of them among the first
     assert len(again.src_vocab) < len(data.src_vocab)
     assert set(again.src_vocab.itos) <= set(data.src_vocab.itos)

@@ -39,7 +39,7 @@ def _config(tmp_path, *overrides: str):
 
 
 def test_each_filter_removes_its_pair_and_is_counted(tmp_path):
-    data = prepare_data(_config(tmp_path, *ALL_ON)).train
+    data = prepare_data(_config(tmp_path, *ALL_ON)).train.corpora[0].pairs
     kept = [i for i, p in enumerate(PAIRS) if p[2] is None]
     assert data.index.tolist() == kept
     expected = {name: sum(p[2] == name for p in PAIRS) for name in
@@ -49,7 +49,7 @@ def test_each_filter_removes_its_pair_and_is_counted(tmp_path):
 
 
 def test_filters_are_off_unless_asked_for(tmp_path):
-    data = prepare_data(_config(tmp_path)).train
+    data = prepare_data(_config(tmp_path)).train.corpora[0].pairs
     assert data.removed == {"too_long": 1}  # data.max_len is always on
     assert len(data) == len(PAIRS) - 1
 
@@ -60,7 +60,7 @@ def test_filters_are_off_unless_asked_for(tmp_path):
     ("data.filter.drop_copies=true", "copy"), ("data.filter.dedup=true", "duplicate"),
 ])
 def test_one_filter_alone_removes_only_its_pairs(tmp_path, rule, name):
-    data = prepare_data(_config(tmp_path, rule)).train
+    data = prepare_data(_config(tmp_path, rule)).train.corpora[0].pairs
     gone = sorted(set(range(len(PAIRS))) - set(data.index.tolist()))
     # alone, the ratio filter also takes the empty source against 4 target tokens (its own
     # filter, earlier in the order, takes it when both are on)
@@ -73,7 +73,7 @@ def test_one_filter_alone_removes_only_its_pairs(tmp_path, rule, name):
 def test_the_cache_keeps_each_lines_facts(tmp_path):
     from transformer_mt.data.id_cache import line_hash
 
-    data = prepare_data(_config(tmp_path)).train
+    data = prepare_data(_config(tmp_path)).train.corpora[0].pairs
     src = data.src
     assert src.chars.tolist() == [len(p[0]) for p in PAIRS]
     assert src.control.tolist() == ["\x07" in p[0] for p in PAIRS]

@@ -64,8 +64,11 @@ def _same(a: torch.Tensor, b: torch.Tensor, device: str) -> bool:
 @pytest.mark.parametrize("tokens", [
     ("data.tokenizer=spacy",),
     ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true",
-     "train.lr_schedule=linear")],
-    ids=["spacy", "sentencepiece-linear-lr"])
+     "train.lr_schedule=linear"),
+    ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true",
+     "data.train=[{multi30k: train}, {multi30k: val, weight: 0.5, tag: '<bt>'}]",
+     "data.sampling.alpha=0.1", "data.sampling.copies=2")],
+    ids=["spacy", "sentencepiece-linear-lr", "two-corpora-sampled"])
 def test_resume_after_sigkill_is_bitwise_exact(tmp_path, tokens, device):
     n = 14
     # log_every=3 with save_every=4: a save falls inside a log interval, whose partial loss sums

@@ -362,6 +362,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     if "data" in ckpt:  # pairs trained on, and what each filter removed
         info["training_pairs"] = ckpt["data"].get("pairs")
         info["removed_pairs"] = ckpt["data"].get("removed")
+        corpora = ckpt["data"].get("corpora") or []
+        if len(corpora) > 1:  # each corpus: its pairs, weight, tag and what was removed
+            info["training_corpora"] = corpora
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

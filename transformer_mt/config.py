@@ -20,6 +20,7 @@ from transformer_mt.languages import check_language
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 MULTI30K_LANGS = ("de", "en")
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run's or a test set's name
+TAG = re.compile(r"<[A-Za-z0-9_-]+>")  # a corpus tag: one token, as SentencePiece keeps it
 
 
 @dataclass
@@ -33,8 +34,17 @@ class CorpusConfig:
     src: str | None = None  # the source side, one sentence per line
     tgt: str | None = None  # the target side, line by line parallel to src
     tsv: str | None = None  # one file of "source<TAB>target" lines
+    # training corpora only: how often each pair is seen an epoch (2 = twice, 0.5 = a different
+    # half every epoch), and a token put before each source (e.g. <bt> for back-translations)
+    weight: float = 1.0
+    tag: str | None = None
 
     def validate(self, key: str) -> None:
+        _check(math.isfinite(self.weight) and self.weight > 0, f"{key}.weight",
+               f"must be a positive number, got {self.weight}")
+        if self.tag is not None:
+            _check(TAG.fullmatch(self.tag) is not None, f"{key}.tag",
+                   f"must look like <name> (letters, digits, '_', '-'), got {self.tag!r}")
         forms = [name for name in ("multi30k", "tsv") if getattr(self, name) is not None]
         if self.src is not None or self.tgt is not None:
             forms.append("src/tgt")
@@ -79,12 +89,38 @@ class FilterConfig:
 
 
 @dataclass
+class SamplingConfig:
+    """Subword regularization (SentencePiece only): each training epoch reads one of ``copies``
+    segmentations of the training corpora, each sampled once (seeded) and cached like the
+    plain one, so epochs see different segmentations and a run still resumes exactly. unigram:
+    sampled from the ``nbest`` best segmentations (-1: all), smoothed by ``alpha``; bpe: BPE
+    dropout with probability ``alpha``. Validation and translation use the plain one."""
+
+    alpha: float | None = None  # null: off; e.g. 0.1
+    nbest: int = 64
+    copies: int = 8
+
+    def validate(self, tokenizer: str) -> None:
+        if self.alpha is None:
+            return
+        _check(tokenizer == "sentencepiece", "data.sampling.alpha",
+               "samples subword segmentations: it needs data.tokenizer=sentencepiece")
+        _check(0 < self.alpha <= 1, "data.sampling.alpha", f"must be in (0, 1], got {self.alpha}")
+        _check(self.nbest == -1 or self.nbest > 1, "data.sampling.nbest",
+               f"must be -1 (all segmentations) or more than 1, got {self.nbest}")
+        _check(1 <= self.copies <= 100, "data.sampling.copies",
+               f"must be in [1, 100], got {self.copies}")
+
+
+@dataclass
 class DataConfig:
     """Where the corpora come from and how text is turned into ids."""
 
     src_lang: str = "de"  # any language spaCy knows (ISO code: de, fr, zh, ...)
     tgt_lang: str = "en"
-    train: CorpusConfig = field(default_factory=lambda: CorpusConfig(multi30k="train"))
+    # the training corpus, or a list of them (each with its weight and tag), mixed every epoch
+    train: CorpusConfig | list[CorpusConfig] = field(
+        default_factory=lambda: CorpusConfig(multi30k="train"))
     valid: CorpusConfig = field(default_factory=lambda: CorpusConfig(multi30k="val"))
     # named test sets for `mt evaluate --split NAME`; default: Multi30k's two when training on it
     test: dict[str, CorpusConfig] | None = None
@@ -101,6 +137,7 @@ class DataConfig:
     valid_max_pairs: int | None = None  # use only the first N validation pairs
     max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
     filter: FilterConfig = field(default_factory=FilterConfig)  # cleaning the training pairs
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)  # subword regularization
     min_freq: int = 2  # spacy: words seen fewer times are <unk>
     max_vocab: int | None = None  # spacy: per vocabulary, specials included
     lowercase: bool = False
@@ -111,6 +148,11 @@ class DataConfig:
         _check(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
         _check_positive(self, "data", ["max_len", "min_freq"])
         self.filter.validate()
+        self.sampling.validate(self.tokenizer)
+        _check(bool(self.training_corpora()), "data.train", "must name at least one corpus")
+        tags = [c.tag for c in self.training_corpora() if c.tag is not None]
+        _check(len(self.training_corpora()) > 1 or not tags, "data.train.tag",
+               "marks one corpus among several; with one training corpus it tells nothing")
         _check_positive(self, "data", ["max_pairs", "valid_max_pairs"], optional=True)
         _check(16 <= self.vocab_size <= 1_000_000, "data.vocab_size",
                f"must be in [16, 1000000], got {self.vocab_size}")
@@ -118,6 +160,9 @@ class DataConfig:
             _check(self.max_vocab > 4, "data.max_vocab", "must be greater than 4 (the specials)")
         for key, corpus in self.corpora().items():
             corpus.validate(f"data.{key}")
+            _check(key.startswith("train") or (corpus.weight == 1.0 and corpus.tag is None),
+                   f"data.{key}", "has a weight or a tag: those belong to training corpora "
+                   "(data.train) only")
             if corpus.multi30k is not None:
                 for lang in (self.src_lang, self.tgt_lang):
                     _check(lang in MULTI30K_LANGS, f"data.{key}",
@@ -129,11 +174,23 @@ class DataConfig:
         """The named test sets: ``data.test``, or Multi30k's when training on Multi30k."""
         if self.test is not None:
             return self.test
-        return _default_tests() if self.train.multi30k is not None else {}
+        multi = any(c.multi30k is not None for c in self.training_corpora())
+        return _default_tests() if multi else {}
+
+    def training_corpora(self) -> list[CorpusConfig]:
+        """``data.train`` as a list (one corpus, or several)."""
+        return list(self.train) if isinstance(self.train, list) else [self.train]
+
+    def training_keys(self) -> list[str]:
+        """The config key of each training corpus: ``train``, or ``train.0``, ``train.1``..."""
+        if isinstance(self.train, list):
+            return [f"train.{i}" for i in range(len(self.train))]
+        return ["train"]
 
     def corpora(self) -> dict[str, CorpusConfig]:
-        """Every corpus of the config by its key: train, valid and test.NAME."""
-        named = {"train": self.train, "valid": self.valid}
+        """Every corpus of the config by its key: train (or train.N), valid and test.NAME."""
+        named = dict(zip(self.training_keys(), self.training_corpora()))
+        named["valid"] = self.valid
         named.update({f"test.{name}": corpus for name, corpus in self.test_sets().items()})
         return named
 
@@ -306,12 +363,17 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         plain = to_plain(dataclasses.asdict(self))
-        data = plain["data"]  # a corpus lists only the keys it uses
-        for key in ("train", "valid"):
-            data[key] = {k: v for k, v in data[key].items() if v is not None}
+        data = plain["data"]  # a corpus lists only the keys it uses (and a weight not 1)
+
+        def used(corpus: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in corpus.items()
+                    if v is not None and not (k == "weight" and v == 1.0)}
+
+        data["train"] = ([used(c) for c in data["train"]] if isinstance(data["train"], list)
+                         else used(data["train"]))
+        data["valid"] = used(data["valid"])
         if data["test"] is not None:
-            data["test"] = {name: {k: v for k, v in corpus.items() if v is not None}
-                            for name, corpus in data["test"].items()}
+            data["test"] = {name: used(corpus) for name, corpus in data["test"].items()}
         return plain
 
 

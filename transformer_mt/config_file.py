@@ -34,6 +34,19 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
             return coerce(value, inner[0], key)
+        # a section or a list of sections (data.train): chosen by what the value is
+        lists = [a for a in inner if typing.get_origin(a) is list]
+        if isinstance(value, list) and lists:
+            return coerce(value, lists[0], key)
+        sections = [a for a in inner if dataclasses.is_dataclass(a)]
+        if sections:
+            return coerce(value, sections[0], key)
+    if dataclasses.is_dataclass(tp):
+        return _from_dict(tp, value, f"{key}.")  # type: ignore[arg-type]
+    if origin is list:
+        if not isinstance(value, list) or not value:
+            raise ConfigError(f"config key '{key}' must be a non-empty list, got {value!r}")
+        return [coerce(v, args[0], f"{key}.{i}") for i, v in enumerate(value)]
     if origin is Literal:
         if value not in args:
             choices = ", ".join(repr(a) for a in args)

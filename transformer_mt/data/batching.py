@@ -2,8 +2,8 @@
 
 The order of batches in an epoch is a pure function of ``(seed, epoch)``. That makes resumption
 exact (a run stores only ``epoch`` and the index of the next step) and lets every distributed
-rank build the same plan and take its own share without talking to the others. :func:`collate`
-then gathers a batch's ids from the memory-mapped corpus.
+rank build the same plan and take its own share without talking to the others. ``collate``
+(``data/mixing.py``) then gathers a batch's ids from the memory-mapped corpora.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import numpy as np
 import torch
 
 from transformer_mt.data.batch import Batch
-from transformer_mt.data.id_cache import EncodedSide
-from transformer_mt.data.prepare import ParallelData
-from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.data.mixing import collate
+from transformer_mt.data.pairs import ParallelData
 
 
 def make_batches(lengths: np.ndarray | Sequence[tuple[int, int]], max_tokens: int, seed: int,
@@ -75,35 +74,6 @@ def split_batch(batch: np.ndarray, parts: int) -> list[np.ndarray]:
         pieces.append(batch[start:end])
         start = end
     return pieces
-
-
-def collate(data: ParallelData, indices: Sequence[int] | np.ndarray) -> Batch:
-    """The batch of examples ``indices``: sources (``... <eos>``) and targets (``<bos> ...
-    <eos>``) padded with ``<pad>``, gathered from the memory-mapped ids in a few array
-    operations, whatever the batch size."""
-    indices = np.asarray(indices, dtype=np.int64)
-    rows = data.index[indices].astype(np.int64)  # line numbers in the corpus
-    lengths = data.lengths[indices].astype(np.int64)  # (B, 2), each with its <eos>
-    src = _padded(data.src, data.src_lookup, rows, lengths[:, 0] - 1, lead=0)  # (B, S)
-    tgt = _padded(data.tgt, data.tgt_lookup, rows, lengths[:, 1] - 1, lead=1)  # (B, T + 1)
-    n_src, n_tgt = lengths.sum(axis=0).tolist()
-    return Batch(torch.from_numpy(src), torch.from_numpy(tgt), n_tgt, n_src)
-
-
-def _padded(side: EncodedSide, lookup: np.ndarray, rows: np.ndarray, n: np.ndarray,
-            lead: int) -> np.ndarray:
-    """``(B, lead + max(n) + 1)`` int64: ``lead`` x ``<bos>``, each row's ``n`` ids (as
-    vocabulary ids), ``<eos>``, then ``<pad>``."""
-    b = len(rows)
-    out = np.full((b, lead + int(n.max(initial=0)) + 1), PAD_ID, dtype=np.int64)
-    first = np.cumsum(n) - n  # where each row's ids start in the gathered run
-    column = np.arange(int(n.sum())) - np.repeat(first, n)  # (total,) position in its row
-    ids = side.take(np.repeat(side.starts(rows), n) + column)  # (total,) type ids
-    out[np.repeat(np.arange(b), n), column + lead] = lookup[ids]
-    out[np.arange(b), n + lead] = EOS_ID
-    if lead:
-        out[:, 0] = BOS_ID
-    return out
 
 
 def iterate_batches(data: ParallelData, max_tokens: int) -> Iterator[tuple[np.ndarray, Batch]]:

@@ -1,87 +1,34 @@
-"""From corpora to ids: :func:`prepare_data` turns the config's training and validation
-corpora into :class:`ParallelData` (memory-mapped ids, see ``data/id_cache.py``), with the
-tokenizers and the vocabularies (built from the training corpus, or a checkpoint's).
-Batching those ids is ``data/batching.py``'s.
+"""From corpora to ids: :func:`prepare_data` turns the config's training corpora into a
+:class:`TrainingSet` and its validation corpus into :class:`ParallelData` (memory-mapped ids,
+see ``data/id_cache.py``), with the tokenizers and the vocabularies (built from the training
+corpora, or a checkpoint's). Mixing and batching those ids is ``data/mixing.py`` and
+``data/batching.py``'s.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from itertools import chain
+from dataclasses import dataclass
+from itertools import chain, islice
 
-import numpy as np
-
-from transformer_mt.config import Config, CorpusConfig, DataConfig, FilterConfig
+from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.data.corpus import Corpus
-from transformer_mt.data.filters import describe_removed, keep_pairs
+from transformer_mt.data.filters import describe_removed
 from transformer_mt.data.id_cache import EncodedSide, encode_side
-from transformer_mt.data.tokenize import Tokenizer, cached_sentencepiece, make_tokenizer
-from transformer_mt.data.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab
+from transformer_mt.data.mixing import TrainingCorpus, TrainingSet
+from transformer_mt.data.pairs import ParallelData, pair_up
+from transformer_mt.data.tokenize import (
+    SubwordTokenizer,
+    Tokenizer,
+    cached_sentencepiece,
+    make_tokenizer,
+)
+from transformer_mt.data.tokenize import tags as tokenizer_tags
+from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ParallelData:
-    """Sentence pairs as ids: the pairs ``index`` of two encoded sides, whose type ids the
-    lookup tables map into the vocabularies. A source gets ``<eos>``, a target ``<bos>`` and
-    ``<eos>``, when a batch is built. ``references`` holds the raw target lines (validation and
-    test sets only: a training corpus is never held as text)."""
-
-    src: EncodedSide
-    tgt: EncodedSide
-    src_lookup: np.ndarray  # (types,) int64: type id -> vocabulary id
-    tgt_lookup: np.ndarray
-    index: np.ndarray  # (n,) int32: the pairs kept, as line numbers of the corpus
-    lengths: np.ndarray  # (n, 2) int32: source tokens + <eos>, target tokens + <eos> (the loss's)
-    references: list[str] | None = None
-    removed: dict[str, int] = field(default_factory=dict)  # pairs each filter removed
-
-    @property
-    def n_dropped(self) -> int:
-        return sum(self.removed.values())
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def source(self, k: int) -> np.ndarray:
-        """``(S,)`` int64 ids of pair ``k``'s source, ending in ``<eos>``."""
-        ids = self.src_lookup[self.src.sentence(int(self.index[k]))]
-        return np.append(ids, EOS_ID)
-
-    def target(self, k: int) -> np.ndarray:
-        """``(T + 2,)`` int64 ids of pair ``k``'s target: ``<bos> y1 ... yn <eos>``."""
-        ids = self.tgt_lookup[self.tgt.sentence(int(self.index[k]))]
-        return np.concatenate([[BOS_ID], ids, [EOS_ID]])
-
-
-def lookup_table(types: Sequence[str], vocab: Vocab) -> np.ndarray:
-    """``(len(types),)`` int64: each type's vocabulary id (``<unk>``'s where it has none)."""
-    return np.array([vocab.stoi.get(t, UNK_ID) for t in types], dtype=np.int64)
-
-
-def pair_up(src: EncodedSide, tgt: EncodedSide, src_vocab: Vocab, tgt_vocab: Vocab,
-            max_len: int | None = None, max_pairs: int | None = None,
-            references: Sequence[str] | None = None,
-            rules: FilterConfig | None = None) -> ParallelData:
-    """The first ``max_pairs`` pairs, less those with a side longer than ``max_len`` tokens
-    and those the filters ``rules`` remove (``data/filters.py``)."""
-    n = len(src) if max_pairs is None else min(max_pairs, len(src))
-    lengths = np.empty((n, 2), dtype=np.int32)  # 8 bytes a pair: all that planning needs
-    lengths[:, 0] = src.lengths()[:n]
-    lengths[:, 1] = tgt.lengths()[:n]
-    index, removed = keep_pairs(src, tgt, lengths, max_len, rules)
-    if len(index) < n:
-        lengths = lengths[index]
-    lengths += 1  # <eos> on either side (the target's <bos> is not predicted)
-    refs = None
-    if references is not None:
-        refs = [references[i] for i in index.tolist()]
-    return ParallelData(src, tgt, lookup_table(src.types, src_vocab),
-                        lookup_table(tgt.types, tgt_vocab), index, lengths, refs, removed)
 
 
 def encode_corpus(corpus: Corpus, tokenizers: tuple[Tokenizer, Tokenizer],
@@ -93,28 +40,36 @@ def encode_corpus(corpus: Corpus, tokenizers: tuple[Tokenizer, Tokenizer],
     return src, tgt
 
 
-def build_vocabs(cfg: DataConfig, src: EncodedSide, tgt: EncodedSide,
+def build_vocabs(cfg: DataConfig, sides: Sequence[tuple[EncodedSide, EncodedSide]],
                  tokenizers: tuple[Tokenizer, Tokenizer]) -> tuple[Vocab, Vocab]:
     """The vocabularies: a subword model's pieces, or the words counted ``data.min_freq`` times
-    in the (first ``data.max_pairs``) training pairs; one for both sides with shared_vocab."""
+    in the (first ``data.max_pairs`` of each corpus's) training pairs, the corpora's tags
+    always in; one for both sides with shared_vocab."""
     fixed = (tokenizers[0].fixed_vocab(), tokenizers[1].fixed_vocab())
     if fixed[0] is not None and fixed[1] is not None:
         return fixed[0], fixed[1]
-    src_counts = src.type_counts(cfg.max_pairs)
-    tgt_counts = tgt.type_counts(cfg.max_pairs)
+    src_counts: dict[str, int] = {}
+    tgt_counts: dict[str, int] = {}
+    for src, tgt in sides:
+        for total, side in ((src_counts, src), (tgt_counts, tgt)):
+            for t, c in side.type_counts(cfg.max_pairs).items():
+                total[t] = total.get(t, 0) + c
+    tags = tokenizer_tags(cfg)
     if cfg.shared_vocab:
         both = dict(src_counts)
         for t, c in tgt_counts.items():
             both[t] = both.get(t, 0) + c
-        vocab = Vocab.from_counts(both, cfg.min_freq, cfg.max_vocab)
+        vocab = Vocab.from_counts(both, cfg.min_freq, cfg.max_vocab, tags)
         return vocab, vocab
-    return (Vocab.from_counts(src_counts, cfg.min_freq, cfg.max_vocab),
+    return (Vocab.from_counts(src_counts, cfg.min_freq, cfg.max_vocab, tags),
             Vocab.from_counts(tgt_counts, cfg.min_freq, cfg.max_vocab))
 
 
 def corpus_of(cfg: DataConfig, key: str) -> Corpus:
-    """The corpus of a config key: ``train``, ``valid`` or the name of a test set."""
-    entry: CorpusConfig | None = {"train": cfg.train, "valid": cfg.valid}.get(key)
+    """The corpus of a config key: ``train`` (or ``train.N``), ``valid`` or the name of a test
+    set."""
+    training = dict(zip(cfg.training_keys(), cfg.training_corpora()))
+    entry: CorpusConfig | None = {**training, "valid": cfg.valid}.get(key)
     name = f"data.{key}"
     if entry is None:
         tests = cfg.test_sets()
@@ -126,27 +81,36 @@ def corpus_of(cfg: DataConfig, key: str) -> Corpus:
     return Corpus.from_config(entry, name, cfg.src_lang, cfg.tgt_lang, cfg.data_dir)
 
 
+def training_corpora(cfg: DataConfig) -> list[Corpus]:
+    """The training corpora (``data.train``: one, or a list)."""
+    return [corpus_of(cfg, key) for key in cfg.training_keys()]
+
+
 def training_fingerprint(cfg: DataConfig) -> str:
-    """What identifies the training corpus's text (both sides' SHA-256): checkpoints carry it,
-    and an exact resume refuses a corpus that has changed since."""
-    train = corpus_of(cfg, "train")
-    return f"{train.fingerprint('src')}+{train.fingerprint('tgt')}"
+    """What identifies the training corpora's text (both sides' SHA-256 of each): checkpoints
+    carry it, and an exact resume refuses a corpus that has changed since."""
+    return "|".join(f"{c.fingerprint('src')}+{c.fingerprint('tgt')}"
+                    for c in training_corpora(cfg))
 
 
-def subword_models(cfg: DataConfig, train: Corpus, progress: bool = False
+def subword_models(cfg: DataConfig, corpora: Sequence[Corpus], progress: bool = False
                    ) -> tuple[bytes, bytes]:
-    """SentencePiece models learnt from the (first ``data.max_pairs``) training pairs: one
-    for both sides with ``shared_vocab``, else one per side (cached, see tokenize.py)."""
+    """SentencePiece models learnt from the (first ``data.max_pairs`` of each) training pairs:
+    one for both sides with ``shared_vocab``, else one per side (cached, see tokenize.py)."""
     def side(s: str) -> Iterator[str]:
-        lines = train.lines(s)  # type: ignore[arg-type]
-        return lines if cfg.max_pairs is None else (x for _, x in zip(range(cfg.max_pairs), lines))
+        return chain.from_iterable(
+            c.lines(s) if cfg.max_pairs is None  # type: ignore[arg-type]
+            else islice(c.lines(s), cfg.max_pairs) for c in corpora)  # type: ignore[arg-type]
+
+    def fingerprint(s: str) -> str:
+        return "|".join(c.fingerprint(s) for c in corpora)  # type: ignore[arg-type]
 
     extra = f":first{cfg.max_pairs}" if cfg.max_pairs is not None else ""
     if cfg.shared_vocab:
-        fingerprint = f"{train.fingerprint('src')}+{train.fingerprint('tgt')}{extra}"
-        model = cached_sentencepiece(chain(side("src"), side("tgt")), cfg, fingerprint, progress)
+        both = f"{fingerprint('src')}+{fingerprint('tgt')}{extra}"
+        model = cached_sentencepiece(chain(side("src"), side("tgt")), cfg, both, progress)
         return model, model
-    return tuple(cached_sentencepiece(side(s), cfg, train.fingerprint(s) + extra,  # type: ignore
+    return tuple(cached_sentencepiece(side(s), cfg, fingerprint(s) + extra,  # type: ignore
                                       progress) for s in ("src", "tgt"))
 
 
@@ -154,7 +118,7 @@ def subword_models(cfg: DataConfig, train: Corpus, progress: bool = False
 class PreparedData:
     """What training needs from the data: pairs as ids, vocabularies, tokenizers."""
 
-    train: ParallelData
+    train: TrainingSet
     valid: ParallelData
     src_vocab: Vocab
     tgt_vocab: Vocab
@@ -163,13 +127,35 @@ class PreparedData:
 
     def describe(self, cfg: Config) -> str:
         data = cfg.data
+        max_len = min(data.max_len, cfg.model.max_pair_tokens)
         vocab = (f"one shared vocabulary of {len(self.src_vocab)}" if data.shared_vocab else
                  f"vocabularies: {len(self.src_vocab)} {data.src_lang}, "
                  f"{len(self.tgt_vocab)} {data.tgt_lang}")
-        return (f"{len(self.train)} training pairs from {data.train.describe()} (removed: "
-                f"{describe_removed(self.train.removed)}; too_long means over "
-                f"{min(data.max_len, cfg.model.max_pair_tokens)} tokens), "
-                f"{len(self.valid)} validation pairs; {data.tokenizer} tokens, {vocab}")
+        several = len(self.train.corpora) > 1
+        corpora = ", ".join(
+            f"{len(c.pairs)} {'' if several else 'training '}pairs from {c.name} (" + (
+                f"weight {c.weight:g}, " + (f"tag {c.tag}, " if c.tag else "") if several
+                else "") + f"removed: {describe_removed(c.pairs.removed)}"
+            + ("" if several else f"; too_long means over {max_len} tokens") + ")"
+            for c in self.train.corpora)
+        if several:
+            corpora = (f"{len(self.train)} training pairs: {corpora}; too_long means over "
+                       f"{max_len} tokens")
+        sampled = (f", {data.sampling.copies} sampled segmentations of the training pairs "
+                   f"(alpha {data.sampling.alpha:g})" if data.sampling.alpha is not None else "")
+        return (f"{corpora}, {len(self.valid)} validation pairs; {data.tokenizer} "
+                f"tokens{sampled}, {vocab}")
+
+
+def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
+                       ) -> list[tuple[Tokenizer, Tokenizer]]:
+    """The tokenizers of ``data.sampling.copies`` sampled segmentations (seeded by the run's
+    ``train.seed``, copy and side)."""
+    s = cfg.data.sampling
+    assert s.alpha is not None
+    return [tuple(SubwordTokenizer(model, cfg.data.lowercase,  # type: ignore[misc]
+                                   (s.alpha, s.nbest, cfg.train.seed * 1000 + 2 * k + i))
+                  for i, model in enumerate(models)) for k in range(s.copies)]
 
 
 def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
@@ -177,32 +163,45 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
                  progress: bool = False) -> PreparedData:
     """Read, check and encode the training and validation corpora. ``vocabs`` and ``models``
     (SentencePiece) come from a checkpoint to resume or fine-tune from; else they are built
-    from the training corpus."""
+    from the training corpora."""
     data = cfg.data
-    train = corpus_of(data, "train")
+    corpora = training_corpora(data)
     valid = corpus_of(data, "valid")
     for name, corpus in data.test_sets().items():  # your test files are checked now, not later
         if corpus.multi30k is None:
             corpus_of(data, name)
     if data.tokenizer == "sentencepiece" and models is None:
-        models = subword_models(data, train, progress)
+        models = subword_models(data, corpora, progress)
     if data.tokenizer != "sentencepiece":
         models = None
     tokenizers = (make_tokenizer(data, "src", models and models[0]),
                   make_tokenizer(data, "tgt", models and models[1]))
-    src, tgt = encode_corpus(train, tokenizers, progress)
+    segmentations = ([tokenizers] if data.sampling.alpha is None or models is None
+                     else sampled_tokenizers(cfg, models))
+    encoded = [[encode_corpus(c, tok, progress) for tok in segmentations] for c in corpora]
     if vocabs is not None:
         src_vocab, tgt_vocab = vocabs
     else:
-        src_vocab, tgt_vocab = build_vocabs(data, src, tgt, tokenizers)
+        src_vocab, tgt_vocab = build_vocabs(data, [e[0] for e in encoded], tokenizers)
     max_len = min(data.max_len, cfg.model.max_pair_tokens)
-    train_data = pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
-                         rules=data.filter)
+    train = TrainingSet([])
+    for entry, corpus, copies in zip(data.training_corpora(), corpora, encoded):
+        pairs = [pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
+                         rules=data.filter) for src, tgt in copies]
+        tag_id = None
+        if entry.tag is not None:
+            tag_id = src_vocab.stoi.get(entry.tag)
+            if tag_id is None:
+                raise DataError(f"the tag {entry.tag} of {corpus.key} is not in the source "
+                                "vocabulary (a checkpoint's, made without it); fine-tune "
+                                "from a model that has it, or train from scratch")
+        train.corpora.append(TrainingCorpus(corpus.describe(), pairs, entry.weight, entry.tag,
+                                            tag_id))
     v_src, v_tgt = encode_corpus(valid, tokenizers)
     refs = list(valid.lines("tgt"))
     valid_data = pair_up(v_src, v_tgt, src_vocab, tgt_vocab, cfg.model.max_pair_tokens,
                          data.valid_max_pairs, refs)
-    if len(train_data) == 0:
+    if len(train) == 0:
         limit = (f"data.max_len={data.max_len}" if data.max_len == max_len else
                  f"{max_len} tokens (model.max_positions={cfg.model.max_positions} less "
                  "<bos> and <eos>)")
@@ -211,4 +210,4 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
     if len(valid_data) == 0:
         raise DataError(f"no validation pairs in {data.valid.describe()} (or all are too long "
                         "for model.max_positions)")
-    return PreparedData(train_data, valid_data, src_vocab, tgt_vocab, tokenizers, models)
+    return PreparedData(train, valid_data, src_vocab, tgt_vocab, tokenizers, models)

@@ -118,12 +118,15 @@ class WordTokenizer(Tokenizer):
 
 
 class SubwordTokenizer(Tokenizer):
-    """A SentencePiece model (its serialized bytes) as a tokenizer."""
+    """A SentencePiece model (its serialized bytes) as a tokenizer. With ``sampling``
+    (alpha, nbest, seed) it samples a segmentation of each sentence instead of taking the best
+    one (subword regularization: ``data.sampling``), the same ones for the same seed."""
 
-    def __init__(self, model: bytes, lowercase: bool = False) -> None:
+    def __init__(self, model: bytes, lowercase: bool = False,
+                 sampling: tuple[float, int, int] | None = None) -> None:
         import sentencepiece as spm
 
-        self.model, self.lowercase = bytes(model), lowercase
+        self.model, self.lowercase, self.sampling = bytes(model), lowercase, sampling
         try:
             self.processor = spm.SentencePieceProcessor(model_proto=self.model)
         except (RuntimeError, OSError) as exc:
@@ -133,10 +136,18 @@ class SubwordTokenizer(Tokenizer):
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
         it = iter(bounded(texts))
+        options: dict[str, Any] = {}
+        if self.sampling is not None:  # one thread: the draws follow the seed, in order
+            import sentencepiece as spm
+
+            alpha, nbest, seed = self.sampling
+            spm.set_random_generator_seed(seed)
+            options = {"enable_sampling": True, "alpha": alpha, "nbest_size": nbest,
+                       "num_threads": 1}
         while chunk := list(islice(it, 10_000)):
             if self.lowercase:
                 chunk = [t.lower() for t in chunk]
-            yield from self.processor.encode(chunk, out_type=str)
+            yield from self.processor.encode(chunk, out_type=str, **options)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Pieces back to text; an ``<unk>`` the model produced is left out."""
@@ -144,19 +155,26 @@ class SubwordTokenizer(Tokenizer):
 
     @property
     def key(self) -> str:
-        return json.dumps(["sentencepiece", hashlib.sha256(self.model).hexdigest(),
-                           self.lowercase])
+        key = ["sentencepiece", hashlib.sha256(self.model).hexdigest(), self.lowercase]
+        return json.dumps(key if self.sampling is None else [*key, "sampled", *self.sampling])
 
     def fixed_vocab(self) -> Vocab:
         p = self.processor
         return Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])
 
 
+def tags(cfg: DataConfig) -> list[str]:
+    """The training corpora's tags (``data.train[].tag``): tokens of their own in the
+    vocabulary, which a subword model never splits."""
+    return sorted({c.tag for c in cfg.training_corpora() if c.tag is not None})
+
+
 def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
     """Learn a SentencePiece model (``cfg.subword``, ``cfg.vocab_size``) from ``texts``.
 
-    Its specials are ours at our ids (``<unk> <pad> <bos> <eos>`` = 0-3). ``vocab_size`` is an
-    upper bound: a small corpus gets the pieces it has.
+    Its specials are ours at our ids (``<unk> <pad> <bos> <eos>`` = 0-3), the corpora's tags
+    pieces of their own. ``vocab_size`` is an upper bound: a small corpus gets the pieces it
+    has.
     """
     import sentencepiece as spm
 
@@ -172,7 +190,8 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
             model_type=cfg.subword, character_coverage=0.9995, byte_fallback=True,
             unk_id=0, pad_id=1, bos_id=2, eos_id=3, unk_piece=UNK, pad_piece=PAD, bos_piece=BOS,
             eos_piece=EOS, input_sentence_size=SPM_SAMPLE, shuffle_input_sentence=True,
-            hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2)
+            hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2,
+            **({"user_defined_symbols": tags(cfg)} if tags(cfg) else {}))
     except RuntimeError as exc:
         raise DataError(f"SentencePiece could not learn a model from the training corpus "
                         f"({str(exc).strip()}); change data.vocab_size or data.subword") from exc
@@ -184,7 +203,7 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
     """:func:`train_sentencepiece` once per corpus and settings; later runs (and other ranks,
     which wait on the lock) read the model from the cache."""
     key_text = json.dumps([fingerprint, cfg.subword, cfg.vocab_size, cfg.lowercase,
-                           version("sentencepiece"), SPM_SAMPLE])
+                           version("sentencepiece"), SPM_SAMPLE, *tags(cfg)])
     path = cache_dir() / "sentencepiece" / f"{cache_key(key_text)}.model"
     with file_lock(path.with_suffix(".lock")):
         if path.is_file():

@@ -37,13 +37,15 @@ class Vocab:
 
     @classmethod
     def from_counts(cls, counts: Mapping[str, int], min_freq: int = 2,
-                    max_size: int | None = None) -> Vocab:
-        """The tokens counted ``min_freq`` times or more, most frequent first (ties by text)."""
-        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
+                    max_size: int | None = None, reserved: Sequence[str] = ()) -> Vocab:
+        """The tokens counted ``min_freq`` times or more, most frequent first (ties by text),
+        after the specials and the ``reserved`` tokens (corpus tags), which are always in."""
+        first = [*SPECIALS, *reserved]
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in first),
                       key=lambda t: (-counts[t], t))
         if max_size is not None:
-            kept = kept[: max_size - len(SPECIALS)]
-        return cls([*SPECIALS, *kept])
+            kept = kept[: max(0, max_size - len(first))]
+        return cls([*first, *kept])
 
     def __len__(self) -> int:
         return len(self.itos)

@@ -250,5 +250,4 @@ def run_checkpoint(run: Run, config: Config, precision: str,
                           "loss_since_log": run.loss_since_log.detach().cpu().clone()}
     return make_checkpoint(run.model, config, run.src_vocab, run.tgt_vocab,
                            asdict(run.progress), training_state, run.subword_models,
-                           run.corpus, {"pairs": len(run.train_data),
-                                        "removed": dict(run.train_data.removed)})
+                           run.corpus, run.train_data.summary())

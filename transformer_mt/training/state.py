@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from transformer_mt.config import TrainConfig
-from transformer_mt.data.prepare import ParallelData
+from transformer_mt.data.mixing import EpochData, TrainingSet
+from transformer_mt.data.pairs import ParallelData
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.model.transformer import Transformer
@@ -43,7 +43,7 @@ class Progress:
 class Run:
     """Everything one training run holds, made by :meth:`Trainer.setup` before the first step."""
 
-    train_data: ParallelData
+    train_data: TrainingSet
     valid_data: ParallelData
     src_vocab: Vocab
     tgt_vocab: Vocab
@@ -60,8 +60,6 @@ class Run:
     progress: Progress = field(default_factory=Progress)
     # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
     loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))
-    tgt_lengths: np.ndarray = field(init=False)  # (n,) target tokens (the loss's) per pair
+    # the current epoch's examples (data/mixing.py), set when the epoch is planned
+    epoch_data: EpochData | ParallelData | None = None
     corpus: str | None = None  # the training corpus's fingerprint, carried by checkpoints
-
-    def __post_init__(self) -> None:
-        self.tgt_lengths = self.train_data.lengths[:, 1]

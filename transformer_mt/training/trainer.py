@@ -175,7 +175,8 @@ class Trainer:
     def epoch_plan(self, run: Run, epoch: int) -> list[list[np.ndarray]]:
         """The steps of ``epoch``: for each, the batches of every rank and accumulation."""
         t = self.cfg.train
-        return epoch_steps(run.train_data.lengths, t.max_tokens, t.seed, epoch,
+        run.epoch_data = run.train_data.epoch(t.seed, epoch)
+        return epoch_steps(run.epoch_data.lengths, t.max_tokens, t.seed, epoch,
                            self.dist.world_size * t.accum_steps)
 
     def _loop(self, run: Run) -> None:
@@ -243,7 +244,9 @@ class Trainer:
         Returns the gradient norm and this rank's target tokens.
         """
         t = self.cfg.train
-        global_tokens = int(sum(run.tgt_lengths[b].sum() for b in step_batches))
+        assert run.epoch_data is not None, "epoch_plan sets the epoch's examples first"
+        tgt_lengths = run.epoch_data.lengths[:, 1]  # (n,) target tokens (the loss's)
+        global_tokens = int(sum(tgt_lengths[b].sum() for b in step_batches))
         mine = step_batches[self.dist.rank * t.accum_steps:(self.dist.rank + 1) * t.accum_steps]
         acc = run.loss_since_log
         n_tokens = 0
@@ -251,7 +254,7 @@ class Trainer:
             weight = 1.0
             if len(indices) == 0:  # the epoch's last step has no batch here: add nothing
                 indices, weight = next(b for b in step_batches if len(b)), 0.0
-            batch = collate(run.train_data, indices).to(self.device)
+            batch = collate(run.epoch_data, indices).to(self.device)
             sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
             with contextlib.nullcontext() if sync else run.forward_model.no_sync():
                 with self._autocast():

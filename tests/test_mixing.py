@@ -1,0 +1,142 @@
+"""Several training corpora (weights, tags) and sampled segmentations, epoch by epoch."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+
+from transformer_mt.config_file import config_from_dict
+from transformer_mt.data.batch import Batch
+from transformer_mt.data.batching import make_batches
+from transformer_mt.data.mixing import EpochData, collate
+from transformer_mt.data.prepare import prepare_data
+from transformer_mt.errors import ConfigError
+
+WORDS = ["house", "tree", "river", "cloud", "stone", "bird", "light", "water", "green",
+         "small", "old", "red", "dog", "runs", "sees", "under", "over", "near", "the", "a"]
+
+
+def _lines(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, rng.integers(3, 9))) for _ in range(n)]
+
+
+def _corpus(directory, name: str, n: int, seed: int) -> dict:
+    src, tgt = _lines(n, seed), _lines(n, seed + 1)
+    (directory / f"{name}.de").write_text("".join(x + "\n" for x in src), encoding="utf-8")
+    (directory / f"{name}.en").write_text("".join(x + "\n" for x in tgt), encoding="utf-8")
+    return {"src": str(directory / f"{name}.de"), "tgt": str(directory / f"{name}.en")}
+
+
+def _config(tmp_path, monkeypatch, tokenizer: str = "spacy", **data):
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = _corpus(tmp_path, "a", 40, 1), _corpus(tmp_path, "b", 30, 7)
+    train = [{**a, "weight": 2}, {**b, "weight": 0.5, "tag": "<bt>"}]
+    section = {"train": train, "valid": _corpus(tmp_path, "v", 5, 3), "tokenizer": tokenizer,
+               "min_freq": 1, "vocab_size": 320, "shared_vocab": True, **data}
+    return config_from_dict({"data": section})
+
+
+def _count(epoch: EpochData, k: int) -> collections.Counter:
+    return collections.Counter(epoch.rows[epoch.part == k].tolist())
+
+
+def test_each_pair_is_seen_weight_times_an_epoch(tmp_path, monkeypatch):
+    train = prepare_data(_config(tmp_path, monkeypatch)).train
+    assert [len(c.pairs) for c in train.corpora] == [40, 30] and len(train) == 70
+    halves = []
+    for e in range(3):
+        epoch = train.epoch(1234, e)
+        assert isinstance(epoch, EpochData) and len(epoch) == 2 * 40 + 15
+        assert _count(epoch, 0) == {row: 2 for row in range(40)}  # weight 2: twice each
+        half = _count(epoch, 1)
+        assert len(half) == 15 and set(half.values()) == {1}  # weight 0.5: a half, once each
+        halves.append(frozenset(half))
+        again = train.epoch(1234, e)  # a pure function of (seed, epoch): resume is exact
+        assert np.array_equal(again.rows, epoch.rows) and np.array_equal(again.part, epoch.part)
+        # the batch plan takes every example of the epoch once
+        batches = make_batches(epoch.lengths, 60, 1234, e)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(epoch)))
+    assert len(set(halves)) == 3  # another half every epoch
+
+
+def test_the_tag_leads_its_corpus_sources_only(tmp_path, monkeypatch):
+    data = prepare_data(_config(tmp_path, monkeypatch))
+    tag = data.src_vocab.stoi["<bt>"]
+    assert tag == 4  # kept in the vocabulary right after the specials, whatever its count
+    epoch = data.train.epoch(1234, 0)
+    a, b = (c.pairs for c in data.train.corpora)
+    assert epoch.lengths[epoch.part == 1, 0].tolist() == (
+        b.lengths[epoch.rows[epoch.part == 1], 0] + 1).tolist()
+    mixed = np.array([0, 1, 2, 90, 91, 3, 94, 60])  # examples of both corpora in one batch
+    batch = collate(epoch, mixed)
+    sources, targets = [], []
+    for i in mixed.tolist():  # the same batch, example by example
+        pairs = (a, b)[epoch.part[i]]
+        src = torch.from_numpy(pairs.source(int(epoch.rows[i])))
+        if epoch.part[i] == 1:
+            src = torch.cat([torch.tensor([tag]), src])
+        sources.append(src)
+        targets.append(torch.from_numpy(pairs.target(int(epoch.rows[i]))))
+    plain = Batch.from_ids(sources, targets)
+    assert torch.equal(batch.src, plain.src) and torch.equal(batch.tgt, plain.tgt)
+    assert (batch.n_tokens, batch.n_src_tokens) == (plain.n_tokens, plain.n_src_tokens)
+    assert (batch.src[:, 0] == tag).tolist() == [p == 1 for p in epoch.part[mixed].tolist()]
+
+
+def test_sampled_segmentations_differ_by_epoch_and_spell_the_same_text(tmp_path, monkeypatch):
+    sampling = {"alpha": 0.1, "nbest": -1, "copies": 3}
+    cfg = _config(tmp_path, monkeypatch, "sentencepiece", sampling=sampling)
+    data = prepare_data(cfg)
+    plain = prepare_data(_config(tmp_path, monkeypatch, "sentencepiece"))
+    assert data.src_vocab == plain.src_vocab and "<bt>" in data.src_vocab.stoi  # a piece
+    assert "<bt>" in data.tokenizers[0].processor.encode("<bt> house", out_type=str)  # unsplit
+    # validation reads the plain segmentation
+    assert [data.valid.source(k).tolist() for k in range(5)] == [
+        plain.valid.source(k).tolist() for k in range(5)]
+    corpus = data.train.corpora[0]
+    assert len(corpus.copies) == 3
+    texts = _lines(40, 1)
+    segmentations = []
+    for copy in corpus.copies:
+        pieces = [[data.src_vocab.itos[i] for i in copy.source(k)[:-1]] for k in range(40)]
+        assert [data.tokenizers[0].detokenize(p) for p in pieces] == texts
+        segmentations.append(pieces)
+    plain_pieces = [[plain.src_vocab.itos[i] for i in plain.train.corpora[0].pairs.source(k)[:-1]]
+                    for k in range(40)]
+    assert len({str(s) for s in [*segmentations, plain_pieces]}) == 4  # all different
+    for e in range(4):  # epoch e reads copy e % 3
+        epoch = data.train.epoch(1234, e)
+        assert epoch.parts[0] is corpus.copies[e % 3]
+    # sampled once, seeded: a fresh cache samples the same segmentations
+    (tmp_path / "fresh").mkdir()
+    again = prepare_data(_config(tmp_path / "fresh", monkeypatch, "sentencepiece",
+                                 sampling=sampling))
+    for mine, theirs in zip(corpus.copies, again.train.corpora[0].copies):
+        assert [mine.source(k).tolist() for k in range(40)] == [
+            theirs.source(k).tolist() for k in range(40)]
+
+
+def test_one_corpus_is_laid_out_as_itself(tmp_path, monkeypatch):
+    cfg = _config(tmp_path, monkeypatch)
+    cfg.data.train = cfg.data.train[0]
+    cfg.data.train.weight = 1.0
+    train = prepare_data(cfg).train
+    assert train.epoch(1234, 3) is train.corpora[0].pairs  # what training read before mixing
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"train": [{"multi30k": "train", "weight": -1}]}, "data.train.0.weight' must be a positive"),
+    ({"train": [{"multi30k": "train", "tag": "bt"}, {"multi30k": "val"}]}, "must look like <name>"),
+    ({"train": {"multi30k": "train", "tag": "<bt>"}}, "with one training corpus it tells nothing"),
+    ({"valid": {"multi30k": "val", "weight": 2}}, "belong to training corpora"),
+    ({"sampling": {"alpha": 0.1}}, "needs data.tokenizer=sentencepiece"),
+    ({"tokenizer": "sentencepiece", "sampling": {"alpha": 0.1, "nbest": 0}}, "nbest' must be -1"),
+    ({"train": []}, "must be a non-empty list"),
+])
+def test_mixing_config_errors_name_the_key(section, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict({"data": section})
