@@ -88,3 +88,45 @@ def test_filter_settings_are_checked(tmp_path):
         _config(tmp_path, "data.filter.max_ratio=0.5")
     with pytest.raises(ConfigError, match=r"data\.filter\.max_chars' must be positive"):
         _config(tmp_path, "data.filter.max_chars=0")
+
+
+LANGUAGE_PAIRS = [  # (German, English, wrong side or None)
+    ("Ein Mann fährt mit seinem Fahrrad die lange Straße hinunter.",
+     "A man rides his bicycle down the long street.", None),
+    ("A woman is reading a book in the park near the lake.",
+     "A woman is reading a book in the park near the lake, quietly.", "src"),
+    ("Zwei Kinder spielen im Garten mit einem großen roten Ball.",
+     "Two children are playing in the garden with a big red ball.", None),
+    ("Eine Frau sitzt auf einer Bank und liest die Zeitung.",
+     "Une femme est assise sur un banc et lit le journal.", "tgt"),
+    ("Ein schwarzer Hund rennt über die grüne Wiese am Fluss.",
+     "A black dog runs across the green meadow by the river.", None),
+]
+
+
+def test_the_language_filter_removes_pairs_with_a_side_in_another_language(tmp_path):
+    pytest.importorskip("py3langid")
+    files = {}
+    for side, column in (("de", 0), ("en", 1)):
+        path = tmp_path / f"lang.{side}"
+        path.write_text("".join(p[column] + "\n" for p in LANGUAGE_PAIRS), encoding="utf-8")
+        files[side] = str(path)
+    cfg = config_from_dict({"data": {"train": {"src": files["de"], "tgt": files["en"]},
+                                     "valid": {"src": files["de"], "tgt": files["en"]},
+                                     "test": {}, "min_freq": 1,
+                                     "filter": {"language": True}}})
+    data = prepare_data(cfg).train.corpora[0].pairs
+    assert data.index.tolist() == [i for i, p in enumerate(LANGUAGE_PAIRS) if p[2] is None]
+    assert data.removed == {"too_long": 0, "language": 2}
+    cfg.data.filter.language = False
+    assert len(prepare_data(cfg).train) == len(LANGUAGE_PAIRS)  # off unless asked for
+
+
+def test_the_language_filter_without_its_package_says_how_to_install_it(tmp_path, monkeypatch):
+    from transformer_mt import packages
+
+    real = packages.installed
+    monkeypatch.setattr(packages, "installed", lambda m: m != "py3langid" and real(m))
+    cfg = _config(tmp_path, "data.filter.language=true")
+    with pytest.raises(packages.MissingPackageError, match=r"transformer_mt\[langid\]"):
+        packages.require(packages.training_packages(cfg))

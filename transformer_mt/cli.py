@@ -21,6 +21,7 @@ import sys
 
 from transformer_mt.commands import (
     cmd_average,
+    cmd_data,
     cmd_evaluate,
     cmd_export,
     cmd_info,
@@ -76,6 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "a run; overwrite: start afresh, deleting an earlier run's files in --run-dir "
                    "(checkpoints, metrics, logs)")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("data", parents=[common],
+                       help="summarize a config's corpora: pairs, lengths, coverage, filters")
+    p.add_argument("--config", required=True, help="YAML config, e.g. config/cpu.yaml")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set data.filter.max_ratio=3 (repeatable)")
+    p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")
     p.add_argument("sentences", nargs="*", help="sentences to translate")

@@ -11,24 +11,34 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file, text_lines
 from transformer_mt.logs import bars_enabled
+
+if TYPE_CHECKING:
+    from transformer_mt.config import Config
 
 log = logging.getLogger("transformer_mt.cli")
 
 
 # --------------------------------------------------------------------------------------- train
 
-def cmd_train(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace) -> Config:
+    """The config of ``--config``, ``--set`` and ``--data-dir``."""
     from transformer_mt.config_file import load_config
-    from transformer_mt.training.trainer import train
 
     overrides = list(args.set or [])
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
-    config = load_config(args.config, overrides)
+    return load_config(args.config, overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from transformer_mt.training.trainer import train
+
+    config = _config(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / config.name
     progress = train(config, run_dir, args.start, progress=None if not args.quiet else False)
     if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for all
@@ -341,6 +351,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(limits, api_key, args.batch_tokens, args.max_wait_ms,
                            args.max_queue, not args.no_batching, args.engine, about)
     serve(translator, options, args.host, args.port, args.grace)
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from transformer_mt.data.summary import format_summary, summarize
+
+    summary = summarize(_config(args), progress=bars_enabled())
+    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
 

@@ -76,6 +76,9 @@ class FilterConfig:
     max_chars: int | None = None  # a side longer than this many characters
     max_ratio: float | None = None  # the longer side over the shorter, in tokens
     drop_control: bool = False  # a side with control characters (tabs are fine)
+    # a side py3langid identifies as another language than data.src_lang / data.tgt_lang
+    # (needs the package: pip install 'transformer_mt[langid]')
+    language: bool = False
     drop_copies: bool = False  # the source is the target, character for character
     dedup: bool = False  # a pair seen before, exactly (the first is kept)
 

@@ -20,7 +20,7 @@ from transformer_mt.errors import MTError
 PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu",
              "matplotlib": "matplotlib", "tensorboard": "'transformer_mt[tensorboard]'",
-             "ctranslate2": "'transformer_mt[ct2]'"}
+             "ctranslate2": "'transformer_mt[ct2]'", "py3langid": "'transformer_mt[langid]'"}
 
 
 class MissingPackageError(MTError):
@@ -40,6 +40,8 @@ def training_packages(config: Config) -> dict[str, str]:
     needs = {**tokenizer_packages(config.data), "sacrebleu": "validation BLEU"}
     if config.train.tensorboard:
         needs["tensorboard"] = "train.tensorboard"
+    if config.data.filter.language:
+        needs["py3langid"] = "data.filter.language"
     return needs
 
 

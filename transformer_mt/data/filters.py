@@ -11,6 +11,7 @@ to what was removed:
     chars      a side longer than data.filter.max_chars characters
     ratio      longer side / shorter side above data.filter.max_ratio (in tokens)
     control    a side with control characters                       data.filter.drop_control
+    language   a side in another language (py3langid)               data.filter.language
     copy       the source is the target                             data.filter.drop_copies
     duplicate  a pair seen before (the first is kept)               data.filter.dedup
 """
@@ -22,13 +23,15 @@ import numpy as np
 from transformer_mt.config import FilterConfig
 from transformer_mt.data.id_cache import EncodedSide
 
-ORDER = ("empty", "too_long", "chars", "ratio", "control", "copy", "duplicate")
+ORDER = ("empty", "too_long", "chars", "ratio", "control", "language", "copy", "duplicate")
 
 
 def keep_pairs(src: EncodedSide, tgt: EncodedSide, lengths: np.ndarray, max_len: int | None,
-               rules: FilterConfig | None) -> tuple[np.ndarray, dict[str, int]]:
+               rules: FilterConfig | None, wrong_language: np.ndarray | None = None
+               ) -> tuple[np.ndarray, dict[str, int]]:
     """The pairs (of the first ``len(lengths)``) that pass, as sorted int32 line numbers, and
-    how many each filter removed. ``lengths``: (n, 2) tokens per side."""
+    how many each filter removed. ``lengths``: (n, 2) tokens per side; ``wrong_language``:
+    (n,) bool, a side in another language (``data/language_id.py``; needed by that filter)."""
     n = len(lengths)
     keep = np.ones(n, dtype=bool)
     removed: dict[str, int] = {}
@@ -52,6 +55,10 @@ def keep_pairs(src: EncodedSide, tgt: EncodedSide, lengths: np.ndarray, max_len:
         drop("ratio", longer / shorter > rules.max_ratio)
     if rules.drop_control:
         drop("control", _facts(src, "control", n) | _facts(tgt, "control", n))
+    if rules.language:
+        if wrong_language is None:
+            raise ValueError("data.filter.language needs each line's language")
+        drop("language", np.asarray(wrong_language[:n]))
     src_hash = tgt_hash = None
     if rules.drop_copies or rules.dedup:
         src_hash, tgt_hash = _facts(src, "hashes", n), _facts(tgt, "hashes", n)

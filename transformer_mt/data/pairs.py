@@ -57,14 +57,15 @@ def lookup_table(types: Sequence[str], vocab: Vocab) -> np.ndarray:
 def pair_up(src: EncodedSide, tgt: EncodedSide, src_vocab: Vocab, tgt_vocab: Vocab,
             max_len: int | None = None, max_pairs: int | None = None,
             references: Sequence[str] | None = None,
-            rules: FilterConfig | None = None) -> ParallelData:
+            rules: FilterConfig | None = None,
+            wrong_language: np.ndarray | None = None) -> ParallelData:
     """The first ``max_pairs`` pairs, less those with a side longer than ``max_len`` tokens
     and those the filters ``rules`` remove (``data/filters.py``)."""
     n = len(src) if max_pairs is None else min(max_pairs, len(src))
     lengths = np.empty((n, 2), dtype=np.int32)  # 8 bytes a pair: all that planning needs
     lengths[:, 0] = src.lengths()[:n]
     lengths[:, 1] = tgt.lengths()[:n]
-    index, removed = keep_pairs(src, tgt, lengths, max_len, rules)
+    index, removed = keep_pairs(src, tgt, lengths, max_len, rules, wrong_language)
     if len(index) < n:
         lengths = lengths[index]
     lengths += 1  # <eos> on either side (the target's <bos> is not predicted)

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
 
+import numpy as np
+
 from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.data.corpus import Corpus
 from transformer_mt.data.filters import describe_removed
@@ -147,6 +149,14 @@ class PreparedData:
                 f"tokens{sampled}, {vocab}")
 
 
+def languages_wrong(data: DataConfig, corpus: Corpus, progress: bool = False) -> np.ndarray:
+    """``(n,)`` bool: the pairs with a side identified as another language than its own."""
+    from transformer_mt.data.language_id import wrong_language
+
+    return (wrong_language(corpus, "src", data.src_lang, progress)
+            | wrong_language(corpus, "tgt", data.tgt_lang, progress))
+
+
 def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
                        ) -> list[tuple[Tokenizer, Tokenizer]]:
     """The tokenizers of ``data.sampling.copies`` sampled segmentations (seeded by the run's
@@ -186,8 +196,9 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
     max_len = min(data.max_len, cfg.model.max_pair_tokens)
     train = TrainingSet([])
     for entry, corpus, copies in zip(data.training_corpora(), corpora, encoded):
+        wrong = languages_wrong(data, corpus, progress) if data.filter.language else None
         pairs = [pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
-                         rules=data.filter) for src, tgt in copies]
+                         rules=data.filter, wrong_language=wrong) for src, tgt in copies]
         tag_id = None
         if entry.tag is not None:
             tag_id = src_vocab.stoi.get(entry.tag)
