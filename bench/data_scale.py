@@ -6,7 +6,8 @@ on for a few steps, each in a fresh subprocess:
 
 1. ``prepare``: what ``mt train`` does before its first step (hash the files, learn the
    SentencePiece model or count words, tokenize into the memory-mapped token-id cache); its
-   wall time and peak RSS.
+   wall time and peak RSS. Then ``mt data``'s summary of the corpus on that cache (what a
+   second ``mt data`` takes; a first one adds the prepare time).
 2. ``train``: a short ``mt train`` run on the prepared corpus (the cache is reused): plan the
    epoch's batches from the lengths, train ``--steps`` steps, validate, save; its peak RSS.
 
@@ -68,6 +69,9 @@ if args["stage"] == "prepare":
     from transformer_mt.data.prepare import prepare_data
     data = prepare_data(config)
     pairs = len(data.train)
+elif args["stage"] == "summary":  # mt data, on the cache the prepare stage built
+    from transformer_mt.data.summary import summarize
+    pairs = summarize(config)["train"][0]["pairs"]
 else:
     from transformer_mt.training.trainer import train
     train(config, args["run_dir"], progress=False)
@@ -114,12 +118,17 @@ def main() -> None:
                 "train.eval_every=100000", "train.save_every=100000", "train.keep_last=0",
                 "train.log_every=10", "decode.beam_size=1"]
             prepared = run_child("prepare", overrides, work / f"run-{n}", env)
+            summary = run_child("summary", overrides, work / f"run-{n}", env)
+            if summary["pairs"] != n:
+                raise SystemExit(f"mt data counted {summary['pairs']} pairs, not {n}")
             trained = run_child("train", overrides, work / f"run-{n}", env)
             size = sum(f.stat().st_size for f in corpus.glob("train.*"))
             rungs.append({"pairs": n, "corpus_mib": round(size / 2**20, 1),
                           "write_seconds": round(written, 1),
                           "prepare_seconds": prepared["seconds"],
                           "prepare_peak_rss_mib": prepared["peak_rss_mib"],
+                          "mt_data_seconds": summary["seconds"],
+                          "mt_data_peak_rss_mib": summary["peak_rss_mib"],
                           "train_seconds": trained["seconds"],
                           "train_peak_rss_mib": trained["peak_rss_mib"]})
             print(json.dumps(rungs[-1]), file=sys.stderr)

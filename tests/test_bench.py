@@ -68,6 +68,7 @@ def test_data_scale_benchmark_reports_the_memory_ratio(tmp_path):
     assert [r["pairs"] for r in record["rungs"]] == [200, 400]
     first, last = record["rungs"][0], record["rungs"][-1]
     assert record["ratio"] == round(last["train_peak_rss_mib"] / first["train_peak_rss_mib"], 3)
+    assert all(r["mt_data_seconds"] > 0 for r in record["rungs"])  # mt data ran on each
 
 
 @needs_data
