@@ -140,3 +140,25 @@ def test_one_corpus_is_laid_out_as_itself(tmp_path, monkeypatch):
 def test_mixing_config_errors_name_the_key(section, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict({"data": section})
+
+
+def test_resuming_on_a_changed_corpus_of_several_is_refused(tmp_path):
+    from tests.conftest import run_cli, tiny_train_args
+
+    a, b, v = (_corpus(tmp_path, name, n, seed) for name, n, seed in
+               (("a", 40, 1), ("b", 30, 7), ("v", 5, 3)))
+    sets = [f"data.train=[{{src: {a['src']}, tgt: {a['tgt']}}}, "
+            f"{{src: {b['src']}, tgt: {b['tgt']}, tag: '<bt>'}}]",
+            f"data.valid={{src: {v['src']}, tgt: {v['tgt']}}}"]
+    run = tmp_path / "run"
+    assert run_cli(tiny_train_args(run, *sets, "train.max_steps=3")).returncode == 0
+    before = (run / "last.pt").read_bytes()
+    with open(b["tgt"], "a", encoding="utf-8") as f:
+        f.write("one more line\n")
+    with open(b["src"], "a", encoding="utf-8") as f:
+        f.write("noch eine zeile\n")
+    result = run_cli(tiny_train_args(run, *sets))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"the training corpus ({a['src']} + {a['tgt']}; {b['src']} + {b['tgt']}) has changed" \
+        in result.stderr
+    assert (run / "last.pt").read_bytes() == before  # the run is as it was

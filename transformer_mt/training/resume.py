@@ -129,8 +129,9 @@ def _decide(run_dir: Path, config: Config, results: list[str],
     check_resumable(ckpt["config"], config, run_dir)
     stored = ckpt.get("corpus")
     if isinstance(stored, str) and stored != training_fingerprint(config.data):
+        corpora = "; ".join(c.describe() for c in config.data.training_corpora())
         raise CheckpointError(
-            f"the training corpus ({config.data.train.describe()}) has changed since the run in "
+            f"the training corpus ({corpora}) has changed since the run in "
             f"'{run_dir}' started (its SHA-256 differs from the one in last.pt), so an exact "
             "resume would index into other text: restore the files, or train on the new data "
             f"from this run's weights in a new run (--set train.init_from={path})")
