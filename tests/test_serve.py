@@ -146,14 +146,17 @@ def test_an_api_key_is_required_when_set(translator):
 
 def _blocked(batcher: Batcher) -> threading.Event:
     """Hold the worker on a job until the returned event is set."""
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
+
+    def job():
+        started.set()
+        release.wait()
 
     async def hold():
-        await batcher.call(release.wait)
+        await batcher.call(job)
 
     threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
-    while batcher.waiting():  # the worker took it
-        pass
+    assert started.wait(timeout=30)  # the worker is in the job (not merely the job queued)
     return release
 
 
