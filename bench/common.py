@@ -141,7 +141,7 @@ def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
         assert proc.poll() is None, proc.communicate()
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if json.load(r)["status"] == "ready":
+                if json.load(r)["status"] == "ok":
                     return proc, url
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.2)

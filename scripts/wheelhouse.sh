@@ -38,7 +38,8 @@ import tomllib
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 needs = [r for r in project["dependencies"] if not r.startswith("torch")]
-needs += project["optional-dependencies"]["dev"]
+needs += [r for r in project["optional-dependencies"]["dev"]
+          if not r.startswith("transformer_mt")]  # the dev extra names the serve extra
 needs += project["optional-dependencies"]["serve"] if "serve" in project.get(
     "optional-dependencies", {}) else []
 needs += ["setuptools>=68", "wheel"]  # to install the project itself (an editable install builds)

@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
                    "that averages the models' probabilities")
     p.add_argument("--input", help="file with one sentence per line")
+    p.add_argument("--split-sentences", action="store_true",
+                   help="a line may hold several sentences (a paragraph): split it, translate "
+                   "each, and put the line back together")
     p.add_argument("--output", help="write translations here instead of stdout")
     p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: decode.beam_size)")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
@@ -177,19 +180,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key-file", help="a file holding the key clients must send")
+    p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "
+                   "one a line")
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a host name clients use to reach the server (repeatable; '*': any); "
+                   "default: localhost, 127.0.0.1, ::1 and --host")
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="a web page's origin (https://example.org) allowed to call the API "
+                   "from a browser (repeatable; '*': any); default: none")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="a batch closes at this many source tokens ...")
     p.add_argument("--max-wait-ms", type=float, default=10.0,
                    help="... or this long after its first request")
     p.add_argument("--no-batching", action="store_true", help="decode each request alone")
     p.add_argument("--max-queue", type=int, default=256,
-                   help="requests waiting for the decoder; beyond, 503")
-    p.add_argument("--max-sentences", type=int, default=128, help="sentences per request")
-    p.add_argument("--max-chars", type=int, default=5000, help="characters per sentence")
+                   help="requests waiting for the decoder; beyond, 429")
+    p.add_argument("--max-sentences", type=int, default=128,
+                   help="sentences per request (texts split into sentences)")
+    p.add_argument("--max-chars", type=int, default=5000, help="characters per text")
     p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="request body size")
+    p.add_argument("--rate-limit", type=int, default=0,
+                   help="requests a minute per client (its key, else its address); 0: none")
+    p.add_argument("--char-rate-limit", type=int, default=0,
+                   help="characters a minute per client; 0: none")
+    p.add_argument("--cache-size", type=int, default=10_000,
+                   help="translated sentences kept in memory; 0: no cache")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a request may take (queue and decoding), else 504")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send a request's headers")
+    p.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds a request's body has to arrive, else 408")
+    p.add_argument("--idle-timeout", type=float, default=5.0,
+                   help="seconds an idle kept-alive connection stays open")
+    p.add_argument("--max-connections", type=int, default=512,
+                   help="connections served at once; beyond, 503")
     p.add_argument("--grace", type=float, default=30.0,
                    help="on SIGTERM, seconds the requests in flight get to finish")
     p.set_defaults(func=cmd_serve)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -56,10 +57,13 @@ STDIN_CHUNK = 256  # lines of piped standard input translated together
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from transformer_mt.fileio import atomic_write_text, refuse_same_file
-    from transformer_mt.translate import Translator
+    from transformer_mt.translate import Translation, Translator
 
     if args.sentences and args.input:
         raise MTError("give sentences or --input FILE, not both")
+    if args.split_sentences and (args.nbest > 1 or args.attention):
+        raise MTError("--split-sentences gives one translation per line; drop --nbest and "
+                      "--attention, or give one sentence per line")
     refuse_same_file(args.output, [args.input, *args.checkpoint])
     translator = Translator.load(args.checkpoint, args.device, args.engine)
     settings = dict(alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
@@ -83,6 +87,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
     else:
         lines = None  # standard input
 
+    def translate(chunk: list[str], progress: bool = False) -> list[list[Translation]]:
+        if not args.split_sentences:
+            return translator.translate_nbest(chunk, args.nbest, args.beam,
+                                              scores=args.nbest > 1, progress=progress)
+        texts = translator.translate_text(chunk, beam_size=args.beam)
+        return [[Translation(text, [], math.nan)] for text in texts]
+
     def render(index: int, hyps: list) -> list[str]:
         if args.nbest == 1:
             return [hyps[0].text]
@@ -99,8 +110,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         else:  # a pipe: translate it a chunk of lines at a time, in order, as they come
             done = 0
             for chunk in _chunks(stream, STDIN_CHUNK):
-                results = translator.translate_nbest(chunk, args.nbest, args.beam,
-                                                      scores=args.nbest > 1)
+                results = translate(chunk)
                 for i, hyps in enumerate(results, start=done):
                     for out_line in render(i, hyps):
                         print(out_line)
@@ -109,8 +119,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             return 0
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
-    results = translator.translate_nbest(lines, args.nbest, args.beam, scores=args.nbest > 1,
-                                         progress=bars_enabled() and len(lines) > 50)
+    results = translate(lines, progress=bars_enabled() and len(lines) > 50)
     out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
     if args.output:
         atomic_write_text(args.output, "".join(line + "\n" for line in out))
@@ -314,31 +323,58 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number_option(args: argparse.Namespace, name: str, low: float, above: bool = False
+                   ) -> None:
+    """A finite option value of at least (or, ``above``, more than) ``low``."""
+    value = getattr(args, name)
+    if not (math.isfinite(value) and (value > low if above else value >= low)):
+        flag = "--" + name.replace("_", "-")
+        bound = f"more than {low:g}" if above else f"at least {low:g}"
+        raise MTError(f"{flag} must be a finite number {bound}, not {value:g}")
+
+
+def _api_keys(path: str | None) -> tuple[str, ...]:
+    """The keys in ``path``: one a line (blank lines and '#' comments skipped)."""
+    if not path:
+        return ()
+    why = not_a_file(Path(path))
+    if why:
+        raise MTError(f"--api-key-file '{path}' {why}")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise MTError(f"--api-key-file '{path}' is not UTF-8 text; write the key(s) in it, "
+                      "one a line") from None
+    keys = tuple(line.strip() for line in text.splitlines()
+                 if line.strip() and not line.strip().startswith("#"))
+    if not keys:
+        raise MTError(f"--api-key-file '{path}' holds no key; put the key(s) in it, one a line")
+    return keys
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    from transformer_mt.device import pick_device
     from transformer_mt.translate import Translator
 
-    for name, low in (("port", 1), ("batch_tokens", 1), ("max_queue", 1), ("max_sentences", 1),
-                      ("max_chars", 1), ("max_body_bytes", 1), ("max_wait_ms", 0)):
-        if getattr(args, name) < low or (name == "port" and args.port > 65535):
-            raise MTError(f"--{name.replace('_', '-')} must be at least {low}"
-                          + (" and at most 65535" if name == "port" else ""))
-    if not args.timeout > 0 or not args.grace >= 0:
-        raise MTError("--timeout must be positive and --grace at least 0")
+    for name in ("port", "batch_tokens", "max_queue", "max_sentences", "max_chars",
+                 "max_body_bytes", "max_connections"):
+        _number_option(args, name, 1)
+    for name in ("max_wait_ms", "grace", "rate_limit", "char_rate_limit", "cache_size"):
+        _number_option(args, name, 0)
+    for name in ("timeout", "header_timeout", "body_timeout", "idle_timeout"):
+        _number_option(args, name, 0, above=True)
+    if args.port > 65535:
+        raise MTError("--port must be at most 65535")
     try:
         from transformer_mt.serve.api import Limits
-        from transformer_mt.serve.app import ServeOptions, serve
+        from transformer_mt.serve.server import Connections, serve
+        from transformer_mt.serve.service import LOCAL_HOSTS, ServeOptions
     except ModuleNotFoundError as exc:
         from transformer_mt.packages import missing_error
 
         raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
-    api_key = None
-    if args.api_key_file:
-        why = not_a_file(Path(args.api_key_file))
-        if why:
-            raise MTError(f"--api-key-file '{args.api_key_file}' {why}")
-        api_key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
-        if not api_key:
-            raise MTError(f"--api-key-file '{args.api_key_file}' is empty; put the key in it")
+    api_keys = _api_keys(args.api_key_file)
+    pick_device(args.device)  # a bad name: one line, before the model loads
     translator = Translator.load(args.checkpoint, args.device, args.engine)
     about: dict = {}
     if args.engine == "torch" and len(args.checkpoint) == 1:
@@ -348,9 +384,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu")}
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
                     max_chars=args.max_chars, timeout_s=args.timeout)
-    options = ServeOptions(limits, api_key, args.batch_tokens, args.max_wait_ms,
-                           args.max_queue, not args.no_batching, args.engine, about)
-    serve(translator, options, args.host, args.port, args.grace)
+    hosts = tuple(args.allowed_host or ()) or (
+        LOCAL_HOSTS if args.host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+        else (*LOCAL_HOSTS, args.host))
+    options = ServeOptions(
+        limits, api_keys, args.batch_tokens, args.max_wait_ms, args.max_queue,
+        not args.no_batching, args.engine, about, allowed_hosts=hosts,
+        cors_origins=tuple(args.cors_origin or ()), rate_limit=int(args.rate_limit),
+        char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
+        body_timeout_s=args.body_timeout)
+    if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+        log.warning("listening on every interface, but answering only requests addressed to "
+                    "localhost: add --allowed-host NAME (the name clients use) or '*'")
+    serve(translator, options, args.host, args.port, args.grace,
+          Connections(args.header_timeout, args.idle_timeout, args.max_connections))
     return 0
 
 

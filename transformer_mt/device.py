@@ -24,6 +24,9 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
         problem = cuda_problem() if name == "cpu" else None
         if problem:
             log.warning("training and decoding on the CPU: %s", problem)
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", name):
+        raise ConfigError(f"device {name!r} is not one this tool runs on: use auto, cpu, cuda, "
+                          "cuda:N or mps")
     if name == "mps" and not _mps():
         raise ConfigError("device 'mps' asks for Apple's GPU, which PyTorch does not see here; "
                           "use --set train.device=cpu (or auto)")

@@ -41,6 +41,7 @@ from transformer_mt.precision import for_decoding, resolve_precision
 
 class Engine(Protocol):
     device: torch.device
+    can_inspect: bool  # attention weights, next-token candidates, beam steps
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
@@ -64,6 +65,8 @@ GPU_DECODE_BATCH = 512  # a GPU decodes far more sentences at once than decode.b
 
 class TorchEngine:
     """Our model, or an ensemble of models of one vocabulary, on ``device``."""
+
+    can_inspect = True
 
     def __init__(self, members: Sequence[Transformer], device: torch.device,
                  keep_copies: bool = True) -> None:
@@ -142,6 +145,8 @@ def output_limits(ids: Sequence[Sequence[int]], cfg: DecodeConfig, cap: int) -> 
 class CTranslate2Engine:
     """A model exported by ``mt export``, decoding in CTranslate2 as our decoder batches:
     sorted by source length, ``batch_size`` a batch, no output longer than search allows."""
+
+    can_inspect = False
 
     CANNOT = ("the CTranslate2 engine gives one translation per sentence, without attention "
               "weights or sampling; use the PyTorch engine for those")

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
@@ -20,7 +19,6 @@ from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
-from transformer_mt.plots import plot_attention, save_figure
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate import Translator
 
@@ -193,6 +191,10 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     emit(f"6. Output: {translator.detokenize(out)!r}")
 
     if figures is not None:
+        import matplotlib.pyplot as plt  # only where figures are drawn (mt serve needs none)
+
+        from transformer_mt.plots import plot_attention, save_figure
+
         figures = Path(figures)
         figures.mkdir(parents=True, exist_ok=True)
         fig, ax = plt.subplots(figsize=(6, 3), dpi=100)

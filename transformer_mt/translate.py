@@ -33,6 +33,10 @@ from transformer_mt.errors import ConfigError, MTError
 
 log = logging.getLogger(__name__)
 
+
+class InputTooLongError(MTError):
+    """A sentence longer than the model takes, where cutting it is not allowed."""
+
 @dataclass
 class Translation:
     text: str  # detokenized output
@@ -56,6 +60,7 @@ class Translator:
         translator.translate(["Ein Hund läuft."])              # ['A dog is running.']
         translator.translate(sentences, beam_size=5, alpha=1.0)
         translator.translate_nbest(sentences, nbest=3, attention=True)  # Translation objects
+        translator.translate_text(["Ein Mann. Zwei Hunde.\nEine Frau."])  # several sentences
 
     Several checkpoints of one vocabulary translate as an ensemble (their probabilities
     averaged at every step); ``engine="ctranslate2"`` loads ``mt export``'s directory instead.
@@ -116,12 +121,21 @@ class Translator:
     def device(self) -> torch.device:
         return self.engine.device
 
-    def encode(self, sentences: Sequence[str]) -> list[list[int]]:
-        """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``."""
-        limit = min(self.config.decode.max_input_tokens,
-                    getattr(self.engine, "max_source_tokens", self.config.model.max_source_tokens))
+    @property
+    def max_source_tokens(self) -> int:
+        """The most source tokens a sentence may have (``<eos>`` not counted)."""
+        return min(self.config.decode.max_input_tokens,
+                   getattr(self.engine, "max_source_tokens", self.config.model.max_source_tokens))
+
+    def encode(self, sentences: Sequence[str], strict: bool = False) -> list[list[int]]:
+        """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``
+        (``strict=True``: refusing them, with :class:`InputTooLongError`)."""
+        limit = self.max_source_tokens
         ids = []
         for n, tokens in enumerate(self.tokenizers[0].tokenize(sentences), start=1):
+            if len(tokens) > limit and strict:
+                raise InputTooLongError(f"sentence {n} has {len(tokens)} tokens; this model "
+                                        f"takes at most {limit}: split it")
             if len(tokens) > limit:
                 log.warning("input %d has %d tokens; only the first %d are translated "
                             "(decode.max_input_tokens)", n, len(tokens), limit)
@@ -152,6 +166,19 @@ class Translator:
         ``temperature``, ``sample_seed``, ``batch_size``, ``precision``."""
         return [hyps[0].text for hyps in self.translate_nbest(
             sentences, 1, beam_size, progress=progress, scores=False, **settings)]
+
+    def translate_text(self, texts: Sequence[str], html: bool = False,
+                       beam_size: int | None = None, **settings: Any) -> list[str]:
+        """Translate texts that may hold several sentences (a paragraph, lines) or, with
+        ``html=True``, HTML: each is split into sentences (``documents.py``), all of them are
+        translated in one batch, and each text is put back together with its own spacing, line
+        breaks and markup. ``settings`` as for :meth:`translate`."""
+        from transformer_mt.documents import translate_documents
+
+        if isinstance(texts, str):
+            raise TypeError("translate a list of texts, e.g. translate_text([\"Ein Hund.\"])")
+        return translate_documents(texts, self.config.data.src_lang, html, lambda sentences:
+                                   self.translate(sentences, beam_size, **settings))
 
     def translate_nbest(self, sentences: Sequence[str], nbest: int = 1,
                         beam_size: int | None = None, attention: bool = False,

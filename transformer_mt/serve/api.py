@@ -1,18 +1,18 @@
-"""The server's requests and answers: what a client may send (checked field by field, strict
-types, no unknown fields), the decoding settings it becomes, and the JSON that comes back.
-No request can name a file: every field is text, a number or a flag."""
+"""The server's requests and answers as typed models: what a client may send (every field
+checked, strict types for our API, LibreTranslate's looser ones for its routes) and what comes
+back, so that ``/openapi.json`` describes both. No request can name a file: every field is
+text, a number or a flag."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from transformer_mt.config import DecodeConfig
 from transformer_mt.trace import Inside
-from transformer_mt.translate import Translation, Translator
+from transformer_mt.translate import Translation
 
 
 @dataclass
@@ -20,19 +20,35 @@ class Limits:
     """What one request may ask for."""
 
     max_body_bytes: int = 1_000_000
-    max_sentences: int = 128
-    max_chars: int = 5_000  # per sentence
+    max_sentences: int = 128  # per request, once texts are split into sentences
+    max_chars: int = 5_000  # per text
     timeout_s: float = 60.0  # queued and decoded within this, or 504
     max_beam: int = 32
     max_topk: int = 20
+    max_alternatives: int = 8
+    # 'attention', 'topk' and 'beam_steps' answers: numbers per request, at most
+    max_inspect_values: int = 2_000_000
+
+
+def _valid_unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid Unicode (it holds a lone surrogate)") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
 class TranslateRequest(BaseModel):
-    """``POST /v1/translate``: sentences and, optionally, how to decode them."""
+    """``POST /v1/translate``: texts and, optionally, how to decode them."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: list[str] | str
+    text: list[Text] | Text = Field(description="a text or a list of texts; each may hold "
+                                    "several sentences (split, translated, put back)")
+    format: Literal["text", "html"] = "text"
     beam: int | None = Field(None, ge=1)
     nbest: int = Field(1, ge=1)
     alpha: float | None = None
@@ -41,38 +57,96 @@ class TranslateRequest(BaseModel):
     sample_topk: int | None = Field(None, ge=0)
     temperature: float | None = None
     seed: int | None = Field(None, ge=0, lt=2**63)
-    attention: bool = False  # every decoder layer's and head's cross-attention
-    topk: int = Field(0, ge=0)  # per output step, the k most probable next tokens
-    beam_steps: bool = False  # the hypotheses beam search kept at each step
+    attention: bool = Field(False, description="every decoder layer's and head's "
+                            "cross-attention (one-sentence texts)")
+    topk: int = Field(0, ge=0, description="per output step, the k most probable next tokens")
+    beam_steps: bool = Field(False, description="the hypotheses beam search kept at each step")
 
-    def sentences(self) -> list[str]:
+    def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
+
+    @property
+    def inspects(self) -> bool:
+        return self.attention or self.topk > 0 or self.beam_steps
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float | None = Field(description="log-probability (beam: divided by the length "
+                                "penalty); null where the engine gives none")
+
+
+class SentenceTranslation(Hypothesis):
+    """One sentence's translation, and what was asked about it."""
+
+    source: str | None = Field(None, description="the source sentence (texts of several)")
+    tokens: list[str]
+    nbest: list[Hypothesis] | None = None
+    source_tokens: list[str] | None = None
+    output_tokens: list[str] | None = None
+    attention: list[list[list[list[float]]]] | None = Field(
+        None, description="(decoder layers, heads, output tokens and <eos>, source tokens)")
+    steps: list[dict[str, Any]] | None = None
+    beam_steps: list[list[dict[str, Any]]] | None = None
+
+
+class TextTranslation(SentenceTranslation):
+    """One text's translation. A text of one sentence carries that sentence's fields; one of
+    several carries ``sentences``, and its own ``score`` and ``tokens`` are empty."""
+
+    sentences: list[SentenceTranslation] | None = None
+
+
+class TranslateResponse(BaseModel):
+    translations: list[TextTranslation]
 
 
 class LibreTranslateRequest(BaseModel):
-    """LibreTranslate's ``POST /translate``."""
+    """LibreTranslate's ``POST /translate`` (JSON, a form or the query string)."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore")
 
-    q: list[str] | str
-    source: str = "auto"
-    target: str
-    format: str = "text"
-    api_key: str | None = None
+    q: list[Text] | Text
+    source: Text = "auto"
+    target: Text
+    format: Literal["text", "html"] = "text"
+    alternatives: int = Field(0, ge=0)
+    api_key: Text | None = None
+
+    def texts(self) -> list[str]:
+        return [self.q] if isinstance(self.q, str) else list(self.q)
 
 
-def check_request(req: TranslateRequest, limits: Limits) -> str | None:
-    """What is wrong with ``req`` beyond its types (None: nothing)."""
-    sentences = req.sentences()
-    if not sentences:
-        return "'text' holds no sentence"
-    if len(sentences) > limits.max_sentences:
-        return (f"{len(sentences)} sentences in one request; at most {limits.max_sentences}: "
-                "split it")
-    for n, s in enumerate(sentences):
-        if len(s) > limits.max_chars:
-            return (f"sentence {n} has {len(s):,} characters; at most {limits.max_chars:,} "
-                    "(one sentence per item)")
+class DetectRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    q: Text
+    api_key: Text | None = None
+
+
+class DetectedLanguage(BaseModel):
+    language: str
+    confidence: float = Field(description="0 to 100")
+
+
+class LibreTranslateResponse(BaseModel):
+    translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field names)
+    alternatives: list[str] | list[list[str]] | None = None
+    detectedLanguage: DetectedLanguage | list[DetectedLanguage] | None = None  # noqa: N815
+
+
+class Language(BaseModel):
+    code: str
+    name: str
+    targets: list[str]
+
+
+class ErrorBody(BaseModel):
+    error: str
+
+
+def check_settings(req: TranslateRequest, limits: Limits) -> str | None:
+    """What is wrong with ``req``'s settings beyond their types (None: nothing)."""
     if max(req.beam or 1, req.nbest) > limits.max_beam:
         return f"'beam' and 'nbest' are at most {limits.max_beam} here"
     if req.topk > limits.max_topk:
@@ -82,11 +156,14 @@ def check_request(req: TranslateRequest, limits: Limits) -> str | None:
     return None
 
 
-def decode_settings(translator: Translator, req: TranslateRequest) -> DecodeConfig:
-    """The checkpoint's decoding settings changed by ``req`` (``ValueError`` if out of range)."""
-    return translator.settings(beam_size=req.beam, alpha=req.alpha, max_len_a=req.max_len_a,
-                               max_len_b=req.max_len_b, sample_topk=req.sample_topk,
-                               temperature=req.temperature, sample_seed=req.seed)
+def check_texts(texts: list[str], limits: Limits) -> str | None:
+    if not texts:
+        return "no text to translate"
+    for n, text in enumerate(texts):
+        if len(text) > limits.max_chars:
+            return (f"text {n} has {len(text):,} characters; at most {limits.max_chars:,} "
+                    "here: split it into several requests")
+    return None
 
 
 def _number(x: float) -> float | None:
@@ -94,13 +171,20 @@ def _number(x: float) -> float | None:
     return None if math.isnan(x) else round(x, 5)
 
 
-def translation_json(hyps: list[Translation], inside: Inside | None = None,
-                     beam: list[list[tuple[list[str], float]]] | None = None) -> dict[str, Any]:
+def sentence_json(hyps: list[Translation]) -> dict[str, Any]:
+    """One sentence's translation: the best, and the n-best where there are several."""
     best = hyps[0]
     out: dict[str, Any] = {"text": best.text, "score": _number(best.score),
                            "tokens": best.tokens}
     if len(hyps) > 1:
         out["nbest"] = [{"text": h.text, "score": _number(h.score)} for h in hyps]
+    return out
+
+
+def inspection_json(inside: Inside | None = None,
+                    beam: list[list[tuple[list[str], float]]] | None = None) -> dict[str, Any]:
+    """What the model did for one sentence: attention, next-token candidates, beam steps."""
+    out: dict[str, Any] = {}
     if inside is not None:
         out["source_tokens"] = inside.source
         out["output_tokens"] = inside.output
@@ -108,32 +192,10 @@ def translation_json(hyps: list[Translation], inside: Inside | None = None,
         # (L, H, T_out + 1, S): a row per output token and <eos>, a column per source token
         out["steps"] = [{"chosen": token,
                          "top": [[inside_token, round(p, 5)] for inside_token, p in zip(
-                             tokens, probs)]}
+                             tokens, probs, strict=True)]}
                         for token, tokens, probs in zip(inside.output, inside.top_tokens,
-                                                        inside.top_probs.tolist())]
+                                                        inside.top_probs.tolist(), strict=True)]
     if beam is not None:
         out["beam_steps"] = [[{"tokens": tokens, "score": _number(score)}
                               for tokens, score in step] for step in beam]
-    return out
-
-
-def info_json(translator: Translator, engine: str, limits: Limits,
-              about: dict[str, Any]) -> dict[str, Any]:
-    """``GET /v1/info``: what the model is (``about``: its step and validation score, from the
-    checkpoint) and what the server accepts."""
-    cfg = translator.config
-    out: dict[str, Any] = {
-        "source_language": cfg.data.src_lang, "target_language": cfg.data.tgt_lang,
-        "tokenizer": cfg.data.tokenizer, "engine": engine,
-        "vocabulary": {"source": len(translator.src_vocab), "target": len(translator.tgt_vocab)},
-        "model": {"d_model": cfg.model.d_model, "heads": cfg.model.n_heads,
-                  "encoder_layers": cfg.model.n_encoder_layers,
-                  "decoder_layers": cfg.model.n_decoder_layers, "d_ff": cfg.model.d_ff},
-        "decode": {"beam": cfg.decode.beam_size, "alpha": cfg.decode.alpha,
-                   "max_len_a": cfg.decode.max_len_a, "max_len_b": cfg.decode.max_len_b},
-        "limits": {"max_sentences": limits.max_sentences, "max_chars": limits.max_chars,
-                   "max_body_bytes": limits.max_body_bytes, "max_beam": limits.max_beam,
-                   "timeout_s": limits.timeout_s},
-    }
-    out.update(about)
     return out

@@ -1,13 +1,15 @@
 """Dynamic batching: requests that arrive together are decoded together.
 
-One worker thread owns the translator. Each request becomes a :class:`Job` in a bounded queue
-(a full queue refuses at once: the server answers 503 instead of queueing without bound). The
-worker takes the first waiting job, then keeps taking jobs until the batch holds
-``batch_tokens`` source tokens or ``max_wait`` has passed since the first (it does not wait
-where no other request can join: none on its way to the queue, and the last batch was one
-request); it groups the jobs by
-decoding settings, decodes each group as one call of the engine (which sorts by length into
-its own batches) and hands every job its own results, in its own order.
+Requests become :class:`Job`\\ s (source ids, decoding settings) in a bounded queue on the
+event loop (a full queue refuses at once: the server answers 429 instead of queueing without
+bound). A scheduler task takes the first waiting job, then keeps taking jobs until the batch
+holds ``batch_tokens`` source tokens or ``max_wait`` has passed since the first; it waits,
+on an event and never by polling, only where another request can join: some are on their way
+to the queue (received, not yet queued), or the last batch was of several requests. A lone
+client's request is decoded at once. The batch's jobs are grouped by decoding settings and each
+group decoded in one worker thread, the only one that touches the model, a length-sorted chunk
+at a time: between chunks, the sentences of jobs that were cancelled (timed out, or their
+client left) are dropped, so that nobody's abandoned request holds the worker.
 ``batching=False`` decodes each request alone (what the load benchmark compares against).
 """
 
@@ -15,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
-import queue
-import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,31 +32,39 @@ from transformer_mt.translate import Translation, Translator
 
 log = logging.getLogger(__name__)
 
-
-POLL_S = 0.0005  # how often a batch that waits for arriving requests looks at the queue
+_alone = itertools.count()
 
 
 class QueueFullError(Exception):
-    """The queue holds as many requests as it may: try again later (HTTP 503)."""
+    """The queue holds as many requests as it may: try again later (HTTP 429)."""
 
 
-@dataclass
+class StoppingError(Exception):
+    """The server is stopping and this request was not done within the grace period."""
+
+
+@dataclass(eq=False)
 class Job:
-    """One request's sentences and settings, and where its result goes."""
+    """One request's sources and settings, and where its result goes."""
 
-    sentences: list[str]
+    ids: list[list[int]]
     cfg: DecodeConfig
-    nbest: int
-    done: Callable[[list[list[Translation]] | BaseException], None]
-    cancelled: bool = False
+    nbest: int = 1
+    alone: bool = False  # decoded in a group of its own (a seeded sampling request)
     call: Callable[[], Any] | None = None  # instead of decoding: run this on the worker
-    ids: list[list[int]] = field(default_factory=list)  # encoded by the worker
-    nonempty: list[int] = field(default_factory=list)
+    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop()
+                                        .create_future())
+    cancelled: bool = False
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        self.key = json.dumps([dataclasses.asdict(self.cfg), self.nbest], sort_keys=True)
+        if self.alone:
+            self.key += f"#{next(_alone)}"
 
     @property
-    def key(self) -> str:
-        """Jobs with the same key are decoded in one call."""
-        return json.dumps([dataclasses.asdict(self.cfg), self.nbest], sort_keys=True)
+    def tokens(self) -> int:
+        return sum(len(x) for x in self.ids)
 
 
 @dataclass
@@ -64,160 +75,177 @@ class BatchStats:
 
 
 class Batcher:
-    """The decoding worker and its queue (``max_queue`` requests)."""
+    """The decoding worker and its queue (``max_queue`` requests). Create it, and use it, on
+    the server's event loop."""
 
     def __init__(self, translator: Translator, batch_tokens: int = 4096, max_wait: float = 0.01,
                  max_queue: int = 256, batching: bool = True,
-                 stats: BatchStats | None = None,
-                 arriving: Callable[[], int] = lambda: 1) -> None:
-        """``arriving``: how many requests the server has received but not yet queued (a
-        batch waits up to ``max_wait`` only while there are some; by default, always)."""
+                 stats: BatchStats | None = None) -> None:
         self.translator = translator
-        self.arriving = arriving
-        self._last_batch = 1  # requests in the last batch
         self.batch_tokens, self.max_wait, self.batching = batch_tokens, max_wait, batching
-        self.jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
+        self.max_queue = max_queue
         self.stats = stats or BatchStats()
-        self._thread = threading.Thread(target=self._run, name="decoder", daemon=True)
-        self._thread.start()
+        self.arriving = 0  # requests received, not yet queued (the server counts them)
+        self._jobs: deque[Job] = deque()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._last_batch = 1  # requests in the last batch
+        self._current: list[Job] = []  # the jobs being decoded
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="decoder")
+        self._task = asyncio.get_running_loop().create_task(self._schedule())
 
-    def submit(self, job: Job) -> None:
-        """Queue ``job``, or raise :class:`QueueFullError` at once."""
-        try:
-            self.jobs.put_nowait(job)
-        except queue.Full:
-            raise QueueFullError from None
+    # ------------------------------------------------------------------------ requests
 
-    async def translate(self, sentences: list[str], cfg: DecodeConfig, nbest: int = 1,
-                        timeout: float | None = None) -> list[list[Translation]]:
-        """Queue the sentences and wait for their translations (``TimeoutError`` past
-        ``timeout`` seconds; the job is then dropped if it has not started)."""
-        future: asyncio.Future[list[list[Translation]]] = \
-            asyncio.get_running_loop().create_future()
-        return await self._wait(Job(list(sentences), cfg, nbest, _settler(future)), future,
-                                timeout)
+    def arrived(self) -> None:
+        """A request counted in ``arriving`` has been queued or has failed."""
+        self.arriving -= 1
+        self._wake.set()
 
-    async def call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+    async def translate(self, ids: list[list[int]], cfg: DecodeConfig, nbest: int = 1,
+                        alone: bool = False) -> list[list[Translation]]:
+        """Queue the sources and wait for their translations. Cancelling the wait (a time
+        limit, a client that left) cancels the job: what has not been decoded is dropped."""
+        return await self._wait(Job(ids, cfg, nbest, alone))
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the worker (which owns the model), in turn with the decoding."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        job = Job([], DecodeConfig(), 1, _settler(future), call=fn)
-        return await self._wait(job, future, timeout)
+        return await self._wait(Job([], DecodeConfig(), call=fn))
 
-    async def _wait(self, job: Job, future: asyncio.Future[Any], timeout: float | None) -> Any:
-        self.submit(job)
+    async def _wait(self, job: Job) -> Any:
+        if self._closing:
+            raise StoppingError
+        if len(self._jobs) >= self.max_queue:
+            raise QueueFullError
+        self._jobs.append(job)
+        self._wake.set()
         try:
-            return await asyncio.wait_for(future, timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:
             job.cancelled = True
+            if job in self._jobs:  # not started: it leaves the queue
+                self._jobs.remove(job)
             raise
 
     def waiting(self) -> int:
-        return self.jobs.qsize()
+        return len(self._jobs)
 
-    def close(self, timeout: float | None = None) -> None:
+    def abort(self) -> None:
+        """Every job not yet done fails with :class:`StoppingError` (the grace period is over):
+        the queued ones, and those being decoded (which stop at their next chunk)."""
+        for job in [*self._jobs, *self._current]:
+            job.cancelled = True
+            if not job.future.done():
+                job.future.set_exception(StoppingError())
+        self._jobs.clear()
+
+    async def close(self) -> None:
         """Finish the queued jobs, then stop the worker."""
-        self.jobs.put(None)
-        self._thread.join(timeout)
+        self._closing = True
+        self._wake.set()
+        await self._task
+        self._executor.shutdown(wait=True)
 
-    # ------------------------------------------------------------------------ the worker
+    # ------------------------------------------------------------------------ the scheduler
 
-    def _run_call(self, job: Job) -> None:
-        if job.cancelled or job.call is None:
-            return
-        try:
-            job.done(job.call())
-        except Exception as exc:
-            job.done(exc)
-
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            first = self.jobs.get()
-            if first is None:
-                return
-            if first.call is not None:
-                self._run_call(first)
+    async def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._jobs:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+            batch = await self._gather()
+            if batch[0].call is not None:
+                await self._run(batch[0], loop.run_in_executor(self._executor, batch[0].call))
                 continue
-            batch, stop = self._gather(first)
             groups: dict[str, list[Job]] = {}
             for job in batch:
                 groups.setdefault(job.key, []).append(job)
+            self._current = batch
             for jobs in groups.values():
-                self._decode(jobs)
+                await loop.run_in_executor(self._executor, self._decode, jobs)
+            self._current = []
 
-    def _gather(self, first: Job) -> tuple[list[Job], bool]:
-        """The first job and those that join it before the batch closes; and whether the
-        queue was closed meanwhile."""
+    async def _gather(self) -> list[Job]:
+        """The first job and those that join it before the batch closes."""
+        first = self._jobs.popleft()
         batch = [first]
-        tokens = self._encode(first)
+        if first.call is not None:
+            return batch
+        tokens = first.tokens
         deadline = time.monotonic() + self.max_wait
         while self.batching and tokens < self.batch_tokens:
-            try:
-                job = self.jobs.get_nowait()
-            except queue.Empty:
-                # wait only where others may join: requests on their way (received, not yet
-                # queued), or clients that sent together before. A lone client's request is
-                # decoded at once
-                waiting_for = self.arriving() > 0 or self._last_batch > 1
-                if not waiting_for or time.monotonic() >= deadline:
+            if self._jobs:
+                if self._jobs[0].call is not None:  # not a translation: after this batch
                     break
-                time.sleep(POLL_S)
+                job = self._jobs.popleft()
+                batch.append(job)
+                tokens += job.tokens
                 continue
-            if job is None:
-                return batch, True
-            if job.call is not None:  # not a translation: run it now, in arrival order
-                self._run_call(job)
-                continue
-            batch.append(job)
-            tokens += self._encode(job)
+            # wait only where others may join: requests on their way, or clients that sent
+            # together before. A lone client's request is decoded at once
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closing or not (self.arriving > 0 or self._last_batch > 1):
+                break
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except asyncio.TimeoutError:
+                break
         self._last_batch = len(batch)
-        return batch, False
+        return batch
 
-    def _encode(self, job: Job) -> int:
+    @staticmethod
+    async def _run(job: Job, work: asyncio.Future[Any]) -> None:
         try:
-            job.nonempty = [i for i, s in enumerate(job.sentences) if s.strip()]
-            job.ids = self.translator.encode([job.sentences[i] for i in job.nonempty])
-        except Exception as exc:  # a tokenizer failing on one request fails that request
-            job.done(exc)
-            job.cancelled = True
-        return sum(len(x) for x in job.ids)
+            result = await work
+        except Exception as exc:
+            if not job.future.done():
+                job.future.set_exception(exc)
+            return
+        if not job.future.done():
+            job.future.set_result(result)
+
+    # ------------------------------------------------------------------------ the worker
 
     def _decode(self, jobs: list[Job]) -> None:
-        jobs = [j for j in jobs if not j.cancelled]
-        if not jobs:
-            return
-        ids = [x for j in jobs for x in j.ids]
-        start = time.perf_counter()
-        try:
-            results = self.translator.translate_ids(ids, jobs[0].cfg, jobs[0].nbest)
-        except Exception as exc:  # e.g. a beam too wide: every job of the group hears it
-            log.debug("decoding failed: %s", exc)
-            for job in jobs:
-                job.done(exc)
-            return
-        self.stats.on_batch(len(jobs), len(ids), time.perf_counter() - start)
-        at = 0
-        for job in jobs:
-            out: list[list[Translation]] = [[Translation("", [], 0.0)]
-                                             for _ in job.sentences]
-            for i in job.nonempty:
-                out[i] = results[at]
-                at += 1
-            job.done(out)
+        """Decode a group of jobs with the same settings (in the worker thread), a chunk of
+        ``decode.batch_size`` length-sorted sentences at a time, skipping cancelled jobs."""
+        cfg, nbest = jobs[0].cfg, jobs[0].nbest
+        wanted = sorted(((len(x), j, i) for j, job in enumerate(jobs)
+                         for i, x in enumerate(job.ids)), reverse=True)
+        results: list[list[list[Translation]]] = [[[]] * len(job.ids) for job in jobs]
+        failed: dict[int, BaseException] = {}
+        start, decoded = time.perf_counter(), 0
+        chunk_size = max(cfg.batch_size, 1)
+        for at in range(0, len(wanted), chunk_size):
+            chunk = [(j, i) for _, j, i in wanted[at:at + chunk_size]
+                     if not jobs[j].cancelled and j not in failed]
+            if not chunk:
+                continue
+            try:
+                out = self.translator.translate_ids([jobs[j].ids[i] for j, i in chunk], cfg,
+                                                    nbest)
+            except Exception as exc:  # e.g. a beam too wide: every job of the chunk hears it
+                log.debug("decoding failed: %s", exc)
+                for j, _ in chunk:
+                    failed[j] = exc
+                continue
+            decoded += len(chunk)
+            for (j, i), hyps in zip(chunk, out, strict=True):
+                results[j][i] = hyps
+        self.stats.on_batch(sum(not job.cancelled for job in jobs), decoded,
+                            time.perf_counter() - start)
+        for j, job in enumerate(jobs):
+            outcome: Any = failed.get(j, results[j])
+            job.future.get_loop().call_soon_threadsafe(_settle, job.future, outcome)
 
 
-def _settler(future: asyncio.Future[Any]) -> Callable[[Any], None]:
-    """A callback for the worker thread that settles ``future`` on its event loop."""
-    loop = future.get_loop()
-
-    def done(result: Any) -> None:
-        def settle() -> None:
-            if future.done():
-                return
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
-        loop.call_soon_threadsafe(settle)
-
-    return done
+def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

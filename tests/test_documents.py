@@ -1,0 +1,84 @@
+"""Texts of several sentences and HTML (#30): split into sentences, translated, put back with
+their spacing, line breaks and markup; nothing lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import needs_data, run_cli
+from transformer_mt.documents import split_document, split_html, split_text
+
+PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee. Eine Frau liest ein Buch."
+
+
+def test_a_paragraph_splits_into_its_sentences_and_rebuilds_exactly():
+    doc = split_text(PARAGRAPH, "de")
+    assert doc.sentences == ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.",
+                             "Eine Frau liest ein Buch."]
+    assert doc.rebuild(doc.sentences) == PARAGRAPH
+
+
+@pytest.mark.parametrize("text", [
+    "  Erster Satz.  Zweiter Satz!\n\nDritter?\r\nVierter",  # spaces, blank line, CRLF
+    "Dr. Müller kam am 3. Mai an. Er blieb z.B. zwei Tage.",  # abbreviations do not split
+    "---\n...\n",  # no sentence: kept as it is
+    "",
+])
+def test_whatever_is_not_a_sentence_is_kept(text):
+    doc = split_text(text, "de")
+    assert doc.rebuild(doc.sentences) == text
+    marked = doc.rebuild([f"<{s}>" for s in doc.sentences])
+    assert marked.replace("<", "").replace(">", "") == text  # each sentence, whole, in place
+    assert all("\n" not in s and s == s.strip() for s in doc.sentences)
+
+
+def test_abbreviations_and_numbers_do_not_end_a_sentence():
+    doc = split_text("Dr. Müller kam am 3. Mai an. Er blieb z.B. zwei Tage.", "de")
+    assert doc.sentences == ["Dr. Müller kam am 3. Mai an.", "Er blieb z.B. zwei Tage."]
+
+
+def test_html_keeps_its_markup_and_translates_only_prose():
+    html = ('<!DOCTYPE html><p class="a" title="Ein Titel.">Ein Mann. Zwei <b>Hunde</b>.</p>'
+            '<script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'
+            '<code>x = 1.</code><p translate="no">Ein Name.</p>A &amp; B')
+    doc = split_html(html, "de")
+    assert doc.sentences == ["Ein Mann.", "Zwei", "Hunde", "A & B"]
+    out = doc.rebuild(["One man.", "Two", "dogs", "A < B"])
+    assert out == ('<!DOCTYPE html>\n<p class="a" title="Ein Titel.">One man. Two <b>dogs</b>.'
+                   '</p><script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'
+                   '<code>x = 1.</code><p translate="no">Ein Name.</p>A &lt; B')
+    assert doc.rebuild(["Q"] * 4).count("Q") == 4  # rebuilding twice works (alternatives)
+
+
+@needs_data
+def test_translate_text_is_the_sentences_translated_one_by_one(trained_run):
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    texts = [PARAGRAPH + "\nEin Hund.", "", "<p>Ein Hund. <i>Zwei Katzen.</i></p>"]
+    got = translator.translate_text(texts[:2]) + translator.translate_text(texts[2:], html=True)
+    one_by_one = translator.translate(split_text(PARAGRAPH, "de").sentences + ["Ein Hund."])
+    assert got[0] == " ".join(one_by_one[:3]) + "\n" + one_by_one[3]
+    assert got[1] == ""
+    dog, cats = translator.translate(["Ein Hund.", "Zwei Katzen."])
+    assert got[2] == f"<p>{dog} <i>{cats}</i></p>".replace("&", "&amp;")
+    with pytest.raises(TypeError):
+        translator.translate_text("Ein Hund.")
+
+
+@needs_data
+def test_mt_translate_split_sentences(trained_run, tmp_path):
+    ckpt = str(trained_run[0] / "best.pt")
+    source = tmp_path / "in.de"
+    source.write_text(PARAGRAPH + "\nEin Hund.\n", encoding="utf-8")
+    split = run_cli(["translate", "--checkpoint", ckpt, "--input", str(source),
+                     "--split-sentences"])
+    assert split.returncode == 0, split.stderr
+    whole = run_cli(["translate", "--checkpoint", ckpt, *split_text(PARAGRAPH, "de").sentences,
+                     "Ein Hund."])
+    lines = whole.stdout.splitlines()
+    assert split.stdout.splitlines() == [" ".join(lines[:3]), lines[3]]
+    refused = run_cli(["translate", "--checkpoint", ckpt, "--split-sentences", "--nbest", "2",
+                       "Ein Hund."])
+    assert refused.returncode != 0 and "--split-sentences" in refused.stderr
+    assert split_document("<b>x</b>", "de", html=True).sentences == ["x"]

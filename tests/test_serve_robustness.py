@@ -1,0 +1,226 @@
+"""mt serve under requests that used to hurt it (#30): a full queue, a late or abandoned
+request, seeds in a shared batch, sentences too long, inspection beyond its budget, hosts and
+origins that are not its own, idle and slow connections, a stop past the grace period."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from bench.common import post, start_server
+from tests.conftest import needs_data
+
+pytestmark = needs_data
+pytest.importorskip("fastapi")
+
+from tests.test_serve import local_client  # noqa: E402
+from transformer_mt.serve.api import Limits  # noqa: E402
+from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.batcher import Batcher  # noqa: E402
+from transformer_mt.serve.service import ServeOptions  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    from transformer_mt.translate import Translator
+
+    return Translator.load(trained_run[0] / "best.pt", "cpu")
+
+
+class Gate:
+    """Holds the decoding worker inside ``translate_ids`` until opened; counts what it got."""
+
+    def __init__(self, translator, monkeypatch):
+        self.open, self.inside, self.calls = threading.Event(), threading.Event(), []
+        real = translator.translate_ids
+
+        def held(ids, *args, **kwargs):
+            self.calls.append(len(ids))
+            self.inside.set()
+            assert self.open.wait(60)
+            return real(ids, *args, **kwargs)
+
+        monkeypatch.setattr(translator, "translate_ids", held)
+
+
+def _in_thread(fn):
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_late_request_is_504_and_never_decoded(translator, monkeypatch):
+    gate = Gate(translator, monkeypatch)
+    options = ServeOptions(Limits(timeout_s=1.0), cache_size=0)
+    with local_client(create_app(translator, options)) as client:
+        first, _ = _in_thread(lambda: client.post("/v1/translate", json={"text": "Ein Hund."}))
+        assert gate.inside.wait(30)  # the worker holds the first request
+        late = client.post("/v1/translate", json={"text": "Zwei Hunde."})  # queued, 1 s
+        assert late.status_code == 504 and "within 1 s" in late.json()["error"]
+        assert client.app.state.service.batcher.waiting() == 0  # it left the queue
+        gate.open.set()
+        first.join(30)
+        assert client.post("/v1/translate", json={"text": "Drei Hunde."}).status_code == 200
+    assert gate.calls == [1, 1]  # the first and the third: the late one was never decoded
+
+
+def test_a_full_queue_is_429(translator, monkeypatch):
+    gate = Gate(translator, monkeypatch)
+    options = ServeOptions(max_queue=1, cache_size=0)
+    with local_client(create_app(translator, options)) as client:
+        first, answers = _in_thread(lambda: client.post("/v1/translate",
+                                                        json={"text": "Ein Hund."}))
+        assert gate.inside.wait(30)  # the worker holds the first request
+        waiting, more = _in_thread(lambda: client.post(
+            "/v1/translate", json={"text": "Drei Hunde."}))
+        time.sleep(0.3)  # it is queued: the queue (of one) is full
+        full = client.post("/v1/translate", json={"text": "Vier Hunde."})
+        assert full.status_code == 429 and full.headers["Retry-After"] == "1"
+        assert full.json()["error"].startswith("Slowdown")
+        gate.open.set()
+        first.join(30)
+        waiting.join(30)
+        assert answers[0].status_code == 200 and more[0].status_code == 200
+
+
+def test_a_cancelled_request_stops_its_decoding_between_chunks(translator, monkeypatch):
+    """A request of many sentences is decoded a chunk at a time; once it is cancelled (its
+    time is up, or its client left) the chunks left are not decoded."""
+    gate = Gate(translator, monkeypatch)
+    cfg = translator.settings(batch_size=2)
+
+    async def run():
+        batcher = Batcher(translator)
+        ids = translator.encode([f"Ein Hund {i}." for i in range(10)])
+        task = asyncio.ensure_future(batcher.translate(ids, cfg))
+        await asyncio.to_thread(gate.inside.wait, 30)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        gate.open.set()
+        await batcher.close()
+
+    asyncio.run(run())
+    assert gate.calls == [2]  # 1 chunk of 5 decoded, the rest dropped
+
+
+def test_a_seeded_request_gets_the_same_translation_alone_or_among_others(translator):
+    body = {"text": ["Ein Hund läuft über die Wiese.", "Zwei Männer."], "sample_topk": 20,
+            "seed": 7}
+    options = ServeOptions(max_wait_ms=300)
+    with local_client(create_app(translator, options)) as client:
+        alone = client.post("/v1/translate", json=body).json()
+        crowd = [{**body, "text": [f"Ein Mann {i} liest."] * 3} for i in range(6)]
+        threads = [_in_thread(lambda b=b: client.post("/v1/translate", json=b))
+                   for b in [*crowd[:3], body, *crowd[3:]]]
+        for thread, _ in threads:
+            thread.join(60)
+        together = threads[3][1][0].json()
+    assert together == alone
+
+
+def test_too_long_and_too_much_inspection_are_refused_with_the_limit(translator):
+    with local_client(create_app(translator, ServeOptions(
+            Limits(max_inspect_values=20_000)))) as client:
+        limit = translator.max_source_tokens
+        long = client.post("/translate", json={"q": "Hund " * (limit + 5), "source": "de",
+                                               "target": "en"})
+        assert long.status_code == 400 and f"at most {limit}" in long.json()["error"]
+        many = client.post("/v1/translate", json={"text": ["Ein Hund läuft schnell."] * 100,
+                                                  "attention": True, "topk": 5})
+        assert many.status_code == 422 and "at most 20,000" in many.json()["error"]
+        few = client.post("/v1/translate", json={"text": "Ein Hund.", "attention": True})
+        assert few.status_code == 200
+
+
+def test_hosts_origins_and_cors(translator):
+    body = {"q": "Ein Hund.", "source": "de", "target": "en"}
+    with local_client(create_app(translator, ServeOptions())) as client:
+        # DNS rebinding: a page at evil.example resolved to 127.0.0.1
+        assert client.post("/translate", json=body,
+                           headers={"Host": "evil.example:8000"}).status_code == 400
+        # a page elsewhere, sending to localhost (a form: no preflight)
+        assert client.post("/translate", data=body,
+                           headers={"Origin": "https://evil.example"}).status_code == 403
+        assert client.post("/translate", json=body,
+                           headers={"Origin": "http://localhost:8000"}).status_code == 200
+    options = ServeOptions(cors_origins=("https://app.example",))
+    with local_client(create_app(translator, options)) as client:
+        preflight = client.options("/translate", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type"})
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+        answer = client.post("/translate", json=body, headers={"Origin": "https://app.example"})
+        assert answer.status_code == 200
+        assert answer.headers["access-control-allow-origin"] == "https://app.example"
+
+
+def test_rate_and_character_limits_per_key(translator):
+    options = ServeOptions(api_keys=("a", "b"), rate_limit=2, char_rate_limit=1000)
+    with local_client(create_app(translator, options)) as client:
+        def send(key, text="Ein Hund."):
+            return client.post("/translate", json={"q": text, "source": "de", "target": "en",
+                                                   "api_key": key}).status_code
+        assert [send("a"), send("a"), send("a")] == [200, 200, 429]
+        assert send("b") == 200  # another key, its own count
+        assert send("b", "Hund. " * 200) == 429  # 1,200 characters in a minute
+
+
+def test_cache_answers_a_repeated_sentence_without_decoding(translator, monkeypatch):
+    with local_client(create_app(translator, ServeOptions())) as client:
+        first = client.post("/v1/translate", json={"text": "Ein Hund rennt."}).json()
+        monkeypatch.setattr(translator, "translate_ids", lambda *a, **k: 1 / 0)
+        again = client.post("/v1/translate", json={"text": "Ein Hund rennt."}).json()
+        assert again == first
+        metrics = client.get("/metrics").text
+        assert "mt_cache_hits_total 1.0" in metrics
+
+
+def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(trained_run):
+    proc, url = start_server(trained_run[0] / "best.pt", "--header-timeout", "1",
+                             "--idle-timeout", "1", "--max-connections", "64")
+    host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
+    try:
+        idle = [socket.create_connection((host, port)) for _ in range(100)]
+        slow = socket.create_connection((host, port))
+        slow.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\n")  # never ends
+        time.sleep(2.5)
+        for s in [*idle, slow]:
+            s.settimeout(2)
+            assert s.recv(1) == b""  # closed by the server
+            s.close()
+        status, body = post(url + "/translate", {"q": "Ein Hund.", "source": "de",
+                                                 "target": "en"})
+        assert status == 200 and body["translatedText"]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Too many open files" not in err and "Traceback" not in err
+
+
+def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
+    proc, url = start_server(trained_run[0] / "best.pt", "--grace", "0.5", "--no-batching")
+    long = {"text": [f"Ein Hund läuft {i} mal über die große grüne Wiese." for i in range(120)],
+            "beam": 5}
+    answers: list = []
+    senders = [threading.Thread(target=lambda: answers.append(post(url + "/v1/translate",
+                                                                   long)))
+               for _ in range(3)]
+    for s in senders:
+        s.start()
+    time.sleep(1.0)  # all in flight: one decoding, two queued
+    proc.send_signal(signal.SIGTERM)
+    for s in senders:
+        s.join(120)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    statuses = sorted(status for status, _ in answers)
+    assert 503 in statuses and set(statuses) <= {200, 503}, answers
+    assert "Traceback" not in err

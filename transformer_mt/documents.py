@@ -1,0 +1,138 @@
+"""Texts that hold more than one sentence: paragraphs, several lines, HTML.
+
+The model translates one sentence at a time. A :class:`Document` is a text cut into the
+sentences to translate and everything around them (spaces, line breaks, markup), which
+:meth:`Document.rebuild` puts back around the translations, so that nothing is lost:
+
+    doc = split_document("Ein Mann fährt Fahrrad. Zwei Hunde spielen.\\nEine Frau liest.", "de")
+    doc.sentences      # ['Ein Mann fährt Fahrrad.', 'Zwei Hunde spielen.', 'Eine Frau liest.']
+    doc.rebuild(["A man rides a bike.", "Two dogs play.", "A woman reads."])
+                       # 'A man rides a bike. Two dogs play.\\nA woman reads.'
+
+Sentences are found by spaCy's rule-based ``sentencizer`` on the language's blank pipeline
+(its tokenizer knows the language's abbreviations: "Dr.", "z.B.", "3. Mai" do not end a
+sentence); no model is downloaded. HTML is parsed by Beautiful Soup: each text node is split
+and translated, tags, attributes, comments, scripts, styles and code are kept as they are.
+A sentence cut by inline markup ("Ein <b>Hund</b> läuft.") is translated in its pieces.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# text inside these elements is not prose: kept as it is
+KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
+                        "noscript", "template", "math", "svg"})
+
+
+@dataclass
+class Document:
+    """The sentences of a text, and how to put their translations back in its place."""
+
+    sentences: list[str]
+    rebuild: Callable[[Sequence[str]], str]  # one translation per sentence -> the text
+
+
+@functools.lru_cache(maxsize=8)
+def _sentencizer(lang: str) -> Any:
+    import spacy
+
+    try:
+        nlp = spacy.blank(lang)
+    except (ImportError, KeyError, ValueError):  # a language spaCy has no rules for
+        nlp = spacy.blank("xx")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of the sentences of ``text``: a line break always ends
+    a sentence, surrounding whitespace is not part of one, and a span without a letter or a
+    digit (punctuation between inline tags, a line of dashes) is no sentence: it is kept."""
+    nlp = _sentencizer(lang)
+    spans: list[tuple[int, int]] = []
+    line_start = 0
+    for line in text.split("\n"):
+        if line.strip():
+            for sent in nlp(line).sents:
+                start, end = line_start + sent.start_char, line_start + sent.end_char
+                while start < end and text[start].isspace():
+                    start += 1
+                while end > start and text[end - 1].isspace():
+                    end -= 1
+                if any(c.isalnum() for c in text[start:end]):  # not punctuation alone
+                    spans.append((start, end))
+        line_start += len(line) + 1
+    return spans
+
+
+def split_text(text: str, lang: str) -> Document:
+    """A plain text: its sentences, and the spacing between them kept on rebuilding."""
+    parts: list[str] = []
+    slots: list[int] = []  # which parts are sentences
+    at = 0
+    for start, end in sentence_spans(text, lang):
+        parts.append(text[at:start])
+        slots.append(len(parts))
+        parts.append(text[start:end])
+        at = end
+    parts.append(text[at:])
+
+    def rebuild(translations: Sequence[str]) -> str:
+        out = list(parts)
+        for slot, translation in zip(slots, translations, strict=True):
+            out[slot] = translation
+        return "".join(out)
+
+    return Document([parts[i] for i in slots], rebuild)
+
+
+def split_html(text: str, lang: str) -> Document:
+    """An HTML document or fragment: the sentences of its text nodes; rebuilding puts the
+    translations into the same markup (entities re-escaped where needed)."""
+    from bs4 import BeautifulSoup, NavigableString
+
+    soup = BeautifulSoup(text, "html.parser")
+    nodes: list[Any] = []
+    pieces: list[Document] = []
+    for node in soup.find_all(string=True):
+        if type(node) is not NavigableString:  # comments, doctype, CDATA, script strings
+            continue
+        if any(p.name in KEEP_AS_IS or p.get("translate") == "no" for p in node.parents
+               if p.name):
+            continue
+        piece = split_text(str(node), lang)
+        if piece.sentences:
+            nodes.append(node)
+            pieces.append(piece)
+
+    def rebuild(translations: Sequence[str]) -> str:
+        if len(translations) != sum(len(p.sentences) for p in pieces):
+            raise ValueError("one translation per sentence")
+        at = 0
+        for i, piece in enumerate(pieces):
+            n = len(piece.sentences)
+            new = NavigableString(piece.rebuild(translations[at:at + n]))
+            nodes[i].replace_with(new)
+            nodes[i] = new
+            at += n
+        return soup.decode(formatter="minimal")
+
+    return Document([s for p in pieces for s in p.sentences], rebuild)
+
+
+def split_document(text: str, lang: str, html: bool = False) -> Document:
+    """``text`` (plain, or HTML with ``html=True``) as a :class:`Document`."""
+    return split_html(text, lang) if html else split_text(text, lang)
+
+
+def translate_documents(texts: Sequence[str], lang: str, html: bool,
+                        translate: Callable[[list[str]], list[str]]) -> list[str]:
+    """Each text translated whole: all their sentences in one call of ``translate`` (one
+    batch), put back in place."""
+    docs = [split_document(t, lang, html) for t in texts]
+    translations = iter(translate([s for d in docs for s in d.sentences]))
+    return [d.rebuild([next(translations) for _ in d.sentences]) for d in docs]

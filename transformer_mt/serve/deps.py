@@ -1,0 +1,64 @@
+"""Dependencies the routes declare: the service, and the API key (a security scheme, so that
+``/openapi.json`` and ``/docs`` show it)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from transformer_mt.serve.guard import is_json
+from transformer_mt.serve.service import RequestError, Service
+
+bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer KEY")
+key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
+def service(request: Request) -> Service:
+    svc: Service = request.app.state.service
+    return svc
+
+
+async def given_key(request: Request,
+                    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+                    header: Annotated[str | None, Security(key_header)]) -> str | None:
+    """The key a client sent: ``Authorization: Bearer``, ``X-API-Key``, or LibreTranslate's
+    ``api_key`` field (in the JSON body, which FastAPI has read and kept)."""
+    if credentials is not None:
+        return credentials.credentials
+    if header is not None:
+        return header
+    if request.method == "POST" and is_json(request.headers.get("content-type")):
+        try:
+            body = await request.json()
+        except ValueError:
+            return None
+        if isinstance(body, dict) and isinstance(body.get("api_key"), str):
+            return body["api_key"]
+    return None
+
+
+async def api_key(request: Request, key: Annotated[str | None, Security(given_key)]) -> None:
+    """Our API: 401 without a valid key (where the server has keys)."""
+    if not service(request).key_ok(key):
+        raise RequestError(401, "a valid API key is required: send it as "
+                           "'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                           {"WWW-Authenticate": "Bearer"})
+
+
+async def libre_key(request: Request, key: Annotated[str | None, Security(given_key)]) -> None:
+    """LibreTranslate's routes: 403 without a valid key, as LibreTranslate answers."""
+    if not service(request).key_ok(key):
+        raise RequestError(403, "Invalid API key: send a valid 'api_key'")
+
+
+ServiceDep = Annotated[Service, Depends(service)]
+GivenKey = Annotated[str | None, Depends(given_key)]
+
+
+def client_id(request: Request, key: str | None) -> str:
+    """Whom rate limits count: the key it sent, else its address."""
+    if key:
+        return "key:" + key
+    return "address:" + (request.client.host if request.client else "unknown")

@@ -1,0 +1,172 @@
+"""LibreTranslate's API, so that its clients work unchanged: ``/translate``, ``/detect``,
+``/languages``, ``/frontend/settings``, ``/spec``; ``/translate_file`` and ``/suggest``
+answer that they are not supported here. Its status codes (400 a bad request, 403 a bad key,
+429 slow down) and its ``{"error": ...}`` bodies. Bodies as LibreTranslate reads them: JSON,
+a url-encoded or multipart form, or the query string."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.routing import APIRoute
+from starlette.datastructures import UploadFile
+from starlette.responses import Response
+
+from transformer_mt.errors import MTError
+from transformer_mt.languages import language_name
+from transformer_mt.serve.api import (
+    DetectedLanguage,
+    DetectRequest,
+    ErrorBody,
+    Language,
+    LibreTranslateRequest,
+    LibreTranslateResponse,
+    check_texts,
+)
+from transformer_mt.serve.deps import GivenKey, ServiceDep, client_id, libre_key
+from transformer_mt.serve.guard import arrived, is_json
+from transformer_mt.serve.routes import _left
+from transformer_mt.serve.service import RequestError
+
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class FormsAsJSON(APIRoute):
+    """A route whose body model may also come as a form or in the query string: those are
+    turned into the JSON object the model reads (repeated fields become a list)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def as_json(request: Request) -> Response:
+            if request.method != "POST" or is_json(request.headers.get("content-type")):
+                return await handler(request)
+            fields: dict[str, list[Any]] = {}
+            for name, value in request.query_params.multi_items():
+                fields.setdefault(name, []).append(value)
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind in FORMS:
+                form = await request.form()
+                for name, value in form.multi_items():
+                    if isinstance(value, UploadFile):
+                        value = (await value.read()).decode("utf-8", "replace")
+                    fields.setdefault(name, []).append(value)
+            elif (await request.body()).strip():
+                raise RequestError(400, "send JSON, a form or the query string; the body's "
+                                   f"type '{kind}' is not one of them")
+            body = json.dumps({k: v[0] if len(v) == 1 else v
+                               for k, v in fields.items()}).encode()
+            scope = dict(request.scope)
+            scope["headers"] = [(k, v) for k, v in request.scope["headers"]
+                                if k not in (b"content-type", b"content-length")] + [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode())]
+            sent = [False]
+
+            async def receive() -> dict[str, Any]:
+                if not sent[0]:
+                    sent[0] = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await request.receive()
+
+            return await handler(Request(scope, receive))
+
+        return as_json
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what} for status, what in (
+        (400, "a bad request: a missing or wrong field, a language not translated here"),
+        (403, "a valid API key is required"), (429, "too many requests: slow down"))}
+
+router = APIRouter(route_class=FormsAsJSON, tags=["LibreTranslate"], responses=ERRORS)
+
+
+@router.post("/translate", response_model=LibreTranslateResponse,
+             response_model_exclude_none=True, dependencies=[Depends(libre_key)],
+             summary="LibreTranslate: translate text (a string or a list), plain or HTML")
+async def translate(req: LibreTranslateRequest, request: Request,
+                    svc: ServiceDep,
+                    key: GivenKey) -> dict[str, Any]:
+    src, tgt = svc.src_lang, svc.tgt_lang
+    if req.target != tgt or req.source not in (src, "auto"):
+        raise RequestError(400, f"this model translates {src} into {tgt}, not {req.source} "
+                           f"into {req.target}")
+    texts = req.texts()
+    problem = check_texts(texts, svc.limits)
+    if problem:
+        raise RequestError(400, problem)
+    if req.alternatives > svc.limits.max_alternatives:
+        raise RequestError(400, "Invalid request: alternatives parameter must be <= "
+                           f"{svc.limits.max_alternatives}")
+    svc.charge(client_id(request, key), sum(map(len, texts)))
+    prepared = svc.prepare(texts, req.format == "html")
+    detected = None
+    if req.source == "auto":
+        language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])
+        detected = DetectedLanguage(language=language, confidence=confidence)
+    nbest = req.alternatives + 1
+    try:
+        cfg = svc.translator.settings(beam_size=max(svc.translator.config.decode.beam_size,
+                                                    nbest))
+    except (MTError, ValueError) as exc:
+        raise RequestError(400, str(exc).splitlines()[0]) from None
+    arrived(request.scope)
+    results = await svc.decode(prepared, cfg, nbest, waiting=_left(request))
+    one = isinstance(req.q, str)
+    out: dict[str, Any] = {"translatedText": results[0].text() if one else
+                           [r.text() for r in results]}
+    if req.alternatives:
+        alternatives = [r.alternatives(req.alternatives) for r in results]
+        out["alternatives"] = alternatives[0] if one else alternatives
+    if detected is not None:
+        out["detectedLanguage"] = detected if one else [detected] * len(texts)
+    return out
+
+
+@router.post("/detect", response_model=list[DetectedLanguage],
+             dependencies=[Depends(libre_key)],
+             summary="LibreTranslate: the most likely languages of a text (py3langid)")
+async def detect(req: DetectRequest, svc: ServiceDep) -> list[DetectedLanguage]:
+    if not req.q.strip():
+        raise RequestError(400, "Invalid request: missing q parameter")
+    return [DetectedLanguage(language=code, confidence=round(100 * p, 2))
+            for code, p in svc.detect(req.q)]
+
+
+@router.get("/languages", response_model=list[Language],
+            summary="LibreTranslate: the languages translated here")
+async def languages(svc: ServiceDep) -> list[Language]:
+    src, tgt = svc.src_lang, svc.tgt_lang
+    return [Language(code=src, name=language_name(src), targets=[tgt]),
+            Language(code=tgt, name=language_name(tgt), targets=[])]
+
+
+@router.get("/frontend/settings", summary="LibreTranslate: what a front end needs to know")
+async def frontend_settings(svc: ServiceDep) -> dict[str, Any]:
+    src, tgt = svc.src_lang, svc.tgt_lang
+    return {"charLimit": svc.limits.max_chars, "frontendTimeout": 500,
+            "apiKeys": bool(svc.options.api_keys), "keyRequired": bool(svc.options.api_keys),
+            "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+            "language": {"source": {"code": src, "name": language_name(src)},
+                         "target": {"code": tgt, "name": language_name(tgt)}}}
+
+
+@router.get("/spec", summary="LibreTranslate: the API's description (OpenAPI)")
+async def spec(request: Request) -> dict[str, Any]:
+    openapi: dict[str, Any] = request.app.openapi()
+    return openapi
+
+
+@router.post("/translate_file", summary="LibreTranslate: not supported here (400)")
+async def translate_file() -> None:
+    raise RequestError(400, "Files translation are disabled on this server: send the text "
+                       "to /translate (format 'html' keeps markup)")
+
+
+@router.post("/suggest", summary="LibreTranslate: not supported here (400)")
+async def suggest() -> None:
+    raise RequestError(400, "Suggestions are disabled on this server.")

@@ -1,0 +1,183 @@
+"""Our own API (``/v1/...``), health, metrics and the page."""
+
+from __future__ import annotations
+
+import importlib.resources
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from transformer_mt.errors import MTError
+from transformer_mt.serve.api import (
+    ErrorBody,
+    TextTranslation,
+    TranslateRequest,
+    TranslateResponse,
+    check_settings,
+    check_texts,
+    inspection_json,
+    sentence_json,
+)
+from transformer_mt.serve.deps import GivenKey, ServiceDep, api_key, client_id
+from transformer_mt.serve.guard import arrived
+from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what} for status, what in (
+        (400, "a text that cannot be translated (too long, too many sentences)"),
+        (401, "a valid API key is required"), (413, "the body is too large"),
+        (415, "the body is not JSON"), (422, "a field is missing, unknown or out of range"),
+        (429, "too many requests: slow down"), (504, "not translated within the time limit"))}
+
+router = APIRouter()
+
+
+@router.get("/health", summary="200 once the model is loaded and the decoder runs")
+async def health(svc: ServiceDep) -> Response:
+    from fastapi.responses import JSONResponse
+
+    ready = svc.batcher is not None
+    return JSONResponse({"status": "ok" if ready else "starting"}, 200 if ready else 503)
+
+
+@router.get("/v1/info", summary="the model, its languages and decoding defaults, the limits")
+async def info(svc: ServiceDep) -> dict[str, Any]:
+    t, limits = svc.translator, svc.limits
+    cfg = t.config
+    out: dict[str, Any] = {
+        "source_language": cfg.data.src_lang, "target_language": cfg.data.tgt_lang,
+        "tokenizer": cfg.data.tokenizer, "engine": svc.options.engine,
+        "vocabulary": {"source": len(t.src_vocab), "target": len(t.tgt_vocab)},
+        "model": {"d_model": cfg.model.d_model, "heads": cfg.model.n_heads,
+                  "encoder_layers": cfg.model.n_encoder_layers,
+                  "decoder_layers": cfg.model.n_decoder_layers, "d_ff": cfg.model.d_ff},
+        "decode": {"beam": cfg.decode.beam_size, "alpha": cfg.decode.alpha,
+                   "max_len_a": cfg.decode.max_len_a, "max_len_b": cfg.decode.max_len_b},
+        "limits": {"max_sentences": limits.max_sentences, "max_chars": limits.max_chars,
+                   "max_body_bytes": limits.max_body_bytes, "max_beam": limits.max_beam,
+                   "max_source_tokens": t.max_source_tokens, "timeout_s": limits.timeout_s},
+        "inspect": t.engine.can_inspect,
+    }
+    out.update(svc.options.about)
+    return out
+
+
+@router.post("/v1/translate", response_model=TranslateResponse,
+             response_model_exclude_none=True, responses=ERRORS,
+             dependencies=[Depends(api_key)],
+             summary="translate texts (each may hold several sentences, or HTML)")
+async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
+                    key: GivenKey) -> dict[str, Any]:
+    texts = req.texts()
+    problem = check_texts(texts, svc.limits) or check_settings(req, svc.limits)
+    if problem:
+        raise RequestError(422, problem)
+    if req.inspects and not svc.translator.engine.can_inspect:
+        raise RequestError(422, "'attention', 'topk' and 'beam_steps' need a PyTorch "
+                           "checkpoint (.pt), not an exported model")
+    try:
+        cfg = svc.translator.settings(
+            beam_size=req.beam, alpha=req.alpha, max_len_a=req.max_len_a,
+            max_len_b=req.max_len_b, sample_topk=req.sample_topk, temperature=req.temperature,
+            sample_seed=req.seed)
+    except (MTError, ValueError, TypeError) as exc:
+        raise RequestError(422, str(exc).splitlines()[0]) from None
+    svc.charge(client_id(request, key), sum(map(len, texts)))
+    prepared = svc.prepare(texts, req.format == "html")
+    if req.inspects:
+        _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
+    arrived(request.scope)
+    try:
+        results = await svc.decode(prepared, cfg, req.nbest, waiting=_left(request))
+    except (MTError, ValueError) as exc:
+        raise RequestError(422, str(exc).splitlines()[0]) from None
+    sentences = [_sentences(r) for r in results]
+    if req.inspects:
+        await _inspect(svc, prepared, results, sentences, cfg, req, request)
+    return {"translations": [_text_json(r, s) for r, s in zip(results, sentences, strict=True)]}
+
+
+def _sentences(result: TextResult) -> list[dict[str, Any]]:
+    return [sentence_json(h) for h in result.hyps]
+
+
+def _text_json(result: TextResult, sentences: list[dict[str, Any]]) -> TextTranslation:
+    if not sentences:  # nothing to translate: the text as it was (empty, or blank)
+        return TextTranslation(text=result.text(), score=0.0, tokens=[])
+    if len(sentences) == 1:
+        return TextTranslation(**{**sentences[0], "text": result.text()})
+    for sentence, source in zip(sentences, result.doc.sentences, strict=True):
+        sentence["source"] = source
+    nbest = None
+    if any(len(h) > 1 for h in result.hyps):
+        nbest = [{"text": result.text(k), "score": None}
+                 for k in range(max(len(h) for h in result.hyps))]
+    return TextTranslation(text=result.text(), score=None, tokens=[], nbest=nbest,
+                           sentences=sentences)
+
+
+def _left(request: Request) -> Any:
+    """An awaitable that completes when the client closes the connection."""
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+    return watch
+
+
+def _check_budget(svc: Service, prepared: Prepared, beam: int, a: float, b: int,
+                  req: TranslateRequest) -> None:
+    """Refuse what the inspection answers would not fit in: numbers in the JSON, counted from
+    the longest outputs the settings allow."""
+    model = svc.translator.config.model
+    total = 0
+    for x in prepared.ids:
+        out = int(a * len(x) + b) + 1
+        if req.attention or req.topk:
+            total += model.n_decoder_layers * model.n_heads * out * len(x) if req.attention \
+                else 0
+            total += 2 * req.topk * out
+        if req.beam_steps and beam > 1:
+            total += beam * out * out
+    if total > svc.limits.max_inspect_values:
+        raise RequestError(422, f"'attention', 'topk' and 'beam_steps' would answer up to "
+                           f"{total:,} numbers; at most {svc.limits.max_inspect_values:,} a "
+                           "request here: ask about fewer or shorter sentences")
+
+
+async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
+                   sentences: list[list[dict[str, Any]]], cfg: Any, req: TranslateRequest,
+                   request: Request) -> None:
+    from transformer_mt.trace import beam_steps, look_inside
+
+    pairs = [(x, hyps[0].ids, out) for x, hyps, out in zip(
+        prepared.ids, [h for r in results for h in r.hyps],
+        [s for text in sentences for s in text], strict=True)]
+
+    def look() -> list[dict[str, Any]]:  # on the worker, which owns the model
+        found = []
+        for x, ids, _ in pairs:
+            inside = look_inside(svc.translator, x, ids, max(req.topk, 1)) \
+                if req.attention or req.topk else None
+            beam = beam_steps(svc.translator, x, cfg) if req.beam_steps and \
+                cfg.beam_size > 1 else None
+            found.append(inspection_json(inside, beam))
+        return found
+
+    extra = await svc.wait(svc.worker().call(look), _left(request))
+    for (_, _, out), more in zip(pairs, extra, strict=True):
+        out.update(more)
+
+
+@router.get("/metrics", summary="Prometheus metrics")
+async def metrics(svc: ServiceDep) -> Response:
+    return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+PAGE = importlib.resources.files("transformer_mt.serve").joinpath("page.html")
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def index() -> HTMLResponse:
+    return HTMLResponse(PAGE.read_text(encoding="utf-8"))

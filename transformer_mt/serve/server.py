@@ -1,0 +1,140 @@
+"""The server process: uvicorn around the app, with time limits on every connection and a
+stop that lets the requests in flight finish.
+
+- A connection must send a request's headers within ``header_timeout_s`` of opening (or of its
+  last answer): one that sends nothing, or a byte now and then, is closed. An idle keep-alive
+  connection is closed after ``idle_timeout_s``; a body must arrive within the body timeout
+  (``guard.py``). At most ``max_connections`` are served at once (503 beyond), and the process
+  may open as many files as its hard limit allows.
+- SIGTERM or SIGINT: the server stops accepting connections and lets the requests in flight
+  finish within ``grace_s`` seconds; those still waiting then get a 503 (not a traceback), the
+  queue is closed, and the process exits with 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import resource
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from transformer_mt.serve.app import create_app
+from transformer_mt.serve.service import ServeOptions
+from transformer_mt.translate import Translator
+
+log = logging.getLogger("transformer_mt.serve")
+
+
+@dataclass
+class Connections:
+    header_timeout_s: float = 10.0
+    idle_timeout_s: float = 5.0
+    max_connections: int = 512
+
+
+def _timed_protocol(header_timeout_s: float) -> type[H11Protocol]:
+    class TimedH11Protocol(H11Protocol):
+        """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers."""
+
+        _headers_deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._headers_deadline = self.loop.call_later(header_timeout_s, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._headers_deadline is not None:
+                self._headers_deadline.cancel()
+                self._headers_deadline = None
+
+        def _too_slow(self) -> None:
+            self._headers_deadline = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()  # no request's headers in time: let the socket go
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:  # the headers are in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request's headers, on a kept-alive connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
+
+
+def _open_files_limit() -> None:
+    """Let the process open as many sockets as the system allows it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
+          port: int = 8000, grace_s: float = 30.0,
+          connections: Connections | None = None) -> None:
+    """Run the server until SIGINT/SIGTERM (see the module's docstring)."""
+    import uvicorn
+
+    connections = connections or Connections()
+    _open_files_limit()
+    app = create_app(translator, options)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                            http=_timed_protocol(connections.header_timeout_s),
+                            timeout_keep_alive=connections.idle_timeout_s,  # type: ignore[arg-type]
+                            limit_concurrency=connections.max_connections,
+                            timeout_graceful_shutdown=grace_s + 5,  # type: ignore[arg-type]
+                            lifespan="on")
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, but a stop asked for by a signal is a normal end (exit code 0:
+        uvicorn would raise the signal again), and the requests still waiting when the grace
+        period ends get a 503."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {s: signal.signal(s, self.handle_exit)
+                        for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if not self.should_exit:
+                loop = asyncio.get_event_loop()
+                loop.call_soon_threadsafe(loop.call_later, grace_s, self._end_of_grace)
+            super().handle_exit(sig, frame)
+
+        def _end_of_grace(self) -> None:
+            batcher = app.state.service.batcher
+            if batcher is not None:
+                log.warning("the grace period (%g s) is over: the requests still waiting get "
+                            "503", grace_s)
+                batcher.abort()
+
+    log.info("serving %s -> %s on http://%s:%d/ (API key %s)", translator.config.data.src_lang,
+             translator.config.data.tgt_lang, host, port,
+             "required" if options.api_keys else "not required")
+    Server(config).run()
+    log.info("stopped")

@@ -1,0 +1,282 @@
+"""What the routes share: the loaded translator, the options, the decoding worker, the
+translation cache, the rate limits, language identification, API keys and the metrics.
+
+A request's texts become :class:`Prepared` sentences (split, tokenized, checked against the
+model's length limit), are decoded by the worker (or found in the cache), and come back as
+:class:`TextResult`\\ s that rebuild each text around its translations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cachetools import LRUCache
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.documents import Document, split_document
+from transformer_mt.serve.api import Limits
+from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
+from transformer_mt.translate import InputTooLongError, Translation, Translator
+
+log = logging.getLogger("transformer_mt.serve")
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass
+class ServeOptions:
+    """How the server batches, what it accepts, and what it says about the model."""
+
+    limits: Limits = field(default_factory=Limits)
+    api_keys: tuple[str, ...] = ()  # clients must send one of these; none: no key needed
+    batch_tokens: int = 4096  # a batch closes at this many source tokens ...
+    max_wait_ms: float = 10.0  # ... or this long after its first request
+    max_queue: int = 256  # requests waiting; beyond, 429
+    batching: bool = True  # False: each request decoded alone
+    engine: str = "torch"
+    about: dict[str, Any] = field(default_factory=dict)  # step, validation score, ...
+    allowed_hosts: tuple[str, ...] = LOCAL_HOSTS  # Host (and Origin) names answered; "*": any
+    cors_origins: tuple[str, ...] = ()  # web pages elsewhere that may call the API; "*": any
+    rate_limit: int = 0  # requests a minute per client (its key, else its address); 0: none
+    char_rate_limit: int = 0  # characters a minute per client; 0: none
+    cache_size: int = 10_000  # translations of sentences kept in memory; 0: none
+    body_timeout_s: float = 30.0  # a request's body arrives within this, or 408
+
+
+class RequestError(Exception):
+    """An answer other than 200: ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+@dataclass
+class Prepared:
+    """A request's texts cut into sentences, and those sentences as source ids."""
+
+    docs: list[Document]
+    ids: list[list[int]]
+
+
+@dataclass
+class TextResult:
+    """One text's sentences with their translations (each a list of hypotheses, best first)."""
+
+    doc: Document
+    hyps: list[list[Translation]]
+
+    def text(self, k: int = 0) -> str:
+        """The text rebuilt with the ``k``-th hypothesis of each sentence (or its last)."""
+        return self.doc.rebuild([h[min(k, len(h) - 1)].text for h in self.hyps])
+
+    def alternatives(self, n: int) -> list[str]:
+        """Up to ``n`` other translations of the whole text, each different."""
+        seen, out = {self.text()}, []
+        for k in range(1, max((len(h) for h in self.hyps), default=1)):
+            text = self.text(k)
+            if text not in seen and len(out) < n:
+                seen.add(text)
+                out.append(text)
+        return out
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry()
+        self.requests = Counter("mt_requests", "HTTP requests", ["route", "status"],
+                                registry=registry)
+        self.latency = Histogram("mt_request_seconds", "time to answer a request", ["route"],
+                                 registry=registry)
+        self.batch_sentences = Histogram("mt_batch_sentences", "sentences decoded together",
+                                         buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+                                         registry=registry)
+        self.batch_requests = Histogram("mt_batch_requests", "requests decoded together",
+                                        buckets=(1, 2, 4, 8, 16, 32, 64), registry=registry)
+        self.decode_seconds = Histogram("mt_batch_seconds", "time to decode one batch",
+                                        registry=registry)
+        self.queue_depth = Gauge("mt_queue_depth", "requests waiting for the decoder",
+                                 registry=registry)
+        self.cache_hits = Counter("mt_cache_hits", "sentences answered from the cache",
+                                  registry=registry)
+
+    def on_batch(self, n_requests: int, n_sentences: int, seconds: float) -> None:
+        self.batch_requests.observe(n_requests)
+        self.batch_sentences.observe(n_sentences)
+        self.decode_seconds.observe(seconds)
+
+
+class Service:
+    def __init__(self, translator: Translator, options: ServeOptions) -> None:
+        self.translator, self.options, self.limits = translator, options, options.limits
+        self.src_lang = translator.config.data.src_lang
+        self.tgt_lang = translator.config.data.tgt_lang
+        self.metrics = Metrics()
+        self.batcher: Batcher | None = None
+        self._cache: LRUCache[Any, list[Translation]] = LRUCache(max(options.cache_size, 1))
+        self._cache_lock = threading.Lock()
+        self._limiter: Any = None
+        if options.rate_limit or options.char_rate_limit:
+            from limits.storage import MemoryStorage
+            from limits.strategies import MovingWindowRateLimiter
+
+            self._limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    # ------------------------------------------------------------------ lifetime
+
+    def start(self) -> None:
+        """Start the decoding worker (on the server's event loop)."""
+        self.batcher = Batcher(self.translator, self.options.batch_tokens,
+                               self.options.max_wait_ms / 1000, self.options.max_queue,
+                               self.options.batching, BatchStats(self.metrics.on_batch))
+        self.metrics.queue_depth.set_function(self.batcher.waiting)
+
+    async def stop(self) -> None:
+        if self.batcher is not None:
+            batcher, self.batcher = self.batcher, None
+            await batcher.close()  # what is queued is finished first
+
+    def worker(self) -> Batcher:
+        if self.batcher is None:
+            raise RequestError(503, "the server is starting or stopping; try again")
+        return self.batcher
+
+    # ------------------------------------------------------------------ keys and limits
+
+    def key_ok(self, given: str | None) -> bool:
+        """Whether ``given`` is one of the keys (compared in constant time), or none is set."""
+        if not self.options.api_keys:
+            return True
+        ok = False
+        for key in self.options.api_keys:
+            ok |= hmac.compare_digest((given or "").encode(), key.encode())
+        return ok and given is not None
+
+    def charge(self, client: str, characters: int) -> None:
+        """Count a request of ``characters`` against ``client``'s limits (429 beyond them)."""
+        if self._limiter is None:
+            return
+        from limits import RateLimitItemPerMinute
+
+        for limit, name, cost in ((self.options.rate_limit, "requests", 1),
+                                  (self.options.char_rate_limit, "characters", characters)):
+            if limit and not self._limiter.hit(RateLimitItemPerMinute(limit), name, client,
+                                               cost=max(cost, 1)):
+                raise RequestError(429, f"Slowdown: at most {limit:,} {name} a minute from "
+                                   "one client here; try again in a minute",
+                                   {"Retry-After": "60"})
+
+    # ------------------------------------------------------------------ language
+
+    def detect(self, text: str, n: int = 3) -> list[tuple[str, float]]:
+        """The ``n`` most likely languages of ``text`` with their probabilities (py3langid)."""
+        return _identifier().rank(text)[:n]
+
+    def check_source(self, texts: list[str]) -> tuple[str, float]:
+        """``source: auto``: the texts are in the model's source language (with the
+        confidence, 0-100), or a 400 that says which language they look like. Short texts are
+        ambiguous: only a clear other language is refused."""
+        sample = " ".join(texts)[:2000]
+        if not sample.strip():
+            return self.src_lang, 0.0
+        ranked = _identifier().rank(sample)
+        ours = dict(ranked).get(self.src_lang, 0.0)
+        best, p = ranked[0]
+        if best != self.src_lang and ours < 0.5 * p:
+            raise RequestError(400, f"the text looks like {best} ({100 * p:.0f}% confidence); "
+                               f"this model translates {self.src_lang} into {self.tgt_lang}")
+        return self.src_lang, round(100 * ours, 2)
+
+    # ------------------------------------------------------------------ translating
+
+    def prepare(self, texts: list[str], html: bool) -> Prepared:
+        """Split ``texts`` into sentences and tokenize them; a 400 where a sentence is longer
+        than the model takes, or a request holds too many."""
+        try:
+            docs = [split_document(t, self.src_lang, html) for t in texts]
+        except Exception as exc:  # a parser failing on odd input fails this request only
+            raise RequestError(400, f"the text could not be read as {'HTML' if html else 'text'}"
+                               f": {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        sentences = [s for d in docs for s in d.sentences]
+        if len(sentences) > self.limits.max_sentences:
+            raise RequestError(400, f"{len(sentences)} sentences in one request; at most "
+                               f"{self.limits.max_sentences} here: split it")
+        try:
+            ids = self.translator.encode(sentences, strict=True)
+        except InputTooLongError as exc:
+            raise RequestError(400, str(exc)) from None
+        return Prepared(docs, ids)
+
+    async def decode(self, prepared: Prepared, cfg: DecodeConfig, nbest: int,
+                     waiting: Callable[[], Any] | None = None) -> list[TextResult]:
+        """Translate the prepared sentences: from the cache, or by the worker. A seeded
+        sampling request is decoded on its own (the same translation alone or among others);
+        ``waiting``: an awaitable that completes if the client leaves (the decoding stops)."""
+        sampling = bool(cfg.sample_topk)
+        key = json.dumps([asdict(cfg), nbest], sort_keys=True)
+        found: list[list[Translation] | None] = [None] * len(prepared.ids)
+        if not sampling and self.options.cache_size:
+            with self._cache_lock:
+                for i, x in enumerate(prepared.ids):
+                    found[i] = self._cache.get((key, tuple(x)))
+            self.metrics.cache_hits.inc(sum(f is not None for f in found))
+        missing = [i for i, f in enumerate(found) if f is None]
+        if missing:
+            work = self.worker().translate([prepared.ids[i] for i in missing], cfg, nbest,
+                                           alone=sampling)
+            decoded = await self.wait(work, waiting)
+            for i, hyps in zip(missing, decoded, strict=True):
+                found[i] = hyps
+                if not sampling and self.options.cache_size:
+                    with self._cache_lock:
+                        self._cache[(key, tuple(prepared.ids[i]))] = hyps
+        results, at = [], 0
+        for doc in prepared.docs:
+            n = len(doc.sentences)
+            results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
+            at += n
+        return results
+
+    async def wait(self, work: Any, waiting: Callable[[], Any] | None = None) -> Any:
+        """Await the worker's answer within the time limit; a 504 past it, and the work is
+        cancelled there, as it is when the client leaves."""
+        task = asyncio.ensure_future(work)
+        watch = asyncio.ensure_future(waiting()) if waiting else None
+        timeout = self.limits.timeout_s
+        try:
+            done, _ = await asyncio.wait({task} | ({watch} if watch else set()),
+                                         timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if task in done:
+            try:
+                return task.result()
+            except QueueFullError:
+                raise RequestError(429, "Slowdown: the server is busy (its queue is full); "
+                                   "try again shortly", {"Retry-After": "1"}) from None
+            except StoppingError:
+                raise RequestError(503, "the server is stopping; try again on another",
+                                   {"Connection": "close"}) from None
+        task.cancel()
+        if watch is not None and watch in done:
+            raise RequestError(499, "the client closed the connection")
+        raise RequestError(504, f"not translated within {timeout:g} s; send fewer or shorter "
+                           "sentences")
+
+
+@functools.lru_cache(maxsize=1)
+def _identifier() -> Any:
+    """py3langid's identifier with probabilities (its model ships inside the package)."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
