@@ -1,0 +1,98 @@
+"""Real LibreTranslate clients from the registry against a real ``mt serve`` process (#30):
+libretranslatepy (url-encoded forms) and deep-translator (the query string), curl-style JSON;
+paragraphs come back whole, HTML keeps its markup, detect, languages and keys."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from bench.common import start_server
+from tests.conftest import needs_data
+
+pytestmark = needs_data
+pytest.importorskip("fastapi")
+libretranslatepy = pytest.importorskip("libretranslatepy")
+deep_translator = pytest.importorskip("deep_translator")
+
+PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee.\nEine Frau liest ein Buch."
+
+
+@pytest.fixture(scope="module")
+def server(trained_run, tmp_path_factory):
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text("# one a line\nk1\nk2\n")
+    proc, url = start_server(trained_run[0] / "best.pt", "--api-key-file", str(keys))
+    yield url
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+
+
+@pytest.fixture(scope="module")
+def expected(trained_run):
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    return translator
+
+
+def test_libretranslatepy(server, expected):
+    api = libretranslatepy.LibreTranslateAPI(server, api_key="k1")
+    assert api.translate(PARAGRAPH, "de", "en") == expected.translate_text([PARAGRAPH])[0]
+    assert api.translate(PARAGRAPH, "auto", "en") == expected.translate_text([PARAGRAPH])[0]
+    detected = api.detect("Un chien court dans la neige.")
+    assert detected[0]["language"] == "fr" and detected[0]["confidence"] > 50
+    assert api.languages()[0] == {"code": "de", "name": "German", "targets": ["en"]}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        libretranslatepy.LibreTranslateAPI(server, api_key="wrong").translate("Hund", "de", "en")
+    assert refused.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as wrong_language:
+        api.translate("Un chien court dans la neige.", "auto", "en")
+    assert wrong_language.value.code == 400
+    assert "translates de into en" in json.load(wrong_language.value)["error"]
+
+
+def test_deep_translator(server, expected):
+    from deep_translator import LibreTranslator
+    from deep_translator.exceptions import AuthorizationException
+
+    client = LibreTranslator(source="de", target="en", api_key="k2", custom_url=server + "/")
+    assert client.translate(PARAGRAPH) == expected.translate_text([PARAGRAPH])[0]
+    assert client.translate_batch(["Ein Hund.", "Zwei Katzen. Drei Mäuse."]) == \
+        expected.translate_text(["Ein Hund.", "Zwei Katzen. Drei Mäuse."])
+    with pytest.raises(AuthorizationException):
+        LibreTranslator(source="de", target="en", api_key="bad",
+                        custom_url=server + "/").translate("Ein Hund.")
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.load(answer)
+
+
+def test_json_lists_html_alternatives(server, expected):
+    got = _post(server + "/translate", {"q": [PARAGRAPH, "", "Ein Hund."], "source": "auto",
+                                        "target": "en", "api_key": "k1", "alternatives": 2})
+    # alternatives: 2 searches with a beam of 3
+    assert got["translatedText"] == expected.translate_text([PARAGRAPH, "", "Ein Hund."],
+                                                            beam_size=3)
+    assert [d["language"] for d in got["detectedLanguage"]] == ["de"] * 3
+    nbest = expected.translate_nbest(["Ein Hund."], nbest=3, beam_size=3)[0]
+    assert got["alternatives"][2] == [h.text for h in nbest[1:] if h.text != nbest[0].text][:2]
+    html = '<p class="x">Ein Mann. <b>Zwei Hunde</b> spielen.</p><br><code>Hund.</code>'
+    got = _post(server + "/translate", {"q": html, "source": "de", "target": "en",
+                                        "format": "html", "api_key": "k1"})
+    assert got["translatedText"] == expected.translate_text([html], html=True)[0]
+    assert got["translatedText"].startswith('<p class="x">')
+    assert got["translatedText"].endswith("</p><br/><code>Hund.</code>")
+    with urllib.request.urlopen(server + "/frontend/settings", timeout=10) as answer:
+        assert json.load(answer)["keyRequired"] is True
+    with urllib.request.urlopen(server + "/spec", timeout=10) as answer:
+        spec = json.load(answer)
+    body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["$ref"].endswith("LibreTranslateRequest")
