@@ -57,7 +57,7 @@ def test_translate_text_is_the_sentences_translated_one_by_one(trained_run):
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
     texts = [PARAGRAPH + "\nEin Hund.", "", "<p>Ein Hund. <i>Zwei Katzen.</i></p>"]
     got = translator.translate_text(texts[:2]) + translator.translate_text(texts[2:], html=True)
-    one_by_one = translator.translate(split_text(PARAGRAPH, "de").sentences + ["Ein Hund."])
+    one_by_one = translator.translate([*split_text(PARAGRAPH, "de").sentences, "Ein Hund."])
     assert got[0] == " ".join(one_by_one[:3]) + "\n" + one_by_one[3]
     assert got[1] == ""
     dog, cats = translator.translate(["Ein Hund.", "Zwei Katzen."])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -296,3 +295,16 @@ def test_serve_refuses_a_checkpoint_that_is_not_one(tmp_path):
     result = run_cli(["serve", "--checkpoint", str(bad)])
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert str(bad) in result.stderr.strip().splitlines()[-1]
+
+
+def test_serving_does_not_import_matplotlib(trained_run):
+    """mt serve loads a checkpoint and builds the app without matplotlib (plots only)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from transformer_mt import cli, commands; "
+            "from transformer_mt.serve.server import create_app; "
+            "from transformer_mt.translate import Translator; "
+            f"create_app(Translator.load({str(trained_run[0] / 'best.pt')!r}, 'cpu')); "
+            "sys.exit(any(m.startswith('matplotlib') for m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

@@ -5,11 +5,13 @@ origins that are not its own, idle and slow connections, a stop past the grace p
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import threading
 import time
 import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -224,3 +226,56 @@ def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
     statuses = sorted(status for status, _ in answers)
     assert 503 in statuses and set(statuses) <= {200, 503}, answers
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("kwargs, status, message", [
+    ({"content": b'{"q": "x", "source": "\\ud800", "target": "en"}'}, 400, "lone surrogate"),
+    ({"content": b'{"q": "x", "source": "de", "target": "en", "api_key": "\\udfff"}'}, 400,
+     "lone surrogate"),
+    ({"content": b"[" * 5000}, 400, "could not be parsed"),
+    ({"content": b'{"q": "x", "source": "de", "target": "en", "alternatives": 99}'}, 400,
+     "alternatives parameter must be <= 8"),
+    ({"content": b'{"q": "x", "source": "de", "target": "en", "format": "pdf"}'}, 400,
+     "'format'"),
+    ({"content": b'{"q": "x", "source": "de", "target": "fr"}'}, 400, "translates de into en"),
+    ({"content": b"q=x&source=de&target=en", "headers": {"Content-Type": "text/csv"}}, 400,
+     "is not one of them"),
+])
+def test_libretranslate_bad_requests_are_400_with_its_error_body(translator, kwargs, status,
+                                                                 message):
+    headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/translate", headers=headers, **kwargs)
+        assert answer.status_code == status, answer.text
+        assert message in answer.json()["error"] and "\n" not in answer.json()["error"]
+        assert client.post("/v1/translate", content=b'{"text": "x"}',
+                           headers={"Content-Type": "text/plain"}).status_code == 415
+        assert client.get("/nowhere").json()["error"].startswith("there is no /nowhere")
+        assert client.put("/translate").status_code == 405
+        assert client.post("/translate_file").status_code == 400
+
+
+def test_a_client_that_leaves_stops_its_decoding(trained_run):
+    """The decoding of a request whose client closed the connection stops at its next chunk
+    (of decode.batch_size = 16 sentences): the worker decodes far fewer than were sent."""
+    proc, url = start_server(trained_run[0] / "best.pt", "--cache-size", "0")
+    host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
+    sentences = [f"Ein Hund läuft {i} mal über die große grüne Wiese." for i in range(128)]
+    body = json.dumps({"text": sentences, "beam": 5}).encode()
+    try:
+        sock = socket.create_connection((host, port))
+        sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n" + body)
+        time.sleep(0.5)  # decoding has started
+        sock.close()
+        time.sleep(3)
+        status, _ = post(url + "/v1/translate", {"text": ["Ein Hund."]})
+        assert status == 200
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+        decoded = float(metrics.split("mt_batch_sentences_sum ")[1].split()[0])
+        assert decoded < 64, decoded  # of 128 + 1
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
