@@ -26,12 +26,12 @@ from transformer_mt.commands import (
     cmd_export,
     cmd_info,
     cmd_plot,
-    cmd_serve,
     cmd_trace,
     cmd_train,
     cmd_translate,
 )
 from transformer_mt.errors import MTError
+from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
 
 EXIT_ERROR = 2
 
@@ -179,7 +179,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
-    p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "
                    "one a line")
     p.add_argument("--allowed-host", action="append", metavar="NAME",
@@ -188,35 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="a web page's origin (https://example.org) allowed to call the API "
                    "from a browser (repeatable; '*': any); default: none")
-    p.add_argument("--batch-tokens", type=int, default=4096,
-                   help="a batch closes at this many source tokens ...")
-    p.add_argument("--max-wait-ms", type=float, default=10.0,
-                   help="... or this long after its first request")
     p.add_argument("--no-batching", action="store_true", help="decode each request alone")
-    p.add_argument("--max-queue", type=int, default=256,
-                   help="requests waiting for the decoder; beyond, 429")
-    p.add_argument("--max-sentences", type=int, default=128,
-                   help="sentences per request (texts split into sentences)")
-    p.add_argument("--max-chars", type=int, default=5000, help="characters per text")
-    p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="request body size")
-    p.add_argument("--rate-limit", type=int, default=0,
-                   help="requests a minute per client (its key, else its address); 0: none")
-    p.add_argument("--char-rate-limit", type=int, default=0,
-                   help="characters a minute per client; 0: none")
-    p.add_argument("--cache-size", type=int, default=10_000,
-                   help="translated sentences kept in memory; 0: no cache")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds a request may take (queue and decoding), else 504")
-    p.add_argument("--header-timeout", type=float, default=10.0,
-                   help="seconds a connection has to send a request's headers")
-    p.add_argument("--body-timeout", type=float, default=30.0,
-                   help="seconds a request's body has to arrive, else 408")
-    p.add_argument("--idle-timeout", type=float, default=5.0,
-                   help="seconds an idle kept-alive connection stays open")
-    p.add_argument("--max-connections", type=int, default=512,
-                   help="connections served at once; beyond, 503")
-    p.add_argument("--grace", type=float, default=30.0,
-                   help="on SIGTERM, seconds the requests in flight get to finish")
+    for flag, kind, default, _, _, text in SERVE_NUMBERS:
+        p.add_argument(flag, type=kind, default=default, help=text)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("info", parents=[common], help="describe a checkpoint")

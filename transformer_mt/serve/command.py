@@ -1,0 +1,113 @@
+"""``mt serve``'s command line: its numeric options (declared once, checked here), the key
+file, and starting the server. Nothing here imports the server's packages until it runs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from pathlib import Path
+
+from transformer_mt.errors import MTError
+from transformer_mt.fileio import not_a_file
+
+log = logging.getLogger(__name__)
+
+
+# mt serve's numeric options: flag, type, default, lowest value, whether the value must be
+# above it (not equal), help. The parser declares them and cmd_serve checks them from here.
+SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
+    ("--port", int, 8000, 1, False, "the port to listen on (at most 65535)"),
+    ("--batch-tokens", int, 4096, 1, False, "a batch closes at this many source tokens ..."),
+    ("--max-wait-ms", float, 10.0, 0, False, "... or this long after its first request"),
+    ("--max-queue", int, 256, 1, False, "requests waiting for the decoder; beyond, 429"),
+    ("--max-sentences", int, 128, 1, False,
+     "sentences per request (texts split into sentences)"),
+    ("--max-chars", int, 5000, 1, False, "characters per text"),
+    ("--max-body-bytes", int, 1_000_000, 1, False, "request body size"),
+    ("--rate-limit", int, 0, 0, False,
+     "requests a minute per client (its key, else its address); 0: none"),
+    ("--char-rate-limit", int, 0, 0, False, "characters a minute per client; 0: none"),
+    ("--cache-size", int, 10_000, 0, False, "translated sentences kept in memory; 0: none"),
+    ("--timeout", float, 60.0, 0, True,
+     "seconds a request may take (queue and decoding), else 504"),
+    ("--header-timeout", float, 10.0, 0, True,
+     "seconds a connection has to send a request's headers"),
+    ("--body-timeout", float, 30.0, 0, True,
+     "seconds a request's body has to arrive, else 408"),
+    ("--idle-timeout", float, 5.0, 0, True, "seconds an idle kept-alive connection stays open"),
+    ("--max-connections", int, 512, 1, False, "connections served at once; beyond, 503"),
+    ("--grace", float, 30.0, 0, False,
+     "on SIGTERM, seconds the requests in flight get to finish"),
+]
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Each of SERVE_NUMBERS a finite number in its range."""
+    for flag, _, _, low, above, _ in SERVE_NUMBERS:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if not (math.isfinite(value) and (value > low if above else value >= low)):
+            bound = f"more than {low:g}" if above else f"at least {low:g}"
+            raise MTError(f"{flag} must be a finite number {bound}, not {value:g}")
+
+
+def _api_keys(path: str | None) -> tuple[str, ...]:
+    """The keys in ``path``: one a line (blank lines and '#' comments skipped)."""
+    if not path:
+        return ()
+    why = not_a_file(Path(path))
+    if why:
+        raise MTError(f"--api-key-file '{path}' {why}")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise MTError(f"--api-key-file '{path}' is not UTF-8 text; write the key(s) in it, "
+                      "one a line") from None
+    keys = tuple(line.strip() for line in text.splitlines()
+                 if line.strip() and not line.strip().startswith("#"))
+    if not keys:
+        raise MTError(f"--api-key-file '{path}' holds no key; put the key(s) in it, one a line")
+    return keys
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from transformer_mt.device import pick_device
+    from transformer_mt.translate import Translator
+
+    _check_numbers(args)
+    if args.port > 65535:
+        raise MTError("--port must be at most 65535")
+    try:
+        from transformer_mt.serve.api import Limits
+        from transformer_mt.serve.server import Connections, serve
+        from transformer_mt.serve.service import LOCAL_HOSTS, ServeOptions
+    except ModuleNotFoundError as exc:
+        from transformer_mt.packages import missing_error
+
+        raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
+    api_keys = _api_keys(args.api_key_file)
+    pick_device(args.device)  # a bad name: one line, before the model loads
+    translator = Translator.load(args.checkpoint, args.device, args.engine)
+    about: dict = {}
+    if args.engine == "torch" and len(args.checkpoint) == 1:
+        from transformer_mt.checkpoint import load_checkpoint
+
+        progress = load_checkpoint(args.checkpoint[0]).get("progress", {})
+        about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu")}
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
+                    max_chars=args.max_chars, timeout_s=args.timeout)
+    hosts = tuple(args.allowed_host or ()) or (
+        LOCAL_HOSTS if args.host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+        else (*LOCAL_HOSTS, args.host))
+    options = ServeOptions(
+        limits, api_keys, args.batch_tokens, args.max_wait_ms, args.max_queue,
+        not args.no_batching, args.engine, about, allowed_hosts=hosts,
+        cors_origins=tuple(args.cors_origin or ()), rate_limit=int(args.rate_limit),
+        char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
+        body_timeout_s=args.body_timeout)
+    if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+        log.warning("listening on every interface, but answering only requests addressed to "
+                    "localhost: add --allowed-host NAME (the name clients use) or '*'")
+    serve(translator, options, args.host, args.port, args.grace,
+          Connections(args.header_timeout, args.idle_timeout, args.max_connections))
+    return 0
