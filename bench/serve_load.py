@@ -65,7 +65,9 @@ def load(url: str, sentences: list[str], clients: int, seconds: float) -> dict:
 
 def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
             clients: list[int], seconds: float) -> list[dict]:
-    extra = ["--engine", engine, *([] if batching else ["--no-batching"])]
+    # no translation cache: the settings share a server, and the cache would answer the
+    # sentences an earlier setting sent
+    extra = ["--engine", engine, "--cache-size", "0", *([] if batching else ["--no-batching"])]
     proc, url = start_server(checkpoint, *extra)
     try:
         post(url + "/v1/translate", {"text": sentences[:4]})  # warm up

@@ -97,6 +97,9 @@ def test_info_languages_and_libretranslate(client, translator):
         assert answer["translatedText"] == expected, answer
     assert answer["detectedLanguage"]["language"] == "de"  # source 'auto'
 
+    multipart = client.post("/translate", files={"q": (None, SENTENCES[0]),
+                                                 "source": (None, "de"), "target": (None, "en")})
+    assert multipart.json() == {"translatedText": expected}, multipart.text
     many = client.post("/translate", json={"q": SENTENCES[:2], "source": "de", "target": "en"})
     assert many.json()["translatedText"][1] == ""
     wrong = client.post("/translate", json={"q": "x", "source": "fr", "target": "en"})
@@ -193,6 +196,15 @@ def test_the_page_is_served_with_everything_it_needs(client):
     page = client.get("/")
     assert page.status_code == 200 and "<canvas id=\"heatmap\"" in page.text
     assert "http://" not in page.text and "https://" not in page.text  # no CDN: works offline
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "SwaggerUIBundle" in docs.text
+    assert "cdn" not in docs.text.lower() and "https://" not in docs.text  # from the wheel
+    assert client.get("/docs/static/swagger-ui-bundle.js").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    schema = paths["/v1/translate"]["post"]["requestBody"]["content"]["application/json"]
+    assert schema["schema"]["$ref"].endswith("/TranslateRequest")
+    answer = paths["/v1/translate"]["post"]["responses"]["200"]["content"]["application/json"]
+    assert answer["schema"]["$ref"].endswith("/TranslateResponse")
 
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats()
