@@ -102,21 +102,25 @@ class Batcher:
         self._wake.set()
 
     async def translate(self, ids: list[list[int]], cfg: DecodeConfig, nbest: int = 1,
-                        alone: bool = False) -> list[list[Translation]]:
-        """Queue the sources and wait for their translations. Cancelling the wait (a time
-        limit, a client that left) cancels the job: what has not been decoded is dropped."""
-        return await self._wait(Job(ids, cfg, nbest, alone))
+                        alone: bool = False, queued: Callable[[], None] | None = None
+                        ) -> list[list[Translation]]:
+        """Queue the sources and wait for their translations (``queued`` is called once they
+        are in the queue). Cancelling the wait (a time limit, a client that left) cancels the
+        job: what has not been decoded is dropped."""
+        return await self._wait(Job(ids, cfg, nbest, alone), queued)
 
     async def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the worker (which owns the model), in turn with the decoding."""
         return await self._wait(Job([], DecodeConfig(), call=fn))
 
-    async def _wait(self, job: Job) -> Any:
+    async def _wait(self, job: Job, queued: Callable[[], None] | None = None) -> Any:
         if self._closing:
             raise StoppingError
         if len(self._jobs) >= self.max_queue:
             raise QueueFullError
         self._jobs.append(job)
+        if queued is not None:
+            queued()
         self._wake.set()
         try:
             return await asyncio.shield(job.future)

@@ -114,8 +114,8 @@ async def translate(req: LibreTranslateRequest, request: Request,
                                                     nbest))
     except (MTError, ValueError) as exc:
         raise RequestError(400, str(exc).splitlines()[0]) from None
-    arrived(request.scope)
-    results = await svc.decode(prepared, cfg, nbest, waiting=_left(request))
+    results = await svc.decode(prepared, cfg, nbest, waiting=_left(request),
+                                  queued=lambda: arrived(request.scope))
     one = isinstance(req.q, str)
     out: dict[str, Any] = {"translatedText": results[0].text() if one else
                            [r.text() for r in results]}

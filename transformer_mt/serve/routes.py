@@ -88,9 +88,9 @@ async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
     prepared = svc.prepare(texts, req.format == "html")
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
-    arrived(request.scope)
     try:
-        results = await svc.decode(prepared, cfg, req.nbest, waiting=_left(request))
+        results = await svc.decode(prepared, cfg, req.nbest, waiting=_left(request),
+                                  queued=lambda: arrived(request.scope))
     except (MTError, ValueError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     sentences = [_sentences(r) for r in results]

@@ -217,10 +217,12 @@ class Service:
         return Prepared(docs, ids)
 
     async def decode(self, prepared: Prepared, cfg: DecodeConfig, nbest: int,
-                     waiting: Callable[[], Any] | None = None) -> list[TextResult]:
+                     waiting: Callable[[], Any] | None = None,
+                     queued: Callable[[], None] = lambda: None) -> list[TextResult]:
         """Translate the prepared sentences: from the cache, or by the worker. A seeded
         sampling request is decoded on its own (the same translation alone or among others);
-        ``waiting``: an awaitable that completes if the client leaves (the decoding stops)."""
+        ``waiting``: an awaitable that completes if the client leaves (the decoding stops);
+        ``queued``: called once the request is in the queue (or needs none)."""
         sampling = bool(cfg.sample_topk)
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
         found: list[list[Translation] | None] = [None] * len(prepared.ids)
@@ -230,9 +232,11 @@ class Service:
                     found[i] = self._cache.get((key, tuple(x)))
             self.metrics.cache_hits.inc(sum(f is not None for f in found))
         missing = [i for i, f in enumerate(found) if f is None]
-        if missing:
+        if not missing:
+            queued()
+        else:
             work = self.worker().translate([prepared.ids[i] for i in missing], cfg, nbest,
-                                           alone=sampling)
+                                           alone=sampling, queued=queued)
             decoded = await self.wait(work, waiting)
             for i, hyps in zip(missing, decoded, strict=True):
                 found[i] = hyps
