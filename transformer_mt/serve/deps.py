@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -62,3 +63,12 @@ def client_id(request: Request, key: str | None) -> str:
     if key:
         return "key:" + key
     return "address:" + (request.client.host if request.client else "unknown")
+
+
+def client_left(request: Request) -> Callable[[], Coroutine[Any, Any, None]]:
+    """An awaitable's maker that completes when the client closes the connection (after the
+    body, the next message a server receives is the disconnect)."""
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+    return watch

@@ -26,9 +26,8 @@ from transformer_mt.serve.api import (
     LibreTranslateResponse,
     check_texts,
 )
-from transformer_mt.serve.deps import GivenKey, ServiceDep, client_id, libre_key
+from transformer_mt.serve.deps import GivenKey, ServiceDep, client_id, client_left, libre_key
 from transformer_mt.serve.guard import arrived, is_json
-from transformer_mt.serve.routes import _left
 from transformer_mt.serve.service import RequestError
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -114,7 +113,7 @@ async def translate(req: LibreTranslateRequest, request: Request,
                                                     nbest))
     except (MTError, ValueError) as exc:
         raise RequestError(400, str(exc).splitlines()[0]) from None
-    results = await svc.decode(prepared, cfg, nbest, waiting=_left(request),
+    results = await svc.decode(prepared, cfg, nbest, waiting=client_left(request),
                                   queued=lambda: arrived(request.scope))
     one = isinstance(req.q, str)
     out: dict[str, Any] = {"translatedText": results[0].text() if one else

@@ -6,7 +6,7 @@ import importlib.resources
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from transformer_mt.errors import MTError
@@ -20,7 +20,7 @@ from transformer_mt.serve.api import (
     inspection_json,
     sentence_json,
 )
-from transformer_mt.serve.deps import GivenKey, ServiceDep, api_key, client_id
+from transformer_mt.serve.deps import GivenKey, ServiceDep, api_key, client_id, client_left
 from transformer_mt.serve.guard import arrived
 from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
 
@@ -36,8 +36,6 @@ router = APIRouter()
 
 @router.get("/health", summary="200 once the model is loaded and the decoder runs")
 async def health(svc: ServiceDep) -> Response:
-    from fastapi.responses import JSONResponse
-
     ready = svc.batcher is not None
     return JSONResponse({"status": "ok" if ready else "starting"}, 200 if ready else 503)
 
@@ -89,7 +87,7 @@ async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
     try:
-        results = await svc.decode(prepared, cfg, req.nbest, waiting=_left(request),
+        results = await svc.decode(prepared, cfg, req.nbest, waiting=client_left(request),
                                   queued=lambda: arrived(request.scope))
     except (MTError, ValueError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
@@ -116,14 +114,6 @@ def _text_json(result: TextResult, sentences: list[dict[str, Any]]) -> TextTrans
                  for k in range(max(len(h) for h in result.hyps))]
     return TextTranslation(text=result.text(), score=None, tokens=[], nbest=nbest,
                            sentences=sentences)
-
-
-def _left(request: Request) -> Any:
-    """An awaitable that completes when the client closes the connection."""
-    async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-    return watch
 
 
 def _check_budget(svc: Service, prepared: Prepared, beam: int, a: float, b: int,
@@ -165,7 +155,7 @@ async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
             found.append(inspection_json(inside, beam))
         return found
 
-    extra = await svc.wait(svc.worker().call(look), _left(request))
+    extra = await svc.wait(svc.worker().call(look), client_left(request))
     for (_, _, out), more in zip(pairs, extra, strict=True):
         out.update(more)
 
