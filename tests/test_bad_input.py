@@ -35,6 +35,8 @@ def _altered(src, dst, change) -> None:
     ("--temperature", "inf", "decode.temperature' must be a finite number"),
     ("--temperature", "1e-300", "decode.temperature' must be in [0.01, 100.0]"),
     ("--alpha", "nan", "decode.alpha' must be a finite number"),
+    ("--device", "tpu", "device 'tpu' is not one this tool runs on"),
+    ("--device", "cuda:x", "device 'cuda:x' is not one this tool runs on"),
 ])
 def test_decoding_settings_are_bounded_at_the_edge(trained_run, option, value, expected):
     run_dir, _ = trained_run
