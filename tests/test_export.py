@@ -100,7 +100,7 @@ def test_export_never_replaces_what_is_not_an_earlier_export(trained_run, tmp_pa
     before = {p.name: p.read_bytes() for p in project.iterdir()}
     for target, cwd, expected in ((".", project, "holds the checkpoint"),
                                   (str(project), tmp_path, "holds the checkpoint"),
-                                  (str(run_dir), tmp_path, "not an export"),
+                                  (str(run_dir), tmp_path, "holds a run directory of this tool"),
                                   ("../proj/", project, "holds the checkpoint")):
         result = run_cli(["export", str(ckpt), target], cwd=cwd)
         assert result.returncode != 0 and expected in result.stderr.strip().splitlines()[-1]

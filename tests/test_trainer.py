@@ -125,19 +125,20 @@ def test_a_rank_that_does_not_see_rank_0s_checkpoint_refuses(tmp_path, monkeypat
     between machines) refuses instead of starting at step 0 beside the others."""
     from transformer_mt.errors import TrainingError
     from transformer_mt.training.distributed import DistInfo
+    from transformer_mt.training.run_dir import RunDir
 
     config, rank_1 = config_from_dict({}), DistInfo(rank=1, world_size=2)
     decide = _as_rank_1(monkeypatch, ("resume", 7))
     with pytest.raises(TrainingError, match=r"rank 0 resumes from .* rank 1 does not see it"):
-        decide(tmp_path / "run", config, [], "auto", rank_1)
+        decide(RunDir(tmp_path / "run", is_main=False), config, "auto", rank_1)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "last.pt").write_bytes(b"rank 1's own")
     decide = _as_rank_1(monkeypatch, ("new", None))
     with pytest.raises(TrainingError, match=r"rank 0 sees no .* rank 1 does: .* shares"):
-        decide(tmp_path / "run", config, [], "auto", rank_1)
+        decide(RunDir(tmp_path / "run", is_main=False), config, "auto", rank_1)
     decide = _as_rank_1(monkeypatch, ("error", "rank 0's one-line reason"))
     with pytest.raises(TrainingError, match="rank 0's one-line reason"):
-        decide(tmp_path / "run", config, [], "auto", rank_1)
+        decide(RunDir(tmp_path / "run", is_main=False), config, "auto", rank_1)
 
 
 @needs_data

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from transformer_mt.checkpoint import load_checkpoint, subword_models_of
 from transformer_mt.data.vocab import BOS, EOS, UNK
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import atomic_write, atomic_write_text
+from transformer_mt.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +53,15 @@ EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json",
 
 
 def is_export(directory: Path) -> bool:
-    """Whether ``directory`` holds an earlier export and nothing else."""
-    names = {p.name for p in directory.iterdir()}
-    return {"model.bin", CONFIG_NAME} <= names and names <= EXPORT_FILES
+    """Whether ``directory`` holds an earlier export and nothing else: every entry a regular
+    file its manifest lists (an export of a version without manifests: our file names, each a
+    regular file)."""
+    names = [p.name for p in directory.iterdir()]
+    manifest = Manifest(directory, "ctranslate2")
+    if manifest.exists():
+        return not manifest.foreign(names)
+    return ({"model.bin", CONFIG_NAME} <= set(names) <= EXPORT_FILES
+            and all(stat.S_ISREG((directory / n).lstat().st_mode) for n in names))
 
 
 def check_export_target(checkpoint: str | Path, out_dir: str | Path, overwrite: bool) -> Path:
@@ -65,6 +73,9 @@ def check_export_target(checkpoint: str | Path, out_dir: str | Path, overwrite: 
     if where == out.resolve() or out.resolve() in where.parents:
         raise MTError(f"'{out}' holds the checkpoint '{checkpoint}'; export into a new directory, "
                       "e.g. mt export CKPT ct2-model")
+    if out.resolve() == Path.cwd() or out.resolve() in Path.cwd().parents:
+        raise MTError(f"'{out_dir}' is the current directory (or holds it); export into a new "
+                      "directory, e.g. mt export CKPT ct2-model")
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise MTError(f"'{out}' exists and is not a directory; export into a new directory")
     if out.is_dir() and any(out.iterdir()):
@@ -118,6 +129,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
         models = subword_models_of(ckpt)
         for side, model_bytes in zip(("source", "target"), models or ()):
             atomic_write(tmp / f"{side}.spm", lambda f, b=model_bytes: f.write(b))
+        Manifest(tmp, "ctranslate2").record(p.name for p in tmp.iterdir())
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

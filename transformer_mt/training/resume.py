@@ -15,7 +15,7 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from transformer_mt.data.prepare import training_fingerprint
 from transformer_mt.errors import CheckpointError, MTError, TrainingError
 from transformer_mt.training.distributed import DistInfo, gather_objects
 from transformer_mt.training.state import Progress, Run
+
+if TYPE_CHECKING:
+    from transformer_mt.training.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ START_MODES = ("auto", "resume", "new", "overwrite")
 Start = Literal["auto", "resume", "new", "overwrite"]
 
 
-def checkpoint_to_resume(run_dir: Path, config: Config, results: list[str], start: Start,
+def checkpoint_to_resume(files: RunDir, config: Config, start: Start,
                          dist_info: DistInfo | None = None) -> dict[str, Any] | None:
     """``last.pt`` of ``run_dir`` to resume from, checked against the config; None for a new
     run. ``start``: ``auto`` resumes a run the directory holds, else starts one; ``resume``
@@ -70,13 +73,14 @@ def checkpoint_to_resume(run_dir: Path, config: Config, results: list[str], star
     ``last.pt`` (a run directory that is not shared between machines) refuses, on every rank.
     """
     info = dist_info or DistInfo()
+    run_dir = files.path
     path = run_dir / "last.pt"
     verdict: tuple[str, Any] = ("new", None)
     error: MTError | None = None
     ckpt = None
     if info.is_main:
         try:
-            ckpt = _decide(run_dir, config, results, start)
+            ckpt = _decide(files, config, start)
             verdict = ("resume", ckpt["progress"]["step"]) if ckpt is not None else ("new", None)
         except MTError as exc:
             error, verdict = exc, ("error", str(exc))
@@ -103,10 +107,12 @@ def checkpoint_to_resume(run_dir: Path, config: Config, results: list[str], star
     return ckpt if ckpt is not None else load_checkpoint(path)
 
 
-def _decide(run_dir: Path, config: Config, results: list[str],
-            start: Start) -> dict[str, Any] | None:
-    """Rank 0's decision: the checked ``last.pt`` to resume from, or None."""
-    path = run_dir / "last.pt"
+def _decide(files: RunDir, config: Config, start: Start) -> dict[str, Any] | None:
+    """Rank 0's decision: the checked ``last.pt`` to resume from, or None. Nothing is decided
+    in a directory whose files with a run file's name were not written by a run."""
+    run_dir, path = files.path, files.path / "last.pt"
+    files.check_owned(lambda: _holds_run(path))
+    results = files.results()
     if start == "overwrite":
         return None
     if not path.exists():
@@ -136,6 +142,16 @@ def _decide(run_dir: Path, config: Config, results: list[str],
             "resume would index into other text: restore the files, or train on the new data "
             f"from this run's weights in a new run (--set train.init_from={path})")
     return ckpt
+
+
+def _holds_run(path: Path) -> bool:
+    """Whether ``path`` is a ``last.pt`` of this tool's (a run of a version without manifests)."""
+    if not path.is_file():
+        return False
+    try:
+        return "training_state" in load_checkpoint(path)
+    except MTError:
+        return False
 
 
 def check_resumable(stored: dict[str, Any], config: Config, run_dir: Path) -> None:

@@ -9,9 +9,12 @@
     last.pt            full state, for resuming (every train.save_every steps and at the end)
     best.pt            weights with the best val BLEU so far
     step_NNNNNNN.pt    the weights of the last train.keep_last saves (for checkpoint averaging)
+    manifest.json      the files above that this run wrote (manifest.py)
 
 One run at a time holds the directory's lock; what a killed run left half-written is removed;
-``--start overwrite`` deletes an earlier run's files, and only under the lock.
+``--start overwrite`` deletes an earlier run's files, and only under the lock. A file with a
+run file's name that no run wrote (the user's own ``config.yaml`` in ``--run-dir .``) is never
+replaced or deleted: the run stops before it writes anything.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import json
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import ConfigError
 from transformer_mt.fileio import atomic_write_text, remove_stale_temporaries, run_lock
 from transformer_mt.logs import add_file_log
+from transformer_mt.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +97,7 @@ class RunDir:
         self.path, self.is_main = path, is_main
         self._held = contextlib.ExitStack()  # the directory's lock, while training
         self._file_log: logging.Handler | None = None
+        self.manifest = Manifest(path, "run")
 
     def files(self) -> list[Path]:
         """The files a run writes into its directory (and an earlier run may have left)."""
@@ -102,6 +108,23 @@ class RunDir:
         """The names of an earlier run's results here (checkpoints, metrics)."""
         return [f.name for f in self.files()
                 if f.name in ("best.pt", "metrics.jsonl") or f.name.startswith("step_")]
+
+    def check_owned(self, is_old_run: Callable[[], bool] = lambda: False) -> None:
+        """Refuse a directory where a run would replace files that no run wrote. A directory
+        without a manifest whose ``is_old_run()`` (a run of a version without manifests: its
+        ``last.pt`` is one) has its run files taken as the run's."""
+        names = [*RUN_FILES, *(p.name for p in sorted(self.path.glob("step_*.pt")))]
+        foreign = self.manifest.foreign(names)
+        if foreign and not self.manifest.exists() and is_old_run():
+            log.info("%s holds a run without %s: its run files are taken as the run's",
+                     self.path, self.manifest.path.name)
+            return
+        if foreign:
+            raise ConfigError(
+                f"'{self.path}' holds {', '.join(foreign)}, not written by a run (its "
+                f"{self.manifest.path.name} does not list them), and a run writes files of "
+                "these names there; train into a directory of its own (--run-dir runs/NAME). "
+                "Nothing was written")
 
     def claim(self, overwrite: bool) -> None:
         """Lock the directory for this run (rank 0) and clear what a killed run left.
@@ -117,6 +140,7 @@ class RunDir:
             for path in self.files():
                 path.unlink()
                 log.info("--start overwrite: removed %s", path)
+        self.manifest.record([*RUN_FILES, *(p.name for p in self.path.glob("step_*.pt"))])
 
     def open(self) -> None:
         """Create the directory and log to its ``train.log`` (rank 0 only)."""
@@ -142,6 +166,7 @@ class RunDir:
         save_checkpoint(ckpt, self.path / "last.pt")
         if keep_last > 0:
             weights = {k: v for k, v in ckpt.items() if k != "training_state"}
+            self.manifest.record([f"step_{step:07d}.pt"])
             save_checkpoint(weights, self.path / f"step_{step:07d}.pt")
             for old in sorted(self.path.glob("step_*.pt"))[:-keep_last]:
                 old.unlink()

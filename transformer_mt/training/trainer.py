@@ -96,8 +96,7 @@ class Trainer:
         leaves nothing behind."""
         if self.cfg.train.threads:
             torch.set_num_threads(self.cfg.train.threads)
-        ckpt = checkpoint_to_resume(self.run_dir, self.cfg, self.files.results(), self.start,
-                                    self.dist)
+        ckpt = checkpoint_to_resume(self.files, self.cfg, self.start, self.dist)
         init = checkpoint_to_start_from(self.cfg) if ckpt is None else None
         start = ckpt or init
         if start is not None:  # before anything is written: weights that fit, and are finite
