@@ -14,8 +14,6 @@ import pytest
 
 from tests.conftest import DATA_DIR, needs_data, run_cli
 
-pytestmark = needs_data
-
 
 @pytest.fixture(scope="module")
 def systems(trained_run, tmp_path_factory):
@@ -56,6 +54,7 @@ def _sacrebleu_cli(ref: Path, hyps: list[Path]) -> tuple[list[float], list[float
     return numbers, [float(p) for p in re.findall(r"p = (\d\.\d{4})", out)]
 
 
+@needs_data
 def test_the_comparison_is_sacrebleus_own(systems):
     files = [systems / "a.txt", systems / "b.txt"]
     result = run_cli(["evaluate", "--hyp", str(files[0]), "--hyp", str(files[1]), "--ref",
@@ -75,6 +74,7 @@ def test_the_comparison_is_sacrebleus_own(systems):
     assert f"p={p_values[0]:.4f}" in text.stdout
 
 
+@needs_data
 def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, systems):
     """Checkpoints translate the split, files are taken as they are: a checkpoint and its own
     greedy output are the same system (p = 1 or close to it, equal scores)."""
@@ -86,6 +86,7 @@ def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, 
     assert a["BLEU"]["score"] == b["BLEU"]["score"] and a["TER"]["score"] == b["TER"]["score"]
 
 
+@needs_data
 @pytest.mark.parametrize("args, message", [
     (["--hyp", "A"], "pass --ref"),
     (["--hyp", "A", "--checkpoint", "C", "--output", "O", "--checkpoint", "C"],
@@ -103,3 +104,59 @@ def test_comparing_wrong_things_is_one_line(systems, tmp_path, args, message):
     result = run_cli(["evaluate", *[str(paths.get(a, a)) for a in args]])
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert message in result.stderr.strip().splitlines()[-1]
+
+
+def test_identical_systems_are_not_significant_and_order_changes_no_score():
+    """sacreBLEU's p-value calls a zero difference significant (p = 0.001, starred); a system
+    compared with itself is not. A system's scores do not depend on its place in the list."""
+    from transformer_mt.compare import System, compare_systems
+
+    rng = __import__("random").Random(0)
+    words = ["a", "man", "woman", "dog", "runs", "in", "the", "snow", "street", "red", "ball"]
+    refs = [" ".join(rng.choices(words, k=8)) for _ in range(60)]
+    a = [" ".join(rng.choices(words, k=8)) for _ in range(60)]
+    b = [" ".join(rng.choices(words, k=7)) for _ in range(60)]
+    same = compare_systems([System("a", a), System("copy of a", a)], refs)
+    for metric in ("BLEU", "chrF2", "TER"):
+        assert same.results[1][metric].p_value == 1.0
+        assert same.results[1][metric].score == same.results[0][metric].score
+    assert "*" not in same.table()
+    forward = compare_systems([System("a", a), System("b", b)], refs).results
+    backward = compare_systems([System("b", b), System("a", a)], refs).results
+    for metric in ("BLEU", "chrF2", "TER"):
+        assert forward[0][metric].score == backward[1][metric].score
+        assert forward[1][metric].score == backward[0][metric].score
+
+
+def test_each_system_is_scored_as_it_would_be_alone(tmp_path):
+    """A lowercasing model's references are lowercased for it alone: the reference file itself,
+    passed as --hyp beside such a checkpoint, scored BLEU 89.84 against lowercased references
+    (100 alone); the table says which references each system was scored against."""
+    from tests.test_corpus import train_toy
+
+    run_dir, data = train_toy(tmp_path, "pair", lowercase=True)
+    src = tmp_path / "src.txt"
+    ref = tmp_path / "ref.txt"
+    with gzip.open(data["valid"]["src"], "rt", encoding="utf-8") as f:
+        src.write_text(f.read(), encoding="utf-8")
+    with gzip.open(data["valid"]["tgt"], "rt", encoding="utf-8") as f:
+        ref.write_text("".join(line[:1].upper() + line[1:] for line in f), encoding="utf-8")
+    ckpt = str(run_dir / "best.pt")
+    alone = {}
+    for system in (["--checkpoint", ckpt, "--src", str(src)], ["--hyp", str(ref)]):
+        result = run_cli(["evaluate", *system, "--ref", str(ref), "--json"])
+        assert result.returncode == 0, result.stderr
+        alone[system[0]] = json.loads(result.stdout)
+    assert alone["--hyp"]["bleu"] == 100.0 and alone["--hyp"]["references"] == "as given"
+    assert alone["--checkpoint"]["references"] == "lowercased"
+    result = run_cli(["evaluate", "--checkpoint", ckpt, "--src", str(src), "--hyp", str(ref),
+                      "--ref", str(ref), "--json"])
+    assert result.returncode == 0, result.stderr
+    model, reference = json.loads(result.stdout)["systems"]
+    assert round(reference["BLEU"]["score"], 2) == 100.0 and reference["references"] == "as given"
+    assert model["references"] == "lowercased"
+    assert round(model["BLEU"]["score"], 2) == alone["--checkpoint"]["bleu"]
+    assert round(model["chrF2"]["score"], 2) == alone["--checkpoint"]["chrf"]
+    table = run_cli(["evaluate", "--checkpoint", ckpt, "--src", str(src), "--hyp", str(ref),
+                     "--ref", str(ref)]).stdout
+    assert "lowercased" in table and "as given" in table

@@ -19,6 +19,7 @@ from transformer_mt.fileio import not_a_file, text_lines
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
+    from transformer_mt.compare import System
     from transformer_mt.config import Config
 
 log = logging.getLogger("transformer_mt.cli")
@@ -212,31 +213,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if name == "val" and "val" not in tests:
             name = "valid"
         sources, refs = read_test_set(translators[0], name, args.max_sentences)
-    systems, beam = [], None
-    for path, translator in zip(checkpoints, translators):
-        result = decode_and_score(translator, refs, sources, beam_size=args.beam,
-                                  progress=bars_enabled())
-        systems.append((str(path), result.hypotheses))
-        beam = result.beam_size
-    systems += [(str(f), _lines(f, "--hyp", args.max_sentences)) for f in hyp_files]
-    if args.output:
-        atomic_write_text(args.output, "".join(h + "\n" for h in systems[0][1]))
-        log.info("wrote %d translations to %s", len(systems[0][1]), args.output)
-    config = translators[0].config if translators else None
-    lang = config.data.tgt_lang if config else None
-    if config is not None and config.data.lowercase:
-        refs = [r.lower() for r in refs]
-    if len(systems) > 1:
-        return _print_comparison(systems, refs, lang, name, beam, args.json)
+    from transformer_mt.compare import System
     from transformer_mt.evaluate import score
 
-    s = score(systems[0][1], refs, lang)
-    summary = {("checkpoint" if checkpoints else "hypotheses"): systems[0][0], "split": name,
-               "sentences": len(refs), "beam_size": beam, **s.as_dict()}
+    systems, scores, beam = [], [], None
+    for path, translator in zip(checkpoints, translators, strict=True):
+        result = decode_and_score(translator, refs, sources, beam_size=args.beam,
+                                  progress=bars_enabled())
+        systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
+        scores.append(result.scores)
+        beam = result.beam_size
+    for f in hyp_files:  # a file is scored as it is, against the references as they are
+        systems.append(System(str(f), _lines(f, "--hyp", args.max_sentences)))
+        scores.append(None)
+    if args.output:
+        atomic_write_text(args.output, "".join(h + "\n" for h in systems[0].hypotheses))
+        log.info("wrote %d translations to %s", len(systems[0].hypotheses), args.output)
+    lang = translators[0].config.data.tgt_lang if translators else None
+    if len(systems) > 1:
+        return _print_comparison(systems, refs, lang, name, beam, args.json)
+    s = scores[0] or score(systems[0].hypotheses, refs, lang)
+    lowercased = systems[0].lowercase
+    summary = {("checkpoint" if checkpoints else "hypotheses"): systems[0].name, "split": name,
+               "sentences": len(refs), "beam_size": beam,
+               "references": "lowercased" if lowercased else "as given", **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{name} ({len(refs)} sentences" + (f", beam {beam}):" if beam else "):"))
+        print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
+              + (", references lowercased as the model's output is):" if lowercased else "):"))
         print(f"  {s.bleu_text}")
         print(f"  chrF2 = {s.chrf:.2f}")
         print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
@@ -256,7 +261,7 @@ def _lines(path: str, flag: str, limit: int | None) -> list[str]:
     return lines[:limit] if limit else lines
 
 
-def _print_comparison(systems: list[tuple[str, list[str]]], refs: list[str], lang: str | None,
+def _print_comparison(systems: list[System], refs: list[str], lang: str | None,
                       name: str, beam: int | None, as_json: bool) -> int:
     from transformer_mt.compare import SAMPLES, compare_systems
 
@@ -265,7 +270,7 @@ def _print_comparison(systems: list[tuple[str, list[str]]], refs: list[str], lan
         print(json.dumps({"split": name, "beam_size": beam, **comparison.as_dict()}))
         return 0
     print(f"{name} ({len(refs)} sentences{f', beam {beam}' if beam else ''}): paired bootstrap "
-          f"resampling ({SAMPLES} samples) against {systems[0][0]}; score (mean ± 95% "
+          f"resampling ({SAMPLES} samples) against {systems[0].name}; score (mean ± 95% "
           "interval), p-value (*: p < 0.05)")
     print(comparison.table())
     print("signatures: " + " | ".join(f"{m}: {s}" for m, s in comparison.signatures.items()))
