@@ -144,7 +144,7 @@ def test_empty_sentencepiece_models_are_refused_or_learnt_again(tmp_path, monkey
     texts = [f"ein hund läuft {i} mal über die wiese" for i in range(300)]
     cfg = DataConfig(tokenizer="sentencepiece", vocab_size=300)
     model = cached_sentencepiece(texts, cfg, "fingerprint")
-    [cached] = (tmp_path / "sentencepiece").glob("*.model")
+    [cached] = (tmp_path / "sentencepiece").glob("*/spm.model")
     cached.write_bytes(b"")  # emptied in the cache
     with caplog.at_level("WARNING"):
         assert cached_sentencepiece(texts, cfg, "fingerprint") == model

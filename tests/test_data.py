@@ -107,6 +107,31 @@ def test_detokenize_joins_english_punctuation_and_unspaced_languages():
     assert len(tokens) > 1 and WordTokenizer("zh").detokenize(tokens) == "我喜欢猫。"
 
 
+NFC = "Ein Mädchen übt Französisch im Café."
+
+
+def test_text_in_nfd_is_read_as_its_nfc_form(tmp_path, monkeypatch):
+    """The same sentence typed with combining accents (NFD) got <unk>s its composed form did not:
+    every tokenizer now reads NFC, in training and translation, and its cache keys say so."""
+    import unicodedata
+
+    from transformer_mt.data.tokenize import SubwordTokenizer, train_sentencepiece
+    from transformer_mt.data.vocab import Vocab
+
+    nfd = unicodedata.normalize("NFD", NFC)
+    assert nfd != NFC
+    words = WordTokenizer("de")
+    assert next(words.tokenize([nfd])) == next(words.tokenize([NFC]))
+    assert all(unicodedata.is_normalized("NFC", t) for t in next(words.tokenize([nfd])))
+    vocab = Vocab.build([next(words.tokenize([NFC]))], min_freq=1)
+    assert vocab.encode(next(words.tokenize([nfd]))) == vocab.encode(next(words.tokenize([NFC])))
+    model = train_sentencepiece([NFC.lower(), nfd] * 50, DataConfig(tokenizer="sentencepiece",
+                                                                   vocab_size=400))
+    pieces = SubwordTokenizer(model)
+    assert next(pieces.tokenize([nfd])) == next(pieces.tokenize([NFC]))
+    assert "NFC" in words.key and "NFC" in pieces.key  # ids cached before are not reused
+
+
 LENGTHS = [(n % 17 + 1, (n * 7) % 23 + 1) for n in range(500)]
 
 

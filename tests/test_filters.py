@@ -3,6 +3,7 @@ for, is counted, and is off unless asked for."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from transformer_mt.config_file import config_from_dict
@@ -120,6 +121,31 @@ def test_the_language_filter_removes_pairs_with_a_side_in_another_language(tmp_p
     assert data.removed == {"too_long": 0, "language": 2}
     cfg.data.filter.language = False
     assert len(prepare_data(cfg).train) == len(LANGUAGE_PAIRS)  # off unless asked for
+
+
+@pytest.mark.parametrize("damage", ["relabelled", "truncated", "bit_flipped"])
+def test_damaged_language_labels_are_made_again_never_used(tmp_path, monkeypatch, caplog,
+                                                           damage):
+    """The labels' cache entry is checked like every entry: relabelled lines (the filter would
+    remove nothing) or a damaged file (a traceback before) are noticed and identified again."""
+    pytest.importorskip("py3langid")
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    test_the_language_filter_removes_pairs_with_a_side_in_another_language(tmp_path)
+    entries = sorted((tmp_path / "cache" / "langid").glob("*/labels.npy"))
+    assert len(entries) == 2  # one a side
+    for labels in entries:
+        raw = bytearray(labels.read_bytes())
+        if damage == "relabelled":
+            stored = np.load(labels)
+            np.save(labels, np.full_like(stored, stored[0]))
+        elif damage == "truncated":
+            labels.write_bytes(raw[: len(raw) // 2])
+        else:
+            raw[-1] ^= 0x40
+            labels.write_bytes(bytes(raw))
+    with caplog.at_level("WARNING"):
+        test_the_language_filter_removes_pairs_with_a_side_in_another_language(tmp_path)
+    assert caplog.text.count("is damaged") == 2
 
 
 def test_the_language_filter_without_its_package_says_how_to_install_it(tmp_path, monkeypatch):

@@ -88,7 +88,7 @@ def test_the_tag_leads_its_corpus_sources_only(tmp_path, monkeypatch):
 
 
 def test_sampled_segmentations_differ_by_epoch_and_spell_the_same_text(tmp_path, monkeypatch):
-    sampling = {"alpha": 0.1, "nbest": -1, "copies": 3}
+    sampling = {"alpha": 0.5, "nbest": 16, "copies": 3}
     cfg = _config(tmp_path, monkeypatch, "sentencepiece", sampling=sampling)
     data = prepare_data(cfg)
     plain = prepare_data(_config(tmp_path, monkeypatch, "sentencepiece"))
@@ -115,9 +115,56 @@ def test_sampled_segmentations_differ_by_epoch_and_spell_the_same_text(tmp_path,
     (tmp_path / "fresh").mkdir()
     again = prepare_data(_config(tmp_path / "fresh", monkeypatch, "sentencepiece",
                                  sampling=sampling))
-    for mine, theirs in zip(corpus.copies, again.train.corpora[0].copies):
+    for mine, theirs in zip(corpus.copies, again.train.corpora[0].copies, strict=True):
         assert [mine.source(k).tolist() for k in range(40)] == [
             theirs.source(k).tolist() for k in range(40)]
+
+
+SAMPLED_IN_A_PROCESS = """
+import json, sys
+from tests.test_mixing import _config
+from transformer_mt.data.prepare import prepare_data
+
+class Env:  # monkeypatch's setenv, outside pytest
+    def setenv(self, name, value):
+        import os
+        os.environ[name] = value
+
+cfg = _config(__import__("pathlib").Path(sys.argv[1]), Env(), "sentencepiece",
+              sampling={"alpha": 0.5, "nbest": 16, "copies": 2})
+copies = prepare_data(cfg).train.corpora[0].copies
+print(json.dumps([[c.source(k).tolist() for k in range(40)] for c in copies]))
+"""
+
+
+def test_sampled_segmentations_are_the_same_in_another_process(tmp_path):
+    """Same config and seed, fresh caches, two processes: the same sampled segmentations (not
+    so with SentencePiece's own generator, whose seed 0.2.2+ does not honour across
+    processes), and not the plain one."""
+    import json
+    import subprocess
+    import sys
+
+    outputs = []
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        result = subprocess.run([sys.executable, "-c", SAMPLED_IN_A_PROCESS,
+                                 str(tmp_path / name)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        outputs.append(json.loads(result.stdout))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] != outputs[0][1]  # the two copies differ
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"subword": "bpe"}, "BPE dropout samples with SentencePiece's own random generator"),
+    ({"sampling": {"alpha": 0.1, "nbest": -1}}, "data.sampling.nbest=-1 samples with"),
+])
+def test_sampling_that_cannot_be_reproduced_is_refused(tmp_path, monkeypatch, data, message):
+    sampling = {"alpha": 0.1, **data.pop("sampling", {})}
+    cfg = _config(tmp_path, monkeypatch, "sentencepiece", sampling=sampling, **data)
+    with pytest.raises(ConfigError, match=message):
+        prepare_data(cfg)
 
 
 def test_one_corpus_is_laid_out_as_itself(tmp_path, monkeypatch):
@@ -134,7 +181,10 @@ def test_one_corpus_is_laid_out_as_itself(tmp_path, monkeypatch):
     ({"train": {"multi30k": "train", "tag": "<bt>"}}, "with one training corpus it tells nothing"),
     ({"valid": {"multi30k": "val", "weight": 2}}, "belong to training corpora"),
     ({"sampling": {"alpha": 0.1}}, "needs data.tokenizer=sentencepiece"),
-    ({"tokenizer": "sentencepiece", "sampling": {"alpha": 0.1, "nbest": 0}}, "nbest' must be -1"),
+    ({"tokenizer": "sentencepiece", "sampling": {"alpha": 0.1, "nbest": 0}},
+     r"nbest' must be in \[2, 512\]"),
+    ({"tokenizer": "sentencepiece", "sampling": {"alpha": 0.1, "nbest": 513}},
+     "SentencePiece's limit"),
     ({"train": []}, "must be a non-empty list"),
 ])
 def test_mixing_config_errors_name_the_key(section, message):

@@ -91,6 +91,9 @@ class FilterConfig:
                    "data.filter.max_ratio", f"must be at least 1 or null, got {self.max_ratio}")
 
 
+MAX_NBEST = 512  # the most segmentations SentencePiece's n-best search returns
+
+
 @dataclass
 class SamplingConfig:
     """Subword regularization (SentencePiece only): each training epoch reads one of ``copies``
@@ -109,8 +112,8 @@ class SamplingConfig:
         _check(tokenizer == "sentencepiece", "data.sampling.alpha",
                "samples subword segmentations: it needs data.tokenizer=sentencepiece")
         _check(0 < self.alpha <= 1, "data.sampling.alpha", f"must be in (0, 1], got {self.alpha}")
-        _check(self.nbest == -1 or self.nbest > 1, "data.sampling.nbest",
-               f"must be -1 (all segmentations) or more than 1, got {self.nbest}")
+        _check(self.nbest == -1 or 1 < self.nbest <= MAX_NBEST, "data.sampling.nbest",
+               f"must be in [2, {MAX_NBEST}] (SentencePiece's limit), got {self.nbest}")
         _check(1 <= self.copies <= 100, "data.sampling.copies",
                f"must be in [1, 100], got {self.copies}")
 

@@ -11,9 +11,9 @@ and writes, in a directory of the cache keyed by the file's SHA-256 and the toke
     chars.npy, hashes.npy, control.npy
                  (n,) facts about each line's text for the filters (``data/filters.py``): its
                  characters, a 64-bit hash, whether it holds a control character
-    sha256.json  the SHA-256 of each file above, written last: the entry counts only once it is
-                 complete, and is checked whenever it is opened (a damaged entry is rebuilt,
-                 with a warning, never trained on)
+    sha256.json  the SHA-256 of each file above, written last (``data/cache.py``: the entry
+                 counts only once it is complete, and is checked whenever it is opened; a
+                 damaged entry is rebuilt, with a warning, never trained on)
 
 The ids are "type ids": the vocabulary is chosen later (from the counts, or from a subword
 model), and a lookup table maps type ids to vocabulary ids when batches are built. A second
@@ -29,8 +29,6 @@ import logging
 import mmap
 import os
 import re
-import shutil
-import tempfile
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,15 +37,14 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Corpus, Side
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import cache_dir, cache_key, file_lock
 
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 4  # 4: per-line facts for the filters (chars, hashes, control characters)
-CHECKSUMS = "sha256.json"
 FILES = ("ids.bin", "offsets.npy", "types.json", "counts.npy", "chars.npy", "hashes.npy",
          "control.npy")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0/C1 controls but tab (and line ends)
@@ -128,104 +125,64 @@ def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
                 progress: bool = False) -> EncodedSide:
     """The side's ids from the cache, tokenizing the text first if no run did before."""
     key_text = json.dumps([CACHE_FORMAT, corpus.fingerprint(side), tokenizer.key])
-    key = cache_key(key_text)
-    directory = cache_dir() / "corpus" / key
-    with file_lock(directory.with_suffix(".lock")):
-        for stale in directory.parent.glob(f".{key}.*"):  # left by a killed build
-            shutil.rmtree(stale, ignore_errors=True)
-        damage = _damage(directory) if (directory / CHECKSUMS).is_file() else None
-        if damage:
-            log.warning("the data cache entry %s is damaged (%s); tokenizing again", directory,
-                        damage)
-        if damage or not (directory / CHECKSUMS).is_file():  # written last: entry complete
-            shutil.rmtree(directory, ignore_errors=True)
-            log.info("tokenizing %s (%s side; cached in %s)", corpus.describe(), side,
-                     directory.parent)
-            _build(corpus, side, tokenizer, directory, progress)
-        return _load(directory)
+
+    def build(directory: Path) -> None:
+        log.info("tokenizing %s (%s side; cached in %s)", corpus.describe(), side,
+                 directory.parent)
+        _build(corpus, side, tokenizer, directory, progress)
+
+    return _load(cache_entry("corpus", key_text, build, FILES))
 
 
-def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, directory: Path,
+def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,
            progress: bool) -> None:
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
-        type_of: dict[str, int] = {}
-        types: list[str] = []
-        counts = np.zeros(0, dtype=np.int64)
-        offsets = array("q", [0])
-        buffer = array("i")
-        total = 0
-        lines = corpus.lines(side)
-        if progress:
-            lines = tqdm(lines, desc=f"tokenize {side}", unit="sent", leave=False)
-        chars, hashes, control = array("i"), array("Q"), array("b")
+    type_of: dict[str, int] = {}
+    types: list[str] = []
+    counts = np.zeros(0, dtype=np.int64)
+    offsets = array("q", [0])
+    buffer = array("i")
+    total = 0
+    lines = corpus.lines(side)
+    if progress:
+        lines = tqdm(lines, desc=f"tokenize {side}", unit="sent", leave=False)
+    chars, hashes, control = array("i"), array("Q"), array("b")
 
-        def noted(texts: Iterator[str]) -> Iterator[str]:  # the facts, as the text goes by
-            for text in texts:
-                chars.append(len(text))
-                hashes.append(line_hash(text))
-                control.append(CONTROL.search(text) is not None)
-                yield text
+    def noted(texts: Iterator[str]) -> Iterator[str]:  # the facts, as the text goes by
+        for text in texts:
+            chars.append(len(text))
+            hashes.append(line_hash(text))
+            control.append(CONTROL.search(text) is not None)
+            yield text
 
-        lines = noted(iter(lines))
-        with open(tmp / "ids.bin", "wb") as f:
+    lines = noted(iter(lines))
+    with open(tmp / "ids.bin", "wb") as f:
 
-            def flush() -> np.ndarray:
-                chunk = np.frombuffer(buffer, dtype=np.int32)
-                f.write(chunk.tobytes())
-                return np.bincount(chunk, minlength=len(types))
+        def flush() -> np.ndarray:
+            chunk = np.frombuffer(buffer, dtype=np.int32)
+            f.write(chunk.tobytes())
+            return np.bincount(chunk, minlength=len(types))
 
-            for tokens in tokenizer.tokenize(lines):
-                for token in tokens:
-                    i = type_of.get(token)
-                    if i is None:
-                        i = type_of[token] = len(types)
-                        types.append(token)
-                    buffer.append(i)
-                total += len(tokens)
-                offsets.append(total)
-                if len(buffer) >= FLUSH_IDS:
-                    counts = _add(counts, flush())
-                    del buffer[:]
-            counts = _add(counts, flush())
-            f.flush()
-            os.fsync(f.fileno())
-        np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
-        (tmp / "types.json").write_text(json.dumps(types, ensure_ascii=False), encoding="utf-8")
-        np.save(tmp / "counts.npy", _add(counts, np.zeros(len(types), dtype=np.int64)))
-        np.save(tmp / "chars.npy", np.frombuffer(chars, dtype=np.int32))
-        np.save(tmp / "hashes.npy", np.frombuffer(hashes, dtype=np.uint64))
-        np.save(tmp / "control.npy", np.frombuffer(control, dtype=np.int8).astype(bool))
-        digests = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
-        (tmp / CHECKSUMS).write_text(json.dumps(digests, indent=1), encoding="utf-8")
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _damage(directory: Path) -> str | None:
-    """What is wrong with a cache entry's files (missing, changed), or None if they are as
-    written."""
-    try:
-        expected = json.loads((directory / CHECKSUMS).read_text(encoding="utf-8"))
-        for name in FILES:
-            if not (directory / name).is_file():
-                return f"{name} is missing"
-            if _sha256(directory / name) != expected.get(name):
-                return f"{name} is not what was written"
-    except (OSError, ValueError, AttributeError) as exc:
-        return f"{CHECKSUMS} is unreadable: {exc}"
-    return None
+        for tokens in tokenizer.tokenize(lines):
+            for token in tokens:
+                i = type_of.get(token)
+                if i is None:
+                    i = type_of[token] = len(types)
+                    types.append(token)
+                buffer.append(i)
+            total += len(tokens)
+            offsets.append(total)
+            if len(buffer) >= FLUSH_IDS:
+                counts = _add(counts, flush())
+                del buffer[:]
+        counts = _add(counts, flush())
+        f.flush()
+        os.fsync(f.fileno())
+    np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
+    (tmp / "types.json").write_text(json.dumps(types, ensure_ascii=False), encoding="utf-8")
+    np.save(tmp / "counts.npy", _add(counts, np.zeros(len(types), dtype=np.int64)))
+    np.save(tmp / "chars.npy", np.frombuffer(chars, dtype=np.int32))
+    np.save(tmp / "hashes.npy", np.frombuffer(hashes, dtype=np.uint64))
+    np.save(tmp / "control.npy", np.frombuffer(control, dtype=np.int8).astype(bool))
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -3,25 +3,25 @@
 py3langid (langid.py's model, shipped inside the package: nothing is downloaded) names the most
 likely of its 97 languages for each line, at a few thousand lines a second. That is slow next to
 the other filters, so it runs only when the filter is on, once per file: the labels are cached
-(keyed by the file's SHA-256 and py3langid's version) beside the token ids, and a later run, or
-a change of other settings, reads them back.
+(keyed by the file's SHA-256 and py3langid's version, checked on every read: ``data/cache.py``)
+beside the token ids, and a later run, or a change of other settings, reads them back.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from collections.abc import Callable
 from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Corpus, Side
-from transformer_mt.data.tokenize import bounded
+from transformer_mt.data.tokenize import NORMAL_FORM, normalized
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import atomic_write, cache_dir, cache_key, file_lock
 from transformer_mt.packages import require
 
 log = logging.getLogger(__name__)
@@ -49,26 +49,24 @@ def wrong_language(corpus: Corpus, side: Side, lang: str, progress: bool = False
 def identify(corpus: Corpus, side: Side, progress: bool = False
              ) -> tuple[list[str], np.ndarray]:
     """The language codes py3langid knows, and each line's label (an index into them)."""
-    key = cache_key(json.dumps([corpus.fingerprint(side), version("py3langid")]))
-    path = cache_dir() / "langid" / f"{key}.npz"
-    with file_lock(path.with_suffix(".lock")):
-        if path.is_file():
-            try:
-                with np.load(path) as stored:
-                    return json.loads(str(stored["codes"])), stored["labels"]
-            except (OSError, ValueError, KeyError) as exc:
-                log.warning("the cached language labels %s are damaged (%s); identifying again",
-                            path, exc)
+    key_text = json.dumps([corpus.fingerprint(side), version("py3langid"), NORMAL_FORM])
+
+    def build(directory: Path) -> None:
         codes, classify = _classify()
         log.info("identifying the language of each line of %s (%s side; cached in %s)",
-                 corpus.describe(), side, path.parent)
-        lines = bounded(corpus.lines(side))
+                 corpus.describe(), side, directory.parent)
+        lines = normalized(corpus.lines(side))
         if progress:
             lines = tqdm(lines, desc=f"language {side}", unit="sent", leave=False)
         index = {code: i for i, code in enumerate(codes)}
-        labels = np.array([index[classify(text)] for text in lines],
-                          dtype=np.uint8)
-        buffer = io.BytesIO()
-        np.savez(buffer, codes=np.array(json.dumps(codes)), labels=labels)
-        atomic_write(path, lambda f: f.write(buffer.getvalue()))
-        return codes, labels
+        labels = np.array([index[classify(text)] for text in lines], dtype=np.uint8)
+        np.save(directory / "labels.npy", labels)
+        (directory / "codes.json").write_text(json.dumps(codes), encoding="utf-8")
+
+    directory = cache_entry("langid", key_text, build, ("labels.npy", "codes.json"))
+    try:
+        codes = json.loads((directory / "codes.json").read_text(encoding="utf-8"))
+        return codes, np.load(directory / "labels.npy")
+    except (OSError, ValueError) as exc:
+        raise DataError(f"the cache entry {directory} is damaged ({exc}); delete it and run "
+                        "again") from exc

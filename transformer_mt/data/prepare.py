@@ -14,7 +14,7 @@ from itertools import chain, islice
 
 import numpy as np
 
-from transformer_mt.config import Config, CorpusConfig, DataConfig
+from transformer_mt.config import MAX_NBEST, Config, CorpusConfig, DataConfig
 from transformer_mt.data.corpus import Corpus
 from transformer_mt.data.filters import describe_removed
 from transformer_mt.data.id_cache import EncodedSide, encode_side
@@ -28,7 +28,7 @@ from transformer_mt.data.tokenize import (
 )
 from transformer_mt.data.tokenize import tags as tokenizer_tags
 from transformer_mt.data.vocab import Vocab
-from transformer_mt.errors import DataError
+from transformer_mt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,12 @@ def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
     ``train.seed``, copy and side)."""
     s = cfg.data.sampling
     assert s.alpha is not None
+    if cfg.data.subword != "unigram" or s.nbest == -1:
+        what = "BPE dropout" if cfg.data.subword != "unigram" else "data.sampling.nbest=-1"
+        raise ConfigError(f"{what} samples with SentencePiece's own random generator, which "
+                          "gives other segmentations for the same seed in another process; "
+                          "use data.subword=unigram with data.sampling.nbest in [2, "
+                          f"{MAX_NBEST}] (sampled reproducibly), or drop data.sampling.alpha")
     return [tuple(SubwordTokenizer(model, cfg.data.lowercase,  # type: ignore[misc]
                                    (s.alpha, s.nbest, cfg.train.seed * 1000 + 2 * k + i))
                   for i, model in enumerate(models)) for k in range(s.copies)]

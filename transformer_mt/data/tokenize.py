@@ -16,15 +16,17 @@ import io
 import json
 import logging
 import os
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 from transformer_mt.config import DataConfig
+from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import atomic_write, cache_dir, cache_key, file_lock
 from transformer_mt.packages import missing_error, require, tokenizer_packages
 
 log = logging.getLogger(__name__)
@@ -34,18 +36,25 @@ UNSPACED = ("zh", "ja", "th", "lo", "km", "my", "bo")
 SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larger corpora)
 
 
+SAMPLE_CHUNK = 10_000  # sentences encoded at once; sampled ones draw from a generator per chunk
+NORMAL_FORM = "NFC"  # of the text every tokenizer reads (in the cache keys: ids made before differ)
 MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter
 
 
-def bounded(texts: Iterable[str]) -> Iterator[str]:
-    """``texts``, each cut to :data:`MAX_LINE_CHARS` characters: a 100 MB line would otherwise
-    become a token list of gigabytes before the length limits could drop it. A cut training
-    line still has far more tokens than ``data.max_len``, so its pair is dropped and counted."""
+def normalized(texts: Iterable[str]) -> Iterator[str]:
+    """``texts`` as every tokenizer reads them, in training and translation alike: in Unicode
+    NFC (an "ä" typed as "a" and a combining diaeresis is the one character "ä", so it is the
+    same word, not an unknown one) and cut to :data:`MAX_LINE_CHARS` characters (a 100 MB line
+    would otherwise become a token list of gigabytes before the length limits could drop it; a
+    cut training line still has far more tokens than ``data.max_len``, so its pair is dropped
+    and counted)."""
     cut = 0
     for text in texts:
         if len(text) > MAX_LINE_CHARS:
             cut += 1
             text = text[:MAX_LINE_CHARS]
+        if not unicodedata.is_normalized("NFC", text):
+            text = unicodedata.normalize("NFC", text)
         yield text
     if cut:
         log.warning("%d line(s) longer than %s characters were cut there before tokenizing (a "
@@ -97,7 +106,7 @@ class WordTokenizer(Tokenizer):
         self.lang, self.lowercase = lang, lowercase
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
-        for doc in _spacy_tokenizer(self.lang).pipe(bounded(texts), batch_size=1000):
+        for doc in _spacy_tokenizer(self.lang).pipe(normalized(texts), batch_size=1000):
             tokens = [t.text for t in doc if not t.is_space]
             yield [t.lower() for t in tokens] if self.lowercase else tokens
 
@@ -114,13 +123,18 @@ class WordTokenizer(Tokenizer):
             spacy_version = version("spacy")
         except PackageNotFoundError as exc:
             raise missing_error(["spacy"]) from exc
-        return json.dumps(["spacy", self.lang, self.lowercase, spacy_version])
+        return json.dumps(["spacy", self.lang, self.lowercase, spacy_version, NORMAL_FORM])
 
 
 class SubwordTokenizer(Tokenizer):
     """A SentencePiece model (its serialized bytes) as a tokenizer. With ``sampling``
     (alpha, nbest, seed) it samples a segmentation of each sentence instead of taking the best
-    one (subword regularization: ``data.sampling``), the same ones for the same seed."""
+    one (subword regularization: ``data.sampling``): one of the model's ``nbest`` best, with
+    probability proportional to exp(alpha * log-probability), as SentencePiece's own sampling
+    does, but drawn with our random generator (seeded by ``seed`` and the sentence's place), so
+    the same seed gives the same segmentations in any process. SentencePiece's own generator
+    does not: its seed is not honoured across processes (sentencepiece 0.2.2+) or not per call
+    (earlier)."""
 
     def __init__(self, model: bytes, lowercase: bool = False,
                  sampling: tuple[float, int, int] | None = None) -> None:
@@ -135,19 +149,33 @@ class SubwordTokenizer(Tokenizer):
             raise DataError("the SentencePiece model is empty")
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
-        it = iter(bounded(texts))
-        options: dict[str, Any] = {}
-        if self.sampling is not None:  # one thread: the draws follow the seed, in order
-            import sentencepiece as spm
-
-            alpha, nbest, seed = self.sampling
-            spm.set_random_generator_seed(seed)
-            options = {"enable_sampling": True, "alpha": alpha, "nbest_size": nbest,
-                       "num_threads": 1}
-        while chunk := list(islice(it, 10_000)):
+        it = iter(normalized(texts))
+        for k, chunk in enumerate(iter(lambda: list(islice(it, SAMPLE_CHUNK)), [])):
             if self.lowercase:
                 chunk = [t.lower() for t in chunk]
-            yield from self.processor.encode(chunk, out_type=str, **options)
+            if self.sampling is None:
+                yield from self.processor.encode(chunk, out_type=str)
+            else:
+                yield from self._sample(chunk, k)
+
+    def _sample(self, chunk: list[str], k: int) -> Iterator[list[str]]:
+        """One segmentation of each sentence of the ``k``-th chunk, drawn from its n best by
+        the Gumbel-max trick (argmax of alpha * score + Gumbel noise: a draw from the softmax)."""
+        import numpy as np
+
+        alpha, nbest, seed = self.sampling  # type: ignore[misc]
+        p = self.processor
+        pieces = [p.id_to_piece(i) for i in range(p.get_piece_size())]
+        # a segmentation's log-probability: the sum of its pieces' (unknown characters cost
+        # the same in every segmentation, so their score cancels out)
+        scores = np.array([p.get_score(i) for i in range(p.get_piece_size())])
+        rng = np.random.default_rng([seed, k])
+        for candidates in p.nbest_encode(chunk, nbest_size=nbest, out_type=int):
+            if len(candidates) > 1:
+                logp = np.array([scores[c].sum() for c in candidates])
+                candidates = [candidates[int(np.argmax(alpha * logp
+                                                       + rng.gumbel(size=len(logp))))]]
+            yield [pieces[i] for i in candidates[0]] if candidates else []
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Pieces back to text; an ``<unk>`` the model produced is left out."""
@@ -155,8 +183,11 @@ class SubwordTokenizer(Tokenizer):
 
     @property
     def key(self) -> str:
-        key = ["sentencepiece", hashlib.sha256(self.model).hexdigest(), self.lowercase]
-        return json.dumps(key if self.sampling is None else [*key, "sampled", *self.sampling])
+        key = ["sentencepiece", hashlib.sha256(self.model).hexdigest(), self.lowercase,
+               NORMAL_FORM]
+        return json.dumps(key if self.sampling is None
+                          else [*key, "sampled from the n best, seeded per chunk",
+                                SAMPLE_CHUNK, *self.sampling])
 
     def fixed_vocab(self) -> Vocab:
         p = self.processor
@@ -201,25 +232,19 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
 def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str,
                          progress: bool = False) -> bytes:
     """:func:`train_sentencepiece` once per corpus and settings; later runs (and other ranks,
-    which wait on the lock) read the model from the cache."""
+    which wait on the lock) read the model from the cache (checked: ``data/cache.py``)."""
     key_text = json.dumps([fingerprint, cfg.subword, cfg.vocab_size, cfg.lowercase,
                            version("sentencepiece"), SPM_SAMPLE, *tags(cfg)])
-    path = cache_dir() / "sentencepiece" / f"{cache_key(key_text)}.model"
-    with file_lock(path.with_suffix(".lock")):
-        if path.is_file():
-            model = path.read_bytes()
-            try:
-                SubwordTokenizer(model)
-                log.debug("SentencePiece model read from %s", path)
-                return model
-            except DataError as exc:
-                log.warning("the cached SentencePiece model %s is damaged (%s); learning it "
-                            "again", path, exc)
+
+    def build(directory: Path) -> None:
         log.info("learning a %s SentencePiece model of %d pieces (cached in %s)", cfg.subword,
-                 cfg.vocab_size, path.parent)
-        model = train_sentencepiece(texts, cfg)
-        atomic_write(path, lambda f: f.write(model))
-        return model
+                 cfg.vocab_size, directory.parent)
+        (directory / "spm.model").write_bytes(train_sentencepiece(texts, cfg))
+
+    directory = cache_entry("sentencepiece", key_text, build, ("spm.model",))
+    model = (directory / "spm.model").read_bytes()
+    SubwordTokenizer(model)  # a model SentencePiece reads, or a one-line error
+    return model
 
 
 def make_tokenizer(cfg: DataConfig, side: str, model: bytes | None = None) -> Tokenizer:
