@@ -45,6 +45,7 @@ from bench.train_speed import SIZES, SMOKE_SIZES, measure_training
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import cuda_problem
+from transformer_mt.fileio import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[1]
 NO_GPU = "skipped: no GPU found"
@@ -251,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes; the speed part runs on the CPU too (for the tests)")
     args = parser.parse_args(argv)
+    if args.out is not None:  # before minutes of checks, not after them
+        if args.out.is_dir():
+            parser.error(f"--out {args.out} is a directory; name the JSON file to write")
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--out {args.out}: cannot create its folder ({exc.strerror or exc})")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     steps = 3 if args.smoke else args.steps
@@ -273,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(report, indent=2, default=str)
     print(text)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+        atomic_write_text(args.out, text + "\n")
     failed = [name for name, _ in parts if report[name]["status"] == "fail"]
     if failed:
         print(f"gpu_check: failed: {', '.join(failed)}", file=sys.stderr)

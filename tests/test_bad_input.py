@@ -235,3 +235,40 @@ def test_decoding_settings_from_python_are_checked_never_crash(changes):
     cfg.validate()
     assert all(getattr(cfg, k) == v for k, v in changes.items() if v is not None
                and k != "beam_size")
+
+
+@needs_data
+@pytest.mark.parametrize("change, expected", [
+    (lambda c: c.update(data=None), "'data' must be a mapping, got NoneType"),
+    (lambda c: c.update(data="garbage"), "'data' must be a mapping, got str"),
+    (lambda c: c.update(data={"pairs": "many", "corpora": 5}), "'data.pairs' must be a number"),
+    (lambda c: c.update(data={"corpora": [5]}), "'data.corpora' must be a list of mappings"),
+    (lambda c: c["config"].update(data=None), "its 'data' section is null"),
+    (lambda c: c["config"].update(data="garbage"), "its 'data' section is str"),
+    (lambda c: c["config"].pop("data"), "it has no 'data' section"),
+])
+def test_mt_info_on_a_malformed_checkpoint_is_one_line(trained_run, tmp_path, change, expected):
+    """A checkpoint whose training summary or stored config is malformed was a traceback in
+    mt info (and translate); a null data section was read as the defaults (another model)."""
+    run_dir, _ = trained_run
+    _altered(run_dir / "best.pt", tmp_path / "odd.pt", change)
+    for command in (["info", str(tmp_path / "odd.pt")],
+                    ["translate", "--checkpoint", str(tmp_path / "odd.pt"), "Ein Hund."]):
+        assert expected in _error_line(run_cli(command))
+
+
+@pytest.mark.parametrize("args", [
+    ["translate", "--checkpoint", "CKPT", "Ein \udcffHund."],
+    ["trace", "--checkpoint", "CKPT", "Ein \udcffHund."],
+    ["train", "--config", "config/quickstart.yaml", "--run-dir", "RUN"],
+])
+def test_arguments_that_are_not_utf8_are_one_line(tmp_path, args):
+    """Bytes that are not UTF-8 in a sentence or a run directory's name reach Python as lone
+    surrogates: spaCy raised on them, and a run wrote into a directory its log could not name."""
+    run = tmp_path / "r\udcffun"
+    argv = [str(run) if a == "RUN" else str(tmp_path / "x.pt") if a == "CKPT" else a
+            for a in args]
+    result = run_cli(argv, fresh_process=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "is not valid UTF-8 (byte 0xff" in result.stderr.strip().splitlines()[-1]
+    assert not any(tmp_path.iterdir())  # nothing written

@@ -105,7 +105,7 @@ def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
     failures); loss parity, a one-process torchrun training and its resume run on the CPU."""
     import torch
 
-    out = tmp_path / "gpu_check.json"
+    out = tmp_path / "not yet" / "there" / "gpu_check.json"  # made (a traceback at the end once)
     result = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(out)],
                             cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -120,6 +120,13 @@ def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
     assert report["ddp_resume"]["status"] == "ok" and report["ddp_resume"][
         "resumed_to_step"] == 8
     assert report["speed"]["runs"]["smoke"]["tokens_per_s"] > 0
+
+
+def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path):
+    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(tmp_path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "is a directory" in result.stderr.splitlines()[-1]
+    assert "gpu_check: environment" not in result.stderr  # refused before the first part
 
 
 @needs_data

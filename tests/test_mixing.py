@@ -186,10 +186,22 @@ def test_one_corpus_is_laid_out_as_itself(tmp_path, monkeypatch):
     ({"tokenizer": "sentencepiece", "sampling": {"alpha": 0.1, "nbest": 513}},
      "SentencePiece's limit"),
     ({"train": []}, "must be a non-empty list"),
+    ({"train": [{"multi30k": "train", "weight": 1e6}]}, r"up to 1000 \(times each pair"),
+    ({"train": [{"multi30k": "train", "weight": 1e12}]}, r"up to 1000 \(times each pair"),
 ])
 def test_mixing_config_errors_name_the_key(section, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict({"data": section})
+
+
+def test_an_epoch_too_large_for_memory_is_refused_before_it_is_laid_out(tmp_path, monkeypatch):
+    """Weights times pairs once laid out 3e8 examples an epoch (weight 1e6) or asked for 2 PiB
+    (1e12): the sum is checked before anything is allocated."""
+    from transformer_mt.data import prepare
+
+    monkeypatch.setattr(prepare, "MAX_EPOCH_EXAMPLES", 90)
+    with pytest.raises(ConfigError, match=r"lay out 95 examples an epoch .* more than 90"):
+        prepare_data(_config(tmp_path, monkeypatch))
 
 
 def test_resuming_on_a_changed_corpus_of_several_is_refused(tmp_path):

@@ -138,6 +138,16 @@ def _check_structure(ckpt: dict[str, Any], path: Path) -> None:
         expected = PROGRESS_TYPES.get(key)
         if expected is not None and (not isinstance(value, expected) or isinstance(value, bool)):
             refuse(f"progress.{key}", "a number", value)
+    if "data" in ckpt:  # the training set's summary: pairs, what was removed, corpora
+        data = ckpt["data"]
+        if not isinstance(data, dict):
+            refuse("data", "a mapping", data)
+        for key, expected, what in (("pairs", int, "a number"), ("removed", dict, "a mapping"),
+                                    ("corpora", list, "a list")):
+            if key in data and not isinstance(data[key], expected):
+                refuse(f"data.{key}", what, data[key])
+        if not all(isinstance(c, dict) for c in data.get("corpora", [])):
+            refuse("data.corpora", "a list of mappings", data["corpora"])
     if "sentencepiece" in ckpt:
         models = ckpt["sentencepiece"]
         for side in ("src", "tgt"):
@@ -167,10 +177,21 @@ def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> 
         raise CheckpointError(f"the config stored in '{path}' is invalid: {exc}") from exc
 
 
-def _upgrade(config: dict[str, Any]) -> dict[str, Any]:
+def _upgrade(config: Any) -> dict[str, Any]:
     """A stored config in today's keys: checkpoints of 0.1 named Multi30k splits
-    (``data.train_split``, ``data.valid_split``) where the data section now names corpora."""
-    data = dict(config.get("data") or {})
+    (``data.train_split``, ``data.valid_split``) where the data section now names corpora.
+    Every section a checkpoint stores is a mapping, and its data section (languages,
+    tokenizer) is there: defaults in its place would describe another model."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"it is {type(config).__name__}, not a mapping of sections")
+    for name, section in config.items():
+        if not isinstance(section, dict) and name != "name":
+            raise ConfigError(f"its '{name}' section is "
+                              f"{'null' if section is None else type(section).__name__}, not a "
+                              "mapping of settings")
+    if "data" not in config:
+        raise ConfigError("it has no 'data' section (languages, tokenizer)")
+    data = dict(config["data"])
     for old, new in (("train_split", "train"), ("valid_split", "valid")):
         if old in data:
             data[new] = {"multi30k": data.pop(old)}

@@ -217,9 +217,30 @@ class _CommandParser(argparse.ArgumentParser):
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
 
+def _not_utf8(argv: list[str]) -> str | None:
+    """Why an argument cannot be taken: bytes that are not UTF-8 (Python keeps them as lone
+    surrogates, which no tokenizer, log or file format can write), or None."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            byte = ord(arg[exc.start]) - 0xDC00  # how surrogateescape keeps an undecodable byte
+            return (f"the argument '{shown}' is not valid UTF-8 (byte 0x{byte:02x} where a "
+                    "character should be); pass sentences and "
+                    "paths in UTF-8 (a terminal or locale in another encoding sends others: "
+                    "e.g. LANG=C.UTF-8), or rename the file")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from transformer_mt.logs import setup_logging
 
+    argv = sys.argv[1:] if argv is None else argv
+    odd = _not_utf8(argv)
+    if odd:
+        print(f"mt: error: {odd}", file=sys.stderr)
+        return EXIT_ERROR
     args = build_parser().parse_args(argv)
     setup_logging(args.quiet, args.debug)
     for name in ("beam", "nbest", "max_sentences"):

@@ -23,6 +23,10 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run's or a test set'
 TAG = re.compile(r"<[A-Za-z0-9_-]+>")  # a corpus tag: one token, as SentencePiece keeps it
 
 
+MAX_WEIGHT = 1000.0  # a training corpus's weight: each pair seen at most this often an epoch
+MAX_EPOCH_EXAMPLES = 100_000_000  # examples an epoch lays out (18 bytes each in memory)
+
+
 @dataclass
 class CorpusConfig:
     """One parallel corpus: a Multi30k split, two line-parallel text files, or one TSV file.
@@ -40,8 +44,9 @@ class CorpusConfig:
     tag: str | None = None
 
     def validate(self, key: str) -> None:
-        _check(math.isfinite(self.weight) and self.weight > 0, f"{key}.weight",
-               f"must be a positive number, got {self.weight}")
+        _check(math.isfinite(self.weight) and 0 < self.weight <= MAX_WEIGHT, f"{key}.weight",
+               f"must be a positive number up to {MAX_WEIGHT:g} (times each pair is seen an "
+               f"epoch), got {self.weight:g}")
         if self.tag is not None:
             _check(TAG.fullmatch(self.tag) is not None, f"{key}.tag",
                    f"must look like <name> (letters, digits, '_', '-'), got {self.tag!r}")

@@ -14,7 +14,13 @@ from itertools import chain, islice
 
 import numpy as np
 
-from transformer_mt.config import MAX_NBEST, Config, CorpusConfig, DataConfig
+from transformer_mt.config import (
+    MAX_EPOCH_EXAMPLES,
+    MAX_NBEST,
+    Config,
+    CorpusConfig,
+    DataConfig,
+)
 from transformer_mt.data.corpus import Corpus
 from transformer_mt.data.filters import describe_removed
 from transformer_mt.data.id_cache import EncodedSide, encode_side
@@ -214,6 +220,12 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
                                 "from a model that has it, or train from scratch")
         train.corpora.append(TrainingCorpus(corpus.describe(), pairs, entry.weight, entry.tag,
                                             tag_id))
+    examples = sum(c.weight * len(c.pairs) for c in train.corpora)
+    if examples > MAX_EPOCH_EXAMPLES:
+        raise ConfigError(f"the weights of data.train lay out {examples:,.0f} examples an epoch "
+                          f"(weight times pairs, summed), more than {MAX_EPOCH_EXAMPLES:,} "
+                          "fit in memory; lower the weights (a weight is how often each pair "
+                          "is seen an epoch)")
     v_src, v_tgt = encode_corpus(valid, tokenizers)
     refs = list(valid.lines("tgt"))
     valid_data = pair_up(v_src, v_tgt, src_vocab, tgt_vocab, cfg.model.max_pair_tokens,
