@@ -24,7 +24,6 @@ TAG = re.compile(r"<[A-Za-z0-9_-]+>")  # a corpus tag: one token, as SentencePie
 
 
 MAX_WEIGHT = 1000.0  # a training corpus's weight: each pair seen at most this often an epoch
-MAX_EPOCH_EXAMPLES = 100_000_000  # examples an epoch lays out (18 bytes each in memory)
 
 
 @dataclass

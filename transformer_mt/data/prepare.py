@@ -14,13 +14,7 @@ from itertools import chain, islice
 
 import numpy as np
 
-from transformer_mt.config import (
-    MAX_EPOCH_EXAMPLES,
-    MAX_NBEST,
-    Config,
-    CorpusConfig,
-    DataConfig,
-)
+from transformer_mt.config import MAX_NBEST, Config, CorpusConfig, DataConfig
 from transformer_mt.data.corpus import Corpus
 from transformer_mt.data.filters import describe_removed
 from transformer_mt.data.id_cache import EncodedSide, encode_side
@@ -37,6 +31,8 @@ from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
+
+MAX_EPOCH_EXAMPLES = 100_000_000  # examples an epoch lays out (18 bytes each in memory)
 
 
 def encode_corpus(corpus: Corpus, tokenizers: tuple[Tokenizer, Tokenizer],
