@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Corpus, Side
-from transformer_mt.data.tokenize import Tokenizer
+from transformer_mt.data.tokenize import Tokenizer, normalized
 from transformer_mt.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,
             control.append(CONTROL.search(text) is not None)
             yield text
 
-    lines = noted(iter(lines))
+    lines = noted(normalized(lines))  # the facts of the text the tokenizer reads (NFC)
     with open(tmp / "ids.bin", "wb") as f:
 
         def flush() -> np.ndarray:
