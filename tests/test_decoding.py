@@ -21,7 +21,9 @@ def toy_sources(n: int = 24, seed: int = 7) -> torch.Tensor:
 
 
 def test_tiny_model_learns_to_reverse(toy_model):
-    assert toy_accuracy(toy_model) >= 0.95
+    # 0.96 to 1.0 on the CPUs here, below 0.95 on a 16-thread Intel (rounding steers the 500
+    # steps); an untrained model scores ~0.1, one that learned only the length ~0.2
+    assert toy_accuracy(toy_model) >= 0.9
 
 
 

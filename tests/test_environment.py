@@ -179,10 +179,16 @@ def _fake_python(tmp_path: Path, torch_cuda: str | None) -> tuple[Path, Path]:
 def _install(tmp_path: Path, monkeypatch, torch_cuda: str | None, driver: str | None,
              ) -> tuple[subprocess.CompletedProcess, str]:
     py, log = _fake_python(tmp_path, torch_cuda)
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")
-    if driver is not None:
+    if driver is None:  # nvidia-smi without a driver to talk to (a machine with a real GPU too)
+        smi = tmp_path / "bin" / "nvidia-smi"
+        smi.parent.mkdir(exist_ok=True)
+        smi.write_text("#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate "
+                       "with the NVIDIA driver.\"\nexit 9\n")
+        smi.chmod(0o755)
+        env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")
+    else:
         _fake_nvidia_smi(tmp_path, monkeypatch, cuda=driver)
-        env["PATH"] = os.environ["PATH"]
+        env = dict(os.environ)
     env.pop("WHEELHOUSE", None)
     result = subprocess.run(["bash", "scripts/install_torch.sh", str(py)], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)

@@ -88,7 +88,10 @@ def test_the_tag_leads_its_corpus_sources_only(tmp_path, monkeypatch):
 
 
 def test_sampled_segmentations_differ_by_epoch_and_spell_the_same_text(tmp_path, monkeypatch):
-    sampling = {"alpha": 0.5, "nbest": 16, "copies": 3}
+    # a small alpha: the toy model's pieces are whole words, and their letters score far lower
+    # under some SentencePiece versions (0.2.2: -7.7 each, 0.2.3: -3.6), so at alpha 0.5 the
+    # best segmentation would be drawn nearly every time (a faithful draw, but no test)
+    sampling = {"alpha": 0.1, "nbest": 16, "copies": 3}
     cfg = _config(tmp_path, monkeypatch, "sentencepiece", sampling=sampling)
     data = prepare_data(cfg)
     plain = prepare_data(_config(tmp_path, monkeypatch, "sentencepiece"))
@@ -131,7 +134,7 @@ class Env:  # monkeypatch's setenv, outside pytest
         os.environ[name] = value
 
 cfg = _config(__import__("pathlib").Path(sys.argv[1]), Env(), "sentencepiece",
-              sampling={"alpha": 0.5, "nbest": 16, "copies": 2})
+              sampling={"alpha": 0.1, "nbest": 16, "copies": 2})
 copies = prepare_data(cfg).train.corpora[0].copies
 print(json.dumps([[c.source(k).tolist() for k in range(40)] for c in copies]))
 """
