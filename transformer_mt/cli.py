@@ -1,6 +1,7 @@
 """The command line: ``mt COMMAND``, one entry point.
 
     mt train       train (or resume) a model from a YAML config
+    mt data        summarize a config's corpora: pairs, lengths, coverage, filters
     mt translate   translate sentences, a file or standard input with a checkpoint
     mt evaluate    translate a test set (or --src/--ref files) and score it with sacreBLEU
     mt export      convert a checkpoint for CTranslate2 (an inference engine)
@@ -34,6 +35,7 @@ from transformer_mt.errors import MTError
 from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
 
 EXIT_ERROR = 2
+DEVICE_HELP = "auto (a GPU where PyTorch sees one, else the CPU), cpu, cuda, cuda:N or mps"
 
 
 # ---------------------------------------------------------------------------------------- main
@@ -111,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
                    help="decode with our PyTorch model, or with a model exported by mt export "
                    "(--checkpoint is then its directory)")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--attention", metavar="PNG",
                    help="save a cross-attention heatmap of the (one) sentence here")
     p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention "
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, help="beam size (default: decode.beam_size)")
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
     p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON record")
     p.set_defaults(func=cmd_evaluate)
 
@@ -168,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--figures", metavar="DIR", help="save attention maps of every layer and "
                    "head, and the positional encoding, here")
     p.add_argument("--data-dir", help="Multi30k (for the untrained model's vocabularies)")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("serve", parents=[common],
@@ -176,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, action="append",
                    help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
     p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "

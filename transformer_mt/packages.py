@@ -31,8 +31,8 @@ def tokenizer_packages(data: DataConfig) -> dict[str, str]:
     """What the tokenizers of ``data`` need: module -> what for."""
     if data.tokenizer == "sentencepiece":
         return {"sentencepiece": "data.tokenizer=sentencepiece"}
-    return {"spacy": "data.tokenizer=word (tokenizing)",
-            "sacremoses": "data.tokenizer=word (detokenizing translations)"}
+    return {"spacy": "data.tokenizer=spacy (tokenizing)",
+            "sacremoses": "data.tokenizer=spacy (detokenizing translations)"}
 
 
 def training_packages(config: Config) -> dict[str, str]:
