@@ -37,11 +37,14 @@ import sys
 import tomllib
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = project["optional-dependencies"]
 needs = [r for r in project["dependencies"] if not r.startswith("torch")]
-needs += [r for r in project["optional-dependencies"]["dev"]
-          if not r.startswith("transformer_mt")]  # the dev extra names the serve extra
-needs += project["optional-dependencies"]["serve"] if "serve" in project.get(
-    "optional-dependencies", {}) else []
+for r in extras["dev"]:
+    if r.startswith("transformer_mt["):  # the dev extra names other extras: theirs too
+        for name in r[len("transformer_mt["):].rstrip("]").split(","):
+            needs += extras[name.strip()]
+    else:
+        needs.append(r)
 needs += ["setuptools>=68", "wheel"]  # to install the project itself (an editable install builds)
 open(sys.argv[1], "w").write("\n".join(needs) + "\n")
 EOF

@@ -84,3 +84,23 @@ def test_trace_without_checkpoint_says_untrained():
     result = run_cli(["trace", "Ein Hund."])
     assert result.returncode == 0, result.stderr
     assert "UNTRAINED" in result.stdout and "shape (1, 4, 256)" in result.stdout
+
+
+def test_figures_without_matplotlib_name_the_plot_extra(run_dir, tmp_path, monkeypatch, capsys):
+    """matplotlib is the optional `plot` extra: each command that draws says so in one line,
+    before any work (no translation printed, no file written)."""
+    from transformer_mt import cli, packages
+
+    real = packages.installed
+    monkeypatch.setattr(packages, "installed", lambda m: m != "matplotlib" and real(m))
+    checkpoint = str(run_dir / "best.pt")
+    for argv in (["plot", str(run_dir), "--output", str(tmp_path / "plots")],
+                 ["translate", "--checkpoint", checkpoint, "--attention",
+                  str(tmp_path / "att.png"), "Ein Hund läuft."],
+                 ["trace", "--checkpoint", checkpoint, "--figures", str(tmp_path / "figs"),
+                  "Ein Hund läuft."]):
+        assert cli.main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, (argv, out, err)
+        assert "transformer_mt[plot]" in err and "mt plot" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []

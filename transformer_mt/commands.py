@@ -144,8 +144,10 @@ def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
     from transformer_mt.fileio import refuse_same_file
-    from transformer_mt.plots import check_image_path, plot_attention
+    from transformer_mt.plots import check_image_path, plot_attention, pyplot
     from transformer_mt.trace import cross_attention
+
+    pyplot()  # matplotlib is there, before any translation
 
     if not lines or len(lines) != 1 or not lines[0].strip():
         raise MTError("--attention takes exactly one sentence, e.g. "
@@ -317,6 +319,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if not args.sentence.strip():
         raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
                       "model's source language)")
+    if args.figures:
+        from transformer_mt.plots import pyplot
+
+        pyplot()  # matplotlib is there, before any work
     if args.checkpoint:
         translator = Translator.load(args.checkpoint, args.device)
         print(f"model: {args.checkpoint}")

@@ -19,7 +19,7 @@ from transformer_mt.errors import MTError
 # installs them), its optional ones through the project's extras
 PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu",
-             "matplotlib": "matplotlib", "tensorboard": "'transformer_mt[tensorboard]'",
+             "matplotlib": "'transformer_mt[plot]'", "tensorboard": "'transformer_mt[tensorboard]'",
              "ctranslate2": "'transformer_mt[ct2]'", "py3langid": "'transformer_mt[langid]'"}
 
 

@@ -1,20 +1,40 @@
 """Pictures of a run and of a translation: loss, BLEU and learning rate curves of a run
-directory (``mt plot``), and attention heatmaps (``mt translate --attention``, ``mt trace``)."""
+directory (``mt plot``), and attention heatmaps (``mt translate --attention``, ``mt trace``).
+
+matplotlib is the optional ``plot`` extra: only these commands import it, through
+:func:`pyplot`, which names the extra in one line where it is missing."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, no display needed
-import matplotlib.pyplot as plt
 from torch import Tensor
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import atomic_write
+from transformer_mt.packages import require
+
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
+
+NEEDED_FOR = "drawing figures: mt plot, mt translate --attention, mt trace --figures"
+
+
+def pyplot() -> ModuleType:
+    """matplotlib's ``pyplot``, drawing into files only (no display needed); raises
+    :class:`~transformer_mt.packages.MissingPackageError` where matplotlib is not installed.
+    Commands call it before any work, so that a missing package costs no translation."""
+    require({"matplotlib": NEEDED_FOR})
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
 
 
 def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
@@ -37,6 +57,7 @@ def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
 
 def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     """Write ``loss.png``, ``bleu.png`` and ``lr.png`` for a run; returns their paths."""
+    plt = pyplot()
     train, valid = read_metrics(run_dir)
     out_dir = Path(out_dir or Path(run_dir) / "plots")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -75,7 +96,7 @@ def plot_attention(weights: Tensor, rows: list[str], cols: list[str], path: Path
     """Save a heatmap: one row per output token, one column per source token."""
     height = max(2.5, 0.35 * len(rows) + 1.2)
     width = max(3.0, 0.4 * len(cols) + 1.8)
-    fig, ax = plt.subplots(figsize=(width, height), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(width, height), dpi=100)
     image = ax.imshow(weights.float().numpy(), cmap="viridis", aspect="auto", vmin=0.0)
     ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right")
     ax.set_yticks(range(len(rows)), rows)
@@ -106,4 +127,4 @@ def save_figure(fig: plt.Figure, path: Path) -> None:
     try:
         atomic_write(path, lambda f: fig.savefig(f, format=path.suffix.lstrip(".").lower()))
     finally:
-        plt.close(fig)
+        pyplot().close(fig)

@@ -191,10 +191,9 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     emit(f"6. Output: {translator.detokenize(out)!r}")
 
     if figures is not None:
-        import matplotlib.pyplot as plt  # only where figures are drawn (mt serve needs none)
+        from transformer_mt.plots import plot_attention, pyplot, save_figure
 
-        from transformer_mt.plots import plot_attention, save_figure
-
+        plt = pyplot()
         figures = Path(figures)
         figures.mkdir(parents=True, exist_ok=True)
         fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
