@@ -1,12 +1,12 @@
 # `make demo`: set up, train the CPU-sized quickstart model and translate a sentence.
-# `make test`: set up and run the test suite.
+# `make test`: set up and run the test suite (`make test-fast`: all but the system tier).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= $(firstword $(wildcard ../shared/data/multi30k))
 export MT_DATA_DIR ?= $(DATA_DIR)
 
-.PHONY: setup demo test lint bench clean wheelhouse
+.PHONY: setup demo test test-fast lint bench clean wheelhouse
 
 # WHEELHOUSE=DIR: install from that folder only, with no network (`make wheelhouse` fills it);
 # VENV_ARGS=--system-site-packages: use a torch the machine already has (a GPU image's)
@@ -38,6 +38,11 @@ demo: setup
 test: setup
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+# the edit-test loop (about a minute): every test but the system tier (tests/conftest.py)
+test-fast: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not system"
 
 lint: setup
 	$(VENV)/bin/ruff check .

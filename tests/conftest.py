@@ -1,4 +1,11 @@
-"""Shared fixtures: where Multi30k lies, a private cache, a tiny config."""
+"""Shared fixtures: where Multi30k lies, a private cache, a tiny config.
+
+The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about a
+minute, for the edit-test loop) leaves out those marked ``system``: the modules that start real
+processes and servers, kill them, time them or run the benchmarks (test_reliability: SIGKILL and
+resume; test_distributed: torchrun; test_serve_process: a server and Chromium;
+test_serve_robustness: slow clients and grace periods; test_bench: every benchmark's smoke run).
+"""
 
 from __future__ import annotations
 

@@ -6,7 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, needs_data
+
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
         "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]

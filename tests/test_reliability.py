@@ -15,7 +15,7 @@ import torch
 from tests.conftest import REPO, needs_data, run_cli, tiny_train_args
 from transformer_mt.training.schedule import learning_rate
 
-pytestmark = needs_data
+pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
 
 
 _args = tiny_train_args

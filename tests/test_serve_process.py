@@ -17,7 +17,7 @@ import pytest
 from bench.common import post, start_server
 from tests.conftest import needs_data
 
-pytestmark = needs_data
+pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

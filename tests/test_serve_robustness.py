@@ -18,7 +18,7 @@ import pytest
 from bench.common import post, start_server
 from tests.conftest import needs_data
 
-pytestmark = needs_data
+pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
 from tests.test_serve import local_client  # noqa: E402
