@@ -53,7 +53,7 @@ def write_corpus(directory: Path, n: int, seed: int = 0) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name, count in (("train", n), ("valid", 200)):
         picks = [rng.randrange(len(sides[0])) for _ in range(count)]
-        for lang, lines in zip(("de", "en"), sides):
+        for lang, lines in zip(("de", "en"), sides, strict=True):
             with open(directory / f"{name}.{lang}", "w", encoding="utf-8") as f:
                 for start in range(0, count, 100_000):
                     f.write("".join(lines[i] + "\n" for i in picks[start:start + 100_000]))

@@ -138,7 +138,7 @@ def main() -> None:
     for name in outputs:
         if name.endswith("_uncached"):
             twin = name.replace("_uncached", "_cached")
-            diff = sum(a != b for a, b in zip(outputs[name], outputs[twin]))
+            diff = sum(a != b for a, b in zip(outputs[name], outputs[twin], strict=True))
             if exact:
                 assert diff == 0, f"{name} and {twin} translate {diff} sentences differently"
             differing += diff

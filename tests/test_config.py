@@ -67,7 +67,8 @@ def test_config_errors_name_the_key(data, overrides, message):
 
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n"
+    for p, n in zip("abcdefgh", "bcdefghi", strict=True))
 
 
 @pytest.mark.parametrize("text, message", [

@@ -252,7 +252,7 @@ def test_evaluate_scores_any_file_pair(toy_run, tmp_path):
     record = json.loads(result.stdout)
     assert record["sentences"] == 30 and record["bleu"] > 90
     hyps = (tmp_path / "hyp.es").read_text(encoding="utf-8").splitlines()
-    assert sum(h == b for h, (_, b) in zip(hyps, pairs)) >= 28
+    assert sum(h == b for h, (_, b) in zip(hyps, pairs, strict=True)) >= 28
     result = run_cli(["evaluate", "--checkpoint", str(run_dir / "last.pt"), "--src",
                       str(tmp_path / "t.fr")])
     assert result.returncode != 0 and "--src and --ref together" in result.stderr

@@ -190,7 +190,7 @@ def test_ranks_share_each_step_of_the_single_process_plan():
     single = make_batches(LENGTHS, 200, 3, 2)
     steps = epoch_steps(LENGTHS, 200, 3, 2, parts=3)
     assert len(steps) == len(single) and all(len(s) == 3 for s in steps)
-    for batch, pieces in zip(single, steps):
+    for batch, pieces in zip(single, steps, strict=True):
         assert [i for piece in pieces for i in piece] == batch.tolist()  # same examples, order
         assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
     assert Counter(i for s in steps for b in s for i in b) == Counter(range(len(LENGTHS)))

@@ -47,7 +47,7 @@ def test_the_summary_counts_what_each_filter_removes_and_what_the_vocabulary_cov
     assert train["removed"] == {"empty": 1, "too_long": 0, "duplicate": 2}  # as training counts
     assert train["alone"] == {"empty": 1, "control": 1, "copy": 1, "duplicate": 2, "too_long": 0}
     words = [[p[i].split() for p in PAIRS] for i in (0, 1)]  # spaCy splits these at spaces
-    for side, sentences in zip(("src", "tgt"), words):
+    for side, sentences in zip(("src", "tgt"), words, strict=True):
         lengths = [len(s) for s in sentences]
         assert train[side]["tokens"] == sum(lengths)
         assert train[side]["length"]["max"] == max(lengths)

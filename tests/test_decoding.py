@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -48,7 +49,7 @@ def test_beam_size_one_equals_greedy(toy_model):
         g = greedy(model, src, source_mask(src))
         b = beam_search(model, src, source_mask(src), beam_size=1, alpha=0.0)
         assert [h.tokens for h in g] == [h[0].tokens for h in b]
-        for hg, hb in zip(g, b):
+        for hg, hb in zip(g, b, strict=True):
             assert hg.score == pytest.approx(hb[0].score, abs=1e-4)
 
 
@@ -172,7 +173,7 @@ def test_decoding_waits_for_the_device_only_where_it_must(search):
                         max_len_a=1.0, max_len_b=1)
     rows = [n for _, n in counter.steps]
     assert rows == [rows[0]] * 4 + [rows[0] // 2] * 4  # the short one ends at step 4 (limit 3)
-    quiet = [w for (w, n), (_, after) in zip(counter.steps, counter.steps[1:]) if n == after]
+    quiet = [w for (w, n), (_, after) in itertools.pairwise(counter.steps) if n == after]
     assert quiet == [1 if search == "greedy" else 0] * 6
 
 

@@ -88,7 +88,7 @@ def test_bf16_training_step_matches_fp32():
     loss16, grads16 = step(torch.bfloat16)
     assert loss16 == pytest.approx(loss32, rel=1e-2)
     cosines = [F.cosine_similarity(g16.flatten(), g32.flatten(), dim=0).item()
-               for g32, g16 in zip(grads32, grads16)]
+               for g32, g16 in zip(grads32, grads16, strict=True)]
     assert min(cosines) > 0.99, cosines
 
 
@@ -255,8 +255,8 @@ def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):
             together = beam_search(ensemble, src, mask, beam_size=3, nbest=2)
             assert [[h.tokens for h in s] for s in together] == [[h.tokens for h in s]
                                                                  for s in alone]
-            for s_a, s_b in zip(alone, together):
-                for a, b in zip(s_a, s_b):
+            for s_a, s_b in zip(alone, together, strict=True):
+                for a, b in zip(s_a, s_b, strict=True):
                     assert a.score == pytest.approx(b.score, abs=1e-4)
         mixed = greedy(Ensemble([model, toy_model]), src, mask)
         assert len(mixed) == 30

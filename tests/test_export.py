@@ -52,7 +52,7 @@ def test_exported_model_scores_like_ours(tmp_path, norm):
     pairs = toy_pairs(40, torch.Generator().manual_seed(3))
     sources = [_tokens(src[:-1].tolist()) for src, _ in pairs]
     targets = [_tokens(tgt[1:-1].tolist()) for _, tgt in pairs]
-    for (src, tgt), theirs in zip(pairs, engine.score_tokens(sources, targets)):
+    for (src, tgt), theirs in zip(pairs, engine.score_tokens(sources, targets), strict=True):
         ours = _our_log_probs(model, src, tgt[1:-1].tolist())
         assert torch.allclose(ours, torch.tensor(theirs), atol=1e-4)
 

@@ -179,7 +179,7 @@ def test_requests_arriving_together_are_decoded_together(translator, batching):
 
     results = asyncio.run(send_all())
     assert batches == ([(8, 24)] if batching else [(1, 3)] * 8)
-    for request, result in zip(requests, results):
+    for request, result in zip(requests, results, strict=True):
         assert [r[0].text for r in result] == translator.translate(request, beam_size=2)
 
 

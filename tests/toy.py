@@ -53,8 +53,8 @@ def toy_accuracy(model: Transformer, n: int = 200, seed: int = 123) -> float:
                                           padding_value=PAD_ID)
     hyps = greedy(model, src, source_mask(src), 1.0, 2)
     correct = total = 0
-    for (_, tgt), hyp in zip(pairs, hyps):
+    for (_, tgt), hyp in zip(pairs, hyps, strict=True):
         ref = tgt[1:-1].tolist()
-        correct += sum(a == b for a, b in zip(hyp.tokens, ref))
+        correct += sum(a == b for a, b in zip(hyp.tokens, ref, strict=False))  # lengths differ
         total += max(len(ref), len(hyp.tokens))
     return correct / total

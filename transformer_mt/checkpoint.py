@@ -55,8 +55,9 @@ def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tg
         "progress": dict(progress),
     }
     if subword_models is not None:
-        ckpt["sentencepiece"] = {side: torch.frombuffer(bytearray(model), dtype=torch.uint8)
-                                 for side, model in zip(("src", "tgt"), subword_models)}
+        ckpt["sentencepiece"] = {
+            side: torch.frombuffer(bytearray(model), dtype=torch.uint8)
+            for side, model in zip(("src", "tgt"), subword_models, strict=True)}
     if corpus is not None:
         ckpt["corpus"] = corpus
     if data is not None:

@@ -199,7 +199,7 @@ class DataConfig:
 
     def corpora(self) -> dict[str, CorpusConfig]:
         """Every corpus of the config by its key: train (or train.N), valid and test.NAME."""
-        named = dict(zip(self.training_keys(), self.training_corpora()))
+        named = dict(zip(self.training_keys(), self.training_corpora(), strict=True))
         named["valid"] = self.valid
         named.update({f"test.{name}": corpus for name, corpus in self.test_sets().items()})
         return named

@@ -69,7 +69,8 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
                               f"got {value!r}")
-        return tuple(coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(coerce(v, a, f"{key}[{i}]")
+                     for i, (v, a) in enumerate(zip(value, args, strict=True)))
     if tp is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
         with contextlib.suppress(ValueError):
             value = float(value)

@@ -124,7 +124,7 @@ def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "au
     loaded += [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths[1:]]
     _, config, src_vocab, tgt_vocab = loaded[0]
     tokenizers = tokenizers_from_checkpoint(first, config, paths[0])
-    for path, (_, _, src, tgt) in zip(paths[1:], loaded[1:]):
+    for path, (_, _, src, tgt) in zip(paths[1:], loaded[1:], strict=True):
         if (src, tgt) != (src_vocab, tgt_vocab):
             raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
                           "needs models trained on the same vocabularies")
@@ -186,7 +186,7 @@ class CTranslate2Engine:
             results = self.translator.translate_batch(
                 [list(sources[i]) for i in chunk], beam_size=beam_size,
                 max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False)
-            for i, result in zip(chunk, results):
+            for i, result in zip(chunk, results, strict=True):
                 outputs[i] = result.hypotheses[0][:limits[i]]
         return outputs
 

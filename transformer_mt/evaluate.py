@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from sacrebleu.metrics import BLEU, CHRF
@@ -107,7 +108,6 @@ def read_test_set(translator: Translator, name: str, max_sentences: int | None =
     sides = []
     for side in ("src", "tgt"):
         lines = corpus.lines(side)  # type: ignore[arg-type]
-        sides.append([x for _, x in zip(range(max_sentences), lines)] if max_sentences
-                     else list(lines))
+        sides.append(list(islice(lines, max_sentences) if max_sentences else lines))
     corpus.check_parallel(len(sides[0]), len(sides[1]))
     return sides[0], sides[1]

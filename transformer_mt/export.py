@@ -127,7 +127,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
         # what translating needs besides the weights: tokenizer, languages, decoding settings
         atomic_write_text(tmp / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
         models = subword_models_of(ckpt)
-        for side, model_bytes in zip(("source", "target"), models or ()):
+        for side, model_bytes in zip(("source", "target"), models, strict=True) if models else ():
             atomic_write(tmp / f"{side}.spm", lambda f, b=model_bytes: f.write(b))
         Manifest(tmp, "ctranslate2").record(p.name for p in tmp.iterdir())
         _replace_dir(tmp, out)
@@ -182,7 +182,7 @@ def _set_stack(spec: Any, stack: torch.nn.Module) -> None:
     _inputs(spec, stack)
     if isinstance(stack.norm, torch.nn.LayerNorm):
         _norm(spec.layer_norm, stack.norm)
-    for layer_spec, layer in zip(spec.layer, stack.layers):
+    for layer_spec, layer in zip(spec.layer, stack.layers, strict=True):
         _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv_proj)
         _linear(layer_spec.self_attention.linear[1], layer.self_attn.out_proj)
         _norm(layer_spec.self_attention.layer_norm, layer.norm1)

@@ -96,7 +96,7 @@ def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig
 
     def keep(alive: list[int], prefix: Tensor, scores: Tensor) -> None:
         kept = [([itos[i] for i in p[1:]], s) for p, s in zip(
-            prefix.tolist(), scores[0].tolist()) if math.isfinite(s)]
+            prefix.tolist(), scores[0].tolist(), strict=True) if math.isfinite(s)]
         if kept:  # none where every candidate ended (at the length limit, say)
             steps.append(sorted(kept, key=lambda h: -h[1]))
 
@@ -128,8 +128,8 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
 
     emit("1. Tokens and ids")
     emit(f"   input: {sentence!r}")
-    emit("   tokens: " + " ".join(f"{t}({i})" for t, i in zip(src_tokens, src_ids)))
-    unknown = [t for t, i in zip(src_tokens, src_ids) if i == 0]
+    emit("   tokens: " + " ".join(f"{t}({i})" for t, i in zip(src_tokens, src_ids, strict=True)))
+    unknown = [t for t, i in zip(src_tokens, src_ids, strict=True) if i == 0]
     if unknown:
         emit(f"   not in the vocabulary (become <unk>): {', '.join(unknown)}")
     emit(f"   src ids: shape {tuple(src.shape)} (batch, source length)")
@@ -182,7 +182,8 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
              "cross-attention on " + ", ".join(f"{src_tokens[j]} ({cross[j]:.2f})"
                                                for j in top_src))
         emit("     top 5: " + ", ".join(f"{translator.tgt_vocab.itos[i]} {p:.3f}"
-                                        for p, i in zip(top_p.tolist(), top_i.tolist()))
+                                        for p, i in zip(top_p.tolist(), top_i.tolist(),
+                                                        strict=True))
              + f" -> choose '{word}'")
         if choice == EOS_ID:
             break
@@ -213,7 +214,8 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
         # Every decoder layer and head: teacher-force the output to get all weights at once.
         inside = look_inside(translator, src_ids, [translator.tgt_vocab.stoi[t] for t in out])
         cols_self = ["<bos>", *out]
-        for n, (self_w, cross_w) in enumerate(zip(inside.self_attention, inside.cross)):
+        layers = zip(inside.self_attention, inside.cross, strict=True)
+        for n, (self_w, cross_w) in enumerate(layers):
             for h in range(cross_w.size(0)):
                 plot_attention(cross_w[h], inside.output, src_tokens,
                                figures / f"decoder_layer{n}_head{h}_cross.png",

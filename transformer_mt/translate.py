@@ -213,7 +213,7 @@ class Translator:
         hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores)
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
-        for i, src_ids, sentence_hyps in zip(positions, ids, hyps):
+        for i, src_ids, sentence_hyps in zip(positions, ids, hyps, strict=True):
             out[i] = []
             for h in sentence_hyps:
                 tokens = self.tgt_vocab.decode(h.tokens)

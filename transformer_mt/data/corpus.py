@@ -68,7 +68,7 @@ class Corpus:
         else:
             paths = (Path(str(corpus.src)).expanduser(), Path(str(corpus.tgt)).expanduser())
             keys = [f"{key}.src", f"{key}.tgt"]
-        for path, name in zip(paths, keys):
+        for path, name in zip(paths, keys, strict=True):
             what = not_a_file(path)
             if what:
                 raise DataError(f"{name}: '{path}' {what}; give the path of a text file "

@@ -88,7 +88,7 @@ class EncodedSide:
         counts = self.counts
         if first is not None and first < len(self):
             counts = np.bincount(self.ids[:self.offsets[first]], minlength=len(self.types))
-        return {t: int(c) for t, c in zip(self.types, counts.tolist()) if c}
+        return {t: int(c) for t, c in zip(self.types, counts.tolist(), strict=True) if c}
 
     def sentence(self, i: int) -> np.ndarray:
         return np.array(self.ids[self.offsets[i]:self.offsets[i + 1]])

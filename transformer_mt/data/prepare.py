@@ -72,7 +72,7 @@ def build_vocabs(cfg: DataConfig, sides: Sequence[tuple[EncodedSide, EncodedSide
 def corpus_of(cfg: DataConfig, key: str) -> Corpus:
     """The corpus of a config key: ``train`` (or ``train.N``), ``valid`` or the name of a test
     set."""
-    training = dict(zip(cfg.training_keys(), cfg.training_corpora()))
+    training = dict(zip(cfg.training_keys(), cfg.training_corpora(), strict=True))
     entry: CorpusConfig | None = {**training, "valid": cfg.valid}.get(key)
     name = f"data.{key}"
     if entry is None:
@@ -203,7 +203,7 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
         src_vocab, tgt_vocab = build_vocabs(data, [e[0] for e in encoded], tokenizers)
     max_len = min(data.max_len, cfg.model.max_pair_tokens)
     train = TrainingSet([])
-    for entry, corpus, copies in zip(data.training_corpora(), corpora, encoded):
+    for entry, corpus, copies in zip(data.training_corpora(), corpora, encoded, strict=True):
         wrong = languages_wrong(data, corpus, progress) if data.filter.language else None
         pairs = [pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
                          rules=data.filter, wrong_language=wrong) for src, tgt in copies]

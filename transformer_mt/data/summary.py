@@ -38,7 +38,7 @@ def summarize(cfg: Config, progress: bool = False) -> dict[str, Any]:
     data = prepare_data(cfg, progress=progress)
     max_len = min(cfg.data.max_len, cfg.model.max_pair_tokens)
     corpora = []
-    for c, corpus in zip(data.train.corpora, training_corpora(cfg.data)):
+    for c, corpus in zip(data.train.corpora, training_corpora(cfg.data), strict=True):
         wrong = (languages_wrong(cfg.data, corpus, progress) if cfg.data.filter.language
                  else None)
         corpora.append(_corpus(c.name, c.pairs, cfg.data.filter, max_len, cfg.data.max_pairs,
@@ -64,7 +64,7 @@ def _corpus(name: str, pairs: ParallelData, rules: FilterConfig | None, max_len:
         counts = np.bincount(encoded.ids[:encoded.offsets[n]], minlength=len(encoded.types))
         tokens = int(counts.sum())
         unk = int(counts[lookup == UNK_ID].sum())
-        spelt = int(sum(c for t, c in zip(encoded.types, counts.tolist())
+        spelt = int(sum(c for t, c in zip(encoded.types, counts.tolist(), strict=True)
                         if c and BYTE_PIECE.fullmatch(t)))
         side_lengths = lengths[:, i]
         out[side] = {"tokens": tokens,

@@ -316,7 +316,7 @@ def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: Dec
             with autocast(device, precision):
                 hyps = translate_batch(model, src, source_mask(src), cfg, beam_size, nbest,
                                        use_cache, generator, scores)
-            for i, h in zip(chunk, hyps):
+            for i, h in zip(chunk, hyps, strict=True):
                 results[i] = h
             bar.update(len(chunk))
     finally:
