@@ -24,6 +24,6 @@ fi
 [ -n "$SPLITS" ] || { echo "evaluate.sh: the checkpoint names no test sets; set SPLITS" >&2; exit 2; }
 for split in $SPLITS; do
   args=(evaluate --checkpoint "$CKPT" --split "$split" --output "$OUT_DIR/$split.hyp.txt")
-  [ -n "${BEAM:-}" ] && args+=(--beam "$BEAM")
+  [ -n "${BEAM:-}" ] && args+=(--beam-size "$BEAM")
   "$PYTHON" -m transformer_mt "${args[@]}" "$@"
 done

@@ -120,7 +120,9 @@ def test_info_languages_and_libretranslate(client, translator):
     (json.dumps({"text": "Ein Hund. " * 9}), 400, "at most 8"),
     (json.dumps({"text": ["a" * 101]}), 422, "at most 100"),
     (json.dumps({"text": ["a"], "beam": "5"}), 422, "'beam'"),
-    (json.dumps({"text": ["a"], "beam": 0}), 422, "'beam'"),
+    (json.dumps({"text": ["a"], "beam": 0}), 422, "'decode.beam_size' must be in [1, 1000]"),
+    (json.dumps({"text": ["a"], "beam_size": 0}), 422, "'decode.beam_size' must be in [1, 1000]"),
+    (json.dumps({"text": ["a"], "beam": 2, "beam_size": 3}), 422, "name the same setting"),
     (json.dumps({"text": ["a"], "beam": 999}), 422, "too wide"),
     (json.dumps({"text": ["a"], "alpha": 1e9}), 422, "decode.alpha"),
     ('{"text": ["a"], "alpha": NaN}', 422, "finite"),
@@ -320,3 +322,17 @@ def test_serving_does_not_import_matplotlib(trained_run):
             f"create_app(Translator.load({str(trained_run[0] / 'best.pt')!r}, 'cpu')); "
             "sys.exit(any(m.startswith('matplotlib') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_decoding_settings_go_by_their_config_names_and_the_old_short_ones(translator):
+    """A request names a decoding setting as DecodeConfig does (beam_size, sample_seed) or by
+    its older short name (beam, seed): the same translations either way."""
+    with local_client(create_app(translator, ServeOptions())) as client:
+        def ask(**settings):
+            answer = client.post("/v1/translate", json={"text": ["Ein Hund läuft."], **settings})
+            assert answer.status_code == 200, answer.text
+            return answer.json()["translations"]
+
+        assert ask(beam=3, nbest=2) == ask(beam_size=3, nbest=2)
+        assert ask(seed=7, sample_topk=20) == ask(sample_seed=7, sample_topk=20)
+        assert ask(beam=1) == ask(beam_size=1) != []

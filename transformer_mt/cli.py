@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 
 from transformer_mt.commands import (
     cmd_average,
@@ -31,6 +32,7 @@ from transformer_mt.commands import (
     cmd_train,
     cmd_translate,
 )
+from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
 
@@ -39,6 +41,20 @@ DEVICE_HELP = "auto (a GPU where PyTorch sees one, else the CPU), cpu, cuda, cud
 
 
 # ---------------------------------------------------------------------------------------- main
+
+def add_decoding_flags(p: argparse.ArgumentParser, names: list[str] | None = None) -> None:
+    """The decoding settings a call may change (``names``, default all), as flags made from
+    their declaration in :class:`DecodeConfig`: ``--beam-size`` sets ``beam_size``, its older
+    short name ``--beam`` too; unset, the checkpoint's value holds."""
+    types = typing.get_type_hints(DecodeConfig)
+    for f in per_call_settings():
+        if names is None or f.name in names:
+            alias = [f"--{f.metadata['alias']}"] if f.metadata["alias"] else []
+            p.add_argument(f"--{f.name.replace('_', '-')}", *alias, dest=f.name,
+                           type=types[f.name], metavar=f.name.split("_")[-1].upper(),
+                           help=f"{f.metadata['help']}; default: the checkpoint's "
+                           f"decode.{f.name}")
+
 
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import PackageNotFoundError, version
@@ -99,17 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a line may hold several sentences (a paragraph): split it, translate "
                    "each, and put the line back together")
     p.add_argument("--output", help="write translations here instead of stdout")
-    p.add_argument("--beam", type=int, help="beam size (1 = greedy; default: decode.beam_size)")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
-    p.add_argument("--alpha", type=float, help="length penalty ((5 + len) / 6) ** alpha "
-                   "(default: the checkpoint's decode.alpha)")
-    p.add_argument("--max-len-a", type=float, help="output at most a * source length + b "
-                   "tokens (default: decode.max_len_a)")
-    p.add_argument("--max-len-b", type=int, help="see --max-len-a (default: decode.max_len_b)")
-    p.add_argument("--sample-topk", type=int, help="sample each token from the K most probable "
-                   "instead of searching (e.g. for back-translation)")
-    p.add_argument("--temperature", type=float, help="sampling temperature (default: 1.0)")
-    p.add_argument("--seed", type=int, help="seed of the sampling (default: 0)")
+    add_decoding_flags(p)
     p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
                    help="decode with our PyTorch model, or with a model exported by mt export "
                    "(--checkpoint is then its directory)")
@@ -134,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")
     p.add_argument("--ref", help="the references of --src, line by line")
     p.add_argument("--output", help="write the detokenized translations here")
-    p.add_argument("--beam", type=int, help="beam size (default: decode.beam_size)")
+    add_decoding_flags(p, ["beam_size"])
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
     p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
@@ -245,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     args = build_parser().parse_args(argv)
     setup_logging(args.quiet, args.debug)
-    for name in ("beam", "nbest", "max_sentences"):
+    for name in ("beam_size", "nbest", "max_sentences"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             print(f"mt {args.command}: error: --{name.replace('_', '-')} must be at least 1",

@@ -5,6 +5,7 @@ are raised as :class:`MTError` (``cli.main`` prints them as one line)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file, text_lines
 from transformer_mt.logs import bars_enabled
@@ -67,12 +69,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
                       "--attention, or give one sentence per line")
     refuse_same_file(args.output, [args.input, *args.checkpoint])
     translator = Translator.load(args.checkpoint, args.device, args.engine)
-    settings = dict(alpha=args.alpha, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-                    sample_topk=args.sample_topk, temperature=args.temperature,
-                    sample_seed=args.seed)
-    translator.config.decode = translator.settings(**settings)
-    if args.nbest > max(args.beam or translator.config.decode.beam_size, 1):
-        args.beam = args.nbest
+    # this command's settings (the flags named as in DecodeConfig), for every way it decodes
+    # below: lines, split sentences, the interactive prompt, the attention map
+    decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
+    if args.nbest > decode.beam_size:  # n best need a beam at least n wide
+        decode = dataclasses.replace(decode, beam_size=args.nbest)
+    translator.config.decode = decode
     if args.sentences:
         lines: list[str] | None = list(args.sentences)
     elif args.input:
@@ -90,9 +92,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     def translate(chunk: list[str], progress: bool = False) -> list[list[Translation]]:
         if not args.split_sentences:
-            return translator.translate_nbest(chunk, args.nbest, args.beam,
-                                              scores=args.nbest > 1, progress=progress)
-        texts = translator.translate_text(chunk, beam_size=args.beam)
+            return translator.translate_nbest(chunk, args.nbest, scores=args.nbest > 1,
+                                              progress=progress)
+        texts = translator.translate_text(chunk)
         return [[Translation(text, [], math.nan)] for text in texts]
 
     def render(index: int, hyps: list) -> list[str]:
@@ -174,7 +176,7 @@ def _interactive(translator, args: argparse.Namespace) -> int:
             print(file=sys.stderr)
             return 0
         if line.strip():
-            print(f"{tgt}> " + translator.translate([line], args.beam)[0])
+            print(f"{tgt}> " + translator.translate([line])[0])
 
 
 # ------------------------------------------------------------------------------------ evaluate
@@ -220,7 +222,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     systems, scores, beam = [], [], None
     for path, translator in zip(checkpoints, translators, strict=True):
-        result = decode_and_score(translator, refs, sources, beam_size=args.beam,
+        result = decode_and_score(translator, refs, sources, beam_size=args.beam_size,
                                   progress=bars_enabled())
         systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
         scores.append(result.scores)

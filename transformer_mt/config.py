@@ -326,14 +326,28 @@ class TrainConfig:
                "train.device", f"must be auto, cpu, cuda, cuda:N or mps, got {dev!r}")
 
 
+def per_call(default: Any, help: str, alias: str | None = None) -> Any:
+    """A decoding setting a call may change (see :class:`DecodeConfig`): its default, what it
+    does, and the older short name that stays an alias."""
+    return field(default=default, metadata={"help": help, "alias": alias})
+
+
+def per_call_settings() -> list[dataclasses.Field]:
+    """The fields of :class:`DecodeConfig` a call may change, in declaration order."""
+    return [f for f in dataclasses.fields(DecodeConfig) if "help" in f.metadata]
+
+
 @dataclass
 class DecodeConfig:
-    """How translations are searched for."""
+    """How translations are searched for. The settings declared with :func:`per_call` may
+    also be changed for one call: they are ``mt translate``'s flags (``--beam-size``), the
+    server's request fields and :meth:`Translator.settings`' keywords, each by its name here
+    (an older short name stays an alias: ``--beam``, ``"beam"``)."""
 
-    beam_size: int = 5  # 1 = greedy
-    alpha: float = 0.6  # GNMT length penalty ((5 + len) / 6) ** alpha; 0 = none
-    max_len_a: float = 1.5  # output at most a * source length + b tokens
-    max_len_b: int = 10
+    beam_size: int = per_call(5, "beam size (1 = greedy)", alias="beam")
+    alpha: float = per_call(0.6, "length penalty ((5 + len) / 6) ** alpha (GNMT); 0 = none")
+    max_len_a: float = per_call(1.5, "output at most a * source length + b tokens")
+    max_len_b: int = per_call(10, "see max_len_a")
     batch_size: int = 64  # sentences per decoding batch (a GPU takes at least 512)
     # auto: bf16 autocast where the hardware does bf16 natively (1.2-1.5x faster on an
     # AVX512-BF16 CPU; rounding may change a rare translation), fp16 on GPUs without bf16,
@@ -343,9 +357,10 @@ class DecodeConfig:
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = off), their probabilities sharpened or flattened by
     # temperature, with a generator seeded by sample_seed
-    sample_topk: int = 0
-    temperature: float = 1.0
-    sample_seed: int = 0
+    sample_topk: int = per_call(0, "sample each token from the K most probable instead of "
+                                "searching (e.g. for back-translation); 0 = search")
+    temperature: float = per_call(1.0, "sampling temperature")
+    sample_seed: int = per_call(0, "seed of the sampling", alias="seed")
 
     def validate(self) -> None:
         _check(self.sample_topk == 0 or self.beam_size == 1, "decode.sample_topk",

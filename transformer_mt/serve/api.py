@@ -6,11 +6,21 @@ text, a number or a flag."""
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    model_validator,
+)
 
+from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.trace import Inside
 from transformer_mt.translate import Translation
 
@@ -41,22 +51,16 @@ def _valid_unicode(text: str) -> str:
 Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
-class TranslateRequest(BaseModel):
-    """``POST /v1/translate``: texts and, optionally, how to decode them."""
+class _TranslateRequest(BaseModel):
+    """``POST /v1/translate``: texts and, optionally, how to decode them (the decoding
+    settings are :class:`DecodeConfig`'s, added by :func:`_decoding_fields`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: list[Text] | Text = Field(description="a text or a list of texts; each may hold "
                                     "several sentences (split, translated, put back)")
     format: Literal["text", "html"] = "text"
-    beam: int | None = Field(None, ge=1)
     nbest: int = Field(1, ge=1)
-    alpha: float | None = None
-    max_len_a: float | None = None
-    max_len_b: int | None = None
-    sample_topk: int | None = Field(None, ge=0)
-    temperature: float | None = None
-    seed: int | None = Field(None, ge=0, lt=2**63)
     attention: bool = Field(False, description="every decoder layer's and head's "
                             "cross-attention (one-sentence texts)")
     topk: int = Field(0, ge=0, description="per output step, the k most probable next tokens")
@@ -68,6 +72,37 @@ class TranslateRequest(BaseModel):
     @property
     def inspects(self) -> bool:
         return self.attention or self.topk > 0 or self.beam_steps
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_each(cls, data: Any) -> Any:
+        for f in per_call_settings():
+            alias = f.metadata["alias"]
+            if isinstance(data, dict) and alias and f.name in data and alias in data:
+                raise ValueError(f"'{alias}' and '{f.name}' name the same setting: give one")
+        return data
+
+    def settings(self) -> dict[str, Any]:
+        """The decoding settings the request gives (None: the checkpoint's), by name."""
+        return {f.name: getattr(self, f.name) for f in per_call_settings()}
+
+
+def _decoding_fields() -> dict[str, Any]:
+    """:class:`DecodeConfig`'s per-call settings as optional fields, by the same names (the
+    older short names ``beam`` and ``seed`` are accepted too); their bounds are checked where
+    the config's are (:meth:`Translator.settings`)."""
+    types = typing.get_type_hints(DecodeConfig)
+    fields: dict[str, Any] = {}
+    for f in per_call_settings():
+        alias = f.metadata["alias"]
+        fields[f.name] = (types[f.name] | None, Field(
+            None, description=f.metadata["help"],
+            validation_alias=AliasChoices(f.name, alias) if alias else None))
+    return fields
+
+
+TranslateRequest = create_model("TranslateRequest", __base__=_TranslateRequest,
+                                __doc__=_TranslateRequest.__doc__, **_decoding_fields())
 
 
 class Hypothesis(BaseModel):
@@ -147,7 +182,7 @@ class ErrorBody(BaseModel):
 
 def check_settings(req: TranslateRequest, limits: Limits) -> str | None:
     """What is wrong with ``req``'s settings beyond their types (None: nothing)."""
-    if max(req.beam or 1, req.nbest) > limits.max_beam:
+    if max(req.beam_size or 1, req.nbest) > limits.max_beam:
         return f"'beam' and 'nbest' are at most {limits.max_beam} here"
     if req.topk > limits.max_topk:
         return f"'topk' is at most {limits.max_topk}"

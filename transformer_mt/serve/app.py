@@ -3,7 +3,7 @@
     GET  /               the page: translate, see scores, n-best, attention and each step
     GET  /health         {"status": "ok"} once the model is loaded and the decoder runs
     GET  /v1/info        languages, tokenizer, sizes, step, validation score, limits
-    POST /v1/translate   {"text": [...], "beam": 5, "nbest": 3, "attention": true, "topk": 5}
+    POST /v1/translate   {"text": [...], "beam_size": 5, "nbest": 3, "attention": true, "topk": 5}
     POST /translate      LibreTranslate's API (and /detect, /languages, /frontend/settings, /spec)
     GET  /metrics        Prometheus: requests, latencies, batch sizes, queue depth
     GET  /docs           Swagger UI over /openapi.json (served from a wheel: no CDN)

@@ -76,10 +76,7 @@ async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
         raise RequestError(422, "'attention', 'topk' and 'beam_steps' need a PyTorch "
                            "checkpoint (.pt), not an exported model")
     try:
-        cfg = svc.translator.settings(
-            beam_size=req.beam, alpha=req.alpha, max_len_a=req.max_len_a,
-            max_len_b=req.max_len_b, sample_topk=req.sample_topk, temperature=req.temperature,
-            sample_seed=req.seed)
+        cfg = svc.translator.settings(**req.settings())
     except (MTError, ValueError, TypeError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     svc.charge(client_id(request, key), sum(map(len, texts)))
