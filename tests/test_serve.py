@@ -88,6 +88,10 @@ def test_info_languages_and_libretranslate(client, translator):
     info = client.get("/v1/info").json()
     assert (info["source_language"], info["target_language"], info["step"]) == ("de", "en", 6)
     assert info["vocabulary"]["target"] == len(translator.tgt_vocab)
+    # the defaults a request may change, by the names a request gives them
+    assert info["decode"] == {name: getattr(translator.config.decode, name)
+                              for name in ("beam_size", "alpha", "max_len_a", "max_len_b",
+                                           "sample_topk", "temperature", "sample_seed")}
     assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]

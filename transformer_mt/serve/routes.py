@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import (
     ErrorBody,
@@ -51,8 +52,7 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
         "model": {"d_model": cfg.model.d_model, "heads": cfg.model.n_heads,
                   "encoder_layers": cfg.model.n_encoder_layers,
                   "decoder_layers": cfg.model.n_decoder_layers, "d_ff": cfg.model.d_ff},
-        "decode": {"beam": cfg.decode.beam_size, "alpha": cfg.decode.alpha,
-                   "max_len_a": cfg.decode.max_len_a, "max_len_b": cfg.decode.max_len_b},
+        "decode": {f.name: getattr(cfg.decode, f.name) for f in per_call_settings()},
         "limits": {"max_sentences": limits.max_sentences, "max_chars": limits.max_chars,
                    "max_body_bytes": limits.max_body_bytes, "max_beam": limits.max_beam,
                    "max_source_tokens": t.max_source_tokens, "timeout_s": limits.timeout_s},
