@@ -13,7 +13,7 @@ import logging
 import pickle
 import warnings
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,52 +118,58 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def _check_structure(ckpt: dict[str, Any], path: Path) -> None:
     """Every part has the type the readers expect; one line names the first that does not."""
+    for key, expected, value, ok in _parts(ckpt):
+        if not ok:
+            raise CheckpointError(f"'{path}' is damaged: '{key}' must be {expected}, got "
+                                  f"{type(value).__name__}; use another checkpoint")
 
-    def refuse(key: str, expected: str, value: Any) -> None:
-        raise CheckpointError(f"'{path}' is damaged: '{key}' must be {expected}, got "
-                              f"{type(value).__name__}; use another checkpoint")
 
-    def is_str_list(value: Any) -> bool:
-        return isinstance(value, list) and all(isinstance(t, str) for t in value)
+Part = tuple[str, str, Any, bool]  # key, what it must be, its value, whether it is
 
+
+def _parts(ckpt: dict[str, Any]) -> Iterator[Part]:
+    """Each part of ``ckpt`` a reader relies on, in order: a part is looked into only after
+    it was found to be what it must be (the caller stops at the first that is not)."""
     for key in ("src_vocab", "tgt_vocab"):
-        if not is_str_list(ckpt.get(key)):
-            refuse(key, "a list of strings", ckpt.get(key))
+        value = ckpt.get(key)
+        yield key, "a list of strings", value, (
+            isinstance(value, list) and all(isinstance(t, str) for t in value))
     for key in ("config", "model", "progress"):
-        if not isinstance(ckpt.get(key), dict):
-            refuse(key, "a mapping", ckpt.get(key))
+        yield key, "a mapping", ckpt.get(key), isinstance(ckpt.get(key), dict)
     for name, value in ckpt["model"].items():
-        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
-            refuse(f"model.{name}", "a tensor", value)
+        yield f"model.{name}", "a tensor", value, (
+            isinstance(name, str) and isinstance(value, torch.Tensor))
     for key, value in ckpt["progress"].items():
         expected = PROGRESS_TYPES.get(key)
-        if expected is not None and (not isinstance(value, expected) or isinstance(value, bool)):
-            refuse(f"progress.{key}", "a number", value)
-    if "data" in ckpt:  # the training set's summary: pairs, what was removed, corpora
-        data = ckpt["data"]
-        if not isinstance(data, dict):
-            refuse("data", "a mapping", data)
-        for key, expected, what in (("pairs", int, "a number"), ("removed", dict, "a mapping"),
-                                    ("corpora", list, "a list")):
-            if key in data and not isinstance(data[key], expected):
-                refuse(f"data.{key}", what, data[key])
-        if not all(isinstance(c, dict) for c in data.get("corpora", [])):
-            refuse("data.corpora", "a list of mappings", data["corpora"])
+        yield f"progress.{key}", "a number", value, (
+            expected is None or (isinstance(value, expected) and not isinstance(value, bool)))
+    if "data" in ckpt:
+        yield from _data_parts(ckpt["data"])
     if "sentencepiece" in ckpt:
         models = ckpt["sentencepiece"]
         for side in ("src", "tgt"):
             model = models.get(side) if isinstance(models, dict) else None
-            if not isinstance(model, torch.Tensor) or model.dtype != torch.uint8:
-                refuse(f"sentencepiece.{side}", "a uint8 tensor", model)
+            yield f"sentencepiece.{side}", "a uint8 tensor", model, (
+                isinstance(model, torch.Tensor) and model.dtype == torch.uint8)
     if "training_state" in ckpt:
         state = ckpt["training_state"]
-        if not isinstance(state, dict):
-            refuse("training_state", "a mapping", state)
+        yield "training_state", "a mapping", state, isinstance(state, dict)
         for key in ("optimizer", "scaler", "rng"):
-            if not isinstance(state.get(key), dict):
-                refuse(f"training_state.{key}", "a mapping", state.get(key))
-        if not isinstance(state.get("loss_since_log"), torch.Tensor):
-            refuse("training_state.loss_since_log", "a tensor", state.get("loss_since_log"))
+            yield f"training_state.{key}", "a mapping", state.get(key), (
+                isinstance(state.get(key), dict))
+        yield "training_state.loss_since_log", "a tensor", state.get("loss_since_log"), (
+            isinstance(state.get("loss_since_log"), torch.Tensor))
+
+
+def _data_parts(data: Any) -> Iterator[Part]:
+    """The training set's summary: pairs, what was removed, corpora."""
+    yield "data", "a mapping", data, isinstance(data, dict)
+    for key, expected, what in (("pairs", int, "a number"), ("removed", dict, "a mapping"),
+                                ("corpora", list, "a list")):
+        yield f"data.{key}", what, data.get(key), (
+            key not in data or isinstance(data[key], expected))
+    yield "data.corpora", "a list of mappings", data.get("corpora"), (
+        all(isinstance(c, dict) for c in data.get("corpora", [])))
 
 
 def first_line(exc: BaseException) -> str:

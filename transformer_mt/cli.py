@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import typing
+from typing import Any
 
 from transformer_mt.commands import (
     cmd_average,
@@ -83,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_CommandParser)
 
+    for add in (_add_train, _add_data, _add_translate, _add_evaluate, _add_export,
+                _add_average, _add_plot, _add_trace, _add_serve, _add_info):  # help order
+        add(sub, common)
+    return parser
+
+
+def _add_train(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt train``."""
     p = sub.add_parser("train", parents=[common], help="train a model from a YAML config")
     p.add_argument("--config", required=True, help="YAML config, e.g. config/quickstart.yaml")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -96,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(checkpoints, metrics, logs)")
     p.set_defaults(func=cmd_train)
 
+
+def _add_data(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt data``."""
     p = sub.add_parser("data", parents=[common],
                        help="summarize a config's corpora: pairs, lengths, coverage, filters")
     p.add_argument("--config", required=True, help="YAML config, e.g. config/cpu.yaml")
@@ -105,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_data)
 
+
+def _add_translate(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt translate``."""
     p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")
     p.add_argument("sentences", nargs="*", help="sentences to translate")
     p.add_argument("--checkpoint", required=True, action="append",
@@ -128,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
     p.set_defaults(func=cmd_translate)
 
+
+def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt evaluate``."""
     p = sub.add_parser("evaluate", parents=[common],
                        help="score a checkpoint with sacreBLEU, or compare several")
     p.add_argument("--checkpoint", action="append",
@@ -148,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON record")
     p.set_defaults(func=cmd_evaluate)
 
+
+def _add_export(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt export``."""
     p = sub.add_parser("export", parents=[common],
                        help="convert a checkpoint for an inference engine (CTranslate2)")
     p.add_argument("checkpoint")
@@ -159,16 +180,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an earlier export in OUTPUT_DIR (nothing else is replaced)")
     p.set_defaults(func=cmd_export)
 
+
+def _add_average(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt average``."""
     p = sub.add_parser("average", parents=[common], help="average the weights of checkpoints")
     p.add_argument("checkpoints", nargs="+")
     p.add_argument("--output", required=True)
     p.set_defaults(func=cmd_average)
 
+
+def _add_plot(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt plot``."""
     p = sub.add_parser("plot", parents=[common], help="plot loss, BLEU and lr of a run")
     p.add_argument("run_dir")
     p.add_argument("--output", help="directory for the PNGs (default: RUN_DIR/plots)")
     p.set_defaults(func=cmd_plot)
 
+
+def _add_trace(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt trace``."""
     p = sub.add_parser("trace", parents=[common],
                        help="walk one sentence through every stage of the model")
     p.add_argument("sentence")
@@ -180,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.set_defaults(func=cmd_trace)
 
+
+def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt serve``."""
     p = sub.add_parser("serve", parents=[common],
                        help="a translation server: JSON API, LibreTranslate API and a web page")
     p.add_argument("--checkpoint", required=True, action="append",
@@ -201,11 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=kind, default=default, help=text)
     p.set_defaults(func=cmd_serve)
 
+
+def _add_info(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt info``."""
     p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
-    return parser
 
 
 class _DefaultsFormatter(argparse.HelpFormatter):
@@ -258,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mt {args.command}: error: --{name.replace('_', '-')} must be at least 1",
                   file=sys.stderr)
             return EXIT_ERROR
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, each way it can fail ending in one line on stderr and an exit code
+    (``--debug``: the traceback instead)."""
     try:
         return args.func(args)
     except MTError as exc:

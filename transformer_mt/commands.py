@@ -23,6 +23,7 @@ from transformer_mt.logs import bars_enabled
 if TYPE_CHECKING:
     from transformer_mt.compare import System
     from transformer_mt.config import Config
+    from transformer_mt.translate import Translation, Translator
 
 log = logging.getLogger("transformer_mt.cli")
 
@@ -59,8 +60,38 @@ STDIN_CHUNK = 256  # lines of piped standard input translated together
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.fileio import atomic_write_text, refuse_same_file
-    from transformer_mt.translate import Translation, Translator
+    from transformer_mt.fileio import atomic_write_text
+
+    translator = _translator_for(args)
+    lines = _given_lines(args)
+    if args.attention:
+        return _attention_map(translator, lines, args)
+    if lines is None:  # standard input
+        if sys.stdin.isatty():
+            return _interactive(translator, args)
+        stream = text_lines(sys.stdin.buffer, "standard input")
+        if not args.output:  # a pipe: translated a chunk of lines at a time, as they come
+            return _translate_stream(translator, args, stream)
+        lines = list(stream)
+    if not any(line.strip() for line in lines):
+        raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
+    results = _translations(translator, args, lines, bars_enabled() and len(lines) > 50)
+    out = [line for i, hyps in enumerate(results) for line in _rendered(args, i, hyps)]
+    if args.output:
+        atomic_write_text(args.output, "".join(line + "\n" for line in out))
+        log.info("wrote %d translations to %s", len(results), args.output)
+    else:
+        for line in out:
+            print(line)
+    return 0
+
+
+def _translator_for(args: argparse.Namespace) -> Translator:
+    """The checked arguments' translator, decoding with this command's settings (the flags
+    named as in DecodeConfig) every way it does: lines, split sentences, the interactive
+    prompt, the attention map."""
+    from transformer_mt.fileio import refuse_same_file
+    from transformer_mt.translate import Translator
 
     if args.sentences and args.input:
         raise MTError("give sentences or --input FILE, not both")
@@ -69,67 +100,60 @@ def cmd_translate(args: argparse.Namespace) -> int:
                       "--attention, or give one sentence per line")
     refuse_same_file(args.output, [args.input, *args.checkpoint])
     translator = Translator.load(args.checkpoint, args.device, args.engine)
-    # this command's settings (the flags named as in DecodeConfig), for every way it decodes
-    # below: lines, split sentences, the interactive prompt, the attention map
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size:  # n best need a beam at least n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)
     translator.config.decode = decode
+    return translator
+
+
+def _given_lines(args: argparse.Namespace) -> list[str] | None:
+    """The sentences given as arguments or in ``--input``; None: standard input."""
     if args.sentences:
-        lines: list[str] | None = list(args.sentences)
-    elif args.input:
-        path = Path(args.input)
-        why = not_a_file(path)
-        if why:
-            raise MTError(f"input file '{path}' {why}")
-        from transformer_mt.data.corpus import read_lines
+        return list(args.sentences)
+    if not args.input:
+        return None
+    path = Path(args.input)
+    why = not_a_file(path)
+    if why:
+        raise MTError(f"input file '{path}' {why}")
+    from transformer_mt.data.corpus import read_lines
 
-        lines = list(read_lines(path))
-        if not lines:
-            raise MTError(f"input file '{path}' is empty; nothing to translate")
-    else:
-        lines = None  # standard input
+    lines = list(read_lines(path))
+    if not lines:
+        raise MTError(f"input file '{path}' is empty; nothing to translate")
+    return lines
 
-    def translate(chunk: list[str], progress: bool = False) -> list[list[Translation]]:
-        if not args.split_sentences:
-            return translator.translate_nbest(chunk, args.nbest, scores=args.nbest > 1,
-                                              progress=progress)
-        texts = translator.translate_text(chunk)
-        return [[Translation(text, [], math.nan)] for text in texts]
 
-    def render(index: int, hyps: list) -> list[str]:
-        if args.nbest == 1:
-            return [hyps[0].text]
-        return [f"{index}\t{h.score:.4f}\t{h.text}" for h in hyps]
+def _translations(translator: Translator, args: argparse.Namespace, chunk: list[str],
+                  progress: bool = False) -> list[list[Translation]]:
+    """The ``--nbest`` translations of each line (one, put back together, with
+    ``--split-sentences``)."""
+    from transformer_mt.translate import Translation
 
-    if args.attention:
-        return _attention_map(translator, lines, args)
-    if lines is None:
-        if sys.stdin.isatty():
-            return _interactive(translator, args)
-        stream = text_lines(sys.stdin.buffer, "standard input")
-        if args.output:
-            lines = list(stream)
-        else:  # a pipe: translate it a chunk of lines at a time, in order, as they come
-            done = 0
-            for chunk in _chunks(stream, STDIN_CHUNK):
-                results = translate(chunk)
-                for i, hyps in enumerate(results, start=done):
-                    for out_line in render(i, hyps):
-                        print(out_line)
-                sys.stdout.flush()
-                done += len(chunk)
-            return 0
-    if not any(line.strip() for line in lines):
-        raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
-    results = translate(lines, progress=bars_enabled() and len(lines) > 50)
-    out = [line for i, hyps in enumerate(results) for line in render(i, hyps)]
-    if args.output:
-        atomic_write_text(args.output, "".join(line + "\n" for line in out))
-        log.info("wrote %d translations to %s", len(results), args.output)
-    else:
-        for line in out:
-            print(line)
+    if not args.split_sentences:
+        return translator.translate_nbest(chunk, args.nbest, scores=args.nbest > 1,
+                                          progress=progress)
+    return [[Translation(text, [], math.nan)] for text in translator.translate_text(chunk)]
+
+
+def _rendered(args: argparse.Namespace, index: int, hyps: list[Translation]) -> list[str]:
+    """A line's output: its translation, or with ``--nbest`` one "index, score, text" each."""
+    if args.nbest == 1:
+        return [hyps[0].text]
+    return [f"{index}\t{h.score:.4f}\t{h.text}" for h in hyps]
+
+
+def _translate_stream(translator: Translator, args: argparse.Namespace,
+                      stream: Iterator[str]) -> int:
+    """Piped standard input, translated and printed a chunk of lines at a time, in order."""
+    done = 0
+    for chunk in _chunks(stream, STDIN_CHUNK):
+        for i, hyps in enumerate(_translations(translator, args, chunk), start=done):
+            for out_line in _rendered(args, i, hyps):
+                print(out_line)
+        sys.stdout.flush()
+        done += len(chunk)
     return 0
 
 
@@ -182,41 +206,18 @@ def _interactive(translator, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ evaluate
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from transformer_mt.evaluate import decode_and_score, read_test_set
+    from transformer_mt.evaluate import decode_and_score
     from transformer_mt.fileio import atomic_write_text, refuse_same_file
     from transformer_mt.translate import Translator
 
     checkpoints, hyp_files = args.checkpoint or [], args.hyp or []
-    if not checkpoints and not hyp_files:
-        raise MTError("give --checkpoint (repeat it to compare checkpoints) or --hyp files "
-                      "with --ref")
-    if checkpoints and (args.src is None) != (args.ref is None):
-        raise MTError("pass --src and --ref together (the source file and its references)")
-    if args.src is not None and args.split is not None:
-        raise MTError("pass either --split NAME or --src/--ref files, not both")
-    if not checkpoints and args.ref is None:
-        raise MTError("--hyp files are scored against references: pass --ref")
-    if args.output and len(checkpoints) != 1:
-        raise MTError("--output writes the translations of one --checkpoint")
+    _check_evaluate_args(args, checkpoints)
     refuse_same_file(args.output, [*checkpoints, *hyp_files, args.src, args.ref])
     translators = [Translator.load(c, args.device) for c in checkpoints]
     for t in translators:
         if args.data_dir:
             t.config.data.data_dir = args.data_dir
-    sources = None
-    if args.ref is not None:
-        name = args.src or args.ref
-        refs = _lines(args.ref, "--ref", args.max_sentences)
-        sources = _lines(args.src, "--src", args.max_sentences) if args.src else None
-    else:
-        tests = translators[0].config.data.test_sets()
-        name = args.split or next(iter(tests), None)
-        if name is None:
-            raise MTError("the checkpoint's config names no test sets (data.test); pass --src "
-                          "and --ref files, or --split valid")
-        if name == "val" and "val" not in tests:
-            name = "valid"
-        sources, refs = read_test_set(translators[0], name, args.max_sentences)
+    name, sources, refs = _test_set(args, translators)
     from transformer_mt.compare import System
     from transformer_mt.evaluate import score
 
@@ -243,13 +244,48 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                "references": "lowercased" if lowercased else "as given", **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
-    else:
-        print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
-              + (", references lowercased as the model's output is):" if lowercased else "):"))
-        print(f"  {s.bleu_text}")
-        print(f"  chrF2 = {s.chrf:.2f}")
-        print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
+        return 0
+    print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
+          + (", references lowercased as the model's output is):" if lowercased else "):"))
+    print(f"  {s.bleu_text}")
+    print(f"  chrF2 = {s.chrf:.2f}")
+    print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
     return 0
+
+
+def _check_evaluate_args(args: argparse.Namespace, checkpoints: list[str]) -> None:
+    """Refuse, in one line, what ``mt evaluate`` cannot do with these arguments."""
+    if not checkpoints and not args.hyp:
+        raise MTError("give --checkpoint (repeat it to compare checkpoints) or --hyp files "
+                      "with --ref")
+    if checkpoints and (args.src is None) != (args.ref is None):
+        raise MTError("pass --src and --ref together (the source file and its references)")
+    if args.src is not None and args.split is not None:
+        raise MTError("pass either --split NAME or --src/--ref files, not both")
+    if not checkpoints and args.ref is None:
+        raise MTError("--hyp files are scored against references: pass --ref")
+    if args.output and len(checkpoints) != 1:
+        raise MTError("--output writes the translations of one --checkpoint")
+
+
+def _test_set(args: argparse.Namespace, translators: list[Translator],
+              ) -> tuple[str, list[str] | None, list[str]]:
+    """What is scored: its name, its sources (None for --hyp files alone) and references;
+    --src/--ref files, or a test set of the (first) checkpoint's config."""
+    from transformer_mt.evaluate import read_test_set
+
+    if args.ref is not None:
+        sources = _lines(args.src, "--src", args.max_sentences) if args.src else None
+        return args.src or args.ref, sources, _lines(args.ref, "--ref", args.max_sentences)
+    tests = translators[0].config.data.test_sets()
+    name = args.split or next(iter(tests), None)
+    if name is None:
+        raise MTError("the checkpoint's config names no test sets (data.test); pass --src "
+                      "and --ref files, or --split valid")
+    if name == "val" and "val" not in tests:
+        name = "valid"
+    sources, refs = read_test_set(translators[0], name, args.max_sentences)
+    return name, sources, refs
 
 
 def _lines(path: str, flag: str, limit: int | None) -> list[str]:

@@ -27,64 +27,93 @@ from transformer_mt.fileio import not_a_file
 def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the type annotation ``tp`` and return it (ints widen to floats)."""
     origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
+        if value is None and type(None) in typing.get_args(tp):
             return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return coerce(value, inner[0], key)
-        # a section or a list of sections (data.train): chosen by what the value is
-        lists = [a for a in inner if typing.get_origin(a) is list]
-        if isinstance(value, list) and lists:
-            return coerce(value, lists[0], key)
-        sections = [a for a in inner if dataclasses.is_dataclass(a)]
-        if sections:
-            return coerce(value, sections[0], key)
-    if dataclasses.is_dataclass(tp):
+        member = _union_member(value, tp)
+        if member is not None:
+            return coerce(value, member, key)
+    elif dataclasses.is_dataclass(tp):
         return _from_dict(tp, value, f"{key}.")  # type: ignore[arg-type]
-    if origin is list:
-        if not isinstance(value, list) or not value:
-            raise ConfigError(f"config key '{key}' must be a non-empty list, got {value!r}")
-        return [coerce(v, args[0], f"{key}.{i}") for i, v in enumerate(value)]
-    if origin is Literal:
-        if value not in args:
-            choices = ", ".join(repr(a) for a in args)
-            raise ConfigError(f"config key '{key}' must be one of {choices}, got {value!r}")
-        return value
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"config key '{key}' must be a mapping of names, got {value!r}")
-        _, value_type = args
-        out = {}
-        for name, item in value.items():
-            if not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
-                raise ConfigError(f"config key '{key}' names must be plain names (letters, "
-                                  f"digits, '.', '_', '-'), got {name!r}")
-            out[name] = (_from_dict(value_type, item, f"{key}.{name}.")
-                         if dataclasses.is_dataclass(value_type)
-                         else coerce(item, value_type, f"{key}.{name}"))
-        return out
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
-                              f"got {value!r}")
-        return tuple(coerce(v, a, f"{key}[{i}]")
-                     for i, (v, a) in enumerate(zip(value, args, strict=True)))
-    if tp is float and isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+    elif origin in _CONTAINERS:
+        return _CONTAINERS[origin](value, typing.get_args(tp), key)
+    else:
+        found, plain = _scalar(value, tp, key)
+        if found:
+            return plain
+    name = getattr(tp, "__name__", str(tp))
+    raise ConfigError(f"config key '{key}' must be of type {name}, got {value!r} "
+                      f"({type(value).__name__})")
+
+
+def _union_member(value: Any, tp: Any) -> Any:
+    """The member of the union ``tp`` that ``value`` is read as: the one besides None, else a
+    list for a list and a section otherwise (data.train: one corpus or several); None: none."""
+    inner = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(inner) == 1:
+        return inner[0]
+    lists = [a for a in inner if typing.get_origin(a) is list]
+    if isinstance(value, list) and lists:
+        return lists[0]
+    sections = [a for a in inner if dataclasses.is_dataclass(a)]
+    return sections[0] if sections else None
+
+
+def _coerce_list(value: Any, args: tuple, key: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"config key '{key}' must be a non-empty list, got {value!r}")
+    return [coerce(v, args[0], f"{key}.{i}") for i, v in enumerate(value)]
+
+
+def _coerce_literal(value: Any, args: tuple, key: str) -> Any:
+    if value not in args:
+        choices = ", ".join(repr(a) for a in args)
+        raise ConfigError(f"config key '{key}' must be one of {choices}, got {value!r}")
+    return value
+
+
+def _coerce_dict(value: Any, args: tuple, key: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key '{key}' must be a mapping of names, got {value!r}")
+    _, value_type = args
+    out = {}
+    for name, item in value.items():
+        if not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
+            raise ConfigError(f"config key '{key}' names must be plain names (letters, "
+                              f"digits, '.', '_', '-'), got {name!r}")
+        out[name] = (_from_dict(value_type, item, f"{key}.{name}.")
+                     if dataclasses.is_dataclass(value_type)
+                     else coerce(item, value_type, f"{key}.{name}"))
+    return out
+
+
+def _coerce_tuple(value: Any, args: tuple, key: str) -> tuple:
+    if not isinstance(value, (list, tuple)) or len(value) != len(args):
+        raise ConfigError(f"config key '{key}' must be a list of {len(args)} values, "
+                          f"got {value!r}")
+    return tuple(coerce(v, a, f"{key}[{i}]")
+                 for i, (v, a) in enumerate(zip(value, args, strict=True)))
+
+
+_CONTAINERS = {list: _coerce_list, Literal: _coerce_literal, dict: _coerce_dict,
+               tuple: _coerce_tuple}
+
+
+def _scalar(value: Any, tp: Any, key: str) -> tuple[bool, Any]:
+    """(True, the value) where ``value`` is a ``tp`` (float, int, bool, str), else (False,
+    None). A float may be written as an int or, as YAML reads 1e-3, a string."""
+    if tp is float and isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = float(value)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise ConfigError(f"config key '{key}' must be a finite number, got {value}")
-        return float(value)
+        return True, float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return True, value
     if tp in (bool, str) and isinstance(value, tp):
-        return value
-    name = getattr(tp, "__name__", str(tp))
-    raise ConfigError(f"config key '{key}' must be of type {name}, got {value!r} "
-                      f"({type(value).__name__})")
+        return True, value
+    return False, None
 
 
 def _from_dict(cls: type, data: Any, prefix: str) -> Any:

@@ -118,10 +118,23 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     Returns the output tokens (greedy). With ``figures``, saves the positional-encoding matrix
     and the attention maps of every layer and head there.
     """
-    model, cfg = translator.model, translator.model.cfg
-    d = cfg.d_model
     src_ids = translator.encode([sentence])[0]
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
+    enc_weights = _trace_encoder(translator, sentence, src_ids, src_tokens, emit)
+    out = _trace_decoder(translator, src_ids, src_tokens, emit, max_steps)
+    emit(f"6. Output: {translator.detokenize(out)!r}")
+    if figures is not None:
+        _trace_figures(translator, Path(figures), src_ids, src_tokens, enc_weights, out)
+        emit(f"figures written to {figures}")
+    return out
+
+
+def _trace_encoder(translator: Translator, sentence: str, src_ids: list[int],
+                   src_tokens: list[str], emit: Callable[[str], None]) -> list[Tensor]:
+    """Stages 1-4: tokens, embedding, positions, the encoder's layers; returns each encoder
+    layer's attention weights (H, S, S)."""
+    model, cfg = translator.model, translator.model.cfg
+    d = cfg.d_model
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     mask = source_mask(src)  # (1, 1, 1, S)
     s = len(src_ids)
@@ -160,7 +173,17 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
         emit("     residual-stream norms: " + " ".join(f"{v:.1f}" for v in x[0].norm(dim=-1)))
     memory = model.encoder.norm(x)
     emit(f"   encoder output (memory): {tuple(memory.shape)}")
+    return enc_weights
 
+
+def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[str],
+                   emit: Callable[[str], None], max_steps: int | None) -> list[str]:
+    """Stage 5: greedy decoding a token at a time, with the cross-attention and the five most
+    probable next tokens of each step; returns the output tokens."""
+    model, cfg = translator.model, translator.model.cfg
+    src = torch.tensor([src_ids], device=translator.device)  # (1, S)
+    mask = source_mask(src)  # (1, 1, 1, S)
+    s = len(src_ids)
     emit("5. Decoder, one token at a time (greedy), reusing cached keys and values")
     state = start_decoding(model, src, mask)
     last = torch.tensor([BOS_ID], device=translator.device)
@@ -189,39 +212,39 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
             break
         out.append(word)
         last = torch.tensor([choice], device=translator.device)
-    emit(f"6. Output: {translator.detokenize(out)!r}")
-
-    if figures is not None:
-        from transformer_mt.plots import plot_attention, pyplot, save_figure
-
-        plt = pyplot()
-        figures = Path(figures)
-        figures.mkdir(parents=True, exist_ok=True)
-        fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
-        image = ax.imshow(model.encoder.pos.table[:50].cpu().numpy(), cmap="RdBu",
-                          aspect="auto")
-        ax.set_xlabel("dimension")
-        ax.set_ylabel("position")
-        ax.set_title("positional encoding")
-        fig.colorbar(image, ax=ax)
-        fig.tight_layout()
-        save_figure(fig, figures / "positional_encoding.png")
-        for n, w in enumerate(enc_weights):
-            for h in range(w.size(0)):
-                plot_attention(w[h].cpu(), src_tokens, src_tokens,
-                               figures / f"encoder_layer{n}_head{h}.png",
-                               f"encoder self-attention, layer {n}, head {h}")
-        # Every decoder layer and head: teacher-force the output to get all weights at once.
-        inside = look_inside(translator, src_ids, [translator.tgt_vocab.stoi[t] for t in out])
-        cols_self = ["<bos>", *out]
-        layers = zip(inside.self_attention, inside.cross, strict=True)
-        for n, (self_w, cross_w) in enumerate(layers):
-            for h in range(cross_w.size(0)):
-                plot_attention(cross_w[h], inside.output, src_tokens,
-                               figures / f"decoder_layer{n}_head{h}_cross.png",
-                               f"decoder cross-attention, layer {n}, head {h}")
-                plot_attention(self_w[h], inside.output, cols_self,
-                               figures / f"decoder_layer{n}_head{h}_self.png",
-                               f"decoder self-attention, layer {n}, head {h}")
-        emit(f"figures written to {figures}")
     return out
+
+
+def _trace_figures(translator: Translator, figures: Path, src_ids: list[int],
+                   src_tokens: list[str], enc_weights: list[Tensor], out: list[str]) -> None:
+    """The positional encoding and every layer's and head's attention maps, as images."""
+    from transformer_mt.plots import plot_attention, pyplot, save_figure
+
+    model, plt = translator.model, pyplot()
+    figures.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
+    image = ax.imshow(model.encoder.pos.table[:50].cpu().numpy(), cmap="RdBu",
+                      aspect="auto")
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("position")
+    ax.set_title("positional encoding")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    save_figure(fig, figures / "positional_encoding.png")
+    for n, w in enumerate(enc_weights):
+        for h in range(w.size(0)):
+            plot_attention(w[h].cpu(), src_tokens, src_tokens,
+                           figures / f"encoder_layer{n}_head{h}.png",
+                           f"encoder self-attention, layer {n}, head {h}")
+    # Every decoder layer and head: teacher-force the output to get all weights at once.
+    inside = look_inside(translator, src_ids, [translator.tgt_vocab.stoi[t] for t in out])
+    cols_self = ["<bos>", *out]
+    layers = zip(inside.self_attention, inside.cross, strict=True)
+    for n, (self_w, cross_w) in enumerate(layers):
+        for h in range(cross_w.size(0)):
+            plot_attention(cross_w[h], inside.output, src_tokens,
+                           figures / f"decoder_layer{n}_head{h}_cross.png",
+                           f"decoder cross-attention, layer {n}, head {h}")
+            plot_attention(self_w[h], inside.output, cols_self,
+                           figures / f"decoder_layer{n}_head{h}_self.png",
+                           f"decoder self-attention, layer {n}, head {h}")

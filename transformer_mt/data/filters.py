@@ -18,6 +18,8 @@ to what was removed:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from transformer_mt.config import FilterConfig
@@ -59,20 +61,25 @@ def keep_pairs(src: EncodedSide, tgt: EncodedSide, lengths: np.ndarray, max_len:
         if wrong_language is None:
             raise ValueError("data.filter.language needs each line's language")
         drop("language", np.asarray(wrong_language[:n]))
-    src_hash = tgt_hash = None
     if rules.drop_copies or rules.dedup:
-        src_hash, tgt_hash = _facts(src, "hashes", n), _facts(tgt, "hashes", n)
+        _drop_repeats(_facts(src, "hashes", n), _facts(tgt, "hashes", n), rules, keep, drop)
+    return np.flatnonzero(keep).astype(np.int32), {k: removed[k] for k in ORDER
+                                                    if k in removed}
+
+
+def _drop_repeats(src_hash: np.ndarray, tgt_hash: np.ndarray, rules: FilterConfig,
+                  keep: np.ndarray, drop: Callable[[str, np.ndarray], None]) -> None:
+    """The filters on the lines' hashes: a target that copies its source, and (among the
+    pairs still kept) a pair seen before."""
     if rules.drop_copies:
         drop("copy", src_hash == tgt_hash)
     if rules.dedup:
         pairs = np.stack([src_hash, tgt_hash], axis=1)  # (n, 2) uint64
         candidates = np.flatnonzero(keep)
         _, first = np.unique(pairs[candidates], axis=0, return_index=True)
-        duplicate = np.ones(n, dtype=bool)
+        duplicate = np.ones(len(keep), dtype=bool)
         duplicate[candidates[first]] = False
         drop("duplicate", duplicate)
-    return np.flatnonzero(keep).astype(np.int32), {k: removed[k] for k in ORDER
-                                                    if k in removed}
 
 
 def _facts(side: EncodedSide, name: str, n: int) -> np.ndarray:

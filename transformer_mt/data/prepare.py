@@ -176,6 +176,35 @@ def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
                   for i, model in enumerate(models)) for k in range(s.copies)]
 
 
+def _training_set(data: DataConfig, corpora: list[Corpus],
+                  encoded: list[list[tuple[EncodedSide, EncodedSide]]],
+                  vocabs: tuple[Vocab, Vocab], max_len: int, progress: bool) -> TrainingSet:
+    """The training corpora as pairs (one per segmentation), filtered and limited, with their
+    weights and tags; refused where the weights lay out more examples than fit in memory."""
+    src_vocab, tgt_vocab = vocabs
+    train = TrainingSet([])
+    for entry, corpus, copies in zip(data.training_corpora(), corpora, encoded, strict=True):
+        wrong = languages_wrong(data, corpus, progress) if data.filter.language else None
+        pairs = [pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
+                         rules=data.filter, wrong_language=wrong) for src, tgt in copies]
+        tag_id = None
+        if entry.tag is not None:
+            tag_id = src_vocab.stoi.get(entry.tag)
+            if tag_id is None:
+                raise DataError(f"the tag {entry.tag} of {corpus.key} is not in the source "
+                                "vocabulary (a checkpoint's, made without it); fine-tune "
+                                "from a model that has it, or train from scratch")
+        train.corpora.append(TrainingCorpus(corpus.describe(), pairs, entry.weight, entry.tag,
+                                            tag_id))
+    examples = sum(c.weight * len(c.pairs) for c in train.corpora)
+    if examples > MAX_EPOCH_EXAMPLES:
+        raise ConfigError(f"the weights of data.train lay out {examples:,.0f} examples an epoch "
+                          f"(weight times pairs, summed), more than {MAX_EPOCH_EXAMPLES:,} "
+                          "fit in memory; lower the weights (a weight is how often each pair "
+                          "is seen an epoch)")
+    return train
+
+
 def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
                  models: tuple[bytes, bytes] | None = None,
                  progress: bool = False) -> PreparedData:
@@ -202,26 +231,7 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
     else:
         src_vocab, tgt_vocab = build_vocabs(data, [e[0] for e in encoded], tokenizers)
     max_len = min(data.max_len, cfg.model.max_pair_tokens)
-    train = TrainingSet([])
-    for entry, corpus, copies in zip(data.training_corpora(), corpora, encoded, strict=True):
-        wrong = languages_wrong(data, corpus, progress) if data.filter.language else None
-        pairs = [pair_up(src, tgt, src_vocab, tgt_vocab, max_len, data.max_pairs,
-                         rules=data.filter, wrong_language=wrong) for src, tgt in copies]
-        tag_id = None
-        if entry.tag is not None:
-            tag_id = src_vocab.stoi.get(entry.tag)
-            if tag_id is None:
-                raise DataError(f"the tag {entry.tag} of {corpus.key} is not in the source "
-                                "vocabulary (a checkpoint's, made without it); fine-tune "
-                                "from a model that has it, or train from scratch")
-        train.corpora.append(TrainingCorpus(corpus.describe(), pairs, entry.weight, entry.tag,
-                                            tag_id))
-    examples = sum(c.weight * len(c.pairs) for c in train.corpora)
-    if examples > MAX_EPOCH_EXAMPLES:
-        raise ConfigError(f"the weights of data.train lay out {examples:,.0f} examples an epoch "
-                          f"(weight times pairs, summed), more than {MAX_EPOCH_EXAMPLES:,} "
-                          "fit in memory; lower the weights (a weight is how often each pair "
-                          "is seen an epoch)")
+    train = _training_set(data, corpora, encoded, (src_vocab, tgt_vocab), max_len, progress)
     v_src, v_tgt = encode_corpus(valid, tokenizers)
     refs = list(valid.lines("tgt"))
     valid_data = pair_up(v_src, v_tgt, src_vocab, tgt_vocab, cfg.model.max_pair_tokens,

@@ -236,14 +236,9 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
         done = (n_finished[alive] >= k) | (step >= limits[alive])  # (N,)
         any_ends, any_done = torch.stack([ends.any(), done.any()]).tolist()  # one wait a step
         if any_ends:
-            where = ends.nonzero()  # (E, 2): row, rank among the candidates
-            beams = top_beam[where[:, 0], where[:, 1]]  # (E,)
-            ended = prefix[where[:, 0] * k + beams, 1:].cpu()  # (E, t)
-            ended_scores = top_scores[where[:, 0], where[:, 1]].tolist()
             penalty = float(length_penalty(step + 1, alpha))
-            for e, (row, _) in enumerate(where.tolist()):
-                finished[alive_ids[row]].append(
-                    Hypothesis(ended[e].tolist(), ended_scores[e] / penalty))
+            for row, hyp in _ended(ends, top_beam, top_scores, prefix, k, penalty):
+                finished[alive_ids[row]].append(hyp)
 
         # The K best candidates that do not end continue.
         order = torch.where(is_eos, 2 * k, 0) + torch.arange(2 * k, device=device)  # (N, 2K)
@@ -266,6 +261,18 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
             state.select(keep_hyps, keep)
         step += 1
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k: int,
+           penalty: float) -> list[tuple[int, Hypothesis]]:
+    """The hypotheses that end at this step (``ends``: (N, K), a candidate is ``<eos>``), each
+    with its row: its prefix (without ``<bos>``) and its score divided by the length penalty."""
+    where = ends.nonzero()  # (E, 2): row, rank among the candidates
+    beams = top_beam[where[:, 0], where[:, 1]]  # (E,)
+    ended = prefix[where[:, 0] * k + beams, 1:].cpu()  # (E, t)
+    ended_scores = top_scores[where[:, 0], where[:, 1]].tolist()
+    return [(row, Hypothesis(ended[e].tolist(), ended_scores[e] / penalty))
+            for e, (row, _) in enumerate(where.tolist())]
 
 
 def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, cfg: DecodeConfig,

@@ -72,41 +72,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
     app.include_router(routes.router)
     app.include_router(libre.router)
 
-    def error(request: Request, status: int, message: str,
-              headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse({"error": message}, status, headers=headers)
-
-    @app.exception_handler(RequestError)
-    async def request_error(request: Request, exc: RequestError) -> JSONResponse:
-        return error(request, exc.status, exc.message, exc.headers)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        message = str(exc.detail)
-        if exc.status_code == 400 and "parsing the body" in message:
-            message = "the body could not be parsed as JSON (too deeply nested, or not JSON)"
-        elif exc.status_code == 404:
-            message = f"there is no {request.url.path} here; see /docs for the API"
-        elif exc.status_code == 405:
-            message = f"{request.url.path} does not take {request.method}; see /docs"
-        return error(request, exc.status_code, message, exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # a value's own complaint (a lone surrogate) says more than a union's type mismatch
-        errors = sorted(exc.errors(), key=lambda e: e.get("type") != "value_error")
-        message = one_line(errors[0]) if errors else "the request is not valid"
-        libre_route = request.url.path in LIBRE_PATHS
-        status = 400 if libre_route or (errors and errors[0].get("type") == "json_invalid") \
-            else 422
-        return error(request, status, message)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("%s %s failed", request.method, request.url.path)
-        return error(request, 500, f"the server failed on this request ({type(exc).__name__});"
-                     " its log says more")
-
+    _error_handlers(app)
     _docs(app)
     if svc.options.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(svc.options.cors_origins),
@@ -114,6 +80,54 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
                            allow_headers=["Content-Type", "Authorization", "X-API-Key"])
     app.add_middleware(Guard, service=svc)  # the outermost: first to see a request
     return app
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status, headers=headers)
+
+
+async def _request_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestError)
+    return _error(exc.status, exc.message, exc.headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    message = str(exc.detail)
+    if exc.status_code == 400 and "parsing the body" in message:
+        message = "the body could not be parsed as JSON (too deeply nested, or not JSON)"
+    elif exc.status_code == 404:
+        message = f"there is no {request.url.path} here; see /docs for the API"
+    elif exc.status_code == 405:
+        message = f"{request.url.path} does not take {request.method}; see /docs"
+    return _error(exc.status_code, message, exc.headers)
+
+
+async def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # a value's own complaint (a lone surrogate) says more than a union's type mismatch
+    errors = sorted(exc.errors(), key=lambda e: e.get("type") != "value_error")
+    message = one_line(errors[0]) if errors else "the request is not valid"
+    libre_route = request.url.path in LIBRE_PATHS
+    status = 400 if libre_route or (errors and errors[0].get("type") == "json_invalid") \
+        else 422
+    return _error(status, message)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("%s %s failed", request.method, request.url.path)
+    return _error(500, f"the server failed on this request ({type(exc).__name__}); its log "
+                  "says more")
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error as JSON ``{"error": one line}`` with its status: ours, FastAPI's, a request
+    that does not validate (400 on LibreTranslate's routes, as it answers), and the unexpected
+    (500, logged with its traceback)."""
+    app.add_exception_handler(RequestError, _request_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(Exception, _unexpected)
 
 
 def _docs(app: FastAPI) -> None:

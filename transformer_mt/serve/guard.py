@@ -112,25 +112,7 @@ class Guard:
             await answer(send, 413, f"the body is {int(declared):,} bytes; at most {limit:,}",
                          {"Connection": "close"})
             return
-        received, body_done = [0], [False]
-        timeout = self.service.options.body_timeout_s
-
-        async def bounded_receive() -> Message:
-            if body_done[0]:  # after the body: wait as long as it takes (a disconnect)
-                return await receive()
-            try:
-                message = await asyncio.wait_for(receive(), timeout)
-            except asyncio.TimeoutError:
-                raise HTTPException(408, f"the body did not arrive within {timeout:g} s",
-                                    {"Connection": "close"}) from None
-            if message["type"] == "http.request":
-                received[0] += len(message.get("body", b""))
-                if received[0] > limit:
-                    raise HTTPException(413, f"the body is over {limit:,} bytes",
-                                        {"Connection": "close"})
-                body_done[0] = not message.get("more_body", False)
-            return message
-
+        bounded_receive = _BoundedBody(receive, limit, self.service.options.body_timeout_s)
         arriving = (scope["method"] == "POST" and scope["path"] in TRANSLATING
                     and self.service.batcher is not None)
         if not arriving:
@@ -151,6 +133,32 @@ class Guard:
             await self.app(scope, bounded_receive, send)
         finally:
             arrived()
+
+
+class _BoundedBody:
+    """``receive`` as the app sees it: the body within ``limit`` bytes and each of its
+    messages within ``timeout`` seconds (else 413 or 408, the connection closed); after the
+    body, a wait as long as it takes (for a disconnect)."""
+
+    def __init__(self, receive: Receive, limit: int, timeout: float) -> None:
+        self.receive, self.limit, self.timeout = receive, limit, timeout
+        self.received, self.done = 0, False
+
+    async def __call__(self) -> Message:
+        if self.done:
+            return await self.receive()
+        try:
+            message = await asyncio.wait_for(self.receive(), self.timeout)
+        except asyncio.TimeoutError:
+            raise HTTPException(408, f"the body did not arrive within {self.timeout:g} s",
+                                {"Connection": "close"}) from None
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                raise HTTPException(413, f"the body is over {self.limit:,} bytes",
+                                    {"Connection": "close"})
+            self.done = not message.get("more_body", False)
+        return message
 
 
 def arrived(scope: dict[str, Any]) -> None:

@@ -40,45 +40,48 @@ class Connections:
     max_connections: int = 512
 
 
-def _timed_protocol(header_timeout_s: float) -> type[H11Protocol]:
-    class TimedH11Protocol(H11Protocol):
-        """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers."""
+class TimedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers."""
 
-        _headers_deadline: asyncio.TimerHandle | None = None
+    header_timeout_s = 10.0  # set per server by _timed_protocol
+    _headers_deadline: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._headers_deadline = self.loop.call_later(header_timeout_s, self._too_slow)
+    def _arm(self) -> None:
+        self._disarm()
+        self._headers_deadline = self.loop.call_later(self.header_timeout_s, self._too_slow)
 
-        def _disarm(self) -> None:
-            if self._headers_deadline is not None:
-                self._headers_deadline.cancel()
-                self._headers_deadline = None
-
-        def _too_slow(self) -> None:
+    def _disarm(self) -> None:
+        if self._headers_deadline is not None:
+            self._headers_deadline.cancel()
             self._headers_deadline = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.transport.close()  # no request's headers in time: let the socket go
 
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self.conn.their_state is not h11.IDLE:  # the headers are in
-                self._disarm()
+    def _too_slow(self) -> None:
+        self._headers_deadline = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()  # no request's headers in time: let the socket go
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()  # the next request's headers, on a kept-alive connection
-
-        def connection_lost(self, exc: Exception | None) -> None:
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE:  # the headers are in
             self._disarm()
-            super().connection_lost(exc)
 
-    return TimedH11Protocol
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request's headers, on a kept-alive connection
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def _timed_protocol(header_timeout_s: float) -> type[H11Protocol]:
+    """The protocol class uvicorn builds each connection with, with this deadline."""
+    return type("TimedH11Protocol", (TimedH11Protocol,), {"header_timeout_s": header_timeout_s})
 
 
 def _open_files_limit() -> None:
