@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pickle
 
 import pytest
 import torch
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from transformer_mt import average, build
 from transformer_mt import checkpoint as ck
 from transformer_mt.config import Config, ModelConfig
@@ -198,3 +199,25 @@ def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_pa
     assert "could not write" in line and "unchanged" in line
     assert out.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.pt", "1.pt", "avg.pt"]
+
+
+def test_a_checkpoint_of_release_0_1_translates_as_it_did(tmp_path):
+    """A checkpoint written by 0.1.0 (its data section names Multi30k splits, not corpora) is
+    read, described and translates exactly as 0.1.0 translated it (tests/data/checkpoint-0.1)."""
+    old = REPO / "tests" / "data" / "checkpoint-0.1"
+    stored = torch.load(old / "best.pt", weights_only=True)
+    assert "train_split" in stored["config"]["data"]  # the old shape, not rewritten since
+    result = run_cli(["translate", "--checkpoint", str(old / "best.pt"), "--input",
+                      str(old / "sentences.de"), "--nbest", "2"])
+    assert result.returncode == 0, result.stderr
+    expected = (old / "nbest.tsv").read_text(encoding="utf-8").splitlines()
+    got = result.stdout.splitlines()
+    assert [line.split("\t")[::2] for line in got] == [
+        line.split("\t")[::2] for line in expected]  # index and text, exactly
+    for mine, theirs in zip(got, expected, strict=True):
+        assert float(mine.split("\t")[1]) == pytest.approx(float(theirs.split("\t")[1]),
+                                                           abs=2e-4)
+    info = run_cli(["info", str(old / "best.pt"), "--json"])
+    assert info.returncode == 0, info.stderr
+    data = json.loads(info.stdout)["config"]["data"]
+    assert data["train"] == {"multi30k": "train"} and data["valid"] == {"multi30k": "val"}
