@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from tests.conftest import DATA_DIR, needs_data, run_cli, tiny_train_args
+from tests.helpers import DATA_DIR, needs_data, run_cli, tiny_train_args
 
 pytestmark = needs_data
 

@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import needs_data, run_cli, tiny_train_args
+from tests.helpers import needs_data, run_cli, tiny_train_args
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.errors import MTError
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, needs_data
+from tests.helpers import REPO, needs_data
 
 pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from tests.conftest import REPO, run_cli
+from tests.helpers import REPO, run_cli
 from transformer_mt import average, build
 from transformer_mt import checkpoint as ck
 from transformer_mt.config import Config, ModelConfig
@@ -178,7 +178,7 @@ def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_pa
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     for seed in (0, 1):
         ck.save_checkpoint(small_checkpoint(seed), tmp_path / f"{seed}.pt")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import TINY_OVERRIDES, needs_data, run_cli, tiny_train_args
+from tests.helpers import TINY_OVERRIDES, needs_data, run_cli, tiny_train_args
 
 pytestmark = needs_data
 
@@ -108,7 +108,7 @@ def test_interactive_prompt_on_a_terminal(trained_run):
     import sys
     import time
 
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     run_dir, _ = trained_run
     controller, terminal = pty.openpty()
@@ -177,7 +177,7 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     code = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", readme, re.S).group(1)

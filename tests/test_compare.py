@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA_DIR, needs_data, run_cli
+from tests.helpers import DATA_DIR, needs_data, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_each_system_is_scored_as_it_would_be_alone(tmp_path):
     """A lowercasing model's references are lowercased for it alone: the reference file itself,
     passed as --hyp beside such a checkpoint, scored BLEU 89.84 against lowercased references
     (100 alone); the table says which references each system was scored against."""
-    from tests.test_corpus import train_toy
+    from tests.helpers import train_toy
 
     run_dir, data = train_toy(tmp_path, "pair", lowercase=True)
     src = tmp_path / "src.txt"

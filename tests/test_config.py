@@ -4,14 +4,14 @@ import os
 
 import pytest
 
-from tests.conftest import needs_data, run_cli, tiny_train_args
+from tests.helpers import needs_data, run_cli, tiny_train_args
 from transformer_mt.config import Config
 from transformer_mt.config_file import config_from_dict, load_config
 from transformer_mt.errors import ConfigError
 
 
 def test_shipped_configs_load():
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     for path in sorted((REPO / "config").glob("*.yaml")):
         cfg = load_config(path)

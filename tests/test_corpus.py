@@ -3,8 +3,6 @@ subword units, the token-id cache, fine-tuning, and the one-line errors for bad 
 
 from __future__ import annotations
 
-import gzip
-import itertools
 import json
 import shutil
 
@@ -12,7 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import REPO, run_cli
+from tests.helpers import (
+    run_cli,
+    toy_corpus_pairs,
+    train_toy,
+    translate_elsewhere,
+    write_config,
+    write_corpus,
+)
 from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.config_file import load_config
 from transformer_mt.data.batch import Batch
@@ -20,82 +25,11 @@ from transformer_mt.data.batching import collate
 from transformer_mt.data.prepare import prepare_data
 from transformer_mt.errors import ConfigError
 
-# A toy French -> Spanish corpus: every combination of subject, colour and verb.
-SUBJECTS = [("le chat", "el gato"), ("le chien", "el perro"), ("le cheval", "el caballo"),
-            ("l'oiseau", "el pájaro"), ("le garçon", "el niño"), ("l'homme", "el hombre")]
-COLOURS = [("noir", "negro"), ("blanc", "blanco"), ("rouge", "rojo"), ("vert", "verde"),
-           ("gris", "gris")]
-VERBS = [("mange", "come"), ("dort", "duerme"), ("court", "corre"), ("saute", "salta"),
-         ("chante", "canta"), ("joue", "juega")]
-
-
-def toy_pairs() -> list[tuple[str, str]]:
-    pairs = []
-    for (s_fr, s_es), (c_fr, c_es), (v_fr, v_es) in itertools.product(SUBJECTS, COLOURS, VERBS):
-        pairs.append((f"{s_fr.capitalize()} {c_fr} {v_fr}.", f"{s_es.capitalize()} {c_es} {v_es}."))
-    return pairs  # 180 pairs
-
-
-def write_corpus(directory, form: str) -> dict:
-    """The toy corpus as a data section: ``pair`` (two .gz files) or ``tsv`` (one file)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    pairs = toy_pairs()
-    train, valid = pairs, pairs[::9]
-    out = {}
-    for name, rows in (("train", train), ("valid", valid)):
-        if form == "tsv":
-            path = directory / f"{name}.tsv"
-            path.write_text("".join(f"{a}\t{b}\n" for a, b in rows), encoding="utf-8")
-            out[name] = {"tsv": str(path)}
-        else:
-            for lang, column in (("fr", 0), ("es", 1)):
-                with gzip.open(directory / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                    f.writelines(row[column] + "\n" for row in rows)
-            out[name] = {"src": str(directory / f"{name}.fr.gz"),
-                         "tgt": str(directory / f"{name}.es.gz")}
-    return {"src_lang": "fr", "tgt_lang": "es", **out, "min_freq": 1, "max_len": 40}
-
-
-TINY = {"model": {"d_model": 64, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1,
-                  "d_ff": 128, "max_positions": 64, "dropout": 0.0},
-        "train": {"max_tokens": 300, "max_steps": 200, "warmup_steps": 20, "lr": 5e-3,
-                  "log_every": 10, "eval_every": 50, "save_every": 50, "precision": "fp32",
-                  "threads": 1, "keep_last": 0},
-        "decode": {"beam_size": 1}}
-
-
-def write_config(path, data: dict, **sections) -> None:
-    config = {"name": "toy", "data": data, **TINY}
-    for key, value in sections.items():
-        config[key] = {**config.get(key, {}), **value}
-    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
-
-
-def train_toy(directory, form: str, **data_changes) -> tuple:
-    """Train the toy model on a corpus of ``form`` in ``directory``: (run_dir, data section)."""
-    data = {**write_corpus(directory / "corpus", form), **data_changes}
-    write_config(directory / "toy.yaml", data)
-    run_dir = directory / "run"
-    result = run_cli(["train", "--config", str(directory / "toy.yaml"), "--run-dir",
-                      str(run_dir)])
-    assert result.returncode == 0, result.stderr
-    return run_dir, data
-
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory):
     """One French -> Spanish model trained on a TSV corpus, shared by the tests that read it."""
     return train_toy(tmp_path_factory.mktemp("toy"), "tsv")
-
-
-def translate_elsewhere(checkpoint, directory, *sentences: str) -> list[str]:
-    """Translate with a copy of the checkpoint, from a directory that holds nothing else."""
-    directory.mkdir()
-    shutil.copy(checkpoint, directory / "model.pt")
-    result = run_cli(["translate", "--checkpoint", "model.pt", *sentences], cwd=directory,
-                     env={"PYTHONPATH": str(REPO)})
-    assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
 
 
 def test_train_on_a_tsv_file_in_a_third_language_pair(toy_run, tmp_path):
@@ -142,7 +76,7 @@ def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_us
 
     export_ctranslate2(run_dir / "last.pt", tmp_path / "ct2")  # the models travel along
     engine = Translator.load(tmp_path / "ct2", device="cpu", engine="ctranslate2")
-    sentences = [a for a, _ in toy_pairs()[::7]]
+    sentences = [a for a, _ in toy_corpus_pairs()[::7]]
     assert engine.translate(sentences, beam_size=1) == translator.translate(sentences,
                                                                              beam_size=1)
 
@@ -150,7 +84,7 @@ def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_us
 def test_sentencepiece_learns_bpe_or_unigram_with_our_specials():
     from transformer_mt.data.tokenize import SubwordTokenizer, train_sentencepiece
 
-    lines = [a for a, _ in toy_pairs()] * 3
+    lines = [a for a, _ in toy_corpus_pairs()] * 3
     for subword in ("unigram", "bpe"):
         model = train_sentencepiece(lines, DataConfig(tokenizer="sentencepiece", subword=subword,
                                                       vocab_size=320))
@@ -242,7 +176,7 @@ def test_bleu_tokenizer_follows_the_target_language():
 
 def test_evaluate_scores_any_file_pair(toy_run, tmp_path):
     run_dir, _ = toy_run
-    pairs = toy_pairs()[:30]
+    pairs = toy_corpus_pairs()[:30]
     (tmp_path / "t.fr").write_text("".join(a + "\n" for a, _ in pairs), encoding="utf-8")
     (tmp_path / "t.es").write_text("".join(b + "\n" for _, b in pairs), encoding="utf-8")
     result = run_cli(["evaluate", "--checkpoint", str(run_dir / "last.pt"), "--src",
@@ -268,7 +202,7 @@ def test_token_id_cache_equals_fresh_tokenization_and_plans_from_lengths(tmp_pat
     first = prepare_data(cfg)
     assert isinstance(first.train.corpora[0].pairs.src.ids, np.memmap)
     again = prepare_data(cfg)  # read back from the cache
-    pairs, read = toy_pairs(), again.train.corpora[0].pairs
+    pairs, read = toy_corpus_pairs(), again.train.corpora[0].pairs
     for k in (0, 57, 179):
         src_tokens = [first.src_vocab.itos[i] for i in read.source(k)[:-1]]
         assert src_tokens == next(first.tokenizers[0].tokenize([pairs[k][0]]))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import DATA_DIR, needs_data
+from tests.helpers import DATA_DIR, needs_data
 from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.data import multi30k
 from transformer_mt.data.batching import epoch_steps, make_batches

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import yaml
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 NUMBERS = ("eins zwei drei vier fünf sechs sieben acht neun zehn elf zwölf dreizehn vierzehn "
            "fünfzehn sechzehn siebzehn achtzehn neunzehn zwanzig")

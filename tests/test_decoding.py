@@ -7,18 +7,12 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.toy import toy_accuracy, toy_pairs, train_toy_model
+from tests.toy import toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import beam_search, greedy
 
 aten = torch.ops.aten
-
-
-def toy_sources(n: int = 24, seed: int = 7) -> torch.Tensor:
-    pairs = toy_pairs(n, torch.Generator().manual_seed(seed))
-    return torch.nn.utils.rnn.pad_sequence([p[0] for p in pairs], batch_first=True,
-                                           padding_value=PAD_ID)
 
 
 def test_tiny_model_learns_to_reverse(toy_model):

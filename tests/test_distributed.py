@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tests.conftest import REPO, TINY_OVERRIDES, needs_data, run_cli
+from tests.helpers import REPO, TINY_OVERRIDES, needs_data, run_cli
 from transformer_mt.build import model_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.data.batch import source_mask

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import needs_data, run_cli
+from tests.helpers import needs_data, run_cli
 from transformer_mt.documents import split_document, split_html, split_text
 
 PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee. Eine Frau liest ein Buch."

@@ -14,7 +14,7 @@ import portalocker
 import pytest
 import torch
 
-from tests.conftest import REPO, needs_data, run_cli, tiny_train_args
+from tests.helpers import REPO, needs_data, run_cli, tiny_train_args
 from transformer_mt import device as device_module
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.fileio import file_lock, run_lock

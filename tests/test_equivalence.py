@@ -16,9 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.test_decoding import toy_sources
-from tests.test_model import make_model
-from tests.toy import train_toy_model
+from tests.toy import make_model, toy_sources, train_toy_model
 from transformer_mt.data.batch import Batch, source_mask
 from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode.incremental import decode_step, start_decoding

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import needs_data, run_cli
+from tests.helpers import needs_data, run_cli
 from tests.toy import VOCAB, toy_pairs, train_toy_model
 from transformer_mt.checkpoint import make_checkpoint, save_checkpoint
 from transformer_mt.config import Config, ModelConfig

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from tests.conftest import needs_data, run_cli
+from tests.helpers import needs_data, run_cli
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import (
     atomic_write_text,

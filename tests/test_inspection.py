@@ -8,7 +8,7 @@ import matplotlib.image as mpimg
 import pytest
 import torch
 
-from tests.conftest import needs_data, run_cli
+from tests.helpers import needs_data, run_cli
 
 pytestmark = needs_data
 

@@ -208,7 +208,7 @@ def test_an_epoch_too_large_for_memory_is_refused_before_it_is_laid_out(tmp_path
 
 
 def test_resuming_on_a_changed_corpus_of_several_is_refused(tmp_path):
-    from tests.conftest import run_cli, tiny_train_args
+    from tests.helpers import run_cli, tiny_train_args
 
     a, b, v = (_corpus(tmp_path, name, n, seed) for name, n, seed in
                (("a", 40, 1), ("b", 30, 7), ("v", 5, 3)))

@@ -6,22 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.toy import CFG, make_model
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.model.attention import MultiHeadAttention, causal_mask, plain_attention
 from transformer_mt.model.embedding import PositionalEncoding, TokenEmbedding
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
-from transformer_mt.model.transformer import AttentionWeights, Transformer
-
-CFG = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
-                  dropout=0.0, max_positions=64)
-
-
-def make_model(**changes) -> Transformer:
-    torch.manual_seed(0)
-    cfg = ModelConfig(**{**CFG.__dict__, **changes})
-    return Transformer(cfg, 30, 25, PAD_ID).eval()
+from transformer_mt.model.transformer import AttentionWeights
 
 
 def test_positional_encoding_equals_formula():

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.test_corpus import write_config, write_corpus
+from tests.helpers import run_cli, write_config, write_corpus
 
 
 def _snapshot(directory) -> dict[str, str]:

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import REPO, needs_data, run_cli, tiny_train_args
+from tests.helpers import REPO, needs_data, run_cli, tiny_train_args
 from transformer_mt.training.schedule import learning_rate
 
 pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import needs_data
+from tests.helpers import local_client, needs_data
 
 pytestmark = needs_data
 
 fastapi = pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
 
 from transformer_mt.serve.api import Limits  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
@@ -37,11 +36,6 @@ def translator(trained_run):
 def client(translator):
     with local_client(create_app(translator, ServeOptions(about={"step": 6}))) as c:
         yield c
-
-
-def local_client(app) -> TestClient:
-    """A test client that addresses the server as localhost (the Host it answers to)."""
-    return TestClient(app, base_url="http://localhost")
 
 
 def _ok(client) -> None:
@@ -295,7 +289,7 @@ def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
     (["--api-key-file", "MISSING"], "not found"),
 ])
 def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, message):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     (tmp_path / "EMPTY").write_text("\n# a comment\n")
     (tmp_path / "LATIN1").write_bytes("schlüssel".encode("latin-1"))
@@ -306,7 +300,7 @@ def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, mess
 
 
 def test_serve_refuses_a_checkpoint_that_is_not_one(tmp_path):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     bad = tmp_path / "model.pt"
     bad.write_bytes(b"not a checkpoint")

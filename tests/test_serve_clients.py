@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from bench.common import start_server
-from tests.conftest import needs_data
+from tests.helpers import needs_data
 
 pytestmark = needs_data
 pytest.importorskip("fastapi")

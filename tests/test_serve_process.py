@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.common import post, start_server
-from tests.conftest import needs_data
+from tests.helpers import needs_data
 
 pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")

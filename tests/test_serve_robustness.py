@@ -16,12 +16,12 @@ import urllib.request
 import pytest
 
 from bench.common import post, start_server
-from tests.conftest import needs_data
+from tests.helpers import needs_data
 
 pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
-from tests.test_serve import local_client  # noqa: E402
+from tests.helpers import local_client  # noqa: E402
 from transformer_mt.serve.api import Limits  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.batcher import Batcher  # noqa: E402

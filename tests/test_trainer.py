@@ -9,8 +9,8 @@ import logging
 import pytest
 import torch
 
-from tests.conftest import needs_data, run_cli, tiny_train_args
-from tests.test_model import make_model
+from tests.helpers import needs_data, run_cli, tiny_train_args
+from tests.toy import make_model
 from transformer_mt.config import TrainConfig
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.precision import resolve_precision

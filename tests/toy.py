@@ -58,3 +58,20 @@ def toy_accuracy(model: Transformer, n: int = 200, seed: int = 123) -> float:
         correct += sum(a == b for a, b in zip(hyp.tokens, ref, strict=False))  # lengths differ
         total += max(len(ref), len(hyp.tokens))
     return correct / total
+
+
+def toy_sources(n: int = 24, seed: int = 7) -> torch.Tensor:
+    pairs = toy_pairs(n, torch.Generator().manual_seed(seed))
+    return torch.nn.utils.rnn.pad_sequence([p[0] for p in pairs], batch_first=True,
+                                           padding_value=PAD_ID)
+
+
+# a small model for the tests of its parts (not trained)
+CFG = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
+                  dropout=0.0, max_positions=64)
+
+
+def make_model(**changes) -> Transformer:
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**CFG.__dict__, **changes})
+    return Transformer(cfg, 30, 25, PAD_ID).eval()

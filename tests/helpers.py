@@ -1,0 +1,185 @@
+"""What the tests share: where the repository and Multi30k are, running ``mt`` as a user
+does (``run_cli``), a tiny training's arguments, a toy French -> Spanish corpus in files, and a
+test client for the server. (The fixtures are in conftest.py; the toy reversal task and its
+model in toy.py.)"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _data_dir() -> Path | None:
+    for candidate in (os.environ.get("MT_DATA_DIR"), REPO.parent / "shared/data/multi30k"):
+        if candidate and (Path(candidate) / "train.de.gz").is_file():
+            return Path(candidate).resolve()
+    return None
+
+
+DATA_DIR = _data_dir()
+needs_data = pytest.mark.skipif(DATA_DIR is None, reason="Multi30k not found (set MT_DATA_DIR)")
+
+
+TINY_OVERRIDES = [
+    "data.max_pairs=300", "data.valid_max_pairs=20", "data.min_freq=1",
+    "model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1",
+    "model.n_decoder_layers=1", "model.d_ff=64", "model.max_positions=128",
+    "train.max_tokens=600", "train.max_steps=6", "train.warmup_steps=2", "train.log_every=1",
+    "train.eval_every=3", "train.save_every=3", "train.precision=fp32", "train.threads=1",
+    "decode.beam_size=1", "decode.batch_size=16",
+]
+
+
+def tiny_train_args(run_dir, *overrides: str) -> list[str]:
+    """``mt train`` arguments for a tiny run of config/quickstart.yaml in ``run_dir``."""
+    sets = [arg for o in [*TINY_OVERRIDES, *overrides] for arg in ("--set", o)]
+    return ["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir), *sets]
+
+
+def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 300,
+            env: dict[str, str] | None = None, stdin: str | bytes | None = None,
+            fresh_process: bool = False) -> subprocess.CompletedProcess:
+    """Run ``mt ARGS`` and return a CompletedProcess (exit code, stdout, stderr).
+
+    In this process by default (``cli.main(argv)``, with its own working directory, variables,
+    standard input and captured output: what a user sees, at a fraction of a start-up's cost);
+    ``fresh_process=True`` starts ``python -m transformer_mt`` for the tests that need one.
+    """
+    text = not isinstance(stdin, bytes)
+    if fresh_process:
+        full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        return subprocess.run([sys.executable, "-m", "transformer_mt", *args], cwd=cwd or REPO,
+                              capture_output=True, text=text, timeout=timeout, env=full_env,
+                              input=stdin)
+    return _run_in_process(args, cwd or REPO, env or {}, stdin, text)
+
+
+def _run_in_process(args: list[str], cwd: Path, env: dict[str, str], stdin: str | bytes | None,
+                    text: bool) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+    import traceback
+
+    from transformer_mt import cli
+
+    data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+    out, err = io.StringIO(), io.StringIO()
+    saved_env = {key: os.environ.get(key) for key in env}
+    saved = (os.getcwd(), sys.stdin, torch.get_num_threads())
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse: --help, --version, usage errors
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except Exception:  # what a fresh process would print before exiting with 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved[0])
+        sys.stdin = saved[1]
+        torch.set_num_threads(saved[2])
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    stdout, stderr = out.getvalue(), err.getvalue()
+    if not text:
+        return subprocess.CompletedProcess(args, code, stdout.encode(), stderr.encode())
+    return subprocess.CompletedProcess(args, code, stdout, stderr)
+
+
+# A toy French -> Spanish corpus: every combination of subject, colour and verb.
+SUBJECTS = [("le chat", "el gato"), ("le chien", "el perro"), ("le cheval", "el caballo"),
+            ("l'oiseau", "el pájaro"), ("le garçon", "el niño"), ("l'homme", "el hombre")]
+COLOURS = [("noir", "negro"), ("blanc", "blanco"), ("rouge", "rojo"), ("vert", "verde"),
+           ("gris", "gris")]
+VERBS = [("mange", "come"), ("dort", "duerme"), ("court", "corre"), ("saute", "salta"),
+         ("chante", "canta"), ("joue", "juega")]
+
+
+def toy_corpus_pairs() -> list[tuple[str, str]]:
+    pairs = []
+    for (s_fr, s_es), (c_fr, c_es), (v_fr, v_es) in itertools.product(SUBJECTS, COLOURS, VERBS):
+        pairs.append((f"{s_fr.capitalize()} {c_fr} {v_fr}.", f"{s_es.capitalize()} {c_es} {v_es}."))
+    return pairs  # 180 pairs
+
+
+def write_corpus(directory, form: str) -> dict:
+    """The toy corpus as a data section: ``pair`` (two .gz files) or ``tsv`` (one file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pairs = toy_corpus_pairs()
+    train, valid = pairs, pairs[::9]
+    out = {}
+    for name, rows in (("train", train), ("valid", valid)):
+        if form == "tsv":
+            path = directory / f"{name}.tsv"
+            path.write_text("".join(f"{a}\t{b}\n" for a, b in rows), encoding="utf-8")
+            out[name] = {"tsv": str(path)}
+        else:
+            for lang, column in (("fr", 0), ("es", 1)):
+                with gzip.open(directory / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
+                    f.writelines(row[column] + "\n" for row in rows)
+            out[name] = {"src": str(directory / f"{name}.fr.gz"),
+                         "tgt": str(directory / f"{name}.es.gz")}
+    return {"src_lang": "fr", "tgt_lang": "es", **out, "min_freq": 1, "max_len": 40}
+
+
+TINY = {"model": {"d_model": 64, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1,
+                  "d_ff": 128, "max_positions": 64, "dropout": 0.0},
+        "train": {"max_tokens": 300, "max_steps": 200, "warmup_steps": 20, "lr": 5e-3,
+                  "log_every": 10, "eval_every": 50, "save_every": 50, "precision": "fp32",
+                  "threads": 1, "keep_last": 0},
+        "decode": {"beam_size": 1}}
+
+
+def write_config(path, data: dict, **sections) -> None:
+    config = {"name": "toy", "data": data, **TINY}
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+
+
+def train_toy(directory, form: str, **data_changes) -> tuple:
+    """Train the toy model on a corpus of ``form`` in ``directory``: (run_dir, data section)."""
+    data = {**write_corpus(directory / "corpus", form), **data_changes}
+    write_config(directory / "toy.yaml", data)
+    run_dir = directory / "run"
+    result = run_cli(["train", "--config", str(directory / "toy.yaml"), "--run-dir",
+                      str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    return run_dir, data
+
+
+def translate_elsewhere(checkpoint, directory, *sentences: str) -> list[str]:
+    """Translate with a copy of the checkpoint, from a directory that holds nothing else."""
+    directory.mkdir()
+    shutil.copy(checkpoint, directory / "model.pt")
+    result = run_cli(["translate", "--checkpoint", "model.pt", *sentences], cwd=directory,
+                     env={"PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def local_client(app: Any) -> Any:
+    """A test client (FastAPI's) that addresses the server as localhost (the Host it answers
+    to)."""
+    from fastapi.testclient import TestClient
+
+    return TestClient(app, base_url="http://localhost")
