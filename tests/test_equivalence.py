@@ -219,7 +219,9 @@ def test_decoding_layout_computes_what_the_model_computes(toy_model, monkeypatch
     tgt = torch.randint(4, toy_model.tgt_vocab_size, (40, 7))
     with torch.inference_mode():
         assert torch.allclose(fast(src, tgt, mask), toy_model(src, tgt, mask), atol=1e-4)
-    for search in (greedy, lambda m, s, k: [h[0] for h in beam_search(m, s, k, beam_size=4)]):
+    for search in (lambda m, s, k: greedy(m, s, k, use_cache=True),  # as commands decode
+                   lambda m, s, k: [h[0] for h in beam_search(m, s, k, beam_size=4,
+                                                              use_cache=True)]):
         assert [h.tokens for h in search(fast, src, mask)] == [h.tokens for h in
                                                                 search(toy_model, src, mask)]
 

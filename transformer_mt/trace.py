@@ -102,7 +102,8 @@ def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig
 
     with autocast(translator.device, precision):
         beam_search(for_decoding(model, precision, translator.device), src, source_mask(src),
-                    cfg.beam_size, cfg.alpha, cfg.max_len_a, cfg.max_len_b, on_step=keep)
+                    cfg.beam_size, cfg.alpha, cfg.max_len_a, cfg.max_len_b, use_cache=True,
+                    on_step=keep)
     return steps
 
 

@@ -3,10 +3,12 @@ whole corpus (:func:`decode_corpus`: batches sorted by length, results in input 
 
 Search asks a decoding state for the next-token logits of its prefixes (``next_logits``) and
 tells it which hypotheses it keeps (``select``). The reference, :class:`PrefixState`, re-runs
-the decoder over the whole prefix at every step, as the seed tutorials do. By default
-(``use_cache=True``) search uses the incremental decoder of ``decode/incremental.py`` instead:
-the encoder's keys and values are projected once per sentence and each step feeds one token; it
-gives the same translations, faster (``tests/test_equivalence.py``, ``bench/decode_speed.py``).
+the decoder over the whole prefix at every step, as the seed tutorials do, and is what
+:func:`greedy` and :func:`beam_search` use unless told otherwise. ``use_cache=True``, which
+:func:`translate_batch` and :func:`decode_corpus` pass (every command decodes through them),
+uses the incremental decoder of ``decode/incremental.py`` instead: the encoder's keys and values
+are projected once per sentence and each step feeds one token; it gives the same translations,
+faster (``tests/test_equivalence.py``, ``bench/decode_speed.py``).
 Finished sentences leave the batch, so the remaining ones run on a smaller batch.
 """
 
@@ -72,7 +74,7 @@ class PrefixState:
 
 
 def start_decoding(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
-                   group: int = 1, use_cache: bool = True) -> Any:
+                   group: int = 1, use_cache: bool = False) -> Any:
     """The decoding state of a batch of sources (B, S), ``group`` hypotheses per sentence:
     incremental (``use_cache``) or the reference :class:`PrefixState`."""
     if isinstance(model, Ensemble):
@@ -130,7 +132,7 @@ def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor
 
 @torch.inference_mode()
 def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
-           max_len_b: int = 10, use_cache: bool = True, sample_topk: int = 0,
+           max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
            temperature: float = 1.0, generator: torch.Generator | None = None,
            scores: bool = True) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
@@ -188,7 +190,7 @@ def _pick(z: Tensor, topk: int, temperature: float,
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 5,
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
-                nbest: int = 1, use_cache: bool = True,
+                nbest: int = 1, use_cache: bool = False,
                 on_step: Callable[[list[int], Tensor, Tensor], None] | None = None,
                 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences, ``beam_size`` hypotheses each.
