@@ -135,7 +135,11 @@ def test_training_on_the_cpu_bounds_onednn_kernel_caches(monkeypatch, tmp_path):
     for name in names:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LRU_CACHE_CAPACITY", "64")
-    Trainer(config_from_dict({}, ["train.device=cpu"]), tmp_path / "run")
+    trainer = Trainer(config_from_dict({}, ["train.device=cpu"]), tmp_path / "run")
+    # the constructor only checks: the environment and the process are changed by setup/train
+    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ
+    assert not hasattr(trainer, "device") and not (tmp_path / "run").exists()
+    trainer._start()  # what setup and train begin with
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "8"
     assert os.environ["LRU_CACHE_CAPACITY"] == "64"
 

@@ -90,6 +90,26 @@ def test_bf16_training_step_matches_fp32():
     assert min(cosines) > 0.99, cosines
 
 
+def test_the_precision_policy_wraps_the_reference_attention_from_outside():
+    """The reference attention calls the library's SDPA as written; the policy makes each
+    module of a built model a PolicyAttention, whose bf16 CPU attention is computed in fp32."""
+    from transformer_mt.model.attention import MultiHeadAttention
+    from transformer_mt.precision import PolicyAttention
+
+    model = make_model(dropout=0.0)
+    assert {type(m) for m in model.modules() if isinstance(m, MultiHeadAttention)} == {
+        MultiHeadAttention}
+    use_precision_policy(model)
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert len(attention) == 6 and all(type(m) is PolicyAttention for m in attention)
+    q, k, v = (torch.randn(2, 4, 5, 8).bfloat16() for _ in range(3))
+    out, _ = attention[0].attend(q, k, v, None, False, False)
+    fp32 = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    assert out.dtype == torch.bfloat16 and torch.equal(out, fp32.bfloat16())
+    plain, weights = attention[0].attend(q, k, v, None, False, True)  # the weights: reference
+    assert weights is not None and torch.allclose(plain.float(), fp32, atol=2e-2)
+
+
 def test_training_loss_equals_the_reference_loss():
     """What training calls (:class:`ModelLoss`, the chunked loss) equals the reference
     ``model.loss(batch)``, the library's cross-entropy of ``model(...)``'s logits."""

@@ -3,9 +3,9 @@ faster on the machine at hand without changing what it computes.
 
 - :func:`resolve_precision` turns ``precision: auto`` into bf16, fp16 or fp32 for a device, and
   :func:`autocast` is the one mixed-precision context training and decoding use.
-- Under bf16 on the CPU, attention computes in fp32 (:func:`attention_kernel`, installed on a
-  model by :func:`use_precision_policy`): torch's bf16 CPU attention is several times slower,
-  forward and backward (docs/benchmarks.md).
+- Under bf16 on the CPU, attention computes in fp32 (:class:`PolicyAttention`, which
+  :func:`use_precision_policy` makes every attention module of a model): torch's bf16 CPU
+  attention is several times slower, forward and backward (docs/benchmarks.md).
 - :func:`for_decoding` lays a trained model's linear layers out for decoding.
 
 A decoding step multiplies a few rows (one per sentence or hypothesis) by every weight matrix,
@@ -106,11 +106,26 @@ def fp32_matmul(device: torch.device, precision: str) -> Iterator[None]:
 # ------------------------------------------------------------------------ attention in bf16
 
 def use_precision_policy(model: nn.Module) -> nn.Module:
-    """Give every attention module of ``model`` :func:`attention_kernel` (returns ``model``)."""
+    """Make every attention module of ``model`` a :class:`PolicyAttention` (the same module,
+    weights and all, whose fused attention goes through :func:`attention_kernel`); returns
+    ``model``. The reference attention is left as written: this wraps it from outside."""
     for module in model.modules():
-        if isinstance(module, MultiHeadAttention):
-            module.kernel = attention_kernel
+        if type(module) is MultiHeadAttention:
+            module.__class__ = PolicyAttention
     return model
+
+
+class PolicyAttention(MultiHeadAttention):
+    """:class:`MultiHeadAttention` whose fused path is :func:`attention_kernel` (fp32 for bf16
+    inputs on the CPU, ``F.scaled_dot_product_attention`` elsewhere)."""
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        if need_weights or self.impl == "plain":
+            return super().attend(q, k, v, mask, is_causal, need_weights)
+        dropout_p = self.dropout if self.training else 0.0
+        return attention_kernel(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                is_causal=is_causal), None
 
 
 def attention_kernel(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,

@@ -12,15 +12,12 @@ Decoding one position at a time reuses these modules' weights from ``decode/incr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 # What computes softmax(QK^T/sqrt(d))V when the weights are not wanted: SDPA's signature.
-# ``precision.py`` gives each attention module another kernel for bf16 on the CPU.
-AttentionKernel = Callable[..., Tensor]
 
 
 def causal_mask(t_query: int, t_key: int | None = None,
@@ -71,7 +68,6 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.cross, self.impl, self.dropout = cross, impl, dropout
-        self.kernel: AttentionKernel = F.scaled_dot_product_attention
         if cross:
             self.q_proj = nn.Linear(d_model, d_model)
             self.kv_proj = nn.Linear(d_model, 2 * d_model)
@@ -101,8 +97,8 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if need_weights or self.impl == "plain":
             return plain_attention(q, k, v, mask, is_causal, dropout_p)
-        return self.kernel(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                           is_causal=is_causal), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=is_causal), None
 
     def split_heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
         """``(B, T, n*D) -> n`` tensors of ``(B, H, T, Dh)``."""

@@ -79,14 +79,23 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.start = start
         self.show_bar = bars_enabled() if progress is None else progress
-        self.dist, self.device = distributed.init_distributed(config.train.device)
+        self.planned_steps = 0  # the run's length in steps, known once its data is
+        self._started = False  # the constructor only checks: _start acts
+
+    def _start(self) -> None:
+        """The process group (under torchrun), the device, the CPU's kernel caches, the signal
+        handlers and the run directory's owner: what :meth:`setup` and :meth:`train` act
+        through, made once, there and not when the Trainer is made."""
+        if self._started:
+            return
+        self.dist, self.device = distributed.init_distributed(self.cfg.train.device)
         if self.device.type == "cpu":
             bound_cpu_kernel_caches()
-        self.precision = resolve_precision(config.train.precision, self.device)
+        self.precision = resolve_precision(self.cfg.train.precision, self.device)
         self.is_main = self.dist.is_main
-        self.stop = StopSignals(self.dist, self.device, config.train.log_every)
+        self.stop = StopSignals(self.dist, self.device, self.cfg.train.log_every)
         self.files = RunDir(self.run_dir, self.is_main)
-        self.planned_steps = 0  # the run's length in steps, known once its data is
+        self._started = True
 
     # ------------------------------------------------------------------------- setup stages
 
@@ -94,6 +103,7 @@ class Trainer:
         """Build (or restore) everything the run needs, in order. The config's data are read
         and checked before the run directory is touched: a config that fails its checks
         leaves nothing behind."""
+        self._start()
         if self.cfg.train.threads:
             torch.set_num_threads(self.cfg.train.threads)
         ckpt = checkpoint_to_resume(self.files, self.cfg, self.start, self.dist)
@@ -154,6 +164,7 @@ class Trainer:
         """Run (or resume) training until ``max_steps``/``max_epochs`` or early stopping."""
         run: Run | None = None
         completed = False
+        self._start()
         with self.stop.installed(), fp32_matmul(self.device, self.precision):
             try:
                 run = self.setup()
