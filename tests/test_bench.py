@@ -27,9 +27,12 @@ def _bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 def test_train_speed_benchmark_runs_and_reports_a_ratio():
     """bench/train_speed.py measures ours and the tutorial baseline side by side (two
     processes) and prints one JSON record whose ``ratio`` compares their tokens/s."""
-    result = _bench("bench/train_speed.py", "--smoke", "--precision", "fp32")
+    # --seen-shapes (a GPU's mode: the timed steps run once before; gpu_check's smoke run
+    # below takes the other path)
+    result = _bench("bench/train_speed.py", "--smoke", "--precision", "fp32", "--seen-shapes")
     record = json.loads(result.stdout)
     assert record["benchmark"] == "train_speed" and record["steps"] == 3
+    assert record["seen_shapes"] is True and record["ours"]["warmup_s"] > 0
     for side in ("ours", "baseline"):
         assert record[side]["tokens_per_s"] > 0 and 0 <= record[side]["padding"] < 1
         assert record[side]["mfu"] > 0 and record[side]["mfu_nominal"] is None  # a CPU
