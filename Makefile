@@ -35,20 +35,20 @@ demo: setup
 	$(VENV)/bin/mt translate --checkpoint runs/quickstart/best.pt "Ein Mann fährt Fahrrad." \
 		"Zwei Hunde spielen im Schnee."
 
-test: setup
-	$(VENV)/bin/ruff check .
+test: lint
 	$(PY) -m pytest -q
 
 # the edit-test loop (about a minute): every test but the system tier (tests/conftest.py)
-test-fast: setup
-	$(VENV)/bin/ruff check .
+test-fast: lint
 	$(PY) -m pytest -q -m "not system"
 
+# ruff, and mypy over the whole package ([tool.mypy] in pyproject.toml)
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: setup  # ours against the tutorial baseline, one run (JSON with a ratio)
 	$(PY) bench/train_speed.py --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -14,7 +14,7 @@ from transformer_mt.errors import CheckpointError
 
 
 def _check_same_tensors(these: dict[str, torch.Tensor], those: dict[str, torch.Tensor],
-                        path: Path, first: Path) -> None:
+                        path: str | Path, first: str | Path) -> None:
     missing, extra = sorted(set(those) - set(these)), sorted(set(these) - set(those))
     if missing or extra:
         what = f"lacks {missing[0]}" if missing else f"has an extra {extra[0]}"

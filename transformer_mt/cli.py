@@ -256,9 +256,9 @@ class _DefaultsFormatter(argparse.HelpFormatter):
 class _CommandParser(argparse.ArgumentParser):
     """A command's parser: its --help shows every option's default."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _DefaultsFormatter)
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
 
 
 def _not_utf8(argv: list[str]) -> str | None:

@@ -23,6 +23,7 @@ from transformer_mt.logs import bars_enabled
 if TYPE_CHECKING:
     from transformer_mt.compare import System
     from transformer_mt.config import Config
+    from transformer_mt.evaluate import Scores
     from transformer_mt.translate import Translation, Translator
 
 log = logging.getLogger("transformer_mt.cli")
@@ -221,7 +222,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_mt.compare import System
     from transformer_mt.evaluate import score
 
-    systems, scores, beam = [], [], None
+    systems: list[System] = []
+    scores: list[Scores | None] = []
+    beam = None
     for path, translator in zip(checkpoints, translators, strict=True):
         result = decode_and_score(translator, refs, sources, beam_size=args.beam_size,
                                   progress=bars_enabled())

@@ -15,13 +15,18 @@ import math
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import yaml
 
 from transformer_mt.config import PLAIN_NAME, Config, to_plain
 from transformer_mt.errors import ConfigError
 from transformer_mt.fileio import not_a_file
+
+
+def _is_section(tp: Any) -> TypeGuard[type]:
+    """Whether the annotation ``tp`` is a config section (a dataclass, read key by key)."""
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
 def coerce(value: Any, tp: Any, key: str) -> Any:
@@ -33,8 +38,8 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         member = _union_member(value, tp)
         if member is not None:
             return coerce(value, member, key)
-    elif dataclasses.is_dataclass(tp):
-        return _from_dict(tp, value, f"{key}.")  # type: ignore[arg-type]
+    elif _is_section(tp):
+        return _from_dict(tp, value, f"{key}.")
     elif origin in _CONTAINERS:
         return _CONTAINERS[origin](value, typing.get_args(tp), key)
     else:
@@ -82,7 +87,7 @@ def _coerce_dict(value: Any, args: tuple, key: str) -> dict:
             raise ConfigError(f"config key '{key}' names must be plain names (letters, "
                               f"digits, '.', '_', '-'), got {name!r}")
         out[name] = (_from_dict(value_type, item, f"{key}.{name}.")
-                     if dataclasses.is_dataclass(value_type)
+                     if _is_section(value_type)
                      else coerce(item, value_type, f"{key}.{name}"))
     return out
 
@@ -130,7 +135,7 @@ def _from_dict(cls: type, data: Any, prefix: str) -> Any:
             raise ConfigError(f"unknown config key '{prefix}{key}'{hint} "
                               f"(valid keys in {where}: {', '.join(names)})")
         tp = hints[key]
-        if dataclasses.is_dataclass(tp):
+        if _is_section(tp):
             kwargs[key] = _from_dict(tp, value, f"{prefix}{key}.")
         else:
             kwargs[key] = coerce(value, tp, f"{prefix}{key}")
@@ -148,7 +153,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise ConfigError(f"duplicate key '{key}' at line {key_node.start_mark.line + 1} "
                                   f"of {self.where}; keep one of them")

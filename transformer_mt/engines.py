@@ -43,9 +43,21 @@ class Engine(Protocol):
     device: torch.device
     can_inspect: bool  # attention weights, next-token candidates, beam steps
 
+    @property
+    def max_source_tokens(self) -> int:
+        """The most source tokens a sentence may have (``<eos>`` not counted)."""
+        ...
+
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
         """The ``nbest`` best outputs of each source (ids ending in ``<eos>``), best first."""
+        ...
+
+    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
+                        head: int | None = None) -> Tensor:
+        """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
+        heads) while the model reads ``out_ids`` (teacher forcing) for the source
+        ``src_ids``."""
         ...
 
 
@@ -71,12 +83,12 @@ class TorchEngine:
     def __init__(self, members: Sequence[Transformer], device: torch.device,
                  keep_copies: bool = True) -> None:
         self.members = list(members)
-        self.model: torch.nn.Module = (self.members[0] if len(self.members) == 1
-                                       else Ensemble(self.members))
+        self.model: Transformer | Ensemble = (self.members[0] if len(self.members) == 1
+                                              else Ensemble(self.members))
         self.device = device
         # for_decoding's copies by precision, made once (the interactive prompt translates a
         # line at a time); not kept for a model that is still training
-        self._copies: dict[str, torch.nn.Module] | None = {} if keep_copies else None
+        self._copies: dict[str, Transformer | Ensemble] | None = {} if keep_copies else None
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
@@ -95,14 +107,18 @@ class TorchEngine:
     def max_source_tokens(self) -> int:
         return min(m.cfg.max_source_tokens for m in self.members)
 
+    def one_model(self, what: str) -> Transformer:
+        """The model, where ``what`` needs one: "attention weights are", say."""
+        if len(self.members) > 1:
+            raise MTError(f"{what} those of one model; pass one checkpoint")
+        return self.members[0]
+
     @torch.no_grad()
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
                         head: int | None = None) -> Tensor:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
-        if len(self.members) > 1:
-            raise MTError("attention weights are those of one model; pass one checkpoint")
-        model = self.members[0]
+        model = self.one_model("attention weights are")
         src = torch.tensor([list(src_ids)], device=self.device)  # (1, S)
         tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=self.device)  # (1, T_out + 1)
         weights = AttentionWeights()
@@ -170,6 +186,10 @@ class CTranslate2Engine:
         outputs = self.translate_tokens(sources, limits, cfg.beam_size, cfg.batch_size)
         return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), math.nan)]  # no score
                 for tokens in outputs]
+
+    @property
+    def max_source_tokens(self) -> int:
+        return self.config.model.max_source_tokens
 
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
                         head: int | None = None) -> Tensor:

@@ -107,7 +107,7 @@ def read_test_set(translator: Translator, name: str, max_sentences: int | None =
     corpus = corpus_of(translator.config.data, name)
     sides = []
     for side in ("src", "tgt"):
-        lines = corpus.lines(side)  # type: ignore[arg-type]
+        lines = corpus.lines(side)
         sides.append(list(islice(lines, max_sentences) if max_sentences else lines))
     corpus.check_parallel(len(sides[0]), len(sides[1]))
     return sides[0], sides[1]

@@ -19,6 +19,8 @@ import os
 import shutil
 import stat
 import tempfile
+import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,10 @@ from transformer_mt.build import model_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint, subword_models_of
 from transformer_mt.data.vocab import BOS, EOS, UNK
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import atomic_write, atomic_write_text
+from transformer_mt.fileio import atomic_write_bytes, atomic_write_text
 from transformer_mt.manifest import Manifest
+from transformer_mt.model.layers import DecoderLayer, EncoderLayer
+from transformer_mt.model.transformer import Decoder, Encoder
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
     replaced only if it is an earlier export and ``overwrite`` is given (or it is empty)."""
     out = check_export_target(checkpoint, out_dir, overwrite)
     ct2 = require_ctranslate2()
+    from ctranslate2.converters import Converter
     from ctranslate2.specs import common_spec, transformer_spec
 
     ckpt = load_checkpoint(checkpoint)
@@ -116,7 +121,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
     spec.register_source_vocabulary(list(src_vocab.itos))
     spec.register_target_vocabulary(list(tgt_vocab.itos))
 
-    class _FromSpec(ct2.converters.Converter):
+    class _FromSpec(Converter):
         def _load(self) -> Any:
             return spec
 
@@ -128,7 +133,7 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
         atomic_write_text(tmp / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
         models = subword_models_of(ckpt)
         for side, model_bytes in zip(("source", "target"), models, strict=True) if models else ():
-            atomic_write(tmp / f"{side}.spm", lambda f, b=model_bytes: f.write(b))
+            atomic_write_bytes(tmp / f"{side}.spm", model_bytes)
         Manifest(tmp, "ctranslate2").record(p.name for p in tmp.iterdir())
         _replace_dir(tmp, out)
     except BaseException:
@@ -165,34 +170,35 @@ def _linear(spec: Any, linear: torch.nn.Linear) -> None:
         spec.bias = _array(linear.bias)
 
 
-def _norm(spec: Any, norm: torch.nn.Module) -> None:
+def _norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
     spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
 
 
-def _inputs(spec: Any, stack: torch.nn.Module) -> None:
+def _inputs(spec: Any, stack: Encoder | Decoder) -> None:
     embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
     embeddings.weight = _array(stack.embed.weight)
     spec.scale_embeddings = True
     spec.position_encodings.encodings = _array(stack.pos.table)
 
 
-def _set_stack(spec: Any, stack: torch.nn.Module) -> None:
+def _set_stack(spec: Any, stack: Encoder | Decoder) -> None:
     """One encoder or decoder: inputs, final norm, and per layer self-attention, (for the
     decoder) cross-attention, and the feed-forward network, each with its LayerNorm."""
     _inputs(spec, stack)
     if isinstance(stack.norm, torch.nn.LayerNorm):
         _norm(spec.layer_norm, stack.norm)
-    for layer_spec, layer in zip(spec.layer, stack.layers, strict=True):
+    layers = typing.cast("Sequence[EncoderLayer | DecoderLayer]", stack.layers)
+    for layer_spec, layer in zip(spec.layer, layers, strict=True):
         _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv_proj)
         _linear(layer_spec.self_attention.linear[1], layer.self_attn.out_proj)
         _norm(layer_spec.self_attention.layer_norm, layer.norm1)
-        norms = [layer.norm2]
-        if hasattr(layer, "cross_attn"):
+        ffn_norm = layer.norm2
+        if isinstance(layer, DecoderLayer):
             _linear(layer_spec.attention.linear[0], layer.cross_attn.q_proj)
             _linear(layer_spec.attention.linear[1], layer.cross_attn.kv_proj)
             _linear(layer_spec.attention.linear[2], layer.cross_attn.out_proj)
             _norm(layer_spec.attention.layer_norm, layer.norm2)
-            norms = [layer.norm3]
+            ffn_norm = layer.norm3
         _linear(layer_spec.ffn.linear_0, layer.ffn.linear1)
         _linear(layer_spec.ffn.linear_1, layer.ffn.linear2)
-        _norm(layer_spec.ffn.layer_norm, norms[0])
+        _norm(layer_spec.ffn.layer_norm, ffn_norm)

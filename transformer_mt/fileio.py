@@ -32,7 +32,7 @@ from transformer_mt.errors import MTError
 TMP_SUFFIX = ".tmp"
 
 
-def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write ``path`` through ``write(fileobj)`` so that it either appears whole or not at all.
 
     On any failure (a full disk, say) the temporary file is removed, the previous ``path``
@@ -72,7 +72,7 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
             os.close(dir_fd)
 
 
-def _write_through(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def _write_through(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     try:
         with open(path, "wb") as f:
             write(f)
@@ -86,8 +86,12 @@ def _umask() -> int:
     return mask
 
 
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def remove_stale_temporaries(directory: str | Path) -> list[Path]:

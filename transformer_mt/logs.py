@@ -21,14 +21,17 @@ class _ConsoleFilter(logging.Filter):
         return not (_state["bars"] and record.name == PROGRESS_LOGGER)
 
 
+class _ConsoleHandler(logging.StreamHandler):
+    """The console handler :func:`setup_logging` adds (and replaces when called again)."""
+
+
 def setup_logging(quiet: bool = False, debug: bool = False) -> None:
     root = logging.getLogger("transformer_mt")
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     for handler in list(root.handlers):
-        if getattr(handler, "_mt_console", False):
+        if isinstance(handler, _ConsoleHandler):
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler._mt_console = True  # type: ignore[attr-defined]
+    handler = _ConsoleHandler(sys.stderr)
     handler.setLevel(logging.WARNING if quiet else logging.DEBUG)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     handler.addFilter(_ConsoleFilter())

@@ -19,7 +19,8 @@ from transformer_mt.fileio import atomic_write
 from transformer_mt.packages import require
 
 if TYPE_CHECKING:
-    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 NEEDED_FOR = "drawing figures: mt plot, mt translate --attention, mt trace --figures"
 
@@ -63,7 +64,7 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
 
-    def figure(name: str, draw: Callable[[plt.Axes], None], ylabel: str) -> None:
+    def figure(name: str, draw: Callable[[Axes], object], ylabel: str) -> None:
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
         draw(ax)
         ax.set_xlabel("step")
@@ -76,7 +77,7 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         save_figure(fig, path)
         written.append(path)
 
-    def loss(ax: plt.Axes) -> None:
+    def loss(ax: Axes) -> None:
         ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train (smoothed CE)")
         ax.plot([r["step"] for r in valid], [r["val_loss"] for r in valid], "o-", label="val")
 
@@ -120,7 +121,7 @@ def check_image_path(path: str | Path) -> None:
                       f"{', '.join('.' + f for f in IMAGE_FORMATS)}")
 
 
-def save_figure(fig: plt.Figure, path: Path) -> None:
+def save_figure(fig: Figure, path: Path) -> None:
     """Save ``fig`` as ``path`` (its extension names the format), whole or not at all."""
     check_image_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +41,8 @@ from torch.utils.checkpoint import checkpoint
 
 from transformer_mt.errors import ConfigError
 from transformer_mt.model.attention import MultiHeadAttention
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)  # a model, given back as what it was
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -105,7 +107,7 @@ def fp32_matmul(device: torch.device, precision: str) -> Iterator[None]:
 
 # ------------------------------------------------------------------------ attention in bf16
 
-def use_precision_policy(model: nn.Module) -> nn.Module:
+def use_precision_policy(model: ModuleT) -> ModuleT:
     """Make every attention module of ``model`` a :class:`PolicyAttention` (the same module,
     weights and all, whose fused attention goes through :func:`attention_kernel`); returns
     ``model``. The reference attention is left as written: this wraps it from outside."""
@@ -157,7 +159,8 @@ def _fp32_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
                     is_causal: bool) -> Tensor:
     """SDPA in fp32 with autocast off (bf16 CPU inputs); the result in q's dtype, (B,H,Tq,Dh)."""
     with torch.autocast("cpu", enabled=False):
-        out = F.scaled_dot_product_attention(*map(attention_dtype, (q, k, v)), attn_mask=mask,
+        out = F.scaled_dot_product_attention(attention_dtype(q), attention_dtype(k),
+                                             attention_dtype(v), attn_mask=mask,
                                              dropout_p=dropout_p, is_causal=is_causal)
     return out.to(q.dtype)
 
@@ -190,8 +193,8 @@ def packing_available(device: torch.device) -> bool:
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
 
-def for_decoding(model: nn.Module, precision: str = "fp32",
-                 device: torch.device | None = None) -> nn.Module:
+def for_decoding(model: ModuleT, precision: str = "fp32",
+                 device: torch.device | None = None) -> ModuleT:
     """A copy of ``model`` in eval mode with its linear layers laid out for decoding; the model
     itself if it is such a copy already or needs no change (fp32 on a GPU)."""
     device = device or next(model.parameters()).device
@@ -204,7 +207,7 @@ def for_decoding(model: nn.Module, precision: str = "fp32",
     return clone
 
 
-def _laid_out(module: nn.Module, bf16: bool) -> bool:
+def _laid_out(module: nn.Linear | PackedLinear, bf16: bool) -> bool:
     if bf16:
         return module.weight.dtype == torch.bfloat16
     return isinstance(module, PackedLinear) or module.weight.stride(0) == 1

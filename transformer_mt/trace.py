@@ -18,7 +18,7 @@ from transformer_mt.data.vocab import BOS_ID, EOS_ID
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, max_output_lengths, next_token_logprobs
 from transformer_mt.errors import MTError
-from transformer_mt.model.transformer import AttentionWeights, Transformer
+from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate import Translator
 
@@ -28,9 +28,7 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     """Translate greedily, then return source tokens, output tokens, the cross-attention
     weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads) and the
     translation."""
-    model = translator.model
-    if not isinstance(model, Transformer):
-        raise MTError("attention weights are those of one model; pass one checkpoint")
+    model = translator.one_model("attention weights are")
     n_layers = len(model.decoder.layers)
     if not -n_layers <= layer < n_layers:
         raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
@@ -63,9 +61,7 @@ def look_inside(translator: Translator, src_ids: list[int], out_ids: list[int],
     """One forward pass over ``out_ids`` (ids without <bos>/<eos>) for the source ``src_ids``
     (ending in <eos>): the attention maps and next-token candidates ``mt trace`` draws and the
     server's page shows."""
-    model = translator.model
-    if not isinstance(model, Transformer):
-        raise MTError("attention weights are those of one model; pass one checkpoint")
+    model = translator.one_model("attention weights are")
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)  # (1, T + 1)
     att = AttentionWeights()
@@ -86,9 +82,7 @@ def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig
     """The hypotheses beam search keeps at each step for one source (ids ending in <eos>),
     best first: their tokens so far and their log-probabilities (without the length penalty,
     which search applies to finished ones only), searched with the settings ``cfg``."""
-    model = translator.model
-    if not isinstance(model, Transformer):
-        raise MTError("the beam's steps are those of one model; pass one checkpoint")
+    model = translator.one_model("the beam's steps are")
     precision = resolve_precision(cfg.precision, translator.device)
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     itos = translator.tgt_vocab.itos
@@ -134,7 +128,8 @@ def _trace_encoder(translator: Translator, sentence: str, src_ids: list[int],
                    src_tokens: list[str], emit: Callable[[str], None]) -> list[Tensor]:
     """Stages 1-4: tokens, embedding, positions, the encoder's layers; returns each encoder
     layer's attention weights (H, S, S)."""
-    model, cfg = translator.model, translator.model.cfg
+    model = translator.one_model("the steps of a trace are")
+    cfg = model.cfg
     d = cfg.d_model
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     mask = source_mask(src)  # (1, 1, 1, S)
@@ -181,7 +176,8 @@ def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[
                    emit: Callable[[str], None], max_steps: int | None) -> list[str]:
     """Stage 5: greedy decoding a token at a time, with the cross-attention and the five most
     probable next tokens of each step; returns the output tokens."""
-    model, cfg = translator.model, translator.model.cfg
+    model = translator.one_model("the steps of a trace are")
+    cfg = model.cfg
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     mask = source_mask(src)  # (1, 1, 1, S)
     s = len(src_ids)
@@ -221,7 +217,7 @@ def _trace_figures(translator: Translator, figures: Path, src_ids: list[int],
     """The positional encoding and every layer's and head's attention maps, as images."""
     from transformer_mt.plots import plot_attention, pyplot, save_figure
 
-    model, plt = translator.model, pyplot()
+    model, plt = translator.one_model("the steps of a trace are"), pyplot()
     figures.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
     image = ax.imshow(model.encoder.pos.table[:50].cpu().numpy(), cmap="RdBu",

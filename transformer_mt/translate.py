@@ -12,7 +12,7 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -30,6 +30,10 @@ from transformer_mt.engines import (
     load_exported,
 )
 from transformer_mt.errors import ConfigError, MTError
+
+if TYPE_CHECKING:
+    from transformer_mt.decode.ensemble import Ensemble
+    from transformer_mt.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +115,18 @@ class Translator:
                    data.tgt_vocab, data.tokenizers)
 
     @property
-    def model(self) -> torch.nn.Module:
+    def model(self) -> Transformer | Ensemble:
         """The PyTorch model (one, or the ensemble); a CTranslate2 engine has none."""
+        return self._torch_engine().model
+
+    def one_model(self, what: str) -> Transformer:
+        """The PyTorch model, where ``what`` needs one ("attention weights are", say)."""
+        return self._torch_engine().one_model(what)
+
+    def _torch_engine(self) -> TorchEngine:
         if not isinstance(self.engine, TorchEngine):
             raise MTError("this needs a PyTorch checkpoint (.pt), not an exported model")
-        return self.engine.model
+        return self.engine
 
     @property
     def device(self) -> torch.device:
@@ -125,7 +136,7 @@ class Translator:
     def max_source_tokens(self) -> int:
         """The most source tokens a sentence may have (``<eos>`` not counted)."""
         return min(self.config.decode.max_input_tokens,
-                   getattr(self.engine, "max_source_tokens", self.config.model.max_source_tokens))
+                   self.engine.max_source_tokens)
 
     def encode(self, sentences: Sequence[str], strict: bool = False) -> list[list[int]]:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``
@@ -230,4 +241,4 @@ class Translator:
                         head: int | None = None) -> Tensor:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
-        return self.engine.cross_attention(src_ids, out_ids, layer, head)  # type: ignore[attr-defined]
+        return self.engine.cross_attention(src_ids, out_ids, layer, head)

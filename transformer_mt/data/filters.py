@@ -38,7 +38,7 @@ def keep_pairs(src: EncodedSide, tgt: EncodedSide, lengths: np.ndarray, max_len:
     keep = np.ones(n, dtype=bool)
     removed: dict[str, int] = {}
 
-    def drop(name: str, bad: np.ndarray) -> None:
+    def drop(name: str, bad: np.ndarray | np.bool_) -> None:
         hit = bad & keep
         removed[name] = int(hit.sum())
         keep[hit] = False

@@ -30,7 +30,7 @@ import mmap
 import os
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,12 +142,12 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,
     offsets = array("q", [0])
     buffer = array("i")
     total = 0
-    lines = corpus.lines(side)
+    lines: Iterable[str] = corpus.lines(side)
     if progress:
         lines = tqdm(lines, desc=f"tokenize {side}", unit="sent", leave=False)
     chars, hashes, control = array("i"), array("Q"), array("b")
 
-    def noted(texts: Iterator[str]) -> Iterator[str]:  # the facts, as the text goes by
+    def noted(texts: Iterable[str]) -> Iterator[str]:  # the facts, as the text goes by
         for text in texts:
             chars.append(len(text))
             hashes.append(line_hash(text))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -55,7 +55,7 @@ def identify(corpus: Corpus, side: Side, progress: bool = False
         codes, classify = _classify()
         log.info("identifying the language of each line of %s (%s side; cached in %s)",
                  corpus.describe(), side, directory.parent)
-        lines = normalized(corpus.lines(side))
+        lines: Iterable[str] = normalized(corpus.lines(side))
         if progress:
             lines = tqdm(lines, desc=f"language {side}", unit="sent", leave=False)
         index = {code: i for i, code in enumerate(codes)}

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import atomic_write, cache_dir, file_lock, sha256_of
+from transformer_mt.fileio import atomic_write_bytes, cache_dir, file_lock, sha256_of
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _download(name: str, dest: Path, timeout: float = 60.0) -> None:
     if actual != SHA256[name]:
         raise DataError(f"downloaded {url} has SHA-256 {actual}, expected {SHA256[name]}; "
                         "the file was not saved. Try again, or pass --data-dir with a good copy.")
-    atomic_write(dest, lambda f: f.write(payload))
+    atomic_write_bytes(dest, payload)
 
 
 def locate(name: str, data_dir: str | Path | None = None) -> Path:

@@ -15,7 +15,7 @@ from itertools import chain, islice
 import numpy as np
 
 from transformer_mt.config import MAX_NBEST, Config, CorpusConfig, DataConfig
-from transformer_mt.data.corpus import Corpus
+from transformer_mt.data.corpus import Corpus, Side
 from transformer_mt.data.filters import describe_removed
 from transformer_mt.data.id_cache import EncodedSide, encode_side
 from transformer_mt.data.mixing import TrainingCorpus, TrainingSet
@@ -101,21 +101,22 @@ def subword_models(cfg: DataConfig, corpora: Sequence[Corpus], progress: bool = 
                    ) -> tuple[bytes, bytes]:
     """SentencePiece models learnt from the (first ``data.max_pairs`` of each) training pairs:
     one for both sides with ``shared_vocab``, else one per side (cached, see tokenize.py)."""
-    def side(s: str) -> Iterator[str]:
+    def side(s: Side) -> Iterator[str]:
         return chain.from_iterable(
-            c.lines(s) if cfg.max_pairs is None  # type: ignore[arg-type]
-            else islice(c.lines(s), cfg.max_pairs) for c in corpora)  # type: ignore[arg-type]
+            c.lines(s) if cfg.max_pairs is None
+            else islice(c.lines(s), cfg.max_pairs) for c in corpora)
 
-    def fingerprint(s: str) -> str:
-        return "|".join(c.fingerprint(s) for c in corpora)  # type: ignore[arg-type]
+    def fingerprint(s: Side) -> str:
+        return "|".join(c.fingerprint(s) for c in corpora)
 
     extra = f":first{cfg.max_pairs}" if cfg.max_pairs is not None else ""
     if cfg.shared_vocab:
         both = f"{fingerprint('src')}+{fingerprint('tgt')}{extra}"
         model = cached_sentencepiece(chain(side("src"), side("tgt")), cfg, both, progress)
         return model, model
-    return tuple(cached_sentencepiece(side(s), cfg, fingerprint(s) + extra,  # type: ignore
-                                      progress) for s in ("src", "tgt"))
+    src, tgt = (cached_sentencepiece(side(s), cfg, fingerprint(s) + extra, progress)
+                for s in ("src", "tgt"))
+    return src, tgt
 
 
 @dataclass
@@ -164,16 +165,22 @@ def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
     """The tokenizers of ``data.sampling.copies`` sampled segmentations (seeded by the run's
     ``train.seed``, copy and side)."""
     s = cfg.data.sampling
-    assert s.alpha is not None
+    alpha = s.alpha
+    assert alpha is not None
     if cfg.data.subword != "unigram" or s.nbest == -1:
         what = "BPE dropout" if cfg.data.subword != "unigram" else "data.sampling.nbest=-1"
         raise ConfigError(f"{what} samples with SentencePiece's own random generator, which "
                           "gives other segmentations for the same seed in another process; "
                           "use data.subword=unigram with data.sampling.nbest in [2, "
                           f"{MAX_NBEST}] (sampled reproducibly), or drop data.sampling.alpha")
-    return [tuple(SubwordTokenizer(model, cfg.data.lowercase,  # type: ignore[misc]
-                                   (s.alpha, s.nbest, cfg.train.seed * 1000 + 2 * k + i))
-                  for i, model in enumerate(models)) for k in range(s.copies)]
+
+    def copy(k: int) -> tuple[Tokenizer, Tokenizer]:
+        src, tgt = (SubwordTokenizer(model, cfg.data.lowercase,
+                                     (alpha, s.nbest, cfg.train.seed * 1000 + 2 * k + i))
+                    for i, model in enumerate(models))
+        return src, tgt
+
+    return [copy(k) for k in range(s.copies)]
 
 
 def _training_set(data: DataConfig, corpora: list[Corpus],

@@ -156,14 +156,14 @@ class SubwordTokenizer(Tokenizer):
             if self.sampling is None:
                 yield from self.processor.encode(chunk, out_type=str)
             else:
-                yield from self._sample(chunk, k)
+                yield from self._sample(chunk, k, *self.sampling)
 
-    def _sample(self, chunk: list[str], k: int) -> Iterator[list[str]]:
+    def _sample(self, chunk: list[str], k: int, alpha: float, nbest: int,
+                seed: int) -> Iterator[list[str]]:
         """One segmentation of each sentence of the ``k``-th chunk, drawn from its n best by
         the Gumbel-max trick (argmax of alpha * score + Gumbel noise: a draw from the softmax)."""
         import numpy as np
 
-        alpha, nbest, seed = self.sampling  # type: ignore[misc]
         p = self.processor
         pieces = [p.id_to_piece(i) for i in range(p.get_piece_size())]
         # a segmentation's log-probability: the sum of its pieces' (unknown characters cost
@@ -215,6 +215,7 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
                 yield t.lower() if cfg.lowercase else t
 
     out = io.BytesIO()
+    symbols: dict[str, Any] = {"user_defined_symbols": tags(cfg)} if tags(cfg) else {}
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=lines(), model_writer=out, vocab_size=cfg.vocab_size,
@@ -222,7 +223,7 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
             unk_id=0, pad_id=1, bos_id=2, eos_id=3, unk_piece=UNK, pad_piece=PAD, bos_piece=BOS,
             eos_piece=EOS, input_sentence_size=SPM_SAMPLE, shuffle_input_sentence=True,
             hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2,
-            **({"user_defined_symbols": tags(cfg)} if tags(cfg) else {}))
+            **symbols)
     except RuntimeError as exc:
         raise DataError(f"SentencePiece could not learn a model from the training corpus "
                         f"({str(exc).strip()}); change data.vocab_size or data.subword") from exc

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from transformer_mt.model.transformer import Transformer
 
+if TYPE_CHECKING:
+    from transformer_mt.decode.search import DecodingState
+
 
 @dataclass
 class EnsembleState:
     """Each member's decoding state, advanced and selected together."""
 
-    states: list[Any]
+    states: list[DecodingState]
 
     def next_logits(self, prefix: Tensor) -> Tensor:
         """(N, t) prefixes -> (N, V) log of the members' mean next-token probabilities."""
@@ -42,10 +45,8 @@ class Ensemble(nn.Module):
         super().__init__()
         if len({m.tgt_vocab_size for m in members}) != 1:
             raise ValueError("ensemble members must share one target vocabulary")
-        self.members = nn.ModuleList(members)
+        self.models = nn.ModuleList(members)  # registered: moved and saved with the ensemble
+        self.members = list(members)
+        self.tgt_vocab_size = members[0].tgt_vocab_size
         # the tightest length limit of any member
         self.cfg = min((m.cfg for m in members), key=lambda c: c.max_positions)
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        return self.members[0].tgt_vocab_size

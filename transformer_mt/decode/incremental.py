@@ -16,6 +16,8 @@ sentence's one copy of the keys and values.
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -68,8 +70,9 @@ class DecoderState:
             grown = self.cross_kv.new_empty(shape)
             if kv is not None:
                 grown[..., :self.offset, :] = kv[:rows, ..., :self.offset, :]
-            self.self_kv, self.spare = grown, None
-        return self.self_kv[:rows]
+            kv = self.self_kv = grown
+            self.spare = None
+        return kv[:rows]
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) hypotheses: row ``i`` becomes old row ``rows[i]``.
@@ -102,13 +105,18 @@ class DecoderState:
         self.self_kv, self.spare = self.spare, kv
 
 
+def decoder_layers(model: Transformer) -> Sequence[DecoderLayer]:
+    """The decoder's layers, as what they are (an ``nn.ModuleList`` holds them)."""
+    return typing.cast("Sequence[DecoderLayer]", model.decoder.layers)
+
+
 def start_decoding(model: Transformer, src: Tensor, src_mask: Tensor,
                    group: int = 1) -> DecoderState:
     """Encode once, project the encoder's keys and values for every decoder layer once, and
     return the state that :func:`decode_step` advances, for ``group`` hypotheses per sentence."""
     memory = model.encode(src, src_mask)  # (B, S, D)
     cross_kv = torch.stack([memory_kv(layer.cross_attn, memory)
-                            for layer in model.decoder.layers], dim=1)  # (B, L, 2, H, S, Dh)
+                            for layer in decoder_layers(model)], dim=1)  # (B, L, 2, H, S, Dh)
     return DecoderState(model, memory, src_mask, cross_kv, group)
 
 
@@ -119,10 +127,11 @@ def decode_step(state: DecoderState, last: Tensor,
     decoder = state.model.decoder
     x = decoder.pos(decoder.embed(last[:, None]), state.offset)[:, 0]  # (B*G, D)
     kv = state.reserve(x.size(0))  # (B*G, L, 2, H, capacity, Dh)
-    for i, layer in enumerate(decoder.layers):
+    for i, layer in enumerate(decoder_layers(state.model)):
         x, self_w, cross_w = _layer_step(layer, x, kv[:, i], state, state.cross_kv[:, i],
                                          attention is not None)
         if attention is not None:
+            assert self_w is not None and cross_w is not None
             attention.decoder_self.append(self_w)
             attention.cross.append(cross_w)
     state.offset += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -47,9 +47,18 @@ def max_output_lengths(src_mask: Tensor, a: float, b: int,
     return limits if cap is None else limits.clamp(max=cap)
 
 
-def _cap(model: Transformer) -> int | None:
+def _cap(model: Transformer | Ensemble) -> int | None:
     cfg = getattr(model, "cfg", None)
     return cfg.max_output_tokens if cfg is not None else None
+
+
+class DecodingState(Protocol):
+    """What search asks of a decoding state: :class:`PrefixState`, the incremental decoder's
+    ``DecoderState``, an ``EnsembleState``."""
+
+    def next_logits(self, prefix: Tensor) -> Tensor: ...
+
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None: ...
 
 
 @dataclass
@@ -74,7 +83,7 @@ class PrefixState:
 
 
 def start_decoding(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
-                   group: int = 1, use_cache: bool = False) -> Any:
+                   group: int = 1, use_cache: bool = False) -> DecodingState:
     """The decoding state of a batch of sources (B, S), ``group`` hypotheses per sentence:
     incremental (``use_cache``) or the reference :class:`PrefixState`."""
     if isinstance(model, Ensemble):
@@ -94,21 +103,19 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _next_scores(state: Any, prefix: Tensor, at_limit: Tensor | None,
-                 normalize: bool = True) -> tuple[Tensor, Tensor | None]:
-    """Next-token logits (N, V) in fp32 and, if ``normalize``, their logsumexp (N,), for each
-    prefix (N, t).
+def _next_scores(state: DecodingState, prefix: Tensor, at_limit: Tensor | None) -> Tensor:
+    """Next-token logits (N, V) in fp32 for each prefix (N, t).
 
-    ``logits - lse`` are the log-probabilities; search needs them only for the few tokens it
-    keeps, so the full (N, V) log-softmax is never written. Padding and <bos> are never
-    produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>.
+    ``logits - logsumexp(logits)`` are the log-probabilities; search needs them only for the
+    few tokens it keeps, so the full (N, V) log-softmax is never written. Padding and <bos> are
+    never produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>.
     """
     z = _allowed(state.next_logits(prefix))  # (N, V)
     if at_limit is not None:  # a select, not z[at_limit] = ...: a mask write waits for the GPU
         eos_only = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
                                -torch.inf)  # (V,)
         z = torch.where(at_limit[:, None], eos_only, z)
-    return z, torch.logsumexp(z, dim=-1) if normalize else None
+    return z
 
 
 def _allowed(logits: Tensor) -> Tensor:
@@ -131,7 +138,7 @@ def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor
 
 
 @torch.inference_mode()
-def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
+def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
            max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
            temperature: float = 1.0, generator: torch.Generator | None = None,
            scores: bool = True) -> list[Hypothesis]:
@@ -154,11 +161,10 @@ def greedy(model: Transformer, src: Tensor, src_mask: Tensor, max_len_a: float =
     step = 0
     shortest = int(limits.min())
     while alive_ids:
-        z, lse = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest),
-                              scores)  # (N, V), (N,)
+        z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
         best, token = _pick(z, sample_topk, temperature, generator)  # (N,), (N,)
-        if lse is not None:
-            total = total + (best - lse)
+        if scores:
+            total = total + (best - torch.logsumexp(z, dim=-1))
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
         done = (token == EOS_ID).cpu()  # (N,) the step's one wait for the device
         if done.any():  # more transfers only at the steps where sentences end
@@ -188,7 +194,7 @@ def _pick(z: Tensor, topk: int, temperature: float,
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: int = 5,
+def beam_search(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, beam_size: int = 5,
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                 nbest: int = 1, use_cache: bool = False,
                 on_step: Callable[[list[int], Tensor, Tensor], None] | None = None,
@@ -221,12 +227,13 @@ def beam_search(model: Transformer, src: Tensor, src_mask: Tensor, beam_size: in
     while alive_ids:
         n = len(alive_ids)
         limited = _at_limit(step, limits, alive, shortest)
-        z, lse = _next_scores(state, prefix,
-                              None if limited is None else limited.repeat_interleave(k))
+        z = _next_scores(state, prefix,
+                         None if limited is None else limited.repeat_interleave(k))  # (N*K, V)
         # The 2K best of all K*V candidates are among the 2K best of each beam: take those
         # first (a small top-k per row), then the best 2K of the K*2K.
         row_z, row_token = z.topk(2 * k, dim=-1)  # (N*K, 2K)
-        candidates = scores.view(-1, 1) + (row_z - lse[:, None])  # (N*K, 2K)
+        candidates = scores.view(-1, 1) + (
+            row_z - torch.logsumexp(z, dim=-1, keepdim=True))  # (N*K, 2K) log-probabilities
         top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
         top_beam = top_index // (2 * k)  # (N, 2K)
         top_token = row_token.view(n, -1).gather(1, top_index)  # (N, 2K)
@@ -277,7 +284,7 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
             for e, (row, _) in enumerate(where.tolist())]
 
 
-def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
+def translate_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
                     beam_size: int | None = None, nbest: int = 1, use_cache: bool = True,
                     generator: torch.Generator | None = None,
                     scores: bool = True) -> list[list[Hypothesis]]:
@@ -293,9 +300,9 @@ def translate_batch(model: Transformer, src: Tensor, src_mask: Tensor, cfg: Deco
                        cfg.max_len_b, nbest, use_cache)
 
 
-def decode_corpus(model: Transformer, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig,
-                  device: torch.device, beam_size: int | None = None, nbest: int = 1,
-                  use_cache: bool = True, progress: bool = False,
+def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]],
+                  cfg: DecodeConfig, device: torch.device, beam_size: int | None = None,
+                  nbest: int = 1, use_cache: bool = True, progress: bool = False,
                   scores: bool = True) -> list[list[Hypothesis]]:
     """Translate many id sequences: sorted by length into batches, results in input order.
     ``scores=False`` when only the translations are wanted (see :func:`translate_batch`)."""

@@ -43,7 +43,7 @@ def plain_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
             q, k, v = q.float(), k.float(), v.float()
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
         if is_causal:
-            causal = causal_mask(*scores.shape[-2:], device=q.device)  # (Tq, Tk)
+            causal = causal_mask(scores.size(-2), scores.size(-1), device=q.device)  # (Tq, Tk)
             mask = causal if mask is None else mask & causal
         if mask is not None:
             scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)

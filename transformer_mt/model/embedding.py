@@ -47,6 +47,8 @@ def sinusoidal_table(max_positions: int, d_model: int) -> Tensor:
 class PositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal position signal, then applies dropout."""
 
+    table: Tensor  # (max_positions, D)
+
     def __init__(self, d_model: int, max_positions: int = 512, dropout: float = 0.1) -> None:
         super().__init__()
         # Not saved in checkpoints: it is a pure function of the config.

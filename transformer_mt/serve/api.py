@@ -182,11 +182,12 @@ class ErrorBody(BaseModel):
 
 def check_settings(req: TranslateRequest, limits: Limits) -> str | None:
     """What is wrong with ``req``'s settings beyond their types (None: nothing)."""
-    if max(req.beam_size or 1, req.nbest) > limits.max_beam:
+    settings = req.settings()
+    if max(settings["beam_size"] or 1, req.nbest) > limits.max_beam:
         return f"'beam' and 'nbest' are at most {limits.max_beam} here"
     if req.topk > limits.max_topk:
         return f"'topk' is at most {limits.max_topk}"
-    if req.nbest > 1 and req.sample_topk:
+    if req.nbest > 1 and settings["sample_topk"]:
         return "'nbest' needs search: sampling gives one translation"
     return None
 

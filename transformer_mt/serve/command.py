@@ -35,7 +35,7 @@ SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
      "seconds a connection has to send a request's headers"),
     ("--body-timeout", float, 30.0, 0, True,
      "seconds a request's body has to arrive, else 408"),
-    ("--idle-timeout", float, 5.0, 0, True, "seconds an idle kept-alive connection stays open"),
+    ("--idle-timeout", int, 5, 0, True, "seconds an idle kept-alive connection stays open"),
     ("--max-connections", int, 512, 1, False, "connections served at once; beyond, 503"),
     ("--grace", float, 30.0, 0, False,
      "on SIGTERM, seconds the requests in flight get to finish"),

@@ -19,7 +19,6 @@ import asyncio
 import json
 import time
 import urllib.parse
-from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -161,7 +160,7 @@ class _BoundedBody:
         return message
 
 
-def arrived(scope: dict[str, Any]) -> None:
+def arrived(scope: Scope) -> None:
     """The request's job is queued (or will not be): it no longer counts as arriving."""
     done = scope.get(ARRIVED)
     if done is not None:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
 from starlette.datastructures import UploadFile
 from starlette.responses import Response
+from starlette.types import Message
 
 from transformer_mt.errors import MTError
 from transformer_mt.languages import language_name
@@ -49,10 +50,10 @@ class FormsAsJSON(APIRoute):
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind in FORMS:
                 form = await request.form()
-                for name, value in form.multi_items():
-                    if isinstance(value, UploadFile):
-                        value = (await value.read()).decode("utf-8", "replace")
-                    fields.setdefault(name, []).append(value)
+                for name, item in form.multi_items():
+                    fields.setdefault(name, []).append(
+                        (await item.read()).decode("utf-8", "replace")
+                        if isinstance(item, UploadFile) else item)
             elif (await request.body()).strip():
                 raise RequestError(400, "send JSON, a form or the query string; the body's "
                                    f"type '{kind}' is not one of them")
@@ -65,7 +66,7 @@ class FormsAsJSON(APIRoute):
                 (b"content-length", str(len(body)).encode())]
             sent = [False]
 
-            async def receive() -> dict[str, Any]:
+            async def receive() -> Message:
                 if not sent[0]:
                     sent[0] = True
                     return {"type": "http.request", "body": body, "more_body": False}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import resource
 import signal
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ log = logging.getLogger("transformer_mt.serve")
 @dataclass
 class Connections:
     header_timeout_s: float = 10.0
-    idle_timeout_s: float = 5.0
+    idle_timeout_s: int = 5  # whole seconds, as uvicorn takes it
     max_connections: int = 512
 
 
@@ -46,7 +47,7 @@ class TimedH11Protocol(H11Protocol):
     header_timeout_s = 10.0  # set per server by _timed_protocol
     _headers_deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._arm()
 
@@ -103,9 +104,10 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
     app = create_app(translator, options)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             http=_timed_protocol(connections.header_timeout_s),
-                            timeout_keep_alive=connections.idle_timeout_s,  # type: ignore[arg-type]
+                            timeout_keep_alive=connections.idle_timeout_s,
                             limit_concurrency=connections.max_connections,
-                            timeout_graceful_shutdown=grace_s + 5,  # type: ignore[arg-type]
+                            # uvicorn's own deadline, past ours: whole seconds, as it takes
+                            timeout_graceful_shutdown=math.ceil(grace_s) + 5,
                             lifespan="on")
 
     class Server(uvicorn.Server):

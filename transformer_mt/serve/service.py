@@ -81,7 +81,8 @@ class TextResult:
 
     def alternatives(self, n: int) -> list[str]:
         """Up to ``n`` other translations of the whole text, each different."""
-        seen, out = {self.text()}, []
+        seen = {self.text()}
+        out: list[str] = []
         for k in range(1, max((len(h) for h in self.hyps), default=1)):
             text = self.text(k)
             if text not in seen and len(out) < n:

@@ -6,14 +6,19 @@ import inspect
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from transformer_mt.device import pick_device
+
+if TYPE_CHECKING:
+    from transformer_mt.training.loss import ModelLoss
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +73,27 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
     return out
 
 
-def wrap_for_training(model: torch.nn.Module, info: DistInfo, device: torch.device,
-                      compile_it: bool) -> torch.nn.Module:
-    """The module training calls: DDP-wrapped (torchrun), then compiled (``train.compile``),
-    so that the compiled graph lets DDP's all-reduce overlap the backward."""
-    wrapped = model
+def wrap_for_training(model: ModelLoss, info: DistInfo, device: torch.device,
+                      compile_it: bool) -> tuple[Callable[..., Tensor],
+                                             DistributedDataParallel | None]:
+    """The loss as training calls it, DDP-wrapped (torchrun), then compiled (``train.compile``)
+    so that the compiled graph lets DDP's all-reduce overlap the backward; and the DDP wrapper
+    (None without torchrun), whose ``no_sync`` skips the all-reduce of accumulation steps."""
+    wrapped: Callable[..., Tensor] = model
+    ddp = None
     if info.enabled:
         # the only buffers, positional tables, never change: no copy from rank 0 each forward
         # (torch 2.13 renamed broadcast_buffers, which now warns that it is deprecated)
         renamed = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
-        no_sync = {"forward_sync_buffers" if renamed else "broadcast_buffers": False}
-        wrapped = DistributedDataParallel(
-            wrapped, device_ids=[device.index] if device.type == "cuda" else None, **no_sync)
+        no_sync: dict[str, Any] = {
+            "forward_sync_buffers" if renamed else "broadcast_buffers": False}
+        wrapped = ddp = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None, **no_sync)
     if compile_it:
         # the chunked loss is a Python loop over chunks: run as it is
-        model.loss_fn = torch.compiler.disable(model.loss_fn)  # type: ignore[assignment]
-        wrapped = torch.compile(wrapped, dynamic=True)  # type: ignore[assignment]
-    return wrapped
+        model.loss_fn = torch.compiler.disable(model.loss_fn)
+        wrapped = torch.compile(wrapped, dynamic=True)
+    return wrapped, ddp
 
 
 GLOO_SETTLE_S = 0.2  # how long gloo's worker threads get to finish before the group ends

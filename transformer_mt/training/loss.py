@@ -60,6 +60,7 @@ class _ProjectedLabelSmoothedCE(torch.autograd.Function):
             total += (per_token * keep).sum()
             if not need_grad:
                 continue
+            assert grad_hidden is not None and grad_weight is not None
             g = p.div_(total_p[:, None]).sub_(eps / vocab)  # softmax(z) - eps / V
             g.scatter_add_(1, y, torch.full_like(y, eps - 1.0, dtype=g.dtype))
             g = low[:c].copy_(g.mul_(keep[:, None]))  # (C, V) in the matmul dtype

@@ -191,11 +191,13 @@ def seed_everything(seed: int) -> None:
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:
     """This process's random generators (Python, NumPy, torch, and ``device``'s if a GPU), as
     plain values and tensors. Each rank of a distributed run has its own."""
-    np_state = np.random.get_state()
+    np_state = np.random.get_state(legacy=False)  # the legacy tuple's values, by name
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)),
-                  int(np_state[2]), int(np_state[3]), float(np_state[4])],
+        "numpy": [np_state["bit_generator"],
+                  torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+                  int(np_state["state"]["pos"]), int(np_state["has_gauss"]),
+                  float(np_state["gauss"])],
         "torch": torch.get_rng_state(),
     }
     if device is not None and device.type == "cuda":

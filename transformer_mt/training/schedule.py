@@ -44,7 +44,8 @@ def learning_rate(step: int, peak_lr: float, warmup_steps: int,
 
 def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
     """AdamW; weight decay on the weight matrices only, not on embeddings, norms and biases."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, param in model.named_parameters():
         (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
     groups = [{"params": decay, "weight_decay": t.weight_decay},

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 from transformer_mt.config import TrainConfig
 from transformer_mt.data.mixing import EpochData, TrainingSet
@@ -56,7 +58,8 @@ class Run:
     # the model and its loss (validation calls it)
     loss: ModelLoss
     # the loss as training calls it: the same module, compiled and/or wrapped for DDP
-    forward_model: torch.nn.Module
+    forward_model: Callable[..., Tensor]
+    ddp: DistributedDataParallel | None = None  # the DDP wrapper, under torchrun
     progress: Progress = field(default_factory=Progress)
     # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
     loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))

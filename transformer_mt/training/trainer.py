@@ -148,8 +148,8 @@ class Trainer:
         log.info("model: %s parameters, d_model=%d, %d+%d layers, %s-norm, device %s, %s",
                  f"{model.num_parameters():,}", cfg.d_model, cfg.n_encoder_layers,
                  cfg.n_decoder_layers, cfg.norm, self.device, self.precision)
-        run.forward_model = distributed.wrap_for_training(run.loss, self.dist, self.device,
-                                                          self.cfg.train.compile)
+        run.forward_model, run.ddp = distributed.wrap_for_training(
+            run.loss, self.dist, self.device, self.cfg.train.compile)
         if ckpt is not None:  # metrics cut back to the checkpoint
             run.metrics.truncate_after(run.progress.step)
         self.files.write_run_files(self.cfg, run.src_vocab, run.tgt_vocab)
@@ -178,7 +178,7 @@ class Trainer:
             finally:
                 self.files.close_log()
                 if run is not None:  # the DDP wrapper holds the process group: drop it first
-                    run.forward_model = run.model
+                    run.forward_model, run.ddp = run.loss, None
                 distributed.cleanup(self.dist, completed)
                 self.files.release()
 
@@ -246,7 +246,7 @@ class Trainer:
                 "warmup), or lower train.warmup_steps or train.max_tokens (docs/gpu.md)",
                 total, per_epoch, t.max_tokens, t.warmup_steps)
 
-    def train_step(self, run: Run, step_batches: list[list[int]]) -> tuple[Tensor, int]:
+    def train_step(self, run: Run, step_batches: list[np.ndarray]) -> tuple[Tensor, int]:
         """One optimizer step over this rank's ``accum_steps`` batches of ``step_batches``.
 
         The loss is normalised by the target tokens of all ranks' batches together, so N ranks
@@ -266,7 +266,8 @@ class Trainer:
                 indices, weight = next(b for b in step_batches if len(b)), 0.0
             batch = collate(run.epoch_data, indices).to(self.device)
             sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
-            with contextlib.nullcontext() if sync else run.forward_model.no_sync():
+            with run.ddp.no_sync() if run.ddp is not None and not sync else \
+                    contextlib.nullcontext():
                 with self._autocast():
                     loss_sum = run.forward_model(batch.src, batch.tgt_in, batch.src_mask,
                                                  batch.tgt_out, t.label_smoothing)
