@@ -153,7 +153,7 @@ class TutorialModel(nn.Module):
 
 
 def run_baseline(args) -> dict:
-    from transformer_mt.data.batching import collate
+    from transformer_mt.data.batch import collate
     from transformer_mt.data.prepare import prepare_data
 
     cfg = config_from_dict({}, sizes(args))

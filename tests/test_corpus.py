@@ -20,8 +20,7 @@ from tests.helpers import (
 )
 from transformer_mt.config import Config, CorpusConfig, DataConfig
 from transformer_mt.config_file import load_config
-from transformer_mt.data.batch import Batch
-from transformer_mt.data.batching import collate
+from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.prepare import prepare_data
 from transformer_mt.errors import ConfigError
 

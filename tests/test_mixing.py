@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from transformer_mt.config_file import config_from_dict
-from transformer_mt.data.batch import Batch
+from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.batching import make_batches
-from transformer_mt.data.mixing import EpochData, collate
+from transformer_mt.data.mixing import EpochData
 from transformer_mt.data.prepare import prepare_data
 from transformer_mt.errors import ConfigError
 
@@ -72,7 +72,7 @@ def test_the_tag_leads_its_corpus_sources_only(tmp_path, monkeypatch):
     assert epoch.lengths[epoch.part == 1, 0].tolist() == (
         b.lengths[epoch.rows[epoch.part == 1], 0] + 1).tolist()
     mixed = np.array([0, 1, 2, 90, 91, 3, 94, 60])  # examples of both corpora in one batch
-    batch = collate(epoch, mixed)
+    batch = epoch.batch(mixed)
     sources, targets = [], []
     for i in mixed.tolist():  # the same batch, example by example
         pairs = (a, b)[epoch.part[i]]
@@ -175,7 +175,14 @@ def test_one_corpus_is_laid_out_as_itself(tmp_path, monkeypatch):
     cfg.data.train = cfg.data.train[0]
     cfg.data.train.weight = 1.0
     train = prepare_data(cfg).train
-    assert train.epoch(1234, 3) is train.corpora[0].pairs  # what training read before mixing
+    pairs, epoch = train.corpora[0].pairs, train.epoch(1234, 3)
+    # what training read before mixing: the corpus's pairs in order, batches gathered alike
+    assert np.array_equal(epoch.rows, np.arange(len(pairs)))
+    assert np.array_equal(epoch.lengths, pairs.lengths)
+    for indices in ([3, 0, 17], list(range(0, len(pairs), 3))):
+        ours, plain = epoch.batch(indices), collate(pairs, indices)
+        assert torch.equal(ours.src, plain.src) and torch.equal(ours.tgt, plain.tgt)
+        assert (ours.n_tokens, ours.n_src_tokens) == (plain.n_tokens, plain.n_src_tokens)
 
 
 @pytest.mark.parametrize("section, message", [

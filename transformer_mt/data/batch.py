@@ -1,15 +1,22 @@
-"""A training batch: padded ids, the teacher-forcing shift and the masks, in one tested place."""
+"""A training batch: padded ids, the teacher-forcing shift and the masks, in one tested place;
+and :func:`collate`, which gathers one from a corpus's memory-mapped ids."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from transformer_mt.data.vocab import PAD_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+if TYPE_CHECKING:
+    from transformer_mt.data.id_cache import EncodedSide
+    from transformer_mt.data.pairs import ParallelData
 
 
 def source_mask(src: Tensor, pad_id: int = PAD_ID) -> Tensor:
@@ -81,3 +88,34 @@ class Batch:
             return (t.pin_memory() if pin else t).to(device, non_blocking=pin)
 
         return Batch(move(self.src), move(self.tgt), self.n_tokens, self.n_src_tokens)
+
+
+def collate(pairs: ParallelData, rows: Sequence[int] | np.ndarray,
+            tag: int | None = None) -> Batch:
+    """The batch of pairs ``rows`` of one corpus: sources ``[tag] x1 ... <eos>`` and targets
+    ``<bos> y1 ... <eos>``, padded with ``<pad>``, gathered from the memory-mapped ids in one go
+    (the same as :meth:`Batch.from_ids` on each pair's ``source`` and ``target``: tested)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    n = pairs.lengths[rows].astype(np.int64) - 1  # (B, 2) tokens without <eos>
+    lines = pairs.index[rows].astype(np.int64)  # line numbers in the corpus
+    src = _padded(pairs.src, pairs.src_lookup, lines, n[:, 0],
+                  () if tag is None else (tag,))  # (B, S)
+    tgt = _padded(pairs.tgt, pairs.tgt_lookup, lines, n[:, 1], (BOS_ID,))  # (B, T + 1)
+    n_src, n_tgt = (n + np.array([1 + (tag is not None), 1])).sum(axis=0).tolist()
+    return Batch(torch.from_numpy(src), torch.from_numpy(tgt), n_tgt, n_src)
+
+
+def _padded(side: EncodedSide, lookup: np.ndarray, rows: np.ndarray, n: np.ndarray,
+            lead: tuple[int, ...]) -> np.ndarray:
+    """``(B, len(lead) + max(n) + 1)`` int64: the ``lead`` ids, each row's ``n`` ids (as
+    vocabulary ids), ``<eos>``, then ``<pad>``."""
+    b, first_col = len(rows), len(lead)
+    out = np.full((b, first_col + int(n.max(initial=0)) + 1), PAD_ID, dtype=np.int64)
+    first = np.cumsum(n) - n  # where each row's ids start in the gathered run
+    column = np.arange(int(n.sum())) - np.repeat(first, n)  # (total,) position in its row
+    ids = side.take(np.repeat(side.starts(rows), n) + column)  # (total,) type ids
+    out[np.repeat(np.arange(b), n), column + first_col] = lookup[ids]
+    out[np.arange(b), n + first_col] = EOS_ID
+    if lead:
+        out[:, :first_col] = lead
+    return out

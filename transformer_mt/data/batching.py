@@ -3,7 +3,7 @@
 The order of batches in an epoch is a pure function of ``(seed, epoch)``. That makes resumption
 exact (a run stores only ``epoch`` and the index of the next step) and lets every distributed
 rank build the same plan and take its own share without talking to the others. ``collate``
-(``data/mixing.py``) then gathers a batch's ids from the memory-mapped corpora.
+(``data/batch.py``) then gathers a batch's ids from the memory-mapped corpora.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from transformer_mt.data.batch import Batch
-from transformer_mt.data.mixing import collate
+from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.pairs import ParallelData
 
 

@@ -11,8 +11,8 @@ share stay what they were. Each corpus contributes
   seeded draw without replacement that changes every epoch (0.5 = a different half);
 - its ``tag`` token in front of every source (``<bt>`` for back-translations).
 
-One corpus of weight 1 without tag or sampling is laid out as itself, so such a run trains
-exactly as it did before mixing existed.
+One corpus of weight 1 without tag or sampling is laid out as itself (its pairs in order), so
+such a run trains exactly as it did before mixing existed.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from transformer_mt.data.batch import Batch
-from transformer_mt.data.id_cache import EncodedSide
+from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.pairs import ParallelData
-from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.data.vocab import PAD_ID
 
 
 @dataclass
@@ -72,6 +71,25 @@ class EpochData:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def batch(self, indices: Sequence[int] | np.ndarray) -> Batch:
+        """The batch of examples ``indices``: each corpus's examples gathered by
+        :func:`~transformer_mt.data.batch.collate`, then put back in the order asked."""
+        indices = np.asarray(indices, dtype=np.int64)
+        part = self.part[indices]
+        groups = [(np.flatnonzero(part == k), k) for k in np.unique(part).tolist()]
+        pieces = [collate(self.parts[k], self.rows[indices[at]], self.tags[k])
+                  for at, k in groups]
+        if len(pieces) == 1:
+            return pieces[0]
+        src = torch.full((len(indices), max(p.src.size(1) for p in pieces)), PAD_ID)
+        tgt = torch.full((len(indices), max(p.tgt.size(1) for p in pieces)), PAD_ID)
+        for (at, _), piece in zip(groups, pieces, strict=True):
+            rows = torch.from_numpy(at)
+            src[rows, :piece.src.size(1)] = piece.src
+            tgt[rows, :piece.tgt.size(1)] = piece.tgt
+        return Batch(src, tgt, sum(p.n_tokens for p in pieces),
+                     sum(p.n_src_tokens for p in pieces))
+
 
 @dataclass
 class TrainingSet:
@@ -98,13 +116,11 @@ class TrainingSet:
                 "corpora": [{"name": c.name, "pairs": len(c.pairs), "removed": c.pairs.removed,
                              "weight": c.weight, "tag": c.tag} for c in self.corpora]}
 
-    def epoch(self, seed: int, epoch: int) -> EpochData | ParallelData:
-        """Epoch ``epoch``'s examples: the corpus itself when there is nothing to mix."""
-        if len(self.corpora) == 1:
-            c = self.corpora[0]
-            if len(c.copies) == 1 and c.weight == 1.0 and c.tag_id is None:
-                return c.pairs
-        parts, tags, part, rows, lengths = [], [], [], [], []
+    def epoch(self, seed: int, epoch: int) -> EpochData:
+        """Epoch ``epoch``'s examples (a pure function of ``seed`` and ``epoch``)."""
+        parts: list[ParallelData] = []
+        tags: list[int | None] = []
+        part, rows, lengths = [], [], []
         for k, c in enumerate(self.corpora):
             data, chosen = c.draw(seed, epoch, k)
             parts.append(data)
@@ -115,53 +131,3 @@ class TrainingSet:
                                                            dtype=np.int32))
         return EpochData(parts, tags, np.concatenate(part), np.concatenate(rows),
                          np.concatenate(lengths).astype(np.int32))
-
-
-def collate(data: ParallelData | EpochData, indices: Sequence[int] | np.ndarray) -> Batch:
-    """The batch of examples ``indices``: sources (``[tag] ... <eos>``) and targets (``<bos>
-    ... <eos>``) padded with ``<pad>``, gathered from the memory-mapped ids."""
-    indices = np.asarray(indices, dtype=np.int64)
-    if isinstance(data, ParallelData):
-        groups = [(data, None, indices, np.arange(len(indices)))]
-    else:
-        groups = []
-        part = data.part[indices]
-        for k in np.unique(part).tolist():
-            at = np.flatnonzero(part == k)
-            groups.append((data.parts[k], data.tags[k], data.rows[indices[at]], at))
-    lengths = np.zeros((len(indices), 2), dtype=np.int64)
-    pieces = []
-    for pairs, tag, rows, at in groups:
-        n = pairs.lengths[rows].astype(np.int64) - 1  # (b, 2) tokens without <eos>
-        lines = pairs.index[rows].astype(np.int64)  # line numbers in the corpus
-        src = _padded(pairs.src, pairs.src_lookup, lines, n[:, 0], () if tag is None
-                         else (tag,))  # (b, S)
-        tgt = _padded(pairs.tgt, pairs.tgt_lookup, lines, n[:, 1], (BOS_ID,))  # (b, T + 1)
-        lengths[at] = n + np.array([1 + (tag is not None), 1])
-        pieces.append((at, src, tgt))
-    if len(pieces) == 1:
-        src, tgt = pieces[0][1], pieces[0][2]
-    else:
-        src = np.full((len(indices), max(p[1].shape[1] for p in pieces)), PAD_ID, np.int64)
-        tgt = np.full((len(indices), max(p[2].shape[1] for p in pieces)), PAD_ID, np.int64)
-        for at, s, t in pieces:
-            src[at, :s.shape[1]] = s
-            tgt[at, :t.shape[1]] = t
-    n_src, n_tgt = lengths.sum(axis=0).tolist()
-    return Batch(torch.from_numpy(src), torch.from_numpy(tgt), n_tgt, n_src)
-
-
-def _padded(side: EncodedSide, lookup: np.ndarray, rows: np.ndarray, n: np.ndarray,
-            lead: tuple[int, ...]) -> np.ndarray:
-    """``(B, len(lead) + max(n) + 1)`` int64: the ``lead`` ids, each row's ``n`` ids (as
-    vocabulary ids), ``<eos>``, then ``<pad>``."""
-    b, first_col = len(rows), len(lead)
-    out = np.full((b, first_col + int(n.max(initial=0)) + 1), PAD_ID, dtype=np.int64)
-    first = np.cumsum(n) - n  # where each row's ids start in the gathered run
-    column = np.arange(int(n.sum())) - np.repeat(first, n)  # (total,) position in its row
-    ids = side.take(np.repeat(side.starts(rows), n) + column)  # (total,) type ids
-    out[np.repeat(np.arange(b), n), column + first_col] = lookup[ids]
-    out[np.arange(b), n + first_col] = EOS_ID
-    if lead:
-        out[:, :first_col] = lead
-    return out

@@ -5,7 +5,7 @@ Search asks a decoding state for the next-token logits of its prefixes (``next_l
 tells it which hypotheses it keeps (``select``). The reference, :class:`PrefixState`, re-runs
 the decoder over the whole prefix at every step, as the seed tutorials do, and is what
 :func:`greedy` and :func:`beam_search` use unless told otherwise. ``use_cache=True``, which
-:func:`translate_batch` and :func:`decode_corpus` pass (every command decodes through them),
+:func:`decode_batch` and :func:`decode_corpus` pass (every command decodes through them),
 uses the incremental decoder of ``decode/incremental.py`` instead: the encoder's keys and values
 are projected once per sentence and each step feeds one token; it gives the same translations,
 faster (``tests/test_equivalence.py``, ``bench/decode_speed.py``).
@@ -284,10 +284,10 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
             for e, (row, _) in enumerate(where.tolist())]
 
 
-def translate_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
-                    beam_size: int | None = None, nbest: int = 1, use_cache: bool = True,
-                    generator: torch.Generator | None = None,
-                    scores: bool = True) -> list[list[Hypothesis]]:
+def decode_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+                 cfg: DecodeConfig, beam_size: int | None = None, nbest: int = 1,
+                 use_cache: bool = True, generator: torch.Generator | None = None,
+                 scores: bool = True) -> list[list[Hypothesis]]:
     """Greedy (or sampling) when the beam is 1 and ``nbest == 1``, else beam search; the
     n-best per sentence. ``cfg`` gives the length penalty, length limits and sampling.
     ``scores=False``: greedy leaves the scores NaN (beam search needs them and keeps them)."""
@@ -305,7 +305,7 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
                   nbest: int = 1, use_cache: bool = True, progress: bool = False,
                   scores: bool = True) -> list[list[Hypothesis]]:
     """Translate many id sequences: sorted by length into batches, results in input order.
-    ``scores=False`` when only the translations are wanted (see :func:`translate_batch`)."""
+    ``scores=False`` when only the translations are wanted (see :func:`decode_batch`)."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
     vocab = model.tgt_vocab_size
     widest = (vocab - 2) // 2  # beam search ranks 2K candidates of the V - 2 producible tokens
@@ -330,7 +330,7 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)
             with autocast(device, precision):
-                hyps = translate_batch(model, src, source_mask(src), cfg, beam_size, nbest,
+                hyps = decode_batch(model, src, source_mask(src), cfg, beam_size, nbest,
                                        use_cache, generator, scores)
             for i, h in zip(chunk, hyps, strict=True):
                 results[i] = h

@@ -64,5 +64,5 @@ class Run:
     # (loss sum, target tokens) since the last log record; saved, so a resumed record is exact
     loss_since_log: Tensor = field(default_factory=lambda: torch.zeros(2))
     # the current epoch's examples (data/mixing.py), set when the epoch is planned
-    epoch_data: EpochData | ParallelData | None = None
+    epoch_data: EpochData | None = None
     corpus: str | None = None  # the training corpus's fingerprint, carried by checkpoints

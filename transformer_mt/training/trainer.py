@@ -27,7 +27,7 @@ from transformer_mt.checkpoint import (
     weights_are_finite,
 )
 from transformer_mt.config import Config
-from transformer_mt.data.batching import collate, epoch_steps, iterate_batches
+from transformer_mt.data.batching import epoch_steps, iterate_batches
 from transformer_mt.data.prepare import prepare_data, training_fingerprint
 from transformer_mt.device import bound_cpu_kernel_caches, check_training_memory
 from transformer_mt.engines import TorchEngine
@@ -264,7 +264,7 @@ class Trainer:
             weight = 1.0
             if len(indices) == 0:  # the epoch's last step has no batch here: add nothing
                 indices, weight = next(b for b in step_batches if len(b)), 0.0
-            batch = collate(run.epoch_data, indices).to(self.device)
+            batch = run.epoch_data.batch(indices).to(self.device)
             sync = j == len(mine) - 1 or not self.dist.enabled  # DDP: all-reduce once per step
             with run.ddp.no_sync() if run.ddp is not None and not sync else \
                     contextlib.nullcontext():
