@@ -134,7 +134,7 @@ def test_damaged_subword_models_and_exports_are_named(trained_run, tmp_path):
 
 
 def test_empty_sentencepiece_models_are_refused_or_learnt_again(tmp_path, monkeypatch, caplog):
-    from transformer_mt.config import DataConfig
+    from transformer_mt.config_data import DataConfig
     from transformer_mt.data.tokenize import SubwordTokenizer, cached_sentencepiece
     from transformer_mt.errors import DataError
 

@@ -18,7 +18,8 @@ from tests.helpers import (
     write_config,
     write_corpus,
 )
-from transformer_mt.config import Config, CorpusConfig, DataConfig
+from transformer_mt.config import Config
+from transformer_mt.config_data import CorpusConfig, DataConfig
 from transformer_mt.config_file import load_config
 from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.prepare import prepare_data

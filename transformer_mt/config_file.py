@@ -19,7 +19,8 @@ from typing import Any, Literal, TypeGuard
 
 import yaml
 
-from transformer_mt.config import PLAIN_NAME, Config, to_plain
+from transformer_mt.config import Config, to_plain
+from transformer_mt.config_data import PLAIN_NAME
 from transformer_mt.errors import ConfigError
 from transformer_mt.fileio import not_a_file
 

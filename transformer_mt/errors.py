@@ -6,6 +6,8 @@ Anything the user can fix (a bad config, a missing file, a corrupt checkpoint) i
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class MTError(Exception):
     """An error caused by the user's input, with a message that says what to do."""
@@ -26,3 +28,24 @@ class CheckpointError(MTError):
 
 class TrainingError(MTError):
     """Training cannot go on (non-finite loss, interrupted run)."""
+
+
+def ensure(ok: bool, key: str, message: str) -> None:
+    """A config value must be ``ok``: else a :class:`ConfigError` naming its ``key``."""
+    if not ok:
+        raise ConfigError(f"config key '{key}' {message}")
+
+
+def ensure_range(obj: Any, section: str, ranges: dict[str, tuple[float, float]]) -> None:
+    for key, (low, high) in ranges.items():
+        value = getattr(obj, key)
+        ensure(low <= value <= high, f"{section}.{key}", f"must be in [{low}, {high}], got "
+               f"{value}")
+
+
+def ensure_positive(obj: Any, section: str, keys: list[str], optional: bool = False) -> None:
+    for key in keys:
+        value = getattr(obj, key)
+        if optional and value is None:
+            continue
+        ensure(value > 0, f"{section}.{key}", f"must be positive, got {value}")

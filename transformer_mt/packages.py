@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from transformer_mt.config import Config, DataConfig
+from transformer_mt.config import Config
+from transformer_mt.config_data import DataConfig
 from transformer_mt.errors import MTError
 
 # module name -> what pip installs it by: the project's dependencies by name (`make setup`

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from transformer_mt.config import CorpusConfig
+from transformer_mt.config_data import CorpusConfig
 from transformer_mt.data import multi30k
 from transformer_mt.errors import DataError
 from transformer_mt.fileio import not_a_file, sha256_of, text_lines

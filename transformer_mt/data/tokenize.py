@@ -23,7 +23,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from transformer_mt.config import DataConfig
+from transformer_mt.config_data import DataConfig
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.errors import DataError
