@@ -33,7 +33,7 @@ from transformer_mt.commands import (
     cmd_train,
     cmd_translate,
 )
-from transformer_mt.config import DecodeConfig, per_call_settings
+from transformer_mt.config import START_MODES, DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
 
@@ -98,7 +98,7 @@ def _add_train(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="override a config key, e.g. --set model.d_model=256 (repeatable)")
     p.add_argument("--run-dir", help="where checkpoints and logs go (default: runs/<name>)")
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
-    p.add_argument("--start", choices=["auto", "resume", "new", "overwrite"], default="auto",
+    p.add_argument("--start", choices=START_MODES, default="auto",
                    help="auto: resume the run in --run-dir if it holds one (last.pt), else start "
                    "one; resume: resume it, or fail; new: start one, or fail if --run-dir holds "
                    "a run; overwrite: start afresh, deleting an earlier run's files in --run-dir "

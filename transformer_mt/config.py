@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +62,11 @@ class ModelConfig:
         for key in ("dropout", "attention_dropout", "activation_dropout"):
             value = getattr(self, key)
             ensure(0.0 <= value < 1.0, f"model.{key}", f"must be in [0, 1), got {value}")
+
+
+# how `mt train --start` / train(start=) begins a run: resume what --run-dir holds, or not
+Start = Literal["auto", "resume", "new", "overwrite"]
+START_MODES: tuple[Start, ...] = typing.get_args(Start)
 
 
 @dataclass

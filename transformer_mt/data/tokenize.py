@@ -25,6 +25,7 @@ from typing import Any
 
 from transformer_mt.config_data import DataConfig
 from transformer_mt.data.cache import cache_entry
+from transformer_mt.data.corpus import Side
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.errors import DataError
 from transformer_mt.packages import missing_error, require, tokenizer_packages
@@ -248,7 +249,7 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
     return model
 
 
-def make_tokenizer(cfg: DataConfig, side: str, model: bytes | None = None) -> Tokenizer:
+def make_tokenizer(cfg: DataConfig, side: Side, model: bytes | None = None) -> Tokenizer:
     """The tokenizer of one side (``src`` or ``tgt``); a subword one needs its model's bytes."""
     require(tokenizer_packages(cfg))
     if cfg.tokenizer == "sentencepiece":

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from transformer_mt.config import per_call_settings
+from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import (
     ErrorBody,
@@ -134,7 +134,7 @@ def _check_budget(svc: Service, prepared: Prepared, beam: int, a: float, b: int,
 
 
 async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
-                   sentences: list[list[dict[str, Any]]], cfg: Any, req: TranslateRequest,
+                   sentences: list[list[dict[str, Any]]], cfg: DecodeConfig, req: TranslateRequest,
                    request: Request) -> None:
     from transformer_mt.trace import beam_steps, look_inside
 

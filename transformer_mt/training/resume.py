@@ -15,13 +15,13 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from transformer_mt.checkpoint import load_checkpoint, make_checkpoint
-from transformer_mt.config import Config
+from transformer_mt.config import Config, Start
 from transformer_mt.data.prepare import training_fingerprint
 from transformer_mt.errors import CheckpointError, MTError, TrainingError
 from transformer_mt.training.distributed import DistInfo, gather_objects
@@ -57,10 +57,6 @@ def differences(stored: dict[str, Any], current: dict[str, Any], patterns: Itera
             before = stored.get(section, {}).get(key, now)
             if before != now:
                 yield f"{section}.{key}", before, now
-
-
-START_MODES = ("auto", "resume", "new", "overwrite")
-Start = Literal["auto", "resume", "new", "overwrite"]
 
 
 def checkpoint_to_resume(files: RunDir, config: Config, start: Start,

@@ -26,7 +26,7 @@ from transformer_mt.checkpoint import (
     vocabs_of,
     weights_are_finite,
 )
-from transformer_mt.config import Config
+from transformer_mt.config import START_MODES, Config, Start
 from transformer_mt.data.batching import epoch_steps, iterate_batches
 from transformer_mt.data.prepare import prepare_data, training_fingerprint
 from transformer_mt.device import bound_cpu_kernel_caches, check_training_memory
@@ -39,8 +39,6 @@ from transformer_mt.precision import autocast, fp32_matmul, resolve_precision
 from transformer_mt.training import distributed
 from transformer_mt.training.loss import ModelLoss
 from transformer_mt.training.resume import (
-    START_MODES,
-    Start,
     checkpoint_to_resume,
     checkpoint_to_start_from,
     restore,
