@@ -4,7 +4,8 @@ and against CTranslate2 (the same weights exported, when the ctranslate2 package
     python bench/decode_speed.py [--checkpoint runs/quickstart/best.pt] [--quick] [--batch 64]
                                  [--device cpu|cuda]
 
-Translates test_2016_flickr (the first ``--sentences`` of it) in one run, checks that cached and
+Translates the checkpoint's first test set (``--split``; Multi30k: test_2016_flickr), the first
+``--sentences`` of it, in one run, checks that cached and
 uncached decoding give identical translations, and prints one JSON record with sentences/s and
 output tokens/s for each setting, ``cache_speedup`` (cached / uncached, beam 5, batch N) and,
 with CTranslate2, ``vs_ctranslate2`` (ours / engine in sentences/s, greedy and beam 5, batch
@@ -90,6 +91,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     parser.add_argument("--quick", action="store_true", help="fewer sentences")
     parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--split", help="the test set to translate (default: the checkpoint's "
+                        "first, test_2016_flickr for Multi30k)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -107,7 +110,8 @@ def main() -> None:
     exact = args.precision == "fp32" and device.type == "cpu"
     translator, source = load_translator(args.checkpoint, device)
     model, cfg = translator.model, translator.config
-    src_text, _ = read_test_set(translator, "test_2016_flickr", n)
+    split = args.split or next(iter(cfg.data.test_sets()), "valid")
+    src_text, _ = read_test_set(translator, split, n)
     src_tok = list(translator.tokenizers[0].tokenize(src_text))
     src_ids = translator.encode(src_text)
     cfg.decode.precision = args.precision

@@ -5,7 +5,8 @@ dynamic batching on and off (a batch of one), for our engine and CTranslate2's.
                                [--clients 1 8 32] [--smoke]
 
 Each setting is a real server process (``mt serve`` on a free localhost port) and N client
-threads, each sending one test_2016_flickr sentence per request, one request after another,
+threads, each sending one sentence of the checkpoint's first test set (``--split``; Multi30k:
+test_2016_flickr) per request, one request after another,
 until the sentences or ``--seconds`` run out. Prints one JSON record; ``ratio`` is batched /
 unbatched throughput at the most clients, our engine (target: >= 5x on a 2-core CPU).
 """
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="per setting, at most")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--split", help="the test set the requests come from (default: the "
+                        "checkpoint's first, test_2016_flickr for Multi30k)")
     parser.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"],
                         help="CTranslate2's only where the package is installed")
     parser.add_argument("--smoke", action="store_true",
@@ -96,8 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     from transformer_mt.evaluate import read_test_set
     from transformer_mt.translate import Translator
 
-    sentences, _ = read_test_set(Translator.load(args.checkpoint, "cpu"), "test_2016_flickr",
-                                 args.sentences)
+    translator = Translator.load(args.checkpoint, "cpu")
+    split = args.split or next(iter(translator.config.data.test_sets()), "valid")
+    sentences, _ = read_test_set(translator, split, args.sentences)
     engines: dict[str, Path] = {"torch": args.checkpoint}
     with tempfile.TemporaryDirectory() as tmp:
         if "ctranslate2" in args.engines and installed("ctranslate2"):

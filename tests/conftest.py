@@ -1,6 +1,9 @@
-"""Shared fixtures: where Multi30k lies, a private cache, a tiny config.
+"""Shared fixtures: a private cache, the tiny trained run, the toy model.
 
-The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about a
+The tiny run learns the toy German -> English corpus checked in under tests/data/toy-de-en, so
+the suite needs no download; the few tests that read Multi30k itself (its download and cache,
+the benchmarks, README's back-translation recipe) are marked ``needs_data`` and skipped where it
+is missing. The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about a
 minute, for the edit-test loop) leaves out those marked ``system``: the modules that start real
 processes and servers, kill them, time them or run the benchmarks (test_reliability: SIGKILL and
 resume; test_distributed: torchrun; test_serve_process: a server and Chromium;
@@ -41,9 +44,8 @@ def toy_model():
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
-    """One tiny trained run, shared by the tests that only read it: (run_dir, its result)."""
-    if DATA_DIR is None:
-        pytest.skip("Multi30k not found (set MT_DATA_DIR)")
+    """One tiny trained run on the toy corpus, shared by the tests that only read it:
+    (run_dir, its result)."""
     run_dir = tmp_path_factory.mktemp("tiny") / "run"
     result = run_cli(tiny_train_args(run_dir))
     assert result.returncode == 0, result.stderr

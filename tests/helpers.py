@@ -1,6 +1,7 @@
 """What the tests share: where the repository and Multi30k are, running ``mt`` as a user
-does (``run_cli``), a tiny training's arguments, a toy French -> Spanish corpus in files, and a
-test client for the server. (The fixtures are in conftest.py; the toy reversal task and its
+does (``run_cli``), a tiny training's arguments (on the toy German -> English corpus of
+tests/data/toy-de-en), a toy French -> Spanish corpus in files, and a test client for the
+server. (The fixtures are in conftest.py; the toy reversal task and its
 model in toy.py.)"""
 
 from __future__ import annotations
@@ -32,7 +33,18 @@ DATA_DIR = _data_dir()
 needs_data = pytest.mark.skipif(DATA_DIR is None, reason="Multi30k not found (set MT_DATA_DIR)")
 
 
+TOY_DE_EN = REPO / "tests" / "data" / "toy-de-en"  # made up from templates (make.py there)
+
+
+def toy_corpus(split: str) -> str:
+    """A split of the toy German -> English corpus as a ``--set`` value (a corpus mapping)."""
+    return f"{{src: '{TOY_DE_EN / split}.de', tgt: '{TOY_DE_EN / split}.en'}}"
+
+
+# a tiny run learns the toy German -> English corpus: no download needed
 TINY_OVERRIDES = [
+    f"data.train={toy_corpus('train')}", f"data.valid={toy_corpus('valid')}",
+    f"data.test={{toy_test: {toy_corpus('test')}}}",
     "data.max_pairs=300", "data.valid_max_pairs=20", "data.min_freq=1",
     "model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1",
     "model.n_decoder_layers=1", "model.d_ff=64", "model.max_positions=128",
@@ -43,7 +55,8 @@ TINY_OVERRIDES = [
 
 
 def tiny_train_args(run_dir, *overrides: str) -> list[str]:
-    """``mt train`` arguments for a tiny run of config/quickstart.yaml in ``run_dir``."""
+    """``mt train`` arguments for a tiny run of config/quickstart.yaml on the toy German ->
+    English corpus, in ``run_dir``."""
     sets = [arg for o in [*TINY_OVERRIDES, *overrides] for arg in ("--set", o)]
     return ["train", "--config", "config/quickstart.yaml", "--run-dir", str(run_dir), *sets]
 

@@ -9,7 +9,7 @@ import json
 
 from tests.helpers import DATA_DIR, needs_data, run_cli, tiny_train_args
 
-pytestmark = needs_data
+pytestmark = needs_data  # README's recipe, on Multi30k
 
 
 def _lines(name: str, start: int, stop: int) -> list[str]:

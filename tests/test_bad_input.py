@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import needs_data, run_cli, tiny_train_args
+from tests.helpers import run_cli, tiny_train_args
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.errors import MTError
 
@@ -28,7 +28,6 @@ def _altered(src, dst, change) -> None:
     torch.save(ckpt, dst)
 
 
-@needs_data
 @pytest.mark.parametrize("option, value, expected", [
     ("--max-len-a", "1e30", "decode.max_len_a' must be in [0.0, 1000.0]"),
     ("--max-len-a", "inf", "decode.max_len_a' must be a finite number"),
@@ -46,7 +45,6 @@ def test_decoding_settings_are_bounded_at_the_edge(trained_run, option, value, e
     assert expected in _error_line(result)
 
 
-@needs_data
 def test_translating_from_python_says_what_was_expected(trained_run):
     from transformer_mt.training.trainer import train
     from transformer_mt.translate import Translator
@@ -86,7 +84,6 @@ def test_the_config_loader_never_raises_anything_but_its_one_line_error(key, val
     config.validate()
 
 
-@needs_data
 def test_damaged_or_foreign_weights_are_refused_before_a_run_directory_exists(trained_run,
                                                                                tmp_path):
     run_dir, _ = trained_run
@@ -113,7 +110,6 @@ def test_damaged_or_foreign_weights_are_refused_before_a_run_directory_exists(tr
     assert (resumed / "train.log").read_text() == log_before
 
 
-@needs_data
 def test_damaged_subword_models_and_exports_are_named(trained_run, tmp_path):
     pytest.importorskip("ctranslate2")
     run_dir, _ = trained_run
@@ -156,7 +152,6 @@ def test_a_vocabulary_size_beyond_sentencepiece_is_a_config_error():
         config_from_dict({}, ["data.vocab_size=10000000000"])
 
 
-@needs_data
 def test_files_that_cannot_be_read_as_text_are_named_for_what_they_are(trained_run,
                                                                          tmp_path):
     ckpt = str(trained_run[0] / "best.pt")
@@ -190,7 +185,6 @@ def test_files_that_cannot_be_read_as_text_are_named_for_what_they_are(trained_r
     assert torch.load(ckpt, weights_only=True)["model"]  # the checkpoint is intact
 
 
-@needs_data
 def test_a_huge_line_is_cut_before_tokenizing_and_its_pair_dropped(tmp_path):
     train = tmp_path / "train"
     src = [f"Ein Hund läuft {i} mal." for i in range(60)]
@@ -206,7 +200,6 @@ def test_a_huge_line_is_cut_before_tokenizing_and_its_pair_dropped(tmp_path):
     assert "59 training pairs" in result.stderr and "removed: 1 too_long" in result.stderr
 
 
-@needs_data
 def test_missing_test_files_are_found_before_training(tmp_path):
     result = run_cli(tiny_train_args(tmp_path / "run",
                                      f"data.test={{news: {{tsv: {tmp_path / 'none.tsv'}}}}}"))
@@ -237,7 +230,6 @@ def test_decoding_settings_from_python_are_checked_never_crash(changes):
                and k != "beam_size")
 
 
-@needs_data
 @pytest.mark.parametrize("change, expected", [
     (lambda c: c.update(data=None), "'data' must be a mapping, got NoneType"),
     (lambda c: c.update(data="garbage"), "'data' must be a mapping, got str"),

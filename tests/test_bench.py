@@ -23,7 +23,7 @@ def _bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return result
 
 
-@needs_data
+@needs_data  # the benchmarks measure Multi30k
 def test_train_speed_benchmark_runs_and_reports_a_ratio():
     """bench/train_speed.py measures ours and the tutorial baseline side by side (two
     processes) and prints one JSON record whose ``ratio`` compares their tokens/s."""
@@ -40,7 +40,6 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
                                     / record["baseline"]["tokens_per_s"], 2)
 
 
-@needs_data
 def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_run):
     """bench/decode_speed.py on a few sentences: cached and uncached decoding translate alike
     in fp32 (the bench asserts it), and the ratio is ours against CTranslate2 when it is
@@ -55,7 +54,7 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     assert record["ratio"] == expected > 0
 
 
-@needs_data
+@needs_data  # the benchmarks measure Multi30k
 def test_quality_benchmark_trains_then_scores_every_set(tmp_path):
     sets = [f"--set={s}" for s in (*TINY, "train.max_steps=2", "train.eval_every=2",
                                    "train.log_every=1")]
@@ -67,7 +66,7 @@ def test_quality_benchmark_trains_then_scores_every_set(tmp_path):
     assert all(0 <= v["bleu"] <= 100 for k, v in record["scores"].items() if k != "bleu_signature")
 
 
-@needs_data
+@needs_data  # the benchmarks measure Multi30k
 def test_data_scale_benchmark_reports_the_memory_ratio(tmp_path):
     record = json.loads(_bench("bench/data_scale.py", "--sizes", "200", "400", "--steps", "2",
                                "--tokenizer", "spacy", "--workdir", str(tmp_path)).stdout
@@ -78,7 +77,7 @@ def test_data_scale_benchmark_reports_the_memory_ratio(tmp_path):
     assert all(r["mt_data_seconds"] > 0 for r in record["rungs"])  # mt data ran on each
 
 
-@needs_data
+@needs_data  # the benchmarks measure Multi30k
 def test_profile_step_prints_throughput_and_the_profile():
     sets = [f"--set={s}" for s in (*TINY, "train.max_tokens=512")]
     out = _bench("bench/profile_step.py", "--precision", "fp32", "--steps", "1", "--measure",
@@ -106,7 +105,7 @@ def test_mfu_is_taken_against_a_peak_that_the_device_reaches(monkeypatch):
     assert nominal_flops(cpu, "bf16") is None
 
 
-@needs_data
+@needs_data  # the benchmarks measure Multi30k
 def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
     """scripts/gpu_check.sh on this machine: without a GPU its GPU parts say so (and are not
     failures); loss parity, a one-process torchrun training and its resume run on the CPU."""
@@ -129,6 +128,7 @@ def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
     assert report["speed"]["runs"]["smoke"]["tokens_per_s"] > 0
 
 
+@needs_data  # the benchmarks measure Multi30k
 def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path):
     result = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(tmp_path)],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -136,7 +136,6 @@ def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path):
     assert "gpu_check: environment" not in result.stderr  # refused before the first part
 
 
-@needs_data
 def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
     """bench/serve_load.py at a smoke size: real server processes, batching on and off."""
     result = _bench("bench/serve_load.py", "--smoke", "--checkpoint",

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import TINY_OVERRIDES, needs_data, run_cli, tiny_train_args
-
-pytestmark = needs_data
+from tests.helpers import TINY_OVERRIDES, run_cli, tiny_train_args
 
 
 def test_train_writes_checkpoints_metrics_and_config(trained_run):

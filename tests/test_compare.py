@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DATA_DIR, needs_data, run_cli
+from tests.helpers import TOY_DE_EN, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +25,7 @@ def systems(trained_run, tmp_path_factory):
                       "--max-sentences", "100", "--beam", "1", "--output",
                       str(tmp / "greedy.txt")])
     assert result.returncode == 0, result.stderr
-    with gzip.open(DATA_DIR / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
-        refs = [next(f).rstrip("\n") for _ in range(100)]
+    refs = (TOY_DE_EN / "test.en").read_text(encoding="utf-8").splitlines()[:100]
     (tmp / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
 
     def damaged(every: int, lower: bool) -> str:
@@ -54,7 +53,6 @@ def _sacrebleu_cli(ref: Path, hyps: list[Path]) -> tuple[list[float], list[float
     return numbers, [float(p) for p in re.findall(r"p = (\d\.\d{4})", out)]
 
 
-@needs_data
 def test_the_comparison_is_sacrebleus_own(systems):
     files = [systems / "a.txt", systems / "b.txt"]
     result = run_cli(["evaluate", "--hyp", str(files[0]), "--hyp", str(files[1]), "--ref",
@@ -74,7 +72,6 @@ def test_the_comparison_is_sacrebleus_own(systems):
     assert f"p={p_values[0]:.4f}" in text.stdout
 
 
-@needs_data
 def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, systems):
     """Checkpoints translate the split, files are taken as they are: a checkpoint and its own
     greedy output are the same system (p = 1 or close to it, equal scores)."""
@@ -86,7 +83,6 @@ def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, 
     assert a["BLEU"]["score"] == b["BLEU"]["score"] and a["TER"]["score"] == b["TER"]["score"]
 
 
-@needs_data
 @pytest.mark.parametrize("args, message", [
     (["--hyp", "A"], "pass --ref"),
     (["--hyp", "A", "--checkpoint", "C", "--output", "O", "--checkpoint", "C"],

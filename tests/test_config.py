@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.helpers import needs_data, run_cli, tiny_train_args
+from tests.helpers import run_cli, tiny_train_args
 from transformer_mt.config import Config
 from transformer_mt.config_file import config_from_dict, load_config
 from transformer_mt.errors import ConfigError
@@ -144,7 +144,6 @@ def test_training_on_the_cpu_bounds_onednn_kernel_caches(monkeypatch, tmp_path):
     assert os.environ["LRU_CACHE_CAPACITY"] == "64"
 
 
-@needs_data
 def test_tensorboard_key_without_the_package_is_a_clear_error(tmp_path):
     import importlib.util
 
@@ -156,7 +155,6 @@ def test_tensorboard_key_without_the_package_is_a_clear_error(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@needs_data
 @pytest.mark.parametrize("overrides, message", [
     (["model.d_model=1000000", "model.n_heads=1"], "GiB for its weights, gradients"),
     (["model.max_positions=4"], "model.max_positions=4"),

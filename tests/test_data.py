@@ -27,7 +27,6 @@ def test_multi30k_split_is_located_verified_and_read_as_a_corpus():
     assert corpus.fingerprint("src") == multi30k.SHA256["val.de.gz"]
 
 
-@needs_data
 def test_corrupt_user_copy_is_refused(tmp_path):
     bad = tmp_path / "val.de.gz"
     bad.write_bytes(b"not the real file")

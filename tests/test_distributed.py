@@ -10,12 +10,12 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import REPO, TINY_OVERRIDES, needs_data, run_cli
+from tests.helpers import REPO, TINY_OVERRIDES, run_cli
 from transformer_mt.build import model_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.data.batch import source_mask
 
-pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 
 COMMON = ["model.dropout=0.0", "train.max_steps=6", "train.eval_every=3", "train.save_every=3",
           "train.device=cpu", "train.threads=1", "train.max_tokens=300"]
@@ -49,8 +49,9 @@ def test_two_ranks_train_like_one_process_with_the_same_budget(tmp_path):
     a = model_from_checkpoint(load_checkpoint(ddp_dir / "last.pt"))[0]
     b = model_from_checkpoint(load_checkpoint(single_dir / "last.pt"))[0]
     gen = torch.Generator().manual_seed(0)
-    src, tgt = torch.randint(4, 200, (8, 12), generator=gen), torch.randint(4, 200, (8, 10),
-                                                                            generator=gen)
+    v_src, v_tgt = a.encoder.embed.embedding.num_embeddings, a.decoder.project.out_features
+    src = torch.randint(4, v_src, (8, 12), generator=gen)
+    tgt = torch.randint(4, v_tgt, (8, 10), generator=gen)
     with torch.no_grad():
         out_a = a(src, tgt, source_mask(src)).log_softmax(-1)
         out_b = b(src, tgt, source_mask(src)).log_softmax(-1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import needs_data, run_cli
+from tests.helpers import run_cli
 from transformer_mt.documents import split_document, split_html, split_text
 
 PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee. Eine Frau liest ein Buch."
@@ -50,7 +50,6 @@ def test_html_keeps_its_markup_and_translates_only_prose():
     assert doc.rebuild(["Q"] * 4).count("Q") == 4  # rebuilding twice works (alternatives)
 
 
-@needs_data
 def test_translate_text_is_the_sentences_translated_one_by_one(trained_run):
     from transformer_mt.translate import Translator
 
@@ -66,7 +65,6 @@ def test_translate_text_is_the_sentences_translated_one_by_one(trained_run):
         translator.translate_text("Ein Hund.")
 
 
-@needs_data
 def test_mt_translate_split_sentences(trained_run, tmp_path):
     ckpt = str(trained_run[0] / "best.pt")
     source = tmp_path / "in.de"

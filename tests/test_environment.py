@@ -14,7 +14,7 @@ import portalocker
 import pytest
 import torch
 
-from tests.helpers import REPO, needs_data, run_cli, tiny_train_args
+from tests.helpers import REPO, run_cli, tiny_train_args
 from transformer_mt import device as device_module
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.fileio import file_lock, run_lock
@@ -29,7 +29,6 @@ def _error_line(result) -> str:
 
 # ----------------------------------------------------------------------- missing packages
 
-@needs_data
 @pytest.mark.parametrize("package, overrides", [
     ("sacremoses", ()),
     ("spacy", ()),
@@ -47,7 +46,6 @@ def test_a_missing_package_is_named_before_step_one(tmp_path, monkeypatch, packa
     assert not run_dir.exists()  # nothing written, no step taken
 
 
-@needs_data
 def test_translating_without_sacremoses_says_so(trained_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "sacremoses", None)
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
@@ -83,7 +81,6 @@ def test_contention_is_still_contention(tmp_path):
         pass
 
 
-@needs_data
 def test_training_on_a_filesystem_without_locks_says_what_to_do(tmp_path, monkeypatch):
     _no_locks(monkeypatch)
     monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))  # the data cache locks first

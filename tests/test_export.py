@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import needs_data, run_cli
+from tests.helpers import run_cli
 from tests.toy import VOCAB, toy_pairs, train_toy_model
 from transformer_mt.checkpoint import make_checkpoint, save_checkpoint
 from transformer_mt.config import Config, ModelConfig
@@ -69,7 +69,6 @@ def test_exported_model_decodes_greedily_like_ours(tmp_path):
     assert [_tokens(h.tokens) for h in ours] == theirs
 
 
-@needs_data
 def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
     run_dir, _ = trained_run
     out = tmp_path / "ct2"
@@ -87,7 +86,6 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
     assert refused.returncode != 0 and "PyTorch engine" in refused.stderr
 
 
-@needs_data
 def test_export_never_replaces_what_is_not_an_earlier_export(trained_run, tmp_path):
     """The CTranslate2 converter removes its target with force=True: an export into '.', a
     run directory, a directory holding the checkpoint or other files must lose nothing."""
@@ -116,7 +114,6 @@ def test_export_never_replaces_what_is_not_an_earlier_export(trained_run, tmp_pa
     assert not list(tmp_path.glob(".*.tmp")) and not list(project.glob(".*.tmp"))
 
 
-@needs_data
 def test_export_replaces_an_earlier_export_only_with_overwrite(trained_run, tmp_path):
     run_dir, _ = trained_run
     out = tmp_path / "ct2"

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from tests.helpers import needs_data, run_cli
+from tests.helpers import run_cli, tiny_train_args
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import (
     atomic_write_text,
@@ -83,8 +83,7 @@ def test_stale_temporaries_are_removed(tmp_path):
 
 def test_a_held_run_directory_is_refused_with_the_holder(tmp_path):
     with run_lock(tmp_path):
-        result = run_cli(["train", "--config", "config/quickstart.yaml", "--run-dir",
-                          str(tmp_path)])
+        result = run_cli(tiny_train_args(tmp_path))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert "in use by another mt train" in line and f"pid {os.getpid()}" in line
@@ -92,7 +91,6 @@ def test_a_held_run_directory_is_refused_with_the_holder(tmp_path):
         pass
 
 
-@needs_data
 def test_translate_and_average_refuse_to_overwrite_their_inputs(trained_run, tmp_path):
     run_dir, _ = trained_run
     ckpt = run_dir / "best.pt"

@@ -10,8 +10,6 @@ import torch
 
 from tests.helpers import needs_data, run_cli
 
-pytestmark = needs_data
-
 
 @pytest.fixture
 def run_dir(trained_run):
@@ -80,6 +78,7 @@ def test_trace_shows_every_stage_with_shapes(run_dir, tmp_path):
             "decoder_layer0_head1_cross.png", "decoder_layer0_head0_self.png"} <= names
 
 
+@needs_data  # an untrained model of the default config: Multi30k's vocabularies
 def test_trace_without_checkpoint_says_untrained():
     result = run_cli(["trace", "Ein Hund."])
     assert result.returncode == 0, result.stderr

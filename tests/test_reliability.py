@@ -12,10 +12,10 @@ import time
 import pytest
 import torch
 
-from tests.helpers import REPO, needs_data, run_cli, tiny_train_args
+from tests.helpers import REPO, run_cli, tiny_train_args, toy_corpus
 from transformer_mt.training.schedule import learning_rate
 
-pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 
 
 _args = tiny_train_args
@@ -66,7 +66,8 @@ def _same(a: torch.Tensor, b: torch.Tensor, device: str) -> bool:
     ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true",
      "train.lr_schedule=linear"),
     ("data.tokenizer=sentencepiece", "data.vocab_size=500", "data.shared_vocab=true",
-     "data.train=[{multi30k: train}, {multi30k: val, weight: 0.5, tag: '<bt>'}]",
+     f"data.train=[{toy_corpus('train')}, {toy_corpus('valid')[:-1]}, weight: 0.5, "
+     "tag: '<bt>'}]",
      "data.sampling.alpha=0.1", "data.sampling.copies=2")],
     ids=["spacy", "sentencepiece-linear-lr", "two-corpora-sampled"])
 def test_resume_after_sigkill_is_bitwise_exact(tmp_path, tokens, device):

@@ -10,9 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import local_client, needs_data
-
-pytestmark = needs_data
+from tests.helpers import local_client
 
 fastapi = pytest.importorskip("fastapi")
 

@@ -10,9 +10,7 @@ import urllib.request
 import pytest
 
 from bench.common import start_server
-from tests.helpers import needs_data
 
-pytestmark = needs_data
 pytest.importorskip("fastapi")
 libretranslatepy = pytest.importorskip("libretranslatepy")
 deep_translator = pytest.importorskip("deep_translator")

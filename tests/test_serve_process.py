@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench.common import post, start_server
-from tests.helpers import needs_data
 
-pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -16,9 +16,8 @@ import urllib.request
 import pytest
 
 from bench.common import post, start_server
-from tests.helpers import needs_data
 
-pytestmark = [needs_data, pytest.mark.system]  # tiers: tests/conftest.py
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
 from tests.helpers import local_client  # noqa: E402
@@ -209,8 +208,9 @@ def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(trained
 
 def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
     proc, url = start_server(trained_run[0] / "best.pt", "--grace", "0.5", "--no-batching")
-    long = {"text": [f"Ein Hund läuft {i} mal über die große grüne Wiese." for i in range(120)],
-            "beam": 5}
+    long = {"text": [f"Ein Hund läuft {i} mal über die große grüne Wiese, am Strand, im Park "
+                     "und in der Stadt vor einem Gebäude." for i in range(120)],
+            "beam": 16}  # seconds of decoding each
     answers: list = []
     senders = [threading.Thread(target=lambda: answers.append(post(url + "/v1/translate",
                                                                    long)))

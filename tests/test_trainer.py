@@ -9,7 +9,7 @@ import logging
 import pytest
 import torch
 
-from tests.helpers import needs_data, run_cli, tiny_train_args
+from tests.helpers import run_cli, tiny_train_args
 from tests.toy import make_model
 from transformer_mt.config import TrainConfig
 from transformer_mt.config_file import config_from_dict
@@ -141,7 +141,6 @@ def test_a_rank_that_does_not_see_rank_0s_checkpoint_refuses(tmp_path, monkeypat
         decide(RunDir(tmp_path / "run", is_main=False), config, "auto", rank_1)
 
 
-@needs_data
 def test_a_run_that_ends_inside_its_warmup_is_warned_about(tmp_path, trained_run):
     """Raising train.max_tokens (with the number of GPUs, say) makes an epoch fewer steps: a
     budget in epochs then ends inside the warmup, silently under-trained."""

@@ -30,7 +30,7 @@ from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
-from transformer_mt.data.vocab import BOS_ID, PAD_ID, Vocab
+from transformer_mt.data.vocab import BOS, BOS_ID, PAD, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
 from transformer_mt.device import pick_device
@@ -158,6 +158,9 @@ def output_limits(ids: Sequence[Sequence[int]], cfg: DecodeConfig, cap: int) -> 
     return max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b, cap).tolist()
 
 
+NEVER_PRODUCED = [[PAD], [BOS]]  # as in our search (decode/search.py: _allowed)
+
+
 class CTranslate2Engine:
     """A model exported by ``mt export``, decoding in CTranslate2 as our decoder batches:
     sorted by source length, ``batch_size`` a batch, no output longer than search allows."""
@@ -205,7 +208,8 @@ class CTranslate2Engine:
             chunk = order[start:start + batch_size]
             results = self.translator.translate_batch(
                 [list(sources[i]) for i in chunk], beam_size=beam_size,
-                max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False)
+                max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False,
+                suppress_sequences=NEVER_PRODUCED)
             for i, result in zip(chunk, results, strict=True):
                 outputs[i] = result.hypotheses[0][:limits[i]]
         return outputs
