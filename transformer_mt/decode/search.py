@@ -331,7 +331,7 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
                 padding_value=PAD_ID).to(device)  # (B, S)
             with autocast(device, precision):
                 hyps = decode_batch(model, src, source_mask(src), cfg, beam_size, nbest,
-                                       use_cache, generator, scores)
+                                    use_cache, generator, scores)
             for i, h in zip(chunk, hyps, strict=True):
                 results[i] = h
             bar.update(len(chunk))
