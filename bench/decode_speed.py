@@ -5,12 +5,14 @@ and against CTranslate2 (the same weights exported, when the ctranslate2 package
                                  [--device cpu|cuda]
 
 Translates the checkpoint's first test set (``--split``; Multi30k: test_2016_flickr), the first
-``--sentences`` of it, in one run, checks that cached and
-uncached decoding give identical translations, and prints one JSON record with sentences/s and
-output tokens/s for each setting, ``cache_speedup`` (cached / uncached, beam 5, batch N) and,
-with CTranslate2, ``vs_ctranslate2`` (ours / engine in sentences/s, greedy and beam 5, batch
-32: the same batches, length limits and threads, translations only, best of 3 turns each) and
-``ratio``, the smaller of those two (without CTranslate2: the cache speedup).
+``--sentences`` of it, in one run, checks that cached and uncached decoding give identical
+translations, and prints one JSON record with sentences/s and output tokens/s for each setting,
+``cache_speedup`` (cached / uncached, beam 5, batch N) and, with CTranslate2, ``vs_ctranslate2``
+(engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
+call: the same batches, length limits and threads, translations only, best of 3 turns each),
+``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``) and
+``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
+speedup).
 Without a checkpoint (and no runs/quickstart/best.pt) it uses a seeded untrained model of the
 same sizes, whose outputs run to the length limit: slower, and not what a user sees.
 """
@@ -49,12 +51,13 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
 
 
 def engine_comparison(args, src_tok, limits, ours, device) -> dict:
-    """CTranslate2 on the same sentences, batch 32, greedy and beam 5, fp32, as many threads
-    as ours, timed in turns with ``ours(beam)`` (seconds of our decoding of the same batches),
-    best of ``ROUNDS`` each, so that a slow moment of the machine does not favour either side.
-    Both get the same batches (sorted by length, 32 a batch) and the same per-sentence length
-    limits and return translations only. (That both compute the same is tested in
-    tests/test_export.py.)"""
+    """CTranslate2 on the same sentences, greedy and beam 5, fp32, as many threads as ours,
+    timed in turns with ``ours(beam, batch)`` (seconds of our decoding of the same batches),
+    best of ``ROUNDS`` each, so that a slow moment of the machine does not favour either side:
+    batches of 32 (sorted by length), and one sentence a call (the first ``LONE`` sentences,
+    in milliseconds a sentence: a lone request's latency). Both get the same batches and the
+    same per-sentence length limits and return translations only. (That both compute the same
+    is tested in tests/test_export.py.)"""
     try:
         import ctranslate2  # noqa: F401
     except ImportError:
@@ -68,22 +71,54 @@ def engine_comparison(args, src_tok, limits, ours, device) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         export_ctranslate2(args.checkpoint, tmp)
         engine = load_exported(tmp, device.type, threads=torch.get_num_threads()).engine
+        lone = min(LONE, len(src_tok))
         for beam in (1, 5):
             name = "greedy" if beam == 1 else "beam5"
-            theirs, mine = [], []
-            for _ in range(ROUNDS):
-                mine.append(ours(beam))
-                start = time.perf_counter()
-                engine.translate_tokens(src_tok, limits, beam, batch_size=32)
-                theirs.append(time.perf_counter() - start)
-            n = len(src_tok)
-            out["ctranslate2"][f"{name}_batch32"] = round(n / min(theirs), 1)
-            out["ours"][f"{name}_batch32"] = round(n / min(mine), 1)
-            out["vs_ctranslate2"][name] = round(min(theirs) / min(mine), 2)
+            for batch in (32, 1):
+                theirs, mine = [], []
+                for _ in range(ROUNDS):
+                    mine.append(ours(beam, batch))
+                    start = time.perf_counter()
+                    if batch == 1:
+                        for k in range(lone):
+                            engine.translate_tokens(src_tok[k:k + 1], limits[k:k + 1], beam, 1)
+                    else:
+                        engine.translate_tokens(src_tok, limits, beam, batch_size=32)
+                    theirs.append(time.perf_counter() - start)
+                key = f"{name}_batch{batch}"
+                if batch == 1:  # milliseconds a sentence
+                    out["ctranslate2"][f"{key}_ms"] = round(1000 * min(theirs) / lone, 2)
+                    out["ours"][f"{key}_ms"] = round(1000 * min(mine) / lone, 2)
+                else:  # sentences a second
+                    out["ctranslate2"][key] = round(len(src_tok) / min(theirs), 1)
+                    out["ours"][key] = round(len(src_tok) / min(mine), 1)
+                out["vs_ctranslate2"][key] = round(min(theirs) / min(mine), 2)
     return out
 
 
+def first_call(checkpoint: Path, sentence: str, device: torch.device, rounds: int) -> dict:
+    """What a user waits for one sentence: ``mt translate --checkpoint C SENTENCE`` in a fresh
+    process against ``python -c "import torch"`` (the floor every PyTorch command pays), best
+    of ``rounds`` each, in turns."""
+    import subprocess
+
+    def timed(argv: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, *argv], check=True, capture_output=True)
+        return time.perf_counter() - start
+
+    translate = ["-m", "transformer_mt", "translate", "--quiet", "--checkpoint",
+                 str(checkpoint), "--device", str(device), sentence]
+    ours, floor = [], []
+    for _ in range(rounds):
+        floor.append(timed(["-c", "import torch"]))
+        ours.append(timed(translate))
+    return {"import_torch_s": round(min(floor), 2), "mt_translate_s": round(min(ours), 2),
+            "ratio_to_import_torch": round(min(ours) / min(floor), 2)}
+
+
 ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
+LONE = 40  # sentences translated one a call for the latency rows
 
 
 def main() -> None:
@@ -91,6 +126,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     parser.add_argument("--quick", action="store_true", help="fewer sentences")
     parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--first-call-rounds", type=int, default=3,
+                        help="fresh `mt translate` processes timed against `import torch` "
+                        "(best of N; 0: none)")
     parser.add_argument("--split", help="the test set to translate (default: the checkpoint's "
                         "first, test_2016_flickr for Multi30k)")
     parser.add_argument("--batch", type=int, default=64)
@@ -118,8 +156,43 @@ def main() -> None:
     # laid out for decoding once, as Translator does (not timed)
     model = for_decoding(model, resolve_precision(args.precision, device), device)
 
+    results, outputs = _settings(model, cfg, src_ids, n, args.batch, device)
+    differing = _differing(outputs, exact)
+    key = f"beam5_batch{args.batch}"
+    cache_speedup = round(results[f"{key}_cached"]["sentences_per_s"]
+                          / results[f"{key}_uncached"]["sentences_per_s"], 2)
+    def ours(beam: int, batch: int) -> float:
+        cfg.decode.batch_size = batch
+        synchronize(device)
+        start = time.perf_counter()
+        if batch == 1:  # one call a sentence, as a lone request is decoded
+            for k in range(min(LONE, len(src_ids))):
+                decode_corpus(model, src_ids[k:k + 1], cfg.decode, device, beam, scores=False)
+        else:
+            decode_corpus(model, src_ids, cfg.decode, device, beam, scores=False)
+        synchronize(device)
+        return time.perf_counter() - start
+
+    limits = output_limits(src_ids, cfg.decode, cfg.model.max_output_tokens)
+    engine = engine_comparison(args, src_tok[:n], limits, ours, device)
+    if args.checkpoint is not None and args.checkpoint.exists() and args.first_call_rounds:
+        engine["first_call"] = first_call(args.checkpoint, src_text[0], device,
+                                          args.first_call_rounds)
+    record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
+              "model": source,
+              "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
+              "identical_with_and_without_cache": differing == 0,
+              "sentences_differing_with_and_without_cache": differing,
+              "results": results, "cache_speedup": cache_speedup, **engine,
+              "ratio": min(engine["vs_ctranslate2"].values()) if engine else cache_speedup}
+    print(json.dumps(record, indent=2))
+
+
+def _settings(model, cfg, src_ids, n: int, batch_n: int, device) -> tuple[dict, dict]:
+    """Every setting (greedy and beam 5; batch 1, 32 and N; with and without the cache): its
+    speed, and its translations (to compare cached and uncached)."""
     results, outputs = {}, {}
-    settings = [(beam, batch, cache) for beam in (1, 5) for batch in sorted({1, 32, args.batch})
+    settings = [(beam, batch, cache) for beam in (1, 5) for batch in sorted({1, 32, batch_n})
                 for cache in (True, False)]
     for beam, batch, cache in settings:
         cfg.decode.batch_size = batch
@@ -138,28 +211,7 @@ def main() -> None:
                          "tokens_per_s": round(tokens / elapsed, 1),
                          "seconds": round(elapsed, 2)}
         outputs[name] = [h[0].tokens for h in hyps]
-    differing = _differing(outputs, exact)
-    key = f"beam5_batch{args.batch}"
-    cache_speedup = round(results[f"{key}_cached"]["sentences_per_s"]
-                          / results[f"{key}_uncached"]["sentences_per_s"], 2)
-    def ours(beam: int) -> float:
-        cfg.decode.batch_size = 32
-        synchronize(device)
-        start = time.perf_counter()
-        decode_corpus(model, src_ids, cfg.decode, device, beam, scores=False)
-        synchronize(device)
-        return time.perf_counter() - start
-
-    limits = output_limits(src_ids, cfg.decode, cfg.model.max_output_tokens)
-    engine = engine_comparison(args, src_tok[:n], limits, ours, device)
-    record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
-              "model": source,
-              "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
-              "identical_with_and_without_cache": differing == 0,
-              "sentences_differing_with_and_without_cache": differing,
-              "results": results, "cache_speedup": cache_speedup, **engine,
-              "ratio": min(engine["vs_ctranslate2"].values()) if engine else cache_speedup}
-    print(json.dumps(record, indent=2))
+    return results, outputs
 
 
 def _differing(outputs: dict[str, list[list[int]]], exact: bool) -> int:
