@@ -321,8 +321,9 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
         generator = torch.Generator(device).manual_seed(cfg.sample_seed)
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
                leave=False)
-    was_training = model.training
-    model.eval()
+    was_training = model.training  # (switched only if need be: a lone sentence's call is short)
+    if was_training:
+        model.eval()
     try:
         for start in range(0, len(order), cfg.batch_size):
             chunk = order[start:start + cfg.batch_size]
@@ -337,5 +338,6 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
             bar.update(len(chunk))
     finally:
         bar.close()
-        model.train(was_training)
+        if was_training:
+            model.train()
     return results
