@@ -8,6 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.toy import toy_accuracy, toy_sources, train_toy_model
+from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import beam_search, greedy
@@ -64,6 +65,7 @@ class MarkovModel:
     """
 
     A, B = 4, 5
+    cfg = ModelConfig()  # only its length limit (max_output_tokens) is read
 
     def __init__(self) -> None:
         table = torch.full((6, 6), 1e-9)

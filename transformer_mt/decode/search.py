@@ -47,9 +47,8 @@ def max_output_lengths(src_mask: Tensor, a: float, b: int,
     return limits if cap is None else limits.clamp(max=cap)
 
 
-def _cap(model: Transformer | Ensemble) -> int | None:
-    cfg = getattr(model, "cfg", None)
-    return cfg.max_output_tokens if cfg is not None else None
+def _cap(model: Transformer | Ensemble) -> int:
+    return model.cfg.max_output_tokens
 
 
 class DecodingState(Protocol):
