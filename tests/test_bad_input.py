@@ -209,7 +209,8 @@ def test_missing_test_files_are_found_before_training(tmp_path):
 @settings(max_examples=150, deadline=None)
 @given(changes=st.dictionaries(
     st.sampled_from(["beam_size", "alpha", "max_len_a", "max_len_b", "temperature",
-                     "sample_topk", "sample_seed", "batch_size", "precision", "bogus"]),
+                     "sample_topk", "top_p", "sample_seed", "batch_size", "precision",
+                     "bogus"]),
     st.one_of(st.integers(), st.floats(), st.text(max_size=8), st.booleans(), st.none()),
     max_size=4))
 def test_decoding_settings_from_python_are_checked_never_crash(changes):

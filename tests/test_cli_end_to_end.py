@@ -163,6 +163,10 @@ def test_decoding_options_on_the_command_line(trained_run):
                for s in (1, 1, 2, 3)]
     assert sampled[0] == sampled[1] and len(set(sampled)) > 1  # seeded, and random
     assert translate("--sample-topk", "1") == translate("--beam", "1")  # top-1 is greedy
+    nucleus = [translate("--top-p", "0.9", "--seed", str(s), "--temperature", "2")
+               for s in (1, 1, 2, 3)]
+    assert nucleus[0] == nucleus[1] and len(set(nucleus)) > 1
+    assert translate("--top-p", "0.000001") == translate("--beam", "1")  # a point: greedy
     ensemble = translate("--checkpoint", ckpt, "--beam", "3")  # the same model twice
     assert ensemble == translate("--beam", "3")
     bad = run_cli(["translate", "--checkpoint", ckpt, "--alpha", "-1", sentence])

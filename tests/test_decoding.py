@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 
@@ -186,3 +187,28 @@ def test_sampling_is_seeded_and_top_one_is_greedy(toy_model):
     assert sample(1) == sample(1)
     assert sample(1) != sample(2)
     assert sample(1, topk=1) == [h.tokens for h in greedy(model, src, mask)]
+
+
+def test_nucleus_sampling_draws_from_the_nucleus_only():
+    """From <bos> the Markov model gives A 0.5, B 0.4, <eos> 0.1: the 0.85 nucleus is {A, B}
+    (drawn 5:4), the 0.45 nucleus {A}; a nucleus of 1 is plain sampling, top-k and nucleus
+    together are the nucleus of the top k, and a vanishing nucleus is greedy."""
+    model = MarkovModel()
+    src = torch.full((2000, 3), 4)
+    mask = source_mask(src)
+
+    def first_tokens(seed=0, **kw):
+        gen = torch.Generator().manual_seed(seed)
+        return [h.tokens[0] if h.tokens else EOS_ID for h in greedy(
+            model, src, mask, max_len_a=0.0, max_len_b=1, generator=gen, **kw)]
+
+    nucleus = collections.Counter(first_tokens(top_p=0.85))
+    assert set(nucleus) == {MarkovModel.A, MarkovModel.B}  # <eos> is outside it
+    assert nucleus[MarkovModel.A] / 2000 == pytest.approx(0.5 / 0.9, abs=0.04)
+    assert set(first_tokens(top_p=0.45)) == {MarkovModel.A}
+    everything = collections.Counter(first_tokens(sample_topk=3))
+    assert everything[EOS_ID] / 2000 == pytest.approx(0.1, abs=0.025)  # plain sampling
+    assert first_tokens(3, sample_topk=3, top_p=1.0) == first_tokens(3, sample_topk=3)
+    # of the top 2 (A 5/9, B 4/9): the 0.5 nucleus is A alone
+    assert set(first_tokens(sample_topk=2, top_p=0.5)) == {MarkovModel.A}
+    assert first_tokens(top_p=1e-6) == first_tokens()  # greedy

@@ -83,7 +83,8 @@ def test_info_languages_and_libretranslate(client, translator):
     # the defaults a request may change, by the names a request gives them
     assert info["decode"] == {name: getattr(translator.config.decode, name)
                               for name in ("beam_size", "alpha", "max_len_a", "max_len_b",
-                                           "sample_topk", "temperature", "sample_seed")}
+                                           "sample_topk", "top_p", "temperature",
+                                           "sample_seed")}
     assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]
@@ -124,6 +125,9 @@ def test_info_languages_and_libretranslate(client, translator):
     ('{"text": ["a"], "alpha": NaN}', 422, "finite"),
     (json.dumps({"text": ["a"], "temperature": 0.0, "sample_topk": 5}), 422, "temperature"),
     (json.dumps({"text": ["a"], "nbest": 2, "sample_topk": 5}), 422, "sampling"),
+    (json.dumps({"text": ["a"], "nbest": 2, "top_p": 0.9}), 422, "sampling"),
+    (json.dumps({"text": ["a"], "top_p": 0.0}), 422, "top_p"),
+    (json.dumps({"text": ["a"], "top_p": 0.9, "beam_size": 4}), 422, "beam size 1"),
     (json.dumps({"text": ["a"], "topk": 500}), 422, "topk"),
     (b"{\"text\": [\"" + b"x" * 3000 + b"\"]}", 413, "at most 2,000"),
 ])
@@ -210,7 +214,7 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                            lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                            max_leaves=10)
-FIELDS = ["text", "beam", "nbest", "alpha", "max_len_a", "max_len_b", "sample_topk",
+FIELDS = ["text", "beam", "nbest", "alpha", "max_len_a", "max_len_b", "sample_topk", "top_p",
           "temperature", "seed", "attention", "topk", "other"]
 
 

@@ -173,15 +173,25 @@ class DecodeConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     max_input_tokens: int = 250  # longer inputs are truncated with a warning
     # sampling instead of search (e.g. for back-translation): draw each token from the
-    # sample_topk most probable ones (0 = off), their probabilities sharpened or flattened by
-    # temperature, with a generator seeded by sample_seed
+    # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable
+    # ones whose probability adds up to top_p (1 = all), their probabilities sharpened or
+    # flattened by temperature first, with a generator seeded by sample_seed
     sample_topk: int = per_call(0, "sample each token from the K most probable instead of "
                                 "searching (e.g. for back-translation); 0 = search")
+    top_p: float = per_call(1.0, "nucleus sampling: sample each token from the fewest most "
+                            "probable ones whose probability adds up to P; 1 = search (or "
+                            "top-k alone)")
     temperature: float = per_call(1.0, "sampling temperature")
     sample_seed: int = per_call(0, "seed of the sampling", alias="seed")
 
+    @property
+    def samples(self) -> bool:
+        """Whether tokens are drawn (top-k or nucleus sampling) instead of searched for."""
+        return self.sample_topk > 0 or self.top_p < 1.0
+
     def validate(self) -> None:
-        ensure(self.sample_topk == 0 or self.beam_size == 1, "decode.sample_topk",
+        ensure(not self.samples or self.beam_size == 1,
+               "decode.sample_topk" if self.sample_topk else "decode.top_p",
                "samples one translation per sentence: use it with beam size 1")
         ensure(0 <= self.sample_seed < 2**63, "decode.sample_seed", "must be in [0, 2^63)")
         ensure_range(self, "decode", DECODE_RANGES)
@@ -234,4 +244,4 @@ def to_plain(value: Any) -> Any:
 DECODE_RANGES = {"beam_size": (1, 1000), "alpha": (0.0, 10.0), "max_len_a": (0.0, 1000.0),
                  "max_len_b": (0, 1_000_000), "batch_size": (1, 100_000),
                  "max_input_tokens": (1, 1_000_000), "sample_topk": (0, 1_000_000),
-                 "temperature": (0.01, 100.0)}
+                 "temperature": (0.01, 100.0), "top_p": (1e-6, 1.0)}

@@ -182,7 +182,7 @@ class CTranslate2Engine:
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
-        if nbest > 1 or cfg.sample_topk:
+        if nbest > 1 or cfg.samples:
             raise MTError(self.CANNOT)
         sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
         limits = output_limits(ids, cfg, self.config.model.max_output_tokens)

@@ -163,7 +163,7 @@ class Translator:
                               f"{', '.join(types)}")
         changes = {k: coerce(v, types[k], f"decode.{k}") for k, v in changes.items()
                    if v is not None}
-        if changes.get("sample_topk"):  # sampling draws one translation: no beam
+        if changes.get("sample_topk") or changes.get("top_p", 1.0) < 1.0:  # one draw: no beam
             changes.setdefault("beam_size", 1)
         cfg = dataclasses.replace(self.config.decode, **changes)
         cfg.validate()
@@ -174,7 +174,7 @@ class Translator:
         """Translate raw sentences into detokenized text, one per sentence (an empty line
         gives an empty translation). ``settings`` override the checkpoint's ``decode``
         settings for this call: ``alpha``, ``max_len_a``, ``max_len_b``, ``sample_topk``,
-        ``temperature``, ``sample_seed``, ``batch_size``, ``precision``."""
+        ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``, ``precision``."""
         return [hyps[0].text for hyps in self.translate_nbest(
             sentences, 1, beam_size, progress=progress, scores=False, **settings)]
 

@@ -140,11 +140,13 @@ def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor
 def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
            max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
            temperature: float = 1.0, generator: torch.Generator | None = None,
-           scores: bool = True) -> list[Hypothesis]:
+           scores: bool = True, top_p: float = 1.0) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
 
     With ``sample_topk`` > 0, draw the token instead from the ``sample_topk`` most probable,
-    with probabilities ``softmax(logits / temperature)`` among them (``generator`` seeds it).
+    with probabilities ``softmax(logits / temperature)`` among them (``generator`` seeds it);
+    with ``top_p`` < 1, from the nucleus: the fewest most probable tokens whose probabilities
+    (after the temperature) add up to ``top_p`` (both: the nucleus of the top ``k``).
     The score is the model's log-probability of what was chosen either way; ``scores=False``
     leaves it NaN and saves normalising every step's logits (a tenth of the time).
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
@@ -161,7 +163,7 @@ def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len
     shortest = int(limits.min())
     while alive_ids:
         z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
-        best, token = _pick(z, sample_topk, temperature, generator)  # (N,), (N,)
+        best, token = _pick(z, sample_topk, temperature, generator, top_p)  # (N,), (N,)
         if scores:
             total = total + (best - torch.logsumexp(z, dim=-1))
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
@@ -181,13 +183,17 @@ def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len
     return [r for r in results if r is not None]
 
 
-def _pick(z: Tensor, topk: int, temperature: float,
-          generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
-    """The chosen token of each row of logits z (N, V) and its logit: the best, or a sample."""
-    if topk <= 0:
+def _pick(z: Tensor, topk: int, temperature: float, generator: torch.Generator | None,
+          top_p: float = 1.0) -> tuple[Tensor, Tensor]:
+    """The chosen token of each row of logits z (N, V) and its logit: the best, or a sample
+    (of the top ``topk``, 0: of all; of their nucleus with ``top_p`` < 1)."""
+    if topk <= 0 and top_p >= 1.0:
         return z.max(dim=-1)  # (N,), (N,)
-    top_z, top_token = z.topk(min(topk, z.size(1)), dim=-1)  # (N, k)
+    k = z.size(1) if topk <= 0 else min(topk, z.size(1))
+    top_z, top_token = z.topk(k, dim=-1)  # (N, k), most probable first
     probs = (top_z / temperature).softmax(dim=-1)  # (N, k); -inf (not allowed) gets 0
+    if top_p < 1.0:  # the nucleus: each token whose more probable ones add up to < top_p
+        probs = probs * ((probs.cumsum(dim=-1) - probs) < top_p)  # (N, k), unnormalised
     choice = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
     return top_z.gather(1, choice).squeeze(1), top_token.gather(1, choice).squeeze(1)
 
@@ -293,7 +299,7 @@ def decode_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
     beam_size = cfg.beam_size if beam_size is None else beam_size
     if beam_size == 1 and nbest == 1:
         hyps = greedy(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, use_cache,
-                      cfg.sample_topk, cfg.temperature, generator, scores)
+                      cfg.sample_topk, cfg.temperature, generator, scores, cfg.top_p)
         return [[h] for h in hyps]
     return beam_search(model, src, src_mask, max(beam_size, nbest), cfg.alpha, cfg.max_len_a,
                        cfg.max_len_b, nbest, use_cache)
@@ -316,7 +322,7 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
     generator = None
-    if cfg.sample_topk:
+    if cfg.samples:
         generator = torch.Generator(device).manual_seed(cfg.sample_seed)
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
                leave=False)

@@ -224,7 +224,7 @@ class Service:
         sampling request is decoded on its own (the same translation alone or among others);
         ``waiting``: an awaitable that completes if the client leaves (the decoding stops);
         ``queued``: called once the request is in the queue (or needs none)."""
-        sampling = bool(cfg.sample_topk)
+        sampling = cfg.samples
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
         found: list[list[Translation] | None] = [None] * len(prepared.ids)
         if not sampling and self.options.cache_size:
