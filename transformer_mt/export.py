@@ -20,7 +20,7 @@ import shutil
 import stat
 import tempfile
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,9 @@ def require_ctranslate2() -> Any:
     return ctranslate2
 
 
-# what an export directory holds: CTranslate2's files and ours; nothing else is ever replaced
+EXPORT_KINDS = ("ctranslate2", "huggingface")  # the formats of mt export (manifests' kinds)
+# what an export directory of a version without manifests holds (CTranslate2's files and ours);
+# nothing else is ever replaced
 EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json",
                           "source_vocabulary.json", "target_vocabulary.json", CONFIG_NAME,
                           "source.spm", "target.spm"})
@@ -61,9 +63,11 @@ def is_export(directory: Path) -> bool:
     file its manifest lists (an export of a version without manifests: our file names, each a
     regular file)."""
     names = [p.name for p in directory.iterdir()]
-    manifest = Manifest(directory, "ctranslate2")
-    if manifest.exists():
-        return not manifest.foreign(names)
+    manifest = Manifest(directory, EXPORT_KINDS[0])
+    if manifest.exists():  # an export of either format (else its manifest says what it is)
+        found = manifest.kind_found()
+        return not Manifest(directory, found if found in EXPORT_KINDS
+                            else EXPORT_KINDS[0]).foreign(names)
     return ({"model.bin", CONFIG_NAME} <= set(names) <= EXPORT_FILES
             and all(stat.S_ISREG((directory / n).lstat().st_mode) for n in names))
 
@@ -125,22 +129,33 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
         def _load(self) -> Any:
             return spec
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    def fill(tmp: Path) -> None:
         _FromSpec().convert(str(tmp), quantization=quantization, force=True)  # our own dir
         # what translating needs besides the weights: tokenizer, languages, decoding settings
         atomic_write_text(tmp / CONFIG_NAME, json.dumps(config.to_dict(), indent=1) + "\n")
         models = subword_models_of(ckpt)
         for side, model_bytes in zip(("source", "target"), models, strict=True) if models else ():
             atomic_write_bytes(tmp / f"{side}.spm", model_bytes)
-        Manifest(tmp, "ctranslate2").record(p.name for p in tmp.iterdir())
+
+    write_export(out, "ctranslate2", fill)
+    log.info("exported %s to %s (CTranslate2 %s)", checkpoint, out, ct2.__version__)
+    return out
+
+
+def write_export(out: Path, kind: str, fill: Callable[[Path], None]) -> None:
+    """Make the export directory ``out`` of format ``kind`` (checked by
+    :func:`check_export_target`): ``fill`` writes its files into a new directory beside it,
+    which a manifest lists and which is renamed into place only when complete (removed if
+    anything fails)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        fill(tmp)
+        Manifest(tmp, kind).record(p.name for p in tmp.iterdir())
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log.info("exported %s to %s (CTranslate2 %s)", checkpoint, out, ct2.__version__)
-    return out
 
 
 def _replace_dir(new: Path, out: Path) -> None:

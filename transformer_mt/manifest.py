@@ -33,6 +33,15 @@ class Manifest:
     def exists(self) -> bool:
         return self.path.is_file()
 
+    def kind_found(self) -> str | None:
+        """The kind the manifest in the directory names (None where there is none, or it
+        cannot be read: :meth:`owned` says why)."""
+        try:
+            kind = json.loads(self.path.read_text(encoding="utf-8")).get("kind")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            return None
+        return kind if isinstance(kind, str) else None
+
     def owned(self) -> set[str]:
         """The names of the files the tool wrote here (none without a manifest)."""
         if not self.path.exists():
