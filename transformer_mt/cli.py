@@ -173,9 +173,12 @@ def _add_export(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="convert a checkpoint for an inference engine (CTranslate2)")
     p.add_argument("checkpoint")
     p.add_argument("output_dir")
-    p.add_argument("--format", choices=["ctranslate2"], default="ctranslate2")
+    p.add_argument("--format", choices=["ctranslate2", "huggingface"], default="ctranslate2",
+                   help="ctranslate2: for mt translate --engine ctranslate2 (and CTranslate2 "
+                   "itself); huggingface: a transformers model directory (SentencePiece models)")
     p.add_argument("--quantization", choices=["int8", "int8_float32", "float16", "bfloat16"],
-                   help="store the weights quantized (default: float32, as trained)")
+                   help="ctranslate2: store the weights quantized (default: float32, as "
+                   "trained)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export in OUTPUT_DIR (nothing else is replaced)")
     p.set_defaults(func=cmd_export)

@@ -34,6 +34,7 @@ from transformer_mt.fileio import atomic_write_bytes, atomic_write_text
 from transformer_mt.manifest import Manifest
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.model.transformer import Decoder, Encoder
+from transformer_mt.packages import imported
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +43,7 @@ CONFIG_NAME = "transformer_mt.json"  # our config, beside the engine's files
 
 
 def require_ctranslate2() -> Any:
-    try:
-        import ctranslate2
-    except ImportError as exc:
-        raise MTError("this needs the ctranslate2 package: pip install 'transformer_mt[ct2]' "
-                      "(or pip install ctranslate2)") from exc
-    return ctranslate2
+    return imported("ctranslate2", "CTranslate2 models")
 
 
 EXPORT_KINDS = ("ctranslate2", "huggingface")  # the formats of mt export (manifests' kinds)

@@ -9,8 +9,10 @@ package ends it in one line that names the package and the install command.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
+from typing import Any
 
 from transformer_mt.config import Config
 from transformer_mt.config_data import DataConfig
@@ -21,7 +23,8 @@ from transformer_mt.errors import MTError
 PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu",
              "matplotlib": "'transformer_mt[plot]'", "tensorboard": "'transformer_mt[tensorboard]'",
-             "ctranslate2": "'transformer_mt[ct2]'", "py3langid": "'transformer_mt[langid]'"}
+             "ctranslate2": "'transformer_mt[ct2]'", "py3langid": "'transformer_mt[langid]'",
+             "transformers": "'transformer_mt[huggingface]'"}
 
 
 class MissingPackageError(MTError):
@@ -51,6 +54,12 @@ def require(needs: dict[str, str]) -> None:
     missing = [name for name in needs if not installed(name)]
     if missing:
         raise missing_error(missing, [needs[m] for m in missing])
+
+
+def imported(module: str, what_for: str) -> Any:
+    """``module``, imported; or a :class:`MissingPackageError` naming it and its extra."""
+    require({module: what_for})
+    return importlib.import_module(module)
 
 
 def installed(module: str) -> bool:

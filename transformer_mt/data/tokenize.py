@@ -179,8 +179,9 @@ class SubwordTokenizer(Tokenizer):
             yield [pieces[i] for i in candidates[0]] if candidates else []
 
     def detokenize(self, tokens: Sequence[str]) -> str:
-        """Pieces back to text; an ``<unk>`` the model produced is left out."""
-        return self.processor.decode([t for t in tokens if t != UNK])
+        """Pieces back to text, without surrounding whitespace (a lone ``▁`` piece at either
+        end); an ``<unk>`` the model produced is left out."""
+        return self.processor.decode([t for t in tokens if t != UNK]).strip()
 
     @property
     def key(self) -> str:
