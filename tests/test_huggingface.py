@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from tests.helpers import TOY_DE_EN, run_cli, tiny_train_args
+from tests.helpers import TOY_DE_EN, run_cli, tiny_train_args, toy_corpus
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode.search import max_output_lengths
@@ -144,3 +144,95 @@ def test_what_transformers_cannot_carry_is_refused_in_one_line(trained_run, tmp_
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert message in result.stderr.strip().splitlines()[-1]
         assert not (tmp_path / args[-1]).exists()
+
+
+def _opus_like(directory, tmp_path):
+    """A random Marian model laid out as OPUS-MT's are: SiLU ("swish"), one vocabulary of both
+    sides' SentencePiece pieces with ``</s>`` at 0, ``<unk>`` at 1 and ``<pad>`` last, which
+    is also the decoder's first token, and a -inf logit bias on ``<pad>``."""
+    import sentencepiece as spm
+
+    models = {}
+    for side, lang in (("source", "de"), ("target", "en")):
+        prefix = tmp_path / side
+        spm.SentencePieceTrainer.train(input=str(TOY_DE_EN / f"train.{lang}"),
+                                       model_prefix=str(prefix), vocab_size=200,
+                                       character_coverage=1.0, hard_vocab_limit=False,
+                                       minloglevel=2)
+        models[side] = prefix.with_suffix(".model")
+    pieces = []
+    for path in models.values():
+        processor = spm.SentencePieceProcessor(model_file=str(path))
+        pieces += [processor.id_to_piece(i) for i in range(3, processor.get_piece_size())]
+    vocab = {"</s>": 0, "<unk>": 1}
+    for piece in pieces:
+        vocab.setdefault(piece, len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    pad = vocab["<pad>"]
+    config = transformers.MarianConfig(
+        vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=32, encoder_layers=2,
+        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, activation_function="swish",
+        max_position_embeddings=64, scale_embedding=True, pad_token_id=pad, eos_token_id=0,
+        decoder_start_token_id=pad, forced_eos_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():
+        model.final_logits_bias[0, pad] = -torch.inf
+    model.save_pretrained(directory)
+    tokenizer = transformers.MarianTokenizer(
+        source_spm=str(models["source"]), target_spm=str(models["target"]),
+        vocab=str(tmp_path / "vocab.json"), source_lang="de", target_lang="en")
+    tokenizer.save_pretrained(directory)
+    return tokenizer, model
+
+
+def test_an_opus_mt_style_model_imports_computes_the_same_and_fine_tunes(tmp_path):
+    tokenizer, model = _opus_like(tmp_path / "opus", tmp_path)
+    result = run_cli(["import", str(tmp_path / "opus"), str(tmp_path / "opus.pt")])
+    assert result.returncode == 0, result.stderr
+    translator = Translator.load(tmp_path / "opus.pt", "cpu")
+    assert translator.config.model.activation == "silu" and translator.config.model.norm == "post"
+    # our ids are theirs reordered: our specials first (<bos>: their decoder's first token,
+    # <pad>), the rest in their order
+    pad = len(tokenizer.encoder) - 1
+    theirs_of = torch.tensor([1, pad, pad, 0, *range(2, pad)])  # ours i -> theirs
+    ours_of = {int(t): i for i, t in enumerate(theirs_of) if i != 2}
+    assert len(translator.tgt_vocab) == len(theirs_of) == len(tokenizer.encoder) + 1
+    sentences = SENTENCES[:20]
+    ids = translator.encode(sentences)
+    assert [[ours_of[i] for i in tokenizer(s)["input_ids"]] for s in sentences] == ids
+    greedy = translator.translate_nbest(sentences, 1, beam_size=1, precision="fp32")
+    for x, hyps, sentence in zip(ids, greedy, sentences, strict=True):
+        src = torch.tensor([x])
+        tgt_in = torch.tensor([[BOS_ID, *hyps[0].ids]])
+        with torch.no_grad():
+            ours = translator.model(src, tgt_in, source_mask(src))
+            theirs = model(input_ids=theirs_of[src], decoder_input_ids=theirs_of[tgt_in]).logits
+        assert (ours[..., 4:] - theirs[..., theirs_of[4:]]).abs().max() < 1e-4
+        batch = tokenizer(sentence, return_tensors="pt")
+        limit = int(1.5 * batch["input_ids"].size(1)) + 10
+        out = model.generate(**batch, num_beams=1, do_sample=False, max_length=limit + 2)
+        assert tokenizer.decode(out[0], skip_special_tokens=True) == hyps[0].text
+    # fine-tuning on one's own corpus, from the config written beside the checkpoint
+    finetune = tmp_path / "opus.finetune.yaml"
+    assert f"init_from: {tmp_path / 'opus.pt'}" in finetune.read_text()
+    result = run_cli(["train", "--config", str(finetune), "--run-dir", str(tmp_path / "ft"),
+                      "--set", f"data.train={toy_corpus('train')}",
+                      "--set", f"data.valid={toy_corpus('valid')}", "--set", "train.max_steps=3",
+                      "--set", "train.eval_every=3", "--set", "train.max_tokens=500"])
+    assert result.returncode == 0, result.stderr
+    assert "fine-tuning: weights of" in result.stderr
+    tuned = Translator.load(tmp_path / "ft" / "last.pt", "cpu")
+    assert tuned.src_vocab.itos == translator.src_vocab.itos  # the model's vocabulary, kept
+
+
+def test_import_refuses_what_it_cannot_carry(tmp_path):
+    result = run_cli(["import", str(tmp_path), str(tmp_path / "x.pt")])
+    assert result.returncode == 2 and "no config.json" in result.stderr.strip().splitlines()[-1]
+    _opus_like(tmp_path / "opus", tmp_path)
+    (tmp_path / "opus" / "source.spm").unlink()
+    result = run_cli(["import", str(tmp_path / "opus"), str(tmp_path / "x.pt")])
+    assert result.returncode == 2 and "no source.spm" in result.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "x.pt").exists()

@@ -4,7 +4,8 @@
     mt data        summarize a config's corpora: pairs, lengths, coverage, filters
     mt translate   translate sentences, a file or standard input with a checkpoint
     mt evaluate    translate a test set (or --src/--ref files) and score it with sacreBLEU
-    mt export      convert a checkpoint for CTranslate2 (an inference engine)
+    mt export      convert a checkpoint for CTranslate2, or into a Hugging Face model
+    mt import      a Hugging Face Marian/Pegasus model (OPUS-MT) as a checkpoint
     mt average     average the weights of several checkpoints into one
     mt plot        plot loss, BLEU and learning rate of a run directory
     mt trace       walk one sentence through every stage of the model, with shapes
@@ -26,7 +27,6 @@ from transformer_mt.commands import (
     cmd_average,
     cmd_data,
     cmd_evaluate,
-    cmd_export,
     cmd_info,
     cmd_plot,
     cmd_trace,
@@ -35,6 +35,7 @@ from transformer_mt.commands import (
 )
 from transformer_mt.config import START_MODES, DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
+from transformer_mt.interop import cmd_export, cmd_import
 from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
 
 EXIT_ERROR = 2
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_CommandParser)
 
-    for add in (_add_train, _add_data, _add_translate, _add_evaluate, _add_export,
+    for add in (_add_train, _add_data, _add_translate, _add_evaluate, _add_export, _add_import,
                 _add_average, _add_plot, _add_trace, _add_serve, _add_info):  # help order
         add(sub, common)
     return parser
@@ -167,10 +168,25 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_evaluate)
 
 
+def _add_import(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt import``."""
+    p = sub.add_parser("import", parents=[common],
+                       help="a Hugging Face Marian or Pegasus model (e.g. OPUS-MT) as a "
+                       "checkpoint to translate with and fine-tune")
+    p.add_argument("directory", help="the transformers model directory (with its "
+                   "MarianTokenizer files: source.spm, target.spm, vocab.json)")
+    p.add_argument("checkpoint", help="the checkpoint to write (.pt); a config to fine-tune "
+                   "it with is written beside it (.finetune.yaml)")
+    p.add_argument("--src-lang", help="the source language, where the model does not say")
+    p.add_argument("--tgt-lang", help="the target language, where the model does not say")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint")
+    p.set_defaults(func=cmd_import)
+
+
 def _add_export(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt export``."""
     p = sub.add_parser("export", parents=[common],
-                       help="convert a checkpoint for an inference engine (CTranslate2)")
+                       help="convert a checkpoint for CTranslate2 or Hugging Face transformers")
     p.add_argument("checkpoint")
     p.add_argument("output_dir")
     p.add_argument("--format", choices=["ctranslate2", "huggingface"], default="ctranslate2",

@@ -320,27 +320,7 @@ def _print_comparison(systems: list[System], refs: list[str], lang: str | None,
     return 0
 
 
-# ---------------------------------------------------------------------------- export, average
-
-def cmd_export(args: argparse.Namespace) -> int:
-    if args.format == "huggingface":
-        from transformer_mt.huggingface import export_huggingface
-
-        if args.quantization:
-            raise MTError("--quantization is CTranslate2's; a transformers model is saved as "
-                          "trained (quantize it there)")
-        out = export_huggingface(args.checkpoint, args.output_dir, args.overwrite)
-        print(f"exported {args.checkpoint} to {out}; load it with transformers: "
-              f"AutoModelForSeq2SeqLM.from_pretrained('{out}') and AutoTokenizer too")
-        return 0
-    from transformer_mt.export import export_ctranslate2
-
-    out = export_ctranslate2(args.checkpoint, args.output_dir, args.quantization,
-                             args.overwrite)
-    print(f"exported {args.checkpoint} to {out}; translate with: mt translate --engine "
-          f"ctranslate2 --checkpoint {out} ...")
-    return 0
-
+# ---------------------------------------------------------------------------- average
 
 def cmd_average(args: argparse.Namespace) -> int:
     from transformer_mt.average import average_checkpoints

@@ -30,7 +30,7 @@ class ModelConfig:
     dropout: float = 0.1
     attention_dropout: float = 0.0  # on attention weights
     activation_dropout: float = 0.0  # inside the feed-forward network, after the activation
-    activation: Literal["relu", "gelu"] = "relu"
+    activation: Literal["relu", "gelu", "silu"] = "relu"  # silu (swish): OPUS-MT's
     norm: Literal["pre", "post"] = "pre"  # pre-norm trains more stably; post-norm is the paper's
     tie_embeddings: bool = True  # share the target embedding and the output projection
     max_positions: int = 512

@@ -106,8 +106,8 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
     ckpt = load_checkpoint(checkpoint)
     model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, checkpoint)
     cfg = config.model
-    activation = {"relu": common_spec.Activation.RELU,
-                  "gelu": common_spec.Activation.GELU}[cfg.activation]
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "silu": common_spec.Activation.SWISH}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
         (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads,
         pre_norm=cfg.norm == "pre", activation=activation)

@@ -40,7 +40,7 @@ class FeedForward(nn.Module):
                  activation: str = "relu") -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
-        self.activation = nn.GELU() if activation == "gelu" else nn.ReLU()
+        self.activation = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}[activation]()
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
 
