@@ -236,3 +236,18 @@ def test_import_refuses_what_it_cannot_carry(tmp_path):
     result = run_cli(["import", str(tmp_path / "opus"), str(tmp_path / "x.pt")])
     assert result.returncode == 2 and "no source.spm" in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.pt").exists()
+
+
+@pytest.mark.parametrize("variant", ["pre-norm, one vocabulary", "post-norm, two vocabularies"])
+def test_export_then_import_gives_the_model_back(exported, variant, tmp_path):
+    checkpoint, directory = exported[variant]
+    result = run_cli(["import", str(directory), str(tmp_path / "back.pt")])
+    assert result.returncode == 0, result.stderr
+    before, after = Translator.load(checkpoint, "cpu"), Translator.load(tmp_path / "back.pt")
+    assert after.src_vocab.itos == before.src_vocab.itos
+    assert after.tgt_vocab.itos == before.tgt_vocab.itos
+    for name, weight in before.model.state_dict().items():
+        assert torch.equal(weight, after.model.state_dict()[name]), name
+    assert after.config.decode.beam_size == before.config.decode.beam_size  # generation_config
+    same = {"beam_size": 4, "precision": "fp32", "batch_size": 16}
+    assert after.translate(SENTENCES, **same) == before.translate(SENTENCES, **same)

@@ -38,6 +38,11 @@ def import_huggingface(directory: str | Path, out: str | Path, src_lang: str | N
     transformers = imported("transformers", "mt import")
     hf, files = _read_hf(src, transformers)
     config = _our_config(hf, files["tokenizer"], src_lang, tgt_lang)
+    generation = files["generation"]  # the model's beam and length penalty, as near as they go
+    if isinstance(generation.get("num_beams"), int) and generation["num_beams"] >= 1:
+        config.decode.beam_size = generation["num_beams"]
+    if isinstance(generation.get("length_penalty"), (int, float)):
+        config.decode.alpha = min(max(float(generation["length_penalty"]), 0.0), 10.0)
     model_hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(src).eval()
     state = {k: v.detach().float() for k, v in model_hf.state_dict().items()}
     bias = state.pop("final_logits_bias", torch.zeros(1))[0]
@@ -70,10 +75,11 @@ def _read_hf(directory: Path, transformers: Any) -> tuple[dict[str, Any], dict[s
     if hf.get("model_type") not in ("marian", "pegasus"):
         raise MTError(f"'{directory}' holds a {hf.get('model_type')!r} model; mt import takes "
                       "Marian (OPUS-MT) and Pegasus translation models")
-    files: dict[str, Any] = {"tokenizer": {}, "target_vocab": None}
-    config_path = directory / "tokenizer_config.json"
-    if config_path.is_file():
-        files["tokenizer"] = json.loads(config_path.read_text(encoding="utf-8"))
+    files: dict[str, Any] = {"tokenizer": {}, "target_vocab": None, "generation": {}}
+    for key, name in (("tokenizer", "tokenizer_config.json"),
+                      ("generation", "generation_config.json")):
+        if (directory / name).is_file():
+            files[key] = json.loads((directory / name).read_text(encoding="utf-8"))
     for name in ("source.spm", "target.spm", "vocab.json"):
         if not (directory / name).is_file():
             raise MTError(f"'{directory}' has no {name}: mt import takes models with "
