@@ -188,10 +188,14 @@ def _add_export(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common],
                        help="convert a checkpoint for CTranslate2 or Hugging Face transformers")
     p.add_argument("checkpoint")
-    p.add_argument("output_dir")
-    p.add_argument("--format", choices=["ctranslate2", "huggingface"], default="ctranslate2",
+    p.add_argument("output_dir", metavar="OUTPUT",
+                   help="the directory to write (argos: the .argosmodel file)")
+    p.add_argument("--format", choices=["ctranslate2", "huggingface", "argos"],
+                   default="ctranslate2",
                    help="ctranslate2: for mt translate --engine ctranslate2 (and CTranslate2 "
-                   "itself); huggingface: a transformers model directory (SentencePiece models)")
+                   "itself); huggingface: a transformers model directory (SentencePiece "
+                   "models); argos: an Argos Translate package file (.argosmodel; SentencePiece "
+                   "models of one vocabulary), which LibreTranslate serves")
     p.add_argument("--quantization", choices=["int8", "int8_float32", "float16", "bfloat16"],
                    help="ctranslate2: store the weights quantized (default: float32, as "
                    "trained)")

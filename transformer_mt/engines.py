@@ -158,7 +158,9 @@ def output_limits(ids: Sequence[Sequence[int]], cfg: DecodeConfig, cap: int) -> 
     return max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b, cap).tolist()
 
 
-NEVER_PRODUCED = [[PAD], [BOS]]  # as in our search (decode/search.py: _allowed)
+# as in our search (decode/search.py: _allowed); exports bar them in their projection's bias
+# too, but those of earlier versions do not
+NEVER_PRODUCED = [[PAD], [BOS]]
 
 
 class CTranslate2Engine:

@@ -28,7 +28,7 @@ import torch
 
 from transformer_mt.build import model_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint, subword_models_of
-from transformer_mt.data.vocab import BOS, EOS, UNK
+from transformer_mt.data.vocab import BOS, BOS_ID, EOS, PAD_ID, UNK
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import atomic_write_bytes, atomic_write_text
 from transformer_mt.manifest import Manifest
@@ -114,6 +114,10 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
     _set_stack(spec.encoder, model.encoder)
     _set_stack(spec.decoder, model.decoder)
     spec.decoder.projection.weight = _array(model.decoder.project.weight)
+    # <pad> and <bos> are never produced, as in our search, by any caller (argos-translate too)
+    bias = torch.zeros(model.decoder.project.out_features)
+    bias[[PAD_ID, BOS_ID]] = -torch.inf
+    spec.decoder.projection.bias = _array(bias)
     spec.config.layer_norm_epsilon = LAYER_NORM_EPS
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
     spec.config.decoder_start_token = BOS

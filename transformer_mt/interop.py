@@ -13,12 +13,20 @@ from transformer_mt.errors import MTError
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.format != "ctranslate2" and args.quantization:
+        raise MTError(f"--quantization is CTranslate2's; --format {args.format} stores the "
+                      "weights as trained")
+    if args.format == "argos":
+        from transformer_mt.argos import export_argos
+
+        out = export_argos(args.checkpoint, args.output_dir, args.overwrite)
+        print(f"exported {args.checkpoint} to {out}; install it with argos-translate "
+              f"(argostranslate.package.install_from_path('{out}')) and translate with "
+              "ARGOS_CHUNK_TYPE=SPACY set")
+        return 0
     if args.format == "huggingface":
         from transformer_mt.huggingface import export_huggingface
 
-        if args.quantization:
-            raise MTError("--quantization is CTranslate2's; a transformers model is saved as "
-                          "trained (quantize it there)")
         out = export_huggingface(args.checkpoint, args.output_dir, args.overwrite)
         print(f"exported {args.checkpoint} to {out}; load it with transformers: "
               f"AutoModelForSeq2SeqLM.from_pretrained('{out}') and AutoTokenizer too")
