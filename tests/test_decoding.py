@@ -212,3 +212,35 @@ def test_nucleus_sampling_draws_from_the_nucleus_only():
     # of the top 2 (A 5/9, B 4/9): the 0.5 nucleus is A alone
     assert set(first_tokens(sample_topk=2, top_p=0.5)) == {MarkovModel.A}
     assert first_tokens(top_p=1e-6) == first_tokens()  # greedy
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_a_given_translation_scores_what_beam_search_reported(use_cache):
+    """Scoring each of beam search's n-best outputs (teacher-forced, token by token) gives the
+    score search reported for it once divided by the same length penalty, and greedy's
+    outputs score their greedy score. (Not for an output search cut at its length limit:
+    search forced its <eos>, which scoring gives the model's own probability.)"""
+    from transformer_mt.decode.score import score_outputs
+    from transformer_mt.decode.search import length_penalty, max_output_lengths
+
+    model = train_toy_model(steps=30, seed=1)  # undertrained: outputs of every kind
+    src = toy_sources(24, seed=5)
+    mask = source_mask(src)
+    limits = max_output_lengths(mask, 1.5, 10, model.cfg.max_output_tokens).tolist()
+    for alpha in (0.0, 0.6):
+        nbest = beam_search(model, src, mask, beam_size=4, alpha=alpha, nbest=3)
+        for k in range(3):
+            outputs = [hyps[k].tokens for hyps in nbest]
+            scored = score_outputs(model, src, mask, outputs, use_cache=use_cache)
+            for hyps, log_probs, limit in zip(nbest, scored, limits, strict=True):
+                assert len(log_probs) == len(hyps[k].tokens) + 1  # and <eos>
+                if len(hyps[k].tokens) == limit:
+                    continue
+                penalty = float(length_penalty(len(log_probs), alpha))
+                assert sum(log_probs) / penalty == pytest.approx(hyps[k].score, abs=1e-4)
+    greedy_out = greedy(model, src, mask)
+    scored = score_outputs(model, src, mask, [h.tokens for h in greedy_out], use_cache)
+    ended = [i for i, h in enumerate(greedy_out) if len(h.tokens) < limits[i]]
+    assert len(ended) >= 8  # enough outputs that ended on their own
+    assert [sum(scored[i]) for i in ended] == pytest.approx(
+        [greedy_out[i].score for i in ended], abs=1e-4)

@@ -4,6 +4,8 @@
     mt data        summarize a config's corpora: pairs, lengths, coverage, filters
     mt translate   translate sentences, a file or standard input with a checkpoint
     mt evaluate    translate a test set (or --src/--ref files) and score it with sacreBLEU
+    mt score       the log-probability of given translations, token by token (and as beam
+                   search scores them: divided by the length penalty)
     mt export      convert a checkpoint for CTranslate2, or into a Hugging Face model
     mt import      a Hugging Face Marian/Pegasus model (OPUS-MT) as a checkpoint
     mt average     average the weights of several checkpoints into one
@@ -26,7 +28,6 @@ from typing import Any
 from transformer_mt.commands import (
     cmd_average,
     cmd_data,
-    cmd_evaluate,
     cmd_info,
     cmd_plot,
     cmd_trace,
@@ -35,6 +36,7 @@ from transformer_mt.commands import (
 )
 from transformer_mt.config import START_MODES, DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
+from transformer_mt.evaluate_commands import cmd_evaluate, cmd_score
 from transformer_mt.interop import cmd_export, cmd_import
 from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
 
@@ -85,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_CommandParser)
 
-    for add in (_add_train, _add_data, _add_translate, _add_evaluate, _add_export, _add_import,
+    for add in (_add_train, _add_data, _add_translate, _add_evaluate, _add_score, _add_export,
+                _add_import,
                 _add_average, _add_plot, _add_trace, _add_serve, _add_info):  # help order
         add(sub, common)
     return parser
@@ -166,6 +169,26 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON record")
     p.set_defaults(func=cmd_evaluate)
+
+
+def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt score``."""
+    p = sub.add_parser("score", parents=[common],
+                       help="how probable a model finds given translations, token by token")
+    p.add_argument("--checkpoint", required=True, help="a checkpoint (.pt), or an exported "
+                   "model directory with --engine ctranslate2")
+    p.add_argument("--src", required=True, help="the source sentences, one a line")
+    p.add_argument("--hyp", required=True, help="their translations to score, line by line")
+    p.add_argument("--alpha", type=float, help="the length penalty's alpha of the score column "
+                   "(default: the checkpoint's decode.alpha)")
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="default: the checkpoint's decode.precision")
+    p.add_argument("--max-sentences", type=int, help="score only the first N pairs")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--json", action="store_true", help="a JSON record a line: log_prob, score, "
+                   "tokens, token_log_probs")
+    p.set_defaults(func=cmd_score)
 
 
 def _add_import(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -32,11 +32,12 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS, BOS_ID, PAD, PAD_ID, Vocab
 from transformer_mt.decode.ensemble import Ensemble
+from transformer_mt.decode.score import score_outputs
 from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
 from transformer_mt.device import pick_device
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
-from transformer_mt.precision import for_decoding, resolve_precision
+from transformer_mt.precision import autocast, for_decoding, resolve_precision
 
 
 class Engine(Protocol):
@@ -58,6 +59,12 @@ class Engine(Protocol):
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads ``out_ids`` (teacher forcing) for the source
         ``src_ids``."""
+        ...
+
+    def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+              cfg: DecodeConfig) -> list[list[float]]:
+        """Each output's per-token log-probabilities (its tokens', then ``<eos>``'s) given its
+        source (ids ending in ``<eos>``)."""
         ...
 
 
@@ -92,16 +99,33 @@ class TorchEngine:
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
-        model = self.model
-        if self._copies is not None:
-            precision = resolve_precision(cfg.precision, self.device)
-            if precision not in self._copies:
-                self._copies[precision] = for_decoding(self.model, precision, self.device)
-            model = self._copies[precision]
         if self.device.type == "cuda":
             cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
-        return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
-                             progress=progress, scores=scores)
+        return decode_corpus(self._decoding_model(cfg), ids, cfg, self.device, cfg.beam_size,
+                             nbest, progress=progress, scores=scores)
+
+    def _decoding_model(self, cfg: DecodeConfig) -> Transformer | Ensemble:
+        """The model laid out for decoding at ``cfg``'s precision (made once, then kept)."""
+        if self._copies is None:
+            return self.model
+        precision = resolve_precision(cfg.precision, self.device)
+        if precision not in self._copies:
+            self._copies[precision] = for_decoding(self.model, precision, self.device)
+        return self._copies[precision]
+
+    def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+              cfg: DecodeConfig) -> list[list[float]]:
+        model, precision = self._decoding_model(cfg), resolve_precision(cfg.precision,
+                                                                        self.device)
+        out: list[list[float]] = []
+        for start in range(0, len(ids), cfg.batch_size):
+            chunk = slice(start, start + cfg.batch_size)
+            src = pad_sequence([torch.tensor(x, dtype=torch.long) for x in ids[chunk]],
+                               batch_first=True, padding_value=PAD_ID).to(self.device)  # (B, S)
+            with autocast(self.device, precision):
+                out += score_outputs(model, src, source_mask(src), outputs[chunk],
+                                     use_cache=True)
+        return out
 
     @property
     def max_source_tokens(self) -> int:
@@ -199,6 +223,11 @@ class CTranslate2Engine:
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
                         head: int | None = None) -> Tensor:
         raise MTError(self.CANNOT)
+
+    def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+              cfg: DecodeConfig) -> list[list[float]]:
+        return self.score_tokens([[self.src_vocab.itos[i] for i in x[:-1]] for x in ids],
+                                 [[self.tgt_vocab.itos[i] for i in o] for o in outputs])
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
                          beam_size: int = 1, batch_size: int = 32) -> list[list[str]]:

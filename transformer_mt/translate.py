@@ -20,7 +20,8 @@ from torch import Tensor
 from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config_file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
-from transformer_mt.data.vocab import Vocab
+from transformer_mt.data.vocab import EOS, Vocab
+from transformer_mt.decode.search import length_penalty
 from transformer_mt.engines import (
     CTranslate2Engine,
     Engine,
@@ -36,6 +37,24 @@ if TYPE_CHECKING:
     from transformer_mt.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Scored:
+    """A given translation's tokens (``<eos>`` last) and the model's log-probability of each."""
+
+    tokens: list[str]
+    log_probs: list[float]
+    alpha: float  # the length penalty's, for :attr:`score`
+
+    @property
+    def log_prob(self) -> float:
+        return sum(self.log_probs)
+
+    @property
+    def score(self) -> float:
+        """The log-probability divided by the GNMT length penalty: what beam search reports."""
+        return self.log_prob / float(length_penalty(len(self.tokens), self.alpha))
 
 
 class InputTooLongError(MTError):
@@ -232,6 +251,22 @@ class Translator:
                 out[i].append(Translation(self.detokenize(tokens), tokens, h.score, h.tokens,
                                           weights))
         return out
+
+    def score(self, sources: Sequence[str], translations: Sequence[str],
+              **settings: Any) -> list[Scored]:
+        """How probable the model finds each given translation of each source: per-token
+        log-probabilities (each target token's, then ``<eos>``'s), as search computes them.
+        ``settings``: ``precision``, ``batch_size``, ``alpha`` (for :meth:`Scored.score`)."""
+        if len(sources) != len(translations):
+            raise MTError(f"{len(sources):,} sources but {len(translations):,} translations; "
+                          "they must be parallel line by line")
+        cfg = self.settings(**settings)
+        ids = self.encode(sources)
+        tokens = list(self.tokenizers[1].tokenize(translations))
+        outputs = [self.tgt_vocab.encode(t, eos=False) for t in tokens]
+        log_probs = self.engine.score(ids, outputs, cfg)
+        return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs,
+                                                                   strict=True)]
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Output tokens as text, the target tokenizer's way."""

@@ -1,0 +1,155 @@
+"""The commands that score: ``mt evaluate`` (translations against references, one system or
+several compared) and ``mt score`` (how probable a model finds given translations)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from transformer_mt.errors import MTError
+from transformer_mt.fileio import not_a_file
+from transformer_mt.logs import bars_enabled
+
+if TYPE_CHECKING:
+    from transformer_mt.compare import System
+    from transformer_mt.evaluate import Scores
+    from transformer_mt.translate import Translator
+
+log = logging.getLogger("transformer_mt.cli")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from transformer_mt.evaluate import decode_and_score
+    from transformer_mt.fileio import atomic_write_text, refuse_same_file
+    from transformer_mt.translate import Translator
+
+    checkpoints, hyp_files = args.checkpoint or [], args.hyp or []
+    _check_evaluate_args(args, checkpoints)
+    refuse_same_file(args.output, [*checkpoints, *hyp_files, args.src, args.ref])
+    translators = [Translator.load(c, args.device) for c in checkpoints]
+    for t in translators:
+        if args.data_dir:
+            t.config.data.data_dir = args.data_dir
+    name, sources, refs = _test_set(args, translators)
+    from transformer_mt.compare import System
+    from transformer_mt.evaluate import score
+
+    systems: list[System] = []
+    scores: list[Scores | None] = []
+    beam = None
+    for path, translator in zip(checkpoints, translators, strict=True):
+        result = decode_and_score(translator, refs, sources, beam_size=args.beam_size,
+                                  progress=bars_enabled())
+        systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
+        scores.append(result.scores)
+        beam = result.beam_size
+    for f in hyp_files:  # a file is scored as it is, against the references as they are
+        systems.append(System(str(f), _lines(f, "--hyp", args.max_sentences)))
+        scores.append(None)
+    if args.output:
+        atomic_write_text(args.output, "".join(h + "\n" for h in systems[0].hypotheses))
+        log.info("wrote %d translations to %s", len(systems[0].hypotheses), args.output)
+    lang = translators[0].config.data.tgt_lang if translators else None
+    if len(systems) > 1:
+        return _print_comparison(systems, refs, lang, name, beam, args.json)
+    s = scores[0] or score(systems[0].hypotheses, refs, lang)
+    lowercased = systems[0].lowercase
+    summary = {("checkpoint" if checkpoints else "hypotheses"): systems[0].name, "split": name,
+               "sentences": len(refs), "beam_size": beam,
+               "references": "lowercased" if lowercased else "as given", **s.as_dict()}
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
+          + (", references lowercased as the model's output is):" if lowercased else "):"))
+    print(f"  {s.bleu_text}")
+    print(f"  chrF2 = {s.chrf:.2f}")
+    print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
+    return 0
+
+
+def _check_evaluate_args(args: argparse.Namespace, checkpoints: list[str]) -> None:
+    """Refuse, in one line, what ``mt evaluate`` cannot do with these arguments."""
+    if not checkpoints and not args.hyp:
+        raise MTError("give --checkpoint (repeat it to compare checkpoints) or --hyp files "
+                      "with --ref")
+    if checkpoints and (args.src is None) != (args.ref is None):
+        raise MTError("pass --src and --ref together (the source file and its references)")
+    if args.src is not None and args.split is not None:
+        raise MTError("pass either --split NAME or --src/--ref files, not both")
+    if not checkpoints and args.ref is None:
+        raise MTError("--hyp files are scored against references: pass --ref")
+    if args.output and len(checkpoints) != 1:
+        raise MTError("--output writes the translations of one --checkpoint")
+
+
+def _test_set(args: argparse.Namespace, translators: list[Translator],
+              ) -> tuple[str, list[str] | None, list[str]]:
+    """What is scored: its name, its sources (None for --hyp files alone) and references;
+    --src/--ref files, or a test set of the (first) checkpoint's config."""
+    from transformer_mt.evaluate import read_test_set
+
+    if args.ref is not None:
+        sources = _lines(args.src, "--src", args.max_sentences) if args.src else None
+        return args.src or args.ref, sources, _lines(args.ref, "--ref", args.max_sentences)
+    tests = translators[0].config.data.test_sets()
+    name = args.split or next(iter(tests), None)
+    if name is None:
+        raise MTError("the checkpoint's config names no test sets (data.test); pass --src "
+                      "and --ref files, or --split valid")
+    if name == "val" and "val" not in tests:
+        name = "valid"
+    sources, refs = read_test_set(translators[0], name, args.max_sentences)
+    return name, sources, refs
+
+
+def _lines(path: str, flag: str, limit: int | None) -> list[str]:
+    """The lines of a --src/--ref/--hyp file (its first ``limit``), checked."""
+    from transformer_mt.data.corpus import read_lines
+
+    why = not_a_file(Path(path))
+    if why:
+        raise MTError(f"{flag} file '{path}' {why}")
+    lines = list(read_lines(Path(path)))
+    if not lines:
+        raise MTError(f"{flag} file '{path}' is empty; nothing to score")
+    return lines[:limit] if limit else lines
+
+
+def _print_comparison(systems: list[System], refs: list[str], lang: str | None,
+                      name: str, beam: int | None, as_json: bool) -> int:
+    from transformer_mt.compare import SAMPLES, compare_systems
+
+    comparison = compare_systems(systems, refs, lang)
+    if as_json:
+        print(json.dumps({"split": name, "beam_size": beam, **comparison.as_dict()}))
+        return 0
+    print(f"{name} ({len(refs)} sentences{f', beam {beam}' if beam else ''}): paired bootstrap "
+          f"resampling ({SAMPLES} samples) against {systems[0].name}; score (mean ± 95% "
+          "interval), p-value (*: p < 0.05)")
+    print(comparison.table())
+    print("signatures: " + " | ".join(f"{m}: {s}" for m, s in comparison.signatures.items()))
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from transformer_mt.translate import Translator
+
+    sources = _lines(args.src, "--src", args.max_sentences)
+    translations = _lines(args.hyp, "--hyp", args.max_sentences)
+    translator = Translator.load(args.checkpoint, args.device, engine=args.engine)
+    scored = translator.score(sources, translations, alpha=args.alpha,
+                              precision=args.precision)
+    for s in scored:
+        if args.json:
+            print(json.dumps({"log_prob": round(s.log_prob, 5), "score": round(s.score, 5),
+                              "alpha": s.alpha, "tokens": s.tokens,
+                              "token_log_probs": [round(x, 5) for x in s.log_probs]},
+                             ensure_ascii=False))
+        else:
+            print(f"{s.score:.4f}\t{s.log_prob:.4f}\t" + " ".join(
+                f"{t}:{x:.3f}" for t, x in zip(s.tokens, s.log_probs, strict=True)))
+    return 0
