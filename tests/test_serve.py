@@ -336,3 +336,29 @@ def test_decoding_settings_go_by_their_config_names_and_the_old_short_ones(trans
         assert ask(beam=3, nbest=2) == ask(beam_size=3, nbest=2)
         assert ask(seed=7, sample_topk=20) == ask(sample_seed=7, sample_topk=20)
         assert ask(beam=1) == ask(beam_size=1) != []
+
+
+def test_scoring_over_http_is_the_translators(client, translator):
+    """POST /v1/score: the Translator's scores of the given translations; bad pairs get a 422
+    and the server keeps serving."""
+    sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball."]
+    translations = translator.translate(sources, beam_size=2)
+    answer = client.post("/v1/score", json={"source": sources, "translation": translations,
+                                            "alpha": 0.6})
+    assert answer.status_code == 200, answer.text
+    expected = translator.score(sources, translations, alpha=0.6)
+    for got, want in zip(answer.json()["scores"], expected, strict=True):
+        assert got["tokens"] == want.tokens
+        assert got["log_prob"] == pytest.approx(want.log_prob, abs=1e-4)
+        assert got["score"] == pytest.approx(want.score, abs=1e-4)
+        assert got["token_log_probs"] == pytest.approx(want.log_probs, abs=1e-4)
+    one = client.post("/v1/score", json={"source": sources[0], "translation": ""}).json()
+    assert one["scores"][0]["tokens"] == ["<eos>"]  # an empty translation: <eos> alone
+    for body, message in (
+            ({"source": sources, "translation": ["one"]}, "give one translation"),
+            ({"source": "x" * 6000, "translation": "y"}, "characters"),
+            ({"source": " ".join(["Hund"] * 400), "translation": "a"}, "tokens"),
+            ({"source": "a", "translation": "b", "beam": 3}, "beam")):
+        bad = client.post("/v1/score", json=body)
+        assert bad.status_code == 422 and message in bad.json()["error"], bad.text
+    assert client.post("/v1/score", json={"source": "a", "translation": "b"}).status_code == 200

@@ -141,7 +141,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     sources = _lines(args.src, "--src", args.max_sentences)
     translations = _lines(args.hyp, "--hyp", args.max_sentences)
     translator = Translator.load(args.checkpoint, args.device, engine=args.engine)
-    scored = translator.score(sources, translations, alpha=args.alpha,
+    scored = translator.score(sources, translations, strict=True, alpha=args.alpha,
                               precision=args.precision)
     for s in scored:
         if args.json:

@@ -252,16 +252,17 @@ class Translator:
                                           weights))
         return out
 
-    def score(self, sources: Sequence[str], translations: Sequence[str],
+    def score(self, sources: Sequence[str], translations: Sequence[str], strict: bool = False,
               **settings: Any) -> list[Scored]:
         """How probable the model finds each given translation of each source: per-token
         log-probabilities (each target token's, then ``<eos>``'s), as search computes them.
-        ``settings``: ``precision``, ``batch_size``, ``alpha`` (for :meth:`Scored.score`)."""
+        ``settings``: ``precision``, ``batch_size``, ``alpha`` (for :meth:`Scored.score`);
+        ``strict``: a source too long is refused (:meth:`encode`), not cut."""
         if len(sources) != len(translations):
             raise MTError(f"{len(sources):,} sources but {len(translations):,} translations; "
                           "they must be parallel line by line")
         cfg = self.settings(**settings)
-        ids = self.encode(sources)
+        ids = self.encode(sources, strict=strict)
         tokens = list(self.tokenizers[1].tokenize(translations))
         outputs = [self.tgt_vocab.encode(t, eos=False) for t in tokens]
         log_probs = self.engine.score(ids, outputs, cfg)

@@ -105,6 +105,37 @@ TranslateRequest = create_model("TranslateRequest", __base__=_TranslateRequest,
                                 __doc__=_TranslateRequest.__doc__, **_decoding_fields())
 
 
+class ScoreRequest(BaseModel):
+    """``POST /v1/score``: sentences and their translations, to score as they are."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: list[Text] | Text = Field(description="a sentence or a list of sentences")
+    translation: list[Text] | Text = Field(description="their translations, one each")
+    alpha: float | None = Field(None, ge=0.0, le=10.0, description="the length penalty of "
+                                "'score' (default: the checkpoint's decode.alpha)")
+
+    def pairs(self) -> tuple[list[str], list[str]]:
+        def listed(x: list[str] | str) -> list[str]:
+            return [x] if isinstance(x, str) else list(x)
+
+        return listed(self.source), listed(self.translation)
+
+
+class ScoredTranslation(BaseModel):
+    """A given translation's probability (null: impossible, a token the model never gives)."""
+
+    log_prob: float | None = Field(description="the sum of the tokens' log-probabilities")
+    score: float | None = Field(description="log_prob divided by the GNMT length penalty: "
+                                "what beam search reports for this output")
+    tokens: list[str] = Field(description="the translation's tokens, <eos> last")
+    token_log_probs: list[float | None]
+
+
+class ScoreResponse(BaseModel):
+    scores: list[ScoredTranslation]
+
+
 class Hypothesis(BaseModel):
     text: str
     score: float | None = Field(description="log-probability (beam: divided by the length "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.resources
+import math
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -13,6 +14,8 @@ from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import (
     ErrorBody,
+    ScoreRequest,
+    ScoreResponse,
     TextTranslation,
     TranslateRequest,
     TranslateResponse,
@@ -155,6 +158,41 @@ async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
     extra = await svc.wait(svc.worker().call(look), client_left(request))
     for (_, _, out), more in zip(pairs, extra, strict=True):
         out.update(more)
+
+
+@router.post("/v1/score", response_model=ScoreResponse, responses=ERRORS,
+             dependencies=[Depends(api_key)],
+             summary="how probable the model finds given translations, token by token")
+async def score(req: ScoreRequest, request: Request, svc: ServiceDep,
+                key: GivenKey) -> dict[str, Any]:
+    sources, translations = req.pairs()
+    if len(sources) != len(translations):
+        raise RequestError(422, f"{len(sources)} sources but {len(translations)} translations: "
+                           "give one translation for each source")
+    problem = check_texts(sources, svc.limits) or check_texts(translations, svc.limits)
+    if not problem and len(sources) > svc.limits.max_sentences:
+        problem = f"at most {svc.limits.max_sentences} pairs a request here"
+    if problem:
+        raise RequestError(422, problem)
+    svc.charge(client_id(request, key), sum(map(len, sources)) + sum(map(len, translations)))
+    translator = svc.translator
+
+    def run() -> list[dict[str, Any]]:  # on the worker, which owns the model
+        scored = translator.score(sources, translations, alpha=req.alpha, strict=True)
+        return [{"log_prob": _finite(s.log_prob), "score": _finite(s.score),
+                 "tokens": s.tokens, "token_log_probs": [_finite(x) for x in s.log_probs]}
+                for s in scored]
+
+    try:
+        scores = await svc.wait(svc.worker().call(run), client_left(request))
+    except (MTError, ValueError) as exc:
+        raise RequestError(422, str(exc).splitlines()[0]) from None
+    return {"scores": scores}
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an impossible token's log-probability is null."""
+    return round(x, 5) if math.isfinite(x) else None
 
 
 @router.get("/metrics", summary="Prometheus metrics")
