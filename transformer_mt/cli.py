@@ -142,9 +142,21 @@ def _add_translate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--attention", metavar="PNG",
                    help="save a cross-attention heatmap of the (one) sentence here")
-    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention "
-                   "(default: the last)")
-    p.add_argument("--head", type=int, help="head for --attention (default: mean over heads)")
+    p.add_argument("--prefix", metavar="TEXT",
+                   help="each translation begins with TEXT; the model continues it (an "
+                   "unfinished last word is finished: \"A ma\" may become \"A man\")")
+    p.add_argument("--alternatives", type=int, metavar="K",
+                   help="print the K most probable tokens after --prefix (or at the start), "
+                   "each with the translation completed from it: index, token, "
+                   "log-probability, text")
+    p.add_argument("--align", action="store_true",
+                   help="print each translation's word alignment after \" ||| \" (source-output "
+                   "word pairs from 0, e.g. 0-0 1-2), read off the cross-attention of --layer "
+                   "and --head")
+    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention and "
+                   "--align (default: the last)")
+    p.add_argument("--head", type=int, help="head for --attention and --align (default: mean "
+                   "over heads)")
     p.set_defaults(func=cmd_translate)
 
 
@@ -254,6 +266,10 @@ def _add_trace(sub: Any, common: argparse.ArgumentParser) -> None:
                    "head, and the positional encoding, here")
     p.add_argument("--data-dir", help="Multi30k (for the untrained model's vocabularies)")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--prefix", metavar="TEXT", help="the translation begins with TEXT: its "
+                   "tokens are forced, the model continues")
+    p.add_argument("--alternatives", type=int, metavar="K", help="end with the K most "
+                   "probable tokens after --prefix, each completed")
     p.set_defaults(func=cmd_trace)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformer_mt.config import per_call_settings
+from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file, text_lines
 from transformer_mt.logs import bars_enabled
@@ -65,6 +66,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     lines = _given_lines(args)
     if args.attention:
         return _attention_map(translator, lines, args)
+    if args.alternatives:
+        return _alternatives(translator, lines, args)
     if lines is None:  # standard input
         if sys.stdin.isatty():
             return _interactive(translator, args)
@@ -94,9 +97,14 @@ def _translator_for(args: argparse.Namespace) -> Translator:
 
     if args.sentences and args.input:
         raise MTError("give sentences or --input FILE, not both")
-    if args.split_sentences and (args.nbest > 1 or args.attention):
-        raise MTError("--split-sentences gives one translation per line; drop --nbest and "
-                      "--attention, or give one sentence per line")
+    if args.split_sentences and (args.nbest > 1 or args.attention or args.align or args.prefix
+                                 or args.alternatives):
+        raise MTError("--split-sentences gives one translation per line; drop --nbest, "
+                      "--attention, --align, --prefix and --alternatives, or give one sentence "
+                      "per line")
+    if args.attention and (args.prefix or args.alternatives):
+        raise MTError("--attention draws the model's own translation; drop --prefix and "
+                      "--alternatives")
     refuse_same_file(args.output, [args.input, *args.checkpoint])
     translator = Translator.load(args.checkpoint, args.device, args.engine)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
@@ -131,16 +139,39 @@ def _translations(translator: Translator, args: argparse.Namespace, chunk: list[
     from transformer_mt.translate import Translation
 
     if not args.split_sentences:
-        return translator.translate_nbest(chunk, args.nbest, scores=args.nbest > 1,
-                                          progress=progress)
+        prefix = [args.prefix] * len(chunk) if args.prefix else None
+        results = translator.translate_nbest(chunk, args.nbest, scores=args.nbest > 1,
+                                             progress=progress, prefix=prefix)
+        if args.align:
+            for line, hyps in zip(chunk, results, strict=True):
+                for h in hyps:
+                    h.alignment = translator.align(line, h, args.layer, args.head) \
+                        if line.strip() else []
+        return results
     return [[Translation(text, [], math.nan)] for text in translator.translate_text(chunk)]
 
 
 def _rendered(args: argparse.Namespace, index: int, hyps: list[Translation]) -> list[str]:
-    """A line's output: its translation, or with ``--nbest`` one "index, score, text" each."""
+    """A line's output: its translation, or with ``--nbest`` one "index, score, text" each;
+    with ``--align``, the text is followed by ``" ||| "`` and its alignment (``0-0 1-2``)."""
+    texts = [h.text if h.alignment is None else f"{h.text} ||| {pharaoh(h.alignment)}"
+             for h in hyps]
     if args.nbest == 1:
-        return [hyps[0].text]
-    return [f"{index}\t{h.score:.4f}\t{h.text}" for h in hyps]
+        return texts[:1]
+    return [f"{index}\t{h.score:.4f}\t{text}" for h, text in zip(hyps, texts, strict=True)]
+
+
+def _alternatives(translator: Translator, lines: list[str] | None,
+                  args: argparse.Namespace) -> int:
+    """``--alternatives K``: for each sentence, the K best tokens after ``--prefix``, each
+    with the translation completed from it: "index, token, log-probability, text"."""
+    if not lines:
+        raise MTError("--alternatives takes sentences or --input FILE, e.g. mt translate "
+                      "--checkpoint CKPT --prefix \"A man\" --alternatives 5 \"Ein Mann.\"")
+    for index, line in enumerate(lines):
+        for choice in translator.alternatives(line, args.prefix or "", args.alternatives):
+            print(f"{index}\t{choice.token}\t{choice.log_prob:.4f}\t{choice.translation.text}")
+    return 0
 
 
 def _translate_stream(translator: Translator, args: argparse.Namespace,
@@ -243,7 +274,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         translator = Translator.untrained(data_dir=args.data_dir)
         print("model: seeded UNTRAINED model (default config): the stages are real, the "
               "translation is noise; pass --checkpoint for a trained one")
-    trace(translator, args.sentence, print, Path(args.figures) if args.figures else None)
+    trace(translator, args.sentence, print, Path(args.figures) if args.figures else None,
+          prefix=args.prefix or "", alternatives=args.alternatives or 0)
     return 0
 
 

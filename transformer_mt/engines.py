@@ -30,8 +30,10 @@ from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
-from transformer_mt.data.vocab import BOS, BOS_ID, PAD, PAD_ID, Vocab
+from transformer_mt.data.vocab import BOS, BOS_ID, EOS_ID, PAD, PAD_ID, Vocab
+from transformer_mt.decode.alternatives import Alternative, alternatives
 from transformer_mt.decode.ensemble import Ensemble
+from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.score import score_outputs
 from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
 from transformer_mt.device import pick_device
@@ -50,8 +52,15 @@ class Engine(Protocol):
         ...
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
-               progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
-        """The ``nbest`` best outputs of each source (ids ending in ``<eos>``), best first."""
+               progress: bool = False, scores: bool = True,
+               forcing: Forcing | None = None) -> list[list[Hypothesis]]:
+        """The ``nbest`` best outputs of each source (ids ending in ``<eos>``), best first;
+        ``forcing``: how each must begin (``decode/forcing.py``)."""
+        ...
+
+    def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
+                     cfg: DecodeConfig) -> list[Alternative]:
+        """For one source, the ``k`` best tokens after its forced prefix, each completed."""
         ...
 
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
@@ -98,11 +107,24 @@ class TorchEngine:
         self._copies: dict[str, Transformer | Ensemble] | None = {} if keep_copies else None
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
-               progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
+               progress: bool = False, scores: bool = True,
+               forcing: Forcing | None = None) -> list[list[Hypothesis]]:
         if self.device.type == "cuda":
             cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
         return decode_corpus(self._decoding_model(cfg), ids, cfg, self.device, cfg.beam_size,
-                             nbest, progress=progress, scores=scores)
+                             nbest, progress=progress, scores=scores, forcing=forcing)
+
+    def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
+                     cfg: DecodeConfig) -> list[Alternative]:
+        model, precision = self._decoding_model(cfg), resolve_precision(cfg.precision,
+                                                                        self.device)
+        src = torch.tensor([list(ids)], device=self.device)  # (1, S)
+        generator = None
+        if cfg.samples:
+            generator = torch.Generator(self.device).manual_seed(cfg.sample_seed)
+        with autocast(self.device, precision):
+            return alternatives(model, src, source_mask(src), forcing, k, cfg,
+                                generator=generator)
 
     def _decoding_model(self, cfg: DecodeConfig) -> Transformer | Ensemble:
         """The model laid out for decoding at ``cfg``'s precision (made once, then kept)."""
@@ -143,6 +165,12 @@ class TorchEngine:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
         model = self.one_model("attention weights are")
+        n_layers = len(model.decoder.layers)
+        if not -n_layers <= layer < n_layers:
+            raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
+        if head is not None and not 0 <= head < model.cfg.n_heads:
+            raise MTError(f"--head {head} is out of range: the model has {model.cfg.n_heads} "
+                          "heads")
         src = torch.tensor([list(src_ids)], device=self.device)  # (1, S)
         tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=self.device)  # (1, T_out + 1)
         weights = AttentionWeights()
@@ -207,14 +235,48 @@ class CTranslate2Engine:
                                          intra_threads=threads)
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
-               progress: bool = False, scores: bool = True) -> list[list[Hypothesis]]:
+               progress: bool = False, scores: bool = True,
+               forcing: Forcing | None = None) -> list[list[Hypothesis]]:
         if nbest > 1 or cfg.samples:
             raise MTError(self.CANNOT)
         sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
         limits = output_limits(ids, cfg, self.config.model.max_output_tokens)
-        outputs = self.translate_tokens(sources, limits, cfg.beam_size, cfg.batch_size)
+        prefixes = None if forcing is None else self._prefixes(forcing)
+        if prefixes is not None:
+            limits = [max(n, len(p)) for n, p in zip(limits, prefixes, strict=True)]
+        outputs = self.translate_tokens(sources, limits, cfg.beam_size, cfg.batch_size,
+                                        prefixes)
         return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), math.nan)]  # no score
                 for tokens in outputs]
+
+    def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
+                     cfg: DecodeConfig) -> list[Alternative]:
+        """CTranslate2's own ``return_alternatives``: the tokens at the position, each
+        completed by its search (greedy: as ours, ``tests/test_interactive.py``; its beam
+        search divides scores by the length, not by the GNMT penalty, and may differ)."""
+        if cfg.samples:
+            raise MTError(self.CANNOT)
+        prefix = self._prefixes(forcing)[0]
+        limit = max(output_limits([ids], cfg, self.config.model.max_output_tokens)[0],
+                    len(prefix) + 1)
+        result = self.translator.translate_batch(
+            [[self.src_vocab.itos[i] for i in ids[:-1]]], target_prefix=[prefix],
+            beam_size=cfg.beam_size, num_hypotheses=k, return_alternatives=True,
+            return_scores=False, max_decoding_length=limit + 1,
+            suppress_sequences=NEVER_PRODUCED)[0]
+        found = []
+        for tokens in result.hypotheses:
+            out = self.tgt_vocab.encode(tokens[:limit], eos=False)
+            token = out[len(prefix)] if len(out) > len(prefix) else EOS_ID  # it ends there
+            found.append(Alternative(token, math.nan, Hypothesis(out, math.nan)))
+        return found
+
+    def _prefixes(self, forcing: Forcing) -> list[list[str]]:
+        """The forced tokens as CTranslate2's target prefixes; it cannot finish a word."""
+        if any(then is not None for then in forcing.then):
+            raise MTError("the CTranslate2 engine continues whole words: end the prefix with "
+                          "a space, or use the PyTorch engine")
+        return [[self.tgt_vocab.itos[i] for i in tokens] for tokens in forcing.tokens]
 
     @property
     def max_source_tokens(self) -> int:
@@ -230,15 +292,18 @@ class CTranslate2Engine:
                                  [[self.tgt_vocab.itos[i] for i in o] for o in outputs])
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
-                         beam_size: int = 1, batch_size: int = 32) -> list[list[str]]:
+                         beam_size: int = 1, batch_size: int = 32,
+                         prefixes: Sequence[Sequence[str]] | None = None) -> list[list[str]]:
         """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``), at
-        most ``limits[i]`` of them."""
+        most ``limits[i]`` of them, each beginning with its ``prefixes[i]`` if given."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         outputs: list[list[str]] = [[] for _ in sources]
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             results = self.translator.translate_batch(
-                [list(sources[i]) for i in chunk], beam_size=beam_size,
+                [list(sources[i]) for i in chunk],
+                target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
+                beam_size=beam_size,
                 max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False,
                 suppress_sequences=NEVER_PRODUCED)
             for i, result in zip(chunk, results, strict=True):

@@ -15,9 +15,9 @@ from torch import Tensor
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.decode.forcing import Forcing, raise_limits
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, max_output_lengths, next_token_logprobs
-from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate import Translator
@@ -28,12 +28,7 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     """Translate greedily, then return source tokens, output tokens, the cross-attention
     weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads) and the
     translation."""
-    model = translator.one_model("attention weights are")
-    n_layers = len(model.decoder.layers)
-    if not -n_layers <= layer < n_layers:
-        raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
-    if head is not None and not 0 <= head < model.cfg.n_heads:
-        raise MTError(f"--head {head} is out of range: the model has {model.cfg.n_heads} heads")
+    translator.one_model("attention weights are")
     src_ids = translator.encode([sentence])[0]
     result = translator.translate_nbest([sentence], beam_size=1)[0][0]
     weights = translator.cross_attention(src_ids, result.ids, layer, head)  # (T_out + 1, S)
@@ -107,17 +102,28 @@ def _vec(t: Tensor, n: int = 4) -> str:
 
 @torch.no_grad()
 def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
-          figures: Path | None = None, max_steps: int | None = None) -> list[str]:
+          figures: Path | None = None, max_steps: int | None = None, prefix: str = "",
+          alternatives: int = 0) -> list[str]:
     """Walk one sentence through every stage of the model, describing each with ``emit``.
 
-    Returns the output tokens (greedy). With ``figures``, saves the positional-encoding matrix
-    and the attention maps of every layer and head there.
+    Returns the output tokens (greedy; beginning with ``prefix``, whose tokens are forced).
+    With ``alternatives`` k, ends with the k best tokens after the prefix, each completed.
+    With ``figures``, saves the positional-encoding matrix and the attention maps of every
+    layer and head there.
     """
     src_ids = translator.encode([sentence])[0]
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
+    forcing = translator.forcing([prefix])
     enc_weights = _trace_encoder(translator, sentence, src_ids, src_tokens, emit)
-    out = _trace_decoder(translator, src_ids, src_tokens, emit, max_steps)
+    out = _trace_decoder(translator, src_ids, src_tokens, emit, max_steps, forcing)
     emit(f"6. Output: {translator.detokenize(out)!r}")
+    if alternatives:
+        at = len(forcing.tokens[0])
+        emit(f"7. Alternatives at step {at} (after the prefix {prefix!r}): the {alternatives} "
+             "most probable tokens there, each completed greedily")
+        for choice in translator.alternatives(sentence, prefix, alternatives, beam_size=1):
+            emit(f"   {choice.token!r} (probability {math.exp(choice.log_prob):.3f}) -> "
+                 f"{choice.translation.text!r} (log-probability {choice.translation.score:.3f})")
     if figures is not None:
         _trace_figures(translator, Path(figures), src_ids, src_tokens, enc_weights, out)
         emit(f"figures written to {figures}")
@@ -173,9 +179,11 @@ def _trace_encoder(translator: Translator, sentence: str, src_ids: list[int],
 
 
 def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[str],
-                   emit: Callable[[str], None], max_steps: int | None) -> list[str]:
+                   emit: Callable[[str], None], max_steps: int | None,
+                   forcing: Forcing) -> list[str]:
     """Stage 5: greedy decoding a token at a time, with the cross-attention and the five most
-    probable next tokens of each step; returns the output tokens."""
+    probable next tokens of each step (the prefix's tokens forced, ``forcing``); returns the
+    output tokens."""
     model = translator.one_model("the steps of a trace are")
     cfg = model.cfg
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
@@ -185,8 +193,8 @@ def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[
     state = start_decoding(model, src, mask)
     last = torch.tensor([BOS_ID], device=translator.device)
     dcfg = translator.config.decode
-    limit = max_steps or int(max_output_lengths(mask, dcfg.max_len_a, dcfg.max_len_b,
-                                                cfg.max_output_tokens)[0]) + 1  # + <eos>
+    limit = max_steps or int(raise_limits(max_output_lengths(
+        mask, dcfg.max_len_a, dcfg.max_len_b, cfg.max_output_tokens), forcing)[0]) + 1  # <eos>
     out: list[str] = []
     for step in range(limit):
         att = AttentionWeights()
@@ -196,15 +204,24 @@ def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[
         top_src = cross.topk(min(2, s)).indices.tolist()
         top_p, top_i = probs.topk(5)
         prefix = " ".join(["<bos>", *out])
-        choice = int(top_i[0])
+        allowed = forcing.mask(step, probs.size(0), probs.device)  # (1, V) or None
+        choice = int(top_i[0]) if allowed is None else int(
+            probs.masked_fill(~allowed[0], -1.0).argmax())
         word = translator.tgt_vocab.itos[choice]
         emit(f"   step {step}: prefix '{prefix}' | logits {tuple(logits.shape)} | "
              "cross-attention on " + ", ".join(f"{src_tokens[j]} ({cross[j]:.2f})"
                                                for j in top_src))
-        emit("     top 5: " + ", ".join(f"{translator.tgt_vocab.itos[i]} {p:.3f}"
-                                        for p, i in zip(top_p.tolist(), top_i.tolist(),
-                                                        strict=True))
-             + f" -> choose '{word}'")
+        top = ", ".join(f"{translator.tgt_vocab.itos[i]} {p:.3f}"
+                        for p, i in zip(top_p.tolist(), top_i.tolist(), strict=True))
+        if allowed is None:
+            emit(f"     top 5: {top} -> choose '{word}'")
+        elif int(allowed[0].sum()) == 1:
+            emit(f"     top 5: {top} -> the prefix forces '{word}' ({probs[choice]:.3f}; its "
+                 "log-probability counts in the score)")
+        else:
+            emit(f"     top 5: {top} -> the prefix ends in an unfinished word: "
+                 f"{int(allowed[0].sum())} tokens begin with it; the most probable of them is "
+                 f"'{word}' ({probs[choice]:.3f})")
         if choice == EOS_ID:
             break
         out.append(word)

@@ -21,7 +21,9 @@ from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config_file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import EOS, Vocab
-from transformer_mt.decode.search import length_penalty
+from transformer_mt.decode.align import token_links, word_links
+from transformer_mt.decode.forcing import Forcing
+from transformer_mt.decode.search import Hypothesis, length_penalty
 from transformer_mt.engines import (
     CTranslate2Engine,
     Engine,
@@ -31,6 +33,7 @@ from transformer_mt.engines import (
     load_exported,
 )
 from transformer_mt.errors import ConfigError, MTError
+from transformer_mt.prefix import forcing_of
 
 if TYPE_CHECKING:
     from transformer_mt.decode.ensemble import Ensemble
@@ -70,6 +73,18 @@ class Translation:
     # cross-attention (T_out + 1, S) of the last decoder layer, mean over heads, if asked:
     # a row per output token and <eos>, a column per source token and <eos>
     attention: Tensor | None = None
+    # word alignment, if asked: (source word, output word) pairs (decode/align.py)
+    alignment: list[tuple[int, int]] | None = None
+
+
+@dataclass
+class Choice:
+    """An alternative at a position: the token there, its log-probability, and the whole
+    translation search completes from it."""
+
+    token: str
+    log_prob: float
+    translation: Translation
 
 
 class Translator:
@@ -189,13 +204,17 @@ class Translator:
         return cfg
 
     def translate(self, sentences: Sequence[str], beam_size: int | None = None,
-                  progress: bool = False, **settings: Any) -> list[str]:
+                  progress: bool = False, prefix: Sequence[str] | None = None,
+                  **settings: Any) -> list[str]:
         """Translate raw sentences into detokenized text, one per sentence (an empty line
         gives an empty translation). ``settings`` override the checkpoint's ``decode``
         settings for this call: ``alpha``, ``max_len_a``, ``max_len_b``, ``sample_topk``,
-        ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``, ``precision``."""
+        ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``, ``precision``.
+        ``prefix``: how each translation must begin (one per sentence, "" for none; an
+        unfinished last word is finished by the model: ``prefix.py``)."""
         return [hyps[0].text for hyps in self.translate_nbest(
-            sentences, 1, beam_size, progress=progress, scores=False, **settings)]
+            sentences, 1, beam_size, progress=progress, scores=False, prefix=prefix,
+            **settings)]
 
     def translate_text(self, texts: Sequence[str], html: bool = False,
                        beam_size: int | None = None, **settings: Any) -> list[str]:
@@ -213,44 +232,79 @@ class Translator:
     def translate_nbest(self, sentences: Sequence[str], nbest: int = 1,
                         beam_size: int | None = None, attention: bool = False,
                         progress: bool = False, scores: bool = True,
+                        prefix: Sequence[str] | None = None,
                         **settings: Any) -> list[list[Translation]]:
         """The ``nbest`` best translations of each sentence, best first, with their scores (and
         their cross-attention weights with ``attention=True``). ``scores=False`` spares greedy
-        decoding the scores (NaN then), a tenth of its time."""
+        decoding the scores (NaN then), a tenth of its time. ``prefix``: as for
+        :meth:`translate`."""
         if isinstance(sentences, str) or not isinstance(sentences, Sequence) or not all(
                 isinstance(s, str) for s in sentences):
             raise TypeError("translate a list of sentences (strings), e.g. "
                             "translate([\"Ein Hund.\"])")
         return self.translate_with(self.settings(beam_size=beam_size, **settings), sentences,
-                                   nbest, attention, progress, scores)
+                                   nbest, attention, progress, scores, prefix)
 
     def translate_with(self, cfg: DecodeConfig, sentences: Sequence[str], nbest: int = 1,
                        attention: bool = False, progress: bool = False,
-                       scores: bool = True) -> list[list[Translation]]:
+                       scores: bool = True,
+                       prefix: Sequence[str] | None = None) -> list[list[Translation]]:
         """:meth:`translate_nbest` with the decoding settings ``cfg`` (see :meth:`settings`)."""
+        if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(sentences)):
+            raise MTError(f"give one prefix per sentence ({len(sentences)}), \"\" for none")
         nonempty = [i for i, s in enumerate(sentences) if s.strip()]
         ids = self.encode([sentences[i] for i in nonempty])
+        forcing = None if prefix is None else self.forcing([prefix[i] for i in nonempty])
         return self.translate_ids(ids, cfg, nbest, attention, progress, scores,
-                                  into=(len(sentences), nonempty))
+                                  into=(len(sentences), nonempty), forcing=forcing)
+
+    def forcing(self, prefixes: Sequence[str]) -> Forcing:
+        """What search forces for each target prefix (``prefix.py``)."""
+        return forcing_of(prefixes, self.tokenizers[1], self.tgt_vocab,
+                          self.config.model.max_output_tokens)
 
     def translate_ids(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                       attention: bool = False, progress: bool = False, scores: bool = True,
-                      into: tuple[int, list[int]] | None = None) -> list[list[Translation]]:
+                      into: tuple[int, list[int]] | None = None,
+                      forcing: Forcing | None = None) -> list[list[Translation]]:
         """Translations of sources already as ids (each ending in ``<eos>``). ``into``:
-        (number of sentences, positions of these sources); the others translate as empty."""
+        (number of sentences, positions of these sources); the others translate as empty.
+        ``forcing``: how each output must begin (a row per source)."""
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
-        hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores)
+        hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores,
+                                  forcing=forcing)
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
         for i, src_ids, sentence_hyps in zip(positions, ids, hyps, strict=True):
             out[i] = []
             for h in sentence_hyps:
-                tokens = self.tgt_vocab.decode(h.tokens)
                 weights = self.cross_attention(src_ids, h.tokens) if attention else None
-                out[i].append(Translation(self.detokenize(tokens), tokens, h.score, h.tokens,
-                                          weights))
+                out[i].append(self._translation(h, weights))
         return out
+
+    def _translation(self, h: Hypothesis, weights: Tensor | None = None) -> Translation:
+        tokens = self.tgt_vocab.decode(h.tokens)
+        return Translation(self.detokenize(tokens), tokens, h.score, h.tokens, weights)
+
+    def alternatives(self, sentence: str, prefix: str = "", k: int = 5,
+                     **settings: Any) -> list[Choice]:
+        """The ``k`` most probable tokens after ``prefix`` in the translation of
+        ``sentence``, most probable first, each with the translation search completes from
+        it (greedy, beam or sampling, as ``settings`` say)."""
+        if not sentence.strip():
+            raise MTError("there is no sentence to translate")
+        return self.alternatives_with(self.settings(**settings), self.encode([sentence])[0],
+                                      prefix, k)
+
+    def alternatives_with(self, cfg: DecodeConfig, src_ids: Sequence[int], prefix: str,
+                          k: int) -> list[Choice]:
+        """:meth:`alternatives` of a source already as ids, with the settings ``cfg``."""
+        if k < 1:
+            raise MTError(f"ask for at least one alternative, not {k}")
+        found = self.engine.alternatives(src_ids, self.forcing([prefix]), k, cfg)
+        return [Choice(self.tgt_vocab.itos[a.token], a.log_prob, self._translation(a.completion))
+                for a in found]
 
     def score(self, sources: Sequence[str], translations: Sequence[str], strict: bool = False,
               **settings: Any) -> list[Scored]:
@@ -272,6 +326,17 @@ class Translator:
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Output tokens as text, the target tokenizer's way."""
         return self.tokenizers[1].detokenize(tokens)
+
+    def align(self, sentence: str, translation: Translation, layer: int = -1,
+              head: int | None = None) -> list[tuple[int, int]]:
+        """Word alignment of ``sentence`` and its ``translation`` read off the cross-attention
+        of one decoder layer (one head, or the mean over heads): (source word, output word)
+        pairs, words counted from 0 as the tokenizers see them (``decode/align.py``)."""
+        tokens = next(iter(self.tokenizers[0].tokenize([sentence])))[:self.max_source_tokens]
+        src_ids = self.src_vocab.encode(tokens)
+        weights = self.cross_attention(src_ids, translation.ids, layer, head)  # (T + 1, S)
+        return word_links(token_links(weights), self.tokenizers[0].words(tokens),
+                          self.tokenizers[1].words(translation.tokens))
 
     def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
                         head: int | None = None) -> Tensor:

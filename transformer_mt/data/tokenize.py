@@ -39,6 +39,7 @@ SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larg
 
 SAMPLE_CHUNK = 10_000  # sentences encoded at once; sampled ones draw from a generator per chunk
 NORMAL_FORM = "NFC"  # of the text every tokenizer reads (in the cache keys: ids made before differ)
+WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
 MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter
 
 
@@ -70,6 +71,10 @@ class Tokenizer:
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         raise NotImplementedError
+
+    def words(self, tokens: Sequence[str]) -> list[int]:
+        """The word (0, 1, ...) each token belongs to: here each token is a word."""
+        return list(range(len(tokens)))
 
     @property
     def key(self) -> str:
@@ -182,6 +187,14 @@ class SubwordTokenizer(Tokenizer):
         """Pieces back to text, without surrounding whitespace (a lone ``▁`` piece at either
         end); an ``<unk>`` the model produced is left out."""
         return self.processor.decode([t for t in tokens if t != UNK]).strip()
+
+    def words(self, tokens: Sequence[str]) -> list[int]:
+        """The word each piece belongs to: a piece that starts with ``▁`` starts a word."""
+        out, word = [], -1
+        for n, token in enumerate(tokens):
+            word += n == 0 or token.startswith(WORD_START)
+            out.append(word)
+        return out
 
     @property
     def key(self) -> str:

@@ -27,6 +27,7 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
+from transformer_mt.decode.forcing import Forcing, force, raise_limits
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
@@ -140,7 +141,8 @@ def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor
 def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
            max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
            temperature: float = 1.0, generator: torch.Generator | None = None,
-           scores: bool = True, top_p: float = 1.0) -> list[Hypothesis]:
+           scores: bool = True, top_p: float = 1.0,
+           forcing: Forcing | None = None) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
 
     With ``sample_topk`` > 0, draw the token instead from the ``sample_topk`` most probable,
@@ -149,10 +151,12 @@ def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len
     (after the temperature) add up to ``top_p`` (both: the nucleus of the top ``k``).
     The score is the model's log-probability of what was chosen either way; ``scores=False``
     leaves it NaN and saves normalising every step's logits (a tenth of the time).
+    ``forcing``: how outputs must begin (``decode/forcing.py``); their tokens are scored too.
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
     """
     b, device = src.size(0), src.device
-    limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
+    limits = raise_limits(max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model)),
+                          forcing)  # (B,)
     state = start_decoding(model, src, src_mask, use_cache=use_cache)
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=device)  # (N, t)
     alive = torch.arange(b, device=device)  # original row of each decoded row
@@ -163,7 +167,8 @@ def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len
     shortest = int(limits.min())
     while alive_ids:
         z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
-        best, token = _pick(z, sample_topk, temperature, generator, top_p)  # (N,), (N,)
+        best, token = _pick(force(z, forcing, step, alive), sample_topk, temperature,
+                            generator, top_p)  # (N,), (N,)
         if scores:
             total = total + (best - torch.logsumexp(z, dim=-1))
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
@@ -203,7 +208,7 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, be
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                 nbest: int = 1, use_cache: bool = False,
                 on_step: Callable[[list[int], Tensor, Tensor], None] | None = None,
-                ) -> list[list[Hypothesis]]:
+                forcing: Forcing | None = None) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences, ``beam_size`` hypotheses each.
 
     At every step each sentence's ``K`` hypotheses propose their best continuations; of the top
@@ -213,11 +218,13 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, be
     reaches its length limit, where ``<eos>`` is forced. Returns the ``nbest`` best per sentence.
     ``on_step``, if given, sees the beams kept at each step: the sentences still searched (their
     rows in the batch), the prefixes (N*K, t + 1) and their scores (N, K) (``mt serve``'s page
-    shows them).
+    shows them). ``forcing``: how outputs must begin (``decode/forcing.py``): while a
+    sentence's tokens are forced, its beam holds one hypothesis.
     """
     b, k = src.size(0), beam_size
     device = src.device
-    limits = max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model))  # (B,)
+    limits = raise_limits(max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model)),
+                          forcing)  # (B,)
     state = start_decoding(model, src, src_mask, k, use_cache)  # K beams share their sentence
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)
     scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
@@ -236,7 +243,8 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, be
                          None if limited is None else limited.repeat_interleave(k))  # (N*K, V)
         # The 2K best of all K*V candidates are among the 2K best of each beam: take those
         # first (a small top-k per row), then the best 2K of the K*2K.
-        row_z, row_token = z.topk(2 * k, dim=-1)  # (N*K, 2K)
+        row_z, row_token = force(z, forcing, step, alive.repeat_interleave(k)).topk(
+            2 * k, dim=-1)  # (N*K, 2K)
         candidates = scores.view(-1, 1) + (
             row_z - torch.logsumexp(z, dim=-1, keepdim=True))  # (N*K, 2K) log-probabilities
         top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
@@ -247,7 +255,9 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, be
         # Hypotheses that end here (only among the K best candidates) are finished.
         ends = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
         n_finished[alive] += ends.sum(dim=1)
-        done = (n_finished[alive] >= k) | (step >= limits[alive])  # (N,)
+        # done: K finished, at the limit, or (forced to end) no hypothesis left to continue
+        done = (n_finished[alive] >= k) | (step >= limits[alive]) | ~(
+            torch.isfinite(top_scores) & ~is_eos).any(dim=1)  # (N,)
         any_ends, any_done = torch.stack([ends.any(), done.any()]).tolist()  # one wait a step
         if any_ends:
             penalty = float(length_penalty(step + 1, alpha))
@@ -292,25 +302,27 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
 def decode_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
                  cfg: DecodeConfig, beam_size: int | None = None, nbest: int = 1,
                  use_cache: bool = True, generator: torch.Generator | None = None,
-                 scores: bool = True) -> list[list[Hypothesis]]:
+                 scores: bool = True, forcing: Forcing | None = None) -> list[list[Hypothesis]]:
     """Greedy (or sampling) when the beam is 1 and ``nbest == 1``, else beam search; the
     n-best per sentence. ``cfg`` gives the length penalty, length limits and sampling.
-    ``scores=False``: greedy leaves the scores NaN (beam search needs them and keeps them)."""
+    ``scores=False``: greedy leaves the scores NaN (beam search needs them and keeps them).
+    ``forcing``: how each output must begin."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
     if beam_size == 1 and nbest == 1:
         hyps = greedy(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, use_cache,
-                      cfg.sample_topk, cfg.temperature, generator, scores, cfg.top_p)
+                      cfg.sample_topk, cfg.temperature, generator, scores, cfg.top_p, forcing)
         return [[h] for h in hyps]
     return beam_search(model, src, src_mask, max(beam_size, nbest), cfg.alpha, cfg.max_len_a,
-                       cfg.max_len_b, nbest, use_cache)
+                       cfg.max_len_b, nbest, use_cache, forcing=forcing)
 
 
 def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]],
                   cfg: DecodeConfig, device: torch.device, beam_size: int | None = None,
                   nbest: int = 1, use_cache: bool = True, progress: bool = False,
-                  scores: bool = True) -> list[list[Hypothesis]]:
+                  scores: bool = True, forcing: Forcing | None = None) -> list[list[Hypothesis]]:
     """Translate many id sequences: sorted by length into batches, results in input order.
-    ``scores=False`` when only the translations are wanted (see :func:`decode_batch`)."""
+    ``scores=False`` when only the translations are wanted (see :func:`decode_batch`);
+    ``forcing``: how each output must begin (a row per sequence)."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
     vocab = model.tgt_vocab_size
     widest = (vocab - 2) // 2  # beam search ranks 2K candidates of the V - 2 producible tokens
@@ -337,7 +349,8 @@ def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]
                 padding_value=PAD_ID).to(device)  # (B, S)
             with autocast(device, precision):
                 hyps = decode_batch(model, src, source_mask(src), cfg, beam_size, nbest,
-                                    use_cache, generator, scores)
+                                    use_cache, generator, scores,
+                                    None if forcing is None else forcing.subset(chunk))
             for i, h in zip(chunk, hyps, strict=True):
                 results[i] = h
             bar.update(len(chunk))

@@ -22,7 +22,7 @@ from pydantic import (
 
 from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.trace import Inside
-from transformer_mt.translate import Translation
+from transformer_mt.translate import Choice, Translation
 
 
 @dataclass
@@ -65,13 +65,34 @@ class _TranslateRequest(BaseModel):
                             "cross-attention (one-sentence texts)")
     topk: int = Field(0, ge=0, description="per output step, the k most probable next tokens")
     beam_steps: bool = Field(False, description="the hypotheses beam search kept at each step")
+    prefix: list[Text] | Text | None = Field(
+        None, description="how each text's translation begins, one per text (\"\": no "
+        "prefix): the model continues it, and finishes an unfinished last word (\"A ma\" may "
+        "become \"A man\"); a text with a prefix holds one sentence")
+    alternatives: int = Field(0, ge=0, description="the k most probable tokens after the "
+                              "prefix (or at the start), each with the translation completed "
+                              "from it (texts of one sentence)")
+    align: bool = Field(False, description="word alignment read off the last decoder layer's "
+                        "cross-attention (heads averaged): [source word, output word] pairs, "
+                        "from 0")
 
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
 
+    def prefixes(self) -> list[str] | None:
+        """One prefix per text ("" for none), or None when the request gives none."""
+        if self.prefix is None:
+            return None
+        return [self.prefix] if isinstance(self.prefix, str) else list(self.prefix)
+
+    @property
+    def steers(self) -> bool:
+        """Whether decoding is steered (a prefix, alternatives): decoded on its own."""
+        return self.prefix is not None or self.alternatives > 0
+
     @property
     def inspects(self) -> bool:
-        return self.attention or self.topk > 0 or self.beam_steps
+        return self.attention or self.topk > 0 or self.beam_steps or self.align
 
     @model_validator(mode="before")
     @classmethod
@@ -142,6 +163,17 @@ class Hypothesis(BaseModel):
                                 "penalty); null where the engine gives none")
 
 
+class Alternative(BaseModel):
+    """A token at the position after the prefix, and the translation completed from it."""
+
+    token: str
+    log_prob: float | None = Field(description="the token's log-probability there (null where "
+                                   "the engine gives none)")
+    text: str
+    score: float | None = Field(description="the completed translation's score, as 'score'")
+    tokens: list[str]
+
+
 class SentenceTranslation(Hypothesis):
     """One sentence's translation, and what was asked about it."""
 
@@ -154,6 +186,9 @@ class SentenceTranslation(Hypothesis):
         None, description="(decoder layers, heads, output tokens and <eos>, source tokens)")
     steps: list[dict[str, Any]] | None = None
     beam_steps: list[list[dict[str, Any]]] | None = None
+    alternatives: list[Alternative] | None = None
+    alignment: list[tuple[int, int]] | None = Field(
+        None, description="[source word, output word] pairs, words counted from 0")
 
 
 class TextTranslation(SentenceTranslation):
@@ -221,6 +256,12 @@ def check_settings(req: TranslateRequest, limits: Limits) -> str | None:
         return f"'topk' is at most {limits.max_topk}"
     if req.nbest > 1 and samples:
         return "'nbest' needs search: sampling gives one translation"
+    if req.alternatives > limits.max_alternatives:
+        return f"'alternatives' is at most {limits.max_alternatives} here"
+    prefixes = req.prefixes()
+    if prefixes is not None and len(prefixes) != len(req.texts()):
+        return (f"{len(prefixes)} prefixes for {len(req.texts())} texts: give one per text "
+                "(\"\" for none)")
     return None
 
 
@@ -232,6 +273,12 @@ def check_texts(texts: list[str], limits: Limits) -> str | None:
             return (f"text {n} has {len(text):,} characters; at most {limits.max_chars:,} "
                     "here: split it into several requests")
     return None
+
+
+def alternative_json(choice: Choice) -> dict[str, Any]:
+    t = choice.translation
+    return {"token": choice.token, "log_prob": _number(choice.log_prob), "text": t.text,
+            "score": _number(t.score), "tokens": t.tokens}
 
 
 def _number(x: float) -> float | None:

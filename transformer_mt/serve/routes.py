@@ -19,6 +19,7 @@ from transformer_mt.serve.api import (
     TextTranslation,
     TranslateRequest,
     TranslateResponse,
+    alternative_json,
     check_settings,
     check_texts,
     inspection_json,
@@ -27,6 +28,7 @@ from transformer_mt.serve.api import (
 from transformer_mt.serve.deps import GivenKey, ServiceDep, api_key, client_id, client_left
 from transformer_mt.serve.guard import arrived
 from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
+from transformer_mt.translate import Choice, Translation
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what} for status, what in (
@@ -76,8 +78,8 @@ async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
     if problem:
         raise RequestError(422, problem)
     if req.inspects and not svc.translator.engine.can_inspect:
-        raise RequestError(422, "'attention', 'topk' and 'beam_steps' need a PyTorch "
-                           "checkpoint (.pt), not an exported model")
+        raise RequestError(422, "'attention', 'topk', 'beam_steps' and 'align' need a "
+                           "PyTorch checkpoint (.pt), not an exported model")
     try:
         cfg = svc.translator.settings(**req.settings())
     except (MTError, ValueError, TypeError) as exc:
@@ -86,15 +88,53 @@ async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
     prepared = svc.prepare(texts, req.format == "html")
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
+    choices: list[list[Choice]] = []
     try:
-        results = await svc.decode(prepared, cfg, req.nbest, waiting=client_left(request),
-                                  queued=lambda: arrived(request.scope))
+        if req.steers:
+            results, choices = await _steered(svc, prepared, cfg, req, request)
+        else:
+            results = await svc.decode(prepared, cfg, req.nbest, waiting=client_left(request),
+                                      queued=lambda: arrived(request.scope))
     except (MTError, ValueError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     sentences = [_sentences(r) for r in results]
+    for text, found in zip(sentences, choices, strict=False):
+        if found:
+            text[0]["alternatives"] = [alternative_json(c) for c in found]
     if req.inspects:
         await _inspect(svc, prepared, results, sentences, cfg, req, request)
     return {"translations": [_text_json(r, s) for r, s in zip(results, sentences, strict=True)]}
+
+
+async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: TranslateRequest,
+                   request: Request) -> tuple[list[TextResult], list[list[Choice]]]:
+    """Texts decoded with their prefixes (and alternatives), on the worker, uncached: each text
+    a prefix or alternatives are asked for must be one sentence."""
+    prefixes = req.prefixes() or [""] * len(prepared.docs)
+    per_sentence = []
+    for n, (doc, prefix) in enumerate(zip(prepared.docs, prefixes, strict=True)):
+        if (prefix or req.alternatives) and len(doc.sentences) != 1:
+            raise RequestError(422, f"text {n} holds {len(doc.sentences)} sentences; a prefix "
+                               "and alternatives continue one sentence: send it alone")
+        per_sentence += [prefix] * len(doc.sentences)
+    translator = svc.translator
+
+    def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
+        forcing = translator.forcing(per_sentence)
+        hyps = translator.translate_ids(prepared.ids, cfg, req.nbest, forcing=forcing)
+        found = [translator.alternatives_with(cfg, x, prefix, req.alternatives)
+                 for x, prefix in zip(prepared.ids, per_sentence, strict=True)
+                 ] if req.alternatives else []  # a sentence a text, here
+        return hyps, found
+
+    arrived(request.scope)
+    hyps, found = await svc.wait(svc.worker().call(run), client_left(request))
+    results, at = [], 0
+    for doc in prepared.docs:
+        n = len(doc.sentences)
+        results.append(TextResult(doc, hyps[at:at + n]))
+        at += n
+    return results, found
 
 
 def _sentences(result: TextResult) -> list[dict[str, Any]]:
@@ -141,22 +181,25 @@ async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
                    request: Request) -> None:
     from transformer_mt.trace import beam_steps, look_inside
 
-    pairs = [(x, hyps[0].ids, out) for x, hyps, out in zip(
-        prepared.ids, [h for r in results for h in r.hyps],
+    texts = [s for r in results for s in r.doc.sentences]
+    pairs = [(x, text, hyps[0], out) for x, text, hyps, out in zip(
+        prepared.ids, texts, [h for r in results for h in r.hyps],
         [s for text in sentences for s in text], strict=True)]
 
     def look() -> list[dict[str, Any]]:  # on the worker, which owns the model
         found = []
-        for x, ids, _ in pairs:
-            inside = look_inside(svc.translator, x, ids, max(req.topk, 1)) \
+        for x, text, best, _ in pairs:
+            inside = look_inside(svc.translator, x, best.ids, max(req.topk, 1)) \
                 if req.attention or req.topk else None
             beam = beam_steps(svc.translator, x, cfg) if req.beam_steps and \
                 cfg.beam_size > 1 else None
             found.append(inspection_json(inside, beam))
+            if req.align:
+                found[-1]["alignment"] = svc.translator.align(text, best)
         return found
 
     extra = await svc.wait(svc.worker().call(look), client_left(request))
-    for (_, _, out), more in zip(pairs, extra, strict=True):
+    for (*_, out), more in zip(pairs, extra, strict=True):
         out.update(more)
 
 
