@@ -56,9 +56,14 @@ def test_translations_over_http_are_the_translators(client, translator):
     assert one["translations"][0]["text"] == translator.translate([SENTENCES[0]], beam_size=1)[0]
 
 
-def test_attention_and_next_token_candidates(client, translator):
-    got = client.post("/v1/translate", json={"text": [SENTENCES[0]], "beam": 1,
-                                             "attention": True, "topk": 4}).json()
+def test_attention_and_next_token_candidates(trained_run):
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    translator.config.decode.precision = "fp32"  # the scores compared to 1e-3 below
+    with local_client(create_app(translator, ServeOptions())) as client:
+        got = client.post("/v1/translate", json={"text": [SENTENCES[0]], "beam": 1,
+                                                 "attention": True, "topk": 4}).json()
     t = got["translations"][0]
     cfg = translator.config.model
     n_out, n_src = len(t["output_tokens"]), len(t["source_tokens"])
@@ -67,6 +72,19 @@ def test_attention_and_next_token_candidates(client, translator):
     assert (len(attention), len(attention[0]), len(attention[0][0]), len(attention[0][0][0])) \
         == (cfg.n_decoder_layers, cfg.n_heads, n_out, n_src)
     assert all(abs(sum(row) - 1) < 2e-3 for row in attention[-1][0])  # softmax rows
+    encoder, decoder = t["encoder_attention"], t["decoder_attention"]
+    assert (len(encoder), len(encoder[0]), len(encoder[0][0]), len(encoder[0][0][0])) == (
+        cfg.n_encoder_layers, cfg.n_heads, n_src, n_src)
+    assert (len(decoder), len(decoder[0]), len(decoder[0][0]), len(decoder[0][0][0])) == (
+        cfg.n_decoder_layers, cfg.n_heads, n_out, n_out)
+    assert all(row[j] == 0 for row_i, row in enumerate(decoder[0][0])
+               for j in range(row_i + 1, n_out))  # causal: no look ahead
+    # one unit: the translation's log-probability is the sum of its steps', and greedy's score
+    assert t["log_prob"] == pytest.approx(sum(s["log_prob"] for s in t["steps"]), abs=1e-3)
+    # (but an <eos> forced at the length limit, which search counts as certain)
+    forced = t["steps"][-1]["top"][0][0] != "<eos>"
+    assert t["log_prob"] - (t["steps"][-1]["log_prob"] if forced else 0) == pytest.approx(
+        t["score"], abs=1e-3)
     assert [s["chosen"] for s in t["steps"]] == t["output_tokens"]
     for step in t["steps"]:
         probs = [p for _, p in step["top"]]
@@ -197,7 +215,11 @@ def test_metrics_count_requests_and_batches(client):
 def test_the_page_is_served_with_everything_it_needs(client):
     page = client.get("/")
     assert page.status_code == 200 and "<canvas id=\"heatmap\"" in page.text
-    assert "http://" not in page.text and "https://" not in page.text  # no CDN: works offline
+    script, style = client.get("/page.js"), client.get("/page.css")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert style.status_code == 200 and "text/css" in style.headers["content-type"]
+    for part in (page.text, script.text, style.text):  # no CDN: it works offline
+        assert "http://" not in part and "https://" not in part and "//cdn" not in part
     docs = client.get("/docs")
     assert docs.status_code == 200 and "SwaggerUIBundle" in docs.text
     assert "cdn" not in docs.text.lower() and "https://" not in docs.text  # from the wheel
@@ -267,10 +289,21 @@ def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
     assert len(steps) >= len(output)
     for t, kept in enumerate(steps):
         assert 1 <= len(kept) <= 3 and all(len(h["tokens"]) == t + 1 for h in kept)
-        scores = [h["score"] for h in kept]
+        scores = [h["log_prob"] for h in kept]
         assert scores == sorted(scores, reverse=True)
         if t < len(output):
             assert output[:t + 1] in [h["tokens"] for h in kept], (t, kept)
+    # the output is the best finished hypothesis: its score is its log-probability divided by
+    # the length penalty, and its log-probability is the kept prefix's plus that of <eos>
+    finished = got["beam_finished"]
+    best = max(finished, key=lambda h: h["score"])
+    assert best["tokens"] == output and best["step"] == len(output)
+    assert best["score"] == pytest.approx(got["score"], abs=1e-4)
+    penalty = ((5 + len(output) + 1) / 6) ** translator.config.decode.alpha
+    assert best["log_prob"] == pytest.approx(best["score"] * penalty, abs=1e-3)
+    if output:
+        parent = next(h for h in steps[len(output) - 1] if h["tokens"] == output)
+        assert best["log_prob"] < parent["log_prob"] + 1e-6
     greedy = client.post("/v1/translate", json={"text": ["Ein Hund."], "beam": 1,
                                                 "beam_steps": True}).json()
     assert "beam_steps" not in greedy["translations"][0]  # no beam, no beam steps

@@ -17,7 +17,12 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
 from transformer_mt.decode.forcing import Forcing, raise_limits
 from transformer_mt.decode.incremental import decode_step, start_decoding
-from transformer_mt.decode.search import beam_search, max_output_lengths, next_token_logprobs
+from transformer_mt.decode.search import (
+    beam_search,
+    length_penalty,
+    max_output_lengths,
+    next_token_logprobs,
+)
 from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate import Translator
@@ -39,61 +44,82 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
 @dataclass
 class Inside:
     """What the model does while it reads one source and produces one output (teacher forcing:
-    the whole output at once, what search saw step by step): every decoder layer's and head's
-    cross-attention, and at each output step the most probable next tokens."""
+    the whole output at once, what search saw step by step): every layer's and head's
+    attention, and at each output step the most probable next tokens."""
 
     source: list[str]  # source tokens, <eos> included
     output: list[str]  # output tokens, <eos> included: a row per step
     cross: Tensor  # (L, H, T_out + 1, S) cross-attention of each decoder layer and head
     self_attention: Tensor  # (L, H, T_out + 1, T_out + 1) decoder self-attention
+    encoder: Tensor  # (L_enc, H, S, S) encoder self-attention
     top_tokens: list[list[str]]  # (T_out + 1, k) the k most probable next tokens at each step
     top_probs: Tensor  # (T_out + 1, k) their probabilities
+    log_probs: list[float]  # (T_out + 1,) the log-probability of each output token and <eos>
 
 
 @torch.no_grad()
 def look_inside(translator: Translator, src_ids: list[int], out_ids: list[int],
-                k: int = 5) -> Inside:
+                k: int = 5, precision: str = "fp32") -> Inside:
     """One forward pass over ``out_ids`` (ids without <bos>/<eos>) for the source ``src_ids``
-    (ending in <eos>): the attention maps and next-token candidates ``mt trace`` draws and the
-    server's page shows."""
+    (ending in <eos>) at ``precision`` (that of the decoding it explains): the attention maps
+    and next-token candidates ``mt trace`` draws and the server's page shows."""
     model = translator.one_model("attention weights are")
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)  # (1, T + 1)
     att = AttentionWeights()
-    logits = model(src, tgt_in, source_mask(src), attention=att)[0]  # (T + 1, V)
-    top_probs, top_ids = next_token_logprobs(logits).exp().topk(min(k, logits.size(-1)))
+    with autocast(translator.device, resolve_precision(precision, translator.device)):
+        logits = model(src, tgt_in, source_mask(src), attention=att)[0]  # (T + 1, V)
+    log_probs = next_token_logprobs(logits)  # (T + 1, V)
+    top_probs, top_ids = log_probs.exp().topk(min(k, logits.size(-1)))
+    gold = torch.tensor([*out_ids, EOS_ID], device=logits.device)  # (T + 1,)
     itos = translator.tgt_vocab.itos
     return Inside([translator.src_vocab.itos[i] for i in src_ids],
                   [*(itos[i] for i in out_ids), "<eos>"],
                   torch.stack([w[0] for w in att.cross]).float().cpu(),
                   torch.stack([w[0] for w in att.decoder_self]).float().cpu(),
+                  torch.stack([w[0] for w in att.encoder]).float().cpu(),
                   [[itos[i] for i in row] for row in top_ids.tolist()],
-                  top_probs.float().cpu())
+                  top_probs.float().cpu(),
+                  log_probs.gather(1, gold[:, None])[:, 0].float().cpu().tolist())
+
+
+@dataclass
+class BeamSteps:
+    """What beam search did for one sentence: at each step the hypotheses it kept (tokens so
+    far and their log-probability), best first; and the hypotheses that ended (with ``<eos>``),
+    with their log-probability, their score (divided by the length penalty) and their step."""
+
+    kept: list[list[tuple[list[str], float]]]
+    finished: list[tuple[list[str], float, float, int]]
 
 
 @torch.no_grad()
-def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig
-               ) -> list[list[tuple[list[str], float]]]:
-    """The hypotheses beam search keeps at each step for one source (ids ending in <eos>),
-    best first: their tokens so far and their log-probabilities (without the length penalty,
-    which search applies to finished ones only), searched with the settings ``cfg``."""
+def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig,
+               forcing: Forcing | None = None) -> BeamSteps:
+    """Beam search over one source (ids ending in <eos>), with the settings ``cfg`` (and a
+    prefix's ``forcing``), recording what it kept and what ended at each step."""
     model = translator.one_model("the beam's steps are")
     precision = resolve_precision(cfg.precision, translator.device)
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     itos = translator.tgt_vocab.itos
-    steps: list[list[tuple[list[str], float]]] = []
+    kept_steps: list[list[tuple[list[str], float]]] = []
 
     def keep(alive: list[int], prefix: Tensor, scores: Tensor) -> None:
         kept = [([itos[i] for i in p[1:]], s) for p, s in zip(
             prefix.tolist(), scores[0].tolist(), strict=True) if math.isfinite(s)]
         if kept:  # none where every candidate ended (at the length limit, say)
-            steps.append(sorted(kept, key=lambda h: -h[1]))
+            kept_steps.append(sorted(kept, key=lambda h: -h[1]))
 
     with autocast(translator.device, precision):
-        beam_search(for_decoding(model, precision, translator.device), src, source_mask(src),
-                    cfg.beam_size, cfg.alpha, cfg.max_len_a, cfg.max_len_b, use_cache=True,
-                    on_step=keep)
-    return steps
+        ended = beam_search(for_decoding(model, precision, translator.device), src,
+                            source_mask(src), cfg.beam_size, cfg.alpha, cfg.max_len_a,
+                            cfg.max_len_b, nbest=4 * cfg.beam_size, use_cache=True,
+                            on_step=keep, forcing=forcing)[0]
+    finished = []
+    for h in ended:
+        penalty = float(length_penalty(len(h.tokens) + 1, cfg.alpha))
+        finished.append(([itos[i] for i in h.tokens], h.score * penalty, h.score, len(h.tokens)))
+    return BeamSteps(kept_steps, finished)
 
 
 def _vec(t: Tensor, n: int = 4) -> str:

@@ -75,6 +75,7 @@ class Translation:
     attention: Tensor | None = None
     # word alignment, if asked: (source word, output word) pairs (decode/align.py)
     alignment: list[tuple[int, int]] | None = None
+    forced: int = 0  # output tokens a target prefix forced
 
 
 @dataclass

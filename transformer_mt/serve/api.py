@@ -19,9 +19,10 @@ from pydantic import (
     create_model,
     model_validator,
 )
+from torch import Tensor
 
 from transformer_mt.config import DecodeConfig, per_call_settings
-from transformer_mt.trace import Inside
+from transformer_mt.trace import BeamSteps, Inside
 from transformer_mt.translate import Choice, Translation
 
 
@@ -61,8 +62,8 @@ class _TranslateRequest(BaseModel):
                                     "several sentences (split, translated, put back)")
     format: Literal["text", "html"] = "text"
     nbest: int = Field(1, ge=1)
-    attention: bool = Field(False, description="every decoder layer's and head's "
-                            "cross-attention (one-sentence texts)")
+    attention: bool = Field(False, description="every layer's and head's attention: "
+                            "cross-, decoder self- and encoder self-attention")
     topk: int = Field(0, ge=0, description="per output step, the k most probable next tokens")
     beam_steps: bool = Field(False, description="the hypotheses beam search kept at each step")
     prefix: list[Text] | Text | None = Field(
@@ -184,9 +185,22 @@ class SentenceTranslation(Hypothesis):
     output_tokens: list[str] | None = None
     attention: list[list[list[list[float]]]] | None = Field(
         None, description="(decoder layers, heads, output tokens and <eos>, source tokens)")
+    log_prob: float | None = Field(None, description="the translation's log-probability "
+                                   "(with 'topk' or 'attention'): the sum of its steps'")
+    decoder_attention: list[list[list[list[float]]]] | None = Field(
+        None, description="(decoder layers, heads, output tokens and <eos>, <bos> and output "
+        "tokens): decoder self-attention")
+    encoder_attention: list[list[list[list[float]]]] | None = Field(
+        None, description="(encoder layers, heads, source tokens, source tokens)")
     steps: list[dict[str, Any]] | None = None
-    beam_steps: list[list[dict[str, Any]]] | None = None
+    beam_steps: list[list[dict[str, Any]]] | None = Field(
+        None, description="per step, the hypotheses kept: tokens and log_prob")
+    beam_finished: list[dict[str, Any]] | None = Field(
+        None, description="the hypotheses that ended: tokens, log_prob, score (log_prob "
+        "divided by the length penalty: what beam search ranks by) and step")
     alternatives: list[Alternative] | None = None
+    forced: int | None = Field(None, description="how many of 'tokens' the prefix forced (an "
+                               "unfinished last word, which the model finished, not counted)")
     alignment: list[tuple[int, int]] | None = Field(
         None, description="[source word, output word] pairs, words counted from 0")
 
@@ -291,26 +305,42 @@ def sentence_json(hyps: list[Translation]) -> dict[str, Any]:
     best = hyps[0]
     out: dict[str, Any] = {"text": best.text, "score": _number(best.score),
                            "tokens": best.tokens}
+    if best.forced:
+        out["forced"] = best.forced
     if len(hyps) > 1:
         out["nbest"] = [{"text": h.text, "score": _number(h.score)} for h in hyps]
     return out
 
 
-def inspection_json(inside: Inside | None = None,
-                    beam: list[list[tuple[list[str], float]]] | None = None) -> dict[str, Any]:
-    """What the model did for one sentence: attention, next-token candidates, beam steps."""
+def inspection_json(inside: Inside | None = None, beam: BeamSteps | None = None
+                    ) -> dict[str, Any]:
+    """What the model did for one sentence: attention, next-token candidates, beam steps.
+    Every number about a translation's probability is a log-probability (natural log) but the
+    finished hypotheses' ``score``, which is divided by the length penalty, as search ranks
+    them."""
     out: dict[str, Any] = {}
     if inside is not None:
         out["source_tokens"] = inside.source
         out["output_tokens"] = inside.output
-        out["attention"] = inside.cross.double().mul(1e4).round().div(1e4).tolist()
         # (L, H, T_out + 1, S): a row per output token and <eos>, a column per source token
-        out["steps"] = [{"chosen": token,
+        out["attention"] = _rounded(inside.cross)
+        out["decoder_attention"] = _rounded(inside.self_attention)  # (L, H, T + 1, T + 1)
+        out["encoder_attention"] = _rounded(inside.encoder)  # (L_enc, H, S, S)
+        out["steps"] = [{"chosen": token, "log_prob": _number(log_prob),
                          "top": [[inside_token, round(p, 5)] for inside_token, p in zip(
                              tokens, probs, strict=True)]}
-                        for token, tokens, probs in zip(inside.output, inside.top_tokens,
-                                                        inside.top_probs.tolist(), strict=True)]
+                        for token, log_prob, tokens, probs in zip(
+                            inside.output, inside.log_probs, inside.top_tokens,
+                            inside.top_probs.tolist(), strict=True)]
+        out["log_prob"] = _number(sum(inside.log_probs))
     if beam is not None:
-        out["beam_steps"] = [[{"tokens": tokens, "score": _number(score)}
-                              for tokens, score in step] for step in beam]
+        out["beam_steps"] = [[{"tokens": tokens, "log_prob": _number(log_prob)}
+                              for tokens, log_prob in step] for step in beam.kept]
+        out["beam_finished"] = [{"tokens": tokens, "log_prob": _number(log_prob),
+                                 "score": _number(score), "step": step}
+                                for tokens, log_prob, score, step in beam.finished]
     return out
+
+
+def _rounded(t: Tensor) -> Any:
+    return t.double().mul(1e4).round().div(1e4).tolist()

@@ -118,9 +118,11 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
                                "and alternatives continue one sentence: send it alone")
         per_sentence += [prefix] * len(doc.sentences)
     translator = svc.translator
+    forced: list[int] = []  # per sentence, the output tokens its prefix forced
 
     def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
         forcing = translator.forcing(per_sentence)
+        forced.extend(len(tokens) for tokens in forcing.tokens)
         hyps = translator.translate_ids(prepared.ids, cfg, req.nbest, forcing=forcing)
         found = [translator.alternatives_with(cfg, x, prefix, req.alternatives)
                  for x, prefix in zip(prepared.ids, per_sentence, strict=True)
@@ -133,6 +135,8 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
     for doc in prepared.docs:
         n = len(doc.sentences)
         results.append(TextResult(doc, hyps[at:at + n]))
+        for h, count in zip(hyps[at:at + n], forced[at:at + n], strict=True):
+            h[0].forced = count
         at += n
     return results, found
 
@@ -161,15 +165,16 @@ def _check_budget(svc: Service, prepared: Prepared, beam: int, a: float, b: int,
     """Refuse what the inspection answers would not fit in: numbers in the JSON, counted from
     the longest outputs the settings allow."""
     model = svc.translator.config.model
+    heads = model.n_heads
     total = 0
     for x in prepared.ids:
-        out = int(a * len(x) + b) + 1
-        if req.attention or req.topk:
-            total += model.n_decoder_layers * model.n_heads * out * len(x) if req.attention \
-                else 0
-            total += 2 * req.topk * out
+        s, out = len(x), int(a * len(x) + b) + 1
+        if req.attention:
+            total += heads * (model.n_decoder_layers * out * (s + out)
+                              + model.n_encoder_layers * s * s)
+        total += 2 * req.topk * out
         if req.beam_steps and beam > 1:
-            total += beam * out * out
+            total += 5 * beam * out * out  # kept and finished hypotheses
     if total > svc.limits.max_inspect_values:
         raise RequestError(422, f"'attention', 'topk' and 'beam_steps' would answer up to "
                            f"{total:,} numbers; at most {svc.limits.max_inspect_values:,} a "
@@ -182,20 +187,23 @@ async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
     from transformer_mt.trace import beam_steps, look_inside
 
     texts = [s for r in results for s in r.doc.sentences]
-    pairs = [(x, text, hyps[0], out) for x, text, hyps, out in zip(
-        prepared.ids, texts, [h for r in results for h in r.hyps],
+    prefixes = [p for r, p in zip(results, req.prefixes() or [""] * len(results), strict=True)
+                for _ in r.doc.sentences]
+    pairs = [(x, text, prefix, hyps[0], out) for x, text, prefix, hyps, out in zip(
+        prepared.ids, texts, prefixes, [h for r in results for h in r.hyps],
         [s for text in sentences for s in text], strict=True)]
+    translator = svc.translator
 
     def look() -> list[dict[str, Any]]:  # on the worker, which owns the model
         found = []
-        for x, text, best, _ in pairs:
-            inside = look_inside(svc.translator, x, best.ids, max(req.topk, 1)) \
+        for x, text, prefix, best, _ in pairs:
+            inside = look_inside(translator, x, best.ids, max(req.topk, 1), cfg.precision) \
                 if req.attention or req.topk else None
-            beam = beam_steps(svc.translator, x, cfg) if req.beam_steps and \
-                cfg.beam_size > 1 else None
+            beam = beam_steps(translator, x, cfg, translator.forcing([prefix])) \
+                if req.beam_steps and cfg.beam_size > 1 else None
             found.append(inspection_json(inside, beam))
             if req.align:
-                found[-1]["alignment"] = svc.translator.align(text, best)
+                found[-1]["alignment"] = translator.align(text, best)
         return found
 
     extra = await svc.wait(svc.worker().call(look), client_left(request))
@@ -243,9 +251,20 @@ async def metrics(svc: ServiceDep) -> Response:
     return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-PAGE = importlib.resources.files("transformer_mt.serve").joinpath("page.html")
+PAGE = importlib.resources.files("transformer_mt.serve")
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def index() -> HTMLResponse:
-    return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+    return HTMLResponse(PAGE.joinpath("page.html").read_text(encoding="utf-8"))
+
+
+@router.get("/page.js", include_in_schema=False)
+async def page_script() -> Response:
+    return Response(PAGE.joinpath("page.js").read_text(encoding="utf-8"),
+                    media_type="text/javascript")
+
+
+@router.get("/page.css", include_in_schema=False)
+async def page_style() -> Response:
+    return Response(PAGE.joinpath("page.css").read_text(encoding="utf-8"), media_type="text/css")

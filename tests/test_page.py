@@ -1,0 +1,176 @@
+"""mt serve's page in a real browser (headless Chromium driven by Playwright), as a learner uses
+it: translate, type the start of a translation and watch it finished, click a word for the
+alternatives there and pick one, move the sampling sliders, browse every layer's and head's
+attention, open the beam's pruned branches; axe-core finds no accessibility violation, and it
+fits a phone's width. Screenshots are kept ($MT_TEST_ARTIFACTS, else the test's directory)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from bench.common import post, start_server
+
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py
+pytest.importorskip("fastapi")
+
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+SOURCE = "Zwei Hunde schwimmen im Park."
+
+
+def _chromium() -> str:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the browser test: install Debian's chromium (.ci/run does)")
+        pytest.skip("Debian's chromium is not installed (apt install chromium)")
+    return chromium
+
+
+@pytest.fixture(scope="module")
+def server(trained_run):
+    proc, url = start_server(trained_run[0] / "best.pt")
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = _chromium()
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True,
+                                    args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+def _open(browser, url, **viewport):
+    page = browser.new_page(viewport=viewport or {"width": 1000, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("requestfailed", lambda r: problems.append(f"{r.url} failed"))
+    page.goto(url + "/")
+    page.wait_for_function("document.getElementById('about').textContent.includes('heads')")
+    return page, problems
+
+
+def _translate(page, text: str) -> None:
+    page.fill("#source", text)
+    page.click("#translate")
+    page.wait_for_selector("#row-0 .tok", timeout=60_000)
+    page.wait_for_selector("#steps tr", timeout=60_000)
+
+
+def _tokens(page) -> list[str]:
+    return page.eval_on_selector_all("#row-0 .tok", "xs => xs.map(x => x.textContent)")
+
+
+def _slide(page, slider: str, value: float) -> None:
+    page.eval_on_selector(f"#{slider}", """(s, v) => { s.value = v;
+        s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); }""", value)
+
+
+def _browse_attention(page) -> None:
+    """Every layer's and head's attention, of each kind, and one of them large."""
+    model = page.evaluate("fetch('/v1/info').then(r => r.json()).then(i => i.model)")
+    for kind, layers in (("attention", model["decoder_layers"]),
+                         ("encoder_attention", model["encoder_layers"]),
+                         ("decoder_attention", model["decoder_layers"])):
+        page.select_option("#kind", kind)
+        cells = page.eval_on_selector_all("#grid button", "xs => xs.length")
+        assert cells == layers * (model["heads"] + 1)
+        page.click("#grid button >> nth=0")
+        assert page.get_attribute("#grid button >> nth=0", "aria-pressed") == "true"
+        assert "layer 0, head 0" in page.inner_text("#heatmap-caption")
+    drawn = page.evaluate("""() => {
+        const c = document.getElementById('heatmap');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let blue = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 2] > d[i] + 30) blue++;
+        return blue; }""")
+    assert drawn > 100
+
+
+def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
+    artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    page, problems = _open(browser, server)
+    _translate(page, SOURCE)
+    _, api = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5})
+    assert _tokens(page) == api["translations"][0]["tokens"]  # beam 5 by default
+    assert page.eval_on_selector_all("#beam-tree li", "xs => xs.length") > 3
+
+    # type the start of a translation: the model finishes it, the typed words marked forced
+    page.fill("#prefix", "Two dogs ")
+    page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 2",
+                           timeout=60_000)
+    assert _tokens(page)[:2] == ["Two", "dogs"]
+    _, forced = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5,
+                                                "prefix": "Two dogs "})
+    assert _tokens(page) == forced["translations"][0]["tokens"]
+
+    # a word's alternatives, and one picked: decoding goes on from it
+    page.click("#row-0 .tok >> nth=2")
+    page.wait_for_selector("#alternatives-list li", timeout=60_000)
+    offered = page.eval_on_selector_all("#alternatives-list button", "xs => xs.map(x => ({"
+                                        "text: x.textContent, disabled: x.disabled}))")
+    assert len(offered) == 5
+    pick = next(i for i, o in enumerate(offered) if not o["disabled"] and i > 0)
+    page.click(f"#alternatives-list li >> nth={pick} >> button")
+    word = offered[pick]["text"].split(" ")[0]
+    page.wait_for_function(f"document.getElementById('prefix').value === {f'Two dogs {word} '!r}")
+    page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 3",
+                           timeout=60_000)  # the answer to the new prefix is shown
+    assert _tokens(page)[2] == word
+    _, picked = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5,
+                                                "prefix": f"Two dogs {word} "})
+    assert _tokens(page) == picked["translations"][0]["tokens"]
+
+    _browse_attention(page)
+
+    # the beam's pruned branches open
+    hidden = page.eval_on_selector_all("#beam-tree details", "ds => ds.length")
+    assert hidden > 0
+    page.click("#beam-tree details summary >> nth=0")
+    assert page.eval_on_selector("#beam-tree details", "d => d.open")
+    assert "ended" in page.inner_text("#beam-tree")
+
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page)
+    assert found.violations_count == 0, found.generate_snapshot()
+    page.screenshot(path=str(artifacts / "serve_page.png"), full_page=True)
+
+    # sampling: the sliders draw one seeded translation, the same the API gives
+    page.fill("#prefix", "")
+    _slide(page, "topk", 5)
+    page.fill("#seed", "3")
+    page.dispatch_event("#seed", "change")
+    page.wait_for_function("document.getElementById('beam-part').hidden", timeout=60_000)
+    assert page.is_disabled("#beam")
+    page.wait_for_timeout(500)
+    page.wait_for_selector("#row-0 .tok", timeout=60_000)
+    _, sampled = post(server + "/v1/translate", {"text": SOURCE, "sample_topk": 5,
+                                                 "sample_seed": 3, "temperature": 1.0,
+                                                 "top_p": 1.0})
+    page.wait_for_function(f"""() => document.querySelector('#row-0 .translation')
+        .textContent === {sampled['translations'][0]['text']!r}""", timeout=60_000)
+    assert not problems, problems
+
+
+def test_the_page_fits_a_phone(server, browser, tmp_path):
+    artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
+    page, problems = _open(browser, server, width=390, height=844)
+    _translate(page, SOURCE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(artifacts / "serve_page_phone.png"), full_page=True)
+    assert not problems, problems
