@@ -1,5 +1,6 @@
 """Load on ``mt serve``: sentences/s and latency with 1, 8 and 32 concurrent clients, with
-dynamic batching on and off (a batch of one), for our engine and CTranslate2's.
+dynamic batching on and off (a batch of one), for our engine and CTranslate2's; and the
+first request a fresh server answers, against a lone client's typical one.
 
     python bench/serve_load.py [--checkpoint runs/quickstart/best.pt] [--seconds 20]
                                [--clients 1 8 32] [--smoke]
@@ -65,14 +66,18 @@ def load(url: str, sentences: list[str], clients: int, seconds: float) -> dict:
 
 
 def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
-            clients: list[int], seconds: float) -> list[dict]:
+            clients: list[int], seconds: float) -> tuple[float, list[dict]]:
+    """The server's first request (ms: one sentence, as soon as /health says ok), then the
+    load of each number of clients."""
     # no translation cache: the settings share a server, and the cache would answer the
     # sentences an earlier setting sent
     extra = ["--engine", engine, "--cache-size", "0", *([] if batching else ["--no-batching"])]
     proc, url = start_server(checkpoint, *extra)
     try:
-        post(url + "/v1/translate", {"text": sentences[:4]})  # warm up
-        return [load(url, sentences, n, seconds) for n in clients]
+        start = time.perf_counter()
+        post(url + "/v1/translate", {"text": [sentences[-1]]})
+        first = round(1000 * (time.perf_counter() - start), 1)
+        return first, [load(url, sentences, n, seconds) for n in clients]
     finally:
         proc.terminate()
         proc.communicate(timeout=120)
@@ -111,18 +116,24 @@ def main(argv: list[str] | None = None) -> None:
                            capture_output=True)
             engines["ctranslate2"] = exported
         results: dict = {}
+        first: dict = {}
         for engine, path in engines.items():
-            results[engine] = {
-                mode: measure(path, engine, mode == "batched", sentences, args.clients,
-                              args.seconds)
-                for mode in ("batched", "unbatched")}
+            results[engine] = {}
+            for mode in ("batched", "unbatched"):
+                first_ms, results[engine][mode] = measure(path, engine, mode == "batched",
+                                                          sentences, args.clients, args.seconds)
+                if mode == "batched":  # against a lone client's typical request (p50)
+                    lone = results[engine][mode][0]["p50_ms"] or float("nan")
+                    first[engine] = {"first_request_ms": first_ms, "lone_p50_ms": lone,
+                                     "first_vs_p50": round(first_ms / lone, 2)}
     most = -1
     ratios = {engine: round(r["batched"][most]["sentences_per_s"]
                             / max(r["unbatched"][most]["sentences_per_s"], 1e-9), 2)
               for engine, r in results.items()}
     record = {"benchmark": "serve_load", "machine": machine(), "date": time.strftime("%Y-%m-%d"),
               "checkpoint": str(args.checkpoint), "seconds_per_setting": args.seconds,
-              "results": results, "batched_vs_unbatched": ratios, "ratio": ratios["torch"]}
+              "results": results, "first_request": first, "batched_vs_unbatched": ratios,
+              "ratio": ratios["torch"]}
     print(json.dumps(record, indent=2))
 
 

@@ -156,3 +156,6 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
         assert all(r["sentences"] > 0 and r["failed"] == 0 for r in torch_results[mode])
     assert record["ratio"] == round(torch_results["batched"][-1]["sentences_per_s"]
                                     / torch_results["unbatched"][-1]["sentences_per_s"], 2)
+    first = record["first_request"]["torch"]  # a fresh server's first request, timed
+    assert first["first_request_ms"] > 0 and first["first_vs_p50"] == pytest.approx(
+        first["first_request_ms"] / first["lone_p50_ms"], abs=0.02)

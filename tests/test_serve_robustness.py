@@ -208,16 +208,17 @@ def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(trained
 
 def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
     proc, url = start_server(trained_run[0] / "best.pt", "--grace", "0.5", "--no-batching")
+    # near a second of decoding each: long random outputs (the tiny model ends at once else)
     long = {"text": [f"Ein Hund läuft {i} mal über die große grüne Wiese, am Strand, im Park "
                      "und in der Stadt vor einem Gebäude." for i in range(120)],
-            "beam": 16}  # seconds of decoding each
+            "top_p": 0.99, "temperature": 10.0, "max_len_b": 200, "sample_seed": 1}
     answers: list = []
     senders = [threading.Thread(target=lambda: answers.append(post(url + "/v1/translate",
                                                                    long)))
-               for _ in range(3)]
+               for _ in range(6)]
     for s in senders:
         s.start()
-    time.sleep(1.0)  # all in flight: one decoding, two queued
+    time.sleep(1.0)  # all in flight: one decoding, the others queued
     proc.send_signal(signal.SIGTERM)
     for s in senders:
         s.join(120)
@@ -261,13 +262,15 @@ def test_a_client_that_leaves_stops_its_decoding(trained_run):
     proc, url = start_server(trained_run[0] / "best.pt", "--cache-size", "0")
     host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
     sentences = [f"Ein Hund läuft {i} mal über die große grüne Wiese." for i in range(128)]
-    body = json.dumps({"text": sentences, "beam": 5}).encode()
+    # long random outputs: seconds of decoding (the tiny model's search ends at once else)
+    body = json.dumps({"text": sentences, "top_p": 0.99, "temperature": 10.0,
+                       "max_len_b": 200}).encode()
     try:
         sock = socket.create_connection((host, port))
         sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                      b"application/json\r\nContent-Length: " + str(len(body)).encode()
                      + b"\r\n\r\n" + body)
-        time.sleep(0.5)  # decoding has started
+        time.sleep(0.2)  # decoding has started (or the request is queued: fewer yet)
         sock.close()
         time.sleep(3)
         status, _ = post(url + "/v1/translate", {"text": ["Ein Hund."]})

@@ -15,6 +15,7 @@ door in ``guard.py``, what they share in ``service.py``, the uvicorn process in 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from transformer_mt.serve import libre, routes
+from transformer_mt.serve.batcher import decoder_thread
 from transformer_mt.serve.guard import Guard
 from transformer_mt.serve.service import RequestError, ServeOptions, Service
 from transformer_mt.translate import Translator
@@ -61,6 +63,9 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # before /health says ok, on the thread that decodes: the first request costs what
+        # the next ones do
+        await asyncio.get_running_loop().run_in_executor(decoder_thread(), svc.warm_up)
         svc.start()
         yield
         await svc.stop()

@@ -7,9 +7,13 @@ import argparse
 import logging
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
+
+if TYPE_CHECKING:
+    from transformer_mt.translate import Translator
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +74,29 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
     return keys
 
 
+def _load(args: argparse.Namespace) -> tuple[Translator, dict]:
+    """The translator, and what /v1/info says of its training (step, best BLEU)."""
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(args.checkpoint, args.device, args.engine)
+    about: dict = {}
+    if args.engine == "torch" and len(args.checkpoint) == 1:
+        from transformer_mt.checkpoint import load_checkpoint
+
+        progress = load_checkpoint(args.checkpoint[0]).get("progress", {})
+        about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu")}
+    return translator, about
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from transformer_mt.device import pick_device
-    from transformer_mt.translate import Translator
 
     _check_numbers(args)
     if args.port > 65535:
         raise MTError("--port must be at most 65535")
     try:
         from transformer_mt.serve.api import Limits
+        from transformer_mt.serve.batcher import decoder_thread
         from transformer_mt.serve.server import Connections, serve
         from transformer_mt.serve.service import LOCAL_HOSTS, ServeOptions
     except ModuleNotFoundError as exc:
@@ -87,13 +105,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
     api_keys = _api_keys(args.api_key_file)
     pick_device(args.device)  # a bad name: one line, before the model loads
-    translator = Translator.load(args.checkpoint, args.device, args.engine)
-    about: dict = {}
-    if args.engine == "torch" and len(args.checkpoint) == 1:
-        from transformer_mt.checkpoint import load_checkpoint
-
-        progress = load_checkpoint(args.checkpoint[0]).get("progress", {})
-        about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu")}
+    # loaded on the thread that will decode with it (serve/batcher.py: decoder_thread)
+    translator, about = decoder_thread().submit(_load, args).result()
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
                     max_chars=args.max_chars, timeout_s=args.timeout)
     hosts = tuple(args.allowed_host or ()) or (
