@@ -22,6 +22,7 @@ from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.model.attention import MultiHeadAttention, plain_attention
+from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.precision import (
     PackedLinear,
     for_decoding,
@@ -200,6 +201,33 @@ def test_beams_share_the_encoder_keys_and_values(toy_model, monkeypatch):
         state.select(order)
         memory = memory[order]
         fed = torch.cat([fed[order], prefix[:, t:t + 1]], dim=1)
+
+
+def test_first_step_decodes_each_sentence_once(toy_model):
+    """A sentence's K hypotheses all start from <bos>: the first step decodes one row per
+    sentence and copies it, which gives what K rows decoded side by side give (the reference,
+    with attention weights asked for, decodes them all)."""
+    src = toy_sources(3)
+    mask = source_mask(src)
+    k = 4
+    fed = torch.full((3 * k,), BOS_ID)
+    once = start_decoding(toy_model, src, mask, group=k)
+    rows_seen = []
+    hook = toy_model.decoder.project.register_forward_hook(
+        lambda module, args, out: rows_seen.append(args[0].size(0)))
+    try:
+        shortcut = decode_step(once, fed)  # (B*K, V)
+    finally:
+        hook.remove()
+    assert rows_seen == [3]
+    every = start_decoding(toy_model, src, mask, group=k)
+    full = decode_step(every, fed, AttentionWeights())  # every row computed
+    assert torch.allclose(shortcut, full, atol=1e-6)
+    assert once.self_kv is not None and every.self_kv is not None
+    assert once.self_kv.size(0) == 3 * k
+    assert torch.allclose(once.self_kv[:, :1], every.self_kv[:, :1], atol=1e-6)
+    fed = shortcut.argmax(-1)  # the next steps go on from the copied keys and values
+    assert torch.allclose(decode_step(once, fed), decode_step(every, fed), atol=1e-5)
 
 
 def test_bf16_weight_copy_computes_what_autocast_computes():

@@ -11,7 +11,8 @@ Beam search keeps ``G`` hypotheses per sentence. What belongs to a hypothesis (i
 self-attention keys and values) has one row per hypothesis, ``B*G`` rows; what belongs to the
 sentence (the encoder output, the source mask, the cross-attention keys and values) has one row
 per sentence, ``B`` rows, and cross-attention attends each sentence's ``G`` query rows to that
-sentence's one copy of the keys and values.
+sentence's one copy of the keys and values. At the first step a sentence's G hypotheses are
+the same (``<bos>``), so it is decoded once per sentence and copied (as CTranslate2 does).
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ class DecoderState:
     each other). ``self_kv`` holds every decoder layer's keys and values of the positions fed
     so far (the first ``offset`` of its capacity): a step writes one position into it instead
     of concatenating the whole past, and reordering hypotheses copies the filled positions of
-    all layers in one operation.
+    all layers in one operation. Positions come before layers in it, so that what a
+    hypothesis has filled is one block of memory: reordering copies blocks, and only the
+    pages written so far are touched (a new buffer's pages cost the first write a page
+    fault each, ~1 ms a MiB here).
     """
 
     model: Transformer
@@ -49,7 +53,7 @@ class DecoderState:
     src_mask: Tensor  # (B, 1, 1, S)
     cross_kv: Tensor  # (B, L, 2, H, S, Dh) the encoder's keys and values in every layer
     group: int = 1  # G: hypotheses per sentence
-    # (rows, L, 2, H, capacity, Dh): the first B*G rows and ``offset`` positions are in use
+    # (rows, capacity, L, 2, H, Dh): the first B*G rows and ``offset`` positions are in use
     self_kv: Tensor | None = None
     offset: int = 0  # target positions fed so far
     # the buffer that reordering writes into next (same shape): two buffers take turns, so a
@@ -61,15 +65,15 @@ class DecoderState:
         return decode_step(self, prefix[:, -1])
 
     def reserve(self, rows: int) -> Tensor:
-        """The key/value buffer of the ``rows`` hypotheses, ``(rows, L, 2, H, capacity, Dh)``,
+        """The key/value buffer of the ``rows`` hypotheses, ``(rows, capacity, L, 2, H, Dh)``,
         with room for one more position (allocated, or doubled, if needed)."""
         kv = self.self_kv
-        if kv is None or self.offset == kv.size(4):
+        if kv is None or self.offset == kv.size(1):
             capacity = max(2 * self.offset, MIN_CAPACITY)
-            shape = (rows, *self.cross_kv.shape[1:4], capacity, self.cross_kv.size(-1))
-            grown = self.cross_kv.new_empty(shape)
+            _, layers, _, heads, _, d_head = self.cross_kv.shape  # (B, L, 2, H, S, Dh)
+            grown = self.cross_kv.new_empty((rows, capacity, layers, 2, heads, d_head))
             if kv is not None:
-                grown[..., :self.offset, :] = kv[:rows, ..., :self.offset, :]
+                grown[:, :self.offset] = kv[:rows, :self.offset]
             kv = self.self_kv = grown
             self.spare = None
         return kv[:rows]
@@ -100,8 +104,7 @@ class DecoderState:
         if self.spare is None:
             self.spare = torch.empty_like(kv)
         filled = self.offset
-        torch.index_select(kv[..., :filled, :], 0, rows,
-                           out=self.spare[:rows.numel(), ..., :filled, :])
+        torch.index_select(kv[:, :filled], 0, rows, out=self.spare[:rows.numel(), :filled])
         self.self_kv, self.spare = self.spare, kv
 
 
@@ -124,11 +127,13 @@ def decode_step(state: DecoderState, last: Tensor,
                 attention: AttentionWeights | None = None) -> Tensor:
     """Feed the newest tokens ``last`` (B*G,) at position ``state.offset`` and return the
     next-token logits (B*G, V), reading the earlier positions from ``state`` (advanced here)."""
+    if state.offset == 0 and state.group > 1 and attention is None:
+        return _first_step(state, last)
     decoder = state.model.decoder
     x = decoder.pos(decoder.embed(last[:, None]), state.offset)[:, 0]  # (B*G, D)
-    kv = state.reserve(x.size(0))  # (B*G, L, 2, H, capacity, Dh)
+    kv = state.reserve(x.size(0))  # (B*G, capacity, L, 2, H, Dh)
     for i, layer in enumerate(decoder_layers(state.model)):
-        x, self_w, cross_w = _layer_step(layer, x, kv[:, i], state, state.cross_kv[:, i],
+        x, self_w, cross_w = _layer_step(layer, x, kv[:, :, i], state, state.cross_kv[:, i],
                                          attention is not None)
         if attention is not None:
             assert self_w is not None and cross_w is not None
@@ -138,11 +143,22 @@ def decode_step(state: DecoderState, last: Tensor,
     return decoder.project(decoder.norm(x))  # (B*G, V)
 
 
+def _first_step(state: DecoderState, last: Tensor) -> Tensor:
+    """The first step of G hypotheses per sentence, which all start from ``<bos>``: decoded
+    once per sentence (B rows, not B*G), then the logits and keys/values copied to the G."""
+    group, state.group = state.group, 1
+    logits = decode_step(state, last[::group])  # (B, V)
+    state.group = group
+    assert state.self_kv is not None
+    state.self_kv, state.spare = state.self_kv.repeat_interleave(group, dim=0), None
+    return logits.repeat_interleave(group, dim=0)  # (B*G, V)
+
+
 def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, state: DecoderState,
                 cross_kv: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None,
                                                                Tensor | None]:
-    """``DecoderLayer.forward`` for the newest position alone: x (B*G, D); kv (B*G, 2, H,
-    capacity, Dh) this layer's buffer; cross_kv (B, 2, H, S, Dh) the encoder's keys and values.
+    """``DecoderLayer.forward`` for the newest position alone: x (B*G, D); kv (B*G, capacity,
+    2, H, Dh) this layer's buffer; cross_kv (B, 2, H, S, Dh) the encoder's keys and values.
     Returns (B*G, D) and, if asked, the (B*G, H, 1, T) and (B*G, H, 1, S) weights."""
     look_back = partial(_self_step, layer.self_attn, kv=kv, position=state.offset,
                         need_weights=need_weights)
@@ -158,15 +174,16 @@ def _self_step(attn: MultiHeadAttention, x: Tensor, kv: Tensor, position: int,
                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
     """Self-attention of the newest position: x (N, D), its input at ``position``.
 
-    ``kv`` (N, 2, H, capacity, Dh) holds the keys and values of the earlier positions; this
+    ``kv`` (N, capacity, 2, H, Dh) holds the keys and values of the earlier positions; this
     position's are written into it. Returns (N, D) and, if asked, the (N, H, 1, position + 1)
     weights. No mask is needed: every earlier position may be seen.
     """
     n = x.size(0)
     qkv = attn.qkv_proj(x).view(n, 3, attn.n_heads, attn.d_head)  # (N, 3, H, Dh)
-    kv[:, :, :, position] = qkv[:, 1:]  # this position's keys and values, (N, 2, H, Dh)
+    kv[:, position] = qkv[:, 1:]  # this position's keys and values, (N, 2, H, Dh)
     q = qkv[:, 0].unsqueeze(2)  # (N, H, 1, Dh)
-    k, v = kv[:, 0, :, :position + 1], kv[:, 1, :, :position + 1]  # (N, H, T, Dh) views
+    past = kv[:, :position + 1].transpose(1, 3)  # (N, H, 2, T, Dh) a view
+    k, v = past[:, :, 0], past[:, :, 1]  # (N, H, T, Dh) views
     out, weights = attn.attend(q, k, v, None, False, need_weights)  # (N, H, 1, Dh)
     return attn.out_proj(out.reshape(n, attn.d_model)), weights
 
