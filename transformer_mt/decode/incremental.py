@@ -101,8 +101,8 @@ class DecoderState:
         if kv.requires_grad:  # some tests decode with autograd on: no out= then
             self.self_kv = kv.index_select(0, rows)
             return
-        if self.spare is None:
-            self.spare = torch.empty_like(kv)
+        if self.spare is None or self.spare.size(0) < rows.numel():
+            self.spare = kv.new_empty((rows.numel(), *kv.shape[1:]))
         filled = self.offset
         torch.index_select(kv[:, :filled], 0, rows, out=self.spare[:rows.numel(), :filled])
         self.self_kv, self.spare = self.spare, kv
@@ -149,9 +149,9 @@ def _first_step(state: DecoderState, last: Tensor) -> Tensor:
     group, state.group = state.group, 1
     logits = decode_step(state, last[::group])  # (B, V)
     state.group = group
-    assert state.self_kv is not None
-    state.self_kv, state.spare = state.self_kv.repeat_interleave(group, dim=0), None
-    return logits.repeat_interleave(group, dim=0)  # (B*G, V)
+    copies = torch.arange(logits.size(0), device=logits.device).repeat_interleave(group)
+    state.select(copies)  # (B*G,): each sentence's row G times
+    return logits.index_select(0, copies)  # (B*G, V)
 
 
 def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, state: DecoderState,
