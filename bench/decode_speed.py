@@ -10,7 +10,8 @@ translations, and prints one JSON record with sentences/s and output tokens/s fo
 ``cache_speedup`` (cached / uncached, beam 5, batch N) and, with CTranslate2, ``vs_ctranslate2``
 (engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
 call: the same batches, length limits and threads, translations only, best of 3 turns each),
-``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``) and
+``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
+``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints) and
 ``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
 speedup).
 Without a checkpoint (and no runs/quickstart/best.pt) it uses a seeded untrained model of the
@@ -152,6 +153,10 @@ def main() -> None:
     parser.add_argument("--first-call-rounds", type=int, default=3,
                         help="fresh `mt translate` processes timed against `import torch` "
                         "(best of N; 0: none)")
+    parser.add_argument("--first-call-checkpoint", type=Path, action="append", default=[],
+                        help="also time a fresh `mt translate` with this checkpoint (e.g. a "
+                        "SentencePiece model's: its tokenizer imports less than spaCy and "
+                        "sacremoses); repeatable")
     parser.add_argument("--split", help="the test set to translate (default: the checkpoint's "
                         "first, test_2016_flickr for Multi30k)")
     parser.add_argument("--batch", type=int, default=64)
@@ -201,6 +206,10 @@ def main() -> None:
     if args.checkpoint is not None and args.checkpoint.exists() and args.first_call_rounds:
         engine["first_call"] = first_call(args.checkpoint, src_text[0], device,
                                           args.first_call_rounds)
+    if args.first_call_checkpoint and args.first_call_rounds:
+        engine["first_call_also"] = {str(path): first_call(path, src_text[0], device,
+                                                           args.first_call_rounds)
+                                     for path in args.first_call_checkpoint}
     record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
               "model": source,
               "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
