@@ -28,10 +28,56 @@ def small_checkpoint(seed: int = 0) -> dict:
 def test_round_trip_rebuilds_the_model(tmp_path):
     ckpt = small_checkpoint()
     ck.save_checkpoint(ckpt, tmp_path / "m.pt")
-    model, cfg, src_vocab, _ = build.model_from_checkpoint(ck.load_checkpoint(tmp_path / "m.pt"))
+    loaded = ck.load_checkpoint(tmp_path / "m.pt")
+    model, cfg, src_vocab, _ = build.model_from_checkpoint(loaded)
     assert cfg.model.d_model == 16 and len(src_vocab) == 6
     for k, v in model.state_dict().items():
         assert torch.equal(v, ckpt["model"][k])
+    # one vocabulary for both sides is written once (and a shared SentencePiece model too)
+    assert loaded["src_vocab"] is loaded["tgt_vocab"] and loaded["src_vocab"] == ckpt["src_vocab"]
+    other = [*ckpt["src_vocab"][:-1], "zz"]
+    models = (b"one model", b"another")
+    ck.save_checkpoint({**ckpt, "tgt_vocab": other, "sentencepiece": {
+        side: torch.frombuffer(bytearray(m), dtype=torch.uint8)
+        for side, m in zip(("src", "tgt"), models, strict=True)}}, tmp_path / "two.pt")
+    two = ck.load_checkpoint(tmp_path / "two.pt")
+    assert (two["src_vocab"], two["tgt_vocab"]) == (ckpt["src_vocab"], other)
+    assert ck.subword_models_of(two) == models
+    ck.save_checkpoint({**ckpt, "sentencepiece": {
+        side: torch.frombuffer(bytearray(b"one model"), dtype=torch.uint8)
+        for side in ("src", "tgt")}}, tmp_path / "one.pt")
+    one = ck.load_checkpoint(tmp_path / "one.pt")
+    assert one["sentencepiece"]["src"] is one["sentencepiece"]["tgt"]
+    assert ck.subword_models_of(one) == (b"one model", b"one model")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_checkpoint_loads_into_a_model_built_without_initialisation(shared):
+    """model_from_checkpoint skips drawing the initial weights: the model it gives equals one
+    initialised and then loaded, parameters and every buffer (the positional table is not in
+    the checkpoint), tied weights still tied; and building with initialisation is unchanged
+    after it (the same seed draws the same weights)."""
+    ckpt = small_checkpoint()
+    ckpt["config"]["data"]["shared_vocab"] = shared
+    cfg, (src, tgt) = ck.checkpoint_config(ckpt), ck.vocabs_of(ckpt)
+    fast, *_ = build.model_from_checkpoint(ckpt)
+    plain = build.build_model(cfg, src, tgt)
+    plain.load_state_dict(ckpt["model"])
+    for get in (lambda m: dict(m.named_parameters()), lambda m: dict(m.named_buffers())):
+        a, b = get(fast), get(plain.eval())
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (fast.encoder.embed.weight is fast.decoder.embed.weight) == shared
+    ids = torch.tensor([[4, 5, 3]])
+    mask = (ids != 0)[:, None, None, :]
+    assert torch.equal(fast(ids, ids, mask), plain(ids, ids, mask))
+    seeded = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        seeded.append(build.build_model(cfg, src, tgt).state_dict())
+        build.build_model(cfg, src, tgt, initialise=False)
+    assert all(torch.equal(seeded[0][k], seeded[1][k]) for k in seeded[0])
+    assert not torch.equal(seeded[0]["decoder.embed.embedding.weight"],
+                           ckpt["model"]["decoder.embed.embedding.weight"])
 
 
 def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -150,11 +196,17 @@ def test_checkpoints_with_parts_of_the_wrong_type_are_refused(tmp_path, key, val
         ck.load_checkpoint(path)
 
 
-def test_non_finite_weights_are_refused(tmp_path):
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", [(0, 0), (-1, -1), (3, 5)])
+def test_non_finite_weights_are_refused(value, where):
     ckpt = small_checkpoint()
-    ckpt["model"]["encoder.layers.0.ffn.linear1.weight"][0, 0] = float("nan")
+    ckpt["model"]["encoder.layers.0.ffn.linear1.weight"][where] = value
     with pytest.raises(CheckpointError, match="NaN or infinite weights"):
         build.model_from_checkpoint(ckpt)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):  # the check, alone
+        weights = [w.to(dtype) for w in ckpt["model"].values() if w.is_floating_point()]
+        assert not ck.weights_are_finite(weights)
+        assert ck.weights_are_finite(w.nan_to_num(0.0, 0.0, 0.0) for w in weights)
 
 
 def test_averaging_checkpoints_of_different_tensors_is_refused(tmp_path):

@@ -4,10 +4,12 @@ allocating anything (the trainer's memory check)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from transformer_mt.checkpoint import (
     checkpoint_config,
@@ -24,12 +26,36 @@ from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import use_precision_policy
 
 
-def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> Transformer:
+def build_model(config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
+                initialise: bool = True) -> Transformer:
     """A freshly initialised model sized for these vocabularies (``<pad>`` is their PAD_ID);
     with ``data.shared_vocab``, one embedding matrix for both languages. Its attention follows
-    the precision policy (fp32 attention for bf16 on the CPU)."""
-    return use_precision_policy(Transformer(config.model, len(src_vocab), len(tgt_vocab),
-                                            PAD_ID, config.data.shared_vocab))
+    the precision policy (fp32 attention for bf16 on the CPU). ``initialise=False`` leaves its
+    weights as allocated, for a caller that sets every one of them (from a checkpoint)."""
+    with contextlib.nullcontext() if initialise else NoInitialisation():
+        model = Transformer(config.model, len(src_vocab), len(tgt_vocab), PAD_ID,
+                            config.data.shared_vocab)
+    return use_precision_policy(model)
+
+
+class NoInitialisation(TorchFunctionMode):
+    """Inside it, modules are built without drawing their initial weights: ``torch.nn.init``'s
+    functions and the in-place fills they and the modules use (``uniform_``, ``normal_``,
+    ``zero_``, ``fill_``) return their tensor untouched. Loading a checkpoint overwrites every
+    weight anyway; drawing ~8M random numbers first took ~80 ms of a one-sentence
+    ``mt translate``. Everything else (the positional table, a buffer) is computed as ever."""
+
+    FILLS = frozenset({torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.zero_,
+                       torch.Tensor.fill_})
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if func in self.FILLS or (getattr(func, "__module__", None) == "torch.nn.init"
+                                  and name.endswith("_") and not name.startswith("_")):
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
 
 
 def check_weights(ckpt: dict[str, Any], config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -83,7 +109,7 @@ def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
     """Rebuild the model (in eval mode), its config and vocabularies from a loaded checkpoint."""
     config = checkpoint_config(ckpt, path)
     src_vocab, tgt_vocab = vocabs_of(ckpt, path)
-    model = build_model(config, src_vocab, tgt_vocab)
+    model = build_model(config, src_vocab, tgt_vocab, initialise=False)
     try:
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, KeyError) as exc:
