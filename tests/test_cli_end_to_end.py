@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
-from tests.helpers import TINY_OVERRIDES, run_cli, tiny_train_args
+from tests.helpers import REPO, TINY_OVERRIDES, run_cli, tiny_train_args
 
 
 def test_train_writes_checkpoints_metrics_and_config(trained_run):
@@ -54,6 +56,25 @@ def test_translate_sentence_file_and_stdin(trained_run, tmp_path):
     rows = [line.split("\t") for line in result.stdout.splitlines()]
     assert len(rows) == 2 and all(r[0] == "0" and len(r) == 3 for r in rows)
     assert float(rows[0][1]) >= float(rows[1][1])
+
+
+def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
+    """``mt`` (transformer_mt.__main__) pauses the garbage collector while its modules import
+    and freezes what they made; it translates as cli.main does, and the collector is on again
+    after, collecting what the command leaves."""
+    run_dir, _ = trained_run
+    argv = ["translate", "--quiet", "--checkpoint", str(run_dir / "best.pt"), "Ein Hund läuft."]
+    script = ("import gc, sys\n"
+              "from transformer_mt.__main__ import main\n"
+              f"sys.argv = ['mt', *{argv!r}]\n"
+              "code = main()\n"
+              "cycle = []; cycle.append(cycle); del cycle\n"
+              "print(code, gc.isenabled(), gc.get_freeze_count() > 100_000, gc.collect() > 0,"
+              " file=sys.stderr)\n")
+    fresh = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                           text=True, timeout=300)
+    assert fresh.stderr.split() == ["0", "True", "True", "True"], fresh.stderr
+    assert fresh.stdout == run_cli(argv).stdout and fresh.stdout.strip()
 
 
 def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):
