@@ -59,9 +59,9 @@ def test_translate_sentence_file_and_stdin(trained_run, tmp_path):
 
 
 def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
-    """``mt`` (transformer_mt.__main__) pauses the garbage collector while its modules import
-    and freezes what they made; it translates as cli.main does, and the collector is on again
-    after, collecting what the command leaves."""
+    """``mt`` (transformer_mt.__main__) pauses the garbage collector until torch is imported
+    and freezes what was made; it translates as cli.main does, and the collector is on again
+    after, collecting what the command leaves. ``mt translate --help`` imports no torch."""
     run_dir, _ = trained_run
     argv = ["translate", "--quiet", "--checkpoint", str(run_dir / "best.pt"), "Ein Hund läuft."]
     script = ("import gc, sys\n"
@@ -75,6 +75,15 @@ def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
                            text=True, timeout=300)
     assert fresh.stderr.split() == ["0", "True", "True", "True"], fresh.stderr
     assert fresh.stdout == run_cli(argv).stdout and fresh.stdout.strip()
+    script = ("import sys\n"
+              "from transformer_mt.__main__ import main\n"
+              "sys.argv = ['mt', 'translate', '--help']\n"
+              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+              "print(code, 'torch' in sys.modules, file=sys.stderr)\n")
+    helped = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert helped.stderr.split() == ["0", "False"], helped.stderr  # help without torch
+    assert "--checkpoint" in helped.stdout
 
 
 def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):

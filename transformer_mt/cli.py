@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from transformer_mt.commands import (
@@ -339,7 +340,11 @@ def _not_utf8(argv: list[str]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None,
+         before_command: Callable[[], None] | None = None) -> int:
+    """Run ``mt ARGV`` (default: this process's arguments) and return its exit code;
+    ``before_command`` is called once the arguments are checked, before the command runs
+    (``mt`` itself imports torch there: transformer_mt/__main__.py)."""
     from transformer_mt.logs import setup_logging
 
     argv = sys.argv[1:] if argv is None else argv
@@ -355,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mt {args.command}: error: --{name.replace('_', '-')} must be at least 1",
                   file=sys.stderr)
             return EXIT_ERROR
+    if before_command is not None:
+        before_command()
     return _run(args)
 
 

@@ -12,8 +12,10 @@ the second-to-last layer often aligns better than the last. docs/decoding.md say
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from torch import Tensor
+if TYPE_CHECKING:  # torch is not imported for pharaoh() (mt --help stays light)
+    from torch import Tensor
 
 
 def token_links(attention: Tensor) -> list[int]:
