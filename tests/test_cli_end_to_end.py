@@ -58,30 +58,29 @@ def test_translate_sentence_file_and_stdin(trained_run, tmp_path):
     assert float(rows[0][1]) >= float(rows[1][1])
 
 
+def _program(argv: list[str], report: str) -> subprocess.CompletedProcess:
+    """``mt ARGV`` through transformer_mt.__main__ in a fresh interpreter, then ``report`` (a
+    Python expression) printed to stderr: what the process looks like after the command."""
+    script = ("import gc, sys\n"
+              "from transformer_mt.__main__ import main\n"
+              f"sys.argv = ['mt', *{argv!r}]\n"
+              "try:\n    code = main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+              "cycle = []; cycle.append(cycle); del cycle\n"
+              f"print(code, {report}, file=sys.stderr)\n")
+    return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+
+
 def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
     """``mt`` (transformer_mt.__main__) pauses the garbage collector until torch is imported
     and freezes what was made; it translates as cli.main does, and the collector is on again
     after, collecting what the command leaves. ``mt translate --help`` imports no torch."""
     run_dir, _ = trained_run
     argv = ["translate", "--quiet", "--checkpoint", str(run_dir / "best.pt"), "Ein Hund läuft."]
-    script = ("import gc, sys\n"
-              "from transformer_mt.__main__ import main\n"
-              f"sys.argv = ['mt', *{argv!r}]\n"
-              "code = main()\n"
-              "cycle = []; cycle.append(cycle); del cycle\n"
-              "print(code, gc.isenabled(), gc.get_freeze_count() > 100_000, gc.collect() > 0,"
-              " file=sys.stderr)\n")
-    fresh = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                           text=True, timeout=300)
+    fresh = _program(argv, "gc.isenabled(), gc.get_freeze_count() > 100_000, gc.collect() > 0")
     assert fresh.stderr.split() == ["0", "True", "True", "True"], fresh.stderr
     assert fresh.stdout == run_cli(argv).stdout and fresh.stdout.strip()
-    script = ("import sys\n"
-              "from transformer_mt.__main__ import main\n"
-              "sys.argv = ['mt', 'translate', '--help']\n"
-              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-              "print(code, 'torch' in sys.modules, file=sys.stderr)\n")
-    helped = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                            text=True, timeout=300)
+    helped = _program(["translate", "--help"], "'torch' in sys.modules")
     assert helped.stderr.split() == ["0", "False"], helped.stderr  # help without torch
     assert "--checkpoint" in helped.stdout
 
