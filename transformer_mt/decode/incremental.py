@@ -18,7 +18,7 @@ the same (``<bos>``), so it is decoded once per sentence and copied (as CTransla
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -59,6 +59,9 @@ class DecoderState:
     # the buffer that reordering writes into next (same shape): two buffers take turns, so a
     # step allocates nothing
     spare: Tensor | None = None
+    # what computes a step's logits from the buffers (:func:`decoder_step`, or a compiled
+    # version of it: ``decode/compiled.py``)
+    step: StepFunction | None = None
 
     def next_logits(self, prefix: Tensor) -> Tensor:
         """Next-token logits (B*G, V) of the prefixes (B*G, t): feeds their newest token."""
@@ -113,14 +116,24 @@ def decoder_layers(model: Transformer) -> Sequence[DecoderLayer]:
     return typing.cast("Sequence[DecoderLayer]", model.decoder.layers)
 
 
-def start_decoding(model: Transformer, src: Tensor, src_mask: Tensor,
-                   group: int = 1) -> DecoderState:
+def start_decoding(model: Transformer, src: Tensor, src_mask: Tensor, group: int = 1,
+                   step: StepFunction | None = None) -> DecoderState:
     """Encode once, project the encoder's keys and values for every decoder layer once, and
-    return the state that :func:`decode_step` advances, for ``group`` hypotheses per sentence."""
+    return the state that :func:`decode_step` advances, for ``group`` hypotheses per sentence
+    (its steps computed by ``step``, :func:`decoder_step` by default)."""
+    memory, cross_kv = encode_source(model, src, src_mask)
+    return DecoderState(model, memory, src_mask, cross_kv, group, step=step)
+
+
+def encode_source(model: Transformer, src: Tensor,
+                  src_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The encoder output (B, S, D) of the sources (B, S) (``src_mask`` (B, 1, 1, S), or None
+    where there is no padding), and the encoder's keys and values of every decoder layer
+    (B, L, 2, H, S, Dh)."""
     memory = model.encode(src, src_mask)  # (B, S, D)
     cross_kv = torch.stack([memory_kv(layer.cross_attn, memory)
                             for layer in decoder_layers(model)], dim=1)  # (B, L, 2, H, S, Dh)
-    return DecoderState(model, memory, src_mask, cross_kv, group)
+    return memory, cross_kv
 
 
 def decode_step(state: DecoderState, last: Tensor,
@@ -129,18 +142,39 @@ def decode_step(state: DecoderState, last: Tensor,
     next-token logits (B*G, V), reading the earlier positions from ``state`` (advanced here)."""
     if state.offset == 0 and state.group > 1 and attention is None:
         return _first_step(state, last)
-    decoder = state.model.decoder
-    x = decoder.pos(decoder.embed(last[:, None]), state.offset)[:, 0]  # (B*G, D)
-    kv = state.reserve(x.size(0))  # (B*G, capacity, L, 2, H, Dh)
-    for i, layer in enumerate(decoder_layers(state.model)):
-        x, self_w, cross_w = _layer_step(layer, x, kv[:, :, i], state, state.cross_kv[:, i],
-                                         attention is not None)
+    kv = state.reserve(last.size(0))  # (B*G, capacity, L, 2, H, Dh)
+    args = (state.model, last, state.offset, kv, state.cross_kv, state.src_mask, state.group)
+    if state.step is None or attention is not None:
+        logits = decoder_step(*args, attention)  # (B*G, V)
+    else:
+        logits = state.step(*args)
+    state.offset += 1
+    return logits
+
+
+def decoder_step(model: Transformer, last: Tensor, position: int, kv: Tensor, cross_kv: Tensor,
+                 src_mask: Tensor | None, group: int,
+                 attention: AttentionWeights | None = None) -> Tensor:
+    """The decoder on the newest tokens ``last`` (B*G,) at ``position``: their next-token
+    logits (B*G, V). ``kv`` (B*G, capacity, L, 2, H, Dh) holds every layer's keys and values
+    of the earlier positions, and this position's are written into it; ``cross_kv`` (B, L, 2,
+    H, S, Dh) the encoder's, ``src_mask`` (B, 1, 1, S) (None: no padding). The attention
+    weights go to
+    ``attention`` if given."""
+    decoder = model.decoder
+    x = decoder.pos(decoder.embed(last[:, None]), position)[:, 0]  # (B*G, D)
+    for i, layer in enumerate(decoder_layers(model)):
+        x, self_w, cross_w = _layer_step(layer, x, kv[:, :, i], position, cross_kv[:, i],
+                                         src_mask, group, attention is not None)
         if attention is not None:
             assert self_w is not None and cross_w is not None
             attention.decoder_self.append(self_w)
             attention.cross.append(cross_w)
-    state.offset += 1
     return decoder.project(decoder.norm(x))  # (B*G, V)
+
+
+# computes a step as :func:`decoder_step` does (its arguments but the attention weights)
+StepFunction = Callable[[Transformer, Tensor, int, Tensor, Tensor, Tensor | None, int], Tensor]
 
 
 def _first_step(state: DecoderState, last: Tensor) -> Tensor:
@@ -154,17 +188,17 @@ def _first_step(state: DecoderState, last: Tensor) -> Tensor:
     return logits.index_select(0, copies)  # (B*G, V)
 
 
-def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, state: DecoderState,
-                cross_kv: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None,
-                                                               Tensor | None]:
+def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, position: int, cross_kv: Tensor,
+                src_mask: Tensor | None, group: int,
+                need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """``DecoderLayer.forward`` for the newest position alone: x (B*G, D); kv (B*G, capacity,
     2, H, Dh) this layer's buffer; cross_kv (B, 2, H, S, Dh) the encoder's keys and values.
     Returns (B*G, D) and, if asked, the (B*G, H, 1, T) and (B*G, H, 1, S) weights."""
-    look_back = partial(_self_step, layer.self_attn, kv=kv, position=state.offset,
+    look_back = partial(_self_step, layer.self_attn, kv=kv, position=position,
                         need_weights=need_weights)
     x, self_w = residual(x, look_back, layer.norm1, layer.dropout, layer.pre_norm)
-    look_at_source = partial(_cross_step, layer.cross_attn, kv=cross_kv, mask=state.src_mask,
-                             group=state.group, need_weights=need_weights)
+    look_at_source = partial(_cross_step, layer.cross_attn, kv=cross_kv, mask=src_mask,
+                             group=group, need_weights=need_weights)
     x, cross_w = residual(x, look_at_source, layer.norm2, layer.dropout, layer.pre_norm)
     x, _ = residual(x, layer.ffn, layer.norm3, layer.dropout, layer.pre_norm)
     return x, self_w, cross_w
@@ -180,7 +214,9 @@ def _self_step(attn: MultiHeadAttention, x: Tensor, kv: Tensor, position: int,
     """
     n = x.size(0)
     qkv = attn.qkv_proj(x).view(n, 3, attn.n_heads, attn.d_head)  # (N, 3, H, Dh)
-    kv[:, position] = qkv[:, 1:]  # this position's keys and values, (N, 2, H, Dh)
+    # this position's keys and values, (N, 2, H, Dh); narrow, not kv[:, position], so that a
+    # compiled step does not specialise on the position
+    kv.select(1, position).copy_(qkv[:, 1:])
     q = qkv[:, 0].unsqueeze(2)  # (N, H, 1, Dh)
     past = kv[:, :position + 1].transpose(1, 3)  # (N, H, 2, T, Dh) a view
     k, v = past[:, :, 0], past[:, :, 1]  # (N, H, T, Dh) views

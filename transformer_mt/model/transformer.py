@@ -44,9 +44,9 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
-    def forward(self, src: Tensor, src_mask: Tensor,
+    def forward(self, src: Tensor, src_mask: Tensor | None,
                 attention: AttentionWeights | None = None) -> Tensor:
-        """src: (B, S) ids, src_mask: (B, 1, 1, S) -> memory (B, S, D)."""
+        """src: (B, S) ids, src_mask: (B, 1, 1, S) (None: no padding) -> memory (B, S, D)."""
         x = self.pos(self.embed(src))  # (B, S, D)
         for layer in self.layers:
             x, weights = layer(x, src_mask, need_weights=attention is not None)
@@ -115,7 +115,7 @@ class Transformer(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def encode(self, src: Tensor, src_mask: Tensor,
+    def encode(self, src: Tensor, src_mask: Tensor | None,
                attention: AttentionWeights | None = None) -> Tensor:
         """(B, S) ids -> (B, S, D) memory."""
         return self.encoder(src, src_mask, attention)
