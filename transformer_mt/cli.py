@@ -47,6 +47,17 @@ DEVICE_HELP = "auto (a GPU where PyTorch sees one, else the CPU), cpu, cuda, cud
 
 # ---------------------------------------------------------------------------------------- main
 
+def add_engine_flags(p: argparse.ArgumentParser) -> None:
+    """What decodes, and on what: ``--engine``, ``--device`` and ``--compile``."""
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                   help="decode with our PyTorch model, or with a model exported by mt export "
+                   "(--checkpoint is then its directory)")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--compile", action="store_true",
+                   help="compile a lone sentence's decoding steps at load (CPU, one model; "
+                   "~1 minute at each start): 2-3x faster for one sentence at a time")
+
+
 def add_decoding_flags(p: argparse.ArgumentParser, names: list[str] | None = None) -> None:
     """The decoding settings a call may change (``names``, default all), as flags made from
     their declaration in :class:`DecodeConfig`: ``--beam-size`` sets ``beam_size``, its older
@@ -137,10 +148,7 @@ def _add_translate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--output", help="write translations here instead of stdout")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
     add_decoding_flags(p)
-    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
-                   help="decode with our PyTorch model, or with a model exported by mt export "
-                   "(--checkpoint is then its directory)")
-    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    add_engine_flags(p)
     p.add_argument("--attention", metavar="PNG",
                    help="save a cross-attention heatmap of the (one) sentence here")
     p.add_argument("--prefix", metavar="TEXT",
@@ -280,8 +288,7 @@ def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="a translation server: JSON API, LibreTranslate API and a web page")
     p.add_argument("--checkpoint", required=True, action="append",
                    help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
-    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
-    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    add_engine_flags(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "

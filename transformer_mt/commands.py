@@ -106,7 +106,7 @@ def _translator_for(args: argparse.Namespace) -> Translator:
         raise MTError("--attention draws the model's own translation; drop --prefix and "
                       "--alternatives")
     refuse_same_file(args.output, [args.input, *args.checkpoint])
-    translator = Translator.load(args.checkpoint, args.device, args.engine)
+    translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size:  # n best need a beam at least n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)

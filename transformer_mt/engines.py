@@ -32,14 +32,15 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS, BOS_ID, EOS_ID, PAD, PAD_ID, Vocab
 from transformer_mt.decode.alternatives import Alternative, alternatives
+from transformer_mt.decode.compiled import CompiledDecoding, check_compilable
 from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.score import score_outputs
-from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
+from transformer_mt.decode.search import Decodable, Hypothesis, decode_corpus, max_output_lengths
 from transformer_mt.device import pick_device
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
-from transformer_mt.precision import autocast, for_decoding, resolve_precision
+from transformer_mt.precision import autocast, for_decoding, laid_out, resolve_precision
 
 
 class Engine(Protocol):
@@ -97,14 +98,18 @@ class TorchEngine:
     can_inspect = True
 
     def __init__(self, members: Sequence[Transformer], device: torch.device,
-                 keep_copies: bool = True) -> None:
+                 keep_copies: bool = True, compile: bool = False) -> None:
         self.members = list(members)
         self.model: Transformer | Ensemble = (self.members[0] if len(self.members) == 1
                                               else Ensemble(self.members))
         self.device = device
         # for_decoding's copies by precision, made once (the interactive prompt translates a
         # line at a time); not kept for a model that is still training
-        self._copies: dict[str, Transformer | Ensemble] | None = {} if keep_copies else None
+        self._copies: dict[str, Decodable] | None = (
+            {} if keep_copies else None)
+        if compile:
+            check_compilable(device, len(self.members))
+        self.compile = compile  # decode/compiled.py: lone sentences' steps compiled
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True,
@@ -126,13 +131,23 @@ class TorchEngine:
             return alternatives(model, src, source_mask(src), forcing, k, cfg,
                                 generator=generator)
 
-    def _decoding_model(self, cfg: DecodeConfig) -> Transformer | Ensemble:
-        """The model laid out for decoding at ``cfg``'s precision (made once, then kept)."""
+    def _decoding_model(self, cfg: DecodeConfig) -> Decodable:
+        """The model laid out for decoding at ``cfg``'s precision (made once, then kept); with
+        ``compile``, its steps for lone sentences compiled (at the first call: the greedy
+        step and the beam of ``cfg``)."""
         if self._copies is None:
             return self.model
         precision = resolve_precision(cfg.precision, self.device)
         if precision not in self._copies:
-            self._copies[precision] = for_decoding(self.model, precision, self.device)
+            copy = for_decoding(self.model, precision, self.device)
+            if self.compile and isinstance(self.model, Transformer):
+                assert isinstance(copy, Transformer)
+                # fp32: the model's own nn.Linear layers (the copy's are packed for oneDNN)
+                compiled = CompiledDecoding(copy, self.model if precision == "fp32" else copy)
+                compiled.warm_up(precision, cfg.beam_size)
+                self._copies[precision] = laid_out(compiled, precision)
+            else:
+                self._copies[precision] = copy
         return self._copies[precision]
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
@@ -179,9 +194,11 @@ class TorchEngine:
         return (cross.mean(0) if head is None else cross[head]).float().cpu()
 
 
-def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "auto") -> Loaded:
+def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "auto",
+                     compile: bool = False) -> Loaded:
     """One checkpoint, or an ensemble of several of one vocabulary (the first one's config
-    gives the decoding settings)."""
+    gives the decoding settings); ``compile``: lone sentences' decoding steps compiled
+    (``decode/compiled.py``)."""
     dev = pick_device(device)
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
@@ -196,7 +213,7 @@ def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "au
         if (src, tgt) != (src_vocab, tgt_vocab):
             raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
                           "needs models trained on the same vocabularies")
-    engine = TorchEngine([m for m, *_ in loaded], dev)
+    engine = TorchEngine([m for m, *_ in loaded], dev, compile=compile)
     return Loaded(engine, config, src_vocab, tgt_vocab, tokenizers)
 
 

@@ -114,10 +114,13 @@ class Translator:
 
     @classmethod
     def load(cls, paths: str | Path | Sequence[str | Path], device: str = "auto",
-             engine: str = "torch") -> Translator:
+             engine: str = "torch", compile: bool = False) -> Translator:
         """A translator for one checkpoint, or an ensemble of several of one vocabulary (the
         first one's config gives the decoding settings); with ``engine="ctranslate2"``, for the
-        directory ``mt export`` wrote."""
+        directory ``mt export`` wrote. ``compile``: a lone sentence's decoding steps compiled
+        (``decode/compiled.py``; CPU, one model), at the first translation."""
+        if compile and engine != "torch":
+            raise MTError("--compile compiles our decoder; the CTranslate2 engine has its own")
         if engine == "ctranslate2":
             paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
             if len(paths) > 1:
@@ -125,7 +128,7 @@ class Translator:
             return cls.of(load_exported(paths[0], device))
         if engine != "torch":
             raise MTError(f"unknown engine {engine!r}; use 'torch' or 'ctranslate2'")
-        return cls.of(load_checkpoints(paths, device))
+        return cls.of(load_checkpoints(paths, device, compile))
 
     @classmethod
     def of(cls, loaded: Loaded) -> Translator:

@@ -13,15 +13,14 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.vocab import BOS_ID
-from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.forcing import Forcing, force
 from transformer_mt.decode.search import (
+    Decodable,
     Hypothesis,
     decode_batch,
     next_token_logprobs,
     start_decoding,
 )
-from transformer_mt.model.transformer import Transformer
 
 
 @dataclass
@@ -32,7 +31,7 @@ class Alternative:
 
 
 @torch.inference_mode()
-def next_token_choices(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+def next_token_choices(model: Decodable, src: Tensor, src_mask: Tensor,
                        forcing: Forcing, k: int, use_cache: bool = True) -> list[tuple[int, float]]:
     """The ``k`` most probable tokens (and their log-probabilities) of one sentence src (1, S)
     right after its forced tokens (among ``forcing.then`` where it names some)."""
@@ -47,7 +46,7 @@ def next_token_choices(model: Transformer | Ensemble, src: Tensor, src_mask: Ten
     return list(zip(token.tolist(), best.tolist(), strict=True))
 
 
-def alternatives(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+def alternatives(model: Decodable, src: Tensor, src_mask: Tensor,
                  forcing: Forcing, k: int, cfg: DecodeConfig, use_cache: bool = True,
                  generator: torch.Generator | None = None) -> list[Alternative]:
     """One sentence src (1, S): the ``k`` best tokens after the forced prefix, most probable

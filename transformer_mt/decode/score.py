@@ -11,13 +11,11 @@ import torch
 from torch import Tensor
 
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from transformer_mt.decode.ensemble import Ensemble
-from transformer_mt.decode.search import next_token_logprobs, start_decoding
-from transformer_mt.model.transformer import Transformer
+from transformer_mt.decode.search import Decodable, next_token_logprobs, start_decoding
 
 
 @torch.inference_mode()
-def score_outputs(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+def score_outputs(model: Decodable, src: Tensor, src_mask: Tensor,
                   outputs: Sequence[Sequence[int]], use_cache: bool = False) -> list[list[float]]:
     """Per-token log-probabilities of ``outputs`` (ids without ``<bos>``/``<eos>``), one list per
     sentence of the batch src (B, S): each token's and then ``<eos>``'s."""

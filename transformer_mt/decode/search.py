@@ -26,11 +26,16 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
+from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.decode.forcing import Forcing, force, raise_limits
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
+
+# what search decodes with: a model, an ensemble of models, or a model whose steps for lone
+# sentences run compiled
+Decodable = Transformer | Ensemble | CompiledDecoding
 
 
 @dataclass
@@ -48,7 +53,7 @@ def max_output_lengths(src_mask: Tensor, a: float, b: int,
     return limits if cap is None else limits.clamp(max=cap)
 
 
-def _cap(model: Transformer | Ensemble) -> int:
+def _cap(model: Decodable) -> int:
     return model.cfg.max_output_tokens
 
 
@@ -82,7 +87,7 @@ class PrefixState:
         self.memory, self.src_mask = self.memory[rows], self.src_mask[rows]
 
 
-def start_decoding(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+def start_decoding(model: Decodable, src: Tensor, src_mask: Tensor,
                    group: int = 1, use_cache: bool = False) -> DecodingState:
     """The decoding state of a batch of sources (B, S), ``group`` hypotheses per sentence:
     incremental (``use_cache``) or the reference :class:`PrefixState`."""
@@ -137,7 +142,7 @@ def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor
 
 
 @torch.inference_mode()
-def greedy(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
+def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
            max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
            temperature: float = 1.0, generator: torch.Generator | None = None,
            scores: bool = True, top_p: float = 1.0,
@@ -203,7 +208,7 @@ def _pick(z: Tensor, topk: int, temperature: float, generator: torch.Generator |
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor, beam_size: int = 5,
+def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int = 5,
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                 nbest: int = 1, use_cache: bool = False,
                 on_step: Callable[[list[int], Tensor, Tensor], None] | None = None,
@@ -297,7 +302,7 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
             for e, (row, _) in enumerate(where.tolist())]
 
 
-def decode_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
+def decode_batch(model: Decodable, src: Tensor, src_mask: Tensor,
                  cfg: DecodeConfig, beam_size: int | None = None, nbest: int = 1,
                  use_cache: bool = True, generator: torch.Generator | None = None,
                  scores: bool = True, forcing: Forcing | None = None) -> list[list[Hypothesis]]:
@@ -314,7 +319,7 @@ def decode_batch(model: Transformer | Ensemble, src: Tensor, src_mask: Tensor,
                        cfg.max_len_b, nbest, use_cache, forcing=forcing)
 
 
-def decode_corpus(model: Transformer | Ensemble, src_ids: Sequence[Sequence[int]],
+def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
                   cfg: DecodeConfig, device: torch.device, beam_size: int | None = None,
                   nbest: int = 1, use_cache: bool = True, progress: bool = False,
                   scores: bool = True, forcing: Forcing | None = None) -> list[list[Hypothesis]]:

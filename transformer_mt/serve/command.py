@@ -78,7 +78,7 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict]:
     """The translator, and what /v1/info says of its training (step, best BLEU)."""
     from transformer_mt.translate import Translator
 
-    translator = Translator.load(args.checkpoint, args.device, args.engine)
+    translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
     about: dict = {}
     if args.engine == "torch" and len(args.checkpoint) == 1:
         from transformer_mt.checkpoint import load_checkpoint

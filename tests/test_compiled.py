@@ -1,0 +1,155 @@
+"""``--compile`` (``decode/compiled.py``): a lone sentence's decoding steps compiled by
+torch.compile translate as the model does, compile once at warm-up for the shapes a lone
+sentence takes, and leave everything else (batches, other beams) to the model as ever.
+
+One warm-up for the module (compiling takes ~20 s even for the toy model).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+
+from tests.helpers import run_cli
+from tests.toy import make_model, toy_sources
+from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import PAD_ID
+from transformer_mt.decode.compiled import CompiledDecoding, LoopAttention
+from transformer_mt.decode.search import beam_search, greedy
+from transformer_mt.errors import MTError
+from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.precision import for_decoding
+
+BEAM = 3
+
+
+@pytest.fixture(scope="module")
+def compiled(toy_model):
+    """The toy model's decoding copy, compiled for greedy and a beam of 3, and how long it
+    took."""
+    decoding = CompiledDecoding(for_decoding(toy_model, "fp32"), toy_model)
+    start = time.perf_counter()
+    decoding.warm_up("fp32", BEAM)
+    return decoding, time.perf_counter() - start
+
+
+def lone_sources(n: int = 10) -> list[torch.Tensor]:
+    """Sources one at a time (1, S), of different lengths, without their padding."""
+    batch = toy_sources(n, seed=11)
+    return [row[row != PAD_ID][None] for row in batch]
+
+
+def search(model, src: torch.Tensor, beam: int) -> list:
+    """The hypotheses of one sentence: greedy's, or the beam's n-best."""
+    if beam == 1:
+        return greedy(model, src, source_mask(src), use_cache=True)
+    return beam_search(model, src, source_mask(src), beam, nbest=beam, use_cache=True)[0]
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("queries", [1, 5])
+def test_loop_attention_equals_sdpa(masked, queries):
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, queries, 8)
+    k, v = torch.randn(2, 4, 9, 8), torch.randn(2, 4, 9, 8)
+    mask = torch.rand(2, 1, 1, 9) > 0.3 if masked else None
+    if mask is not None:
+        mask[..., 0] = True  # every row sees a key
+    attn = MultiHeadAttention(32, 4)
+    attn.__class__ = LoopAttention
+    out, weights = attn.attend(q, k, v, mask, False, False)
+    assert weights is None
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(out, expected, atol=1e-6)
+
+
+def test_compiled_steps_translate_as_the_model_does(toy_model, compiled, monkeypatch):
+    """Greedy and beam search, one sentence at a time, tokens equal and scores within
+    rounding; a key/value buffer of 2 positions at first, so that it grows (doubles) while
+    decoding: the compiled code takes any capacity, source length and position."""
+    decoding, seconds = compiled
+    monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)
+    eager = for_decoding(toy_model, "fp32")
+    graphs = counters["stats"]["unique_graphs"]
+    for src in lone_sources():
+        for beam in (1, BEAM):
+            ours, theirs = (search(model, src, beam) for model in (decoding, eager))
+            assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+            for a, b in zip(ours, theirs, strict=True):
+                assert a.score == pytest.approx(b.score, abs=1e-4)
+    # nothing was compiled after the warm-up: every shape above was one it had compiled
+    assert counters["stats"]["unique_graphs"] == graphs
+    print(f"warm-up: {seconds:.1f} s")
+
+
+def test_batches_and_other_beams_decode_as_ever(toy_model, compiled):
+    """Several sentences at once, and a beam the warm-up did not compile, run the model's
+    decoding copy as it is: the same results, nothing compiled, no compiled step called."""
+    decoding, _ = compiled
+    eager = for_decoding(toy_model, "fp32")
+    calls = {rows: 0 for rows in decoding._steps}
+    steps = dict(decoding._steps)
+    for rows, step in steps.items():
+        def counting(*args, rows=rows, step=step):
+            calls[rows] += 1
+            return step(*args)
+        decoding._steps[rows] = counting
+    try:
+        src = toy_sources(4)
+        mask = source_mask(src)
+        a = beam_search(decoding, src, mask, BEAM, use_cache=True)
+        b = beam_search(eager, src, mask, BEAM, use_cache=True)
+        assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
+        lone = lone_sources(1)[0]
+        a = beam_search(decoding, lone, source_mask(lone), 2, use_cache=True)
+        b = beam_search(eager, lone, source_mask(lone), 2, use_cache=True)
+        assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
+        assert calls == {1: 0, BEAM: 0}
+        greedy(decoding, lone, source_mask(lone), use_cache=True)
+        assert calls[1] > 1  # while a lone sentence's steps do run compiled
+    finally:
+        decoding._steps.update(steps)
+
+
+def test_mt_translate_compile_translates_as_without(trained_run, tmp_path):
+    """What a user runs: ``mt translate --compile`` of a sentence prints what ``mt translate``
+    prints (the checkpoint set to decode in fp32, where the two compute alike on any CPU)."""
+    run_dir, _ = trained_run
+    ckpt = load_checkpoint(run_dir / "best.pt")
+    ckpt["config"]["decode"]["precision"] = "fp32"
+    save_checkpoint(ckpt, tmp_path / "fp32.pt")
+    args = ["translate", "--checkpoint", str(tmp_path / "fp32.pt"), "zwei männer spielen ."]
+    plain, compiled = run_cli(args), run_cli([*args, "--compile"])
+    assert plain.returncode == 0 and compiled.returncode == 0, compiled.stderr
+    assert compiled.stdout == plain.stdout and plain.stdout.strip()
+
+
+def test_compile_refusals_are_one_line(trained_run):
+    run_dir, _ = trained_run
+    ckpt = str(run_dir / "best.pt")
+    for args, says in (
+            (["--checkpoint", ckpt, "--checkpoint", ckpt], "--compile decodes with one model"),
+            (["--checkpoint", ckpt, "--engine", "ctranslate2"], "the CTranslate2 engine has"),
+    ):
+        result = run_cli(["translate", *args, "--compile", "Hallo"])
+        assert result.returncode != 0
+        assert says in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_no_compiler_is_a_one_line_error(monkeypatch):
+    """Where inductor finds no C++ compiler, loading says so in a line, and what to do."""
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/g++",))
+    model = make_model(n_encoder_layers=1, n_decoder_layers=1)
+    decoding = CompiledDecoding(for_decoding(model, "fp32"), model)
+    with pytest.raises(MTError, match=r"could not compile the decoder: .*C\+\+ compiler"
+                       r".*; translate without --compile") as caught:
+        decoding.warm_up("fp32")
+    assert "\n" not in str(caught.value)
