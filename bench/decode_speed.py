@@ -13,7 +13,9 @@ call: the same batches, length limits and threads, translations only, best of 3 
 ``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
 ``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints) and
 ``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
-speedup).
+speedup). On the CPU the lone sentences are also decoded with ``--compile``'s compiled steps
+(``decode/compiled.py``; ``*_batch1_compiled`` rows, ``compile_s`` the warm-up, and
+``sentences_differing_compiled``: none may differ in fp32); ``--no-compile`` skips them.
 Without a checkpoint (and no runs/quickstart/best.pt) it uses a seeded untrained model of the
 same sizes, whose outputs run to the length limit: slower, and not what a user sees.
 """
@@ -51,14 +53,15 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
     return t, "seeded untrained model"
 
 
-def engine_comparison(args, src_tok, limits, ours, device) -> dict:
+def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> dict:
     """CTranslate2 on the same sentences, greedy and beam 5, fp32, as many threads as ours,
     timed in turns with ``ours(beam, batch)`` (seconds of our decoding of the same batches),
     best of ``ROUNDS`` each, so that a slow moment of the machine does not favour either side:
     batches of 32 (sorted by length), and one sentence a call (the first ``LONE`` sentences,
-    in milliseconds a sentence: a lone request's latency). Both get the same batches and the
-    same per-sentence length limits and return translations only. (That both compute the same
-    is tested in tests/test_export.py.)
+    in milliseconds a sentence: a lone request's latency; with ``compiled``, ours also with
+    the compiled steps). Both get the same batches and the same per-sentence length limits
+    and return translations only. (That both compute the same is tested in
+    tests/test_export.py.)
 
     The engine runs in a process of its own, as it would for a user: CTranslate2 brings its
     own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone
@@ -76,6 +79,7 @@ def engine_comparison(args, src_tok, limits, ours, device) -> dict:
         return {}
     out: dict = {"ctranslate2": {}, "ours": {}, "vs_ctranslate2": {}}
     lone = min(LONE, len(src_tok))
+    ways = [(False, "")] + ([(True, "_compiled")] if compiled else [])
     with tempfile.TemporaryDirectory() as tmp:
         export_ctranslate2(args.checkpoint, tmp)
         context = multiprocessing.get_context("spawn")
@@ -83,20 +87,31 @@ def engine_comparison(args, src_tok, limits, ours, device) -> dict:
             for beam in (1, 5):
                 name = "greedy" if beam == 1 else "beam5"
                 for batch in (32, 1):
-                    theirs, mine = [], []
-                    for _ in range(ROUNDS):
-                        mine.append(ours(beam, batch))
+                    theirs: list[float] = []
+                    mine: dict[str, list[float]] = {suffix: [] for _, suffix in ways}
+                    for _ in range(ROUNDS):  # in turns: ours (eager, compiled), the engine
+                        for use_compiled, suffix in ways if batch == 1 else ways[:1]:
+                            mine[suffix].append(ours(beam, batch, use_compiled))
                         theirs.append(pool.apply(_engine_time, (src_tok, limits, beam, batch,
                                                                 lone)))
-                    key = f"{name}_batch{batch}"
-                    if batch == 1:  # milliseconds a sentence
-                        out["ctranslate2"][f"{key}_ms"] = round(1000 * min(theirs) / lone, 2)
-                        out["ours"][f"{key}_ms"] = round(1000 * min(mine) / lone, 2)
-                    else:  # sentences a second
-                        out["ctranslate2"][key] = round(len(src_tok) / min(theirs), 1)
-                        out["ours"][key] = round(len(src_tok) / min(mine), 1)
-                    out["vs_ctranslate2"][key] = round(min(theirs) / min(mine), 2)
+                    _record(out, f"{name}_batch{batch}", theirs, mine,
+                            lone if batch == 1 else len(src_tok), batch == 1)
     return out
+
+
+def _record(out: dict, key: str, theirs: list[float], mine: dict[str, list[float]],
+            sentences: int, lone: bool) -> None:
+    """The best of each side's times as milliseconds a sentence (``lone``) or sentences a
+    second, and each of ours against the engine's."""
+    def figure(seconds: float) -> float:
+        return round(1000 * seconds / sentences, 2) if lone else round(sentences / seconds, 1)
+
+    unit = "_ms" if lone else ""
+    out["ctranslate2"][key + unit] = figure(min(theirs))
+    for suffix, times in mine.items():
+        if times:
+            out["ours"][key + suffix + unit] = figure(min(times))
+            out["vs_ctranslate2"][key + suffix] = round(min(theirs) / min(times), 2)
 
 
 _ENGINE: list = []  # the engine process's CTranslate2 engine
@@ -145,7 +160,7 @@ ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
 LONE = 40  # sentences translated one a call for the latency rows
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     parser.add_argument("--quick", action="store_true", help="fewer sentences")
@@ -162,12 +177,19 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--no-compile", dest="compile", action="store_false",
+                        help="skip the lone sentences decoded with --compile's compiled steps "
+                        "(compiling takes ~1 minute)")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"],
                         help="default: fp32 on the CPU, where cached and uncached decoding must "
                         "translate identically; auto on a GPU, as users decode there. Elsewhere "
                         "rounding differs between the two (GPU kernels differ by shape), so the "
                         "differences are counted")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     n = min(args.sentences, 200 if args.quick else args.sentences)
@@ -189,20 +211,28 @@ def main() -> None:
     key = f"beam5_batch{args.batch}"
     cache_speedup = round(results[f"{key}_cached"]["sentences_per_s"]
                           / results[f"{key}_uncached"]["sentences_per_s"], 2)
-    def ours(beam: int, batch: int) -> float:
+    compiled = compiled_decoding(args, translator, model, device)
+
+    def ours(beam: int, batch: int, use_compiled: bool = False) -> float:
         cfg.decode.batch_size = batch
+        decoding = compiled["model"] if use_compiled else model
         synchronize(device)
         start = time.perf_counter()
         if batch == 1:  # one call a sentence, as a lone request is decoded
             for k in range(min(LONE, len(src_ids))):
-                decode_corpus(model, src_ids[k:k + 1], cfg.decode, device, beam, scores=False)
+                decode_corpus(decoding, src_ids[k:k + 1], cfg.decode, device, beam,
+                              scores=False)
         else:
-            decode_corpus(model, src_ids, cfg.decode, device, beam, scores=False)
+            decode_corpus(decoding, src_ids, cfg.decode, device, beam, scores=False)
         synchronize(device)
         return time.perf_counter() - start
 
     limits = output_limits(src_ids, cfg.decode, cfg.model.max_output_tokens)
-    engine = engine_comparison(args, src_tok[:n], limits, ours, device)
+    engine = engine_comparison(args, src_tok[:n], limits, ours, device, bool(compiled))
+    if compiled:
+        engine["compile_s"] = compiled["seconds"]
+        engine["sentences_differing_compiled"] = _differing_compiled(
+            model, compiled["model"], src_ids[:LONE], cfg.decode, device, exact)
     if args.checkpoint is not None and args.checkpoint.exists() and args.first_call_rounds:
         engine["first_call"] = first_call(args.checkpoint, src_text[0], device,
                                           args.first_call_rounds)
@@ -216,8 +246,36 @@ def main() -> None:
               "identical_with_and_without_cache": differing == 0,
               "sentences_differing_with_and_without_cache": differing,
               "results": results, "cache_speedup": cache_speedup, **engine,
-              "ratio": min(engine["vs_ctranslate2"].values()) if engine else cache_speedup}
+              "ratio": (min(engine["vs_ctranslate2"].values()) if "vs_ctranslate2" in engine
+                        else cache_speedup)}
     print(json.dumps(record, indent=2))
+
+
+def compiled_decoding(args, translator, model, device) -> dict:
+    """``--compile``'s decoding (greedy and beam 5 compiled) and its warm-up's seconds, on the
+    CPU unless ``--no-compile``; {} otherwise."""
+    if not args.compile or device.type != "cpu":
+        return {}
+    from transformer_mt.decode.compiled import CompiledDecoding
+
+    precision = resolve_precision(args.precision, device)
+    compiled = CompiledDecoding(model, translator.model if precision == "fp32" else model)
+    seconds = compiled.warm_up(precision, 5)
+    return {"model": compiled, "seconds": round(seconds, 1)}
+
+
+def _differing_compiled(model, compiled, src_ids, cfg, device, exact: bool) -> int:
+    """Lone sentences the compiled steps translate otherwise than the model (greedy and beam
+    5); none may differ where decoding is ``exact``."""
+    cfg.batch_size = 1
+    differing = 0
+    for beam in (1, 5):
+        for ids in src_ids:
+            a, b = (decode_corpus(m, [ids], cfg, device, beam, scores=False)[0][0].tokens
+                    for m in (model, compiled))
+            differing += a != b
+    assert not (exact and differing), f"{differing} sentences differ when compiled"
+    return differing
 
 
 def _settings(model, cfg, src_ids, n: int, batch_n: int, device) -> tuple[dict, dict]:

@@ -54,10 +54,15 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     expected = (min(record["vs_ctranslate2"].values()) if "vs_ctranslate2" in record
                 else record["cache_speedup"])
     assert record["ratio"] == expected > 0
-    if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way
-        assert set(record["vs_ctranslate2"]) == {"greedy_batch32", "greedy_batch1",
-                                                 "beam5_batch32", "beam5_batch1"}
+    if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way, and
+        # one sentence a call with --compile's compiled steps
+        assert set(record["vs_ctranslate2"]) == {
+            "greedy_batch32", "greedy_batch1", "beam5_batch32", "beam5_batch1",
+            "greedy_batch1_compiled", "beam5_batch1_compiled"}
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
+        assert record["ours"]["beam5_batch1_compiled_ms"] > 0
+        assert record["sentences_differing_compiled"] == 0  # fp32: the bench asserts it too
+        assert record["compile_s"] > 0
     also = record["first_call_also"]
     assert set(also) == {str(run_dir / "best.pt")}  # the same, for the checkpoints asked for
     for first in (record["first_call"], *also.values()):  # fresh mt translate / import torch

@@ -2,7 +2,8 @@
 torch.compile translate as the model does, compile once at warm-up for the shapes a lone
 sentence takes, and leave everything else (batches, other beams) to the model as ever.
 
-One warm-up for the module (compiling takes ~20 s even for the toy model).
+One warm-up for the module, of a toy model of one layer each side (compiling takes ~6 s a
+beam size even for it, more with more layers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters
 
 from tests.helpers import run_cli
-from tests.toy import make_model, toy_sources
+from tests.toy import make_model, toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import PAD_ID
@@ -29,10 +30,16 @@ BEAM = 3
 
 
 @pytest.fixture(scope="module")
-def compiled(toy_model):
+def toy():
+    """The reversal toy model with one layer each side."""
+    return train_toy_model(300, layers=1)
+
+
+@pytest.fixture(scope="module")
+def compiled(toy):
     """The toy model's decoding copy, compiled for greedy and a beam of 3, and how long it
     took."""
-    decoding = CompiledDecoding(for_decoding(toy_model, "fp32"), toy_model)
+    decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     start = time.perf_counter()
     decoding.warm_up("fp32", BEAM)
     return decoding, time.perf_counter() - start
@@ -68,13 +75,14 @@ def test_loop_attention_equals_sdpa(masked, queries):
     assert torch.allclose(out, expected, atol=1e-6)
 
 
-def test_compiled_steps_translate_as_the_model_does(toy_model, compiled, monkeypatch):
+def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
     """Greedy and beam search, one sentence at a time, tokens equal and scores within
     rounding; a key/value buffer of 2 positions at first, so that it grows (doubles) while
     decoding: the compiled code takes any capacity, source length and position."""
     decoding, seconds = compiled
+    assert toy_accuracy(toy) > 0.9  # it learned: decisive outputs, no near-ties to flip
     monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)
-    eager = for_decoding(toy_model, "fp32")
+    eager = for_decoding(toy, "fp32")
     graphs = counters["stats"]["unique_graphs"]
     for src in lone_sources():
         for beam in (1, BEAM):
@@ -87,11 +95,11 @@ def test_compiled_steps_translate_as_the_model_does(toy_model, compiled, monkeyp
     print(f"warm-up: {seconds:.1f} s")
 
 
-def test_batches_and_other_beams_decode_as_ever(toy_model, compiled):
+def test_batches_and_other_beams_decode_as_ever(toy, compiled):
     """Several sentences at once, and a beam the warm-up did not compile, run the model's
     decoding copy as it is: the same results, nothing compiled, no compiled step called."""
     decoding, _ = compiled
-    eager = for_decoding(toy_model, "fp32")
+    eager = for_decoding(toy, "fp32")
     calls = {rows: 0 for rows in decoding._steps}
     steps = dict(decoding._steps)
     for rows, step in steps.items():

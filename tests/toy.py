@@ -27,11 +27,11 @@ def toy_pairs(n: int, gen: torch.Generator, min_len: int = 3, max_len: int = 8):
     return pairs
 
 
-def train_toy_model(steps: int = 500, seed: int = 0) -> Transformer:
+def train_toy_model(steps: int = 500, seed: int = 0, layers: int = 2) -> Transformer:
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    cfg = ModelConfig(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=128,
-                      dropout=0.0, max_positions=32)
+    cfg = ModelConfig(d_model=64, n_heads=4, n_encoder_layers=layers, n_decoder_layers=layers,
+                      d_ff=128, dropout=0.0, max_positions=32)
     model = Transformer(cfg, VOCAB, VOCAB, PAD_ID)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98))
     for step in range(1, steps + 1):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import sys
 import time
 import types
 from collections.abc import Callable
@@ -149,6 +150,7 @@ class CompiledDecoding(nn.Module):
         import torch.fx.experimental._config as shapes
 
         start = time.perf_counter()
+        recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
         device = next(self.model.parameters()).device
         self._steps = {rows: _compile(_step_of(rows)) for rows in {1, beam_size}}
         # made outside inference mode, as search's callers make them (the compiled code is
@@ -158,24 +160,30 @@ class CompiledDecoding(nn.Module):
         # the settings patched while it compiles (torch.compile's options= does not freeze);
         # sizes that happen to be equal here (the source's and the layers', say) are not
         # assumed equal ever after
-        with (torch.inference_mode(), autocast(device, precision),
-              inductor.patch(INDUCTOR_OPTIONS),
-              shapes.patch(use_duck_shape=False)):  # type: ignore[attr-defined]
-            for rows in sorted(self._steps):
-                state = self.start_decoding(src, mask, group=rows)
-                prefix = torch.full((rows, 1), BOS_ID, dtype=torch.long, device=device)
-                for _ in range(3):  # positions 0 (not compiled), 1 and 2
-                    try:
-                        state.next_logits(prefix)
-                    except Exception as e:  # inductor's errors are many, and many lines long
-                        raise MTError(f"--compile could not compile the decoder: "
-                                      f"{str(e).strip().splitlines()[0][:300]}; translate "
-                                      "without --compile") from e
-                    prefix = torch.cat([prefix, prefix[:, -1:] + 1], dim=1)  # (rows, t + 1)
+        try:
+            with (torch.inference_mode(), autocast(device, precision),
+                  inductor.patch(INDUCTOR_OPTIONS),
+                  shapes.patch(use_duck_shape=False)):  # type: ignore[attr-defined]
+                for rows in sorted(self._steps):
+                    self._feed(src, mask, rows)
+        except Exception as e:  # inductor's errors are many, and many lines long
+            raise MTError(f"--compile could not compile the decoder: "
+                          f"{str(e).strip().splitlines()[0][:300]}; translate without "
+                          "--compile") from e
+        finally:
+            sys.setrecursionlimit(recursion_limit)
         self.warm = True
         seconds = time.perf_counter() - start
         log.info("compiled the decoding steps in %.1f s", seconds)
         return seconds
+
+    def _feed(self, src: Tensor, mask: Tensor, rows: int) -> None:
+        """Decode positions 0 (not compiled), 1 and 2 of ``rows`` made-up hypotheses."""
+        state = self.start_decoding(src, mask, group=rows)
+        prefix = torch.full((rows, 1), BOS_ID, dtype=torch.long, device=src.device)  # (rows, t)
+        for _ in range(3):
+            state.next_logits(prefix)
+            prefix = torch.cat([prefix, prefix[:, -1:] + 1], dim=1)  # (rows, t + 1)
 
 
 def _step_of(rows: int) -> Callable[..., Tensor]:
