@@ -1,6 +1,7 @@
 """``--compile`` (``decode/compiled.py``): a lone sentence's decoding steps compiled by
 torch.compile translate as the model does, compile once at warm-up for the shapes a lone
-sentence takes, and leave everything else (batches, other beams) to the model as ever.
+sentence takes (any beam up to ``max_rows``), and leave everything else (batches, wider beams)
+to the model as ever.
 
 One warm-up for the module, of a toy model of one layer each side (compiling takes ~6 s a
 beam size even for it, more with more layers).
@@ -37,8 +38,7 @@ def toy():
 
 @pytest.fixture(scope="module")
 def compiled(toy):
-    """The toy model's decoding copy, compiled for greedy and a beam of 3, and how long it
-    took."""
+    """The toy model's decoding copy, compiled, and how long it took."""
     decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     start = time.perf_counter()
     decoding.warm_up("fp32", BEAM)
@@ -85,7 +85,7 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
     eager = for_decoding(toy, "fp32")
     graphs = counters["stats"]["unique_graphs"]
     for src in lone_sources():
-        for beam in (1, BEAM):
+        for beam in (1, 2, BEAM):  # any beam: the warm-up compiled one of 2 hypotheses
             ours, theirs = (search(model, src, beam) for model in (decoding, eager))
             assert [h.tokens for h in ours] == [h.tokens for h in theirs]
             for a, b in zip(ours, theirs, strict=True):
@@ -95,33 +95,26 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
     print(f"warm-up: {seconds:.1f} s")
 
 
-def test_batches_and_other_beams_decode_as_ever(toy, compiled):
-    """Several sentences at once, and a beam the warm-up did not compile, run the model's
-    decoding copy as it is: the same results, nothing compiled, no compiled step called."""
+def test_batches_and_wider_beams_decode_as_ever(toy, compiled, monkeypatch):
+    """Several sentences at once, and a beam wider than ``max_rows``, run the model's decoding
+    copy as it is: the same results, no compiled step called."""
     decoding, _ = compiled
     eager = for_decoding(toy, "fp32")
-    calls = {rows: 0 for rows in decoding._steps}
-    steps = dict(decoding._steps)
-    for rows, step in steps.items():
-        def counting(*args, rows=rows, step=step):
-            calls[rows] += 1
-            return step(*args)
-        decoding._steps[rows] = counting
-    try:
-        src = toy_sources(4)
-        mask = source_mask(src)
-        a = beam_search(decoding, src, mask, BEAM, use_cache=True)
-        b = beam_search(eager, src, mask, BEAM, use_cache=True)
+    calls = []
+    monkeypatch.setattr(decoding, "_run", lambda *args: calls.append(args) or 1 / 0)
+    src = toy_sources(4)
+    mask = source_mask(src)
+    for beam in (1, BEAM):
+        a = beam_search(decoding, src, mask, beam, use_cache=True)
+        b = beam_search(eager, src, mask, beam, use_cache=True)
         assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
-        lone = lone_sources(1)[0]
-        a = beam_search(decoding, lone, source_mask(lone), 2, use_cache=True)
-        b = beam_search(eager, lone, source_mask(lone), 2, use_cache=True)
-        assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
-        assert calls == {1: 0, BEAM: 0}
-        greedy(decoding, lone, source_mask(lone), use_cache=True)
-        assert calls[1] > 1  # while a lone sentence's steps do run compiled
-    finally:
-        decoding._steps.update(steps)
+    monkeypatch.setattr(decoding, "max_rows", BEAM - 1)
+    lone = lone_sources(1)[0]
+    a = search(decoding, lone, BEAM)
+    assert [h.tokens for h in a] == [h.tokens for h in search(eager, lone, BEAM)]
+    assert not calls
+    with pytest.raises(ZeroDivisionError):  # while a lone sentence's steps do run compiled
+        search(decoding, lone, 1)
 
 
 def test_mt_translate_compile_translates_as_without(trained_run, tmp_path):

@@ -133,8 +133,7 @@ class TorchEngine:
 
     def _decoding_model(self, cfg: DecodeConfig) -> Decodable:
         """The model laid out for decoding at ``cfg``'s precision (made once, then kept); with
-        ``compile``, its steps for lone sentences compiled (at the first call: the greedy
-        step and the beam of ``cfg``)."""
+        ``compile``, its steps for lone sentences compiled (at the first call)."""
         if self._copies is None:
             return self.model
         precision = resolve_precision(cfg.precision, self.device)

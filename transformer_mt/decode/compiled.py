@@ -46,6 +46,8 @@ from transformer_mt.precision import autocast, shared_copy
 
 log = logging.getLogger(__name__)
 
+MAX_ROWS = 8  # a wider beam's steps run as ever: at 32 rows oneDNN's packed kernels are faster
+
 # inductor's settings for the step: weights frozen into the compiled code (packed once), and
 # the matrix products generated for their shapes (the CPP template) instead of BLAS calls;
 # no pointwise operations fused into a product's template (in bf16 inductor 2.13 asserts there)
@@ -103,17 +105,19 @@ class CompiledDecoding(nn.Module):
         self.tgt_vocab_size = model.tgt_vocab_size
         # not a submodule: its layers are not laid out for decoding
         self._plain = (loop_attention_copy(plain),)
-        # the step compiled for each number of hypotheses (one function each: torch.compile
-        # would otherwise generalise over the number, and its matrix products with it, ~3x
-        # slower at a beam's 5 rows)
-        self._steps: dict[int, Callable[..., Tensor]] = {}
+        # the step compiled for one hypothesis (greedy, and the beam's first step) and for
+        # any number from 2 to max_rows (a beam): at one row the matrix products are ~3x
+        # faster compiled for it than for a variable number of rows
+        self._one, self._many = _compile(_step), _compile(_step)
+        self.max_rows = MAX_ROWS
+        self.beams = True  # whether beams run compiled too (warm_up says)
         self.warm = False  # once warmed up, a shape not compiled yet runs eagerly
         self.eval()
 
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
         """The incremental decoder's state over the decoding copy; a lone sentence's (``src``
-        of one row) steps then run compiled where they were compiled for its beam."""
-        lone = src.size(0) == 1 and group in self._steps
+        of one row, a beam of at most ``max_rows``) steps then run compiled."""
+        lone = src.size(0) == 1 and (group == 1 or (self.beams and group <= self.max_rows))
         return incremental.start_decoding(self.model, src, src_mask, group,
                                           step=self.step if lone else None)
 
@@ -124,13 +128,18 @@ class CompiledDecoding(nn.Module):
         if position == 0:
             return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
         filled = kv[:, :position + 1]  # the positions so far and this one
+        rows = last.size(0)
+        # a contiguous copy of the newest tokens: prefix[:, -1]'s stride changes every step
+        last = last.clone(memory_format=torch.contiguous_format)
         if not self.warm:  # compiled for any number of positions and source length
             torch._dynamo.mark_dynamic(filled, 1)
             torch._dynamo.mark_dynamic(cross_kv, 4)
-        # a contiguous copy of the newest tokens: prefix[:, -1]'s stride changes every step;
+            if rows > 1:  # and of hypotheses
+                torch._dynamo.mark_dynamic(filled, 0)
+                torch._dynamo.mark_dynamic(last, 0)
         # a lone sentence has no padding, so no mask
-        return self._run(self._steps[last.size(0)], self._plain[0],
-                         last.clone(memory_format=torch.contiguous_format), filled, cross_kv)
+        return self._run(self._one if rows == 1 else self._many, self._plain[0], last, filled,
+                         cross_kv)
 
     def _run(self, compiled: Callable[..., Any], *args: Any) -> Any:
         """``compiled(*args)``; once warmed up, eagerly where it would have to compile (not
@@ -141,22 +150,23 @@ class CompiledDecoding(nn.Module):
             return compiled(*args)
 
     def warm_up(self, precision: str, beam_size: int = 1) -> float:
-        """Compile what a lone sentence runs at ``precision`` (a resolved one), greedy and
-        with a beam of ``beam_size``: the steps of one row and of ``beam_size`` rows after the
-        first, for any source length and position, by feeding a made-up source and prefix for
-        a few positions. Returns the seconds it took; a one-line :class:`MTError` if it cannot
-        compile (no C++ compiler, say)."""
+        """Compile what a lone sentence runs at ``precision`` (a resolved one): its steps
+        after the first, of one hypothesis and, for a ``beam_size`` above 1, of any number up
+        to ``max_rows`` (so any such beam), for any source length and position, by feeding a
+        made-up source and prefix for a few positions. Returns the seconds it took; a
+        one-line :class:`MTError` if it cannot compile (no C++ compiler, say). A beam that
+        was not compiled decodes as ever."""
         import torch._inductor.config as inductor
         import torch.fx.experimental._config as shapes
 
         start = time.perf_counter()
         recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
         device = next(self.model.parameters()).device
-        self._steps = {rows: _compile(_step_of(rows)) for rows in {1, beam_size}}
         # made outside inference mode, as search's callers make them (the compiled code is
         # specialised on that)
         src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
         mask = source_mask(src)
+        self.beams = beam_size > 1
         # the settings patched while it compiles (torch.compile's options= does not freeze);
         # sizes that happen to be equal here (the source's and the layers', say) are not
         # assumed equal ever after
@@ -164,7 +174,7 @@ class CompiledDecoding(nn.Module):
             with (torch.inference_mode(), autocast(device, precision),
                   inductor.patch(INDUCTOR_OPTIONS),
                   shapes.patch(use_duck_shape=False)):  # type: ignore[attr-defined]
-                for rows in sorted(self._steps):
+                for rows in (1, 2) if beam_size > 1 else (1,):  # 2: any number
                     self._feed(src, mask, rows)
         except Exception as e:  # inductor's errors are many, and many lines long
             raise MTError(f"--compile could not compile the decoder: "
@@ -186,26 +196,24 @@ class CompiledDecoding(nn.Module):
             prefix = torch.cat([prefix, prefix[:, -1:] + 1], dim=1)  # (rows, t + 1)
 
 
-def _step_of(rows: int) -> Callable[..., Tensor]:
-    """:func:`decoder_step` for the ``rows`` hypotheses of a lone sentence, with ``filled``
+def _step(model: Transformer, last: Tensor, filled: Tensor, cross_kv: Tensor) -> Tensor:
+    """:func:`decoder_step` for the hypotheses ``last`` of a lone sentence, with ``filled``
     the key/value buffer's positions so far and this one: what varies from step to step is
     the size of a tensor, which torch.compile takes as a variable from the start (an int
     argument would be compiled twice: as a constant first)."""
-    def step(model: Transformer, last: Tensor, filled: Tensor, cross_kv: Tensor) -> Tensor:
-        return decoder_step(model, last, filled.size(1) - 1, filled, cross_kv, None, rows)
-    return step
+    return decoder_step(model, last, filled.size(1) - 1, filled, cross_kv, None, last.size(0))
 
 
 def _compile(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.compile(function)`` for one model and one use (a number of hypotheses), with the
-    source length and the position varying.
+    """``torch.compile(function)`` for one model and one use (one hypothesis, or several),
+    with the source length and the position varying.
 
     The model's modules are not guarded (a step took ~100 us more to check them): their
     weights are frozen into the compiled code, decoded as they are (as ``for_decoding``'s copy
     is). So each use gets a function of its own, with a code object of its own under a name of
     its own: torch.compile keeps what it compiled with the code object (another model's frozen
     weights must never be found there) and what sizes it saw change under the name (the
-    number of hypotheses would become a variable, and the matrix products ~3x slower).
+    number of hypotheses would become a variable at one row, and the products ~3x slower).
     """
     code = function.__code__.replace(co_name=f"{function.__name__}_{next(_USES)}")
     own = types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__,
