@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters
 
-from tests.helpers import run_cli
+from tests.helpers import local_client, run_cli
 from tests.toy import make_model, toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.data.batch import source_mask
@@ -26,6 +26,7 @@ from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.errors import MTError
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.precision import for_decoding
+from transformer_mt.translate import Translator
 
 BEAM = 3
 
@@ -117,17 +118,41 @@ def test_batches_and_wider_beams_decode_as_ever(toy, compiled, monkeypatch):
         search(decoding, lone, 1)
 
 
-def test_mt_translate_compile_translates_as_without(trained_run, tmp_path):
-    """What a user runs: ``mt translate --compile`` of a sentence prints what ``mt translate``
-    prints (the checkpoint set to decode in fp32, where the two compute alike on any CPU)."""
-    run_dir, _ = trained_run
-    ckpt = load_checkpoint(run_dir / "best.pt")
+@pytest.fixture(scope="module")
+def fp32_checkpoint(trained_run, tmp_path_factory):
+    """The tiny run's checkpoint set to decode in fp32, where compiled and eager decoding
+    compute alike on any CPU."""
+    ckpt = load_checkpoint(trained_run[0] / "best.pt")
     ckpt["config"]["decode"]["precision"] = "fp32"
-    save_checkpoint(ckpt, tmp_path / "fp32.pt")
-    args = ["translate", "--checkpoint", str(tmp_path / "fp32.pt"), "zwei männer spielen ."]
+    path = tmp_path_factory.mktemp("fp32") / "fp32.pt"
+    save_checkpoint(ckpt, path)
+    return path
+
+
+def test_mt_translate_compile_translates_as_without(fp32_checkpoint):
+    """What a user runs: ``mt translate --compile`` of a sentence prints what ``mt translate``
+    prints."""
+    args = ["translate", "--checkpoint", str(fp32_checkpoint), "zwei männer spielen ."]
     plain, compiled = run_cli(args), run_cli([*args, "--compile"])
     assert plain.returncode == 0 and compiled.returncode == 0, compiled.stderr
     assert compiled.stdout == plain.stdout and plain.stdout.strip()
+
+
+def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
+    """``mt serve --compile``'s app: the decoder thread compiles while warming up, before the
+    first request, and a lone request is answered as without it."""
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.service import ServeOptions
+
+    text = "zwei männer spielen ."
+    expected = Translator.load(fp32_checkpoint, "cpu").translate([text])
+    translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
+    with local_client(create_app(translator, ServeOptions())) as client:
+        decoding = translator.engine._copies["fp32"]  # made by the warm-up
+        assert isinstance(decoding, CompiledDecoding) and decoding.warm
+        answer = client.post("/v1/translate", json={"text": [text]})
+        assert answer.status_code == 200, answer.text
+        assert [t["text"] for t in answer.json()["translations"]] == expected
 
 
 def test_compile_refusals_are_one_line(trained_run):

@@ -12,13 +12,13 @@ the products that took 20-60), the small operations fused into loops around them
 written as the loops it is (:class:`LoopAttention`). The same translations, ~2-2.5x faster one
 sentence at a time (``tests/test_compiled.py``, ``bench/decode_speed.py``).
 
-Compiling takes ~20-30 s a beam size on a 2-core CPU, at every start (inductor cannot keep code
-with frozen oneDNN weights on disk), so it is opt-in and done at load
-(:meth:`CompiledDecoding.warm_up`), for the shapes that will be used: the steps of one
-sentence, greedy and with the configured beam, for any source length and position. Anything
-else (batches of several sentences, where oneDNN's packed kernels are faster; another beam
-size; the first step, one of a kind) runs the decoding copy as ever: nothing compiles
-mid-request.
+Compiling takes ~12-25 s on a 2-core CPU for greedy decoding and as much again for beams, at
+every start (inductor cannot keep code with frozen oneDNN weights on disk), so it is opt-in and
+done at load (:meth:`CompiledDecoding.warm_up`), for the shapes that will be used: the steps of
+one sentence, greedy and, where the checkpoint's beam is wider than 1, of any beam up to
+``MAX_ROWS``, for any source length and position. Anything else (batches of several sentences,
+where oneDNN's packed kernels are faster; a wider beam; the first step, one of a kind) runs the
+decoding copy as ever: nothing compiles mid-request.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class CompiledDecoding(nn.Module):
     ``precision.for_decoding``), whose steps of a lone sentence run :func:`decoder_step`
     compiled over ``plain``: the same weights in ``nn.Linear`` layers, which inductor can read
     (``model``'s oneDNN-packed ones it cannot). The compiled code keeps its own packed copy of
-    the decoder's weights (one per beam size compiled).
+    the decoder's weights (one for one hypothesis, one for beams).
     """
 
     def __init__(self, model: Transformer, plain: Transformer) -> None:
@@ -105,9 +105,9 @@ class CompiledDecoding(nn.Module):
         self.tgt_vocab_size = model.tgt_vocab_size
         # not a submodule: its layers are not laid out for decoding
         self._plain = (loop_attention_copy(plain),)
-        # the step compiled for one hypothesis (greedy, and the beam's first step) and for
-        # any number from 2 to max_rows (a beam): at one row the matrix products are ~3x
-        # faster compiled for it than for a variable number of rows
+        # the step compiled for one hypothesis (greedy) and for any number from 2 to max_rows
+        # (a beam): at one row the matrix products are ~3x faster compiled for it than for a
+        # variable number of rows
         self._one, self._many = _compile(_step), _compile(_step)
         self.max_rows = MAX_ROWS
         self.beams = True  # whether beams run compiled too (warm_up says)
