@@ -47,22 +47,18 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     run_dir, _ = trained_run
     record = json.loads(_bench("bench/decode_speed.py", "--checkpoint", str(run_dir / "best.pt"),
                                "--sentences", "8", "--batch", "4", "--threads", "1",
-                               "--first-call-rounds", "1",
+                               "--first-call-rounds", "1", "--no-compile",
                                "--first-call-checkpoint", str(run_dir / "best.pt")).stdout)
     assert record["identical_with_and_without_cache"]
     assert {"greedy_batch4_cached", "beam5_batch1_uncached"} <= set(record["results"])
     expected = (min(record["vs_ctranslate2"].values()) if "vs_ctranslate2" in record
                 else record["cache_speedup"])
     assert record["ratio"] == expected > 0
-    if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way, and
-        # one sentence a call with --compile's compiled steps
-        assert set(record["vs_ctranslate2"]) == {
-            "greedy_batch32", "greedy_batch1", "beam5_batch32", "beam5_batch1",
-            "greedy_batch1_compiled", "beam5_batch1_compiled"}
+    if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way (the
+        # compiled rows skipped: compiling takes ~15 s; tests/test_compiled.py runs their code)
+        assert set(record["vs_ctranslate2"]) == {"greedy_batch32", "greedy_batch1",
+                                                 "beam5_batch32", "beam5_batch1"}
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
-        assert record["ours"]["beam5_batch1_compiled_ms"] > 0
-        assert record["sentences_differing_compiled"] == 0  # fp32: the bench asserts it too
-        assert record["compile_s"] > 0
     also = record["first_call_also"]
     assert set(also) == {str(run_dir / "best.pt")}  # the same, for the checkpoints asked for
     for first in (record["first_call"], *also.values()):  # fresh mt translate / import torch

@@ -19,6 +19,7 @@ from torch._dynamo.utils import counters
 from tests.helpers import local_client, run_cli
 from tests.toy import make_model, toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
+from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.decode.compiled import CompiledDecoding, LoopAttention
@@ -94,6 +95,18 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
     # nothing was compiled after the warm-up: every shape above was one it had compiled
     assert counters["stats"]["unique_graphs"] == graphs
     print(f"warm-up: {seconds:.1f} s")
+
+
+def test_the_decode_benchmark_counts_what_compiling_changed(toy, compiled):
+    """bench/decode_speed.py's check of its compiled rows, on the warmed-up toy model (its
+    smoke run skips them: compiling again would take ~15 s)."""
+    from bench.decode_speed import _differing_compiled
+
+    decoding, _ = compiled
+    cfg = DecodeConfig(precision="fp32")
+    ids = [src[0].tolist() for src in lone_sources(4)]
+    assert _differing_compiled(for_decoding(toy, "fp32"), decoding, ids, cfg,
+                               torch.device("cpu"), exact=True) == 0
 
 
 def test_batches_and_wider_beams_decode_as_ever(toy, compiled, monkeypatch):
