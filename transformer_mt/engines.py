@@ -105,8 +105,7 @@ class TorchEngine:
         self.device = device
         # for_decoding's copies by precision, made once (the interactive prompt translates a
         # line at a time); not kept for a model that is still training
-        self._copies: dict[str, Decodable] | None = (
-            {} if keep_copies else None)
+        self._copies: dict[str, Decodable] | None = {} if keep_copies else None
         if compile:
             check_compilable(device, len(self.members))
         self.compile = compile  # decode/compiled.py: lone sentences' steps compiled
