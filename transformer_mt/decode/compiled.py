@@ -12,13 +12,13 @@ the products that took 20-60), the small operations fused into loops around them
 written as the loops it is (:class:`LoopAttention`). The same translations, ~2-2.5x faster one
 sentence at a time (``tests/test_compiled.py``, ``bench/decode_speed.py``).
 
-Compiling takes ~12-25 s on a 2-core CPU for greedy decoding and as much again for beams, at
-every start (inductor cannot keep code with frozen oneDNN weights on disk), so it is opt-in and
-done at load (:meth:`CompiledDecoding.warm_up`), for the shapes that will be used: the steps of
-one sentence, greedy and, where the checkpoint's beam is wider than 1, of any beam up to
-``MAX_ROWS``, for any source length and position. Anything else (batches of several sentences,
-where oneDNN's packed kernels are faster; a wider beam; the first step, one of a kind) runs the
-decoding copy as ever: nothing compiles mid-request.
+Compiling takes ~20-30 s on a 2-core CPU for greedy decoding (the first step and the others)
+and ~10-15 s more for beams, at every start (inductor cannot keep code with frozen oneDNN
+weights on disk), so it is opt-in and done at load (:meth:`CompiledDecoding.warm_up`), for the
+shapes that will be used: the steps of one sentence, greedy and, where the checkpoint's beam is
+wider than 1, of any beam up to ``MAX_ROWS``, for any source length and position. Anything else
+(batches of several sentences, where oneDNN's packed kernels are faster; a wider beam) runs
+the decoding copy as ever: nothing compiles mid-request.
 """
 
 from __future__ import annotations
@@ -107,8 +107,9 @@ class CompiledDecoding(nn.Module):
         self._plain = (loop_attention_copy(plain),)
         # the step compiled for one hypothesis (greedy) and for any number from 2 to max_rows
         # (a beam): at one row the matrix products are ~3x faster compiled for it than for a
-        # variable number of rows
-        self._one, self._many = _compile(_step), _compile(_step)
+        # variable number of rows; and the first step (a window of one position, which
+        # torch.compile would take as a constant), of one row (a beam's starts as one)
+        self._one, self._many, self._first = _compile(_step), _compile(_step), _compile(_step)
         self.max_rows = MAX_ROWS
         self.beams = True  # whether beams run compiled too (warm_up says)
         self.warm = False  # once warmed up, a shape not compiled yet runs eagerly
@@ -123,23 +124,21 @@ class CompiledDecoding(nn.Module):
 
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
-        """:func:`decoder_step` of a lone sentence's hypotheses, compiled after the first
-        position (the first, one of a kind, runs as ever)."""
-        if position == 0:
-            return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
+        """:func:`decoder_step` of a lone sentence's hypotheses, compiled."""
         filled = kv[:, :position + 1]  # the positions so far and this one
         rows = last.size(0)
         # a contiguous copy of the newest tokens: prefix[:, -1]'s stride changes every step
         last = last.clone(memory_format=torch.contiguous_format)
         if not self.warm:  # compiled for any number of positions and source length
-            torch._dynamo.mark_dynamic(filled, 1)
+            if position > 0:
+                torch._dynamo.mark_dynamic(filled, 1)
             torch._dynamo.mark_dynamic(cross_kv, 4)
             if rows > 1:  # and of hypotheses
                 torch._dynamo.mark_dynamic(filled, 0)
                 torch._dynamo.mark_dynamic(last, 0)
         # a lone sentence has no padding, so no mask
-        return self._run(self._one if rows == 1 else self._many, self._plain[0], last, filled,
-                         cross_kv)
+        compiled = self._first if position == 0 else self._one if rows == 1 else self._many
+        return self._run(compiled, self._plain[0], last, filled, cross_kv)
 
     def _run(self, compiled: Callable[..., Any], *args: Any) -> Any:
         """``compiled(*args)``; once warmed up, eagerly where it would have to compile (not
@@ -188,7 +187,7 @@ class CompiledDecoding(nn.Module):
         return seconds
 
     def _feed(self, src: Tensor, mask: Tensor, rows: int) -> None:
-        """Decode positions 0 (not compiled), 1 and 2 of ``rows`` made-up hypotheses."""
+        """Decode positions 0, 1 and 2 of ``rows`` made-up hypotheses."""
         state = self.start_decoding(src, mask, group=rows)
         prefix = torch.full((rows, 1), BOS_ID, dtype=torch.long, device=src.device)  # (rows, t)
         for _ in range(3):
