@@ -40,7 +40,7 @@ from transformer_mt.decode.search import Decodable, Hypothesis, decode_corpus, m
 from transformer_mt.device import pick_device
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer
-from transformer_mt.precision import autocast, for_decoding, laid_out, resolve_precision
+from transformer_mt.precision import autocast, for_decoding, resolve_precision
 
 
 class Engine(Protocol):
@@ -143,7 +143,7 @@ class TorchEngine:
                 # fp32: the model's own nn.Linear layers (the copy's are packed for oneDNN)
                 compiled = CompiledDecoding(copy, self.model if precision == "fp32" else copy)
                 compiled.warm_up(precision, cfg.beam_size)
-                self._copies[precision] = laid_out(compiled, precision)
+                self._copies[precision] = compiled
             else:
                 self._copies[precision] = copy
         return self._copies[precision]

@@ -55,15 +55,16 @@ class Forcing:
         return allowed.to(device)
 
 
-def force(z: Tensor, forcing: Forcing | None, step: int, sentence: Tensor) -> Tensor:
-    """Logits z (N, V) with what ``forcing`` bars at ``step`` set to -inf; ``sentence`` (N,):
-    the forcing's row (sentence) of each row of z."""
+def force(z: Tensor, forcing: Forcing | None, step: int, sentence: Tensor,
+          group: int = 1) -> Tensor:
+    """Logits z (N*G, V) with what ``forcing`` bars at ``step`` set to -inf; ``sentence`` (N,):
+    the forcing's row (sentence) of each ``group`` rows of z."""
     if forcing is None:
         return z
     allowed = forcing.mask(step, z.size(1), z.device)  # (B, V)
     if allowed is None:
         return z
-    return z.masked_fill(~allowed[sentence], -torch.inf)
+    return z.masked_fill(~allowed[sentence.repeat_interleave(group)], -torch.inf)
 
 
 def raise_limits(limits: Tensor, forcing: Forcing | None) -> Tensor:

@@ -247,8 +247,8 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
                          None if limited is None else limited.repeat_interleave(k))  # (N*K, V)
         # The 2K best of all K*V candidates are among the 2K best of each beam: take those
         # first (a small top-k per row), then the best 2K of the K*2K.
-        row_lp, row_token = force(z.log_softmax(dim=-1), forcing, step,
-                                  alive.repeat_interleave(k)).topk(2 * k, dim=-1)  # (N*K, 2K)
+        row_lp, row_token = force(z.log_softmax(dim=-1), forcing, step, alive,
+                                  k).topk(2 * k, dim=-1)  # (N*K, 2K)
         candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
         top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
         top_beam = top_index // (2 * k)  # (N, 2K)
