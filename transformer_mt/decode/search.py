@@ -123,11 +123,13 @@ def _next_scores(state: DecodingState, prefix: Tensor, at_limit: Tensor | None) 
     return z
 
 
+NEVER_IDS = slice(PAD_ID, BOS_ID + 1)  # <pad> and <bos>, ids 1 and 2
+
+
 def _allowed(logits: Tensor) -> Tensor:
     """(N, V) logits as fp32, padding and <bos> set to -inf: they are never produced."""
     z = logits.float()
-    z[:, PAD_ID] = -torch.inf
-    z[:, BOS_ID] = -torch.inf
+    z[:, NEVER_IDS] = -torch.inf
     return z
 
 
@@ -236,31 +238,28 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     alive = torch.arange(b, device=device)  # original sentence of each active row
     alive_ids = list(range(b))  # the same, on the host
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    n_finished = torch.zeros(b, dtype=torch.long, device=device)  # (B,) len(finished[i])
+    # (N,) len(finished[i]) and the length limit of each sentence still searched
+    n_finished, live_limits = torch.zeros(b, dtype=torch.long, device=device), limits
     beam_offsets = torch.arange(k, device=device)
+    candidate_ranks = torch.arange(2 * k, device=device)  # (2K,)
+    sentence_rows = torch.arange(b, device=device)[:, None] * k  # (B, 1) each one's first row
     step = 0
     shortest = int(limits.min())
     while alive_ids:
         n = len(alive_ids)
-        limited = _at_limit(step, limits, alive, shortest)
+        limited = None if step < shortest else step >= live_limits  # (N,) at their limit
         z = _next_scores(state, prefix,
                          None if limited is None else limited.repeat_interleave(k))  # (N*K, V)
-        # The 2K best of all K*V candidates are among the 2K best of each beam: take those
-        # first (a small top-k per row), then the best 2K of the K*2K.
-        row_lp, row_token = force(z.log_softmax(dim=-1), forcing, step, alive,
-                                  k).topk(2 * k, dim=-1)  # (N*K, 2K)
-        candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
-        top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
-        top_beam = top_index // (2 * k)  # (N, 2K)
-        top_token = row_token.view(n, -1).gather(1, top_index)  # (N, 2K)
+        top_scores, top_beam, top_token = _best_candidates(
+            force(z.log_softmax(dim=-1), forcing, step, alive, k), scores)  # (N, 2K) each
         is_eos = top_token == EOS_ID
+        possible = top_scores > -torch.inf  # (N, 2K) (scores are log-probabilities: <= 0)
 
         # Hypotheses that end here (only among the K best candidates) are finished.
-        ends = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])  # (N, K)
-        n_finished[alive] += ends.sum(dim=1)
+        ends = is_eos[:, :k] & possible[:, :k]  # (N, K)
+        n_finished += ends.sum(dim=1)
         # done: K finished, at the limit, or (forced to end) no hypothesis left to continue
-        done = (n_finished[alive] >= k) | (step >= limits[alive]) | ~(
-            torch.isfinite(top_scores) & ~is_eos).any(dim=1)  # (N,)
+        done = (n_finished >= k) | (step >= live_limits) | ~(possible & ~is_eos).any(dim=1)
         any_ends, any_done = torch.stack([ends.any(), done.any()]).tolist()  # one wait a step
         if any_ends:
             penalty = float(length_penalty(step + 1, alpha))
@@ -268,12 +267,12 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
                 finished[alive_ids[row]].append(hyp)
 
         # The K best candidates that do not end continue.
-        order = torch.where(is_eos, 2 * k, 0) + torch.arange(2 * k, device=device)  # (N, 2K)
+        order = torch.add(candidate_ranks, is_eos, alpha=2 * k)  # (N, 2K) ending ones last
         chosen = order.argsort(dim=-1)[:, :k]  # (N, K)
         scores = top_scores.gather(1, chosen)  # (N, K)
         beams = top_beam.gather(1, chosen)  # (N, K)
         tokens = top_token.gather(1, chosen)  # (N, K)
-        rows = (torch.arange(n, device=device)[:, None] * k + beams).flatten()  # (N*K,)
+        rows = (sentence_rows[:n] + beams).flatten()  # (N*K,)
         prefix = torch.cat([prefix[rows], tokens.reshape(-1, 1)], dim=1)  # (N*K, t + 1)
         state.select(rows)
         if on_step is not None:
@@ -285,9 +284,23 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
             keep = keep_rows.to(device)
             keep_hyps = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
             alive, scores, prefix = alive[keep], scores[keep], prefix[keep_hyps]
+            n_finished, live_limits = n_finished[keep], live_limits[keep]
             state.select(keep_hyps, keep)
         step += 1
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _best_candidates(logprobs: Tensor, scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best continuations of N sentences' K hypotheses, best first, from their
+    next-token log-probabilities (N*K, V) and scores (N, K): their scores, the hypothesis each
+    extends and its token, (N, 2K) each."""
+    n, k = scores.shape
+    # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
+    # (a small top-k per row), then the best 2K of the K*2K.
+    row_lp, row_token = logprobs.topk(2 * k, dim=-1)  # (N*K, 2K)
+    candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
+    top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
+    return top_scores, top_index // (2 * k), row_token.view(n, -1).gather(1, top_index)
 
 
 def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k: int,
