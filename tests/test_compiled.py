@@ -1,20 +1,21 @@
-"""``--compile`` (``decode/compiled.py``): a lone sentence's decoding steps compiled by
-torch.compile translate as the model does, compile once at warm-up for the shapes a lone
-sentence takes (any beam up to ``max_rows``), and leave everything else (batches, wider beams)
-to the model as ever.
+"""``--compile`` (``decode/compiled.py``): a lone sentence's decoding steps compiled ahead of
+time (torch.export and AOTInductor) translate as the model does, for every shape a lone
+sentence takes (any source length and position, any beam up to ``max_rows``); they are
+compiled once and read from the cache after that, never for another model, precision or
+source; and everything else (batches, wider beams) runs the model as ever.
 
-One warm-up for the module, of a toy model of one layer each side (compiling takes ~6 s a
-beam size even for it, more with more layers).
+One warm-up for the module, of a toy model of one layer each side (compiling takes ~20 s a
+graph even for it: most of it is the C++ compiler's).
 """
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._dynamo.utils import counters
 
 from tests.helpers import local_client, run_cli
 from tests.toy import make_model, toy_accuracy, toy_sources, train_toy_model
@@ -22,7 +23,8 @@ from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import PAD_ID
-from transformer_mt.decode.compiled import CompiledDecoding, LoopAttention
+from transformer_mt.decode.compiled import CompiledDecoding, LoopAttention, model_key
+from transformer_mt.decode.incremental import decoder_step
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.errors import MTError
 from transformer_mt.model.attention import MultiHeadAttention
@@ -85,16 +87,48 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
     assert toy_accuracy(toy) > 0.9  # it learned: decisive outputs, no near-ties to flip
     monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)
     eager = for_decoding(toy, "fp32")
-    graphs = counters["stats"]["unique_graphs"]
+    uncompiled = []  # the steps a lone sentence ran without the compiled graphs
+    monkeypatch.setattr("transformer_mt.decode.compiled.decoder_step",
+                        lambda *args: uncompiled.append(args) or decoder_step(*args))
     for src in lone_sources():
         for beam in (1, 2, BEAM):  # any beam: the warm-up compiled one of 2 hypotheses
             ours, theirs = (search(model, src, beam) for model in (decoding, eager))
             assert [h.tokens for h in ours] == [h.tokens for h in theirs]
             for a, b in zip(ours, theirs, strict=True):
                 assert a.score == pytest.approx(b.score, abs=1e-4)
-    # nothing was compiled after the warm-up: every shape above was one it had compiled
-    assert counters["stats"]["unique_graphs"] == graphs
+    assert not uncompiled  # every step above ran compiled
     print(f"warm-up: {seconds:.1f} s")
+
+
+def test_a_second_load_reads_the_cache(toy, compiled, monkeypatch):
+    """Another process's warm-up (a new CompiledDecoding of the same weights) compiles
+    nothing: it loads what the first one kept, and translates alike."""
+    monkeypatch.setattr(CompiledDecoding, "_build", lambda *args: 1 / 0)
+    again = CompiledDecoding(for_decoding(toy, "fp32"), toy)
+    again.warm_up("fp32", BEAM)
+    for src in lone_sources(3):
+        for beam in (1, BEAM):
+            ours, theirs = (search(model, src, beam) for model in (again, compiled[0]))
+            assert [(h.tokens, h.score) for h in ours] == [(h.tokens, h.score) for h in theirs]
+
+
+def test_the_cache_key_is_everything_the_graphs_depend_on(toy):
+    """Compiled graphs are kept under a key of the weights, the precision and the threads
+    (besides the source, torch and the CPU): another model's are never read."""
+    key = model_key(toy, "fp32")
+    assert model_key(make_model(n_encoder_layers=1, n_decoder_layers=1), "fp32") != key
+    assert model_key(toy, "bf16") != key
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        assert model_key(toy, "fp32") != key
+    finally:
+        torch.set_num_threads(threads)
+    changed = copy.deepcopy(toy)
+    assert model_key(changed, "fp32") == key
+    with torch.no_grad():
+        next(changed.decoder.parameters()).view(-1)[0] += 1e-3
+    assert model_key(changed, "fp32") != key
 
 
 def test_the_decode_benchmark_counts_what_compiling_changed(toy, compiled):

@@ -5,37 +5,43 @@ rows by every weight matrix of the decoder and runs ~80 small operations around 
 rows none of them keeps the machine busy, and the time goes to calling them: PyTorch's dispatch,
 Python, and BLAS or oneDNN calls of ~20-60 us each for a matrix-vector product (docs/
 benchmarks.md, "Decoding speed"). Here the incremental decoder's step,
-:func:`~transformer_mt.decode.incremental.decoder_step` as it is, is compiled by
-``torch.compile``'s inductor into one C++ function a step: the weights frozen into it and
-multiplied by kernels generated for these shapes (inductor's CPU GEMM template, 4-12 us for
-the products that took 20-60), the small operations fused into loops around them, attention
-written as the loops it is (:class:`LoopAttention`). The same translations, ~2-2.5x faster one
-sentence at a time (``tests/test_compiled.py``, ``bench/decode_speed.py``).
+:func:`~transformer_mt.decode.incremental.decoder_step` as it is, is exported
+(``torch.export``) and compiled ahead of time by AOTInductor into a shared library: one C++
+function a step, with the weights frozen into it and multiplied by kernels generated for these
+shapes (inductor's CPU GEMM template, 4-12 us for the products that took 20-60), the small
+operations fused into loops around them, attention written as the loops it is
+(:class:`LoopAttention`), and nothing in Python between them (torch.compile's guards and
+wrapper took ~150-250 us a step). The same translations (``tests/test_compiled.py``).
 
-Compiling takes ~20-30 s on a 2-core CPU for greedy decoding (the first step and the others)
-and ~10-15 s more for beams, at every start (inductor cannot keep code with frozen oneDNN
-weights on disk), so it is opt-in and done at load (:meth:`CompiledDecoding.warm_up`), for the
-shapes that will be used: the steps of one sentence, greedy and, where the checkpoint's beam is
-wider than 1, of any beam up to ``MAX_ROWS``, for any source length and position. Anything else
-(batches of several sentences, where oneDNN's packed kernels are faster; a wider beam) runs
-the decoding copy as ever: nothing compiles mid-request.
+Two graphs, each for any source length and position: one hypothesis (greedy, and every beam's
+first step) and, where the checkpoint's beam is wider than 1, 2 to ``MAX_ROWS`` (any such
+beam). Compiling them takes ~20-30 s each on a 2-core CPU, once: the packages are kept in the
+cache (``cache_dir()/compiled``, checked whenever read), under a key of everything they depend
+on (the weights, the precision, this package's source, torch, the CPU's flags, the threads),
+and later loads take ~0.1 s. Anything else (batches of several sentences, where oneDNN's
+packed kernels are faster; a wider beam) runs the decoding copy as ever.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
+import hashlib
+import json
 import logging
 import math
+import platform
 import sys
 import time
-import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+import transformer_mt
 from transformer_mt.data.batch import source_mask
+from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.vocab import BOS_ID, EOS_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.incremental import DecoderState, decoder_step
@@ -47,6 +53,7 @@ from transformer_mt.precision import autocast, laid_out, shared_copy
 log = logging.getLogger(__name__)
 
 MAX_ROWS = 8  # a wider beam's steps run as ever: at 32 rows oneDNN's packed kernels are faster
+PACKAGE_FORMAT = 1  # part of the cache key: a package made otherwise is never read as this one
 
 # inductor's settings for the step: weights frozen into the compiled code (packed once), and
 # the matrix products generated for their shapes (the CPP template) instead of BLAS calls;
@@ -87,15 +94,38 @@ def loop_attention_copy(model: Transformer) -> Transformer:
     return twin
 
 
+class StepGraph(nn.Module):
+    """What is exported: :func:`decoder_step` for the hypotheses ``last`` (N,) of a lone
+    sentence, with ``filled`` (N, T, L, 2, H, Dh) the key/value buffer's positions so far and
+    this one (read only) and ``cross_kv`` (1, L, 2, H, S, Dh) the encoder's; returns the logits
+    (N, V) and this position's keys and values (N, L, 2, H, Dh), for the caller to write (a
+    graph writing into its input copies the whole buffer)."""
+
+    def __init__(self, model: Transformer, precision: str) -> None:
+        super().__init__()
+        self.model, self.precision = model, precision
+
+    def forward(self, last: Tensor, filled: Tensor, cross_kv: Tensor) -> tuple[Tensor, Tensor]:
+        fresh: list[Tensor] = []
+        with autocast(last.device, self.precision):
+            logits = decoder_step(self.model, last, filled.size(1) - 1, filled, cross_kv, None,
+                                  last.size(0), fresh=fresh)
+        return logits, torch.stack(fresh, dim=1)
+
+
+# a compiled graph's inputs -> outputs (AOTInductor's runner)
+Runner = Callable[[list[Tensor]], list[Tensor]]
+
+
 class CompiledDecoding(nn.Module):
     """A model for decoding whose lone sentences' steps run compiled.
 
     It offers what search needs of a model (``cfg``, ``tgt_vocab_size``) and brings its own
     decoding state: the incremental decoder's, over ``model`` (the decoding copy,
-    ``precision.for_decoding``), whose steps of a lone sentence run :func:`decoder_step`
+    ``precision.for_decoding``), whose steps of a lone sentence run :class:`StepGraph`
     compiled over ``plain``: the same weights in ``nn.Linear`` layers, which inductor can read
-    (``model``'s oneDNN-packed ones it cannot). The compiled code keeps its own packed copy of
-    the decoder's weights (one for one hypothesis, one for beams).
+    (``model``'s oneDNN-packed ones it cannot). Each compiled graph keeps its own packed copy
+    of the decoder's weights.
     """
 
     def __init__(self, model: Transformer, plain: Transformer) -> None:
@@ -105,124 +135,139 @@ class CompiledDecoding(nn.Module):
         self.tgt_vocab_size = model.tgt_vocab_size
         # not a submodule: its layers are not laid out for decoding
         self._plain = (loop_attention_copy(plain),)
-        # the step compiled for one hypothesis (greedy) and for any number from 2 to max_rows
-        # (a beam): at one row the matrix products are ~3x faster compiled for it than for a
-        # variable number of rows; and the first step (a window of one position, which
-        # torch.compile would take as a constant), of one row (a beam's starts as one)
-        self._one, self._many, self._first = _compile(_step), _compile(_step), _compile(_step)
+        # the graphs of one hypothesis (greedy, a beam's first step) and of 2 to max_rows
+        self._one: Runner | None = None
+        self._many: Runner | None = None
         self.max_rows = MAX_ROWS
-        self.beams = True  # whether beams run compiled too (warm_up says)
-        self.warm = False  # once warmed up, a shape not compiled yet runs eagerly
+        self.max_positions = model.decoder.pos.table.size(0)
+        self.warm = False  # whether warm_up loaded the graphs
         self.eval()
+
+    @property
+    def beams(self) -> bool:
+        """Whether beams run compiled too (warm_up says)."""
+        return self._many is not None
 
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
         """The incremental decoder's state over the decoding copy; a lone sentence's (``src``
         of one row, a beam of at most ``max_rows``) steps then run compiled."""
-        lone = src.size(0) == 1 and (group == 1 or (self.beams and group <= self.max_rows))
+        lone = self.warm and src.size(0) == 1 and (
+            group == 1 or (self.beams and group <= self.max_rows))
         return incremental.start_decoding(self.model, src, src_mask, group,
                                           step=self.step if lone else None)
 
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
-        """:func:`decoder_step` of a lone sentence's hypotheses, compiled."""
-        filled = kv[:, :position + 1]  # the positions so far and this one
+        """:func:`decoder_step` of a lone sentence's hypotheses, compiled: ``kv`` (N,
+        capacity, L, 2, H, Dh), this position's keys and values written into it here."""
         rows = last.size(0)
-        # a contiguous copy of the newest tokens: prefix[:, -1]'s stride changes every step
-        last = last.clone(memory_format=torch.contiguous_format)
-        if not self.warm:  # compiled for any number of positions and source length
-            if position > 0:
-                torch._dynamo.mark_dynamic(filled, 1)
-            torch._dynamo.mark_dynamic(cross_kv, 4)
-            if rows > 1:  # and of hypotheses
-                torch._dynamo.mark_dynamic(filled, 0)
-                torch._dynamo.mark_dynamic(last, 0)
-        # a lone sentence has no padding, so no mask
-        compiled = self._first if position == 0 else self._one if rows == 1 else self._many
-        return self._run(compiled, self._plain[0], last, filled, cross_kv)
+        runner = self._one if rows == 1 else self._many
+        if runner is None or position >= self.max_positions:  # the model says what is wrong
+            return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
+        # the graph reads its inputs laid out as when it was exported (contiguous; a slice
+        # of one row is, whatever its stride over rows)
+        filled = kv[:, :position + 1]
+        logits, fresh = self._run(runner, [last.contiguous(), filled.contiguous(),
+                                           cross_kv.contiguous()])
+        kv.select(1, position).copy_(fresh)  # (N, L, 2, H, Dh)
+        return logits
 
-    def _run(self, compiled: Callable[..., Any], *args: Any) -> Any:
-        """``compiled(*args)``; once warmed up, eagerly where it would have to compile (not
-        expected: a safety net)."""
-        if not self.warm:
-            return compiled(*args)
-        with torch.compiler.set_stance("eager_on_recompile"):
-            return compiled(*args)
+    def _run(self, runner: Runner, inputs: list[Tensor]) -> list[Tensor]:
+        return runner(inputs)
 
     def warm_up(self, precision: str, beam_size: int = 1) -> float:
-        """Compile what a lone sentence runs at ``precision`` (a resolved one): its steps
-        after the first, of one hypothesis and, for a ``beam_size`` above 1, of any number up
-        to ``max_rows`` (so any such beam), for any source length and position, by feeding a
-        made-up source and prefix for a few positions. Returns the seconds it took; a
-        one-line :class:`MTError` if it cannot compile (no C++ compiler, say). A beam that
-        was not compiled decodes as ever."""
-        import torch._inductor.config as inductor
-        import torch.fx.experimental._config as shapes
-
+        """Load (compiling them the first time, ~20-30 s each) the graphs a lone sentence runs
+        at ``precision`` (a resolved one): of one hypothesis and, for a ``beam_size`` above 1,
+        of 2 to ``max_rows``. Returns the seconds it took; a one-line :class:`MTError` if it
+        cannot compile (no C++ compiler, say)."""
         start = time.perf_counter()
+        plain = self._plain[0]
+        key = model_key(plain, precision)
+        for rows in (1, 2) if beam_size > 1 else (1,):  # 2: any number
+            name = "one" if rows == 1 else "many"
+            build = functools.partial(self._build, rows=rows, precision=precision)
+            path = cache_entry("compiled", json.dumps([key, name]), build, (PACKAGE,)) / PACKAGE
+            # the package's loader itself: torch._inductor.package's load_package imports
+            # torch._dynamo and builds test programs to check the CPU again (~2.5 s); the key
+            # has the CPU's flags. One runner: threads that call it at once take turns.
+            loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+            setattr(self, f"_{name}", loader.run)
+        self.warm = True
+        laid_out(self, precision)  # for_decoding's copy as it is (its check: ~0.4 ms a call)
+        seconds = time.perf_counter() - start
+        log.info("loaded the compiled decoding steps in %.1f s", seconds)
+        return seconds
+
+    def _build(self, directory: Path, rows: int, precision: str) -> None:
+        """Export and compile the graph of ``rows`` hypotheses (2: any number from 2 to
+        ``max_rows``) into ``directory``."""
+        import torch._inductor
+
+        log.info("compiling the decoding steps of %s (once for this model; ~20-30 s)",
+                 "one hypothesis" if rows == 1 else "a beam")
         recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
-        device = next(self.model.parameters()).device
-        # made outside inference mode, as search's callers make them (the compiled code is
-        # specialised on that)
-        src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
-        mask = source_mask(src)
-        self.beams = beam_size > 1
-        # the settings patched while it compiles (torch.compile's options= does not freeze);
-        # sizes that happen to be equal here (the source's and the layers', say) are not
-        # assumed equal ever after
+        positions = torch.export.Dim("positions", min=1, max=self.max_positions)
+        source = torch.export.Dim("source", min=1, max=self._plain[0].encoder.pos.table.size(0))
+        hypotheses = torch.export.Dim("hypotheses", min=2, max=self.max_rows)
+        shapes: dict[str, Any] = {"last": None, "filled": {1: positions},
+                                  "cross_kv": {4: source}}
+        if rows > 1:
+            shapes.update(last={0: hypotheses}, filled={0: hypotheses, 1: positions})
         try:
-            with (torch.inference_mode(), autocast(device, precision),
-                  inductor.patch(INDUCTOR_OPTIONS),
-                  shapes.patch(use_duck_shape=False)):  # type: ignore[attr-defined]
-                for rows in (1, 2) if beam_size > 1 else (1,):  # 2: any number
-                    self._feed(src, mask, rows)
+            with torch.inference_mode():
+                graph = torch.export.export(StepGraph(self._plain[0], precision),
+                                            self._example(rows, precision),
+                                            dynamic_shapes=shapes)
+                torch._inductor.aoti_compile_and_package(
+                    graph, package_path=str(directory / PACKAGE),
+                    inductor_configs=INDUCTOR_OPTIONS)
         except Exception as e:  # inductor's errors are many, and many lines long
             raise MTError(f"--compile could not compile the decoder: "
                           f"{str(e).strip().splitlines()[0][:300]}; translate without "
                           "--compile") from e
         finally:
             sys.setrecursionlimit(recursion_limit)
-        self.warm = True
-        laid_out(self, precision)  # for_decoding's copy as it is (its check: ~0.4 ms a call)
-        seconds = time.perf_counter() - start
-        log.info("compiled the decoding steps in %.1f s", seconds)
-        return seconds
 
-    def _feed(self, src: Tensor, mask: Tensor, rows: int) -> None:
-        """Decode positions 0, 1 and 2 of ``rows`` made-up hypotheses."""
-        state = self.start_decoding(src, mask, group=rows)
-        prefix = torch.full((rows, 1), BOS_ID, dtype=torch.long, device=src.device)  # (rows, t)
-        for _ in range(3):
-            state.next_logits(prefix)
-            prefix = torch.cat([prefix, prefix[:, -1:] + 1], dim=1)  # (rows, t + 1)
+    def _example(self, rows: int, precision: str) -> tuple[Tensor, Tensor, Tensor]:
+        """Made-up inputs of :class:`StepGraph`: ``rows`` hypotheses at position 3 of a source
+        of 3 tokens, the buffers as decoding makes them."""
+        device = next(self.model.parameters()).device
+        src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
+        with torch.inference_mode(), autocast(device, precision):
+            state = incremental.start_decoding(self.model, src, source_mask(src), rows)
+            filled = torch.zeros_like(state.reserve(rows)[:, :4])  # (rows, 4, L, 2, H, Dh)
+        last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
+        return last, filled, state.cross_kv.contiguous()
 
 
-def _step(model: Transformer, last: Tensor, filled: Tensor, cross_kv: Tensor) -> Tensor:
-    """:func:`decoder_step` for the hypotheses ``last`` of a lone sentence, with ``filled``
-    the key/value buffer's positions so far and this one: what varies from step to step is
-    the size of a tensor, which torch.compile takes as a variable from the start (an int
-    argument would be compiled twice: as a constant first)."""
-    return decoder_step(model, last, filled.size(1) - 1, filled, cross_kv, None, last.size(0))
+PACKAGE = "step.pt2"
 
 
-def _compile(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.compile(function)`` for one model and one use (one hypothesis, or several),
-    with the source length and the position varying.
-
-    The model's modules are not guarded (a step took ~100 us more to check them): their
-    weights are frozen into the compiled code, decoded as they are (as ``for_decoding``'s copy
-    is). So each use gets a function of its own, with a code object of its own under a name of
-    its own: torch.compile keeps what it compiled with the code object (another model's frozen
-    weights must never be found there) and what sizes it saw change under the name (the
-    number of hypotheses would become a variable at one row, and the products ~3x slower).
-    """
-    code = function.__code__.replace(co_name=f"{function.__name__}_{next(_USES)}")
-    own = types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__,
-                             function.__closure__)
-    return torch.compile(own, options={
-        "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
+def model_key(model: Transformer, precision: str) -> str:
+    """A digest of everything a compiled step depends on: the model's weights and buffers,
+    the precision, this package's source, torch's version, the CPU (its flags: the kernels
+    are compiled for its instruction set) and the threads (fixed in the compiled code)."""
+    digest = hashlib.sha256()
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        digest.update(f"{name} {tuple(tensor.shape)} {tensor.dtype}".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    for source in sorted(Path(transformer_mt.__file__).parent.rglob("*.py")):
+        digest.update(source.read_bytes())
+    facts = [PACKAGE_FORMAT, precision, torch.__version__, platform.machine(), _cpu_flags(),
+             torch.get_num_threads()]
+    digest.update(json.dumps(facts).encode())
+    return digest.hexdigest()
 
 
-_USES = itertools.count()
+def _cpu_flags() -> str:
+    """The CPU's feature flags (Linux), else what platform says of it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def check_compilable(device: torch.device, members: int) -> None:

@@ -154,18 +154,20 @@ def decode_step(state: DecoderState, last: Tensor,
 
 def decoder_step(model: Transformer, last: Tensor, position: int, kv: Tensor, cross_kv: Tensor,
                  src_mask: Tensor | None, group: int,
-                 attention: AttentionWeights | None = None) -> Tensor:
+                 attention: AttentionWeights | None = None,
+                 fresh: list[Tensor] | None = None) -> Tensor:
     """The decoder on the newest tokens ``last`` (B*G,) at ``position``: their next-token
     logits (B*G, V). ``kv`` (B*G, capacity, L, 2, H, Dh) holds every layer's keys and values
     of the earlier positions, and this position's are written into it; ``cross_kv`` (B, L, 2,
     H, S, Dh) the encoder's, ``src_mask`` (B, 1, 1, S) (None: no padding). The attention
-    weights go to
-    ``attention`` if given."""
+    weights go to ``attention`` if given. Given ``fresh``, the buffer is only read: each
+    layer's keys and values of this position, (B*G, 2, H, Dh), go to ``fresh`` instead (a
+    compiled step writing into its input would copy the whole buffer: ``decode/compiled.py``)."""
     decoder = model.decoder
     x = decoder.pos(decoder.embed(last[:, None]), position)[:, 0]  # (B*G, D)
     for i, layer in enumerate(decoder_layers(model)):
         x, self_w, cross_w = _layer_step(layer, x, kv[:, :, i], position, cross_kv[:, i],
-                                         src_mask, group, attention is not None)
+                                         src_mask, group, attention is not None, fresh)
         if attention is not None:
             assert self_w is not None and cross_w is not None
             attention.decoder_self.append(self_w)
@@ -189,13 +191,13 @@ def _first_step(state: DecoderState, last: Tensor) -> Tensor:
 
 
 def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, position: int, cross_kv: Tensor,
-                src_mask: Tensor | None, group: int,
-                need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+                src_mask: Tensor | None, group: int, need_weights: bool,
+                fresh: list[Tensor] | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """``DecoderLayer.forward`` for the newest position alone: x (B*G, D); kv (B*G, capacity,
     2, H, Dh) this layer's buffer; cross_kv (B, 2, H, S, Dh) the encoder's keys and values.
     Returns (B*G, D) and, if asked, the (B*G, H, 1, T) and (B*G, H, 1, S) weights."""
     look_back = partial(_self_step, layer.self_attn, kv=kv, position=position,
-                        need_weights=need_weights)
+                        need_weights=need_weights, fresh=fresh)
     x, self_w = residual(x, look_back, layer.norm1, layer.dropout, layer.pre_norm)
     look_at_source = partial(_cross_step, layer.cross_attn, kv=cross_kv, mask=src_mask,
                              group=group, need_weights=need_weights)
@@ -205,20 +207,28 @@ def _layer_step(layer: DecoderLayer, x: Tensor, kv: Tensor, position: int, cross
 
 
 def _self_step(attn: MultiHeadAttention, x: Tensor, kv: Tensor, position: int,
-               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+               need_weights: bool = False,
+               fresh: list[Tensor] | None = None) -> tuple[Tensor, Tensor | None]:
     """Self-attention of the newest position: x (N, D), its input at ``position``.
 
     ``kv`` (N, capacity, 2, H, Dh) holds the keys and values of the earlier positions; this
-    position's are written into it. Returns (N, D) and, if asked, the (N, H, 1, position + 1)
-    weights. No mask is needed: every earlier position may be seen.
+    position's are written into it (or, given ``fresh``, appended to that list). Returns
+    (N, D) and, if asked, the (N, H, 1, position + 1) weights. No mask is needed: every
+    earlier position may be seen.
     """
     n = x.size(0)
     qkv = attn.qkv_proj(x).view(n, 3, attn.n_heads, attn.d_head)  # (N, 3, H, Dh)
-    # this position's keys and values, (N, 2, H, Dh); narrow, not kv[:, position], so that a
-    # compiled step does not specialise on the position
-    kv.select(1, position).copy_(qkv[:, 1:])
     q = qkv[:, 0].unsqueeze(2)  # (N, H, 1, Dh)
-    past = kv[:, :position + 1].transpose(1, 3)  # (N, H, 2, T, Dh) a view
+    if fresh is None:  # this position's keys and values, (N, 2, H, Dh), into the buffer
+        # select, not kv[:, position], so that a compiled step does not specialise on it
+        kv.select(1, position).copy_(qkv[:, 1:])
+        past = kv[:, :position + 1]  # (N, T, 2, H, Dh) a view
+    else:  # the buffer read as if written: a selection, not a slice of length position
+        fresh.append(qkv[:, 1:])  # (which torch.compile would specialise on at 1)
+        is_new = torch.arange(position + 1, device=x.device) == position  # (T,)
+        past = torch.where(is_new[:, None, None, None], qkv[:, None, 1:],
+                           kv[:, :position + 1])  # (N, T, 2, H, Dh)
+    past = past.transpose(1, 3)  # (N, H, 2, T, Dh)
     k, v = past[:, :, 0], past[:, :, 1]  # (N, H, T, Dh) views
     out, weights = attn.attend(q, k, v, None, False, need_weights)  # (N, H, 1, Dh)
     return attn.out_proj(out.reshape(n, attn.d_model)), weights
