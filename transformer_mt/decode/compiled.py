@@ -113,6 +113,20 @@ class StepGraph(nn.Module):
         return logits, torch.stack(fresh, dim=1)
 
 
+class EncoderGraph(nn.Module):
+    """What is exported for a lone sentence's source: :func:`incremental.encode_source` of
+    ``src`` (1, S) (no padding, so no mask): the encoder output (1, S, D) and the keys and
+    values of every decoder layer (1, L, 2, H, S, Dh)."""
+
+    def __init__(self, model: Transformer, precision: str) -> None:
+        super().__init__()
+        self.model, self.precision = model, precision
+
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        with autocast(src.device, self.precision):
+            return incremental.encode_source(self.model, src, None)
+
+
 # a compiled graph's inputs -> outputs (AOTInductor's runner)
 Runner = Callable[[list[Tensor]], list[Tensor]]
 
@@ -135,11 +149,14 @@ class CompiledDecoding(nn.Module):
         self.tgt_vocab_size = model.tgt_vocab_size
         # not a submodule: its layers are not laid out for decoding
         self._plain = (loop_attention_copy(plain),)
-        # the graphs of one hypothesis (greedy, a beam's first step) and of 2 to max_rows
+        # the graphs of the encoder, of a step of one hypothesis (greedy, a beam's first
+        # step) and of one of 2 to max_rows
+        self._encode: Runner | None = None
         self._one: Runner | None = None
         self._many: Runner | None = None
         self.max_rows = MAX_ROWS
         self.max_positions = model.decoder.pos.table.size(0)
+        self.max_source = model.encoder.pos.table.size(0)
         self.warm = False  # whether warm_up loaded the graphs
         self.eval()
 
@@ -153,8 +170,11 @@ class CompiledDecoding(nn.Module):
         of one row, a beam of at most ``max_rows``) steps then run compiled."""
         lone = self.warm and src.size(0) == 1 and (
             group == 1 or (self.beams and group <= self.max_rows))
-        return incremental.start_decoding(self.model, src, src_mask, group,
-                                          step=self.step if lone else None)
+        if not lone or self._encode is None or src.size(1) > self.max_source:
+            return incremental.start_decoding(self.model, src, src_mask, group,
+                                              step=self.step if lone else None)
+        memory, cross_kv = self._run(self._encode, [src.contiguous()])
+        return DecoderState(self.model, memory, src_mask, cross_kv, group, step=self.step)
 
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
@@ -177,15 +197,13 @@ class CompiledDecoding(nn.Module):
 
     def warm_up(self, precision: str, beam_size: int = 1) -> float:
         """Load (compiling them the first time, ~20-30 s each) the graphs a lone sentence runs
-        at ``precision`` (a resolved one): of one hypothesis and, for a ``beam_size`` above 1,
-        of 2 to ``max_rows``. Returns the seconds it took; a one-line :class:`MTError` if it
-        cannot compile (no C++ compiler, say)."""
+        at ``precision`` (a resolved one): the encoder's, a step's of one hypothesis and, for a
+        ``beam_size`` above 1, of 2 to ``max_rows``. Returns the seconds it took; a one-line
+        :class:`MTError` if it cannot compile (no C++ compiler, say)."""
         start = time.perf_counter()
-        plain = self._plain[0]
-        key = model_key(plain, precision)
-        for rows in (1, 2) if beam_size > 1 else (1,):  # 2: any number
-            name = "one" if rows == 1 else "many"
-            build = functools.partial(self._build, rows=rows, precision=precision)
+        key = model_key(self._plain[0], precision)
+        for name in GRAPHS if beam_size > 1 else GRAPHS[:2]:
+            build = functools.partial(self._build, name=name, precision=precision)
             path = cache_entry("compiled", json.dumps([key, name]), build, (PACKAGE,)) / PACKAGE
             # the package's loader itself: torch._inductor.package's load_package imports
             # torch._dynamo and builds test programs to check the CPU again (~2.5 s); the key
@@ -198,26 +216,16 @@ class CompiledDecoding(nn.Module):
         log.info("loaded the compiled decoding steps in %.1f s", seconds)
         return seconds
 
-    def _build(self, directory: Path, rows: int, precision: str) -> None:
-        """Export and compile the graph of ``rows`` hypotheses (2: any number from 2 to
-        ``max_rows``) into ``directory``."""
+    def _build(self, directory: Path, name: str, precision: str) -> None:
+        """Export and compile the graph ``name`` (one of ``GRAPHS``) into ``directory``."""
         import torch._inductor
 
-        log.info("compiling the decoding steps of %s (once for this model; ~20-30 s)",
-                 "one hypothesis" if rows == 1 else "a beam")
+        log.info("compiling the %s graph of decoding (once for this model; ~20-30 s)", name)
         recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
-        positions = torch.export.Dim("positions", min=1, max=self.max_positions)
-        source = torch.export.Dim("source", min=1, max=self._plain[0].encoder.pos.table.size(0))
-        hypotheses = torch.export.Dim("hypotheses", min=2, max=self.max_rows)
-        shapes: dict[str, Any] = {"last": None, "filled": {1: positions},
-                                  "cross_kv": {4: source}}
-        if rows > 1:
-            shapes.update(last={0: hypotheses}, filled={0: hypotheses, 1: positions})
         try:
             with torch.inference_mode():
-                graph = torch.export.export(StepGraph(self._plain[0], precision),
-                                            self._example(rows, precision),
-                                            dynamic_shapes=shapes)
+                module, example, shapes = self._graph(name, precision)
+                graph = torch.export.export(module, example, dynamic_shapes=shapes)
                 torch._inductor.aoti_compile_and_package(
                     graph, package_path=str(directory / PACKAGE),
                     inductor_configs=INDUCTOR_OPTIONS)
@@ -228,18 +236,32 @@ class CompiledDecoding(nn.Module):
         finally:
             sys.setrecursionlimit(recursion_limit)
 
-    def _example(self, rows: int, precision: str) -> tuple[Tensor, Tensor, Tensor]:
-        """Made-up inputs of :class:`StepGraph`: ``rows`` hypotheses at position 3 of a source
-        of 3 tokens, the buffers as decoding makes them."""
-        device = next(self.model.parameters()).device
+    def _graph(self, name: str,
+               precision: str) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
+        """The module to export as graph ``name``, made-up inputs (a source of 3 tokens; the
+        buffers as decoding makes them, at position 3) and the sizes that vary: the source
+        length, the position and (``many``) the hypotheses, from 2 to ``max_rows``."""
+        plain, device = self._plain[0], next(self.model.parameters()).device
         src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
+        source = torch.export.Dim("source", min=1, max=self.max_source)
+        if name == "encode":
+            return EncoderGraph(plain, precision), (src,), {"src": {1: source}}
+        rows = 1 if name == "one" else 2
         with torch.inference_mode(), autocast(device, precision):
             state = incremental.start_decoding(self.model, src, source_mask(src), rows)
             filled = torch.zeros_like(state.reserve(rows)[:, :4])  # (rows, 4, L, 2, H, Dh)
         last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
-        return last, filled, state.cross_kv.contiguous()
+        positions = torch.export.Dim("positions", min=1, max=self.max_positions)
+        hypotheses = torch.export.Dim("hypotheses", min=2, max=self.max_rows)
+        shapes: dict[str, Any] = {"last": None, "filled": {1: positions},
+                                  "cross_kv": {4: source}}
+        if rows > 1:
+            shapes.update(last={0: hypotheses}, filled={0: hypotheses, 1: positions})
+        return (StepGraph(plain, precision), (last, filled, state.cross_kv.contiguous()),
+                shapes)
 
 
+GRAPHS = ("encode", "one", "many")
 PACKAGE = "step.pt2"
 
 
