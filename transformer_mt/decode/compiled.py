@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import platform
 import sys
 import time
@@ -276,6 +277,7 @@ def model_key(model: Transformer, precision: str) -> str:
     for source in sorted(Path(transformer_mt.__file__).parent.rglob("*.py")):
         digest.update(source.read_bytes())
     facts = [PACKAGE_FORMAT, precision, torch.__version__, platform.machine(), _cpu_flags(),
+             os.environ.get("ATEN_CPU_CAPABILITY"),  # inductor compiles for it, if set
              torch.get_num_threads()]
     digest.update(json.dumps(facts).encode())
     return digest.hexdigest()
