@@ -38,12 +38,16 @@ demo: setup
 	$(VENV)/bin/mt translate --checkpoint runs/quickstart/best.pt "Ein Mann fährt Fahrrad." \
 		"Zwei Hunde spielen im Schnee."
 
+# the test modules shared out to one process a core (pytest-xdist; TEST_WORKERS=0: one process)
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: lint
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 # the edit-test loop (about a minute): every test but the system tier (tests/conftest.py)
 test-fast: lint
-	$(PY) -m pytest -q -m "not system"
+	$(PYTEST) -m "not system"
 
 # ruff, and mypy over the whole package ([tool.mypy] in pyproject.toml)
 lint: setup

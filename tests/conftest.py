@@ -10,16 +10,27 @@ minute, for the edit-test loop) leaves out those marked ``system``: the modules 
 processes and servers, kill them, time them or run the benchmarks (test_reliability: SIGKILL and
 resume; test_distributed: torchrun; test_serve_process: a server and Chromium;
 test_serve_robustness: slow clients and grace periods; test_bench: every benchmark's smoke run).
+
+Both share the modules out to one process a core (pytest-xdist, ``--dist loadfile``: a module's
+fixtures stay in one process); the session's fixtures are made once for all of them
+(:func:`made_once`), and each process has a cache of its own.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
 
 from tests.helpers import DATA_DIR, run_cli, tiny_train_args
+from transformer_mt.fileio import file_lock
+
+T = TypeVar("T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,18 +48,39 @@ def _seed():
 
 
 @pytest.fixture(scope="session")
-def toy_model():
+def toy_model(tmp_path_factory):
     """A tiny model trained to reverse sequences (tests/toy.py), shared by the whole run."""
     from tests.toy import train_toy_model
 
-    return train_toy_model()
+    return made_once(tmp_path_factory, "toy-model", lambda directory: train_toy_model())
 
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """One tiny trained run on the toy corpus, shared by the tests that only read it:
     (run_dir, its result)."""
-    run_dir = tmp_path_factory.mktemp("tiny") / "run"
-    result = run_cli(tiny_train_args(run_dir))
-    assert result.returncode == 0, result.stderr
-    return run_dir, result
+
+    def train(directory: Path) -> tuple[Path, subprocess.CompletedProcess]:
+        result = run_cli(tiny_train_args(directory / "run"))
+        assert result.returncode == 0, result.stderr
+        return directory / "run", result
+
+    return made_once(tmp_path_factory, "tiny", train)
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+              make: Callable[[Path], T]) -> T:
+    """``make(directory)``, once for the whole run: ``make test`` runs the modules in two
+    processes (pytest-xdist's workers, one per core), and the second to ask waits for the
+    first's and reads it back."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return make(tmp_path_factory.mktemp(name))
+    directory = tmp_path_factory.getbasetemp().parent / name  # the run's, shared by workers
+    with file_lock(directory.with_suffix(".lock")):
+        made = directory / "made.pt"
+        if made.is_file():
+            return torch.load(made, weights_only=False)  # written by a worker of this run
+        directory.mkdir(exist_ok=True)
+        value = make(directory)
+        torch.save(value, made)
+        return value

@@ -13,13 +13,15 @@ operations fused into loops around them, attention written as the loops it is
 (:class:`LoopAttention`), and nothing in Python between them (torch.compile's guards and
 wrapper took ~150-250 us a step). The same translations (``tests/test_compiled.py``).
 
-Two graphs, each for any source length and position: one hypothesis (greedy, and every beam's
-first step) and, where the checkpoint's beam is wider than 1, 2 to ``MAX_ROWS`` (any such
-beam). Compiling them takes ~20-30 s each on a 2-core CPU, once: the packages are kept in the
-cache (``cache_dir()/compiled``, checked whenever read), under a key of everything they depend
-on (the weights, the precision, this package's source, torch, the CPU's flags, the threads),
-and later loads take ~0.1 s. Anything else (batches of several sentences, where oneDNN's
-packed kernels are faster; a wider beam) runs the decoding copy as ever.
+Three graphs, each for any source length and position: the encoder of a lone sentence, a step
+of one hypothesis (greedy, and every beam's first step) and, where the checkpoint's beam is
+wider than 1, a step of 2 to ``MAX_ROWS`` (any such beam). The first start for a model compiles
+them side by side, each in a process of its own (~20-30 s of a core each on a 2-core CPU: ~55 s
+for the three); the packages are kept in the cache (``cache_dir()/compiled``, checked whenever
+read), under a key of everything they depend on (the weights, the precision, this package's
+source, torch, the CPU's flags, the threads), and later starts load them in ~0.1-0.2 s.
+Anything else (batches of several sentences, where oneDNN's packed kernels are faster; a wider
+beam) runs the decoding copy as ever.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ import logging
 import math
 import os
 import platform
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +54,7 @@ from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.errors import MTError
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import autocast, laid_out, shared_copy
+from transformer_mt.precision import autocast, for_decoding, laid_out, shared_copy
 
 log = logging.getLogger(__name__)
 
@@ -197,19 +202,28 @@ class CompiledDecoding(nn.Module):
         return runner(inputs)
 
     def warm_up(self, precision: str, beam_size: int = 1) -> float:
-        """Load (compiling them the first time, ~20-30 s each) the graphs a lone sentence runs
-        at ``precision`` (a resolved one): the encoder's, a step's of one hypothesis and, for a
-        ``beam_size`` above 1, of 2 to ``max_rows``. Returns the seconds it took; a one-line
-        :class:`MTError` if it cannot compile (no C++ compiler, say)."""
+        """Load the graphs a lone sentence runs at ``precision`` (a resolved one): the
+        encoder's, a step's of one hypothesis and, for a ``beam_size`` above 1, of 2 to
+        ``max_rows``; the first time, compile them, side by side. Returns the seconds it took;
+        a one-line :class:`MTError` if it cannot compile (no C++ compiler, say)."""
         start = time.perf_counter()
         key = model_key(self._plain[0], precision)
-        for name in GRAPHS if beam_size > 1 else GRAPHS[:2]:
-            build = functools.partial(self._build, name=name, precision=precision)
-            path = cache_entry("compiled", json.dumps([key, name]), build, (PACKAGE,)) / PACKAGE
+        # the longest to compile first
+        names = ("many", "one", "encode") if beam_size > 1 else ("one", "encode")
+        # a graph not in the cache compiles in a process of its own (export and inductor are
+        # Python, then the C++ compiler: one core each), as many at once as there are cores
+        slots = threading.BoundedSemaphore(os.cpu_count() or 1)
+        with ThreadPoolExecutor(len(names)) as threads:
+            paths = list(threads.map(lambda name: cache_entry(
+                "compiled", json.dumps([key, name]), functools.partial(
+                    self._build, name=name, precision=precision, slots=slots), (PACKAGE,)),
+                names))
+        for name, path in zip(names, paths, strict=True):
             # the package's loader itself: torch._inductor.package's load_package imports
             # torch._dynamo and builds test programs to check the CPU again (~2.5 s); the key
             # has the CPU's flags. One runner: threads that call it at once take turns.
-            loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+            loader = torch._C._aoti.AOTIModelPackageLoader(str(path / PACKAGE), "model",
+                                                           False, 1, -1)
             setattr(self, f"_{name}", loader.run)
         self.warm = True
         laid_out(self, precision)  # for_decoding's copy as it is (its check: ~0.4 ms a call)
@@ -217,11 +231,39 @@ class CompiledDecoding(nn.Module):
         log.info("loaded the compiled decoding steps in %.1f s", seconds)
         return seconds
 
-    def _build(self, directory: Path, name: str, precision: str) -> None:
-        """Export and compile the graph ``name`` (one of ``GRAPHS``) into ``directory``."""
+    def _build(self, directory: Path, name: str, precision: str,
+               slots: threading.BoundedSemaphore) -> None:
+        """Compile the graph ``name`` into ``directory`` in a process of its own
+        (:func:`build_graph`), once one of ``slots`` is free."""
+        with slots:
+            log.info("compiling the %s graph of decoding (once for this model; ~20-40 s)",
+                     name)
+            model_file, error_file = directory / "model.pt", directory / "error.txt"
+            torch.save(self._plain[0], model_file)
+            command = [sys.executable, "-c", "from transformer_mt.decode.compiled import "
+                       "build_graph; build_graph()", str(model_file), name, precision,
+                       str(torch.get_num_threads()), str(self.max_rows), str(directory)]
+            process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+            try:
+                output, _ = process.communicate()
+            finally:  # interrupted: the compiler goes too
+                if process.poll() is None:
+                    process.kill()
+                    process.communicate()
+            model_file.unlink()
+        if process.returncode != 0:
+            said = (error_file.read_text(encoding="utf-8") if error_file.is_file() else
+                    f"its process exited with {process.returncode}: "
+                    f"{(output.strip().splitlines() or [''])[-1][:300]}")
+            raise MTError(f"--compile could not compile the decoder: {said}; translate "
+                          "without --compile")
+
+    def compile_graph(self, directory: Path, name: str, precision: str) -> None:
+        """Export and compile the graph ``name`` (one of ``GRAPHS``) into ``directory``; a
+        one-line :class:`MTError` if it cannot."""
         import torch._inductor
 
-        log.info("compiling the %s graph of decoding (once for this model; ~20-30 s)", name)
         recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
         try:
             with torch.inference_mode():
@@ -231,9 +273,7 @@ class CompiledDecoding(nn.Module):
                     graph, package_path=str(directory / PACKAGE),
                     inductor_configs=INDUCTOR_OPTIONS)
         except Exception as e:  # inductor's errors are many, and many lines long
-            raise MTError(f"--compile could not compile the decoder: "
-                          f"{str(e).strip().splitlines()[0][:300]}; translate without "
-                          "--compile") from e
+            raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
             sys.setrecursionlimit(recursion_limit)
 
@@ -264,6 +304,22 @@ class CompiledDecoding(nn.Module):
 
 GRAPHS = ("encode", "one", "many")
 PACKAGE = "step.pt2"
+
+
+def build_graph() -> None:
+    """A process's work for :meth:`CompiledDecoding.warm_up`: compile one graph of the model
+    it saved. Arguments: the model's file, the graph's name, the precision, the threads, the
+    most hypotheses and the directory to write the package (or ``error.txt``) into."""
+    model_file, name, precision, threads, max_rows, directory = sys.argv[1:]
+    torch.set_num_threads(int(threads))  # the compiled code's, as the parent's key says
+    model = torch.load(model_file, weights_only=False)  # written by the parent just now
+    decoding = CompiledDecoding(for_decoding(model, precision), model)
+    decoding.max_rows = int(max_rows)
+    try:
+        decoding.compile_graph(Path(directory), name, precision)
+    except MTError as e:
+        (Path(directory) / "error.txt").write_text(str(e), encoding="utf-8")
+        sys.exit(1)
 
 
 def model_key(model: Transformer, precision: str) -> str:
