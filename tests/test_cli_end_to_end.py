@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -74,11 +75,17 @@ def _program(argv: list[str], report: str) -> subprocess.CompletedProcess:
 def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
     """``mt`` (transformer_mt.__main__) pauses the garbage collector until torch is imported
     and freezes what was made; it translates as cli.main does, and the collector is on again
-    after, collecting what the command leaves. ``mt translate --help`` imports no torch."""
+    after, collecting what the command leaves. ``mt translate --help`` imports no torch. And
+    with a core to spare, the word model's spaCy and sacremoses ran in the word worker
+    (data/word_worker.py), not in ``mt``."""
     run_dir, _ = trained_run
-    argv = ["translate", "--quiet", "--checkpoint", str(run_dir / "best.pt"), "Ein Hund läuft."]
-    fresh = _program(argv, "gc.isenabled(), gc.get_freeze_count() > 100_000, gc.collect() > 0")
-    assert fresh.stderr.split() == ["0", "True", "True", "True"], fresh.stderr
+    argv = ["translate", "--quiet", "--checkpoint", str(run_dir / "best.pt"), "Ein Hund läuft.",
+            "„Zwei Männer“ (z. B. in Köln) spielen Fußball!", "Eine Frau, 3,5 km/h."]
+    fresh = _program(argv, "gc.isenabled(), gc.get_freeze_count() > 100_000, gc.collect() > 0,"
+                     " 'spacy' in sys.modules, 'sacremoses' in sys.modules")
+    in_worker = str((os.cpu_count() or 1) < 2)
+    assert fresh.stderr.split() == ["0", "True", "True", "True", in_worker, in_worker], \
+        fresh.stderr
     assert fresh.stdout == run_cli(argv).stdout and fresh.stdout.strip()
     helped = _program(["translate", "--help"], "'torch' in sys.modules")
     assert helped.stderr.split() == ["0", "False"], helped.stderr  # help without torch

@@ -196,10 +196,9 @@ def fresh_translate(fp32_checkpoint):
 @pytest.fixture(scope="module")
 def fp32_checkpoint(trained_run, tmp_path_factory):
     """The tiny run's checkpoint set to decode in fp32, where compiled and eager decoding
-    compute alike on any CPU, greedily: two graphs to compile, not three (the toy model's
-    tests compile and check the beams')."""
+    compute alike on any CPU."""
     ckpt = load_checkpoint(trained_run[0] / "best.pt")
-    ckpt["config"]["decode"].update(precision="fp32", beam_size=1)
+    ckpt["config"]["decode"]["precision"] = "fp32"
     path = tmp_path_factory.mktemp("fp32") / "fp32.pt"
     save_checkpoint(ckpt, path)
     return path

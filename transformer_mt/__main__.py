@@ -8,10 +8,14 @@ collector waits until torch is imported, just before the command runs, and what 
 then is set aside for good (``gc.freeze``); it collects what the command makes as ever. ``mt
 --help`` and a mistyped command end before torch is imported. ``cli.main`` called from Python
 (the tests, a user's script) leaves the caller's collector alone.
+
+And ``mt translate`` of a word (spaCy) model starts spaCy in a process of its own first
+(``data/word_worker.py``), which imports it while this one imports torch.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import sys
 
@@ -26,8 +30,13 @@ def main() -> int:
     return run(before_command=_settle)
 
 
-def _settle() -> None:
-    """Import torch while the collector still waits, then freeze what exists and let it run."""
+def _settle(args: argparse.Namespace) -> None:
+    """Import torch while the collector still waits, then freeze what exists and let it run;
+    ``mt translate``'s word worker first."""
+    if args.command == "translate" and args.checkpoint:
+        from transformer_mt.data import word_worker
+
+        word_worker.start_for(args.checkpoint[0])
     try:
         import torch  # noqa: F401  (every command imports it: here, once, unscanned)
     finally:

@@ -349,7 +349,7 @@ def _not_utf8(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None,
-         before_command: Callable[[], None] | None = None) -> int:
+         before_command: Callable[[argparse.Namespace], None] | None = None) -> int:
     """Run ``mt ARGV`` (default: this process's arguments) and return its exit code;
     ``before_command`` is called once the arguments are checked, before the command runs
     (``mt`` itself imports torch there: transformer_mt/__main__.py)."""
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None,
                   file=sys.stderr)
             return EXIT_ERROR
     if before_command is not None:
-        before_command()
+        before_command(args)
     return _run(args)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.config_data import DataConfig
+from transformer_mt.data import word_worker
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Side
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
@@ -87,7 +88,8 @@ class Tokenizer:
 
 
 @functools.lru_cache(maxsize=8)
-def _spacy_tokenizer(lang: str) -> Any:
+def spacy_tokenizer(lang: str) -> Any:
+    """spaCy's rule-based tokenizer for ``lang`` (made once)."""
     import spacy  # imported lazily: spaCy takes a second to import
 
     try:
@@ -98,22 +100,33 @@ def _spacy_tokenizer(lang: str) -> Any:
                         "for, or use data.tokenizer=sentencepiece") from exc
 
 
+def spacy_words(lang: str, texts: Iterable[str]) -> Iterator[list[str]]:
+    """The words spaCy finds in each of ``texts`` (whitespace tokens dropped)."""
+    for doc in spacy_tokenizer(lang).pipe(texts, batch_size=1000):
+        yield [t.text for t in doc if not t.is_space]
+
+
 @functools.lru_cache(maxsize=8)
-def _moses_detokenizer(lang: str) -> Any:
+def moses_detokenizer(lang: str) -> Any:
+    """sacremoses' detokenizer for ``lang`` (made once)."""
     from sacremoses import MosesDetokenizer  # imported lazily, like spaCy: training needs neither
 
     return MosesDetokenizer(lang=lang)
 
 
 class WordTokenizer(Tokenizer):
-    """spaCy's rule-based word tokenizer for ``lang`` (whitespace tokens dropped)."""
+    """spaCy's rule-based word tokenizer for ``lang`` (whitespace tokens dropped). In ``mt
+    translate``, spaCy and sacremoses may run in a process of their own (``word_worker.py``)."""
 
     def __init__(self, lang: str, lowercase: bool = False) -> None:
         self.lang, self.lowercase = lang, lowercase
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
-        for doc in _spacy_tokenizer(self.lang).pipe(normalized(texts), batch_size=1000):
-            tokens = [t.text for t in doc if not t.is_space]
+        texts, worker = normalized(texts), word_worker.current()
+        if worker is not None:
+            texts = list(texts)
+            words = worker.ask({"op": "words", "lang": self.lang, "texts": texts})
+        for tokens in spacy_words(self.lang, texts) if worker is None or words is None else words:
             yield [t.lower() for t in tokens] if self.lowercase else tokens
 
     def detokenize(self, tokens: Sequence[str]) -> str:
@@ -121,7 +134,12 @@ class WordTokenizer(Tokenizer):
         written without spaces are joined without them."""
         if self.lang in UNSPACED:
             return "".join(tokens)
-        return _moses_detokenizer(self.lang).detokenize(list(tokens))
+        worker = word_worker.current()
+        if worker is not None:
+            text = worker.ask({"op": "text", "lang": self.lang, "tokens": list(tokens)})
+            if isinstance(text, str):
+                return text
+        return moses_detokenizer(self.lang).detokenize(list(tokens))
 
     @property
     def key(self) -> str:
