@@ -45,7 +45,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: lint
 	$(PYTEST)
 
-# the edit-test loop (about a minute): every test but the system tier (tests/conftest.py)
+# the edit-test loop (about two minutes): every test but the system tier (tests/conftest.py)
 test-fast: lint
 	$(PYTEST) -m "not system"
 

@@ -5,11 +5,12 @@ the suite needs no download; the few tests that read Multi30k itself (its downlo
 the benchmarks, README's back-translation recipe) are marked ``needs_data`` and skipped where it
 is missing.
 
-The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about a
-minute, for the edit-test loop) leaves out those marked ``system``: the modules that start real
+The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about two
+minutes, for the edit-test loop) leaves out those marked ``system``: the modules that start real
 processes and servers, kill them, time them or run the benchmarks (test_reliability: SIGKILL and
 resume; test_distributed: torchrun; test_serve_process: a server and Chromium;
-test_serve_robustness: slow clients and grace periods; test_bench: every benchmark's smoke run).
+test_serve_robustness: slow clients and grace periods; test_bench: every benchmark's smoke run;
+test_compiled: `--compile`'s graphs, compiled in processes of their own).
 
 Both share the modules out to one process a core (pytest-xdist, ``--dist loadfile``: a module's
 fixtures stay in one process); the session's fixtures are made once for all of them

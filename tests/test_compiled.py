@@ -35,6 +35,7 @@ from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.precision import for_decoding
 from transformer_mt.translate import Translator
 
+pytestmark = pytest.mark.system  # tiers: tests/conftest.py (it compiles for ~1.5 minutes)
 BEAM = 3
 
 
