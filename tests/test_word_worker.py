@@ -50,13 +50,19 @@ def test_the_worker_gives_the_tokens_and_text_of_the_tokenizer(worker, monkeypat
     assert expected[0][:2] == (["ein", "mann"] if lowercase else ["Ein", "Mann"])
 
 
-def test_where_the_worker_fails_or_is_gone_the_tokenizer_does_the_work(worker):
+def test_where_the_worker_fails_or_is_gone_the_tokenizer_does_the_work(worker, monkeypatch):
     """A language spaCy lacks: the worker answers with an error and the tokenizer's own
-    one-line error is what the user sees; a worker that died is not asked again."""
+    one-line error is what the user sees; an answer that is not one a text is not used; a
+    worker that died is not asked again."""
     with pytest.raises(DataError, match="spaCy cannot tokenize 'qq'"):
         list(WordTokenizer("qq").tokenize(["Hallo"]))
+    with monkeypatch.context() as patch:
+        patch.setattr(worker, "ask", lambda request: [["nur", "eins"]])  # not one a text
+        assert list(WordTokenizer("de").tokenize(["Hallo Welt!", "Hund."])) == [
+            ["Hallo", "Welt", "!"], ["Hund", "."]]
     worker.process.kill()
     worker.process.wait()
+    assert word_worker.current() is worker
     assert worker.ask({"op": "words", "lang": "de", "texts": ["Hallo Welt"]}) is None
     assert list(WordTokenizer("de").tokenize(["Hallo Welt!"])) == [["Hallo", "Welt", "!"]]
 

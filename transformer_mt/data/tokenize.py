@@ -123,10 +123,13 @@ class WordTokenizer(Tokenizer):
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
         texts, worker = normalized(texts), word_worker.current()
+        words: Iterable[list[str]] | None = None
         if worker is not None:
             texts = list(texts)
             words = worker.ask({"op": "words", "lang": self.lang, "texts": texts})
-        for tokens in spacy_words(self.lang, texts) if worker is None or words is None else words:
+            if not isinstance(words, list) or len(words) != len(texts):
+                words = None  # no answer (or not one a text): the work is done here
+        for tokens in spacy_words(self.lang, texts) if words is None else words:
             yield [t.lower() for t in tokens] if self.lowercase else tokens
 
     def detokenize(self, tokens: Sequence[str]) -> str:

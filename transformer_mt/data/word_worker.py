@@ -65,9 +65,12 @@ class WordWorker:
     def __init__(self, langs: Sequence[str]) -> None:
         code = ("import sys; sys.modules['torch'] = None; "
                 "from transformer_mt.data.word_worker import serve; serve(sys.argv[1:])")
+        # a session of its own: a Ctrl-C at the terminal is mt's to handle (the worker ends
+        # when its input closes, as mt exits, however it exits)
         self.process = subprocess.Popen(
             [sys.executable, "-c", code, *langs], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
+            start_new_session=True)
         self.lock = threading.Lock()
 
     def ask(self, request: dict[str, Any]) -> Any | None:
@@ -88,8 +91,8 @@ class WordWorker:
                 log.debug("the word worker did not answer (%s)", exc)
                 self.process.kill()
                 return None
-        if "error" in answer or "result" not in answer:
-            log.debug("the word worker could not answer: %s", answer.get("error", "no answer"))
+        if not isinstance(answer, dict) or "result" not in answer:
+            log.debug("the word worker could not answer: %s", answer)
             return None
         return answer["result"]
 
