@@ -13,10 +13,11 @@ call: the same batches, length limits and threads, translations only, best of 3 
 ``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
 ``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints) and
 ``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
-speedup). On the CPU the lone sentences are also decoded with ``--compile``'s compiled steps
-(``decode/compiled.py``; ``*_batch1_compiled`` rows, ``compile_s`` the first warm-up (it
-compiles, into a cache of its own), ``load_compiled_s`` a later one (it loads them), and
-``sentences_differing_compiled``: none may differ in fp32); ``--no-compile`` skips them.
+speedup). On the CPU the sentences are also decoded with ``--compile``'s compiled steps
+(``decode/compiled.py``; ``*_compiled`` rows, lone sentences and batches of 32; ``compile_s``
+the first warm-up (it compiles the graphs, into a cache of its own), ``load_compiled_s`` a
+later one (it loads them), and ``sentences_differing_compiled``: none may differ in fp32);
+``--no-compile`` skips them.
 Without a checkpoint (and no runs/quickstart/best.pt) it uses a seeded untrained model of the
 same sizes, whose outputs run to the length limit: slower, and not what a user sees.
 """
@@ -93,7 +94,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> di
                     theirs: list[float] = []
                     mine: dict[str, list[float]] = {suffix: [] for _, suffix in ways}
                     for _ in range(ROUNDS):  # in turns: ours (eager, compiled), the engine
-                        for use_compiled, suffix in ways if batch == 1 else ways[:1]:
+                        for use_compiled, suffix in ways:
                             mine[suffix].append(ours(beam, batch, use_compiled))
                         theirs.append(pool.apply(_engine_time, (src_tok, limits, beam, batch,
                                                                 lone)))
@@ -235,7 +236,7 @@ def main() -> None:
     if compiled:
         engine["compile_s"], engine["load_compiled_s"] = compiled["seconds"], compiled["load_s"]
         engine["sentences_differing_compiled"] = _differing_compiled(
-            model, compiled["model"], src_ids[:LONE], cfg.decode, device, exact)
+            model, compiled["model"], src_ids, cfg.decode, device, exact)
     if args.checkpoint is not None and args.checkpoint.exists() and args.first_call_rounds:
         engine["first_call"] = first_call(args.checkpoint, src_text[0], device,
                                           args.first_call_rounds)
@@ -264,22 +265,30 @@ def compiled_decoding(args, translator, model, device) -> dict:
     precision = resolve_precision(args.precision, device)
     plain = translator.model if precision == "fp32" else model
     with tempfile.TemporaryDirectory() as cache, mock.patch.dict(os.environ, MT_CACHE_DIR=cache):
-        seconds = CompiledDecoding(model, plain).warm_up(precision, 5)  # compiles
+        # compiles the graphs of lone sentences and of batches
+        seconds = CompiledDecoding(model, plain).warm_up(precision, 5, batches=True)
         compiled = CompiledDecoding(model, plain)
-        load = compiled.warm_up(precision, 5)  # as every later start: loads what it compiled
+        # as every later start: loads what it compiled
+        load = compiled.warm_up(precision, 5, batches=True)
     return {"model": compiled, "seconds": round(seconds, 1), "load_s": round(load, 2)}
 
 
-def _differing_compiled(model, compiled, src_ids, cfg, device, exact: bool) -> int:
-    """Lone sentences the compiled steps translate otherwise than the model (greedy and beam
-    5); none may differ where decoding is ``exact``."""
-    cfg.batch_size = 1
+def _differing_compiled(model, compiled, src_ids, cfg, device, exact: bool,
+                        lone: int = LONE) -> int:
+    """Sentences the compiled steps translate otherwise than the model (greedy and beam 5),
+    the first ``lone`` one at a time, and all in batches of 32; none may differ where
+    decoding is ``exact``."""
     differing = 0
     for beam in (1, 5):
-        for ids in src_ids:
+        cfg.batch_size = 1
+        for ids in src_ids[:lone]:
             a, b = (decode_corpus(m, [ids], cfg, device, beam, scores=False)[0][0].tokens
                     for m in (model, compiled))
             differing += a != b
+        cfg.batch_size = 32
+        a, b = ([h[0].tokens for h in decode_corpus(m, src_ids, cfg, device, beam,
+                                                     scores=False)] for m in (model, compiled))
+        differing += sum(x != y for x, y in zip(a, b, strict=True))
     assert not (exact and differing), f"{differing} sentences differ when compiled"
     return differing
 

@@ -1,8 +1,8 @@
-"""``--compile`` (``decode/compiled.py``): a lone sentence's decoding steps compiled ahead of
-time (torch.export and AOTInductor) translate as the model does, for every shape a lone
-sentence takes (any source length and position, any beam up to ``max_rows``); they are
-compiled once and read from the cache after that, never for another model, precision or
-source; and everything else (batches, wider beams) runs the model as ever.
+"""``--compile`` (``decode/compiled.py``): decoding steps compiled ahead of time (torch.export
+and AOTInductor) translate as the model does, for every shape a lone sentence takes (any source
+length and position, any beam up to ``max_rows``) and every shape of a batch (any number of
+sentences, padded, any beam); they are compiled once and read from the cache after that, never
+for another model, precision or source; and what was not compiled runs the model as ever.
 
 One warm-up for the module, of a toy model of one layer each side (compiling takes ~20 s a
 graph even for it: most of it is the C++ compiler's).
@@ -27,7 +27,8 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.compiled import CompiledDecoding, LoopAttention, model_key
+from transformer_mt.decode.compiled import CompiledDecoding, model_key
+from transformer_mt.decode.graphs import LoopAttention
 from transformer_mt.decode.incremental import decoder_step, encode_source
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.errors import MTError
@@ -51,7 +52,7 @@ def compiled(toy, fresh_translate):
     ``fresh_translate`` compiles beside it)."""
     decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     start = time.perf_counter()
-    decoding.warm_up("fp32", BEAM)
+    decoding.warm_up("fp32", BEAM, batches=True)
     return decoding, time.perf_counter() - start
 
 
@@ -153,10 +154,44 @@ def test_the_decode_benchmark_counts_what_compiling_changed(toy, compiled):
                                torch.device("cpu"), exact=True) == 0
 
 
-def test_batches_and_wider_beams_decode_as_ever(toy, compiled, monkeypatch):
-    """Several sentences at once, and a beam wider than ``max_rows``, run the model's decoding
-    copy as it is: the same results, no compiled step called."""
+def test_batches_run_compiled_as_the_model_does(toy, compiled, monkeypatch):
+    """Several sentences at once (padded to the longest; sentences leave the batch as they
+    end), greedy and beam search, and a lone sentence's beam wider than ``max_rows``: every
+    step runs the batch graph and they translate as the decoding copy does; buffers of 2
+    positions at first, so that they grow."""
     decoding, _ = compiled
+    monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)
+    eager = for_decoding(toy, "fp32")
+    uncompiled = []
+    monkeypatch.setattr("transformer_mt.decode.compiled.decoder_step",
+                        lambda *args: uncompiled.append(args) or decoder_step(*args))
+    src = toy_sources(6, seed=3)
+    assert (src == PAD_ID).any()  # some sentences are padded
+    mask = source_mask(src)
+    for beam in (1, BEAM):
+        ours = beam_search(decoding, src, mask, beam, nbest=beam, use_cache=True)
+        assert not uncompiled
+        theirs = beam_search(eager, src, mask, beam, nbest=beam, use_cache=True)
+        assert [[h.tokens for h in hyps] for hyps in ours] == [
+            [h.tokens for h in hyps] for hyps in theirs]
+        for mine, other in zip(ours, theirs, strict=True):
+            assert [h.score for h in mine] == pytest.approx([h.score for h in other], abs=1e-4)
+        a, b = (greedy(model, src, mask, use_cache=True) for model in (decoding, eager))
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+    monkeypatch.setattr(decoding, "max_rows", BEAM - 1)
+    lone = lone_sources(1)[0]
+    assert [h.tokens for h in search(decoding, lone, BEAM)] == [
+        h.tokens for h in search(eager, lone, BEAM)]
+    assert not uncompiled
+
+
+def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
+    """A warm-up for lone sentences only (read from the cache): batches run the model's
+    decoding copy as it is, the same results, no compiled step called."""
+    monkeypatch.setattr(CompiledDecoding, "_build", lambda *args: 1 / 0)
+    decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
+    decoding.warm_up("fp32", BEAM)
+    assert decoding.beams and not decoding.batches
     eager = for_decoding(toy, "fp32")
     calls = []
     monkeypatch.setattr(decoding, "_run", lambda *args: calls.append(args) or 1 / 0)
@@ -166,13 +201,9 @@ def test_batches_and_wider_beams_decode_as_ever(toy, compiled, monkeypatch):
         a = beam_search(decoding, src, mask, beam, use_cache=True)
         b = beam_search(eager, src, mask, beam, use_cache=True)
         assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
-    monkeypatch.setattr(decoding, "max_rows", BEAM - 1)
-    lone = lone_sources(1)[0]
-    a = search(decoding, lone, BEAM)
-    assert [h.tokens for h in a] == [h.tokens for h in search(eager, lone, BEAM)]
     assert not calls
     with pytest.raises(ZeroDivisionError):  # while a lone sentence's steps do run compiled
-        search(decoding, lone, 1)
+        search(decoding, lone_sources(1)[0], 1)
 
 
 TEXT = "zwei männer spielen ."
@@ -217,19 +248,22 @@ def test_mt_translate_compile_translates_as_without(fp32_checkpoint, fresh_trans
 
 def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
     """``mt serve --compile``'s app: the decoder thread compiles while warming up, before the
-    first request, and a lone request is answered as without it."""
+    first request, a lone sentence's graphs and a batch's, and requests of one sentence and
+    of several are answered as without it."""
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.service import ServeOptions
 
-    text = TEXT
-    expected = Translator.load(fp32_checkpoint, "cpu").translate([text])
+    texts = [TEXT, "ein hund läuft .", "eine frau mit einem roten hut singt ."]
+    plain = Translator.load(fp32_checkpoint, "cpu")
     translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
     with local_client(create_app(translator, ServeOptions())) as client:
         decoding = translator.engine._copies["fp32"]  # made by the warm-up
-        assert isinstance(decoding, CompiledDecoding) and decoding.warm
-        answer = client.post("/v1/translate", json={"text": [text]})
-        assert answer.status_code == 200, answer.text
-        assert [t["text"] for t in answer.json()["translations"]] == expected
+        assert isinstance(decoding, CompiledDecoding)
+        assert decoding.batches and decoding._one is not None
+        for asked in (texts[:1], texts):
+            answer = client.post("/v1/translate", json={"text": asked})
+            assert answer.status_code == 200, answer.text
+            assert [t["text"] for t in answer.json()["translations"]] == plain.translate(asked)
 
 
 def test_compile_refusals_are_one_line(trained_run):

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from tests.toy import make_model, toy_sources, train_toy_model
 from transformer_mt.data.batch import Batch, source_mask
 from transformer_mt.data.vocab import BOS_ID, PAD_ID
+from transformer_mt.decode import incremental
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.model.attention import MultiHeadAttention, plain_attention
@@ -177,6 +178,53 @@ def test_cache_does_not_change_translations(toy_model, beam):
     g1 = greedy(toy_model, src, source_mask(src), use_cache=True)
     g2 = greedy(toy_model, src, source_mask(src), use_cache=False)
     assert [h.tokens for h in g1] == [h.tokens for h in g2]
+
+
+def test_reused_buffers_change_no_translation(toy_model, monkeypatch):
+    """Key/value buffers a finished decoding gave back (``incremental.BUFFERS``) are taken by
+    the next one, garbage and all (here: NaN), and translate as fresh ones; growing gives
+    the outgrown buffer back; a buffer is kept once, at most ``KEEP`` of them, the largest."""
+    pool = incremental.BufferPool()
+    monkeypatch.setattr(incremental, "BUFFERS", pool)
+    monkeypatch.setattr(incremental, "MIN_CAPACITY", 2)  # so that buffers grow
+    src = toy_sources()
+    fresh = [beam_search(toy_model, src, source_mask(src), beam, use_cache=True)
+             for beam in (1, 4)]
+    assert pool.free  # given back: outgrown ones, and the finished decodings' own
+    with torch.inference_mode():  # (they were made there)
+        for kept in pool.free:
+            kept.fill_(torch.nan)
+    taken = []  # whether each buffer taken held garbage
+
+    def take(*args):
+        buffer = incremental.BufferPool.take(pool, *args)
+        taken.append(bool(torch.isnan(buffer).any()))
+        return buffer
+
+    monkeypatch.setattr(pool, "take", take)
+    again = [beam_search(toy_model, src, source_mask(src), beam, use_cache=True)
+             for beam in (1, 4)]
+    assert any(taken)  # decoding took what was kept
+    assert [[h[0].tokens for h in hyps] for hyps in again] == [
+        [h[0].tokens for h in hyps] for hyps in fresh]
+    assert [[h[0].score for h in hyps] for hyps in again] == [
+        [h[0].score for h in hyps] for hyps in fresh]
+    pool.free.clear()
+    buffers = [torch.empty(size) for size in (5, 1, 9, 3, 7, 2)]
+    for buffer in [*buffers, buffers[2][:4]]:  # the last: a view of one given already
+        pool.give(buffer)
+    assert [b.numel() for b in pool.free] == [3, 5, 7, 9]  # KEEP = 4, the largest
+    taken_one = pool.take((2, 3), torch.empty(0))  # the smallest large enough: the 7
+    assert taken_one.shape == (2, 3) and taken_one.data_ptr() == buffers[4].data_ptr()
+    assert [b.numel() for b in pool.free] == [3, 5, 9]
+    assert pool.take((2,), torch.empty(0, dtype=torch.long)).dtype == torch.long  # a new one
+    assert [b.numel() for b in pool.free] == [3, 5, 9]
+    with torch.inference_mode():  # kept from inference mode: not written outside it
+        pool.give(torch.empty(100))
+    assert not pool.take((50,), torch.empty(0)).is_inference()
+    with torch.inference_mode():
+        assert pool.take((50,), torch.empty(0)).is_inference()
+    assert [b.numel() for b in pool.free] == [3, 5, 9]
 
 
 def test_beams_share_the_encoder_keys_and_values(toy_model, monkeypatch):

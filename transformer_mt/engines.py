@@ -108,15 +108,16 @@ class TorchEngine:
         self._copies: dict[str, Decodable] | None = {} if keep_copies else None
         if compile:
             check_compilable(device, len(self.members))
-        self.compile = compile  # decode/compiled.py: lone sentences' steps compiled
+        self.compile = compile  # decode/compiled.py: decoding steps compiled
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True,
                forcing: Forcing | None = None) -> list[list[Hypothesis]]:
         if self.device.type == "cuda":
             cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
-        return decode_corpus(self._decoding_model(cfg), ids, cfg, self.device, cfg.beam_size,
-                             nbest, progress=progress, scores=scores, forcing=forcing)
+        return decode_corpus(self._decoding_model(cfg, len(ids)), ids, cfg, self.device,
+                             cfg.beam_size, nbest, progress=progress, scores=scores,
+                             forcing=forcing)
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:
@@ -130,9 +131,10 @@ class TorchEngine:
             return alternatives(model, src, source_mask(src), forcing, k, cfg,
                                 generator=generator)
 
-    def _decoding_model(self, cfg: DecodeConfig) -> Decodable:
+    def _decoding_model(self, cfg: DecodeConfig, sentences: int = 1) -> Decodable:
         """The model laid out for decoding at ``cfg``'s precision (made once, then kept); with
-        ``compile``, its steps for lone sentences compiled (at the first call)."""
+        ``compile``, its steps compiled: a lone sentence's graphs at a first call of one
+        sentence, a batch's at the first call of several (a lone sentence runs it too)."""
         if self._copies is None:
             return self.model
         precision = resolve_precision(cfg.precision, self.device)
@@ -142,11 +144,15 @@ class TorchEngine:
                 assert isinstance(copy, Transformer)
                 # fp32: the model's own nn.Linear layers (the copy's are packed for oneDNN)
                 compiled = CompiledDecoding(copy, self.model if precision == "fp32" else copy)
-                compiled.warm_up(precision, cfg.beam_size)
+                compiled.warm_up(precision, cfg.beam_size, lone=sentences == 1,
+                                 batches=sentences > 1)
                 self._copies[precision] = compiled
             else:
                 self._copies[precision] = copy
-        return self._copies[precision]
+        model = self._copies[precision]
+        if isinstance(model, CompiledDecoding) and sentences > 1 and not model.batches:
+            model.warm_up(precision, lone=False, batches=True)
+        return model
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
               cfg: DecodeConfig) -> list[list[float]]:

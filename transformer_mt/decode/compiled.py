@@ -1,4 +1,4 @@
-"""A lone sentence's decoding steps compiled (``--compile``, ``Translator.load(compile=True)``).
+"""Decoding steps compiled (``--compile``, ``Translator.load(compile=True)``).
 
 A lone sentence decodes one row a step (greedy) or K (beam search). Each step multiplies those
 rows by every weight matrix of the decoder and runs ~80 small operations around them; at so few
@@ -10,18 +10,23 @@ benchmarks.md, "Decoding speed"). Here the incremental decoder's step,
 function a step, with the weights frozen into it and multiplied by kernels generated for these
 shapes (inductor's CPU GEMM template, 4-12 us for the products that took 20-60), the small
 operations fused into loops around them, attention written as the loops it is
-(:class:`LoopAttention`), and nothing in Python between them (torch.compile's guards and
-wrapper took ~150-250 us a step). The same translations (``tests/test_compiled.py``).
+(:class:`~transformer_mt.decode.graphs.LoopAttention`), and nothing in Python between them
+(torch.compile's guards and wrapper took ~150-250 us a step). A batch's step is one too, with
+oneDNN's packed products (a 32-row step ~1.7x faster than the eager one: the ~80 operations
+fused into a few loops, no Python between them). The same translations
+(``tests/test_compiled.py``).
 
-Three graphs, each for any source length and position: the encoder of a lone sentence, a step
-of one hypothesis (greedy, and every beam's first step) and, where the checkpoint's beam is
-wider than 1, a step of 2 to ``MAX_ROWS`` (any such beam). The first start for a model compiles
-them side by side, each in a process of its own (~20-30 s of a core each on a 2-core CPU: ~55 s
-for the three); the packages are kept in the cache (``cache_dir()/compiled``, checked whenever
-read), under a key of everything they depend on (the weights, the precision, this package's
-source, torch, the CPU's flags, the threads), and later starts load them in ~0.1-0.2 s.
-Anything else (batches of several sentences, where oneDNN's packed kernels are faster; a wider
-beam) runs the decoding copy as ever.
+The graphs (``decode/graphs.py``), each for any source length and position: for lone sentences
+the encoder, a step of one hypothesis (greedy, and every beam's first step) and, where the beam
+is wider than 1, a step of 2 to ``MAX_ROWS`` (any such beam); for batches, a step of any number
+of sentences with any number of hypotheses each (their encoder runs as ever: once a batch).
+:meth:`CompiledDecoding.warm_up` compiles the ones asked for side by side the first time, each
+in a process of its own (~20-30 s of a core each on a 2-core CPU: ~55 s for three); the packages
+are kept in the cache (``cache_dir()/compiled``, checked whenever read), under a key of
+everything they depend on (the weights, the precision, this package's source, torch, the CPU's
+flags, the threads), and later starts load them in ~0.1-0.2 s. Anything not compiled (batches
+before the batch graph is asked for, positions past the model's table) runs the decoding copy
+as ever.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import os
 import platform
 import subprocess
@@ -48,102 +52,42 @@ from torch import Tensor, nn
 import transformer_mt
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.cache import cache_entry
-from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
+from transformer_mt.decode.graphs import BatchGraph, EncoderGraph, StepGraph, loop_attention_copy
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.errors import MTError
-from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import autocast, for_decoding, laid_out, shared_copy
+from transformer_mt.precision import autocast, for_decoding, laid_out
 
 log = logging.getLogger(__name__)
 
-MAX_ROWS = 8  # a wider beam's steps run as ever: at 32 rows oneDNN's packed kernels are faster
-PACKAGE_FORMAT = 1  # part of the cache key: a package made otherwise is never read as this one
+MAX_ROWS = 8  # a lone sentence's wider beam runs the batch graph: oneDNN's kernels are faster
+MAX_GROUP = 64  # the widest beam the batch graph takes
+MAX_SENTENCES = 4096  # the most sentences a batch graph's step takes
+PACKAGE_FORMAT = 2  # part of the cache key: a package made otherwise is never read as this one
 
-# inductor's settings for the step: weights frozen into the compiled code (packed once), and
-# the matrix products generated for their shapes (the CPP template) instead of BLAS calls;
-# no pointwise operations fused into a product's template (in bf16 inductor 2.13 asserts there)
+# inductor's settings: weights frozen into the compiled code (packed once); a lone sentence's
+# few rows multiplied by products generated for their shapes (the CPP template) instead of
+# BLAS calls, a batch's many rows by oneDNN's packed kernels (ATen's: 1.7x faster than the
+# template at 32 rows); no pointwise operations fused into a product's template (in bf16
+# inductor 2.13 asserts there)
 INDUCTOR_OPTIONS: dict[str, Any] = {
     "freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP",
     "epilogue_fusion": False}
-
-
-class LoopAttention(MultiHeadAttention):
-    """:class:`MultiHeadAttention` whose ``softmax(QK^T/sqrt(d))V`` is written as products and
-    sums, computed in fp32, which inductor fuses into a loop or two around a step's few rows.
-
-    A step's attention is tiny (a row of queries against a few dozen keys); SDPA's kernel took
-    ~15 us a call there, six calls a step, and inductor turns a written-out matmul-softmax-
-    matmul back into that kernel. Equal to SDPA up to rounding (``tests/test_compiled.py``).
-    """
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
-               need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """q (B, H, Tq, Dh), k and v (B, H, Tk, Dh) -> (B, H, Tq, Dh)."""
-        if need_weights or is_causal:
-            return super().attend(q, k, v, mask, is_causal, need_weights)
-        dtype, q, k, v = q.dtype, q.float(), k.float(), v.float()
-        scores = (q[..., :, None, :] * k[..., None, :, :]).sum(-1) / math.sqrt(q.size(-1))
-        if mask is not None:  # (B, H, Tq, Tk) above; the mask broadcasts to it
-            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-        weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)
-        return (weights[..., None] * v[..., None, :, :]).sum(-2).to(dtype), None
-
-
-def loop_attention_copy(model: Transformer) -> Transformer:
-    """A copy of ``model`` (its tensors shared) whose attention is :class:`LoopAttention`."""
-    twin = shared_copy(model)
-    for module in twin.modules():
-        if isinstance(module, MultiHeadAttention):
-            module.__class__ = LoopAttention
-    return twin
-
-
-class StepGraph(nn.Module):
-    """What is exported: :func:`decoder_step` for the hypotheses ``last`` (N,) of a lone
-    sentence, with ``filled`` (N, T, L, 2, H, Dh) the key/value buffer's positions so far and
-    this one (read only) and ``cross_kv`` (1, L, 2, H, S, Dh) the encoder's; returns the logits
-    (N, V) and this position's keys and values (N, L, 2, H, Dh), for the caller to write (a
-    graph writing into its input copies the whole buffer)."""
-
-    def __init__(self, model: Transformer, precision: str) -> None:
-        super().__init__()
-        self.model, self.precision = model, precision
-
-    def forward(self, last: Tensor, filled: Tensor, cross_kv: Tensor) -> tuple[Tensor, Tensor]:
-        fresh: list[Tensor] = []
-        with autocast(last.device, self.precision):
-            logits = decoder_step(self.model, last, filled.size(1) - 1, filled, cross_kv, None,
-                                  last.size(0), fresh=fresh)
-        return logits, torch.stack(fresh, dim=1)
-
-
-class EncoderGraph(nn.Module):
-    """What is exported for a lone sentence's source: :func:`incremental.encode_source` of
-    ``src`` (1, S) (no padding, so no mask): the encoder output (1, S, D) and the keys and
-    values of every decoder layer (1, L, 2, H, S, Dh)."""
-
-    def __init__(self, model: Transformer, precision: str) -> None:
-        super().__init__()
-        self.model, self.precision = model, precision
-
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        with autocast(src.device, self.precision):
-            return incremental.encode_source(self.model, src, None)
-
+GEMMS = {"batch": "ATEN"}  # the graphs whose products are not the template's
 
 # a compiled graph's inputs -> outputs (AOTInductor's runner)
 Runner = Callable[[list[Tensor]], list[Tensor]]
 
 
 class CompiledDecoding(nn.Module):
-    """A model for decoding whose lone sentences' steps run compiled.
+    """A model for decoding whose steps run compiled.
 
     It offers what search needs of a model (``cfg``, ``tgt_vocab_size``) and brings its own
     decoding state: the incremental decoder's, over ``model`` (the decoding copy,
-    ``precision.for_decoding``), whose steps of a lone sentence run :class:`StepGraph`
-    compiled over ``plain``: the same weights in ``nn.Linear`` layers, which inductor can read
+    ``precision.for_decoding``), whose steps run the graphs :meth:`warm_up` loaded, compiled
+    over ``plain``: the same weights in ``nn.Linear`` layers, which inductor can read
     (``model``'s oneDNN-packed ones it cannot). Each compiled graph keeps its own packed copy
     of the decoder's weights.
     """
@@ -155,32 +99,38 @@ class CompiledDecoding(nn.Module):
         self.tgt_vocab_size = model.tgt_vocab_size
         # not a submodule: its layers are not laid out for decoding
         self._plain = (loop_attention_copy(plain),)
-        # the graphs of the encoder, of a step of one hypothesis (greedy, a beam's first
-        # step) and of one of 2 to max_rows
+        # the graphs of a lone sentence's encoder, of its step of one hypothesis (greedy, a
+        # beam's first step) and of one of 2 to max_rows; of a batch's step
         self._encode: Runner | None = None
         self._one: Runner | None = None
         self._many: Runner | None = None
+        self._batch: Runner | None = None
         self.max_rows = MAX_ROWS
         self.max_positions = model.decoder.pos.table.size(0)
         self.max_source = model.encoder.pos.table.size(0)
-        self.warm = False  # whether warm_up loaded the graphs
         self.eval()
 
     @property
     def beams(self) -> bool:
-        """Whether beams run compiled too (warm_up says)."""
+        """Whether a lone sentence's beams run compiled too (warm_up says)."""
         return self._many is not None
 
+    @property
+    def batches(self) -> bool:
+        """Whether batches' steps run compiled (warm_up says)."""
+        return self._batch is not None
+
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
-        """The incremental decoder's state over the decoding copy; a lone sentence's (``src``
-        of one row, a beam of at most ``max_rows``) steps then run compiled."""
-        lone = self.warm and src.size(0) == 1 and (
-            group == 1 or (self.beams and group <= self.max_rows))
-        if not lone or self._encode is None or src.size(1) > self.max_source:
-            return incremental.start_decoding(self.model, src, src_mask, group,
-                                              step=self.step if lone else None)
-        memory, cross_kv = self._run(self._encode, [src.contiguous()])
-        return DecoderState(self.model, memory, src_mask, cross_kv, group, step=self.step)
+        """The incremental decoder's state over the decoding copy, whose steps run compiled: a
+        lone sentence's (``src`` of one row, a beam of at most ``max_rows``) in its graphs,
+        others in the batch graph, where loaded."""
+        encode = self._encode
+        if (encode is not None and src.size(0) == 1 and src.size(1) <= self.max_source
+                and (group == 1 or (self.beams and group <= self.max_rows))):  # a lone one
+            memory, cross_kv = self._run(encode, [src.contiguous()])
+            return DecoderState(self.model, memory, src_mask, cross_kv, group, step=self.step)
+        step = self.batch_step if self.batches and group <= MAX_GROUP else None
+        return incremental.start_decoding(self.model, src, src_mask, group, step=step)
 
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
@@ -198,18 +148,39 @@ class CompiledDecoding(nn.Module):
         kv.select(1, position).copy_(fresh)  # (N, L, 2, H, Dh)
         return logits
 
+    def batch_step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
+                   cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
+        """:func:`decoder_step` of a batch, compiled (:class:`BatchGraph`): ``last`` (B*G,),
+        ``kv`` (B*G, capacity, L, 2, H, Dh) a whole buffer (contiguous), this position's keys
+        and values written into it here."""
+        if self._batch is None or src_mask is None or position >= self.max_positions:
+            return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
+        sentences = cross_kv.size(0)
+        logits, fresh = self._run(self._batch, [
+            last.contiguous().view(sentences, group),  # (last: a column of the prefixes)
+            kv.view(sentences, group, *kv.shape[1:]), last.new_empty(position + 1),
+            cross_kv.contiguous(), src_mask.contiguous()])
+        kv.select(1, position).copy_(fresh)  # (B*G, L, 2, H, Dh)
+        return logits
+
     def _run(self, runner: Runner, inputs: list[Tensor]) -> list[Tensor]:
         return runner(inputs)
 
-    def warm_up(self, precision: str, beam_size: int = 1) -> float:
-        """Load the graphs a lone sentence runs at ``precision`` (a resolved one): the
-        encoder's, a step's of one hypothesis and, for a ``beam_size`` above 1, of 2 to
-        ``max_rows``; the first time, compile them, side by side. Returns the seconds it took;
-        a one-line :class:`MTError` if it cannot compile (no C++ compiler, say)."""
+    def warm_up(self, precision: str, beam_size: int = 1, lone: bool = True,
+                batches: bool = False) -> float:
+        """Load the graphs that decoding at ``precision`` (a resolved one) runs: with ``lone``,
+        a lone sentence's (the encoder's, a step's of one hypothesis and, for a ``beam_size``
+        above 1, of 2 to ``max_rows``); with ``batches``, a batch's step. The first time,
+        compile them, side by side; graphs loaded before stay. Returns the seconds it took; a
+        one-line :class:`MTError` if it cannot compile (no C++ compiler, say)."""
         start = time.perf_counter()
-        key = model_key(self._plain[0], precision)
         # the longest to compile first
-        names = ("many", "one", "encode") if beam_size > 1 else ("one", "encode")
+        wanted = (("batch",) if batches else ()) + (
+            (("many",) if beam_size > 1 else ()) + ("one", "encode") if lone else ())
+        names = [name for name in wanted if getattr(self, f"_{name}") is None]
+        if not names:
+            return time.perf_counter() - start
+        key = model_key(self._plain[0], precision)
         # a graph not in the cache compiles in a process of its own (export and inductor are
         # Python, then the C++ compiler: one core each), as many at once as there are cores
         slots = threading.BoundedSemaphore(os.cpu_count() or 1)
@@ -225,7 +196,6 @@ class CompiledDecoding(nn.Module):
             loader = torch._C._aoti.AOTIModelPackageLoader(str(path / PACKAGE), "model",
                                                            False, 1, -1)
             setattr(self, f"_{name}", loader.run)
-        self.warm = True
         laid_out(self, precision)  # for_decoding's copy as it is (its check: ~0.4 ms a call)
         seconds = time.perf_counter() - start
         log.info("loaded the compiled decoding steps in %.1f s", seconds)
@@ -270,8 +240,8 @@ class CompiledDecoding(nn.Module):
                 module, example, shapes = self._graph(name, precision)
                 graph = torch.export.export(module, example, dynamic_shapes=shapes)
                 torch._inductor.aoti_compile_and_package(
-                    graph, package_path=str(directory / PACKAGE),
-                    inductor_configs=INDUCTOR_OPTIONS)
+                    graph, package_path=str(directory / PACKAGE), inductor_configs=dict(
+                        INDUCTOR_OPTIONS, max_autotune_gemm_backends=GEMMS.get(name, "CPP")))
         except Exception as e:  # inductor's errors are many, and many lines long
             raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
@@ -281,18 +251,21 @@ class CompiledDecoding(nn.Module):
                precision: str) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
         """The module to export as graph ``name``, made-up inputs (a source of 3 tokens; the
         buffers as decoding makes them, at position 3) and the sizes that vary: the source
-        length, the position and (``many``) the hypotheses, from 2 to ``max_rows``."""
+        length, the position and (``many``) the hypotheses, from 2 to ``max_rows``; a batch's
+        sentences, hypotheses and buffer capacity too."""
         plain, device = self._plain[0], next(self.model.parameters()).device
         src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
         source = torch.export.Dim("source", min=1, max=self.max_source)
+        positions = torch.export.Dim("positions", min=1, max=self.max_positions)
         if name == "encode":
             return EncoderGraph(plain, precision), (src,), {"src": {1: source}}
+        if name == "batch":
+            return self._batch_graph(precision, source, positions)
         rows = 1 if name == "one" else 2
         with torch.inference_mode(), autocast(device, precision):
             state = incremental.start_decoding(self.model, src, source_mask(src), rows)
             filled = torch.zeros_like(state.reserve(rows)[:, :4])  # (rows, 4, L, 2, H, Dh)
         last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
-        positions = torch.export.Dim("positions", min=1, max=self.max_positions)
         hypotheses = torch.export.Dim("hypotheses", min=2, max=self.max_rows)
         shapes: dict[str, Any] = {"last": None, "filled": {1: positions},
                                   "cross_kv": {4: source}}
@@ -301,8 +274,32 @@ class CompiledDecoding(nn.Module):
         return (StepGraph(plain, precision), (last, filled, state.cross_kv.contiguous()),
                 shapes)
 
+    def _batch_graph(self, precision: str, source: Any,
+                     positions: Any) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
+        """:meth:`_graph` of ``batch``: 4 sentences (padded), 3 hypotheses each, a buffer of 8
+        positions."""
+        device = next(self.model.parameters()).device
+        src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID + 3, EOS_ID]] * 4, device=device)
+        src[1:, 2:] = PAD_ID
+        src[1:, 1] = EOS_ID  # (4, 4): one of 4 tokens, three of 2
+        sentences, group = src.size(0), 3
+        with torch.inference_mode(), autocast(device, precision):
+            state = incremental.start_decoding(self.model, src, source_mask(src), group)
+            kv = torch.zeros_like(state.reserve(sentences * group))  # (B*G, C, L, 2, H, Dh)
+        kv = kv.view(sentences, group, *kv.shape[1:])[:, :, :8].contiguous()
+        last = torch.full((sentences, group), BOS_ID, dtype=torch.long, device=device)
+        length = torch.empty(4, dtype=torch.long, device=device)
+        batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
+        hypotheses = torch.export.Dim("hypotheses", min=1, max=MAX_GROUP)
+        capacity = torch.export.Dim("capacity", min=2, max=2 * self.max_positions)
+        shapes = {"last": {0: batch, 1: hypotheses},
+                  "kv": {0: batch, 1: hypotheses, 2: capacity}, "length": {0: positions},
+                  "cross_kv": {0: batch, 4: source}, "src_mask": {0: batch, 3: source}}
+        return (BatchGraph(self._plain[0], precision),
+                (last, kv, length, state.cross_kv.contiguous(), source_mask(src)), shapes)
 
-GRAPHS = ("encode", "one", "many")
+
+GRAPHS = ("encode", "one", "many", "batch")
 PACKAGE = "step.pt2"
 
 

@@ -1,0 +1,114 @@
+"""The graphs ``--compile`` exports and compiles (``decode/compiled.py``): modules whose
+``forward`` is a piece of incremental decoding (``decode/incremental.py``) as it is, with
+inputs of fixed layout and sizes that vary within stated ranges, so that ``torch.export``
+can trace them once for every source length, position and number of hypotheses.
+
+- :class:`EncoderGraph`: a lone sentence's encoder and its keys and values for every layer;
+- :class:`StepGraph`: a step of a lone sentence's hypotheses (one, or a beam's few), whose
+  matrix products inductor generates for those few rows (its CPP template);
+- :class:`BatchGraph`: a step of a batch of sentences, each with a group of hypotheses (greedy:
+  one; beam search: the beam), its padding masked, whose products are oneDNN's packed ones
+  (faster from a few dozen rows on).
+
+Attention is :class:`LoopAttention` in all of them: written as the loops it is.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from transformer_mt.decode import incremental
+from transformer_mt.decode.incremental import decoder_step
+from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.transformer import Transformer
+from transformer_mt.precision import autocast, shared_copy
+
+
+class LoopAttention(MultiHeadAttention):
+    """:class:`MultiHeadAttention` whose ``softmax(QK^T/sqrt(d))V`` is written as products and
+    sums, computed in fp32, which inductor fuses into a loop or two around a step's few rows.
+
+    A step's attention is tiny (a row of queries against a few dozen keys); SDPA's kernel took
+    ~15 us a call there, six calls a step, and inductor turns a written-out matmul-softmax-
+    matmul back into that kernel. Equal to SDPA up to rounding (``tests/test_compiled.py``).
+    """
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """q (B, H, Tq, Dh), k and v (B, H, Tk, Dh) -> (B, H, Tq, Dh)."""
+        if need_weights or is_causal:
+            return super().attend(q, k, v, mask, is_causal, need_weights)
+        dtype, q, k, v = q.dtype, q.float(), k.float(), v.float()
+        scores = (q[..., :, None, :] * k[..., None, :, :]).sum(-1) / math.sqrt(q.size(-1))
+        if mask is not None:  # (B, H, Tq, Tk) above; the mask broadcasts to it
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)
+        return (weights[..., None] * v[..., None, :, :]).sum(-2).to(dtype), None
+
+
+def loop_attention_copy(model: Transformer) -> Transformer:
+    """A copy of ``model`` (its tensors shared) whose attention is :class:`LoopAttention`."""
+    twin = shared_copy(model)
+    for module in twin.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.__class__ = LoopAttention
+    return twin
+
+
+class StepGraph(nn.Module):
+    """What is exported: :func:`decoder_step` for the hypotheses ``last`` (N,) of a lone
+    sentence, with ``filled`` (N, T, L, 2, H, Dh) the key/value buffer's positions so far and
+    this one (read only) and ``cross_kv`` (1, L, 2, H, S, Dh) the encoder's; returns the logits
+    (N, V) and this position's keys and values (N, L, 2, H, Dh), for the caller to write (a
+    graph writing into its input copies the whole buffer)."""
+
+    def __init__(self, model: Transformer, precision: str) -> None:
+        super().__init__()
+        self.model, self.precision = model, precision
+
+    def forward(self, last: Tensor, filled: Tensor, cross_kv: Tensor) -> tuple[Tensor, Tensor]:
+        fresh: list[Tensor] = []
+        with autocast(last.device, self.precision):
+            logits = decoder_step(self.model, last, filled.size(1) - 1, filled, cross_kv, None,
+                                  last.size(0), fresh=fresh)
+        return logits, torch.stack(fresh, dim=1)
+
+
+class EncoderGraph(nn.Module):
+    """What is exported for a lone sentence's source: :func:`incremental.encode_source` of
+    ``src`` (1, S) (no padding, so no mask): the encoder output (1, S, D) and the keys and
+    values of every decoder layer (1, L, 2, H, S, Dh)."""
+
+    def __init__(self, model: Transformer, precision: str) -> None:
+        super().__init__()
+        self.model, self.precision = model, precision
+
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        with autocast(src.device, self.precision):
+            return incremental.encode_source(self.model, src, None)
+
+
+class BatchGraph(nn.Module):
+    """What is exported for batches: :func:`decoder_step` of ``last`` (B, G), the newest
+    tokens of B sentences' G hypotheses each, at the position ``length.size(0) - 1`` (only
+    ``length``'s size is read: a size the graph may vary, where a number would be fixed);
+    ``kv`` (B, G, capacity, L, 2, H, Dh) the whole key/value buffer (read only: a slice of
+    it would have to be copied to the layout the graph was exported for), ``cross_kv``
+    (B, L, 2, H, S, Dh) and ``src_mask`` (B, 1, 1, S). Returns the logits (B*G, V) and this
+    position's keys and values (B*G, L, 2, H, Dh), for the caller to write."""
+
+    def __init__(self, model: Transformer, precision: str) -> None:
+        super().__init__()
+        self.model, self.precision = model, precision
+
+    def forward(self, last: Tensor, kv: Tensor, length: Tensor, cross_kv: Tensor,
+                src_mask: Tensor) -> tuple[Tensor, Tensor]:
+        group = last.size(1)
+        fresh: list[Tensor] = []
+        with autocast(last.device, self.precision):
+            logits = decoder_step(self.model, last.reshape(-1), length.size(0) - 1,
+                                  kv.flatten(0, 1), cross_kv, src_mask, group, fresh=fresh)
+        return logits, torch.stack(fresh, dim=1)
