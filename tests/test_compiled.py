@@ -25,8 +25,9 @@ from tests.toy import make_model, toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import PAD_ID
+from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
+from transformer_mt.decode.beam_step import choose
 from transformer_mt.decode.compiled import CompiledDecoding, model_key
 from transformer_mt.decode.graphs import LoopAttention
 from transformer_mt.decode.incremental import decoder_step, encode_source
@@ -99,6 +100,8 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
                         lambda *args: uncompiled.append(args) or decoder_step(*args))
     monkeypatch.setattr(incremental, "encode_source",
                         lambda *args: uncompiled.append(args) or encode_source(*args))
+    monkeypatch.setattr("transformer_mt.decode.compiled.choose",
+                        lambda *args: uncompiled.append(args) or choose(*args))
     for src in lone_sources():
         for beam in (1, 2, BEAM):  # any beam: the warm-up compiled one of 2 hypotheses
             ours = search(decoding, src, beam)
@@ -109,6 +112,29 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
             for a, b in zip(ours, theirs, strict=True):
                 assert a.score == pytest.approx(b.score, abs=1e-4)
     print(f"warm-up: {seconds:.1f} s")
+
+
+@pytest.mark.parametrize(("sentences", "beam"), [(1, 5), (4, 3), (2, 1)])
+def test_the_compiled_choice_is_beam_searchs(toy, compiled, sentences, beam):
+    """Beam search's decisions at a step (``decode/beam_step.py``) compiled: equal to the
+    function's, where candidates end, where some are impossible (-inf: a sentence at its
+    length limit) and where sentences are done."""
+    decoding, _ = compiled
+    generator = torch.Generator().manual_seed(sentences * 10 + beam)
+    logprobs = torch.randn(sentences * beam, toy.tgt_vocab_size,
+                           generator=generator).log_softmax(dim=-1)
+    logprobs[0, EOS_ID] = 0.0  # the first sentence's best candidate ends
+    logprobs[-beam:, :] = -torch.inf  # the last one may only end
+    logprobs[-beam:, EOS_ID] = 0.0
+    scores = torch.randn(sentences, beam, generator=generator)
+    n_finished = torch.arange(sentences) % max(beam, 2)
+    limits = torch.full((sentences,), 7)
+    for step in (3, 7):
+        ours = decoding.choose(logprobs, scores, n_finished, limits, step)
+        theirs = choose(logprobs, scores, n_finished, limits, step)
+        assert ours._fields == theirs._fields
+        for name, a, b in zip(theirs._fields, ours, theirs, strict=True):
+            assert torch.equal(a, b), name
 
 
 def test_a_second_load_reads_the_cache(toy, compiled, monkeypatch):
@@ -165,6 +191,8 @@ def test_batches_run_compiled_as_the_model_does(toy, compiled, monkeypatch):
     uncompiled = []
     monkeypatch.setattr("transformer_mt.decode.compiled.decoder_step",
                         lambda *args: uncompiled.append(args) or decoder_step(*args))
+    monkeypatch.setattr("transformer_mt.decode.compiled.choose",
+                        lambda *args: uncompiled.append(args) or choose(*args))
     src = toy_sources(6, seed=3)
     assert (src == PAD_ID).any()  # some sentences are padded
     mask = source_mask(src)
@@ -186,24 +214,28 @@ def test_batches_run_compiled_as_the_model_does(toy, compiled, monkeypatch):
 
 
 def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
-    """A warm-up for lone sentences only (read from the cache): batches run the model's
-    decoding copy as it is, the same results, no compiled step called."""
+    """A warm-up for lone sentences only (read from the cache): batches' steps run the
+    model's decoding copy as it is (beam search's choices compiled, as a lone beam's), the
+    same results."""
     monkeypatch.setattr(CompiledDecoding, "_build", lambda *args: 1 / 0)
     decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     decoding.warm_up("fp32", BEAM)
     assert decoding.beams and not decoding.batches
     eager = for_decoding(toy, "fp32")
-    calls = []
-    monkeypatch.setattr(decoding, "_run", lambda *args: calls.append(args) or 1 / 0)
+    runs = []
+    run = decoding._run
+    monkeypatch.setattr(decoding, "_run", lambda runner, inputs: runs.append(runner) or run(
+        runner, inputs))
     src = toy_sources(4)
     mask = source_mask(src)
     for beam in (1, BEAM):
         a = beam_search(decoding, src, mask, beam, use_cache=True)
         b = beam_search(eager, src, mask, beam, use_cache=True)
         assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
-    assert not calls
-    with pytest.raises(ZeroDivisionError):  # while a lone sentence's steps do run compiled
-        search(decoding, lone_sources(1)[0], 1)
+    assert runs and set(runs) == {decoding._choose}
+    runs.clear()
+    search(decoding, lone_sources(1)[0], 1)  # while a lone sentence's steps do run compiled
+    assert decoding._one in runs
 
 
 TEXT = "zwei männer spielen ."

@@ -54,7 +54,14 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.graphs import BatchGraph, EncoderGraph, StepGraph, loop_attention_copy
+from transformer_mt.decode.beam_step import Choice, choose
+from transformer_mt.decode.graphs import (
+    BatchGraph,
+    ChoiceGraph,
+    EncoderGraph,
+    StepGraph,
+    loop_attention_copy,
+)
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
@@ -65,7 +72,7 @@ log = logging.getLogger(__name__)
 MAX_ROWS = 8  # a lone sentence's wider beam runs the batch graph: oneDNN's kernels are faster
 MAX_GROUP = 64  # the widest beam the batch graph takes
 MAX_SENTENCES = 4096  # the most sentences a batch graph's step takes
-PACKAGE_FORMAT = 2  # part of the cache key: a package made otherwise is never read as this one
+PACKAGE_FORMAT = 3  # part of the cache key: a package made otherwise is never read as this one
 
 # inductor's settings: weights frozen into the compiled code (packed once); a lone sentence's
 # few rows multiplied by products generated for their shapes (the CPP template) instead of
@@ -105,6 +112,9 @@ class CompiledDecoding(nn.Module):
         self._one: Runner | None = None
         self._many: Runner | None = None
         self._batch: Runner | None = None
+        self._choose: Runner | None = None  # beam search's decisions at a step
+        # of beams of at most this many (a step ranks 2K candidates of the V tokens)
+        self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2)
         self.max_rows = MAX_ROWS
         self.max_positions = model.decoder.pos.table.size(0)
         self.max_source = model.encoder.pos.table.size(0)
@@ -135,15 +145,13 @@ class CompiledDecoding(nn.Module):
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
         """:func:`decoder_step` of a lone sentence's hypotheses, compiled: ``kv`` (N,
-        capacity, L, 2, H, Dh), this position's keys and values written into it here."""
+        capacity, L, 2, H, Dh) a whole buffer (contiguous), this position's keys and values
+        written into it here."""
         rows = last.size(0)
         runner = self._one if rows == 1 else self._many
         if runner is None or position >= self.max_positions:  # the model says what is wrong
             return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
-        # the graph reads its inputs laid out as when it was exported (contiguous; a slice
-        # of one row is, whatever its stride over rows)
-        filled = kv[:, :position + 1]
-        logits, fresh = self._run(runner, [last.contiguous(), filled.contiguous(),
+        logits, fresh = self._run(runner, [last.contiguous(), kv, last.new_empty(position + 1),
                                            cross_kv.contiguous()])
         kv.select(1, position).copy_(fresh)  # (N, L, 2, H, Dh)
         return logits
@@ -163,6 +171,16 @@ class CompiledDecoding(nn.Module):
         kv.select(1, position).copy_(fresh)  # (B*G, L, 2, H, Dh)
         return logits
 
+    def choose(self, logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+               step: int | Tensor) -> Choice:
+        """:func:`~transformer_mt.decode.beam_step.choose`, compiled where loaded."""
+        n, k = scores.shape
+        if self._choose is None or k > self._widest_choice:
+            return choose(logprobs, scores, n_finished, limits, step)
+        return Choice(*self._run(self._choose, [
+            logprobs.view(n, k, -1), scores.contiguous(), n_finished.contiguous(),
+            limits.contiguous(), torch.tensor(step, device=scores.device)]))
+
     def _run(self, runner: Runner, inputs: list[Tensor]) -> list[Tensor]:
         return runner(inputs)
 
@@ -176,7 +194,8 @@ class CompiledDecoding(nn.Module):
         start = time.perf_counter()
         # the longest to compile first
         wanted = (("batch",) if batches else ()) + (
-            (("many",) if beam_size > 1 else ()) + ("one", "encode") if lone else ())
+            (("many",) if beam_size > 1 else ()) + ("one", "encode") if lone else ()) + (
+            ("choose",) if batches or (lone and beam_size > 1) else ())
         names = [name for name in wanted if getattr(self, f"_{name}") is None]
         if not names:
             return time.perf_counter() - start
@@ -261,18 +280,22 @@ class CompiledDecoding(nn.Module):
             return EncoderGraph(plain, precision), (src,), {"src": {1: source}}
         if name == "batch":
             return self._batch_graph(precision, source, positions)
+        if name == "choose":
+            return self._choice_graph()
         rows = 1 if name == "one" else 2
         with torch.inference_mode(), autocast(device, precision):
             state = incremental.start_decoding(self.model, src, source_mask(src), rows)
-            filled = torch.zeros_like(state.reserve(rows)[:, :4])  # (rows, 4, L, 2, H, Dh)
+            kv = torch.zeros_like(state.reserve(rows)[:, :8])  # (rows, 8, L, 2, H, Dh)
         last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
+        length = torch.empty(4, dtype=torch.long, device=device)
+        capacity = torch.export.Dim("capacity", min=2, max=2 * self.max_positions)
         hypotheses = torch.export.Dim("hypotheses", min=2, max=self.max_rows)
-        shapes: dict[str, Any] = {"last": None, "filled": {1: positions},
+        shapes: dict[str, Any] = {"last": None, "kv": {1: capacity}, "length": {0: positions},
                                   "cross_kv": {4: source}}
         if rows > 1:
-            shapes.update(last={0: hypotheses}, filled={0: hypotheses, 1: positions})
-        return (StepGraph(plain, precision), (last, filled, state.cross_kv.contiguous()),
-                shapes)
+            shapes.update(last={0: hypotheses}, kv={0: hypotheses, 1: capacity})
+        return (StepGraph(plain, precision),
+                (last, kv, length, state.cross_kv.contiguous()), shapes)
 
     def _batch_graph(self, precision: str, source: Any,
                      positions: Any) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
@@ -298,8 +321,25 @@ class CompiledDecoding(nn.Module):
         return (BatchGraph(self._plain[0], precision),
                 (last, kv, length, state.cross_kv.contiguous(), source_mask(src)), shapes)
 
+    def _choice_graph(self) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
+        """:meth:`_graph` of ``choose``: 3 sentences of 4 hypotheses, at step 5."""
+        device = next(self.model.parameters()).device
+        sentences, group = 3, min(4, self._widest_choice)
+        generator = torch.Generator(device).manual_seed(0)
+        logprobs = torch.randn(sentences, group, self.tgt_vocab_size, generator=generator,
+                               device=device).log_softmax(dim=-1)
+        scores = torch.randn(sentences, group, generator=generator, device=device)
+        n_finished = torch.zeros(sentences, dtype=torch.long, device=device)
+        limits = torch.full((sentences,), 9, dtype=torch.long, device=device)
+        batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
+        hypotheses = torch.export.Dim("hypotheses", min=1, max=self._widest_choice)
+        shapes = {"logprobs": {0: batch, 1: hypotheses}, "scores": {0: batch, 1: hypotheses},
+                  "n_finished": {0: batch}, "limits": {0: batch}, "step": None}
+        return ChoiceGraph(), (logprobs, scores, n_finished, limits,
+                               torch.tensor(5, device=device)), shapes
 
-GRAPHS = ("encode", "one", "many", "batch")
+
+GRAPHS = ("encode", "one", "many", "batch", "choose")
 PACKAGE = "step.pt2"
 
 

@@ -8,7 +8,8 @@ can trace them once for every source length, position and number of hypotheses.
   matrix products inductor generates for those few rows (its CPP template);
 - :class:`BatchGraph`: a step of a batch of sentences, each with a group of hypotheses (greedy:
   one; beam search: the beam), its padding masked, whose products are oneDNN's packed ones
-  (faster from a few dozen rows on).
+  (faster from a few dozen rows on);
+- :class:`ChoiceGraph`: beam search's decisions at a step (``decode/beam_step.py``).
 
 Attention is :class:`LoopAttention` in all of them: written as the loops it is.
 """
@@ -21,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.decode import incremental
+from transformer_mt.decode.beam_step import choose
 from transformer_mt.decode.incremental import decoder_step
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
@@ -59,20 +61,23 @@ def loop_attention_copy(model: Transformer) -> Transformer:
 
 
 class StepGraph(nn.Module):
-    """What is exported: :func:`decoder_step` for the hypotheses ``last`` (N,) of a lone
-    sentence, with ``filled`` (N, T, L, 2, H, Dh) the key/value buffer's positions so far and
-    this one (read only) and ``cross_kv`` (1, L, 2, H, S, Dh) the encoder's; returns the logits
-    (N, V) and this position's keys and values (N, L, 2, H, Dh), for the caller to write (a
-    graph writing into its input copies the whole buffer)."""
+    """What is exported for a lone sentence's steps: :func:`decoder_step` for its hypotheses'
+    newest tokens ``last`` (N,) at the position ``length.size(0) - 1`` (only ``length``'s size
+    is read: a size the graph may vary, where a number would be fixed), with ``kv`` (N,
+    capacity, L, 2, H, Dh) the whole key/value buffer (read only: a slice of it would have to
+    be copied to the layout the graph was exported for) and ``cross_kv`` (1, L, 2, H, S, Dh)
+    the encoder's; returns the logits (N, V) and this position's keys and values (N, L, 2, H,
+    Dh), for the caller to write (a graph writing into its input copies the whole buffer)."""
 
     def __init__(self, model: Transformer, precision: str) -> None:
         super().__init__()
         self.model, self.precision = model, precision
 
-    def forward(self, last: Tensor, filled: Tensor, cross_kv: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, last: Tensor, kv: Tensor, length: Tensor,
+                cross_kv: Tensor) -> tuple[Tensor, Tensor]:
         fresh: list[Tensor] = []
         with autocast(last.device, self.precision):
-            logits = decoder_step(self.model, last, filled.size(1) - 1, filled, cross_kv, None,
+            logits = decoder_step(self.model, last, length.size(0) - 1, kv, cross_kv, None,
                                   last.size(0), fresh=fresh)
         return logits, torch.stack(fresh, dim=1)
 
@@ -92,13 +97,10 @@ class EncoderGraph(nn.Module):
 
 
 class BatchGraph(nn.Module):
-    """What is exported for batches: :func:`decoder_step` of ``last`` (B, G), the newest
-    tokens of B sentences' G hypotheses each, at the position ``length.size(0) - 1`` (only
-    ``length``'s size is read: a size the graph may vary, where a number would be fixed);
-    ``kv`` (B, G, capacity, L, 2, H, Dh) the whole key/value buffer (read only: a slice of
-    it would have to be copied to the layout the graph was exported for), ``cross_kv``
-    (B, L, 2, H, S, Dh) and ``src_mask`` (B, 1, 1, S). Returns the logits (B*G, V) and this
-    position's keys and values (B*G, L, 2, H, Dh), for the caller to write."""
+    """What is exported for batches: :class:`StepGraph`'s step for ``last`` (B, G), the newest
+    tokens of B sentences' G hypotheses each, with ``kv`` (B, G, capacity, L, 2, H, Dh),
+    ``cross_kv`` (B, L, 2, H, S, Dh) and ``src_mask`` (B, 1, 1, S). Returns the logits
+    (B*G, V) and this position's keys and values (B*G, L, 2, H, Dh)."""
 
     def __init__(self, model: Transformer, precision: str) -> None:
         super().__init__()
@@ -112,3 +114,13 @@ class BatchGraph(nn.Module):
             logits = decoder_step(self.model, last.reshape(-1), length.size(0) - 1,
                                   kv.flatten(0, 1), cross_kv, src_mask, group, fresh=fresh)
         return logits, torch.stack(fresh, dim=1)
+
+
+class ChoiceGraph(nn.Module):
+    """What is exported of beam search's step: :func:`~transformer_mt.decode.beam_step.choose`
+    for N sentences of K hypotheses, ``logprobs`` (N, K, V) (the sizes of N*K rows could not
+    vary apart), ``step`` a 0-d tensor; returns the :class:`Choice`'s tensors in its order."""
+
+    def forward(self, logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+                step: Tensor) -> tuple[Tensor, ...]:
+        return tuple(choose(logprobs.flatten(0, 1), scores, n_finished, limits, step))

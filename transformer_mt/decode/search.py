@@ -26,6 +26,7 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
+from transformer_mt.decode.beam_step import choose
 from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.decode.forcing import Forcing, force, raise_limits
@@ -241,45 +242,31 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     # (N,) len(finished[i]) and the length limit of each sentence still searched
     n_finished, live_limits = torch.zeros(b, dtype=torch.long, device=device), limits
     beam_offsets = torch.arange(k, device=device)
-    candidate_ranks = torch.arange(2 * k, device=device)  # (2K,)
-    sentence_rows = torch.arange(b, device=device)[:, None] * k  # (B, 1) each one's first row
+    # the step's decisions: compiled where the model brings them (decode/beam_step.py)
+    pick = model.choose if isinstance(model, CompiledDecoding) else choose
     step = 0
     shortest = int(limits.min())
     while alive_ids:
-        n = len(alive_ids)
         limited = None if step < shortest else step >= live_limits  # (N,) at their limit
         z = _next_scores(state, prefix,
                          None if limited is None else limited.repeat_interleave(k))  # (N*K, V)
-        top_scores, top_beam, top_token = _best_candidates(
-            force(z.log_softmax(dim=-1), forcing, step, alive, k), scores)  # (N, 2K) each
-        is_eos = top_token == EOS_ID
-        possible = top_scores > -torch.inf  # (N, 2K) (scores are log-probabilities: <= 0)
-
-        # Hypotheses that end here (only among the K best candidates) are finished.
-        ends = is_eos[:, :k] & possible[:, :k]  # (N, K)
-        n_finished += ends.sum(dim=1)
-        # done: K finished, at the limit, or (forced to end) no hypothesis left to continue
-        done = (n_finished >= k) | (step >= live_limits) | ~(possible & ~is_eos).any(dim=1)
-        any_ends, any_done = torch.stack([ends.any(), done.any()]).tolist()  # one wait a step
+        choice = pick(force(z.log_softmax(dim=-1), forcing, step, alive, k), scores,
+                      n_finished, live_limits, step)
+        any_ends, any_done = choice.flags.tolist()  # the step's one wait for the device
         if any_ends:
             penalty = float(length_penalty(step + 1, alpha))
-            for row, hyp in _ended(ends, top_beam, top_scores, prefix, k, penalty):
+            for row, hyp in _ended(choice.ends, choice.top_beam, choice.top_scores, prefix, k,
+                                   penalty):
                 finished[alive_ids[row]].append(hyp)
-
-        # The K best candidates that do not end continue.
-        order = torch.add(candidate_ranks, is_eos, alpha=2 * k)  # (N, 2K) ending ones last
-        chosen = order.argsort(dim=-1)[:, :k]  # (N, K)
-        scores = top_scores.gather(1, chosen)  # (N, K)
-        beams = top_beam.gather(1, chosen)  # (N, K)
-        tokens = top_token.gather(1, chosen)  # (N, K)
-        rows = (sentence_rows[:n] + beams).flatten()  # (N*K,)
-        prefix = torch.cat([prefix[rows], tokens.reshape(-1, 1)], dim=1)  # (N*K, t + 1)
-        state.select(rows)
+        scores, n_finished = choice.scores, choice.n_finished  # (N, K), (N,)
+        prefix = torch.cat([prefix[choice.rows], choice.tokens.reshape(-1, 1)],
+                           dim=1)  # (N*K, t + 1)
+        state.select(choice.rows)
         if on_step is not None:
             on_step(alive_ids, prefix, scores)
 
         if any_done:
-            keep_rows = (~done).nonzero().flatten().cpu()  # (N',)
+            keep_rows = (~choice.done).nonzero().flatten().cpu()  # (N',)
             alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
             keep = keep_rows.to(device)
             keep_hyps = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
@@ -288,19 +275,6 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
             state.select(keep_hyps, keep)
         step += 1
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
-
-
-def _best_candidates(logprobs: Tensor, scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The 2K best continuations of N sentences' K hypotheses, best first, from their
-    next-token log-probabilities (N*K, V) and scores (N, K): their scores, the hypothesis each
-    extends and its token, (N, 2K) each."""
-    n, k = scores.shape
-    # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
-    # (a small top-k per row), then the best 2K of the K*2K.
-    row_lp, row_token = logprobs.topk(2 * k, dim=-1)  # (N*K, 2K)
-    candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
-    top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
-    return top_scores, top_index // (2 * k), row_token.view(n, -1).gather(1, top_index)
 
 
 def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k: int,

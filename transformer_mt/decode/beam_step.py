@@ -1,0 +1,68 @@
+"""What beam search decides at a step, from the next-token log-probabilities of its hypotheses:
+which candidates end, which sentences are done, which hypotheses continue and with what token.
+
+:func:`choose` is these decisions as tensor operations only (no Python between them, no value
+read back), so that ``decode/compiled.py`` can compile them as they are into one function (a
+lone sentence's beam of 5: ~115 us a step in ~25 operations, ~55 us compiled);
+:func:`~transformer_mt.decode.search.beam_search` calls it (or that compiled copy) and keeps
+the books: the finished hypotheses, the prefixes, the decoding state.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from transformer_mt.data.vocab import EOS_ID
+
+
+class Choice(NamedTuple):
+    """A step's decisions for N sentences of K hypotheses (each (N, ...) unless said)."""
+
+    flags: Tensor  # (2,) bool: whether any candidate ends, whether any sentence is done
+    ends: Tensor  # (N, K) bool: the candidate of this rank ends (it is <eos>, and possible)
+    done: Tensor  # (N,) bool: K finished, at the length limit, or nothing left to continue
+    n_finished: Tensor  # (N,) the finished hypotheses of each sentence, these included
+    top_scores: Tensor  # (N, 2K) the 2K best candidates' scores, best first
+    top_beam: Tensor  # (N, 2K) the hypothesis each of them extends
+    scores: Tensor  # (N, K) the scores of the K hypotheses that continue
+    tokens: Tensor  # (N, K) their tokens
+    rows: Tensor  # (N*K,) the row of the hypothesis each extends
+
+
+def choose(logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+           step: int | Tensor) -> Choice:
+    """Beam search's step: of the 2K best candidates of each sentence (``logprobs`` (N*K, V)
+    of its K hypotheses, whose scores are ``scores`` (N, K)), those ending in ``<eos>`` among
+    the first K are finished; the first K others continue. ``n_finished`` (N,) counts the
+    finished hypotheses so far, ``limits`` (N,) the length limits; ``step``: this step."""
+    n, k = scores.shape
+    top_scores, top_beam, top_token = _best_candidates(logprobs, scores)  # (N, 2K) each
+    is_eos = top_token == EOS_ID
+    possible = top_scores > -torch.inf  # (N, 2K) (scores are log-probabilities: <= 0)
+    ends = is_eos[:, :k] & possible[:, :k]  # (N, K)
+    n_finished = n_finished + ends.sum(dim=1)
+    # done: K finished, at the limit, or (forced to end) no hypothesis left to continue
+    done = (n_finished >= k) | (step >= limits) | ~(possible & ~is_eos).any(dim=1)  # (N,)
+    # the K best candidates that do not end continue: ranks (distinct), ending ones last
+    order = torch.add(torch.arange(2 * k, device=scores.device), is_eos, alpha=2 * k)
+    chosen = order.argsort(dim=-1)[:, :k]  # (N, K)
+    beams = top_beam.gather(1, chosen)  # (N, K)
+    rows = (torch.arange(n, device=scores.device)[:, None] * k + beams).flatten()  # (N*K,)
+    return Choice(torch.stack([ends.any(), done.any()]), ends, done, n_finished, top_scores,
+                  top_beam, top_scores.gather(1, chosen), top_token.gather(1, chosen), rows)
+
+
+def _best_candidates(logprobs: Tensor, scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best continuations of N sentences' K hypotheses, best first, from their
+    next-token log-probabilities (N*K, V) and scores (N, K): their scores, the hypothesis each
+    extends and its token, (N, 2K) each."""
+    n, k = scores.shape
+    # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
+    # (a small top-k per row), then the best 2K of the K*2K.
+    row_lp, row_token = logprobs.topk(2 * k, dim=-1)  # (N*K, 2K)
+    candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
+    top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
+    return top_scores, top_index // (2 * k), row_token.view(n, -1).gather(1, top_index)
