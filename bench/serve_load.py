@@ -1,7 +1,7 @@
 """Load on ``mt serve``: sentences/s and latency with 1, 8 and 32 concurrent clients, with
 dynamic batching on and off (a batch of one), for our engine (as it is, and with ``--compile``:
 ``torch-compiled``) and CTranslate2's; and the first request a fresh server answers, against a
-lone client's typical one.
+lone client's typical one and the same sentence sent again.
 
     python bench/serve_load.py [--checkpoint runs/quickstart/best.pt] [--seconds 20]
                                [--clients 1 8 32] [--smoke]
@@ -67,8 +67,9 @@ def load(url: str, sentences: list[str], clients: int, seconds: float) -> dict:
 
 
 def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
-            clients: list[int], seconds: float) -> tuple[float, list[dict]]:
-    """The server's first request (ms: one sentence, as soon as /health says ok), then the
+            clients: list[int], seconds: float) -> tuple[float, float, list[dict]]:
+    """The server's first request (ms: one sentence, as soon as /health says ok), the same
+    sentence again (ms: the median of three more requests: the same work, warm), then the
     load of each number of clients."""
     # no translation cache: the settings share a server, and the cache would answer the
     # sentences an earlier setting sent
@@ -76,10 +77,13 @@ def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
              *([] if batching else ["--no-batching"])]
     proc, url = start_server(checkpoint, *extra)
     try:
-        start = time.perf_counter()
-        post(url + "/v1/translate", {"text": [sentences[-1]]})
-        first = round(1000 * (time.perf_counter() - start), 1)
-        return first, [load(url, sentences, n, seconds) for n in clients]
+        times = []
+        for _ in range(4):
+            start = time.perf_counter()
+            post(url + "/v1/translate", {"text": [sentences[-1]]})
+            times.append(round(1000 * (time.perf_counter() - start), 1))
+        return (times[0], statistics.median(times[1:]),
+                [load(url, sentences, n, seconds) for n in clients])
     finally:
         proc.terminate()
         proc.communicate(timeout=120)
@@ -130,11 +134,14 @@ def main(argv: list[str] | None = None) -> None:
         for engine, path in engines.items():
             results[engine] = {}
             for mode in ("batched", "unbatched"):
-                first_ms, results[engine][mode] = measure(path, engine, mode == "batched",
-                                                          sentences, args.clients, args.seconds)
-                if mode == "batched":  # against a lone client's typical request (p50)
+                first_ms, again_ms, results[engine][mode] = measure(
+                    path, engine, mode == "batched", sentences, args.clients, args.seconds)
+                if mode == "batched":  # against the same request again, and a lone
+                    # client's typical one (p50)
                     lone = results[engine][mode][0]["p50_ms"] or float("nan")
-                    first[engine] = {"first_request_ms": first_ms, "lone_p50_ms": lone,
+                    first[engine] = {"first_request_ms": first_ms, "again_ms": again_ms,
+                                     "first_vs_again": round(first_ms / again_ms, 2),
+                                     "lone_p50_ms": lone,
                                      "first_vs_p50": round(first_ms / lone, 2)}
     most = -1
     ratios = {engine: round(r["batched"][most]["sentences_per_s"]

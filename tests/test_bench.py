@@ -163,3 +163,5 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
     first = record["first_request"]["torch"]  # a fresh server's first request, timed
     assert first["first_request_ms"] > 0 and first["first_vs_p50"] == pytest.approx(
         first["first_request_ms"] / first["lone_p50_ms"], abs=0.02)
+    assert first["again_ms"] > 0 and first["first_vs_again"] == pytest.approx(
+        first["first_request_ms"] / first["again_ms"], abs=0.02)
