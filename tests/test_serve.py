@@ -56,6 +56,32 @@ def test_translations_over_http_are_the_translators(client, translator):
     assert one["translations"][0]["text"] == translator.translate([SENTENCES[0]], beam_size=1)[0]
 
 
+def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
+    """What a fresh server's first request would pay once, the warm-up paid: spaCy makes no
+    word (lexeme) for the words of the model's vocabulary (~25 us each, met at the warm-up;
+    the sentence splitter and the tokenizer share them), and FastAPI does not read the
+    endpoint's source lines (~1 ms, read at startup)."""
+    import inspect
+
+    from transformer_mt import documents
+    from transformer_mt.data import tokenize
+
+    tokenize.spacy_pipeline.cache_clear()  # no word met by the tests before
+    documents._sentencizer.cache_clear()
+    if hasattr(fastapi.routing, "_endpoint_context_cache"):  # no endpoint read before
+        monkeypatch.setattr(fastapi.routing, "_endpoint_context_cache", {})
+    known = [w for w in translator.src_vocab.itos if w.isalpha()][-12:]
+    with local_client(create_app(translator, ServeOptions())) as client:
+        vocab = tokenize.spacy_pipeline(translator.config.data.src_lang).vocab
+        words, read = len(vocab), []
+        monkeypatch.setattr(inspect, "getsourcelines", lambda *a: read.append(a) or ([], 0))
+        answer = client.post("/v1/translate", json={"text": [" ".join(known) + "."]})
+        assert answer.status_code == 200
+    assert len(vocab) == words
+    assert read == []
+    assert documents._sentencizer(translator.config.data.src_lang).vocab is vocab
+
+
 def test_attention_and_next_token_candidates(trained_run):
     from transformer_mt.translate import Translator
 

@@ -23,6 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from transformer_mt.data.tokenize import spacy_pipeline
+from transformer_mt.errors import DataError
+
 # text inside these elements is not prose: kept as it is
 KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
                         "noscript", "template", "math", "svg"})
@@ -38,13 +41,12 @@ class Document:
 
 @functools.lru_cache(maxsize=8)
 def _sentencizer(lang: str) -> Any:
-    import spacy
-
     try:
-        nlp = spacy.blank(lang)
-    except (ImportError, KeyError, ValueError):  # a language spaCy has no rules for
-        nlp = spacy.blank("xx")
-    nlp.add_pipe("sentencizer")
+        nlp = spacy_pipeline(lang)  # the word tokenizer's: one vocabulary
+    except DataError:  # a language spaCy has no rules for
+        nlp = spacy_pipeline("xx")
+    if "sentencizer" not in nlp.pipe_names:
+        nlp.add_pipe("sentencizer")
     return nlp
 
 

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
+import platform
 import weakref
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -61,12 +63,22 @@ def resolve_precision(precision: str, device: torch.device) -> str:
         return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     if device.type != "cpu":
         return "fp32"
+    flags = cpu_flags().split()
+    return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "fp32"
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> str:
+    """The CPU's feature flags (Linux; read once: every translation asks), else what platform
+    says of it."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = f.read()
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return line.split(":", 1)[1].strip()
     except OSError:
-        return "fp32"
-    return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "fp32"
+        pass
+    return platform.processor()
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

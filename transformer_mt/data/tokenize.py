@@ -10,6 +10,7 @@ saw (so no input becomes ``<unk>``), and it detokenizes its own output.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import io
@@ -86,14 +87,25 @@ class Tokenizer:
         """The vocabulary the tokenizer brings (subword models), or None (built from counts)."""
         return None
 
+    def prime(self, words: Sequence[str]) -> None:
+        """Meet ``words`` now, where the tokenizer pays for a word the first time it sees it
+        (a server primes its source vocabulary as it warms up)."""
+
+
+def spacy_tokenizer(lang: str) -> Any:
+    """spaCy's rule-based tokenizer for ``lang``."""
+    return spacy_pipeline(lang).tokenizer
+
 
 @functools.lru_cache(maxsize=8)
-def spacy_tokenizer(lang: str) -> Any:
-    """spaCy's rule-based tokenizer for ``lang`` (made once)."""
+def spacy_pipeline(lang: str) -> Any:
+    """spaCy's blank pipeline for ``lang`` (made once): its tokenizer splits words, and the
+    sentence splitter (``documents.py``) adds a sentencizer to it, so that both share one
+    vocabulary, and a word met by one is met by both."""
     import spacy  # imported lazily: spaCy takes a second to import
 
     try:
-        return spacy.blank(lang).tokenizer
+        return spacy.blank(lang)
     except (ImportError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"spaCy cannot tokenize '{lang}' here ({first}); install what it asks "
@@ -131,6 +143,13 @@ class WordTokenizer(Tokenizer):
                 words = None  # no answer (or not one a text): the work is done here
         for tokens in spacy_words(self.lang, texts) if words is None else words:
             yield [t.lower() for t in tokens] if self.lowercase else tokens
+
+    def prime(self, words: Sequence[str]) -> None:
+        """spaCy makes a word's lexeme, and caches how it splits, the first time it meets the
+        word (~25 us): a new sentence took 0.6 ms to tokenize, 0.09 ms once the 8,000 words
+        of the Multi30k model's vocabulary had been met (in ~150 ms)."""
+        lines = (" ".join(words[i:i + 100]) for i in range(0, len(words), 100))
+        collections.deque(self.tokenize(lines), maxlen=0)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Moses rules (``man 's`` becomes ``man's``, ``( x )`` becomes ``(x)``); languages

@@ -65,7 +65,7 @@ from transformer_mt.decode.graphs import (
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import autocast, for_decoding, laid_out
+from transformer_mt.precision import autocast, cpu_flags, for_decoding, laid_out
 
 log = logging.getLogger(__name__)
 
@@ -369,22 +369,11 @@ def model_key(model: Transformer, precision: str) -> str:
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     for source in sorted(Path(transformer_mt.__file__).parent.rglob("*.py")):
         digest.update(source.read_bytes())
-    facts = [PACKAGE_FORMAT, precision, torch.__version__, platform.machine(), _cpu_flags(),
+    facts = [PACKAGE_FORMAT, precision, torch.__version__, platform.machine(), cpu_flags(),
              os.environ.get("ATEN_CPU_CAPABILITY"),  # inductor compiles for it, if set
              torch.get_num_threads()]
     digest.update(json.dumps(facts).encode())
     return digest.hexdigest()
-
-
-def _cpu_flags() -> str:
-    """The CPU's feature flags (Linux), else what platform says of it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def check_compilable(device: torch.device, members: int) -> None:

@@ -138,12 +138,13 @@ class Service:
 
     def warm_up(self) -> None:
         """Pay now what the first request would pay once (~1 s for a word-level model: the
-        sentence splitter and tokenizers, the HTML parser, the decoding copy of the model, the
-        detokenizer; the language identifier where it is installed; with ``--compile``, the
-        compiled steps of a lone sentence and of a batch), so that the first request is
-        answered as fast as the hundredth: a word of text translated, and two of HTML at once
-        (a batch: the server batches requests)."""
+        sentence splitter and tokenizers, the source vocabulary's words met, the HTML parser,
+        the decoding copy of the model, the detokenizer; the language identifier where it is
+        installed; with ``--compile``, the compiled steps of a lone sentence and of a batch),
+        so that the first request is answered as fast as the hundredth: a word of text
+        translated, and two of HTML at once (a batch: the server batches requests)."""
         start = time.perf_counter()
+        self.translator.tokenizers[0].prime(self.translator.src_vocab.itos)
         cfg = self.translator.settings()
         for texts, html in ((["x."], False), (["x.", "y."], True)):
             for hyps in self.translator.engine.decode(self.prepare(texts, html).ids, cfg):
