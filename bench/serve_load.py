@@ -1,7 +1,7 @@
 """Load on ``mt serve``: sentences/s and latency with 1, 8 and 32 concurrent clients, with
 dynamic batching on and off (a batch of one), for our engine (as it is, and with ``--compile``:
 ``torch-compiled``) and CTranslate2's; and the first request a fresh server answers, against a
-lone client's typical one and the same sentence sent again.
+lone client's typical one and the same sentence sent again (at once, and after a pause).
 
     python bench/serve_load.py [--checkpoint runs/quickstart/best.pt] [--seconds 20]
                                [--clients 1 8 32] [--smoke]
@@ -66,11 +66,16 @@ def load(url: str, sentences: list[str], clients: int, seconds: float) -> dict:
             "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 1) if ms else None}
 
 
+IDLE_S = 0.5  # a pause before a request: the caches and threads a busy server has warm cool
+
+
 def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
-            clients: list[int], seconds: float) -> tuple[float, float, list[dict]]:
+            clients: list[int], seconds: float) -> tuple[float, float, float, list[dict]]:
     """The server's first request (ms: one sentence, as soon as /health says ok), the same
-    sentence again (ms: the median of three more requests: the same work, warm), then the
-    load of each number of clients."""
+    sentence again (ms: the median of three more requests, one after another: the same work,
+    warm), and three times more each after ``IDLE_S`` of quiet (ms, median: a request after a
+    pause finds the model's weights out of the CPU's caches and its threads asleep, as a
+    first request does), then the load of each number of clients."""
     # no translation cache: the settings share a server, and the cache would answer the
     # sentences an earlier setting sent
     extra = [*ENGINE_FLAGS[engine], "--cache-size", "0",
@@ -78,11 +83,12 @@ def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
     proc, url = start_server(checkpoint, *extra)
     try:
         times = []
-        for _ in range(4):
+        for pause in (0, 0, 0, 0, IDLE_S, IDLE_S, IDLE_S):
+            time.sleep(pause)
             start = time.perf_counter()
             post(url + "/v1/translate", {"text": [sentences[-1]]})
             times.append(round(1000 * (time.perf_counter() - start), 1))
-        return (times[0], statistics.median(times[1:]),
+        return (times[0], statistics.median(times[1:4]), statistics.median(times[4:]),
                 [load(url, sentences, n, seconds) for n in clients])
     finally:
         proc.terminate()
@@ -134,13 +140,15 @@ def main(argv: list[str] | None = None) -> None:
         for engine, path in engines.items():
             results[engine] = {}
             for mode in ("batched", "unbatched"):
-                first_ms, again_ms, results[engine][mode] = measure(
+                first_ms, again_ms, idle_ms, results[engine][mode] = measure(
                     path, engine, mode == "batched", sentences, args.clients, args.seconds)
-                if mode == "batched":  # against the same request again, and a lone
-                    # client's typical one (p50)
+                if mode == "batched":  # against the same request again (at once, and
+                    # after a pause), and a lone client's typical one (p50)
                     lone = results[engine][mode][0]["p50_ms"] or float("nan")
                     first[engine] = {"first_request_ms": first_ms, "again_ms": again_ms,
                                      "first_vs_again": round(first_ms / again_ms, 2),
+                                     "after_idle_ms": idle_ms,
+                                     "first_vs_after_idle": round(first_ms / idle_ms, 2),
                                      "lone_p50_ms": lone,
                                      "first_vs_p50": round(first_ms / lone, 2)}
     most = -1

@@ -167,3 +167,5 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
         first["first_request_ms"] / first["lone_p50_ms"], abs=0.02)
     assert first["again_ms"] > 0 and first["first_vs_again"] == pytest.approx(
         first["first_request_ms"] / first["again_ms"], abs=0.02)
+    assert first["after_idle_ms"] > 0 and first["first_vs_after_idle"] == pytest.approx(
+        first["first_request_ms"] / first["after_idle_ms"], abs=0.02)
