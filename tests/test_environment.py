@@ -13,12 +13,14 @@ from pathlib import Path
 import portalocker
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 
 from tests.helpers import REPO, run_cli, tiny_train_args
 from transformer_mt import device as device_module
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.fileio import file_lock, run_lock
-from transformer_mt.precision import fp32_matmul, resolve_precision
+from transformer_mt.precision import autocast, fp32_matmul, resolve_precision
 
 
 def _error_line(result) -> str:
@@ -133,6 +135,39 @@ def test_tf32_only_when_asked(monkeypatch):
     assert matmul.fp32_precision == before
     with pytest.raises(ConfigError, match="precision tf32 needs a CUDA GPU"):
         resolve_precision("tf32", torch.device("cpu"))
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_mixed_precision_on_a_gpu_keeps_attention_off_cudnn():
+    """On an H200 (torch 2.11) masked bf16 attention went to cuDNN, which builds an execution
+    plan for every new shape: a training step at a new batch shape took 0.4-2 s against 0.06 s,
+    30 greedy steps 5.1 s against 0.4 s (docs/gpu.md). The mixed-precision context of every
+    training and decoding step now leaves cuDNN's kernels out on a GPU, and only there, and puts
+    torch's choice back afterwards."""
+    backends = torch.backends.cuda
+    before = (backends.cudnn_sdp_enabled(), backends.flash_sdp_enabled(),
+              backends.mem_efficient_sdp_enabled(), backends.math_sdp_enabled())
+    assert before[0], "torch's default allows cuDNN's attention"
+    with autocast(torch.device("cuda:0"), "bf16"):
+        assert not backends.cudnn_sdp_enabled()
+        assert backends.flash_sdp_enabled() and backends.mem_efficient_sdp_enabled()
+        assert backends.math_sdp_enabled()
+    with autocast(torch.device("cpu"), "bf16"):
+        assert backends.cudnn_sdp_enabled()
+    assert (backends.cudnn_sdp_enabled(), backends.flash_sdp_enabled(),
+            backends.mem_efficient_sdp_enabled(), backends.math_sdp_enabled()) == before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_masked_bf16_attention_on_a_gpu_runs_no_cudnn_kernel():
+    q = torch.randn(2, 4, 7, 64, device="cuda", dtype=torch.bfloat16)
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool, device="cuda")
+    mask[1, ..., 5:] = False
+    with profile(activities=[ProfilerActivity.CPU]) as prof, autocast(q.device, "bf16"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    ops = {event.name for event in prof.events()}
+    assert not any("cudnn" in op for op in ops), ops
+    assert any("scaled_dot_product" in op for op in ops), ops
 
 
 def test_fp16_decoding_runs_in_fp16(toy_model, monkeypatch):

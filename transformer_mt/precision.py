@@ -2,7 +2,9 @@
 faster on the machine at hand without changing what it computes.
 
 - :func:`resolve_precision` turns ``precision: auto`` into bf16, fp16 or fp32 for a device, and
-  :func:`autocast` is the one mixed-precision context training and decoding use.
+  :func:`autocast` is the one mixed-precision context training and decoding use; on a CUDA GPU
+  it also keeps attention off cuDNN's kernels, which build an execution plan for every new
+  tensor shape (docs/gpu.md).
 - Under bf16 on the CPU, attention computes in fp32 (:class:`PolicyAttention`, which
   :func:`use_precision_policy` makes every attention module of a model): torch's bf16 CPU
   attention is several times slower, forward and backward (docs/benchmarks.md).
@@ -41,6 +43,7 @@ from typing import Any, TypeVar
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from transformer_mt.errors import ConfigError
@@ -84,12 +87,30 @@ def cpu_flags() -> str:
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+# The kernels of ``F.scaled_dot_product_attention`` on a CUDA GPU in bf16 and fp16: cuDNN's are
+# left out. torch puts them first on Hopper for masked attention, and they build an execution
+# plan for each new shape (~0.4 s on an H100): a training step with a batch shape not seen
+# before, and nearly every decoding step (the key length grows), paid it (docs/gpu.md).
+CUDA_ATTENTION_KERNELS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                          SDPBackend.MATH]
+
+
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:
-    """The mixed-precision context of ``precision`` (a resolved one) on ``device``."""
+    """The mixed-precision context of ``precision`` (a resolved one) on ``device``; on a CUDA
+    GPU, with attention restricted to :data:`CUDA_ATTENTION_KERNELS` (fp32 attention never
+    reaches cuDNN's kernels)."""
     dtype = AUTOCAST_DTYPES.get(precision)
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
+    if device.type != "cuda":
+        return torch.autocast(device.type, dtype=dtype)
+    return _cuda_autocast(dtype)
+
+
+@contextlib.contextmanager
+def _cuda_autocast(dtype: torch.dtype) -> Iterator[None]:
+    with torch.autocast("cuda", dtype=dtype), sdpa_kernel(CUDA_ATTENTION_KERNELS):
+        yield
 
 
 @contextlib.contextmanager
