@@ -7,7 +7,8 @@ In a few minutes, each part a record of the JSON it prints (and writes to ``--ou
 1. ``environment``: GPU, driver, torch build and its CUDA, bf16, CPU flags; why PyTorch cannot
    use GPUs that ``nvidia-smi`` lists, where that happens.
 2. ``attention_kernels``: which of PyTorch's attention kernels (flash, memory-efficient, cuDNN,
-   math) the model's own calls (padding masks, causal decoder) can run on, forward and backward.
+   math) the model's own calls (padding masks, causal decoder) can run on, forward and backward;
+   ``ok`` when one of those training and decoding use (``used``: not cuDNN's) is fused.
 3. ``host_syncs``: how often N training steps make the host wait for the GPU (must be 0: the
    loop reads nothing back between its log steps).
 4. ``loss_parity``: the fused, chunked training loss against ``F.cross_entropy`` on the full
@@ -46,6 +47,7 @@ from transformer_mt.config_file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import cuda_problem
 from transformer_mt.fileio import atomic_write_text
+from transformer_mt.precision import CUDA_ATTENTION_KERNELS
 
 REPO = Path(__file__).resolve().parents[1]
 NO_GPU = "skipped: no GPU found"
@@ -123,8 +125,10 @@ def attention_kernels(device: torch.device) -> dict:
             kernels[backend.name.lower()] = "ok"
         except RuntimeError as exc:
             kernels[backend.name.lower()] = str(exc).strip().splitlines()[0][:160]
-    fast = [k for k, v in kernels.items() if v == "ok" and k != "math"]
-    return {"status": "ok" if fast else "fail", "kernels": kernels,
+    # cuDNN's may run them, but training and decoding leave it out (precision.py)
+    used = {b.name.lower() for b in CUDA_ATTENTION_KERNELS} - {"math"}
+    fast = [k for k, v in kernels.items() if v == "ok" and k in used]
+    return {"status": "ok" if fast else "fail", "kernels": kernels, "used": sorted(used),
             "note": "the model's calls reach a fused kernel" if fast else
             "only the math kernel runs the model's calls: attention is slow"}
 
