@@ -182,10 +182,10 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
         done = (token == EOS_ID).cpu()  # (N,) the step's one wait for the device
         if done.any():  # more transfers only at the steps where sentences end
             rows = done.nonzero().flatten()
-            ended = prefix[rows.to(device), 1:-1].cpu()  # (E, t - 1)
+            ended = prefix[rows.to(device), 1:-1].tolist()  # E lists of t - 1 tokens
             ended_scores = total[rows.to(device)].tolist()
             for i, row in enumerate(rows.tolist()):
-                results[alive_ids[row]] = Hypothesis(ended[i].tolist(), ended_scores[i])
+                results[alive_ids[row]] = Hypothesis(ended[i], ended_scores[i])
             keep_rows = (~done).nonzero().flatten()
             alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
             keep = keep_rows.to(device)
@@ -283,9 +283,10 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
     with its row: its prefix (without ``<bos>``) and its score divided by the length penalty."""
     where = ends.nonzero()  # (E, 2): row, rank among the candidates
     beams = top_beam[where[:, 0], where[:, 1]]  # (E,)
-    ended = prefix[where[:, 0] * k + beams, 1:].cpu()  # (E, t)
+    # E lists of t tokens, read at once (row by row: ~35 against ~9 us for 20 of them)
+    ended = prefix[where[:, 0] * k + beams, 1:].tolist()
     ended_scores = top_scores[where[:, 0], where[:, 1]].tolist()
-    return [(row, Hypothesis(ended[e].tolist(), ended_scores[e] / penalty))
+    return [(row, Hypothesis(ended[e], ended_scores[e] / penalty))
             for e, (row, _) in enumerate(where.tolist())]
 
 
