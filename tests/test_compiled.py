@@ -183,8 +183,8 @@ def test_the_decode_benchmark_counts_what_compiling_changed(toy, compiled):
 def test_batches_run_compiled_as_the_model_does(toy, compiled, monkeypatch):
     """Several sentences at once (padded to the longest; sentences leave the batch as they
     end), greedy and beam search, and a lone sentence's beam wider than ``max_rows``: every
-    step runs the batch graph and they translate as the decoding copy does; buffers of 2
-    positions at first, so that they grow."""
+    step runs compiled (the batch graph; the last sentence left, a lone sentence's) and they
+    translate as the decoding copy does; buffers of 2 positions at first, so that they grow."""
     decoding, _ = compiled
     monkeypatch.setattr("transformer_mt.decode.incremental.MIN_CAPACITY", 2)
     eager = for_decoding(toy, "fp32")
@@ -211,6 +211,34 @@ def test_batches_run_compiled_as_the_model_does(toy, compiled, monkeypatch):
     assert [h.tokens for h in search(decoding, lone, BEAM)] == [
         h.tokens for h in search(eager, lone, BEAM)]
     assert not uncompiled
+
+
+@pytest.mark.parametrize("group", [1, BEAM])
+def test_a_batchs_last_sentence_runs_a_lone_sentences_graph(toy, compiled, monkeypatch, group):
+    """Once one sentence is left in a batch, its steps run the lone sentence's graph (greedy:
+    one hypothesis; a beam: 2 to ``max_rows``), its source's padding cut off: the same logits
+    and the same keys and values written as the model's step with the mask, at a position
+    with keys and values before it."""
+    decoding, _ = compiled
+    eager = for_decoding(toy, "fp32")
+    runs = []
+    run = decoding._run
+    monkeypatch.setattr(decoding, "_run", lambda runner, inputs: runs.append(runner) or run(
+        runner, inputs))
+    src = torch.cat([lone_sources(1)[0], torch.full((1, 3), PAD_ID)], dim=1)  # padded
+    mask = source_mask(src)
+    generator = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        state = incremental.start_decoding(eager, src, mask, group)
+        kv = state.reserve(group)  # (G, capacity, L, 2, H, Dh)
+        kv.copy_(torch.randn(kv.shape, generator=generator))  # 3 positions "before"
+        last = torch.randint(EOS_ID + 1, toy.tgt_vocab_size, (group,), generator=generator)
+        theirs_kv, mine_kv = kv.clone(), kv.clone()
+        theirs = decoder_step(eager, last, 3, theirs_kv, state.cross_kv, mask, group)
+        mine = decoding.batch_step(eager, last, 3, mine_kv, state.cross_kv, mask, group)
+    assert runs == [decoding._one if group == 1 else decoding._many]
+    torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(mine_kv[:, :4], theirs_kv[:, :4], atol=1e-5, rtol=1e-5)
 
 
 def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
