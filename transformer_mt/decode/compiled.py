@@ -54,7 +54,7 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import Choice, choose
+from transformer_mt.decode.beam_step import BLOCK, Choice, choose
 from transformer_mt.decode.graphs import (
     BatchGraph,
     ChoiceGraph,
@@ -113,8 +113,10 @@ class CompiledDecoding(nn.Module):
         self._many: Runner | None = None
         self._batch: Runner | None = None
         self._choose: Runner | None = None  # beam search's decisions at a step
-        # of beams of at most this many (a step ranks 2K candidates of the V tokens)
-        self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2)
+        # of beams of at most this many (a step ranks 2K candidates of the V tokens, read as
+        # blocks where 2K blocks are there to choose from: beam_step._row_best)
+        self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2, max(
+            self.tgt_vocab_size // BLOCK // 2, MAX_ROWS))
         self.max_rows = MAX_ROWS
         self.max_positions = model.decoder.pos.table.size(0)
         self.max_source = model.encoder.pos.table.size(0)
@@ -341,7 +343,7 @@ class CompiledDecoding(nn.Module):
         hypotheses = torch.export.Dim("hypotheses", min=1, max=self._widest_choice)
         shapes = {"logprobs": {0: batch, 1: hypotheses}, "scores": {0: batch, 1: hypotheses},
                   "n_finished": {0: batch}, "limits": {0: batch}, "step": None}
-        return ChoiceGraph(), (logprobs, scores, n_finished, limits,
+        return ChoiceGraph(self._widest_choice), (logprobs, scores, n_finished, limits,
                                torch.tensor(5, device=device)), shapes
 
 

@@ -119,8 +119,14 @@ class BatchGraph(nn.Module):
 class ChoiceGraph(nn.Module):
     """What is exported of beam search's step: :func:`~transformer_mt.decode.beam_step.choose`
     for N sentences of K hypotheses, ``logprobs`` (N, K, V) (the sizes of N*K rows could not
-    vary apart), ``step`` a 0-d tensor; returns the :class:`Choice`'s tensors in its order."""
+    vary apart), ``step`` a 0-d tensor; returns the :class:`Choice`'s tensors in its order.
+    ``widest``: the widest beam (K) it is exported for."""
+
+    def __init__(self, widest: int) -> None:
+        super().__init__()
+        self.widest = widest
 
     def forward(self, logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
                 step: Tensor) -> tuple[Tensor, ...]:
-        return tuple(choose(logprobs.flatten(0, 1), scores, n_finished, limits, step))
+        return tuple(choose(logprobs.flatten(0, 1), scores, n_finished, limits, step,
+                            self.widest))
