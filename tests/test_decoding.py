@@ -6,15 +6,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.toy import toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from transformer_mt.decode.beam_step import BLOCK, _row_best
 from transformer_mt.decode.search import beam_search, greedy
 
 aten = torch.ops.aten
@@ -100,33 +97,6 @@ def test_beam_search_finds_what_greedy_misses():
     best = beam_search(model, src, mask, beam_size=2, alpha=0.0)[0][0]
     assert best.tokens == [MarkovModel.B]
     assert best.score == pytest.approx(math.log(0.4 * 0.9), abs=1e-4)
-
-
-@settings(max_examples=200, deadline=None)
-@given(rows=st.integers(1, 6), vocab=st.integers(1, 24 * BLOCK), count=st.integers(1, 20),
-       barred=st.sampled_from([0.0, 0.5, 0.99]), ties=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_a_rows_best_read_as_blocks_are_its_top_k(rows, vocab, count, barred, ties, seed):
-    """Beam search's per-row top-k read as blocks (``beam_step._row_best``) is ``topk``'s:
-    the same values, best first, each token's own; the same tokens where no values are
-    equal. Rows with tokens barred (-inf, as <pad>, a forced step's others), values rounded
-    into ties, vocabularies with and without a tail after the last whole block, and too few
-    blocks (``topk`` itself)."""
-    count = min(count, vocab)
-    generator = torch.Generator().manual_seed(seed)
-    logprobs = torch.randn(rows, vocab, generator=generator).log_softmax(dim=-1)
-    if ties:
-        logprobs = (logprobs * 4).round() / 4
-    logprobs[torch.rand(rows, vocab, generator=generator) < barred] = -torch.inf
-    top, tokens = _row_best(logprobs, count, count)
-    want, want_tokens = logprobs.topk(count, dim=-1)
-    assert torch.equal(top, want)
-    assert torch.equal(logprobs.gather(1, tokens), top)  # each token's own value
-    assert all(len(set(row)) == count for row in tokens.tolist())  # distinct tokens
-    distinct = [len(set(row)) == vocab for row in logprobs.tolist()]
-    for row in range(rows):
-        if distinct[row]:
-            assert tokens[row].tolist() == want_tokens[row].tolist()
 
 
 def test_finished_hypotheses_are_never_extended():

@@ -7,7 +7,8 @@ reference computes (the library's primitives included), so a reader may trust th
 - incremental decoding (``decode/incremental.py``: one position a step, key/value buffer, encoder
   keys/values shared by a sentence's hypotheses) equals re-running the decoder on the whole
   prefix, and translates the same;
-- the decoding layouts (``precision.for_decoding``) and ensembles of one equal the model.
+- the decoding layouts (``precision.for_decoding``) and ensembles of one equal the model;
+- beam search's top-k read by blocks (``decode/graphs.py``, compiled) equals ``topk``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.toy import make_model, toy_sources, train_toy_model
 from transformer_mt.data.batch import Batch, source_mask
 from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode import incremental
+from transformer_mt.decode.graphs import BLOCK, top_k_by_blocks
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.model.attention import MultiHeadAttention, plain_attention
@@ -360,3 +364,29 @@ def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):
         mixed = greedy(Ensemble([model, toy_model]), src, mask)
         assert len(mixed) == 30
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.integers(1, 6), vocab=st.integers(1, 24 * BLOCK), count=st.integers(1, 20),
+       barred=st.sampled_from([0.0, 0.5, 0.99]), ties=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_a_top_k_read_by_blocks_is_topk(rows, vocab, count, barred, ties, seed):
+    """The compiled choices' per-row top-k (``graphs.top_k_by_blocks``) is ``topk``'s: the
+    same values, best first, each index's own; the same indices where no values are equal.
+    Rows of log-probabilities with tokens barred (-inf, as <pad> or a forced step's others),
+    values rounded into ties, vocabularies with and without a tail after the last whole
+    block, and too few blocks (``topk`` itself)."""
+    count = min(count, vocab)
+    generator = torch.Generator().manual_seed(seed)
+    logprobs = torch.randn(rows, vocab, generator=generator).log_softmax(dim=-1)
+    if ties:
+        logprobs = (logprobs * 4).round() / 4
+    logprobs[torch.rand(rows, vocab, generator=generator) < barred] = -torch.inf
+    top, index = top_k_by_blocks(logprobs, count, count)
+    want, want_index = logprobs.topk(count, dim=-1)
+    assert torch.equal(top, want)
+    assert torch.equal(logprobs.gather(1, index), top)  # each index's own value
+    assert all(len(set(row)) == count for row in index.tolist())  # distinct indices
+    for row, values in enumerate(logprobs.tolist()):
+        if len(set(values)) == vocab:  # no equal values
+            assert index[row].tolist() == want_index[row].tolist()

@@ -33,15 +33,24 @@ class Choice(NamedTuple):
 
 
 def choose(logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
-           step: int | Tensor, widest: int | None = None) -> Choice:
+           step: int | Tensor) -> Choice:
     """Beam search's step: of the 2K best candidates of each sentence (``logprobs`` (N*K, V)
     of its K hypotheses, whose scores are ``scores`` (N, K)), those ending in ``<eos>`` among
     the first K are finished; the first K others continue. ``n_finished`` (N,) counts the
-    finished hypotheses so far, ``limits`` (N,) the length limits; ``step``: this step;
-    ``widest``: the widest K it may be called for (a compiled copy's; default: K)."""
+    finished hypotheses so far, ``limits`` (N,) the length limits; ``step``: this step."""
+    # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
+    # (a small top-k per row), then the best 2K of the K*2K.
+    row_best = logprobs.topk(2 * scores.size(1), dim=-1)  # (N*K, 2K) log-probs and tokens
+    return choose_among(row_best, scores, n_finished, limits, step)
+
+
+def choose_among(row_best: tuple[Tensor, Tensor], scores: Tensor, n_finished: Tensor,
+                 limits: Tensor, step: int | Tensor) -> Choice:
+    """:func:`choose` from each hypothesis's 2K best next tokens: ``row_best``, their
+    log-probabilities and tokens (N*K, 2K) each, best first, as ``topk`` gives them
+    (``decode/graphs.py`` reads them otherwise, faster)."""
     n, k = scores.shape
-    top_scores, top_beam, top_token = _best_candidates(logprobs, scores,
-                                                       widest or k)  # (N, 2K) each
+    top_scores, top_beam, top_token = _best_candidates(*row_best, scores)  # (N, 2K) each
     is_eos = top_token == EOS_ID
     possible = top_scores > -torch.inf  # (N, 2K) (scores are log-probabilities: <= 0)
     ends = is_eos[:, :k] & possible[:, :k]  # (N, K)
@@ -57,48 +66,13 @@ def choose(logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
                   top_beam, top_scores.gather(1, chosen), top_token.gather(1, chosen), rows)
 
 
-def _best_candidates(logprobs: Tensor, scores: Tensor,
-                     widest: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The 2K best continuations of N sentences' K hypotheses, best first, from their
-    next-token log-probabilities (N*K, V) and scores (N, K): their scores, the hypothesis each
-    extends and its token, (N, 2K) each. ``widest``: the widest K this may be called for."""
+def _best_candidates(row_lp: Tensor, row_token: Tensor,
+                     scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best continuations of N sentences' K hypotheses, best first, from the 2K best
+    next tokens of each hypothesis (``row_lp`` their log-probabilities, ``row_token`` the
+    tokens, (N*K, 2K) each) and the hypotheses' scores (N, K): their scores, the hypothesis
+    each extends and its token, (N, 2K) each."""
     n, k = scores.shape
-    # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
-    # (a small top-k per row), then the best 2K of the K*2K.
-    row_lp, row_token = _row_best(logprobs, 2 * k, 2 * widest)  # (N*K, 2K)
     candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
     top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
     return top_scores, top_index // (2 * k), row_token.view(n, -1).gather(1, top_index)
-
-
-BLOCK = 64  # tokens a block of a row in :func:`_row_best`
-
-
-def _row_best(logprobs: Tensor, count: int, most: int) -> tuple[Tensor, Tensor]:
-    """``logprobs.topk(count, dim=-1)`` of (R, V) log-probabilities: the ``count`` best of
-    each row, best first, and their tokens (R, count) each; ``most``: the largest ``count``
-    it may be called for.
-
-    Read as blocks of ``BLOCK`` tokens where a row has at least ``most`` of them: a token
-    among the ``count`` best lies in one of the ``count`` blocks with the highest maxima (else
-    ``count`` blocks would each hold a better token), or in the tail after the last whole
-    block; so the top-k of those ``count * BLOCK`` candidates is the row's (equal values
-    aside, which either order ranks alike). The maxima are one pass over the row, and the
-    top-k of V tokens was the slow part: beam search's choices took 29 against 54 us a step
-    of a lone beam of 5 compiled, 0.29 against 0.70 ms for 32 sentences' beams (V = 6,190).
-    """
-    rows, vocab = logprobs.shape
-    whole = vocab // BLOCK * BLOCK
-    if whole // BLOCK < most:  # too few blocks to choose from
-        return logprobs.topk(count, dim=-1)
-    blocks = logprobs[:, :whole].view(rows, -1, BLOCK)  # (R, V // BLOCK, BLOCK) a view
-    best = blocks.amax(dim=-1).topk(count, dim=-1).indices  # (R, count) the best blocks
-    values = blocks.gather(1, best[..., None].expand(-1, -1, BLOCK)).flatten(1)
-    offsets = torch.arange(BLOCK, device=logprobs.device)
-    tokens = (best[..., None] * BLOCK + offsets).flatten(1)  # (R, count * BLOCK) each
-    if whole < vocab:  # and the tail's tokens
-        values = torch.cat([values, logprobs[:, whole:]], dim=1)
-        tail = torch.arange(whole, vocab, device=logprobs.device).expand(rows, -1)
-        tokens = torch.cat([tokens, tail], dim=1)
-    top, at = values.topk(count, dim=-1)  # (R, count)
-    return top, tokens.gather(1, at)

@@ -54,8 +54,9 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import BLOCK, Choice, choose
+from transformer_mt.decode.beam_step import Choice, choose
 from transformer_mt.decode.graphs import (
+    BLOCK,
     BatchGraph,
     ChoiceGraph,
     EncoderGraph,
@@ -114,7 +115,7 @@ class CompiledDecoding(nn.Module):
         self._batch: Runner | None = None
         self._choose: Runner | None = None  # beam search's decisions at a step
         # of beams of at most this many (a step ranks 2K candidates of the V tokens, read as
-        # blocks where 2K blocks are there to choose from: beam_step._row_best)
+        # blocks where 2K blocks are there to choose from: graphs.top_k_by_blocks)
         self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2, max(
             self.tgt_vocab_size // BLOCK // 2, MAX_ROWS))
         self.max_rows = MAX_ROWS
