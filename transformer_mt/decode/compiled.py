@@ -114,10 +114,12 @@ class CompiledDecoding(nn.Module):
         self._many: Runner | None = None
         self._batch: Runner | None = None
         self._choose: Runner | None = None  # beam search's decisions at a step
-        # of beams of at most this many (a step ranks 2K candidates of the V tokens, read as
-        # blocks where 2K blocks are there to choose from: graphs.top_k_by_blocks)
-        self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2, max(
-            self.tgt_vocab_size // BLOCK // 2, MAX_ROWS))
+        # of beams of at most this many (a step ranks 2K candidates of the V tokens): where the
+        # vocabulary has blocks for beams of MAX_ROWS, as wide as its best tokens can be read
+        # by blocks (graphs.top_k_by_blocks)
+        blocks = self.tgt_vocab_size // BLOCK // 2
+        self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2,
+                                  blocks if blocks >= MAX_ROWS else MAX_GROUP)
         self.max_rows = MAX_ROWS
         self.max_positions = model.decoder.pos.table.size(0)
         self.max_source = model.encoder.pos.table.size(0)
