@@ -3,7 +3,8 @@
 inputs of fixed layout and sizes that vary within stated ranges, so that ``torch.export``
 can trace them once for every source length, position and number of hypotheses.
 
-- :class:`EncoderGraph`: a lone sentence's encoder and its keys and values for every layer;
+- :class:`EncoderGraph`: a lone sentence's encoder and its keys and values for every layer
+  (its products oneDNN's, as a batch's step's: a source's tokens are rows enough);
 - :class:`StepGraph`: a step of a lone sentence's hypotheses (one, or a beam's few), whose
   matrix products inductor generates for those few rows (its CPP template);
 - :class:`BatchGraph`: a step of a batch of sentences, each with a group of hypotheses (greedy:
