@@ -254,7 +254,8 @@ def speed(device: torch.device, smoke: bool, steps: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--out", type=Path, help="also write the JSON here (after each part: "
+                        "a run cut short keeps the parts it finished, the rest in parts_to_come)")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per speed run")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes; the speed part runs on the CPU too (for the tests)")
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
              ("loss_parity", lambda: loss_parity(device)),
              ("ddp_resume", lambda: ddp_resume(device)),
              ("speed", lambda: speed(device, args.smoke, steps))]
-    for name, part in parts:
+    for i, (name, part) in enumerate(parts):
         begin = time.perf_counter()
         try:
             report[name] = part()
@@ -285,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             report[name] = {"status": "fail", "error": f"{type(exc).__name__}: {exc}"[:300]}
         report[name]["seconds"] = round(time.perf_counter() - begin, 1)
         print(f"gpu_check: {name}: {report[name]['status']}", file=sys.stderr, flush=True)
+        if args.out and i + 1 < len(parts):  # a run stopped by a time limit keeps what it found
+            to_come = {"parts_to_come": [later for later, _ in parts[i + 1:]]}
+            atomic_write_text(args.out, json.dumps({**report, **to_come}, indent=2, default=str))
     text = json.dumps(report, indent=2, default=str)
     print(text)
     if args.out:

@@ -143,6 +143,25 @@ def test_gpu_check_runs_here_and_says_what_it_skipped(tmp_path):
     assert report["speed"]["runs"]["smoke"]["tokens_per_s"] > 0
 
 
+def test_gpu_check_cut_short_keeps_the_parts_it_finished(tmp_path, monkeypatch):
+    """A time limit that stops gpu_check in its (minutes-long) speed part leaves --out holding
+    the parts already done and naming the one to come, not nothing."""
+    from bench import gpu_check
+
+    def killed(*args, **kwargs):
+        raise SystemExit(124)  # what `timeout` does to the process, as far as the file goes
+
+    monkeypatch.setattr(gpu_check, "speed", killed)
+    monkeypatch.setattr(gpu_check, "ddp_resume", lambda device: {"status": "ok"})
+    out = tmp_path / "gpu_check.json"
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--smoke", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["parts_to_come"] == ["speed"] and "speed" not in report
+    assert report["environment"]["status"] == "ok"
+    assert report["loss_parity"]["fp32"]["relative_difference"] < 1e-5
+
+
 @needs_data  # the benchmarks measure Multi30k
 def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path):
     result = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(tmp_path)],
