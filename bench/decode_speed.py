@@ -13,7 +13,9 @@ call: the same batches, length limits and threads, translations only, best of 3 
 ``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
 ``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints) and
 ``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
-speedup). On the CPU the sentences are also decoded with ``--compile``'s compiled steps
+speedup). ``--engine-env KEY=VALUE`` sets an environment variable in the engine's process only
+(recorded as ``engine_env``): the engine as tuned for the machine, not only as it comes.
+On the CPU the sentences are also decoded with ``--compile``'s compiled steps
 (``decode/compiled.py``; ``*_compiled`` rows, lone sentences and batches of 32; ``compile_s``
 the first warm-up (it compiles the graphs, into a cache of its own), ``load_compiled_s`` a
 later one (it loads them), and ``sentences_differing_compiled``: none may differ in fp32);
@@ -87,7 +89,8 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> di
     with tempfile.TemporaryDirectory() as tmp:
         export_ctranslate2(args.checkpoint, tmp)
         context = multiprocessing.get_context("spawn")
-        with context.Pool(1, _engine_start, (tmp, device.type, torch.get_num_threads())) as pool:
+        with context.Pool(1, _engine_start, (tmp, device.type, torch.get_num_threads(),
+                                             args.engine_env)) as pool:
             for beam in (1, 5):
                 name = "greedy" if beam == 1 else "beam5"
                 for batch in (32, 1):
@@ -121,7 +124,8 @@ def _record(out: dict, key: str, theirs: list[float], mine: dict[str, list[float
 _ENGINE: list = []  # the engine process's CTranslate2 engine
 
 
-def _engine_start(model_dir: str, device: str, threads: int) -> None:
+def _engine_start(model_dir: str, device: str, threads: int, env: dict[str, str]) -> None:
+    os.environ.update(env)  # before the engine's libraries read them (--engine-env)
     from transformer_mt.engines import load_exported
 
     _ENGINE.append(load_exported(model_dir, device, threads=threads).engine)
@@ -184,6 +188,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="skip the lone sentences decoded with --compile's compiled steps "
                         "(compiling takes ~1 minute)")
+    parser.add_argument("--engine-env", type=_setting, action="append", default=[],
+                        metavar="KEY=VALUE", help="set in CTranslate2's process only, e.g. "
+                        "ONEDNN_MAX_CPU_ISA=AVX2 (on an AMD Zen 4 its oneDNN GEMM runs ~30%% "
+                        "faster so, ours slower); repeatable")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"],
                         help="default: fp32 on the CPU, where cached and uncached decoding must "
                         "translate identically; auto on a GPU, as users decode there. Elsewhere "
@@ -192,8 +200,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _setting(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"'{text}' is not KEY=VALUE")
+    return key, value
+
+
 def main() -> None:
     args = _parser().parse_args()
+    args.engine_env = dict(args.engine_env)
     if args.threads:
         torch.set_num_threads(args.threads)
     n = min(args.sentences, 200 if args.quick else args.sentences)
@@ -250,6 +266,7 @@ def main() -> None:
               "identical_with_and_without_cache": differing == 0,
               "sentences_differing_with_and_without_cache": differing,
               "results": results, "cache_speedup": cache_speedup, **engine,
+              **({"engine_env": args.engine_env} if args.engine_env else {}),
               "ratio": (min(engine["vs_ctranslate2"].values()) if "vs_ctranslate2" in engine
                         else cache_speedup)}
     print(json.dumps(record, indent=2))

@@ -48,8 +48,10 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     record = json.loads(_bench("bench/decode_speed.py", "--checkpoint", str(run_dir / "best.pt"),
                                "--sentences", "8", "--batch", "4", "--threads", "1",
                                "--first-call-rounds", "1", "--no-compile",
-                               "--first-call-checkpoint", str(run_dir / "best.pt")).stdout)
+                               "--first-call-checkpoint", str(run_dir / "best.pt"),
+                               "--engine-env", "ONEDNN_VERBOSE=0").stdout)
     assert record["identical_with_and_without_cache"]
+    assert record["engine_env"] == {"ONEDNN_VERBOSE": "0"}
     assert {"greedy_batch4_cached", "beam5_batch1_uncached"} <= set(record["results"])
     expected = (min(record["vs_ctranslate2"].values()) if "vs_ctranslate2" in record
                 else record["cache_speedup"])
@@ -67,6 +69,31 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
         assert first["mt_translate_s"] > 0 and first["import_torch_s"] > 0
         assert first["ratio_to_import_torch"] == pytest.approx(
             first["mt_translate_s"] / first["import_torch_s"], abs=0.02)
+
+
+def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(monkeypatch):
+    """--engine-env reaches the engine's process before CTranslate2 is loaded there (its
+    libraries read such settings once), and a setting that is not KEY=VALUE is refused."""
+    import os
+    from types import SimpleNamespace
+
+    from bench import decode_speed
+
+    seen: dict = {}
+
+    def load(*args, **kwargs):
+        seen["isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        return SimpleNamespace(engine="engine")
+
+    monkeypatch.setattr("transformer_mt.engines.load_exported", load)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)  # restored after the test
+    monkeypatch.setattr(decode_speed, "_ENGINE", [])
+    decode_speed._engine_start("model", "cpu", 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert seen["isa"] == "AVX2" and decode_speed._ENGINE == ["engine"]
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "'AVX2' is not KEY=VALUE" in result.stderr
 
 
 @needs_data  # the benchmarks measure Multi30k
