@@ -27,8 +27,8 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import choose
-from transformer_mt.decode.compiled import CompiledDecoding, model_key
+from transformer_mt.decode.beam_step import candidate_logits, choose
+from transformer_mt.decode.compiled import CompiledDecoding, CompiledState, model_key
 from transformer_mt.decode.graphs import LoopAttention
 from transformer_mt.decode.incremental import decoder_step, encode_source
 from transformer_mt.decode.search import beam_search, greedy
@@ -213,12 +213,10 @@ def test_batches_run_compiled_as_the_model_does(toy, compiled, monkeypatch):
     assert not uncompiled
 
 
-@pytest.mark.parametrize("group", [1, BEAM])
-def test_a_batchs_last_sentence_runs_a_lone_sentences_graph(toy, compiled, monkeypatch, group):
-    """Once one sentence is left in a batch, its steps run the lone sentence's graph (greedy:
-    one hypothesis; a beam: 2 to ``max_rows``), its source's padding cut off: the same logits
-    and the same keys and values written as the model's step with the mask, at a position
-    with keys and values before it."""
+def test_a_batchs_last_sentence_runs_a_lone_sentences_graph(toy, compiled, monkeypatch):
+    """Once one sentence is left in a batch, its greedy steps run the lone sentence's graph,
+    its source's padding cut off: the same logits and the same keys and values written as the
+    model's step with the mask, at a position with keys and values before it."""
     decoding, _ = compiled
     eager = for_decoding(toy, "fp32")
     runs = []
@@ -229,22 +227,75 @@ def test_a_batchs_last_sentence_runs_a_lone_sentences_graph(toy, compiled, monke
     mask = source_mask(src)
     generator = torch.Generator().manual_seed(0)
     with torch.inference_mode():
-        state = incremental.start_decoding(eager, src, mask, group)
-        kv = state.reserve(group)  # (G, capacity, L, 2, H, Dh)
+        state = incremental.start_decoding(eager, src, mask)
+        kv = state.reserve(1)  # (1, capacity, L, 2, H, Dh)
         kv.copy_(torch.randn(kv.shape, generator=generator))  # 3 positions "before"
-        last = torch.randint(EOS_ID + 1, toy.tgt_vocab_size, (group,), generator=generator)
+        last = torch.randint(EOS_ID + 1, toy.tgt_vocab_size, (1,), generator=generator)
         theirs_kv, mine_kv = kv.clone(), kv.clone()
-        theirs = decoder_step(eager, last, 3, theirs_kv, state.cross_kv, mask, group)
-        mine = decoding.batch_step(eager, last, 3, mine_kv, state.cross_kv, mask, group)
-    assert runs == [decoding._one if group == 1 else decoding._many]
+        theirs = decoder_step(eager, last, 3, theirs_kv, state.cross_kv, mask, 1)
+        mine = decoding.batch_step(eager, last, 3, mine_kv, state.cross_kv, mask, 1)
+    assert runs == [decoding._one]
     torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(mine_kv[:, :4], theirs_kv[:, :4], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize(("limit", "forced"), [(9, False), (3, False), (9, True)])
+def test_the_beam_graph_is_a_step_and_its_choice(toy, compiled, limit, forced):
+    """A lone sentence's beam step in one graph (a batch's last sentence here: its padding
+    cut off), each hypothesis's past read through its ancestors (rows the buffer was never
+    reordered into): the choice beam search makes from the model's step over each
+    hypothesis's own past (with the mask), the same keys and values written, the next
+    prefixes and ancestors; at the length limit (only <eos>) and with a forced prefix too.
+    Reordering the hypotheses afterwards gives each row its own past."""
+    decoding, _ = compiled
+    eager = for_decoding(toy, "fp32")
+    src = torch.cat([lone_sources(1)[0], torch.full((1, 3), PAD_ID)], dim=1)  # padded
+    mask = source_mask(src)
+    generator = torch.Generator().manual_seed(limit + forced)
+    g, vocab = BEAM, toy.tgt_vocab_size
+    with torch.inference_mode():
+        memory, cross_kv = encode_source(eager, src, mask)
+        state = CompiledState(eager, memory, mask, cross_kv, g, decoding=decoding)
+        kv = state.reserve(g)  # (G, capacity, L, 2, H, Dh)
+        kv.copy_(torch.randn(kv.shape, generator=generator))  # 3 positions "before"
+        state.offset = 3
+        ancestors = torch.randint(0, g, (g, 4), generator=generator)
+        ancestors[:, -1] = torch.arange(g)  # (each writes its own row at the newest)
+        state.ancestors = ancestors
+        prefix = torch.randint(EOS_ID + 1, vocab, (g, 4), generator=generator)
+        scores = torch.randn(1, g, generator=generator)
+        n_finished, limits = torch.tensor([1]), torch.tensor([limit])
+        allowed = torch.rand(1, vocab, generator=generator) > 0.5 if forced else None
+        own = kv.clone()  # each hypothesis's own past, as the model's step reads it
+        own[:, :3] = kv[ancestors[:, :3], torch.arange(3)]
+        logits = decoder_step(eager, prefix[:, -1], 3, own, cross_kv, mask, g)
+        at_limit = torch.full((g,), limit <= 3)
+        logprobs = candidate_logits(logits, at_limit).log_softmax(dim=-1)
+        if forced:
+            logprobs = logprobs.masked_fill(~allowed, -torch.inf)
+        theirs = choose(logprobs, scores, n_finished, limits, 3)
+        mine, following = state.choose_next(prefix, scores, n_finished, limits, allowed)
+    for name, a, b in zip(theirs._fields, mine, theirs, strict=True):
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        else:
+            assert torch.equal(a, b), name
+    assert torch.equal(following, torch.cat([prefix[theirs.rows], theirs.tokens.view(-1, 1)], 1))
+    torch.testing.assert_close(kv[:, 3], own[:, 3], atol=1e-5, rtol=1e-5)
+    assert torch.equal(state.ancestors, torch.cat([ancestors[theirs.rows],
+                                                   torch.arange(g)[:, None]], 1))
+    assert state.offset == 4 and state.cross_kv.size(-2) == src.size(1) - 3
+    reorder = torch.tensor([2, 0, 1])
+    with torch.inference_mode():
+        state.select(reorder)
+    torch.testing.assert_close(state.self_kv[:, :4], own[theirs.rows[reorder], :4])
+    assert state.ancestors is None
+
+
 def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
     """A warm-up for lone sentences only (read from the cache): batches' steps run the
-    model's decoding copy as it is (beam search's choices compiled, as a lone beam's), the
-    same results."""
+    model's decoding copy as it is (but for a beam's last sentence left: the beam graph, as
+    a lone sentence's), the same results."""
     monkeypatch.setattr(CompiledDecoding, "_build", lambda *args: 1 / 0)
     decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     decoding.warm_up("fp32", BEAM)
@@ -260,7 +311,7 @@ def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
         a = beam_search(decoding, src, mask, beam, use_cache=True)
         b = beam_search(eager, src, mask, beam, use_cache=True)
         assert [h[0].tokens for h in a] == [h[0].tokens for h in b]
-    assert runs and set(runs) == {decoding._choose}
+    assert runs and set(runs) == {decoding._beam}
     runs.clear()
     search(decoding, lone_sources(1)[0], 1)  # while a lone sentence's steps do run compiled
     assert decoding._one in runs

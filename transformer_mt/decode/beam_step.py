@@ -15,7 +15,34 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from transformer_mt.data.vocab import EOS_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+NEVER_IDS = slice(PAD_ID, BOS_ID + 1)  # <pad> and <bos>, ids 1 and 2
+
+
+def candidate_logits(logits: Tensor, at_limit: Tensor | None = None) -> Tensor:
+    """(N, V) next-token logits as fp32, as search chooses from them: padding and <bos> set to
+    -inf (never produced); rows in ``at_limit`` (N,) bool, if given, may only produce <eos>
+    (a sentence at its length limit)."""
+    z = logits.float()
+    z[:, NEVER_IDS] = -torch.inf
+    if at_limit is not None:  # a select, not z[at_limit] = ...: a mask write waits for the GPU
+        z = torch.where(at_limit[:, None], eos_only(z.size(1), z.device), z)
+    return z
+
+
+def never_produced(vocab: int, device: torch.device) -> Tensor:
+    """(V,) 0 for the tokens search may produce, -inf for the others: added to logits, what
+    :func:`candidate_logits` writes (a compiled step's loops read a vector faster than they
+    compare indices: ``decode/graphs.py``)."""
+    bias = torch.zeros(vocab, device=device)
+    bias[NEVER_IDS] = -torch.inf
+    return bias
+
+
+def eos_only(vocab: int, device: torch.device) -> Tensor:
+    """(V,) logits that allow <eos> alone: 0 for it, -inf for every other token."""
+    return torch.where(torch.arange(vocab, device=device) == EOS_ID, 0.0, -torch.inf)
 
 
 class Choice(NamedTuple):
@@ -59,7 +86,7 @@ def choose_among(row_best: tuple[Tensor, Tensor], scores: Tensor, n_finished: Te
     done = (n_finished >= k) | (step >= limits) | ~(possible & ~is_eos).any(dim=1)  # (N,)
     # the K best candidates that do not end continue: ranks (distinct), ending ones last
     order = torch.add(torch.arange(2 * k, device=scores.device), is_eos, alpha=2 * k)
-    chosen = order.argsort(dim=-1)[:, :k]  # (N, K)
+    chosen = order.topk(k, dim=-1, largest=False).indices  # (N, K) (distinct: as argsort)
     beams = top_beam.gather(1, chosen)  # (N, K)
     rows = (torch.arange(n, device=scores.device)[:, None] * k + beams).flatten()  # (N*K,)
     return Choice(torch.stack([ends.any(), done.any()]), ends, done, n_finished, top_scores,

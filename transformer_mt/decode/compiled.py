@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from transformer_mt.decode.beam_step import Choice, choose
 from transformer_mt.decode.graphs import (
     BLOCK,
     BatchGraph,
+    BeamGraph,
     ChoiceGraph,
     EncoderGraph,
     StepGraph,
@@ -112,9 +114,10 @@ class CompiledDecoding(nn.Module):
         # beam's first step) and of one of 2 to max_rows; of a batch's step
         self._encode: Runner | None = None
         self._one: Runner | None = None
-        self._many: Runner | None = None
+        self._beam: Runner | None = None  # a step of a lone sentence's beam and its choice
         self._batch: Runner | None = None
         self._choose: Runner | None = None  # beam search's decisions at a step
+        self._none_barred: Tensor | None = None
         # of beams of at most this many (a step ranks 2K candidates of the V tokens): where the
         # vocabulary has blocks for beams of MAX_ROWS, as wide as its best tokens can be read
         # by blocks (graphs.top_k_by_blocks)
@@ -129,7 +132,19 @@ class CompiledDecoding(nn.Module):
     @property
     def beams(self) -> bool:
         """Whether a lone sentence's beams run compiled too (warm_up says)."""
-        return self._many is not None
+        return self._beam is not None
+
+    @property
+    def widest_beam(self) -> int:
+        """The widest beam of a lone sentence the beam graph takes: ``max_rows``, or fewer
+        where the vocabulary has fewer than twice as many tokens (a step ranks 2K)."""
+        return min(self.max_rows, self.tgt_vocab_size // 2)
+
+    def none_barred(self, device: torch.device) -> Tensor:
+        """(1, V) zeros: no token barred (:class:`BeamGraph`; made once: ~8 us a step)."""
+        if self._none_barred is None or self._none_barred.device != device:
+            self._none_barred = torch.zeros(1, self.tgt_vocab_size, device=device)
+        return self._none_barred
 
     @property
     def batches(self) -> bool:
@@ -142,19 +157,22 @@ class CompiledDecoding(nn.Module):
         others in the batch graph, where loaded."""
         encode = self._encode
         if (encode is not None and src.size(0) == 1 and src.size(1) <= self.max_source
-                and (group == 1 or (self.beams and group <= self.max_rows))):  # a lone one
+                and (group == 1 or (self.beams and group <= self.widest_beam))):  # a lone one
             memory, cross_kv = self._run(encode, [src.contiguous()])
-            return DecoderState(self.model, memory, src_mask, cross_kv, group, step=self.step)
+            return CompiledState(self.model, memory, src_mask, cross_kv, group,
+                                 step=self.step, decoding=self)
         step = self.batch_step if self.batches and group <= MAX_GROUP else None
-        return incremental.start_decoding(self.model, src, src_mask, group, step=step)
+        memory, cross_kv = incremental.encode_source(self.model, src, src_mask)
+        return CompiledState(self.model, memory, src_mask, cross_kv, group, step=step,
+                             decoding=self)
 
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
-        """:func:`decoder_step` of a lone sentence's hypotheses, compiled: ``kv`` (N,
+        """:func:`decoder_step` of a lone sentence's one hypothesis, compiled: ``kv`` (1,
         capacity, L, 2, H, Dh) a whole buffer (contiguous), this position's keys and values
-        written into it here."""
-        rows = last.size(0)
-        runner = self._one if rows == 1 else self._many
+        written into it here. (A beam's steps run :class:`BeamGraph`:
+        :meth:`CompiledState.choose_next`.)"""
+        runner = self._one if last.size(0) == 1 else None
         if runner is None or position >= self.max_positions:  # the model says what is wrong
             return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
         logits, fresh = self._run(runner, [last.contiguous(), kv, last.new_empty(position + 1),
@@ -166,12 +184,11 @@ class CompiledDecoding(nn.Module):
                    cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
         """:func:`decoder_step` of a batch, compiled (:class:`BatchGraph`): ``last`` (B*G,),
         ``kv`` (B*G, capacity, L, 2, H, Dh) a whole buffer (contiguous), this position's keys
-        and values written into it here. Once one sentence is left, its steps run a lone
-        sentence's graph where loaded (0.25 against 0.8 ms a greedy step here: oneDNN's
-        products are slow at one row)."""
+        and values written into it here. Once one sentence is left, its greedy steps run a
+        lone sentence's graph where loaded (0.25 against 0.8 ms a step here: oneDNN's
+        products are slow at one row), as its beam's do (:meth:`CompiledState.choose_next`)."""
         sentences = cross_kv.size(0)
-        if sentences == 1 and src_mask is not None and (self._many if group > 1 else self._one) \
-                and group <= self.max_rows:  # the batch's last sentence: as a lone one
+        if sentences == 1 and src_mask is not None and group == 1 and self._one:  # the last
             length = int(src_mask.sum())  # its source without the padding (masked anyway)
             return self.step(model, last, position, kv, cross_kv[..., :length, :], None, group)
         if self._batch is None or src_mask is None or position >= self.max_positions:
@@ -206,8 +223,8 @@ class CompiledDecoding(nn.Module):
         start = time.perf_counter()
         # the longest to compile first
         wanted = (("batch",) if batches else ()) + (
-            (("many",) if beam_size > 1 else ()) + ("one", "encode") if lone else ()) + (
-            ("choose",) if batches or (lone and beam_size > 1) else ())
+            (("beam",) if beam_size > 1 else ()) + ("one", "encode") if lone else ()) + (
+            ("choose",) if batches else ())
         names = [name for name in wanted if getattr(self, f"_{name}") is None]
         if not names:
             return time.perf_counter() - start
@@ -294,20 +311,30 @@ class CompiledDecoding(nn.Module):
             return self._batch_graph(precision, source, positions)
         if name == "choose":
             return self._choice_graph()
-        rows = 1 if name == "one" else 2
+        rows = 1 if name == "one" else 3
         with torch.inference_mode(), autocast(device, precision):
             state = incremental.start_decoding(self.model, src, source_mask(src), rows)
             kv = torch.zeros_like(state.reserve(rows)[:, :8])  # (rows, 8, L, 2, H, Dh)
-        last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
-        length = torch.empty(4, dtype=torch.long, device=device)
         capacity = torch.export.Dim("capacity", min=2, max=2 * self.max_positions)
-        hypotheses = torch.export.Dim("hypotheses", min=2, max=self.max_rows)
-        shapes: dict[str, Any] = {"last": None, "kv": {1: capacity}, "length": {0: positions},
-                                  "cross_kv": {4: source}}
-        if rows > 1:
-            shapes.update(last={0: hypotheses}, kv={0: hypotheses, 1: capacity})
-        return (StepGraph(plain, precision),
-                (last, kv, length, state.cross_kv.contiguous()), shapes)
+        cross_kv = state.cross_kv.contiguous()  # (1, L, 2, H, S, Dh)
+        if name == "one":
+            last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
+            length = torch.empty(4, dtype=torch.long, device=device)
+            return StepGraph(plain, precision), (last, kv, length, cross_kv), {
+                "last": None, "kv": {1: capacity}, "length": {0: positions},
+                "cross_kv": {4: source}}
+        hypotheses = torch.export.Dim("hypotheses", min=2, max=self.widest_beam)
+        prefix = torch.full((rows, 4), BOS_ID, dtype=torch.long, device=device)  # (K, T)
+        ancestors = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 1], [2, 1, 2, 2]], device=device)
+        barred = torch.zeros(1, self.tgt_vocab_size, device=device)
+        scores = torch.tensor([[-1.0, -2.0, -3.0]], device=device)
+        n_finished, limits = torch.tensor([1], device=device), torch.tensor([9], device=device)
+        return (BeamGraph(plain, precision, self.widest_beam),
+                (prefix, kv, ancestors, cross_kv, barred, scores, n_finished, limits), {
+                    "prefix": {0: hypotheses, 1: positions}, "kv": {0: hypotheses, 1: capacity},
+                    "ancestors": {0: hypotheses, 1: positions}, "cross_kv": {4: source},
+                    "barred": None, "scores": {1: hypotheses}, "n_finished": None,
+                    "limits": None})
 
     def _batch_graph(self, precision: str, source: Any,
                      positions: Any) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
@@ -351,7 +378,62 @@ class CompiledDecoding(nn.Module):
                                torch.tensor(5, device=device)), shapes
 
 
-GRAPHS = ("encode", "one", "many", "batch", "choose")
+@dataclass
+class CompiledState(DecoderState):
+    """The incremental decoder's state (:class:`DecoderState`) of a :class:`CompiledDecoding`,
+    whose steps run its graphs: a lone sentence's, a batch's; and, where one sentence is left
+    with a beam the beam graph takes, a step and the search's choice from it as one
+    (:meth:`choose_next`), each hypothesis's past then read through ``ancestors``."""
+
+    decoding: CompiledDecoding | None = None
+    # (K, T + 1) the row each hypothesis's keys and values were written in at each position
+    # (:class:`BeamGraph`); None: its own row at every one
+    ancestors: Tensor | None = None
+    lone: bool = False  # one sentence, its padding dropped
+
+    def choose_next(self, prefix: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+                    allowed: Tensor | None) -> tuple[Choice, Tensor] | None:
+        """Beam search's next step and its choice in one compiled call (:class:`BeamGraph`):
+        the :class:`Choice` (as :func:`choose` makes it from this step's log-probabilities)
+        and the next step's prefixes (K, T + 1), the state advanced. ``prefix`` (K, T), the
+        others as :func:`choose` takes them; ``allowed`` (1, V) bool: the tokens a forced
+        prefix allows (None: any). None where it does not apply (several sentences, a beam
+        the graph does not take, the graph not loaded): the caller steps and chooses as ever.
+        """
+        decoding, k = self.decoding, prefix.size(0)
+        if (decoding is None or decoding._beam is None or self.cross_kv.size(0) != 1
+                or not 2 <= k <= decoding.widest_beam or self.offset >= decoding.max_positions):
+            return None
+        if not self.lone:  # a batch's last sentence: its padding dropped (masked anyway)
+            length = int(self.src_mask.sum())
+            self.memory, self.src_mask = self.memory[:, :length], self.src_mask[..., :length]
+            self.cross_kv, self.lone = self.cross_kv[..., :length, :].contiguous(), True
+        barred = decoding.none_barred(prefix.device) if allowed is None else torch.where(
+            allowed, 0.0, -torch.inf)  # (1, V)
+        kv = self.reserve(k)  # (K, capacity, L, 2, H, Dh)
+        ancestors = self.ancestors
+        if ancestors is None:
+            ancestors = torch.arange(k, device=prefix.device)[:, None].expand(
+                -1, prefix.size(1)).contiguous()  # (K, T)
+        *fields, fresh, following, self.ancestors = decoding._run(decoding._beam, [
+            prefix.contiguous(), kv, ancestors, self.cross_kv, barred, scores.contiguous(),
+            n_finished.contiguous(), limits.contiguous()])
+        kv.select(1, self.offset).copy_(fresh)  # (K, L, 2, H, Dh): row h, hypothesis h's
+        self.offset += 1
+        return Choice(*fields), following
+
+    def _select_hypotheses(self, rows: Tensor) -> None:
+        """:meth:`DecoderState._select_hypotheses`, each row first given its own past where
+        it was read through ancestors."""
+        kv, ancestors, self.ancestors = self.self_kv, self.ancestors, None
+        if kv is not None and ancestors is not None and rows.numel():
+            filled = self.offset
+            kv[:ancestors.size(0), :filled] = kv[ancestors[:, :filled],
+                                                 torch.arange(filled, device=kv.device)]
+        super()._select_hypotheses(rows)
+
+
+GRAPHS = ("encode", "one", "beam", "batch", "choose")
 PACKAGE = "step.pt2"
 
 

@@ -55,13 +55,16 @@ class Forcing:
         return allowed.to(device)
 
 
-def force(z: Tensor, forcing: Forcing | None, step: int, sentence: Tensor,
-          group: int = 1) -> Tensor:
-    """Logits z (N*G, V) with what ``forcing`` bars at ``step`` set to -inf; ``sentence`` (N,):
-    the forcing's row (sentence) of each ``group`` rows of z."""
-    if forcing is None:
-        return z
-    allowed = forcing.mask(step, z.size(1), z.device)  # (B, V)
+def allowed_tokens(forcing: Forcing | None, step: int, vocab: int,
+                   device: torch.device) -> Tensor | None:
+    """:meth:`Forcing.mask` at ``step``: (B, V) bool, None where nothing is forced."""
+    return None if forcing is None else forcing.mask(step, vocab, device)
+
+
+def force(z: Tensor, allowed: Tensor | None, sentence: Tensor, group: int = 1) -> Tensor:
+    """Logits z (N*G, V) with what ``allowed`` (B, V) bool (:func:`allowed_tokens`; None:
+    all) bars set to -inf; ``sentence`` (N,): the row of ``allowed`` of each ``group`` rows
+    of z."""
     if allowed is None:
         return z
     return z.masked_fill(~allowed[sentence.repeat_interleave(group)], -torch.inf)

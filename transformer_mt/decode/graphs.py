@@ -5,8 +5,11 @@ can trace them once for every source length, position and number of hypotheses.
 
 - :class:`EncoderGraph`: a lone sentence's encoder and its keys and values for every layer
   (its products oneDNN's, as a batch's step's: a source's tokens are rows enough);
-- :class:`StepGraph`: a step of a lone sentence's hypotheses (one, or a beam's few), whose
-  matrix products inductor generates for those few rows (its CPP template);
+- :class:`StepGraph`: a step of a lone sentence's one hypothesis (greedy), whose matrix
+  products inductor generates for that row (its CPP template);
+- :class:`BeamGraph`: a step of a lone sentence's beam and beam search's choice from it, in
+  one (its products the template's for the beam's few rows), each hypothesis's past read
+  through its ancestors (no buffer reordered);
 - :class:`BatchGraph`: a step of a batch of sentences, each with a group of hypotheses (greedy:
   one; beam search: the beam), its padding masked, whose products are oneDNN's packed ones
   (faster from a few dozen rows on);
@@ -24,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import choose_among
+from transformer_mt.decode.beam_step import choose_among, eos_only, never_produced
 from transformer_mt.decode.incremental import decoder_step
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
@@ -82,6 +85,56 @@ class StepGraph(nn.Module):
             logits = decoder_step(self.model, last, length.size(0) - 1, kv, cross_kv, None,
                                   last.size(0), fresh=fresh)
         return logits, torch.stack(fresh, dim=1)
+
+
+class BeamGraph(nn.Module):
+    """What is exported for a lone sentence's beam search: a step of its K hypotheses and the
+    search's choice from it (:func:`~transformer_mt.decode.beam_step.choose`), in one graph.
+
+    The key/value buffer is never reordered: row ``h`` of ``kv`` (K, capacity, L, 2, H, Dh)
+    at a position holds what hypothesis ``h`` of that step wrote, and ``ancestors`` (K, T)
+    says, for each hypothesis now, the row its past was written in at each position (its own,
+    ``h``, at the newest): a step reads each hypothesis's past through it (``kv[ancestors,
+    positions]``, which inductor reads in its loops, never copied). Reordering the buffer
+    instead copied every filled position of every layer at each step.
+
+    ``prefix`` (K, T): the hypotheses' tokens, ``<bos>`` first (T - 1: the position fed);
+    ``cross_kv`` (1, L, 2, H, S, Dh) the encoder's keys and values; ``barred`` (1, V): -inf
+    for the tokens a forced prefix bars, 0 for the others; ``scores`` (1, K),
+    ``n_finished`` (1,), ``limits`` (1,) as :func:`choose` takes them. Returns the
+    :class:`Choice`'s tensors in its order, then this position's keys and values (K, L, 2, H,
+    Dh) for the caller to write at row ``h``, and the next step's prefix and ancestors (K,
+    T + 1) each.
+    """
+
+    def __init__(self, model: Transformer, precision: str, widest: int) -> None:
+        super().__init__()
+        self.model, self.precision, self.widest = model, precision, widest
+        # what candidate_logits writes, as vectors to add or select (constants of the graph):
+        # inductor's loops compared indices, and read a bool mask, ~15 us a step each
+        vocab, device = model.tgt_vocab_size, next(model.parameters()).device
+        self.register_buffer("never", never_produced(vocab, device), persistent=False)
+        self.register_buffer("eos_only", eos_only(vocab, device), persistent=False)
+
+    def forward(self, prefix: Tensor, kv: Tensor, ancestors: Tensor, cross_kv: Tensor,
+                barred: Tensor, scores: Tensor, n_finished: Tensor,
+                limits: Tensor) -> tuple[Tensor, ...]:
+        k, length = prefix.shape
+        position = length - 1
+        past = kv[ancestors, torch.arange(length, device=kv.device)]  # (K, T, L, 2, H, Dh)
+        fresh: list[Tensor] = []
+        with autocast(prefix.device, self.precision):
+            logits = decoder_step(self.model, prefix[:, -1], position, past, cross_kv, None, k,
+                                  fresh=fresh)  # (K, V)
+        # candidate_logits(logits, at_limit), then what forcing bars
+        z = torch.where((position >= limits)[:, None], self.eos_only, logits.float() + self.never)
+        logprobs = z.log_softmax(dim=-1) + barred  # (K, V)
+        row_best = top_k_by_blocks(logprobs, 2 * k, 2 * self.widest)
+        choice = choose_among(row_best, scores, n_finished, limits, position)
+        keep = torch.arange(k, device=prefix.device)[:, None]  # (K, 1) each its own row next
+        return (*choice, torch.stack(fresh, dim=1),
+                torch.cat([prefix[choice.rows], choice.tokens.reshape(-1, 1)], dim=1),
+                torch.cat([ancestors[choice.rows], keep], dim=1))
 
 
 class EncoderGraph(nn.Module):

@@ -26,10 +26,10 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import choose
+from transformer_mt.decode.beam_step import candidate_logits, choose
 from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
-from transformer_mt.decode.forcing import Forcing, force, raise_limits
+from transformer_mt.decode.forcing import Forcing, allowed_tokens, force, raise_limits
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
@@ -110,33 +110,19 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
 
 def _next_scores(state: DecodingState, prefix: Tensor, at_limit: Tensor | None) -> Tensor:
-    """Next-token logits (N, V) in fp32 for each prefix (N, t).
+    """Next-token logits (N, V) in fp32 for each prefix (N, t), as search chooses from them
+    (:func:`~transformer_mt.decode.beam_step.candidate_logits`: padding and <bos> never
+    produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>).
 
     Their ``log_softmax`` gives the log-probabilities (one fused pass over the row: faster on
-    a CPU than ``logsumexp`` alone, ~5 against ~30 µs a row here). Padding and <bos> are
-    never produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>.
+    a CPU than ``logsumexp`` alone, ~5 against ~30 µs a row here).
     """
-    z = _allowed(state.next_logits(prefix))  # (N, V)
-    if at_limit is not None:  # a select, not z[at_limit] = ...: a mask write waits for the GPU
-        eos_only = torch.where(torch.arange(z.size(1), device=z.device) == EOS_ID, 0.0,
-                               -torch.inf)  # (V,)
-        z = torch.where(at_limit[:, None], eos_only, z)
-    return z
-
-
-NEVER_IDS = slice(PAD_ID, BOS_ID + 1)  # <pad> and <bos>, ids 1 and 2
-
-
-def _allowed(logits: Tensor) -> Tensor:
-    """(N, V) logits as fp32, padding and <bos> set to -inf: they are never produced."""
-    z = logits.float()
-    z[:, NEVER_IDS] = -torch.inf
-    return z
+    return candidate_logits(state.next_logits(prefix), at_limit)
 
 
 def next_token_logprobs(logits: Tensor) -> Tensor:
     """(N, V) logits -> (N, V) fp32 log-probabilities of the tokens search may produce."""
-    return _allowed(logits).log_softmax(dim=-1)
+    return candidate_logits(logits).log_softmax(dim=-1)
 
 
 def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor | None:
@@ -174,8 +160,8 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     shortest = int(limits.min())
     while alive_ids:
         z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
-        token = _pick(force(z, forcing, step, alive), sample_topk, temperature, generator,
-                      top_p)  # (N,)
+        token = _pick(force(z, allowed_tokens(forcing, step, z.size(1), device), alive),
+                      sample_topk, temperature, generator, top_p)  # (N,)
         if scores:
             total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
@@ -242,16 +228,24 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     # (N,) len(finished[i]) and the length limit of each sentence still searched
     n_finished, live_limits = torch.zeros(b, dtype=torch.long, device=device), limits
     beam_offsets = torch.arange(k, device=device)
-    # the step's decisions: compiled where the model brings them (decode/beam_step.py)
+    # the step's decisions: compiled where the model brings them (decode/beam_step.py), with
+    # the step itself where its state does (a lone sentence's: decode/compiled.py)
     pick = model.choose if isinstance(model, CompiledDecoding) else choose
+    choose_next = getattr(state, "choose_next", None)
     step = 0
     shortest = int(limits.min())
     while alive_ids:
-        limited = None if step < shortest else step >= live_limits  # (N,) at their limit
-        z = _next_scores(state, prefix,
-                         None if limited is None else limited.repeat_interleave(k))  # (N*K, V)
-        choice = pick(force(z.log_softmax(dim=-1), forcing, step, alive, k), scores,
-                      n_finished, live_limits, step)
+        allowed = allowed_tokens(forcing, step, model.tgt_vocab_size, device)  # (B, V)
+        both = None if choose_next is None else choose_next(
+            prefix, scores, n_finished, live_limits, None if allowed is None else allowed[alive])
+        if both is None:
+            limited = None if step < shortest else step >= live_limits  # (N,) at their limit
+            z = _next_scores(state, prefix, None if limited is None else
+                             limited.repeat_interleave(k))  # (N*K, V)
+            choice = pick(force(z.log_softmax(dim=-1), allowed, alive, k), scores, n_finished,
+                          live_limits, step)
+        else:
+            choice = both[0]
         any_ends, any_done = choice.flags.tolist()  # the step's one wait for the device
         if any_ends:
             penalty = float(length_penalty(step + 1, alpha))
@@ -259,9 +253,12 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
                                    penalty):
                 finished[alive_ids[row]].append(hyp)
         scores, n_finished = choice.scores, choice.n_finished  # (N, K), (N,)
-        prefix = torch.cat([prefix[choice.rows], choice.tokens.reshape(-1, 1)],
-                           dim=1)  # (N*K, t + 1)
-        state.select(choice.rows)
+        if both is None:
+            prefix = torch.cat([prefix[choice.rows], choice.tokens.reshape(-1, 1)],
+                               dim=1)  # (N*K, t + 1)
+            state.select(choice.rows)
+        else:  # the state reordered nothing: its hypotheses' pasts are read through ancestors
+            prefix = both[1]
         if on_step is not None:
             on_step(alive_ids, prefix, scores)
 
