@@ -29,6 +29,7 @@ from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import candidate_logits, choose
 from transformer_mt.decode.compiled import CompiledDecoding, CompiledState, model_key
+from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.graphs import LoopAttention
 from transformer_mt.decode.incremental import decoder_step, encode_source
 from transformer_mt.decode.search import beam_search, greedy
@@ -115,26 +116,60 @@ def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
 
 
 @pytest.mark.parametrize(("sentences", "beam"), [(1, 5), (4, 3), (2, 1)])
-def test_the_compiled_choice_is_beam_searchs(toy, compiled, sentences, beam):
-    """Beam search's decisions at a step (``decode/beam_step.py``) compiled: equal to the
-    function's, where candidates end, where some are impossible (-inf: a sentence at its
-    length limit) and where sentences are done."""
+@pytest.mark.parametrize("forced", [False, True])
+def test_the_compiled_choice_is_beam_searchs(toy, compiled, sentences, beam, forced):
+    """Beam search's decisions at a step (``decode/beam_step.py``) compiled, from the logits:
+    equal to the function's (its log-probabilities within rounding), where candidates end,
+    where some are impossible (-inf: a sentence at its length limit), where sentences are
+    done and where a forced prefix bars tokens."""
     decoding, _ = compiled
     generator = torch.Generator().manual_seed(sentences * 10 + beam)
-    logprobs = torch.randn(sentences * beam, toy.tgt_vocab_size,
-                           generator=generator).log_softmax(dim=-1)
-    logprobs[0, EOS_ID] = 0.0  # the first sentence's best candidate ends
-    logprobs[-beam:, :] = -torch.inf  # the last one may only end
-    logprobs[-beam:, EOS_ID] = 0.0
+    z = torch.randn(sentences * beam, toy.tgt_vocab_size, generator=generator) * 3
+    z[0, EOS_ID] = 20.0  # the first sentence's best candidate ends
+    z[-beam:, :] = -torch.inf  # the last one may only end
+    z[-beam:, EOS_ID] = 0.0
     scores = torch.randn(sentences, beam, generator=generator)
     n_finished = torch.arange(sentences) % max(beam, 2)
     limits = torch.full((sentences,), 7)
+    barred = None
+    if forced:  # a third of the tokens barred, never <eos>
+        barred = torch.where(torch.rand(sentences, toy.tgt_vocab_size, generator=generator)
+                             < 0.3, -torch.inf, 0.0)
+        barred[:, EOS_ID] = 0.0
     for step in (3, 7):
-        ours = decoding.choose(logprobs, scores, n_finished, limits, step)
-        theirs = choose(logprobs, scores, n_finished, limits, step)
+        ours = decoding.choose(z, scores, n_finished, limits, step, barred)
+        theirs = choose(z, scores, n_finished, limits, step, barred)
         assert ours._fields == theirs._fields
         for name, a, b in zip(theirs._fields, ours, theirs, strict=True):
-            assert torch.equal(a, b), name
+            if a.is_floating_point():
+                torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+            else:
+                assert torch.equal(a, b), name
+
+
+def test_forced_prefixes_decode_compiled_as_the_model_does(toy, compiled):
+    """Outputs that must begin a given way (``decode/forcing.py``), then one of some tokens
+    or any: compiled, in a batch and a sentence at a time (its beam's steps and choices in
+    one graph), the same hypotheses as the decoding copy's, each beginning as forced."""
+    decoding, _ = compiled
+    eager = for_decoding(toy, "fp32")
+    src = toy_sources(4, seed=5)
+    first = EOS_ID + 1  # the toy's tokens
+    forcing = Forcing.of([[first + i] for i in range(4)],
+                         [[first + 2, first + 3], None, None, [first + 4]])
+    for beam in (1, BEAM):
+        for rows in ([0, 1, 2, 3], [0], [3]):
+            part, forced = src[rows], forcing.subset(rows)
+            part = part[:, (part != PAD_ID).any(dim=0)]  # no column of padding alone
+            ours, theirs = (beam_search(model, part, source_mask(part), beam, nbest=beam,
+                                        use_cache=True, forcing=forced)
+                            for model in (decoding, eager))
+            assert [[h.tokens for h in hyps] for hyps in ours] == [
+                [h.tokens for h in hyps] for hyps in theirs]
+            for mine, other, tokens in zip(ours, theirs, forced.tokens, strict=True):
+                assert all(h.tokens[:len(tokens)] == tokens for h in mine)
+                assert [h.score for h in mine] == pytest.approx([h.score for h in other],
+                                                                abs=1e-4)
 
 
 def test_a_second_load_reads_the_cache(toy, compiled, monkeypatch):
@@ -265,16 +300,16 @@ def test_the_beam_graph_is_a_step_and_its_choice(toy, compiled, limit, forced):
         prefix = torch.randint(EOS_ID + 1, vocab, (g, 4), generator=generator)
         scores = torch.randn(1, g, generator=generator)
         n_finished, limits = torch.tensor([1]), torch.tensor([limit])
-        allowed = torch.rand(1, vocab, generator=generator) > 0.5 if forced else None
+        barred = None  # or a forced prefix's: half the tokens barred
+        if forced:
+            barred = torch.where(torch.rand(1, vocab, generator=generator) < 0.5, -torch.inf, 0.0)
         own = kv.clone()  # each hypothesis's own past, as the model's step reads it
         own[:, :3] = kv[ancestors[:, :3], torch.arange(3)]
         logits = decoder_step(eager, prefix[:, -1], 3, own, cross_kv, mask, g)
         at_limit = torch.full((g,), limit <= 3)
-        logprobs = candidate_logits(logits, at_limit).log_softmax(dim=-1)
-        if forced:
-            logprobs = logprobs.masked_fill(~allowed, -torch.inf)
-        theirs = choose(logprobs, scores, n_finished, limits, 3)
-        mine, following = state.choose_next(prefix, scores, n_finished, limits, allowed)
+        theirs = choose(candidate_logits(logits, at_limit), scores, n_finished, limits, 3,
+                        barred)
+        mine, following = state.choose_next(prefix, scores, n_finished, limits, barred)
     for name, a, b in zip(theirs._fields, mine, theirs, strict=True):
         if a.is_floating_point():
             torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -40,7 +40,7 @@ def next_token_choices(model: Decodable, src: Tensor, src_mask: Tensor,
     prefix = torch.tensor([[BOS_ID, *forced]], device=src.device)  # (1, t + 1)
     for t in range(1, prefix.size(1) + 1):
         z = state.next_logits(prefix[:, :t])  # (1, V)
-    log_probs = force(next_token_logprobs(z), forcing.mask(len(forced), z.size(1), z.device),
+    log_probs = force(next_token_logprobs(z), forcing, len(forced),
                       torch.zeros(1, dtype=torch.long, device=src.device))[0]  # (V,)
     best, token = log_probs.topk(min(k, int(torch.isfinite(log_probs).sum())))
     return list(zip(token.tolist(), best.tolist(), strict=True))

@@ -59,16 +59,30 @@ class Choice(NamedTuple):
     rows: Tensor  # (N*K,) the row of the hypothesis each extends
 
 
-def choose(logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
-           step: int | Tensor) -> Choice:
-    """Beam search's step: of the 2K best candidates of each sentence (``logprobs`` (N*K, V)
-    of its K hypotheses, whose scores are ``scores`` (N, K)), those ending in ``<eos>`` among
-    the first K are finished; the first K others continue. ``n_finished`` (N,) counts the
-    finished hypotheses so far, ``limits`` (N,) the length limits; ``step``: this step."""
+def choose(z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor, step: int | Tensor,
+           barred: Tensor | None = None) -> Choice:
+    """Beam search's step: of the 2K best candidates of each sentence (by the log-probabilities
+    :func:`step_logprobs` makes of ``z`` (N*K, V), its K hypotheses' next-token logits as
+    :func:`candidate_logits` gives them, and ``barred``; the hypotheses' scores are ``scores``
+    (N, K)), those ending in ``<eos>`` among the first K are finished; the first K others
+    continue. ``n_finished`` (N,) counts the finished hypotheses so far, ``limits`` (N,) the
+    length limits; ``step``: this step."""
     # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
     # (a small top-k per row), then the best 2K of the K*2K.
+    logprobs = step_logprobs(z, scores.size(1), barred)  # (N*K, V)
     row_best = logprobs.topk(2 * scores.size(1), dim=-1)  # (N*K, 2K) log-probs and tokens
     return choose_among(row_best, scores, n_finished, limits, step)
+
+
+def step_logprobs(z: Tensor, group: int, barred: Tensor | None = None) -> Tensor:
+    """The log-probabilities (N*G, V) of logits ``z`` (N*G, V) (N sentences' G hypotheses
+    each), with ``barred`` (N, V), if given, added to each sentence's rows: -inf for the
+    tokens a forced prefix bars there, 0 for the others (normalised first, so a forced token
+    scores what the model gives it: ``decode/forcing.py``)."""
+    logprobs = z.log_softmax(dim=-1)
+    if barred is None:
+        return logprobs
+    return (logprobs.unflatten(0, (-1, group)) + barred[:, None]).flatten(0, 1)
 
 
 def choose_among(row_best: tuple[Tensor, Tensor], scores: Tensor, n_finished: Tensor,

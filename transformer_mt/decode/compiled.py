@@ -140,11 +140,14 @@ class CompiledDecoding(nn.Module):
         where the vocabulary has fewer than twice as many tokens (a step ranks 2K)."""
         return min(self.max_rows, self.tgt_vocab_size // 2)
 
-    def none_barred(self, device: torch.device) -> Tensor:
-        """(1, V) zeros: no token barred (:class:`BeamGraph`; made once: ~8 us a step)."""
-        if self._none_barred is None or self._none_barred.device != device:
-            self._none_barred = torch.zeros(1, self.tgt_vocab_size, device=device)
-        return self._none_barred
+    def none_barred(self, device: torch.device, sentences: int = 1) -> Tensor:
+        """(sentences, V) zeros: no token barred, as the graphs take it (kept: a lone beam's
+        step made one in ~8 us, a batch's in ~30)."""
+        kept = self._none_barred
+        if kept is None or kept.device != device or kept.size(0) < sentences:
+            kept = self._none_barred = torch.zeros(max(sentences, 1), self.tgt_vocab_size,
+                                                   device=device)
+        return kept[:sentences]
 
     @property
     def batches(self) -> bool:
@@ -200,15 +203,16 @@ class CompiledDecoding(nn.Module):
         kv.select(1, position).copy_(fresh)  # (B*G, L, 2, H, Dh)
         return logits
 
-    def choose(self, logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
-               step: int | Tensor) -> Choice:
+    def choose(self, z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+               step: int | Tensor, barred: Tensor | None = None) -> Choice:
         """:func:`~transformer_mt.decode.beam_step.choose`, compiled where loaded."""
         n, k = scores.shape
         if self._choose is None or k > self._widest_choice:
-            return choose(logprobs, scores, n_finished, limits, step)
+            return choose(z, scores, n_finished, limits, step, barred)
         return Choice(*self._run(self._choose, [
-            logprobs.view(n, k, -1), scores.contiguous(), n_finished.contiguous(),
-            limits.contiguous(), torch.tensor(step, device=scores.device)]))
+            z.view(n, k, -1), scores.contiguous(), n_finished.contiguous(),
+            limits.contiguous(), torch.tensor(step, device=scores.device),
+            self.none_barred(z.device, n) if barred is None else barred.contiguous()]))
 
     def _run(self, runner: Runner, inputs: list[Tensor]) -> list[Tensor]:
         return runner(inputs)
@@ -365,17 +369,19 @@ class CompiledDecoding(nn.Module):
         device = next(self.model.parameters()).device
         sentences, group = 3, min(4, self._widest_choice)
         generator = torch.Generator(device).manual_seed(0)
-        logprobs = torch.randn(sentences, group, self.tgt_vocab_size, generator=generator,
-                               device=device).log_softmax(dim=-1)
+        z = torch.randn(sentences, group, self.tgt_vocab_size, generator=generator,
+                        device=device)
         scores = torch.randn(sentences, group, generator=generator, device=device)
         n_finished = torch.zeros(sentences, dtype=torch.long, device=device)
         limits = torch.full((sentences,), 9, dtype=torch.long, device=device)
         batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
         hypotheses = torch.export.Dim("hypotheses", min=1, max=self._widest_choice)
-        shapes = {"logprobs": {0: batch, 1: hypotheses}, "scores": {0: batch, 1: hypotheses},
-                  "n_finished": {0: batch}, "limits": {0: batch}, "step": None}
-        return ChoiceGraph(self._widest_choice), (logprobs, scores, n_finished, limits,
-                               torch.tensor(5, device=device)), shapes
+        barred = torch.zeros(sentences, self.tgt_vocab_size, device=device)
+        shapes = {"z": {0: batch, 1: hypotheses}, "scores": {0: batch, 1: hypotheses},
+                  "n_finished": {0: batch}, "limits": {0: batch}, "step": None,
+                  "barred": {0: batch}}
+        return ChoiceGraph(self._widest_choice), (z, scores, n_finished, limits,
+                               torch.tensor(5, device=device), barred), shapes
 
 
 @dataclass
@@ -392,12 +398,12 @@ class CompiledState(DecoderState):
     lone: bool = False  # one sentence, its padding dropped
 
     def choose_next(self, prefix: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
-                    allowed: Tensor | None) -> tuple[Choice, Tensor] | None:
+                    barred: Tensor | None) -> tuple[Choice, Tensor] | None:
         """Beam search's next step and its choice in one compiled call (:class:`BeamGraph`):
         the :class:`Choice` (as :func:`choose` makes it from this step's log-probabilities)
         and the next step's prefixes (K, T + 1), the state advanced. ``prefix`` (K, T), the
-        others as :func:`choose` takes them; ``allowed`` (1, V) bool: the tokens a forced
-        prefix allows (None: any). None where it does not apply (several sentences, a beam
+        others as :func:`choose` takes them (``barred`` (1, V): what a forced prefix bars;
+        None: nothing). None where it does not apply (several sentences, a beam
         the graph does not take, the graph not loaded): the caller steps and chooses as ever.
         """
         decoding, k = self.decoding, prefix.size(0)
@@ -408,8 +414,8 @@ class CompiledState(DecoderState):
             length = int(self.src_mask.sum())
             self.memory, self.src_mask = self.memory[:, :length], self.src_mask[..., :length]
             self.cross_kv, self.lone = self.cross_kv[..., :length, :].contiguous(), True
-        barred = decoding.none_barred(prefix.device) if allowed is None else torch.where(
-            allowed, 0.0, -torch.inf)  # (1, V)
+        if barred is None:
+            barred = decoding.none_barred(prefix.device)  # (1, V)
         kv = self.reserve(k)  # (K, capacity, L, 2, H, Dh)
         ancestors = self.ancestors
         if ancestors is None:

@@ -55,19 +55,23 @@ class Forcing:
         return allowed.to(device)
 
 
-def allowed_tokens(forcing: Forcing | None, step: int, vocab: int,
-                   device: torch.device) -> Tensor | None:
-    """:meth:`Forcing.mask` at ``step``: (B, V) bool, None where nothing is forced."""
-    return None if forcing is None else forcing.mask(step, vocab, device)
-
-
-def force(z: Tensor, allowed: Tensor | None, sentence: Tensor, group: int = 1) -> Tensor:
-    """Logits z (N*G, V) with what ``allowed`` (B, V) bool (:func:`allowed_tokens`; None:
-    all) bars set to -inf; ``sentence`` (N,): the row of ``allowed`` of each ``group`` rows
-    of z."""
+def force(z: Tensor, forcing: Forcing | None, step: int, sentence: Tensor,
+          group: int = 1) -> Tensor:
+    """Logits z (N*G, V) with what ``forcing`` bars at ``step`` set to -inf; ``sentence`` (N,):
+    the forcing's row (sentence) of each ``group`` rows of z."""
+    allowed = None if forcing is None else forcing.mask(step, z.size(1), z.device)  # (B, V)
     if allowed is None:
         return z
     return z.masked_fill(~allowed[sentence.repeat_interleave(group)], -torch.inf)
+
+
+def barred(forcing: Forcing | None, step: int, vocab: int, sentence: Tensor) -> Tensor | None:
+    """(N, V): -inf for the tokens ``forcing`` bars at ``step`` in the sentences ``sentence``
+    (N,) (its rows), 0 for the others, to add to log-probabilities; None where it bars none."""
+    allowed = None if forcing is None else forcing.mask(step, vocab, sentence.device)
+    if allowed is None:
+        return None
+    return torch.where(allowed[sentence], 0.0, -torch.inf)
 
 
 def raise_limits(limits: Tensor, forcing: Forcing | None) -> Tensor:

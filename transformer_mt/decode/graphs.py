@@ -27,7 +27,12 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import choose_among, eos_only, never_produced
+from transformer_mt.decode.beam_step import (
+    choose_among,
+    eos_only,
+    never_produced,
+    step_logprobs,
+)
 from transformer_mt.decode.incremental import decoder_step
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
@@ -128,7 +133,7 @@ class BeamGraph(nn.Module):
                                   fresh=fresh)  # (K, V)
         # candidate_logits(logits, at_limit), then what forcing bars
         z = torch.where((position >= limits)[:, None], self.eos_only, logits.float() + self.never)
-        logprobs = z.log_softmax(dim=-1) + barred  # (K, V)
+        logprobs = step_logprobs(z, k, barred)  # (K, V)
         row_best = top_k_by_blocks(logprobs, 2 * k, 2 * self.widest)
         choice = choose_among(row_best, scores, n_finished, limits, position)
         keep = torch.arange(k, device=prefix.device)[:, None]  # (K, 1) each its own row next
@@ -173,8 +178,9 @@ class BatchGraph(nn.Module):
 
 class ChoiceGraph(nn.Module):
     """What is exported of beam search's step: :func:`~transformer_mt.decode.beam_step.choose`
-    for N sentences of K hypotheses, ``logprobs`` (N, K, V) (the sizes of N*K rows could not
-    vary apart), ``step`` a 0-d tensor; returns the :class:`Choice`'s tensors in its order.
+    for N sentences of K hypotheses, ``z`` (N, K, V) (the sizes of N*K rows could not vary
+    apart), ``step`` a 0-d tensor, ``barred`` (N, V) (zeros: nothing barred); returns the
+    :class:`Choice`'s tensors in its order.
     Each hypothesis's 2K best tokens are read by :func:`top_k_by_blocks` (``widest``: the
     widest beam, K, it is exported for)."""
 
@@ -182,10 +188,11 @@ class ChoiceGraph(nn.Module):
         super().__init__()
         self.widest = widest
 
-    def forward(self, logprobs: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
-                step: Tensor) -> tuple[Tensor, ...]:
+    def forward(self, z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+                step: Tensor, barred: Tensor) -> tuple[Tensor, ...]:
         count = 2 * scores.size(1)
-        row_best = top_k_by_blocks(logprobs.flatten(0, 1), count, 2 * self.widest)
+        logprobs = step_logprobs(z.flatten(0, 1), scores.size(1), barred)  # (N*K, V)
+        row_best = top_k_by_blocks(logprobs, count, 2 * self.widest)
         return tuple(choose_among(row_best, scores, n_finished, limits, step))
 
 

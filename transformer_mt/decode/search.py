@@ -29,7 +29,7 @@ from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import candidate_logits, choose
 from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
-from transformer_mt.decode.forcing import Forcing, allowed_tokens, force, raise_limits
+from transformer_mt.decode.forcing import Forcing, barred, force, raise_limits
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
@@ -160,8 +160,8 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     shortest = int(limits.min())
     while alive_ids:
         z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
-        token = _pick(force(z, allowed_tokens(forcing, step, z.size(1), device), alive),
-                      sample_topk, temperature, generator, top_p)  # (N,)
+        token = _pick(force(z, forcing, step, alive), sample_topk, temperature, generator,
+                      top_p)  # (N,)
         if scores:
             total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
@@ -235,15 +235,15 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     step = 0
     shortest = int(limits.min())
     while alive_ids:
-        allowed = allowed_tokens(forcing, step, model.tgt_vocab_size, device)  # (B, V)
-        both = None if choose_next is None else choose_next(
-            prefix, scores, n_finished, live_limits, None if allowed is None else allowed[alive])
+        # (N, V): -inf for what a forced prefix bars (after normalising), 0 for the rest
+        bars = None if forcing is None else barred(forcing, step, model.tgt_vocab_size, alive)
+        both = None if choose_next is None else choose_next(prefix, scores, n_finished,
+                                                            live_limits, bars)
         if both is None:
             limited = None if step < shortest else step >= live_limits  # (N,) at their limit
             z = _next_scores(state, prefix, None if limited is None else
                              limited.repeat_interleave(k))  # (N*K, V)
-            choice = pick(force(z.log_softmax(dim=-1), allowed, alive, k), scores, n_finished,
-                          live_limits, step)
+            choice = pick(z, scores, n_finished, live_limits, step, bars)
         else:
             choice = both[0]
         any_ends, any_done = choice.flags.tolist()  # the step's one wait for the device
