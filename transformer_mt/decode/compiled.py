@@ -51,30 +51,18 @@ import torch
 from torch import Tensor, nn
 
 import transformer_mt
-from transformer_mt.data.batch import source_mask
 from transformer_mt.data.cache import cache_entry
-from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import Choice, choose
-from transformer_mt.decode.graphs import (
-    BLOCK,
-    BatchGraph,
-    BeamGraph,
-    ChoiceGraph,
-    EncoderGraph,
-    StepGraph,
-    loop_attention_copy,
-)
+from transformer_mt.decode.graphs import BLOCK, MAX_GROUP, exported, loop_attention_copy
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import autocast, cpu_flags, for_decoding, laid_out
+from transformer_mt.precision import cpu_flags, for_decoding, laid_out
 
 log = logging.getLogger(__name__)
 
 MAX_ROWS = 8  # a lone sentence's wider beam runs the batch graph: oneDNN's kernels are faster
-MAX_GROUP = 64  # the widest beam the batch graph takes
-MAX_SENTENCES = 4096  # the most sentences a batch graph's step takes
 PACKAGE_FORMAT = 3  # part of the cache key: a package made otherwise is never read as this one
 
 # inductor's settings: weights frozen into the compiled code (packed once); a lone sentence's
@@ -122,12 +110,18 @@ class CompiledDecoding(nn.Module):
         # vocabulary has blocks for beams of MAX_ROWS, as wide as its best tokens can be read
         # by blocks (graphs.top_k_by_blocks)
         blocks = self.tgt_vocab_size // BLOCK // 2
-        self._widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2,
+        self.widest_choice = min(MAX_GROUP, self.tgt_vocab_size // 2,
                                   blocks if blocks >= MAX_ROWS else MAX_GROUP)
         self.max_rows = MAX_ROWS
         self.max_positions = model.decoder.pos.table.size(0)
         self.max_source = model.encoder.pos.table.size(0)
         self.eval()
+
+    @property
+    def plain(self) -> Transformer:
+        """The model in plain ``nn.Linear`` layers (its attention :class:`LoopAttention`),
+        as the graphs are exported from."""
+        return self._plain[0]
 
     @property
     def beams(self) -> bool:
@@ -207,7 +201,7 @@ class CompiledDecoding(nn.Module):
                step: int | Tensor, barred: Tensor | None = None) -> Choice:
         """:func:`~transformer_mt.decode.beam_step.choose`, compiled where loaded."""
         n, k = scores.shape
-        if self._choose is None or k > self._widest_choice:
+        if self._choose is None or k > self.widest_choice:
             return choose(z, scores, n_finished, limits, step, barred)
         return Choice(*self._run(self._choose, [
             z.view(n, k, -1), scores.contiguous(), n_finished.contiguous(),
@@ -289,7 +283,7 @@ class CompiledDecoding(nn.Module):
         recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
         try:
             with torch.inference_mode():
-                module, example, shapes = self._graph(name, precision)
+                module, example, shapes = exported(self, name, precision)
                 graph = torch.export.export(module, example, dynamic_shapes=shapes)
                 torch._inductor.aoti_compile_and_package(
                     graph, package_path=str(directory / PACKAGE), inductor_configs=dict(
@@ -298,90 +292,6 @@ class CompiledDecoding(nn.Module):
             raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
             sys.setrecursionlimit(recursion_limit)
-
-    def _graph(self, name: str,
-               precision: str) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
-        """The module to export as graph ``name``, made-up inputs (a source of 3 tokens; the
-        buffers as decoding makes them, at position 3) and the sizes that vary: the source
-        length, the position and (``many``) the hypotheses, from 2 to ``max_rows``; a batch's
-        sentences, hypotheses and buffer capacity too."""
-        plain, device = self._plain[0], next(self.model.parameters()).device
-        src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
-        source = torch.export.Dim("source", min=1, max=self.max_source)
-        positions = torch.export.Dim("positions", min=1, max=self.max_positions)
-        if name == "encode":
-            return EncoderGraph(plain, precision), (src,), {"src": {1: source}}
-        if name == "batch":
-            return self._batch_graph(precision, source, positions)
-        if name == "choose":
-            return self._choice_graph()
-        rows = 1 if name == "one" else 3
-        with torch.inference_mode(), autocast(device, precision):
-            state = incremental.start_decoding(self.model, src, source_mask(src), rows)
-            kv = torch.zeros_like(state.reserve(rows)[:, :8])  # (rows, 8, L, 2, H, Dh)
-        capacity = torch.export.Dim("capacity", min=2, max=2 * self.max_positions)
-        cross_kv = state.cross_kv.contiguous()  # (1, L, 2, H, S, Dh)
-        if name == "one":
-            last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
-            length = torch.empty(4, dtype=torch.long, device=device)
-            return StepGraph(plain, precision), (last, kv, length, cross_kv), {
-                "last": None, "kv": {1: capacity}, "length": {0: positions},
-                "cross_kv": {4: source}}
-        hypotheses = torch.export.Dim("hypotheses", min=2, max=self.widest_beam)
-        prefix = torch.full((rows, 4), BOS_ID, dtype=torch.long, device=device)  # (K, T)
-        ancestors = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 1], [2, 1, 2, 2]], device=device)
-        barred = torch.zeros(1, self.tgt_vocab_size, device=device)
-        scores = torch.tensor([[-1.0, -2.0, -3.0]], device=device)
-        n_finished, limits = torch.tensor([1], device=device), torch.tensor([9], device=device)
-        return (BeamGraph(plain, precision, self.widest_beam),
-                (prefix, kv, ancestors, cross_kv, barred, scores, n_finished, limits), {
-                    "prefix": {0: hypotheses, 1: positions}, "kv": {0: hypotheses, 1: capacity},
-                    "ancestors": {0: hypotheses, 1: positions}, "cross_kv": {4: source},
-                    "barred": None, "scores": {1: hypotheses}, "n_finished": None,
-                    "limits": None})
-
-    def _batch_graph(self, precision: str, source: Any,
-                     positions: Any) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
-        """:meth:`_graph` of ``batch``: 4 sentences (padded), 3 hypotheses each, a buffer of 8
-        positions."""
-        device = next(self.model.parameters()).device
-        src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID + 3, EOS_ID]] * 4, device=device)
-        src[1:, 2:] = PAD_ID
-        src[1:, 1] = EOS_ID  # (4, 4): one of 4 tokens, three of 2
-        sentences, group = src.size(0), 3
-        with torch.inference_mode(), autocast(device, precision):
-            state = incremental.start_decoding(self.model, src, source_mask(src), group)
-            kv = torch.zeros_like(state.reserve(sentences * group))  # (B*G, C, L, 2, H, Dh)
-        kv = kv.view(sentences, group, *kv.shape[1:])[:, :, :8].contiguous()
-        last = torch.full((sentences, group), BOS_ID, dtype=torch.long, device=device)
-        length = torch.empty(4, dtype=torch.long, device=device)
-        batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
-        hypotheses = torch.export.Dim("hypotheses", min=1, max=MAX_GROUP)
-        capacity = torch.export.Dim("capacity", min=2, max=2 * self.max_positions)
-        shapes = {"last": {0: batch, 1: hypotheses},
-                  "kv": {0: batch, 1: hypotheses, 2: capacity}, "length": {0: positions},
-                  "cross_kv": {0: batch, 4: source}, "src_mask": {0: batch, 3: source}}
-        return (BatchGraph(self._plain[0], precision),
-                (last, kv, length, state.cross_kv.contiguous(), source_mask(src)), shapes)
-
-    def _choice_graph(self) -> tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]:
-        """:meth:`_graph` of ``choose``: 3 sentences of 4 hypotheses, at step 5."""
-        device = next(self.model.parameters()).device
-        sentences, group = 3, min(4, self._widest_choice)
-        generator = torch.Generator(device).manual_seed(0)
-        z = torch.randn(sentences, group, self.tgt_vocab_size, generator=generator,
-                        device=device)
-        scores = torch.randn(sentences, group, generator=generator, device=device)
-        n_finished = torch.zeros(sentences, dtype=torch.long, device=device)
-        limits = torch.full((sentences,), 9, dtype=torch.long, device=device)
-        batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
-        hypotheses = torch.export.Dim("hypotheses", min=1, max=self._widest_choice)
-        barred = torch.zeros(sentences, self.tgt_vocab_size, device=device)
-        shapes = {"z": {0: batch, 1: hypotheses}, "scores": {0: batch, 1: hypotheses},
-                  "n_finished": {0: batch}, "limits": {0: batch}, "step": None,
-                  "barred": {0: batch}}
-        return ChoiceGraph(self._widest_choice), (z, scores, n_finished, limits,
-                               torch.tensor(5, device=device), barred), shapes
 
 
 @dataclass

@@ -14,7 +14,9 @@ can trace them once for every source length, position and number of hypotheses.
   one; beam search: the beam), its padding masked, whose products are oneDNN's packed ones
   (faster from a few dozen rows on);
 - :class:`ChoiceGraph`: beam search's decisions at a step (``decode/beam_step.py``), each
-  hypothesis's best tokens read by blocks (:func:`top_k_by_blocks`).
+  hypothesis's best tokens read by blocks (:func:`top_k_by_blocks`);
+
+and :func:`exported`: each one's module, made-up inputs and the sizes that vary, to export.
 
 Attention is :class:`LoopAttention` in all of them: written as the loops it is.
 """
@@ -22,10 +24,13 @@ Attention is :class:`LoopAttention` in all of them: written as the loops it is.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import (
     choose_among,
@@ -37,6 +42,15 @@ from transformer_mt.decode.incremental import decoder_step
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, shared_copy
+
+if TYPE_CHECKING:
+    from transformer_mt.decode.compiled import CompiledDecoding
+
+MAX_GROUP = 64  # the widest beam the batch graph takes
+MAX_SENTENCES = 4096  # the most sentences a batch graph's step takes
+
+# a graph to export: the module, its example inputs, the sizes that vary (torch.export's)
+Exported = tuple[nn.Module, tuple[Tensor, ...], dict[str, Any]]
 
 
 class LoopAttention(MultiHeadAttention):
@@ -227,3 +241,88 @@ def top_k_by_blocks(values: Tensor, count: int, most: int) -> tuple[Tensor, Tens
         index = torch.cat([index, tail], dim=1)
     top, at = candidates.topk(count, dim=-1)  # (R, count)
     return top, index.gather(1, at)
+
+
+def exported(decoding: CompiledDecoding, name: str, precision: str) -> Exported:
+    """What ``decoding`` (a :class:`~transformer_mt.decode.compiled.CompiledDecoding`) exports
+    as graph ``name``: the module, made-up inputs (a source of 3 tokens; the buffers as
+    decoding makes them, at position 3) and the sizes that vary: the source length, the
+    position and (``beam``) the hypotheses, from 2 to ``widest_beam``; a batch's sentences,
+    hypotheses and buffer capacity too."""
+    plain, device = decoding.plain, next(decoding.model.parameters()).device
+    src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID]], device=device)  # (1, 3)
+    source = torch.export.Dim("source", min=1, max=decoding.max_source)
+    positions = torch.export.Dim("positions", min=1, max=decoding.max_positions)
+    if name == "encode":
+        return EncoderGraph(plain, precision), (src,), {"src": {1: source}}
+    if name == "batch":
+        return _batch_export(decoding, precision, source, positions)
+    if name == "choose":
+        return _choice_export(decoding)
+    rows = 1 if name == "one" else 3
+    with torch.inference_mode(), autocast(device, precision):
+        state = incremental.start_decoding(decoding.model, src, source_mask(src), rows)
+        kv = torch.zeros_like(state.reserve(rows)[:, :8])  # (rows, 8, L, 2, H, Dh)
+    capacity = torch.export.Dim("capacity", min=2, max=2 * decoding.max_positions)
+    cross_kv = state.cross_kv.contiguous()  # (1, L, 2, H, S, Dh)
+    if name == "one":
+        last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
+        length = torch.empty(4, dtype=torch.long, device=device)
+        return StepGraph(plain, precision), (last, kv, length, cross_kv), {
+            "last": None, "kv": {1: capacity}, "length": {0: positions},
+            "cross_kv": {4: source}}
+    hypotheses = torch.export.Dim("hypotheses", min=2, max=decoding.widest_beam)
+    prefix = torch.full((rows, 4), BOS_ID, dtype=torch.long, device=device)  # (K, T)
+    ancestors = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 1], [2, 1, 2, 2]], device=device)
+    barred = torch.zeros(1, decoding.tgt_vocab_size, device=device)
+    scores = torch.tensor([[-1.0, -2.0, -3.0]], device=device)
+    n_finished, limits = torch.tensor([1], device=device), torch.tensor([9], device=device)
+    return (BeamGraph(plain, precision, decoding.widest_beam),
+            (prefix, kv, ancestors, cross_kv, barred, scores, n_finished, limits), {
+                "prefix": {0: hypotheses, 1: positions}, "kv": {0: hypotheses, 1: capacity},
+                "ancestors": {0: hypotheses, 1: positions}, "cross_kv": {4: source},
+                "barred": None, "scores": {1: hypotheses}, "n_finished": None,
+                "limits": None})
+
+def _batch_export(decoding: CompiledDecoding, precision: str, source: Any,
+              positions: Any) -> Exported:
+    """:func:`exported` of ``batch``: 4 sentences (padded), 3 hypotheses each, a buffer of 8
+    positions."""
+    device = next(decoding.model.parameters()).device
+    src = torch.tensor([[EOS_ID + 1, EOS_ID + 2, EOS_ID + 3, EOS_ID]] * 4, device=device)
+    src[1:, 2:] = PAD_ID
+    src[1:, 1] = EOS_ID  # (4, 4): one of 4 tokens, three of 2
+    sentences, group = src.size(0), 3
+    with torch.inference_mode(), autocast(device, precision):
+        state = incremental.start_decoding(decoding.model, src, source_mask(src), group)
+        kv = torch.zeros_like(state.reserve(sentences * group))  # (B*G, C, L, 2, H, Dh)
+    kv = kv.view(sentences, group, *kv.shape[1:])[:, :, :8].contiguous()
+    last = torch.full((sentences, group), BOS_ID, dtype=torch.long, device=device)
+    length = torch.empty(4, dtype=torch.long, device=device)
+    batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
+    hypotheses = torch.export.Dim("hypotheses", min=1, max=MAX_GROUP)
+    capacity = torch.export.Dim("capacity", min=2, max=2 * decoding.max_positions)
+    shapes = {"last": {0: batch, 1: hypotheses},
+              "kv": {0: batch, 1: hypotheses, 2: capacity}, "length": {0: positions},
+              "cross_kv": {0: batch, 4: source}, "src_mask": {0: batch, 3: source}}
+    return (BatchGraph(decoding.plain, precision),
+            (last, kv, length, state.cross_kv.contiguous(), source_mask(src)), shapes)
+
+def _choice_export(decoding: CompiledDecoding) -> Exported:
+    """:func:`exported` of ``choose``: 3 sentences of 4 hypotheses, at step 5."""
+    device = next(decoding.model.parameters()).device
+    sentences, group = 3, min(4, decoding.widest_choice)
+    generator = torch.Generator(device).manual_seed(0)
+    z = torch.randn(sentences, group, decoding.tgt_vocab_size, generator=generator,
+                    device=device)
+    scores = torch.randn(sentences, group, generator=generator, device=device)
+    n_finished = torch.zeros(sentences, dtype=torch.long, device=device)
+    limits = torch.full((sentences,), 9, dtype=torch.long, device=device)
+    batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
+    hypotheses = torch.export.Dim("hypotheses", min=1, max=decoding.widest_choice)
+    barred = torch.zeros(sentences, decoding.tgt_vocab_size, device=device)
+    shapes = {"z": {0: batch, 1: hypotheses}, "scores": {0: batch, 1: hypotheses},
+              "n_finished": {0: batch}, "limits": {0: batch}, "step": None,
+              "barred": {0: batch}}
+    return ChoiceGraph(decoding.widest_choice), (z, scores, n_finished, limits,
+                           torch.tensor(5, device=device), barred), shapes
