@@ -28,7 +28,8 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import candidate_logits, choose
-from transformer_mt.decode.compiled import CompiledDecoding, CompiledState, model_key
+from transformer_mt.decode.compiled import CompiledDecoding, model_key
+from transformer_mt.decode.compiled_state import CompiledState
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.graphs import LoopAttention
 from transformer_mt.decode.incremental import decoder_step, encode_source
@@ -274,23 +275,68 @@ def test_a_batchs_last_sentence_runs_a_lone_sentences_graph(toy, compiled, monke
     torch.testing.assert_close(mine_kv[:, :4], theirs_kv[:, :4], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize(("limit", "forced"), [(9, False), (3, False), (9, True)])
-def test_the_beam_graph_is_a_step_and_its_choice(toy, compiled, limit, forced):
-    """A lone sentence's beam step in one graph (a batch's last sentence here: its padding
-    cut off), each hypothesis's past read through its ancestors (rows the buffer was never
-    reordered into): the choice beam search makes from the model's step over each
-    hypothesis's own past (with the mask), the same keys and values written, the next
-    prefixes and ancestors; at the length limit (only <eos>) and with a forced prefix too.
-    Reordering the hypotheses afterwards gives each row its own past."""
+def test_a_batch_reads_each_hypothesis_past_through_its_ancestors(toy, compiled):
+    """A batch's step in the batch graph with its buffer never reordered: each hypothesis
+    writes in a row of its own (``slots``; two rows more, as of sentences that left) and reads
+    its past from the rows its ancestors wrote (``ancestors``): the logits and keys and values
+    of the model's step over each one's own past, with the mask. Beams reordered and a
+    sentence leaving then select ancestors and slots only (nothing of the buffer is copied);
+    settling gives each row its own past."""
     decoding, _ = compiled
     eager = for_decoding(toy, "fp32")
-    src = torch.cat([lone_sources(1)[0], torch.full((1, 3), PAD_ID)], dim=1)  # padded
+    src = toy_sources(3, seed=7)
+    mask = source_mask(src)
+    g, rows = BEAM, 3 * BEAM + 2
+    generator = torch.Generator().manual_seed(3)
+    with torch.inference_mode():
+        memory, cross_kv = encode_source(eager, src, mask)
+        slots = torch.randperm(rows, generator=generator)[:3 * g]  # (B*G,)
+        state = CompiledState(eager, memory, mask, cross_kv, g, step=decoding.batch_step,
+                              decoding=decoding, slots=slots)
+        kv = state.reserve(rows)  # (rows, capacity, L, 2, H, Dh)
+        kv.copy_(torch.randn(kv.shape, generator=generator))  # 3 positions "before"
+        state.offset = 3
+        past = torch.randint(0, rows, (3 * g, 3), generator=generator)
+        state.ancestors = torch.cat([past, slots[:, None]], dim=1)
+        prefix = torch.randint(EOS_ID + 1, toy.tgt_vocab_size, (3 * g, 4), generator=generator)
+        own = torch.zeros(3 * g, *kv.shape[1:])  # each hypothesis's own past, in its row
+        own[:, :3] = kv[past, torch.arange(3)]
+        theirs = decoder_step(eager, prefix[:, -1], 3, own, cross_kv, mask, g)
+        mine = state.next_logits(prefix)
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(kv[slots, 3], own[:, 3], atol=1e-5, rtol=1e-5)
+        assert state.offset == 4
+        assert torch.equal(state.ancestors, torch.cat([past, slots[:, None], slots[:, None]], 1))
+        reorder = torch.arange(3 * g).view(3, g).flip(1).flatten()  # within each sentence
+        state.select(reorder)
+        keep = torch.tensor([0, 2])  # the second sentence leaves
+        hypotheses = (keep[:, None] * g + torch.arange(g)).flatten()
+        state.select(hypotheses, keep)
+        assert torch.equal(state.slots, slots[hypotheses])
+        assert torch.equal(state.ancestors[:, -1], slots[hypotheses])
+        assert state.cross_kv.size(0) == 2 and torch.equal(state.src_mask, mask[keep])
+        state._settle()
+    assert state.ancestors is None and state.slots is None
+    torch.testing.assert_close(state.self_kv[:2 * g, :4], own[reorder[hypotheses], :4],
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("limit", "forced"), [(9, False), (3, False), (9, True)])
+def test_the_beam_graph_is_a_step_and_its_choice(toy, compiled, limit, forced):
+    """A lone sentence's beam step in one graph, each hypothesis's past read through its
+    ancestors (rows the buffer was never reordered into): the choice beam search makes from
+    the model's step over each hypothesis's own past, the same keys and values written, the
+    next prefixes and ancestors; at the length limit (only <eos>) and with a forced prefix
+    too. Reordering the hypotheses afterwards gives each row its own past."""
+    decoding, _ = compiled
+    eager = for_decoding(toy, "fp32")
+    src = lone_sources(1)[0]
     mask = source_mask(src)
     generator = torch.Generator().manual_seed(limit + forced)
     g, vocab = BEAM, toy.tgt_vocab_size
     with torch.inference_mode():
         memory, cross_kv = encode_source(eager, src, mask)
-        state = CompiledState(eager, memory, mask, cross_kv, g, decoding=decoding)
+        state = CompiledState(eager, memory, mask, cross_kv, g, decoding=decoding, lone=True)
         kv = state.reserve(g)  # (G, capacity, L, 2, H, Dh)
         kv.copy_(torch.randn(kv.shape, generator=generator))  # 3 positions "before"
         state.offset = 3
@@ -319,7 +365,7 @@ def test_the_beam_graph_is_a_step_and_its_choice(toy, compiled, limit, forced):
     torch.testing.assert_close(kv[:, 3], own[:, 3], atol=1e-5, rtol=1e-5)
     assert torch.equal(state.ancestors, torch.cat([ancestors[theirs.rows],
                                                    torch.arange(g)[:, None]], 1))
-    assert state.offset == 4 and state.cross_kv.size(-2) == src.size(1) - 3
+    assert state.offset == 4
     reorder = torch.tensor([2, 0, 1])
     with torch.inference_mode():
         state.select(reorder)

@@ -43,7 +43,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ import transformer_mt
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import Choice, choose
+from transformer_mt.decode.compiled_state import CompiledState
 from transformer_mt.decode.graphs import BLOCK, MAX_GROUP, exported, loop_attention_copy
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.errors import MTError
@@ -158,10 +158,13 @@ class CompiledDecoding(nn.Module):
             memory, cross_kv = self._run(encode, [src.contiguous()])
             return CompiledState(self.model, memory, src_mask, cross_kv, group,
                                  step=self.step, decoding=self)
-        step = self.batch_step if self.batches and group <= MAX_GROUP else None
         memory, cross_kv = incremental.encode_source(self.model, src, src_mask)
-        return CompiledState(self.model, memory, src_mask, cross_kv, group, step=step,
-                             decoding=self)
+        if not (self.batches and group <= MAX_GROUP):
+            return CompiledState(self.model, memory, src_mask, cross_kv, group, decoding=self)
+        slots = torch.arange(src.size(0) * group, device=src.device)  # (B*G,)
+        return CompiledState(self.model, memory, src_mask, cross_kv, group,
+                             step=self.batch_step, decoding=self, ancestors=slots[:, None],
+                             slots=slots)
 
     def step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
              cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
@@ -179,23 +182,16 @@ class CompiledDecoding(nn.Module):
 
     def batch_step(self, model: Transformer, last: Tensor, position: int, kv: Tensor,
                    cross_kv: Tensor, src_mask: Tensor | None, group: int) -> Tensor:
-        """:func:`decoder_step` of a batch, compiled (:class:`BatchGraph`): ``last`` (B*G,),
-        ``kv`` (B*G, capacity, L, 2, H, Dh) a whole buffer (contiguous), this position's keys
-        and values written into it here. Once one sentence is left, its greedy steps run a
-        lone sentence's graph where loaded (0.25 against 0.8 ms a step here: oneDNN's
-        products are slow at one row), as its beam's do (:meth:`CompiledState.choose_next`)."""
-        sentences = cross_kv.size(0)
-        if sentences == 1 and src_mask is not None and group == 1 and self._one:  # the last
+        """:func:`decoder_step` of a batch whose steps do not run the batch graph
+        (:meth:`CompiledState.next_logits` runs it): once one sentence is left, its greedy
+        steps run a lone sentence's graph where loaded (0.25 against 0.8 ms a step here:
+        oneDNN's products are slow at one row), as its beam's do
+        (:meth:`CompiledState.choose_next`); ``kv`` (B*G, capacity, L, 2, H, Dh) a whole
+        buffer (contiguous), this position's keys and values written into it here."""
+        if cross_kv.size(0) == 1 and src_mask is not None and group == 1 and self._one:
             length = int(src_mask.sum())  # its source without the padding (masked anyway)
             return self.step(model, last, position, kv, cross_kv[..., :length, :], None, group)
-        if self._batch is None or src_mask is None or position >= self.max_positions:
-            return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
-        logits, fresh = self._run(self._batch, [
-            last.contiguous().view(sentences, group),  # (last: a column of the prefixes)
-            kv.view(sentences, group, *kv.shape[1:]), last.new_empty(position + 1),
-            cross_kv.contiguous(), src_mask.contiguous()])
-        kv.select(1, position).copy_(fresh)  # (B*G, L, 2, H, Dh)
-        return logits
+        return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
 
     def choose(self, z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
                step: int | Tensor, barred: Tensor | None = None) -> Choice:
@@ -292,61 +288,6 @@ class CompiledDecoding(nn.Module):
             raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
             sys.setrecursionlimit(recursion_limit)
-
-
-@dataclass
-class CompiledState(DecoderState):
-    """The incremental decoder's state (:class:`DecoderState`) of a :class:`CompiledDecoding`,
-    whose steps run its graphs: a lone sentence's, a batch's; and, where one sentence is left
-    with a beam the beam graph takes, a step and the search's choice from it as one
-    (:meth:`choose_next`), each hypothesis's past then read through ``ancestors``."""
-
-    decoding: CompiledDecoding | None = None
-    # (K, T + 1) the row each hypothesis's keys and values were written in at each position
-    # (:class:`BeamGraph`); None: its own row at every one
-    ancestors: Tensor | None = None
-    lone: bool = False  # one sentence, its padding dropped
-
-    def choose_next(self, prefix: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
-                    barred: Tensor | None) -> tuple[Choice, Tensor] | None:
-        """Beam search's next step and its choice in one compiled call (:class:`BeamGraph`):
-        the :class:`Choice` (as :func:`choose` makes it from this step's log-probabilities)
-        and the next step's prefixes (K, T + 1), the state advanced. ``prefix`` (K, T), the
-        others as :func:`choose` takes them (``barred`` (1, V): what a forced prefix bars;
-        None: nothing). None where it does not apply (several sentences, a beam
-        the graph does not take, the graph not loaded): the caller steps and chooses as ever.
-        """
-        decoding, k = self.decoding, prefix.size(0)
-        if (decoding is None or decoding._beam is None or self.cross_kv.size(0) != 1
-                or not 2 <= k <= decoding.widest_beam or self.offset >= decoding.max_positions):
-            return None
-        if not self.lone:  # a batch's last sentence: its padding dropped (masked anyway)
-            length = int(self.src_mask.sum())
-            self.memory, self.src_mask = self.memory[:, :length], self.src_mask[..., :length]
-            self.cross_kv, self.lone = self.cross_kv[..., :length, :].contiguous(), True
-        if barred is None:
-            barred = decoding.none_barred(prefix.device)  # (1, V)
-        kv = self.reserve(k)  # (K, capacity, L, 2, H, Dh)
-        ancestors = self.ancestors
-        if ancestors is None:
-            ancestors = torch.arange(k, device=prefix.device)[:, None].expand(
-                -1, prefix.size(1)).contiguous()  # (K, T)
-        *fields, fresh, following, self.ancestors = decoding._run(decoding._beam, [
-            prefix.contiguous(), kv, ancestors, self.cross_kv, barred, scores.contiguous(),
-            n_finished.contiguous(), limits.contiguous()])
-        kv.select(1, self.offset).copy_(fresh)  # (K, L, 2, H, Dh): row h, hypothesis h's
-        self.offset += 1
-        return Choice(*fields), following
-
-    def _select_hypotheses(self, rows: Tensor) -> None:
-        """:meth:`DecoderState._select_hypotheses`, each row first given its own past where
-        it was read through ancestors."""
-        kv, ancestors, self.ancestors = self.self_kv, self.ancestors, None
-        if kv is not None and ancestors is not None and rows.numel():
-            filled = self.offset
-            kv[:ancestors.size(0), :filled] = kv[ancestors[:, :filled],
-                                                 torch.arange(filled, device=kv.device)]
-        super()._select_hypotheses(rows)
 
 
 GRAPHS = ("encode", "one", "beam", "batch", "choose")

@@ -126,6 +126,9 @@ class BeamGraph(nn.Module):
     T + 1) each.
     """
 
+    never: Tensor  # (V,) 0, -inf for <pad> and <bos>
+    eos_only: Tensor  # (V,) -inf, 0 for <eos>
+
     def __init__(self, model: Transformer, precision: str, widest: int) -> None:
         super().__init__()
         self.model, self.precision, self.widest = model, precision, widest
@@ -172,21 +175,25 @@ class EncoderGraph(nn.Module):
 
 class BatchGraph(nn.Module):
     """What is exported for batches: :class:`StepGraph`'s step for ``last`` (B, G), the newest
-    tokens of B sentences' G hypotheses each, with ``kv`` (B, G, capacity, L, 2, H, Dh),
-    ``cross_kv`` (B, L, 2, H, S, Dh) and ``src_mask`` (B, 1, 1, S). Returns the logits
-    (B*G, V) and this position's keys and values (B*G, L, 2, H, Dh)."""
+    tokens of B sentences' G hypotheses each, with ``kv`` (R, capacity, L, 2, H, Dh) the
+    whole buffer, read through ``ancestors`` (B, G, T): the row each hypothesis's keys and
+    values are in at each position (as :class:`BeamGraph` reads them: the buffer is never
+    reordered, nor compacted when sentences leave), ``cross_kv`` (B, L, 2, H, S, Dh) and
+    ``src_mask`` (B, 1, 1, S). Returns the logits (B*G, V) and this position's keys and
+    values (B*G, L, 2, H, Dh)."""
 
     def __init__(self, model: Transformer, precision: str) -> None:
         super().__init__()
         self.model, self.precision = model, precision
 
-    def forward(self, last: Tensor, kv: Tensor, length: Tensor, cross_kv: Tensor,
+    def forward(self, last: Tensor, kv: Tensor, ancestors: Tensor, cross_kv: Tensor,
                 src_mask: Tensor) -> tuple[Tensor, Tensor]:
-        group = last.size(1)
+        group, length = last.size(1), ancestors.size(2)
+        past = kv[ancestors.flatten(0, 1), torch.arange(length, device=kv.device)]
         fresh: list[Tensor] = []
         with autocast(last.device, self.precision):
-            logits = decoder_step(self.model, last.reshape(-1), length.size(0) - 1,
-                                  kv.flatten(0, 1), cross_kv, src_mask, group, fresh=fresh)
+            logits = decoder_step(self.model, last.reshape(-1), length - 1, past, cross_kv,
+                                  src_mask, group, fresh=fresh)
         return logits, torch.stack(fresh, dim=1)
 
 
@@ -296,17 +303,20 @@ def _batch_export(decoding: CompiledDecoding, precision: str, source: Any,
     with torch.inference_mode(), autocast(device, precision):
         state = incremental.start_decoding(decoding.model, src, source_mask(src), group)
         kv = torch.zeros_like(state.reserve(sentences * group))  # (B*G, C, L, 2, H, Dh)
-    kv = kv.view(sentences, group, *kv.shape[1:])[:, :, :8].contiguous()
+    kv = torch.cat([kv, kv[:2]])[:, :8].contiguous()  # (B*G + 2, 8, ...): rows to spare
     last = torch.full((sentences, group), BOS_ID, dtype=torch.long, device=device)
-    length = torch.empty(4, dtype=torch.long, device=device)
+    generator = torch.Generator(device).manual_seed(0)
+    ancestors = torch.randint(0, kv.size(0), (sentences, group, 4), generator=generator,
+                              device=device)  # at position 3
     batch = torch.export.Dim("sentences", min=1, max=MAX_SENTENCES)
     hypotheses = torch.export.Dim("hypotheses", min=1, max=MAX_GROUP)
+    rows = torch.export.Dim("rows", min=2, max=MAX_SENTENCES * MAX_GROUP)
     capacity = torch.export.Dim("capacity", min=2, max=2 * decoding.max_positions)
-    shapes = {"last": {0: batch, 1: hypotheses},
-              "kv": {0: batch, 1: hypotheses, 2: capacity}, "length": {0: positions},
+    shapes = {"last": {0: batch, 1: hypotheses}, "kv": {0: rows, 1: capacity},
+              "ancestors": {0: batch, 1: hypotheses, 2: positions},
               "cross_kv": {0: batch, 4: source}, "src_mask": {0: batch, 3: source}}
     return (BatchGraph(decoding.plain, precision),
-            (last, kv, length, state.cross_kv.contiguous(), source_mask(src)), shapes)
+            (last, kv, ancestors, state.cross_kv.contiguous(), source_mask(src)), shapes)
 
 def _choice_export(decoding: CompiledDecoding) -> Exported:
     """:func:`exported` of ``choose``: 3 sentences of 4 hypotheses, at step 5."""

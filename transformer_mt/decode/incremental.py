@@ -133,8 +133,12 @@ class DecoderState:
         """
         if self.self_kv is not None:
             self._select_hypotheses(rows)
-        if sentences is None:
-            return
+        if sentences is not None:
+            self._select_sentences(sentences)
+
+    def _select_sentences(self, sentences: Tensor) -> None:
+        """Keep (and reorder) what belongs to the sentences: row ``i`` becomes old row
+        ``sentences[i]``."""
         self.memory = self.memory.index_select(0, sentences)
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = self.cross_kv.index_select(0, sentences)
