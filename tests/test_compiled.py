@@ -171,6 +171,11 @@ def test_forced_prefixes_decode_compiled_as_the_model_does(toy, compiled):
                 assert all(h.tokens[:len(tokens)] == tokens for h in mine)
                 assert [h.score for h in mine] == pytest.approx([h.score for h in other],
                                                                 abs=1e-4)
+            ours, theirs = (greedy(model, part, source_mask(part), use_cache=True,
+                                   forcing=forced) for model in (decoding, eager))
+            assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+            assert all(h.tokens[:len(t)] == t for h, t in zip(ours, forced.tokens, strict=True))
+            assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-4)
 
 
 def test_a_second_load_reads_the_cache(toy, compiled, monkeypatch):
@@ -319,6 +324,39 @@ def test_a_batch_reads_each_hypothesis_past_through_its_ancestors(toy, compiled)
     assert state.ancestors is None and state.slots is None
     torch.testing.assert_close(state.self_kv[:2 * g, :4], own[reorder[hypotheses], :4],
                                atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("limit", "forced"), [(9, False), (3, False), (9, True)])
+def test_the_greedy_graph_is_a_step_and_its_pick(toy, compiled, limit, forced):
+    """A lone sentence's greedy step and its pick in one graph: the token greedy search picks
+    from the model's step (its first best, at the length limit only <eos>, with a forced
+    prefix only what it allows), that token's log-probability, the keys and values written."""
+    decoding, _ = compiled
+    eager = for_decoding(toy, "fp32")
+    src = lone_sources(1)[0]
+    mask = source_mask(src)
+    generator = torch.Generator().manual_seed(limit + forced)
+    vocab = toy.tgt_vocab_size
+    with torch.inference_mode():
+        memory, cross_kv = encode_source(eager, src, mask)
+        state = CompiledState(eager, memory, mask, cross_kv, 1, decoding=decoding, lone=True)
+        kv = state.reserve(1)  # (1, capacity, L, 2, H, Dh)
+        kv.copy_(torch.randn(kv.shape, generator=generator))  # 3 positions "before"
+        state.offset = 3
+        prefix = torch.randint(EOS_ID + 1, vocab, (1, 4), generator=generator)
+        bars = None  # or a forced prefix's: half the tokens barred
+        if forced:
+            bars = torch.where(torch.rand(1, vocab, generator=generator) < 0.5, -torch.inf, 0.0)
+        own = kv.clone()
+        logits = decoder_step(eager, prefix[:, -1], 3, own, cross_kv, mask, 1)
+        z = candidate_logits(logits, torch.full((1,), limit <= 3))
+        token = (z if bars is None else z + bars).max(dim=-1).indices
+        logprob = z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
+        mine = state.pick_next(prefix, torch.tensor([limit]), bars)
+    assert mine is not None and torch.equal(mine[0], token)
+    torch.testing.assert_close(mine[1], logprob, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(kv[:, 3], own[:, 3], atol=1e-5, rtol=1e-5)
+    assert state.offset == 4
 
 
 @pytest.mark.parametrize(("limit", "forced"), [(9, False), (3, False), (9, True)])

@@ -175,8 +175,10 @@ class CompiledDecoding(nn.Module):
         runner = self._one if last.size(0) == 1 else None
         if runner is None or position >= self.max_positions:  # the model says what is wrong
             return decoder_step(model, last, position, kv, cross_kv, src_mask, group)
-        logits, fresh = self._run(runner, [last.contiguous(), kv, last.new_empty(position + 1),
-                                           cross_kv.contiguous()])
+        no_limit = torch.full((1,), position + 1, device=last.device)  # (the pick unused)
+        logits, fresh, _, _ = self._run(runner, [
+            last.contiguous(), kv, last.new_empty(position + 1), cross_kv.contiguous(),
+            no_limit, self.none_barred(last.device)])
         kv.select(1, position).copy_(fresh)  # (N, L, 2, H, Dh)
         return logits
 

@@ -85,6 +85,37 @@ class CompiledState(DecoderState):
             self.slots = self.slots[rows]
             self._select_sentences(sentences)
 
+    def pick_next(self, prefix: Tensor, limits: Tensor,
+                  barred: Tensor | None) -> tuple[Tensor, Tensor] | None:
+        """Greedy search's next step and its pick in one compiled call (``graphs.StepGraph``):
+        the token (1,) and its log-probability (1,) for one sentence's prefix (1, T), at its
+        length limit ``limits`` (1,), with ``barred`` (1, V) what a forced prefix bars (None:
+        nothing); the state advanced. None where it does not apply (several sentences, the
+        graph not loaded): the caller steps and picks as ever."""
+        decoding = self.decoding
+        if (decoding is None or decoding._one is None or self.group != 1
+                or self.cross_kv.size(0) != 1 or self.offset >= decoding.max_positions):
+            return None
+        self._lone()
+        kv = self.reserve(1)  # (1, capacity, L, 2, H, Dh)
+        _, fresh, token, logprob = decoding._run(decoding._one, [
+            prefix[:, -1].contiguous(), kv, prefix.new_empty(self.offset + 1), self.cross_kv,
+            limits.contiguous(), decoding.none_barred(prefix.device) if barred is None
+            else barred.contiguous()])
+        kv.select(1, self.offset).copy_(fresh)  # (1, L, 2, H, Dh)
+        self.offset += 1
+        return token, logprob
+
+    def _lone(self) -> None:
+        """A batch's last sentence as a lone one: each row its own past, the source's padding
+        dropped (masked anyway), as a lone sentence's graphs take it."""
+        if self.lone:
+            return
+        self._settle()
+        length = int(self.src_mask.sum())
+        self.memory, self.src_mask = self.memory[:, :length], self.src_mask[..., :length]
+        self.cross_kv, self.lone = self.cross_kv[..., :length, :].contiguous(), True
+
     def choose_next(self, prefix: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
                     barred: Tensor | None) -> tuple[Choice, Tensor] | None:
         """Beam search's next step and its choice in one compiled call (``graphs.BeamGraph``):
@@ -98,11 +129,7 @@ class CompiledState(DecoderState):
         if (decoding is None or decoding._beam is None or self.cross_kv.size(0) != 1
                 or not 2 <= k <= decoding.widest_beam or self.offset >= decoding.max_positions):
             return None
-        if not self.lone:  # a batch's last sentence: its padding dropped (masked anyway)
-            self._settle()
-            length = int(self.src_mask.sum())
-            self.memory, self.src_mask = self.memory[:, :length], self.src_mask[..., :length]
-            self.cross_kv, self.lone = self.cross_kv[..., :length, :].contiguous(), True
+        self._lone()
         if barred is None:
             barred = decoding.none_barred(prefix.device)  # (1, V)
         kv = self.reserve(k)  # (K, capacity, L, 2, H, Dh)

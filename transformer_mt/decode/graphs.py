@@ -84,29 +84,53 @@ def loop_attention_copy(model: Transformer) -> Transformer:
     return twin
 
 
-class StepGraph(nn.Module):
-    """What is exported for a lone sentence's steps: :func:`decoder_step` for its hypotheses'
-    newest tokens ``last`` (N,) at the position ``length.size(0) - 1`` (only ``length``'s size
-    is read: a size the graph may vary, where a number would be fixed), with ``kv`` (N,
-    capacity, L, 2, H, Dh) the whole key/value buffer (read only: a slice of it would have to
-    be copied to the layout the graph was exported for) and ``cross_kv`` (1, L, 2, H, S, Dh)
-    the encoder's; returns the logits (N, V) and this position's keys and values (N, L, 2, H,
-    Dh), for the caller to write (a graph writing into its input copies the whole buffer)."""
+class SearchGraph(nn.Module):
+    """A graph that computes what search chooses from: the logits as
+    :func:`~transformer_mt.decode.beam_step.candidate_logits` makes them, from vectors (the
+    graph's constants) added or selected, where inductor's loops compared indices and read a
+    bool mask (~15 us a step each)."""
+
+    never: Tensor  # (V,) 0, -inf for <pad> and <bos>
+    eos_only: Tensor  # (V,) -inf, 0 for <eos>
 
     def __init__(self, model: Transformer, precision: str) -> None:
         super().__init__()
         self.model, self.precision = model, precision
+        vocab, device = model.tgt_vocab_size, next(model.parameters()).device
+        self.register_buffer("never", never_produced(vocab, device), persistent=False)
+        self.register_buffer("eos_only", eos_only(vocab, device), persistent=False)
 
-    def forward(self, last: Tensor, kv: Tensor, length: Tensor,
-                cross_kv: Tensor) -> tuple[Tensor, Tensor]:
+    def candidates(self, logits: Tensor, at_limit: Tensor) -> Tensor:
+        """``candidate_logits(logits, at_limit)``: (N, V) logits, ``at_limit`` (N, 1) bool."""
+        return torch.where(at_limit, self.eos_only, logits.float() + self.never)
+
+
+class StepGraph(SearchGraph):
+    """What is exported for a lone sentence's greedy steps: :func:`decoder_step` for its
+    newest token ``last`` (1,) at the position ``length.size(0) - 1`` (only ``length``'s size
+    is read: a size the graph may vary, where a number would be fixed), with ``kv`` (1,
+    capacity, L, 2, H, Dh) the whole key/value buffer (read only: a slice of it would have to
+    be copied to the layout the graph was exported for) and ``cross_kv`` (1, L, 2, H, S, Dh)
+    the encoder's; and greedy search's pick from it (``decode/search.py``), at the length
+    limit ``limits`` (1,) and with what a forced prefix bars (``barred`` (1, V): -inf, 0).
+    Returns the logits (1, V), this position's keys and values (1, L, 2, H, Dh), for the
+    caller to write (a graph writing into its input copies the whole buffer), the token picked
+    (1,) and its log-probability (1,)."""
+
+    def forward(self, last: Tensor, kv: Tensor, length: Tensor, cross_kv: Tensor,
+                limits: Tensor, barred: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         fresh: list[Tensor] = []
+        position = length.size(0) - 1
         with autocast(last.device, self.precision):
-            logits = decoder_step(self.model, last, length.size(0) - 1, kv, cross_kv, None,
+            logits = decoder_step(self.model, last, position, kv, cross_kv, None,
                                   last.size(0), fresh=fresh)
-        return logits, torch.stack(fresh, dim=1)
+        z = self.candidates(logits, (position >= limits)[:, None])  # (1, V)
+        token = (z + barred).argmax(dim=-1)  # (1,) the first best, as max's index is
+        logprob = z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)  # (1,)
+        return logits, torch.stack(fresh, dim=1), token, logprob
 
 
-class BeamGraph(nn.Module):
+class BeamGraph(SearchGraph):
     """What is exported for a lone sentence's beam search: a step of its K hypotheses and the
     search's choice from it (:func:`~transformer_mt.decode.beam_step.choose`), in one graph.
 
@@ -126,17 +150,9 @@ class BeamGraph(nn.Module):
     T + 1) each.
     """
 
-    never: Tensor  # (V,) 0, -inf for <pad> and <bos>
-    eos_only: Tensor  # (V,) -inf, 0 for <eos>
-
     def __init__(self, model: Transformer, precision: str, widest: int) -> None:
-        super().__init__()
-        self.model, self.precision, self.widest = model, precision, widest
-        # what candidate_logits writes, as vectors to add or select (constants of the graph):
-        # inductor's loops compared indices, and read a bool mask, ~15 us a step each
-        vocab, device = model.tgt_vocab_size, next(model.parameters()).device
-        self.register_buffer("never", never_produced(vocab, device), persistent=False)
-        self.register_buffer("eos_only", eos_only(vocab, device), persistent=False)
+        super().__init__(model, precision)
+        self.widest = widest
 
     def forward(self, prefix: Tensor, kv: Tensor, ancestors: Tensor, cross_kv: Tensor,
                 barred: Tensor, scores: Tensor, n_finished: Tensor,
@@ -148,9 +164,8 @@ class BeamGraph(nn.Module):
         with autocast(prefix.device, self.precision):
             logits = decoder_step(self.model, prefix[:, -1], position, past, cross_kv, None, k,
                                   fresh=fresh)  # (K, V)
-        # candidate_logits(logits, at_limit), then what forcing bars
-        z = torch.where((position >= limits)[:, None], self.eos_only, logits.float() + self.never)
-        logprobs = step_logprobs(z, k, barred)  # (K, V)
+        z = self.candidates(logits, (position >= limits)[:, None])  # (K, V)
+        logprobs = step_logprobs(z, k, barred)  # (K, V), then what forcing bars
         row_best = top_k_by_blocks(logprobs, 2 * k, 2 * self.widest)
         choice = choose_among(row_best, scores, n_finished, limits, position)
         keep = torch.arange(k, device=prefix.device)[:, None]  # (K, 1) each its own row next
@@ -275,9 +290,11 @@ def exported(decoding: CompiledDecoding, name: str, precision: str) -> Exported:
     if name == "one":
         last = torch.full((rows,), BOS_ID, dtype=torch.long, device=device)
         length = torch.empty(4, dtype=torch.long, device=device)
-        return StepGraph(plain, precision), (last, kv, length, cross_kv), {
+        limits = torch.tensor([9], device=device)
+        barred = torch.zeros(1, decoding.tgt_vocab_size, device=device)
+        return StepGraph(plain, precision), (last, kv, length, cross_kv, limits, barred), {
             "last": None, "kv": {1: capacity}, "length": {0: positions},
-            "cross_kv": {4: source}}
+            "cross_kv": {4: source}, "limits": None, "barred": None}
     hypotheses = torch.export.Dim("hypotheses", min=2, max=decoding.widest_beam)
     prefix = torch.full((rows, 4), BOS_ID, dtype=torch.long, device=device)  # (K, T)
     ancestors = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 1], [2, 1, 2, 2]], device=device)

@@ -158,12 +158,21 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     results: list[Hypothesis | None] = [None] * b
     step = 0
     shortest = int(limits.min())
+    # the step with its pick, where the state offers it (a lone sentence's: decode/compiled.py)
+    pick_next = getattr(state, "pick_next", None) if sample_topk <= 0 and top_p >= 1 else None
     while alive_ids:
-        z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
-        token = _pick(force(z, forcing, step, alive), sample_topk, temperature, generator,
-                      top_p)  # (N,)
-        if scores:
-            total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
+        both = None if pick_next is None else pick_next(
+            prefix, limits[alive], barred(forcing, step, model.tgt_vocab_size, alive))
+        if both is None:
+            z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
+            token = _pick(force(z, forcing, step, alive), sample_topk, temperature, generator,
+                          top_p)  # (N,)
+            if scores:
+                total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
+        else:  # (N,) each
+            token = both[0]
+            if scores:
+                total = total + both[1]
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
         done = (token == EOS_ID).cpu()  # (N,) the step's one wait for the device
         if done.any():  # more transfers only at the steps where sentences end
