@@ -62,7 +62,8 @@ class CompiledState(DecoderState):
             last.view(self.cross_kv.size(0), -1), kv,
             ancestors.view(self.cross_kv.size(0), last.size(0) // self.cross_kv.size(0), -1),
             self.cross_kv.contiguous(), self.src_mask.contiguous()])
-        kv.select(1, self.offset).index_copy_(0, slots, fresh)  # (N*G', L, 2, H, Dh)
+        # the buffer's dtype: fp32 where the model is bf16 (attention computes in fp32 on the CPU)
+        kv.select(1, self.offset).index_copy_(0, slots, fresh.to(kv.dtype))  # (N*G', L, 2, H, Dh)
         self.offset += 1
         if first:  # each sentence's G hypotheses share its one past
             logits = logits.repeat_interleave(group, dim=0)  # (N*G, V)
