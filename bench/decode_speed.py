@@ -62,12 +62,12 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
 def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> dict:
     """CTranslate2 on the same sentences, greedy and beam 5, fp32, as many threads as ours,
     timed in turns with ``ours(beam, batch)`` (seconds of our decoding of the same batches),
-    best of ``ROUNDS`` each, so that a slow moment of the machine does not favour either side:
-    batches of 32 (sorted by length), and one sentence a call (the first ``LONE`` sentences,
-    in milliseconds a sentence: a lone request's latency; with ``compiled``, ours also with
-    the compiled steps). Both get the same batches and the same per-sentence length limits
-    and return translations only. (That both compute the same is tested in
-    tests/test_export.py.)
+    best of ``ROUNDS`` each (``LONE_ROUNDS`` for the lone sentences, whose turns are short), so
+    that a slow moment of the machine does not favour either side: batches of 32 (sorted by
+    length), and one sentence a call (the first ``LONE`` sentences, in milliseconds a sentence:
+    a lone request's latency; with ``compiled``, ours also with the compiled steps). Both get
+    the same batches and the same per-sentence length limits and return translations only. (That
+    both compute the same is tested in tests/test_export.py.)
 
     The engine runs in a process of its own, as it would for a user: CTranslate2 brings its
     own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone
@@ -96,7 +96,8 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> di
                 for batch in (32, 1):
                     theirs: list[float] = []
                     mine: dict[str, list[float]] = {suffix: [] for _, suffix in ways}
-                    for _ in range(ROUNDS):  # in turns: ours (eager, compiled), the engine
+                    # in turns: ours (eager, compiled), the engine
+                    for _ in range(ROUNDS if batch > 1 else LONE_ROUNDS):
                         for use_compiled, suffix in ways:
                             mine[suffix].append(ours(beam, batch, use_compiled))
                         theirs.append(pool.apply(_engine_time, (src_tok, limits, beam, batch,
@@ -165,6 +166,7 @@ def first_call(checkpoint: Path, sentence: str, device: torch.device, rounds: in
 
 
 ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
+LONE_ROUNDS = 5  # the same for the lone sentences' rows (short turns)
 LONE = 40  # sentences translated one a call for the latency rows
 
 
