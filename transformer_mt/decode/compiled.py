@@ -70,10 +70,12 @@ PACKAGE_FORMAT = 3  # part of the cache key: a package made otherwise is never r
 # of BLAS calls, the many rows of a batch's step and of a source's tokens by oneDNN's packed
 # kernels (ATen's: 1.7x faster than the template at 32 rows; a 13-token source's encoder
 # 716 against 773 us in fp32, 482 against 862 in bf16, 25 tokens 1.1 against 1.8 ms); no
-# pointwise operations fused into a product's template (in bf16 inductor 2.13 asserts there)
+# pointwise operations fused into a product's template (in bf16 inductor 2.13 asserts there);
+# a graph's intermediate tensors of fixed size on the stack where it has no library call
+# (a lone sentence's step, whose ~40 allocations a call took ~20 of its ~140 us here)
 INDUCTOR_OPTIONS: dict[str, Any] = {
     "freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP",
-    "epilogue_fusion": False}
+    "epilogue_fusion": False, "aot_inductor.allow_stack_allocation": True}
 GEMMS = {"batch": "ATEN", "encode": "ATEN"}  # the graphs whose products are not the template's
 
 # a compiled graph's inputs -> outputs (AOTInductor's runner)

@@ -125,9 +125,10 @@ def next_token_logprobs(logits: Tensor) -> Tensor:
     return candidate_logits(logits).log_softmax(dim=-1)
 
 
-def _at_limit(step: int, limits: Tensor, alive: Tensor, shortest: int) -> Tensor | None:
-    """(N,) alive rows whose output reached its length limit; None (no work) before any can."""
-    return None if step < shortest else step >= limits[alive]
+def _at_limit(step: int, limits: Tensor, shortest: int) -> Tensor | None:
+    """(N,) rows whose output reached its length limit (``limits`` (N,): the rows'); None (no
+    work) before any can."""
+    return None if step < shortest else step >= limits
 
 
 @torch.inference_mode()
@@ -154,6 +155,7 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=device)  # (N, t)
     alive = torch.arange(b, device=device)  # original row of each decoded row
     alive_ids = list(range(b))  # the same, on the host
+    live_limits = limits  # (N,) the length limit of each decoded row
     total = torch.full((b,), 0.0 if scores else torch.nan, device=device)  # (N,)
     results: list[Hypothesis | None] = [None] * b
     step = 0
@@ -162,9 +164,9 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     pick_next = getattr(state, "pick_next", None) if sample_topk <= 0 and top_p >= 1 else None
     while alive_ids:
         both = None if pick_next is None else pick_next(
-            prefix, limits[alive], barred(forcing, step, model.tgt_vocab_size, alive))
+            prefix, live_limits, barred(forcing, step, model.tgt_vocab_size, alive))
         if both is None:
-            z = _next_scores(state, prefix, _at_limit(step, limits, alive, shortest))  # (N, V)
+            z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest))  # (N, V)
             token = _pick(force(z, forcing, step, alive), sample_topk, temperature, generator,
                           top_p)  # (N,)
             if scores:
@@ -183,8 +185,11 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
                 results[alive_ids[row]] = Hypothesis(ended[i], ended_scores[i])
             keep_rows = (~done).nonzero().flatten()
             alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
+            if not alive_ids:  # (nothing left to keep)
+                break
             keep = keep_rows.to(device)
             alive, prefix, total = alive[keep], prefix[keep], total[keep]
+            live_limits = live_limits[keep]
             state.select(keep, keep)
         step += 1
     return [r for r in results if r is not None]
@@ -274,6 +279,8 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
         if any_done:
             keep_rows = (~choice.done).nonzero().flatten().cpu()  # (N',)
             alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
+            if not alive_ids:  # (nothing left to keep)
+                break
             keep = keep_rows.to(device)
             keep_hyps = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
             alive, scores, prefix = alive[keep], scores[keep], prefix[keep_hyps]
