@@ -21,15 +21,20 @@ SIMD_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 def machine(device: torch.device | None = None) -> dict[str, object]:
-    """What a figure was measured on: CPU model and its SIMD flags, cores, torch, the GPU."""
+    """What a figure was measured on: CPU model (with its family and model numbers: a VM's
+    "AMD EPYC" is a Zen 4, family 25, or a Zen 5, family 26) and its SIMD flags, cores, torch,
+    the GPU."""
     cpu = platform.processor() or platform.machine()
     flags: list[str] = []
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             text = f.read()
-        names = [line.split(":", 1)[1].strip() for line in text.splitlines()
-                 if line.startswith("model name")]
-        cpu = names[0] if names else cpu
+        first = dict(line.split(":", 1) for line in text.split("\n\n")[0].splitlines()
+                     if ":" in line)
+        first = {key.strip(): value.strip() for key, value in first.items()}
+        cpu = first.get("model name", cpu)
+        if "cpu family" in first:
+            cpu += f" (family {first['cpu family']}, model {first.get('model', '?')})"
         present = set(text.split())
         flags = [flag for flag in SIMD_FLAGS if flag in present]
     except OSError:
