@@ -11,7 +11,9 @@ translations, and prints one JSON record with sentences/s and output tokens/s fo
 (engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
 call: the same batches, length limits and threads, translations only, best of 3 turns each),
 ``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
-``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints) and
+``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints),
+``first_translation`` (with CTranslate2: a fresh process's first translation of a sentence
+against its second, ours and the engine's, and the engine's first ÷ ours) and
 ``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
 speedup). ``--engine-env KEY=VALUE`` sets an environment variable in the engine's process only
 (recorded as ``engine_env``): the engine as tuned for the machine, not only as it comes.
@@ -59,7 +61,8 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
     return t, "seeded untrained model"
 
 
-def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> dict:
+def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
+                      sentence: str = "") -> dict:
     """CTranslate2 on the same sentences, greedy and beam 5, fp32, as many threads as ours,
     timed in turns with ``ours(beam, batch)`` (seconds of our decoding of the same batches),
     best of ``ROUNDS`` each (``LONE_ROUNDS`` for the lone sentences, whose turns are short), so
@@ -104,6 +107,10 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool) -> di
                                                                 lone)))
                     _record(out, f"{name}_batch{batch}", theirs, mine,
                             lone if batch == 1 else len(src_tok), batch == 1)
+        if sentence and args.first_call_rounds:
+            out["first_translation"] = first_translations(
+                args.checkpoint, tmp, sentence, src_tok[0], limits[0], device,
+                args.first_call_rounds)
     return out
 
 
@@ -163,6 +170,58 @@ def first_call(checkpoint: Path, sentence: str, device: torch.device, rounds: in
         ours.append(timed(translate))
     return {"import_torch_s": round(min(floor), 2), "mt_translate_s": round(min(ours), 2),
             "ratio_to_import_torch": round(min(ours) / min(floor), 2)}
+
+
+# a fresh process's first and second translation of one sentence: ours (Translator, the
+# tokenizer included) and the engine's (CTranslate2 given the tokens), seconds each
+OURS_PROBE = """import json, sys, time
+from transformer_mt.translate import Translator
+translator, times = Translator.load(sys.argv[1], sys.argv[2]), []
+for _ in range(2):
+    start = time.perf_counter()
+    translator.translate([sys.argv[3]], beam_size=1)
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))"""
+ENGINE_PROBE = """import json, sys, time
+import ctranslate2
+path, device, threads, tokens, limit, never = sys.argv[1:7]
+engine, times = ctranslate2.Translator(path, device, intra_threads=int(threads)), []
+for _ in range(2):
+    start = time.perf_counter()
+    engine.translate_batch([json.loads(tokens)], beam_size=1, return_scores=False,
+                           max_decoding_length=int(limit) + 1,
+                           suppress_sequences=json.loads(never))
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))"""
+
+
+def first_translations(checkpoint: Path, exported: str, sentence: str, tokens: list[str],
+                       limit: int, device: torch.device, rounds: int) -> dict:
+    """The first call against the second, in a fresh process each, ours and the engine's (best
+    of ``rounds`` processes each, in turns), in milliseconds; and the engine's first ÷ ours
+    (> 1: ours faster); greedy, both."""
+    import subprocess
+
+    from transformer_mt.engines import NEVER_PRODUCED
+
+    def probe(code: str, *argv: object) -> list[float]:
+        done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], check=True,
+                              capture_output=True, text=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(probe(OURS_PROBE, checkpoint, device, sentence))
+        theirs.append(probe(ENGINE_PROBE, exported, device.type, torch.get_num_threads(),
+                            json.dumps(tokens), limit, json.dumps(NEVER_PRODUCED)))
+    out: dict = {}
+    for name, times in (("ours", ours), ("ctranslate2", theirs)):
+        first, second = (1000 * min(t[i] for t in times) for i in (0, 1))
+        out[name] = {"first_ms": round(first, 2), "second_ms": round(second, 2),
+                     "first_vs_second": round(first / second, 2)}
+    out["vs_ctranslate2_first"] = round(out["ctranslate2"]["first_ms"]
+                                        / out["ours"]["first_ms"], 2)
+    return out
 
 
 ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
@@ -250,7 +309,8 @@ def main() -> None:
         return time.perf_counter() - start
 
     limits = output_limits(src_ids, cfg.decode, cfg.model.max_output_tokens)
-    engine = engine_comparison(args, src_tok[:n], limits, ours, device, bool(compiled))
+    engine = engine_comparison(args, src_tok[:n], limits, ours, device, bool(compiled),
+                               src_text[0])
     if compiled:
         engine["compile_s"], engine["load_compiled_s"] = compiled["seconds"], compiled["load_s"]
         engine["sentences_differing_compiled"] = _differing_compiled(

@@ -61,6 +61,13 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
         assert set(record["vs_ctranslate2"]) == {"greedy_batch32", "greedy_batch1",
                                                  "beam5_batch32", "beam5_batch1"}
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
+        first = record["first_translation"]  # a fresh process's first translation, and second
+        for side in (first["ours"], first["ctranslate2"]):
+            assert side["first_ms"] > 0 < side["second_ms"]
+            assert side["first_vs_second"] == pytest.approx(
+                side["first_ms"] / side["second_ms"], rel=0.01, abs=0.02)
+        assert first["vs_ctranslate2_first"] == pytest.approx(
+            first["ctranslate2"]["first_ms"] / first["ours"]["first_ms"], rel=0.01, abs=0.02)
     also = record["first_call_also"]
     assert set(also) == {str(run_dir / "best.pt")}  # the same, for the checkpoints asked for
     for first in (record["first_call"], *also.values()):  # fresh mt translate / import torch
