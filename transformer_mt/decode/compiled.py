@@ -31,6 +31,7 @@ as ever.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,15 @@ INDUCTOR_OPTIONS: dict[str, Any] = {
     "freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP",
     "epilogue_fusion": False, "aot_inductor.allow_stack_allocation": True}
 GEMMS = {"batch": "ATEN", "encode": "ATEN"}  # the graphs whose products are not the template's
+# The template's products keep a vector register of sums for each row and vector of columns of
+# its block, each a chain of multiply-adds that wait for one another; its blocks are made for
+# many rows: a lone sentence's one row gets 2-3 chains, and an AVX2 block of 4 rows splits a
+# beam of 5 into 4 + 1, too few chains to hide a multiply-add's latency. These graphs' products
+# (fp32, and bf16 multiplied in fp32) take blocks of their own instead, (rows, columns) by the
+# vector width: one row of 8 vectors, and for a beam in AVX2 6 rows of 2 (a lone sentence
+# greedy in AVX2 ~10 % faster, in bf16 on AVX-512 ~10 %, a lone beam in AVX2 ~18 %;
+# docs/benchmarks.md).
+FEW_ROWS = {"one": {"avx2": (1, 64), "avx512": (1, 128)}, "beam": {"avx2": (6, 16)}}
 
 # a compiled graph's inputs -> outputs (AOTInductor's runner)
 Runner = Callable[[list[Tensor]], list[Tensor]]
@@ -285,13 +295,45 @@ class CompiledDecoding(nn.Module):
             with torch.inference_mode():
                 module, example, shapes = exported(self, name, precision)
                 graph = torch.export.export(module, example, dynamic_shapes=shapes)
-                torch._inductor.aoti_compile_and_package(
-                    graph, package_path=str(directory / PACKAGE), inductor_configs=dict(
-                        INDUCTOR_OPTIONS, max_autotune_gemm_backends=GEMMS.get(name, "CPP")))
+                with few_row_blocks(name):
+                    torch._inductor.aoti_compile_and_package(
+                        graph, package_path=str(directory / PACKAGE), inductor_configs=dict(
+                            INDUCTOR_OPTIONS, max_autotune_gemm_backends=GEMMS.get(name, "CPP")))
         except Exception as e:  # inductor's errors are many, and many lines long
             raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
             sys.setrecursionlimit(recursion_limit)
+
+
+@contextlib.contextmanager
+def few_row_blocks(name: str) -> Iterator[None]:
+    """While the graph ``name`` compiles, inductor's template blocks its products of fp32 (and
+    bf16 multiplied in fp32) as :data:`FEW_ROWS` says, in place of its own blocks for that
+    vector width; an inductor without the registry they are in compiles as it would."""
+    try:
+        import torch._inductor.compile_fx  # (imports the code generators in their order)
+        from torch._inductor.codegen import cpp_micro_gemm as micro
+        from torch._inductor.cpu_vec_isa import VecAVX2, VecAVX512
+
+        configs = micro.micro_gemm_configs[micro.CppMicroGemmFP32Vec]
+        isas = {"avx2": VecAVX2, "avx512": VecAVX512}
+        ours = {isas[isa]: block for isa, block in FEW_ROWS.get(name, {}).items()}
+        types = ({"input_dtype": torch.float},
+                 {"input_dtype": torch.bfloat16, "output_dtype": torch.float})
+        blocks = [config for isa, (rows, cols) in ours.items() for kinds in types
+                  for config in micro.generate_gemm_config(isa, [(rows, cols, 1)], **kinds)]
+        theirs = [config for config in configs if config.vec_isa_cls in ours
+                  and config.input2_dtype == config.input_dtype in (torch.float, torch.bfloat16)]
+    except (ImportError, AttributeError, KeyError, TypeError) as e:
+        log.debug("the template's blocks stay inductor's own (%s)", e)
+        yield
+        return
+    kept = list(configs)
+    configs[:] = [config for config in configs if all(config is not c for c in theirs)] + blocks
+    try:
+        yield
+    finally:
+        configs[:] = kept
 
 
 GRAPHS = ("encode", "one", "beam", "batch", "choose")
