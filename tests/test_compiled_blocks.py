@@ -13,6 +13,9 @@ import torch
 
 from transformer_mt.decode.compiled import FEW_ROWS, INDUCTOR_OPTIONS, few_row_blocks
 
+# inductor's code generators, imported here (elsewhere they run in processes of their own)
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
+
 
 def isa_of(vec: object) -> str:
     """The name FEW_ROWS gives inductor's vector ISA ``vec`` ("" for others)."""
