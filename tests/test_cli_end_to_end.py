@@ -205,6 +205,14 @@ def test_decoding_options_on_the_command_line(trained_run):
     assert translate("--top-p", "0.000001") == translate("--beam", "1")  # a point: greedy
     ensemble = translate("--checkpoint", ckpt, "--beam", "3")  # the same model twice
     assert ensemble == translate("--beam", "3")
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(ckpt, "cpu")
+    for precision in ("fp32", "bf16"):  # what an export's translations are compared with
+        assert translate("--precision", precision, "--beam", "2") == translator.translate(
+            [sentence], beam_size=2, precision=precision)[0] + "\n"
+    bad = run_cli(["translate", "--checkpoint", ckpt, "--precision", "fp64", sentence])
+    assert bad.returncode == 2 and "invalid choice: 'fp64'" in bad.stderr
     bad = run_cli(["translate", "--checkpoint", ckpt, "--alpha", "-1", sentence])
     assert bad.returncode != 0 and "decode.alpha" in bad.stderr.strip().splitlines()[-1]
 

@@ -174,3 +174,23 @@ def test_the_page_fits_a_phone(server, browser, tmp_path):
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.screenshot(path=str(artifacts / "serve_page_phone.png"), full_page=True)
     assert not problems, problems
+
+
+def test_swagger_ui_renders_every_operation(server, browser, tmp_path):
+    """/docs as a user sees it: Swagger UI reads the OpenAPI document FastAPI writes (3.1)
+    and lists every operation, with no error and nothing fetched from elsewhere."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    failed: list[str] = []
+    page.on("requestfailed", lambda r: failed.append(r.url))
+    page.goto(server + "/docs")
+    page.wait_for_selector(".opblock-summary-path", timeout=30_000)
+    shown = set(page.eval_on_selector_all(
+        ".opblock-summary-path", "xs => xs.map(x => x.getAttribute('data-path'))"))
+    spec = page.evaluate("fetch('/openapi.json').then(r => r.json())")
+    assert spec["openapi"].startswith("3.1")
+    assert shown == set(spec["paths"]) and "/v1/translate" in shown
+    assert "Unable to render" not in page.inner_text("body") and not failed
+    artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(artifacts / "docs.png"))
+

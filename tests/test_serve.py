@@ -56,6 +56,21 @@ def test_translations_over_http_are_the_translators(client, translator):
     assert one["translations"][0]["text"] == translator.translate([SENTENCES[0]], beam_size=1)[0]
 
 
+def test_precision_is_a_setting_of_each_request(translator):
+    """``precision`` per request, and the server's own (``mt serve --precision``): fp32 gives
+    the scores of the fp32 model (what the exports compute), bf16 those of the bf16 copy."""
+    sentences = SENTENCES[:1] + SENTENCES[2:]
+    expected = {p: [t[0].score for t in translator.translate_nbest(sentences, precision=p)]
+                for p in ("fp32", "bf16")}
+    with local_client(create_app(translator, ServeOptions())) as client:
+        for precision, scores in expected.items():
+            got = client.post("/v1/translate", json={"text": sentences, "precision": precision})
+            assert [t["score"] for t in got.json()["translations"]] == pytest.approx(
+                scores, abs=1e-5)
+        bad = client.post("/v1/translate", json={"text": "Ein Hund.", "precision": "fp64"})
+        assert bad.status_code == 422 and "precision" in bad.json()["error"]
+
+
 def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
     """What a fresh server's first request would pay once, the warm-up paid: spaCy makes no
     word (lexeme) for the words of the model's vocabulary (~25 us each, met at the warm-up;

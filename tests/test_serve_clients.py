@@ -5,7 +5,11 @@ paragraphs come back whole, HTML keeps its markup, detect, languages and keys.""
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import subprocess
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +98,31 @@ def test_json_lists_html_alternatives(server, expected):
         spec = json.load(answer)
     body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("LibreTranslateRequest")
+
+
+def test_readme_curl_examples(server, expected):
+    """README's curl lines as a user pastes them (a key added): the form's raw UTF-8 bytes
+    ('fährt') are read as UTF-8, so the translation is the one of the text as typed."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    lines = [line for line in readme.splitlines() if line.startswith("curl -s localhost:5000")]
+    assert len(lines) == 2
+    answers = []
+    for line in lines:
+        args = shlex.split(line.replace("localhost:5000", server))
+        ran = subprocess.run([*args, "-H", "X-API-Key: k1"], capture_output=True, text=True,
+                             timeout=60, check=True)
+        answers.append(json.loads(ran.stdout))
+    assert answers[0]["translations"][0]["text"] == expected.translate(
+        ["Ein Hund läuft."], beam_size=5)[0]
+    text = "Ein Mann fährt Fahrrad. Zwei Hunde spielen."
+    assert answers[1]["translatedText"] == expected.translate_text([text])[0]
+    kept = subprocess.run(["curl", "-s", server + "/translate", "-d", "q=<code>fährt</code>",
+                           "-d", "format=html", "-d", "source=de", "-d", "target=en", "-d",
+                           "api_key=k1"], capture_output=True, timeout=60, check=True)
+    assert json.loads(kept.stdout)["translatedText"] == "<code>fährt</code>"  # as sent
+    latin1 = subprocess.run(["curl", "-s", server + "/translate", "--data-binary",
+                             b"q=f\xe4hrt&source=de&target=en&api_key=k1", "-w", "%{http_code}"],
+                            capture_output=True, timeout=60)
+    assert latin1.stdout.endswith(b"400") and b"not UTF-8" in latin1.stdout

@@ -174,6 +174,25 @@ def test_rate_and_character_limits_per_key(translator):
         assert send("b", "Hund. " * 200) == 429  # 1,200 characters in a minute
 
 
+def test_made_up_keys_share_their_address_limit_where_keys_are_not_checked(translator):
+    """No --api-key-file: a key is not checked, so it names no client; every request of an
+    address counts against that address, whatever key it sends (/detect too)."""
+    options = ServeOptions(rate_limit=3, char_rate_limit=60)
+    with local_client(create_app(translator, options)) as client:
+        codes = [client.post("/translate", json={"q": "Ein Hund.", "source": "de",
+                                                 "target": "en", "api_key": f"made-up-{i}"},
+                             headers={"X-API-Key": f"other-{i}"}).status_code
+                 for i in range(3)]
+        assert codes == [200, 200, 200]
+        refused = client.post("/detect", json={"q": "Ein Hund.", "api_key": "made-up-9"})
+        assert refused.status_code == 429 and "at most 3 requests" in refused.json()["error"]
+    with local_client(create_app(translator, options)) as client:
+        sent = [client.post("/v1/translate", json={"text": "Ein Hund rennt schnell."},
+                            headers={"Authorization": f"Bearer made-up-{i}"}).status_code
+                for i in range(3)]
+        assert sent == [200, 200, 429]  # 23 + 23 + 23 characters > 60 a minute
+
+
 def test_cache_answers_a_repeated_sentence_without_decoding(translator, monkeypatch):
     with local_client(create_app(translator, ServeOptions())) as client:
         first = client.post("/v1/translate", json={"text": "Ein Hund rennt."}).json()

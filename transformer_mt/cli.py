@@ -39,7 +39,7 @@ from transformer_mt.config import START_MODES, DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.evaluate_commands import cmd_evaluate, cmd_score
 from transformer_mt.interop import cmd_export, cmd_import
-from transformer_mt.serve.command import SERVE_NUMBERS, cmd_serve
+from transformer_mt.serve.command import add_serve
 
 EXIT_ERROR = 2
 DEVICE_HELP = "auto (a GPU where PyTorch sees one, else the CPU), cpu, cuda, cuda:N or mps"
@@ -67,8 +67,10 @@ def add_decoding_flags(p: argparse.ArgumentParser, names: list[str] | None = Non
     for f in per_call_settings():
         if names is None or f.name in names:
             alias = [f"--{f.metadata['alias']}"] if f.metadata["alias"] else []
+            choices = typing.get_args(types[f.name]) or None  # a Literal's values
             p.add_argument(f"--{f.name.replace('_', '-')}", *alias, dest=f.name,
-                           type=types[f.name], metavar=f.name.split("_")[-1].upper(),
+                           type=str if choices else types[f.name], choices=choices,
+                           metavar=None if choices else f.name.split("_")[-1].upper(),
                            help=f"{f.metadata['help']}; default: the checkpoint's "
                            f"decode.{f.name}")
 
@@ -102,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for add in (_add_train, _add_data, _add_translate, _add_evaluate, _add_score, _add_export,
                 _add_import,
-                _add_average, _add_plot, _add_trace, _add_serve, _add_info):  # help order
+                _add_average, _add_plot, _add_trace, add_serve, _add_info):  # help order
         add(sub, common)
     return parser
 
@@ -185,7 +187,7 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")
     p.add_argument("--ref", help="the references of --src, line by line")
     p.add_argument("--output", help="write the detokenized translations here")
-    add_decoding_flags(p, ["beam_size"])
+    add_decoding_flags(p, ["beam_size", "precision"])
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
     p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
@@ -201,11 +203,8 @@ def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
                    "model directory with --engine ctranslate2")
     p.add_argument("--src", required=True, help="the source sentences, one a line")
     p.add_argument("--hyp", required=True, help="their translations to score, line by line")
-    p.add_argument("--alpha", type=float, help="the length penalty's alpha of the score column "
-                   "(default: the checkpoint's decode.alpha)")
+    add_decoding_flags(p, ["alpha", "precision"])
     p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="default: the checkpoint's decode.precision")
     p.add_argument("--max-sentences", type=int, help="score only the first N pairs")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--json", action="store_true", help="a JSON record a line: log_prob, score, "
@@ -281,29 +280,6 @@ def _add_trace(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--alternatives", type=int, metavar="K", help="end with the K most "
                    "probable tokens after --prefix, each completed")
     p.set_defaults(func=cmd_trace)
-
-
-def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``mt serve``."""
-    p = sub.add_parser("serve", parents=[common],
-                       help="a translation server: JSON API, LibreTranslate API and a web page")
-    p.add_argument("--checkpoint", required=True, action="append",
-                   help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
-    add_engine_flags(p)
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (0.0.0.0: every interface)")
-    p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "
-                   "one a line")
-    p.add_argument("--allowed-host", action="append", metavar="NAME",
-                   help="a host name clients use to reach the server (repeatable; '*': any); "
-                   "default: localhost, 127.0.0.1, ::1 and --host")
-    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
-                   help="a web page's origin (https://example.org) allowed to call the API "
-                   "from a browser (repeatable; '*': any); default: none")
-    p.add_argument("--no-batching", action="store_true", help="decode each request alone")
-    for flag, kind, default, _, _, text in SERVE_NUMBERS:
-        p.add_argument(flag, type=kind, default=default, help=text)
-    p.set_defaults(func=cmd_serve)
 
 
 def _add_info(sub: Any, common: argparse.ArgumentParser) -> None:

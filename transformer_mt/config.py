@@ -170,7 +170,9 @@ class DecodeConfig:
     # auto: bf16 autocast where the hardware does bf16 natively (1.2-1.5x faster on an
     # AVX512-BF16 CPU; rounding may change a rare translation), fp16 on GPUs without bf16,
     # else fp32
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = per_call(
+        "auto", "auto (bf16 where the hardware computes it natively), fp32 (what an export "
+        "computes), bf16 or fp16 (a CUDA GPU)")
     max_input_tokens: int = 250  # longer inputs are truncated with a warning
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable

@@ -75,7 +75,7 @@ class SplitResult:
 def decode_and_score(translator: Translator, references: Sequence[str],
                      sources: Sequence[str] | None = None,
                      ids: Sequence[Sequence[int]] | None = None, beam_size: int | None = None,
-                     progress: bool = False) -> SplitResult:
+                     progress: bool = False, precision: str | None = None) -> SplitResult:
     """Translate ``sources`` (text, or already ``ids``) and score the translations against
     ``references``: what validation during training and ``mt evaluate`` both do. The
     references of a lowercasing run (``data.lowercase``) are lowercased as its output is."""
@@ -83,7 +83,7 @@ def decode_and_score(translator: Translator, references: Sequence[str],
     if n != len(references):
         raise MTError(f"{n:,} source lines but {len(references):,} references; "
                       "they must be parallel line by line")
-    cfg = translator.settings(beam_size=beam_size)
+    cfg = translator.settings(beam_size=beam_size, precision=precision)
     start = time.perf_counter()
     if ids is None:
         results = translator.translate_with(cfg, sources or [], progress=progress,

@@ -42,7 +42,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     beam = None
     for path, translator in zip(checkpoints, translators, strict=True):
         result = decode_and_score(translator, refs, sources, beam_size=args.beam_size,
-                                  progress=bars_enabled())
+                                  progress=bars_enabled(), precision=args.precision)
         systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
         scores.append(result.scores)
         beam = result.beam_size

@@ -20,6 +20,7 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 
 import fastapi.routing
 from fastapi import FastAPI, Request
@@ -157,19 +158,20 @@ def _error_handlers(app: FastAPI) -> None:
 
 
 def _docs(app: FastAPI) -> None:
-    """Swagger UI at /docs, its files served from the swagger-ui-bundle wheel (offline)."""
+    """Swagger UI at /docs, its files (Swagger UI 5, which reads the OpenAPI 3.1 FastAPI
+    writes) served from the fastapi-offline wheel: no CDN."""
     try:
-        import swagger_ui_bundle
+        import fastapi_offline
     except ModuleNotFoundError:
         return
     from fastapi.staticfiles import StaticFiles
 
-    app.mount("/docs/static", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path),
-              name="swagger")
+    static = Path(fastapi_offline.__file__).parent / "static"
+    app.mount("/docs/static", StaticFiles(directory=static), name="swagger")
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title="transformer_mt API",
                                    swagger_js_url="/docs/static/swagger-ui-bundle.js",
                                    swagger_css_url="/docs/static/swagger-ui.css",
-                                   swagger_favicon_url="/docs/static/favicon-32x32.png")
+                                   swagger_favicon_url="/docs/static/favicon.png")

@@ -7,7 +7,7 @@ import argparse
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
@@ -30,7 +30,8 @@ SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
     ("--max-chars", int, 5000, 1, False, "characters per text"),
     ("--max-body-bytes", int, 1_000_000, 1, False, "request body size"),
     ("--rate-limit", int, 0, 0, False,
-     "requests a minute per client (its key, else its address); 0: none"),
+     "requests a minute per client (its key where keys are checked, else its "
+     "address); 0: none"),
     ("--char-rate-limit", int, 0, 0, False, "characters a minute per client; 0: none"),
     ("--cache-size", int, 10_000, 0, False, "translated sentences kept in memory; 0: none"),
     ("--timeout", float, 60.0, 0, True,
@@ -44,6 +45,35 @@ SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
     ("--grace", float, 30.0, 0, False,
      "on SIGTERM, seconds the requests in flight get to finish"),
 ]
+
+
+def add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt serve``'s arguments."""
+    from transformer_mt.cli import add_decoding_flags, add_engine_flags
+
+    p = sub.add_parser("serve", parents=[common],
+                       help="a translation server: JSON API, LibreTranslate API and a web page")
+    p.add_argument("--checkpoint", required=True, action="append",
+                   help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
+    add_engine_flags(p)
+    add_decoding_flags(p, ["precision"])
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "
+                   "one a line")
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a host name clients use to reach the server (repeatable; '*': any); "
+                   "default: localhost, 127.0.0.1, ::1 and --host")
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="a web page's origin (https://example.org) allowed to call the API "
+                   "from a browser (repeatable; '*': any); default: none")
+    p.add_argument("--forwarded-allow-ips", action="append", metavar="IP",
+                   help="a proxy in front of the server (repeatable; '*': any) whose "
+                   "X-Forwarded-For names the client that rate limits count; default: none")
+    p.add_argument("--no-batching", action="store_true", help="decode each request alone")
+    for flag, kind, default, _, _, text in SERVE_NUMBERS:
+        p.add_argument(flag, type=kind, default=default, help=text)
+    p.set_defaults(func=cmd_serve)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -79,6 +109,8 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict]:
     from transformer_mt.translate import Translator
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
+    if args.precision:  # what a request that names none decodes in
+        translator.config.decode = translator.settings(precision=args.precision)
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "
@@ -121,7 +153,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         not args.no_batching, args.engine, about, allowed_hosts=hosts,
         cors_origins=tuple(args.cors_origin or ()), rate_limit=int(args.rate_limit),
         char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
-        body_timeout_s=args.body_timeout)
+        body_timeout_s=args.body_timeout,
+        forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()))
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "
                     "localhost: add --allowed-host NAME (the name clients use) or '*'")

@@ -59,8 +59,10 @@ GivenKey = Annotated[str | None, Depends(given_key)]
 
 
 def client_id(request: Request, key: str | None) -> str:
-    """Whom rate limits count: the key it sent, else its address."""
-    if key:
+    """Whom rate limits count: its key where the server checks keys, else its address (a key
+    nobody checks would be a fresh allowance for every key a client makes up). The address is
+    the peer's, or what a proxy named in ``--forwarded-allow-ips`` says in X-Forwarded-For."""
+    if key and service(request).options.api_keys:
         return "key:" + key
     return "address:" + (request.client.host if request.client else "unknown")
 

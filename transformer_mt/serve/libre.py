@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
@@ -34,6 +35,35 @@ from transformer_mt.serve.service import RequestError
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+def url_fields(raw: bytes, what: str) -> list[tuple[str, str]]:
+    """The fields of a query string or url-encoded form, their bytes (raw, as ``curl -d``
+    sends them, or %-escaped) read as UTF-8, as browsers and LibreTranslate read them
+    (Starlette reads raw bytes as Latin-1: 'fährt' became 'fÃ¤hrt')."""
+    try:
+        return parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise RequestError(400, f"the {what} is not UTF-8: send the text UTF-8 encoded "
+                           "(curl: --data-urlencode 'q=...')") from None
+
+
+async def given_fields(request: Request) -> list[tuple[str, Any]]:
+    """A request's fields: those of its query string, then of its form (url-encoded or
+    multipart); a body of another kind is refused."""
+    fields = url_fields(request.scope["query_string"], "query string")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == FORMS[0]:
+        fields += url_fields(await request.body(), "form")
+    elif kind == FORMS[1]:
+        form = await request.form()
+        fields += [(name, (await item.read()).decode("utf-8", "replace")
+                    if isinstance(item, UploadFile) else item)
+                   for name, item in form.multi_items()]
+    elif (await request.body()).strip():
+        raise RequestError(400, "send JSON, a form or the query string; the body's "
+                           f"type '{kind}' is not one of them")
+    return fields
+
+
 class FormsAsJSON(APIRoute):
     """A route whose body model may also come as a form or in the query string: those are
     turned into the JSON object the model reads (repeated fields become a list)."""
@@ -45,18 +75,8 @@ class FormsAsJSON(APIRoute):
             if request.method != "POST" or is_json(request.headers.get("content-type")):
                 return await handler(request)
             fields: dict[str, list[Any]] = {}
-            for name, value in request.query_params.multi_items():
+            for name, value in await given_fields(request):
                 fields.setdefault(name, []).append(value)
-            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            if kind in FORMS:
-                form = await request.form()
-                for name, item in form.multi_items():
-                    fields.setdefault(name, []).append(
-                        (await item.read()).decode("utf-8", "replace")
-                        if isinstance(item, UploadFile) else item)
-            elif (await request.body()).strip():
-                raise RequestError(400, "send JSON, a form or the query string; the body's "
-                                   f"type '{kind}' is not one of them")
             body = json.dumps({k: v[0] if len(v) == 1 else v
                                for k, v in fields.items()}).encode()
             scope = dict(request.scope)
@@ -130,9 +150,14 @@ async def translate(req: LibreTranslateRequest, request: Request,
 @router.post("/detect", response_model=list[DetectedLanguage],
              dependencies=[Depends(libre_key)],
              summary="LibreTranslate: the most likely languages of a text (py3langid)")
-async def detect(req: DetectRequest, svc: ServiceDep) -> list[DetectedLanguage]:
+async def detect(req: DetectRequest, request: Request, svc: ServiceDep,
+                 key: GivenKey) -> list[DetectedLanguage]:
     if not req.q.strip():
         raise RequestError(400, "Invalid request: missing q parameter")
+    problem = check_texts([req.q], svc.limits)
+    if problem:
+        raise RequestError(400, problem)
+    svc.charge(client_id(request, key), len(req.q))
     return [DetectedLanguage(language=code, confidence=round(100 * p, 2))
             for code, p in svc.detect(req.q)]
 

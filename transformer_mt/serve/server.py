@@ -108,6 +108,9 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
                             limit_concurrency=connections.max_connections,
                             # uvicorn's own deadline, past ours: whole seconds, as it takes
                             timeout_graceful_shutdown=math.ceil(grace_s) + 5,
+                            # a client's address is the peer's unless a proxy is trusted
+                            proxy_headers=bool(options.forwarded_allow_ips),
+                            forwarded_allow_ips=list(options.forwarded_allow_ips) or None,
                             lifespan="on")
 
     class Server(uvicorn.Server):

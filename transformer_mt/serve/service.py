@@ -50,10 +50,12 @@ class ServeOptions:
     about: dict[str, Any] = field(default_factory=dict)  # step, validation score, ...
     allowed_hosts: tuple[str, ...] = LOCAL_HOSTS  # Host (and Origin) names answered; "*": any
     cors_origins: tuple[str, ...] = ()  # web pages elsewhere that may call the API; "*": any
-    rate_limit: int = 0  # requests a minute per client (its key, else its address); 0: none
+    rate_limit: int = 0  # requests a minute per client (its checked key, else address); 0: none
     char_rate_limit: int = 0  # characters a minute per client; 0: none
     cache_size: int = 10_000  # translations of sentences kept in memory; 0: none
     body_timeout_s: float = 30.0  # a request's body arrives within this, or 408
+    # proxies whose X-Forwarded-For names the client; none: a client is the peer's address
+    forwarded_allow_ips: tuple[str, ...] = ()
 
 
 class RequestError(Exception):
