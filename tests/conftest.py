@@ -83,6 +83,22 @@ def trained_run(tmp_path_factory):
     return made_once(tmp_path_factory, "tiny", train)
 
 
+@pytest.fixture(scope="session")
+def subword_run(tmp_path_factory):
+    """A tiny run on the toy corpus with SentencePiece (400 pieces), trained for a few steps:
+    its n-best holds texts in several segmentations."""
+
+    def train(directory: Path) -> Path:
+        result = run_cli(tiny_train_args(
+            directory / "run", "data.tokenizer=sentencepiece", "data.vocab_size=400",
+            "model.d_model=64", "train.max_steps=40", "train.warmup_steps=10",
+            "train.max_tokens=1000"))
+        assert result.returncode == 0, result.stderr
+        return directory / "run"
+
+    return made_once(tmp_path_factory, "subword", train)
+
+
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str,
               make: Callable[[Path], T]) -> T:
     """``make(directory)``, once for the whole run: ``make test`` runs the modules in two

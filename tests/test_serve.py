@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import local_client
+from tests.helpers import TOY_DE_EN, local_client
 
 fastapi = pytest.importorskip("fastapi")
 
@@ -69,6 +69,25 @@ def test_precision_is_a_setting_of_each_request(translator):
                 scores, abs=1e-5)
         bad = client.post("/v1/translate", json={"text": "Ein Hund.", "precision": "fp64"})
         assert bad.status_code == 422 and "precision" in bad.json()["error"]
+
+
+def test_alternatives_are_as_many_as_asked_on_a_subword_model(subword_run):
+    """A SentencePiece model's n-best holds one text in several segmentations: the server
+    searches wider until it has the alternatives asked for, each different (LibreTranslate
+    returns 3 for 3); the translation itself is the one of the beam it had."""
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(subword_run / "best.pt", "cpu")
+    toy = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()
+    # a sentence whose beam of 4 holds fewer than 4 texts: alternatives 3 gave 2 before
+    text = next(s for s in toy if len({h.text for h in translator.translate_nbest(
+        [s], nbest=4, beam_size=4)[0]}) < 4)
+    with local_client(create_app(translator, ServeOptions())) as client:
+        got = client.post("/translate", json={"q": text, "source": "de", "target": "en",
+                                              "alternatives": 3}).json()
+    assert len(got["alternatives"]) == 3
+    assert len({got["translatedText"], *got["alternatives"]}) == 4
+    assert got["translatedText"] == translator.translate_text([text], beam_size=5)[0]
 
 
 def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):

@@ -134,13 +134,14 @@ async def translate(req: LibreTranslateRequest, request: Request,
                                                     nbest))
     except (MTError, ValueError) as exc:
         raise RequestError(400, str(exc).splitlines()[0]) from None
-    results = await svc.decode(prepared, cfg, nbest, waiting=client_left(request),
-                                  queued=lambda: arrived(request.scope))
+    wait: dict[str, Any] = {"waiting": client_left(request),
+                            "queued": lambda: arrived(request.scope)}
+    results = await svc.decode(prepared, cfg, nbest, **wait)
     one = isinstance(req.q, str)
     out: dict[str, Any] = {"translatedText": results[0].text() if one else
                            [r.text() for r in results]}
     if req.alternatives:
-        alternatives = [r.alternatives(req.alternatives) for r in results]
+        alternatives = await svc.alternatives(prepared, results, req.alternatives, cfg, **wait)
         out["alternatives"] = alternatives[0] if one else alternatives
     if detected is not None:
         out["detectedLanguage"] = detected if one else [detected] * len(texts)

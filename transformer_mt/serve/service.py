@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cachetools import LRUCache
@@ -85,9 +85,10 @@ class TextResult:
         """The text rebuilt with the ``k``-th hypothesis of each sentence (or its last)."""
         return self.doc.rebuild([h[min(k, len(h) - 1)].text for h in self.hyps])
 
-    def alternatives(self, n: int) -> list[str]:
-        """Up to ``n`` other translations of the whole text, each different."""
-        seen = {self.text()}
+    def alternatives(self, n: int, best: str | None = None) -> list[str]:
+        """Up to ``n`` translations of the whole text other than ``best`` (default: its own
+        best), each different."""
+        seen = {self.text() if best is None else best}
         out: list[str] = []
         for k in range(1, max((len(h) for h in self.hyps), default=1)):
             text = self.text(k)
@@ -279,6 +280,22 @@ class Service:
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
         return results
+
+    async def alternatives(self, prepared: Prepared, results: list[TextResult], n: int,
+                           cfg: DecodeConfig, **wait: Any) -> list[list[str]]:
+        """``n`` other translations of each text, each different: from the n-best that gave
+        ``results``; where its hypotheses hold one text in several segmentations (subwords),
+        from a search twice (then four times) as wide, up to the beam limit."""
+        found = [r.alternatives(n) for r in results]
+        width = n + 1
+        while any(len(a) < n for a in found) and 2 * width <= self.limits.max_beam \
+                and width < 4 * (n + 1):
+            width *= 2
+            wider = replace(cfg, beam_size=max(cfg.beam_size, width))
+            again = await self.decode(prepared, wider, width, **wait)
+            found = [a if len(a) >= n else w.alternatives(n, best=r.text())
+                     for a, r, w in zip(found, results, again, strict=True)]
+        return found
 
     async def wait(self, work: Any, waiting: Callable[[], Any] | None = None) -> Any:
         """Await the worker's answer within the time limit; a 504 past it, and the work is
