@@ -5,6 +5,7 @@ translations without a length penalty); what it cannot carry is refused in one l
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -232,6 +233,43 @@ def test_import_refuses_what_it_cannot_carry(tmp_path):
     result = run_cli(["import", str(tmp_path), str(tmp_path / "x.pt")])
     assert result.returncode == 2 and "no config.json" in result.stderr.strip().splitlines()[-1]
     _opus_like(tmp_path / "opus", tmp_path)
+
+    def refused(change) -> str:
+        """The last line mt import says of a copy of the model that ``change`` damaged."""
+        damaged = tmp_path / "damaged"
+        shutil.rmtree(damaged, ignore_errors=True)
+        shutil.copytree(tmp_path / "opus", damaged)
+        change(damaged)
+        result = run_cli(["import", str(damaged), str(tmp_path / "x.pt")])
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        return result.stderr.strip().splitlines()[-1]
+
+    def weights(directory, drop: str) -> None:
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(directory / "model.safetensors")
+        del state[drop]
+        save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
+
+    def edit(directory, name: str, change) -> None:
+        path = directory / name
+        path.write_text(json.dumps(change(json.loads(path.read_text()))), encoding="utf-8")
+
+    assert "holds no transformers model" in refused(  # a CTranslate2 model's config.json
+        lambda d: (d / "config.json").write_text('{"add_source_bos": false}'))
+    assert "lacks 1 of the model's weights" in refused(
+        lambda d: weights(d, "model.decoder.layers.1.fc2.weight"))
+    assert "tokens in its vocab.json" in refused(lambda d: edit(
+        d, "vocab.json", lambda v: dict(list(v.items())[:100])))
+    inside = run_cli(["import", str(tmp_path / "opus"),
+                      str(tmp_path / "opus" / "model.safetensors"), "--overwrite"])
+    assert inside.returncode == 2 and "in the model directory" in inside.stderr
+    assert (tmp_path / "opus" / "model.safetensors").stat().st_size > 1000  # untouched
+    (tmp_path / "x.finetune.yaml").write_text("mine")
+    kept = run_cli(["import", str(tmp_path / "opus"), str(tmp_path / "x.pt")])
+    assert kept.returncode == 2 and "x.finetune.yaml' exists" in kept.stderr
+    assert (tmp_path / "x.finetune.yaml").read_text() == "mine"
+    (tmp_path / "x.finetune.yaml").unlink()
     (tmp_path / "opus" / "source.spm").unlink()
     result = run_cli(["import", str(tmp_path / "opus"), str(tmp_path / "x.pt")])
     assert result.returncode == 2 and "no source.spm" in result.stderr.strip().splitlines()[-1]

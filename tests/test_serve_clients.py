@@ -51,6 +51,8 @@ def test_libretranslatepy(server, expected):
     with pytest.raises(urllib.error.HTTPError) as refused:
         libretranslatepy.LibreTranslateAPI(server, api_key="wrong").translate("Hund", "de", "en")
     assert refused.value.code == 403
+    english = "A dog runs through the snow with two children."  # already in the target
+    assert api.translate(english, "auto", "en") == english
     with pytest.raises(urllib.error.HTTPError) as wrong_language:
         api.translate("Un chien court dans la neige.", "auto", "en")
     assert wrong_language.value.code == 400

@@ -33,19 +33,35 @@ def import_huggingface(directory: str | Path, out: str | Path, src_lang: str | N
     come first (``<unk> <pad> <bos> <eos>``; the decoder's start token is our ``<bos>``), and
     the ``d_model`` axis goes back to our interleaved sinusoid."""
     src, out = Path(directory), Path(out)
-    if out.exists() and not overwrite:
-        raise MTError(f"'{out}' exists; pass --overwrite to replace it, or name a new file")
+    for path in (out, out.with_suffix(".finetune.yaml")):  # both are written
+        if path.exists() and not overwrite:
+            raise MTError(f"'{path}' exists; pass --overwrite to replace it, or name a new "
+                          "checkpoint")
     transformers = imported("transformers", "mt import")
     hf, files = _read_hf(src, transformers)
+    if out.resolve().parent == src.resolve():
+        raise MTError(f"'{out}' is in the model directory mt import reads; write the "
+                      "checkpoint elsewhere")
     config = _our_config(hf, files["tokenizer"], src_lang, tgt_lang)
     generation = files["generation"]  # the model's beam and length penalty, as near as they go
-    if isinstance(generation.get("num_beams"), int) and generation["num_beams"] >= 1:
-        config.decode.beam_size = generation["num_beams"]
+    beams = generation.get("num_beams")
+    if isinstance(beams, int) and 1 <= beams <= 1000:  # decode.beam_size's range
+        config.decode.beam_size = beams
     if isinstance(generation.get("length_penalty"), (int, float)):
         config.decode.alpha = min(max(float(generation["length_penalty"]), 0.0), 10.0)
-    model_hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(src).eval()
+    model_hf, loading = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+        src, output_loading_info=True)
+    missing = [k for k in loading["missing_keys"] if k != "final_logits_bias"]
+    if missing:  # transformers would have filled them at random
+        raise MTError(f"'{src}' lacks {len(missing)} of the model's weights ({missing[0]}, ...): "
+                      "its weights file is not of this config.json")
+    model_hf.eval()
     state = {k: v.detach().float() for k, v in model_hf.state_dict().items()}
     bias = state.pop("final_logits_bias", torch.zeros(1))[0]
+    for name in ("vocab", "target_vocab"):
+        if files[name] is not None and len(files[name]) != hf["vocab_size"]:
+            raise MTError(f"'{src}' has {len(files[name]):,} tokens in its {name}.json but "
+                          f"{hf['vocab_size']:,} in the model (config.json's vocab_size)")
     src_order, src_itos = _our_order(files["vocab"], hf)
     tgt_order, tgt_itos = (_our_order(files["target_vocab"], hf) if files["target_vocab"]
                            else (src_order, src_itos))
@@ -71,10 +87,15 @@ def _read_hf(directory: Path, transformers: Any) -> tuple[dict[str, Any], dict[s
     """transformers' config (a dict) and the tokenizer's files, checked."""
     if not (directory / "config.json").is_file():
         raise MTError(f"'{directory}' is not a transformers model directory (no config.json)")
+    try:  # what it says it is, before transformers reads it (a CTranslate2 model says none)
+        kind = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise MTError(f"'{directory / 'config.json'}' is not JSON") from None
+    if not isinstance(kind, dict) or kind.get("model_type") not in ("marian", "pegasus"):
+        what = kind.get("model_type") if isinstance(kind, dict) else None
+        raise MTError(f"'{directory}' holds {f'a {what!r}' if what else 'no transformers'} "
+                      "model; mt import takes Marian (OPUS-MT) and Pegasus translation models")
     hf = transformers.AutoConfig.from_pretrained(directory).to_dict()
-    if hf.get("model_type") not in ("marian", "pegasus"):
-        raise MTError(f"'{directory}' holds a {hf.get('model_type')!r} model; mt import takes "
-                      "Marian (OPUS-MT) and Pegasus translation models")
     files: dict[str, Any] = {"tokenizer": {}, "target_vocab": None, "generation": {}}
     for key, name in (("tokenizer", "tokenizer_config.json"),
                       ("generation", "generation_config.json")):

@@ -128,6 +128,8 @@ async def translate(req: LibreTranslateRequest, request: Request,
     if req.source == "auto":
         language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])
         detected = DetectedLanguage(language=language, confidence=confidence)
+        if language == tgt:  # already in the target language: as it is, as LibreTranslate does
+            return _as_they_are(req, detected)
     nbest = req.alternatives + 1
     try:
         cfg = svc.translator.settings(beam_size=max(svc.translator.config.decode.beam_size,
@@ -145,6 +147,17 @@ async def translate(req: LibreTranslateRequest, request: Request,
         out["alternatives"] = alternatives[0] if one else alternatives
     if detected is not None:
         out["detectedLanguage"] = detected if one else [detected] * len(texts)
+    return out
+
+
+def _as_they_are(req: LibreTranslateRequest, detected: DetectedLanguage) -> dict[str, Any]:
+    """The answer for texts that are already in the target language: the texts."""
+    out: dict[str, Any] = {"translatedText": req.q, "detectedLanguage": detected}
+    if req.alternatives:
+        out["alternatives"] = []
+    if not isinstance(req.q, str):
+        out["detectedLanguage"] = [detected] * len(req.q)
+        out["alternatives"] = [[] for _ in req.q] if req.alternatives else None
     return out
 
 

@@ -213,8 +213,9 @@ class Service:
         return _identifier().rank(text)[:n]
 
     def check_source(self, texts: list[str]) -> tuple[str, float]:
-        """``source: auto``: the texts are in the model's source language (with the
-        confidence, 0-100), or a 400 that says which language they look like. Short texts are
+        """``source: auto``: the texts are in the model's source language or clearly in its
+        target language (which, with the confidence, 0-100), or a 400 that says which language
+        they look like. Short texts are
         ambiguous: only a clear other language is refused."""
         sample = " ".join(texts)[:2000]
         if not sample.strip():
@@ -222,6 +223,8 @@ class Service:
         ranked = _identifier().rank(sample)
         ours = dict(ranked).get(self.src_lang, 0.0)
         best, p = ranked[0]
+        if best == self.tgt_lang and ours < 0.5 * p:  # already translated
+            return best, round(100 * p, 2)
         if best != self.src_lang and ours < 0.5 * p:
             raise RequestError(400, f"the text looks like {best} ({100 * p:.0f}% confidence); "
                                f"this model translates {self.src_lang} into {self.tgt_lang}")
