@@ -123,7 +123,7 @@ def test_alternatives_begin_with_greedys_and_match_ctranslate2(translator, train
         theirs.translate(sources[:1], prefix=["A ma"])
 
 
-def test_the_command_line_finishes_offers_and_aligns(trained_run, translator):
+def test_the_command_line_finishes_offers_and_aligns(trained_run, translator, tmp_path):
     ckpt = str(trained_run[0] / "best.pt")
     source = _sources(1)[0]
     best = translator.translate_nbest([source], beam_size=1)[0][0]
@@ -139,6 +139,17 @@ def test_the_command_line_finishes_offers_and_aligns(trained_run, translator):
     expected = translator.alternatives(source, prefix, 3, beam_size=1)
     assert [(r[0], r[1], r[3]) for r in rows] == [("0", c.token, c.translation.text)
                                                   for c in expected]
+    written = tmp_path / "alternatives.tsv"
+    written.write_text("an older file\n")
+    to_file = run_cli(["translate", "--checkpoint", ckpt, "--beam-size", "1", "--prefix",
+                       prefix, "--alternatives", "3", "--output", str(written), source])
+    assert to_file.returncode == 0 and to_file.stdout == ""
+    assert written.read_text() == offered.stdout
+    given = tmp_path / "with-a-blank.de"
+    given.write_text(f"{source}\n\n{source}\n")
+    blank = run_cli(["translate", "--checkpoint", ckpt, "--alternatives", "2", "--input",
+                     str(given)])
+    assert blank.returncode == 2 and "line 2 is blank" in blank.stderr
     aligned = run_cli(["translate", "--checkpoint", ckpt, "--beam-size", "1", "--align",
                        "--layer", "0", source, "Zwei Hunde."])
     assert aligned.returncode == 0, aligned.stderr

@@ -60,14 +60,12 @@ STDIN_CHUNK = 256  # lines of piped standard input translated together
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from transformer_mt.fileio import atomic_write_text
-
     translator = _translator_for(args)
     lines = _given_lines(args)
     if args.attention:
         return _attention_map(translator, lines, args)
     if args.alternatives:
-        return _alternatives(translator, lines, args)
+        return _emit(args, _alternatives(translator, lines, args))
     if lines is None:  # standard input
         if sys.stdin.isatty():
             return _interactive(translator, args)
@@ -78,10 +76,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
     results = _translations(translator, args, lines, bars_enabled() and len(lines) > 50)
-    out = [line for i, hyps in enumerate(results) for line in _rendered(args, i, hyps)]
+    return _emit(args, [line for i, hyps in enumerate(results)
+                        for line in _rendered(args, i, hyps)])
+
+
+def _emit(args: argparse.Namespace, out: list[str]) -> int:
+    """The lines to ``--output`` (written whole, or not at all), else to stdout."""
+    from transformer_mt.fileio import atomic_write_text
+
     if args.output:
         atomic_write_text(args.output, "".join(line + "\n" for line in out))
-        log.info("wrote %d translations to %s", len(results), args.output)
+        log.info("wrote %d lines to %s", len(out), args.output)
     else:
         for line in out:
             print(line)
@@ -162,16 +167,20 @@ def _rendered(args: argparse.Namespace, index: int, hyps: list[Translation]) -> 
 
 
 def _alternatives(translator: Translator, lines: list[str] | None,
-                  args: argparse.Namespace) -> int:
+                  args: argparse.Namespace) -> list[str]:
     """``--alternatives K``: for each sentence, the K best tokens after ``--prefix``, each
     with the translation completed from it: "index, token, log-probability, text"."""
     if not lines:
         raise MTError("--alternatives takes sentences or --input FILE, e.g. mt translate "
                       "--checkpoint CKPT --prefix \"A man\" --alternatives 5 \"Ein Mann.\"")
+    out = []
     for index, line in enumerate(lines):
-        for choice in translator.alternatives(line, args.prefix or "", args.alternatives):
-            print(f"{index}\t{choice.token}\t{choice.log_prob:.4f}\t{choice.translation.text}")
-    return 0
+        if not line.strip():
+            raise MTError(f"line {index + 1} is blank: --alternatives needs a sentence on "
+                          "every line")
+        out += [f"{index}\t{c.token}\t{c.log_prob:.4f}\t{c.translation.text}"
+                for c in translator.alternatives(line, args.prefix or "", args.alternatives)]
+    return out
 
 
 def _translate_stream(translator: Translator, args: argparse.Namespace,
