@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import run_cli, tiny_train_args
+from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.config_file import config_from_dict
 from transformer_mt.errors import MTError
 
@@ -265,3 +266,25 @@ def test_arguments_that_are_not_utf8_are_one_line(tmp_path, args):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "is not valid UTF-8 (byte 0xff" in result.stderr.strip().splitlines()[-1]
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_files_that_do_not_pair_up_or_outrun_the_model_are_one_line(trained_run, tmp_path):
+    """mt evaluate --hyp/--ref of different lengths, and mt score of a translation longer
+    than the model's positions: one line that says what to do, exit 2, no traceback."""
+    ckpt = str(trained_run[0] / "best.pt")
+    (tmp_path / "hyp.en").write_text("A dog.\nTwo cats.\n")
+    (tmp_path / "ref.en").write_text("A dog.\n")
+    (tmp_path / "src.de").write_text("Ein Hund.\n")
+    most = load_checkpoint(ckpt)["config"]["model"]["max_positions"] - 2  # <bos>, <eos>
+    for length, scored in ((most, True), (most + 1, False), (600, False)):
+        (tmp_path / "long.en").write_text(" ".join(["dog"] * length) + "\n")
+        result = run_cli(["score", "--checkpoint", ckpt, "--src", str(tmp_path / "src.de"),
+                          "--hyp", str(tmp_path / "long.en")])
+        assert (result.returncode == 0) == scored, result.stderr
+        if not scored:
+            assert f"translation 1 has {length} tokens; this model scores at most {most}" \
+                in result.stderr and "Traceback" not in result.stderr
+    result = run_cli(["evaluate", "--hyp", str(tmp_path / "hyp.en"), "--ref",
+                      str(tmp_path / "ref.en")])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "2 translations but 1 references" in result.stderr.strip().splitlines()[-1]

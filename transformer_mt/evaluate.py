@@ -56,7 +56,8 @@ def score(hypotheses: Sequence[str], references: Sequence[str],
     """Corpus BLEU and chrF of detokenized ``hypotheses`` against raw ``references`` in the
     target language ``lang``."""
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+        raise MTError(f"{len(hypotheses):,} translations but {len(references):,} references; "
+                      "they must be parallel line by line")
     bleu, chrf = bleu_metric(lang), CHRF()
     b = bleu.corpus_score(list(hypotheses), [list(references)])
     c = chrf.corpus_score(list(hypotheses), [list(references)])

@@ -323,6 +323,11 @@ class Translator:
         ids = self.encode(sources, strict=strict)
         tokens = list(self.tokenizers[1].tokenize(translations))
         outputs = [self.tgt_vocab.encode(t, eos=False) for t in tokens]
+        most = self.config.model.max_positions - 1  # <bos> takes a position
+        for n, out in enumerate(outputs):
+            if len(out) + 1 > most:
+                raise InputTooLongError(f"translation {n + 1} has {len(out):,} tokens; this "
+                                        f"model scores at most {most - 1:,}: split it")
         log_probs = self.engine.score(ids, outputs, cfg)
         return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs,
                                                                    strict=True)]
