@@ -169,9 +169,24 @@ def test_rate_and_character_limits_per_key(translator):
         def send(key, text="Ein Hund."):
             return client.post("/translate", json={"q": text, "source": "de", "target": "en",
                                                    "api_key": key}).status_code
+        assert client.post("/translate", content=b'{"q": "Hund.", "source": "de", '
+                           b'"target": "en", "api_key": "\\ud800"}',
+                           headers={"Content-Type": "application/json"}).status_code == 403
         assert [send("a"), send("a"), send("a")] == [200, 200, 429]
         assert send("b") == 200  # another key, its own count
         assert send("b", "Hund. " * 200) == 429  # 1,200 characters in a minute
+
+
+def test_any_host_allowed_still_refuses_pages_elsewhere(translator):
+    """--allowed-host '*' answers any Host, but a page elsewhere is still refused (403) unless
+    --cors-origin allows it; the server's own page (same host) is answered."""
+    body = {"q": "Ein Hund.", "source": "de", "target": "en"}
+    with local_client(create_app(translator, ServeOptions(allowed_hosts=("*",)))) as client:
+        evil = client.post("/translate", data=body, headers={"Origin": "http://evil.example"})
+        assert evil.status_code == 403 and "--cors-origin" in evil.json()["error"]
+        own = client.post("/translate", json=body, headers={
+            "Origin": "http://mt.example:8000", "Host": "mt.example:8000"})
+        assert own.status_code == 200
 
 
 def test_made_up_keys_share_their_address_limit_where_keys_are_not_checked(translator):

@@ -101,6 +101,10 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
                  if line.strip() and not line.strip().startswith("#"))
     if not keys:
         raise MTError(f"--api-key-file '{path}' holds no key; put the key(s) in it, one a line")
+    for n, key in enumerate(keys):
+        if not (key.isascii() and key.isprintable()):  # a header carries no other key
+            raise MTError(f"--api-key-file '{path}': key {n + 1} is not printable ASCII, which "
+                          "no client can send in a header; use letters, digits and - _ . ~")
     return keys
 
 

@@ -70,8 +70,10 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and "*" not in self.origins:
             name = host_name(urllib.parse.urlsplit(origin).netloc)
+            # the page is this server's (the host it addressed), or one of its names; any
+            # host answered (--allowed-host '*') allows no page elsewhere
             if origin.rstrip("/").lower() not in self.origins and not (
-                    name and (self.any_host or name in self.hosts)):
+                    name and (name == host or name in self.hosts)):
                 return 403, (f"requests from web pages at {origin} are refused; start mt serve "
                              f"with --cors-origin {origin} to allow them")
         if (scope["method"] == "POST" and scope["path"].startswith(JSON_ONLY)

@@ -189,7 +189,8 @@ class Service:
             return True
         ok = False
         for key in self.options.api_keys:
-            ok |= hmac.compare_digest((given or "").encode(), key.encode())
+            ok |= hmac.compare_digest((given or "").encode("utf-8", "surrogatepass"),
+                                      key.encode())
         return ok and given is not None
 
     def charge(self, client: str, characters: int) -> None:
