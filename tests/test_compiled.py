@@ -11,6 +11,7 @@ graph even for it: most of it is the C++ compiler's).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import subprocess
 import sys
@@ -191,8 +192,9 @@ def test_a_second_load_reads_the_cache(toy, compiled, monkeypatch):
 
 
 def test_the_cache_key_is_everything_the_graphs_depend_on(toy):
-    """Compiled graphs are kept under a key of the weights, the precision and the threads
-    (besides the source, torch and the CPU): another model's are never read."""
+    """Compiled graphs are kept under a key of the config, the weights, the precision and
+    the threads (besides the source, torch and the CPU): another model's are never read, nor
+    those of the same weights under another activation or number of heads."""
     key = model_key(toy, "fp32")
     assert model_key(make_model(n_encoder_layers=1, n_decoder_layers=1), "fp32") != key
     assert model_key(toy, "bf16") != key
@@ -204,6 +206,10 @@ def test_the_cache_key_is_everything_the_graphs_depend_on(toy):
         torch.set_num_threads(threads)
     changed = copy.deepcopy(toy)
     assert model_key(changed, "fp32") == key
+    for field, value in (("activation", "gelu"), ("n_heads", 2)):  # the same weights
+        other = copy.deepcopy(toy)
+        other.cfg = dataclasses.replace(toy.cfg, **{field: value})
+        assert model_key(other, "fp32") != key, field
     with torch.no_grad():
         next(changed.decoder.parameters()).view(-1)[0] += 1e-3
     assert model_key(changed, "fp32") != key

@@ -32,6 +32,7 @@ as ever.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -357,10 +358,12 @@ def build_graph() -> None:
 
 
 def model_key(model: Transformer, precision: str) -> str:
-    """A digest of everything a compiled step depends on: the model's weights and buffers,
-    the precision, this package's source, torch's version, the CPU (its flags: the kernels
-    are compiled for its instruction set) and the threads (fixed in the compiled code)."""
+    """A digest of everything a compiled step depends on: the model's config (heads and
+    activation are in no weight's shape) and weights and buffers, the precision, this
+    package's source, torch's version, the CPU (its flags: the kernels are compiled for its
+    instruction set) and the threads (fixed in the compiled code)."""
     digest = hashlib.sha256()
+    digest.update(json.dumps(dataclasses.asdict(model.cfg), sort_keys=True).encode())
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         digest.update(f"{name} {tuple(tensor.shape)} {tensor.dtype}".encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
