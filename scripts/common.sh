@@ -3,7 +3,7 @@
 usage() { sed -n '2,/^set -euo/p' "$SCRIPT" | grep '^#' | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 cd "$(dirname "$SCRIPT")/.."
-CONFIG=${CONFIG:-config/multi30k.yaml}
+CONFIG=${CONFIG:-config/gpu.yaml}
 if [ ! -f "$CONFIG" ]; then
   echo "$(basename "$SCRIPT"): config '$CONFIG' not found" >&2; usage >&2; exit 2
 fi

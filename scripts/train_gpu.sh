@@ -2,7 +2,7 @@
 # Train on one GPU.
 #   scripts/train_gpu.sh [extra mt train arguments...]
 # Environment knobs:
-#   CONFIG   YAML config            (default: config/multi30k.yaml)
+#   CONFIG   YAML config            (default: config/gpu.yaml)
 #   RUN_DIR  run directory          (default: runs/<config name>-gpu)
 #   SETS     extra overrides, space-separated, e.g. "train.max_steps=2000 model.d_model=512"
 #   PYTHON   interpreter            (default: .venv/bin/python if present, else python3)

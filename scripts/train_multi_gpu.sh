@@ -3,7 +3,7 @@
 #   scripts/train_multi_gpu.sh [extra mt train arguments...]
 # Environment knobs:
 #   NPROC    processes, one per GPU  (default: all visible GPUs)
-#   CONFIG   YAML config             (default: config/multi30k.yaml)
+#   CONFIG   YAML config             (default: config/gpu.yaml)
 #   RUN_DIR  run directory           (default: runs/<config name>-ddp)
 #   SETS     extra overrides, space-separated, e.g. "train.max_steps=3000" (train.max_tokens is
 #            the budget of a whole step, all GPUs together: the same config trains the same on

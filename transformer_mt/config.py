@@ -97,6 +97,9 @@ class TrainConfig:
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
+    # R-Drop (Liang et al., 2021): each batch through the model twice (two dropout masks) and
+    # rdrop_alpha x their symmetric KL added to the loss; 0 = off (one pass, as without it)
+    rdrop_alpha: float = 0.0
     clip_grad_norm: float | None = 1.0
     log_every: int = 50
     eval_every: int = 500
@@ -135,6 +138,7 @@ class TrainConfig:
                "linear decays after warmup: train.max_steps must exceed train.warmup_steps")
         ensure(self.keep_last >= 0, "train.keep_last", "must be >= 0")
         ensure(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
+        ensure(0.0 <= self.rdrop_alpha <= 100.0, "train.rdrop_alpha", "must be in [0, 100]")
         ensure(all(0.0 <= b < 1.0 for b in self.betas), "train.betas", "must be in [0, 1)")
         if self.clip_grad_norm is not None:
             ensure(self.clip_grad_norm > 0, "train.clip_grad_norm", "must be positive or null")

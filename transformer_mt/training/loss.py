@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:
     from transformer_mt.model.transformer import Transformer
@@ -101,6 +102,32 @@ def loss_chunk_size(device_type: str, vocab_size: int) -> int:
     return max(1024, 2**30 // (6 * vocab_size))  # bytes per logit: a bf16/fp32 and an fp32 copy
 
 
+def _symmetric_kl_chunk(h1: Tensor, h2: Tensor, weight: Tensor, keep: Tensor,
+                        dtype: torch.dtype) -> Tensor:
+    """Summed over the kept rows: (KL(p1 || p2) + KL(p2 || p1)) / 2 of p = softmax(h @ W.T),
+    which is sum_j (p1_j - p2_j) (log p1_j - log p2_j) / 2. h1, h2: (C, D); keep: (C,)."""
+    w = weight.to(dtype)  # (V, D)
+    log_p1 = torch.log_softmax((h1.to(dtype) @ w.T).float(), dim=-1)  # (C, V)
+    log_p2 = torch.log_softmax((h2.to(dtype) @ w.T).float(), dim=-1)  # (C, V)
+    per_token = ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum(dim=-1)  # (C,)
+    return (per_token * keep).sum() / 2
+
+
+def symmetric_kl(h1: Tensor, h2: Tensor, weight: Tensor, target: Tensor, ignore_index: int,
+                 dtype: torch.dtype, chunk_size: int) -> Tensor:
+    """R-Drop's term: the symmetric KL between the output distributions of two passes, summed
+    over the real tokens. h1, h2: (N, D) final decoder states of the two passes; target: (N,).
+    A chunk of tokens at a time, each recomputed in the backward (checkpointed): the (N, V)
+    logits are never held whole, as in the loss above."""
+    keep = (target != ignore_index).float()  # (N,)
+    total = torch.zeros((), dtype=torch.float32, device=h1.device)
+    for start in range(0, h1.size(0), chunk_size):
+        rows = slice(start, start + chunk_size)
+        total = total + checkpoint(_symmetric_kl_chunk, h1[rows], h2[rows], weight,
+                                   keep[rows], dtype, use_reentrant=False)
+    return total
+
+
 class ModelLoss(nn.Module):
     """The model and the chunked loss as one module: ``(src, tgt_in, src_mask, tgt_out,
     label_smoothing) -> summed loss``, what training and validation call.
@@ -117,15 +144,30 @@ class ModelLoss(nn.Module):
         self.loss_fn = label_smoothed_cross_entropy
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor, tgt_out: Tensor,
-                label_smoothing: float = 0.0) -> Tensor:
-        """src (B, S), tgt_in and tgt_out (B, T), src_mask (B, 1, 1, S) -> fp32 scalar."""
+                label_smoothing: float = 0.0, rdrop_alpha: float = 0.0) -> Tensor:
+        """src (B, S), tgt_in and tgt_out (B, T), src_mask (B, 1, 1, S) -> fp32 scalar.
+
+        ``rdrop_alpha`` > 0 (training only): the batch goes through twice, side by side (two
+        dropout masks); the loss is the mean of the two passes' and ``rdrop_alpha`` x the
+        symmetric KL between their distributions, per token summed (R-Drop)."""
         model = self.model
+        twice = rdrop_alpha > 0 and model.training
+        if twice:  # (2B, ...): one pass of both copies
+            src, tgt_in, src_mask, tgt_out = (torch.cat([x, x]) for x in
+                                              (src, tgt_in, src_mask, tgt_out))
         memory = model.encode(src, src_mask)  # (B, S, D)
         states = model.decoder(tgt_in, memory, src_mask)  # (B, T, D)
         device = states.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
         weight = model.decoder.project.weight  # (V, D)
+        chunk = loss_chunk_size(device, weight.size(0))
+        hidden, target = states.flatten(0, 1), tgt_out.flatten()  # (N, D), (N,)
         with torch.autocast(device, enabled=False):
-            return self.loss_fn(states.flatten(0, 1), weight, tgt_out.flatten(),
-                                label_smoothing, model.pad_id, dtype,
-                                loss_chunk_size(device, weight.size(0)))
+            loss = self.loss_fn(hidden, weight, target, label_smoothing, model.pad_id, dtype,
+                                chunk)
+            if not twice:
+                return loss
+            n = hidden.size(0) // 2
+            kl = symmetric_kl(hidden[:n], hidden[n:], weight, target[:n], model.pad_id,
+                              dtype or hidden.dtype, chunk)
+            return loss / 2 + rdrop_alpha * kl

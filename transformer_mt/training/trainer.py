@@ -21,11 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from transformer_mt.build import build_model, check_weights, count_parameters
-from transformer_mt.checkpoint import (
-    subword_models_of,
-    vocabs_of,
-    weights_are_finite,
-)
+from transformer_mt.checkpoint import subword_models_of, vocabs_of, weights_are_finite
 from transformer_mt.config import START_MODES, Config, Start
 from transformer_mt.data.batching import epoch_steps, iterate_batches
 from transformer_mt.data.prepare import prepare_data, training_fingerprint
@@ -268,7 +264,7 @@ class Trainer:
                     contextlib.nullcontext():
                 with self._autocast():
                     loss_sum = run.forward_model(batch.src, batch.tgt_in, batch.src_mask,
-                                                 batch.tgt_out, t.label_smoothing)
+                                                 batch.tgt_out, t.label_smoothing, t.rdrop_alpha)
                 loss = loss_sum * (weight * self.dist.world_size / global_tokens)
                 run.scaler.scale(loss).backward()
             acc[0] += loss_sum.detach() * weight
