@@ -289,3 +289,32 @@ def test_export_then_import_gives_the_model_back(exported, variant, tmp_path):
     assert after.config.decode.beam_size == before.config.decode.beam_size  # generation_config
     same = {"beam_size": 4, "precision": "fp32", "batch_size": 16}
     assert after.translate(SENTENCES, **same) == before.translate(SENTENCES, **same)
+
+
+def test_ctranslate2s_own_converter_takes_the_pegasus_export(exported, tmp_path):
+    """What tools that convert from the Hub run (ct2-transformers-converter): the pre-norm
+    (Pegasus) export converts, and CTranslate2 translates with it as we do (greedy, fp32).
+    The Marian-class export is refused by that converter, loudly: its Marian loader assumes
+    OPUS-MT's layout (a decoder that starts from a zero vector, <pad> last) and drops a row;
+    docs/export.md sends such models through mt export --format ctranslate2."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from ctranslate2.converters import TransformersConverter
+
+    checkpoint, directory = exported["pre-norm, one vocabulary"]
+    TransformersConverter(str(directory)).convert(str(tmp_path / "ct2"))
+    translator = Translator.load(checkpoint, "cpu")
+    ours = translator.translate_nbest(SENTENCES, 1, beam_size=1, precision="fp32")
+    engine = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu",
+                                    compute_type="float32")
+    ids = translator.encode(SENTENCES)
+    for x, hyps in zip(ids, ours, strict=True):
+        src = torch.tensor([x])
+        limit = int(max_output_lengths(source_mask(src), 1.5, 10,
+                                       translator.config.model.max_output_tokens)[0])
+        out = engine.translate_batch([[translator.src_vocab.itos[i] for i in x]],
+                                     beam_size=1, max_decoding_length=limit + 1,
+                                     min_decoding_length=0)
+        assert translator.detokenize(out[0].hypotheses[0][:limit]) == hyps[0].text
+    _, marian = exported["post-norm, two vocabularies"]
+    with pytest.raises(ValueError, match="vocabulary"):
+        TransformersConverter(str(marian)).convert(str(tmp_path / "marian"))

@@ -283,7 +283,7 @@ class CTranslate2Engine:
         result = self.translator.translate_batch(
             [[self.src_vocab.itos[i] for i in ids[:-1]]], target_prefix=[prefix],
             beam_size=cfg.beam_size, num_hypotheses=k, return_alternatives=True,
-            return_scores=False, max_decoding_length=limit + 1,
+            return_scores=False, max_decoding_length=limit + 1, min_decoding_length=0,
             suppress_sequences=NEVER_PRODUCED)[0]
         found = []
         for tokens in result.hypotheses:
@@ -326,6 +326,7 @@ class CTranslate2Engine:
                 target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
                 beam_size=beam_size,
                 max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False,
+                min_decoding_length=0,  # as ours, <eos> may come first (its default: 1)
                 suppress_sequences=NEVER_PRODUCED)
             for i, result in zip(chunk, results, strict=True):
                 outputs[i] = result.hypotheses[0][:limits[i]]

@@ -47,6 +47,14 @@ def sinusoid_order(d_model: int) -> Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
+def padding(config: Config) -> tuple[str, int]:
+    """The token the export names its padding: ``<pad>``; ``<bos>`` for Pegasus (a pre-norm
+    model), whose decoder starts from its padding token in CTranslate2's converter (and in
+    Pegasus' own convention). Padding is masked out wherever it is read, so the token that
+    pads changes no output, and the decoder starts where ours does."""
+    return (PAD, PAD_ID) if config.model.norm == "post" else (BOS, BOS_ID)
+
+
 def hf_config(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> dict[str, Any]:
     """transformers' config of the model (``model_type``: marian or pegasus)."""
     m = config.model
@@ -59,13 +67,15 @@ def hf_config(config: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> dict[str, A
            "decoder_attention_heads": m.n_heads, "encoder_ffn_dim": m.d_ff,
            "decoder_ffn_dim": m.d_ff, "activation_function": m.activation,
            "max_position_embeddings": m.max_positions, "scale_embedding": True,
-           "vocab_size": len(src_vocab), "pad_token_id": PAD_ID, "eos_token_id": EOS_ID,
-           "bos_token_id": BOS_ID, "decoder_start_token_id": BOS_ID,
+           "vocab_size": len(src_vocab), "pad_token_id": padding(config)[1],
+           "eos_token_id": EOS_ID, "bos_token_id": BOS_ID, "decoder_start_token_id": BOS_ID,
            "forced_eos_token_id": EOS_ID, "tie_word_embeddings": m.tie_embeddings,
            "dropout": m.dropout, "attention_dropout": m.attention_dropout,
            "activation_dropout": m.activation_dropout}
     if m.norm == "post":
         out.update(decoder_vocab_size=len(tgt_vocab), share_encoder_decoder_embeddings=shared)
+    else:  # what CTranslate2's converter reads of a Pegasus model (transformers keeps them)
+        out.update(normalize_before=True, normalize_embedding=False)
     return out
 
 
@@ -189,11 +199,12 @@ def export_huggingface(checkpoint: str | Path, out_dir: str | Path,
             atomic_write_text(tmp / "target_vocab.json", _vocab_json(tgt_vocab))
         tokenizer = {"tokenizer_class": "MarianTokenizer", "source_lang": config.data.src_lang,
                      "target_lang": config.data.tgt_lang, "separate_vocabs": not shared,
-                     "unk_token": UNK, "eos_token": EOS, "pad_token": PAD,
+                     "unk_token": UNK, "eos_token": EOS, "pad_token": padding(config)[0],
                      "model_max_length": config.model.max_source_tokens}
         atomic_write_text(tmp / "tokenizer_config.json", json.dumps(tokenizer, indent=1))
         atomic_write_text(tmp / "special_tokens_map.json", json.dumps(
-            {"unk_token": UNK, "eos_token": EOS, "pad_token": PAD, "bos_token": BOS}))
+            {"unk_token": UNK, "eos_token": EOS, "pad_token": padding(config)[0],
+             "bos_token": BOS}))
         atomic_write_text(tmp / "generation_config.json", json.dumps(
             generation_config(config), indent=1))
         atomic_write_text(tmp / "README.md", model_card(config, ckpt, hf["architectures"][0]))
@@ -214,7 +225,8 @@ def generation_config(config: Config) -> dict[str, Any]:
     len ** alpha); no output longer than the model's positions (ours: a * source + b)."""
     d = config.decode
     return {"decoder_start_token_id": BOS_ID, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
-            "pad_token_id": PAD_ID, "forced_eos_token_id": EOS_ID, "num_beams": d.beam_size,
+            "pad_token_id": padding(config)[1],
+            "forced_eos_token_id": EOS_ID, "num_beams": d.beam_size,
             "length_penalty": d.alpha, "early_stopping": True,
             "max_length": config.model.max_positions}
 

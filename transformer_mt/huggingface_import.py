@@ -58,10 +58,11 @@ def import_huggingface(directory: str | Path, out: str | Path, src_lang: str | N
     model_hf.eval()
     state = {k: v.detach().float() for k, v in model_hf.state_dict().items()}
     bias = state.pop("final_logits_bias", torch.zeros(1))[0]
-    for name in ("vocab", "target_vocab"):
-        if files[name] is not None and len(files[name]) != hf["vocab_size"]:
+    for name, size in (("vocab", "vocab_size"), ("target_vocab", "decoder_vocab_size")):
+        expected = hf.get(size) or hf["vocab_size"]
+        if files[name] is not None and len(files[name]) != expected:
             raise MTError(f"'{src}' has {len(files[name]):,} tokens in its {name}.json but "
-                          f"{hf['vocab_size']:,} in the model (config.json's vocab_size)")
+                          f"{expected:,} in the model (config.json's {size})")
     src_order, src_itos = _our_order(files["vocab"], hf)
     tgt_order, tgt_itos = (_our_order(files["target_vocab"], hf) if files["target_vocab"]
                            else (src_order, src_itos))
@@ -154,7 +155,8 @@ def _our_order(vocab: dict[str, int], hf: dict[str, Any]) -> tuple[Tensor, list[
     """Their ids in our order (``(V,)``: ours ``i`` is theirs ``order[i]``) and our tokens:
     our specials first (``<bos>`` is their decoder's start token), then the rest in their
     order."""
-    unk, pad, eos = vocab.get(UNK, 1), hf["pad_token_id"], hf["eos_token_id"]
+    # <pad> by name where the vocabulary has it (our Pegasus export pads with <bos>)
+    unk, pad, eos = vocab.get(UNK, 1), vocab.get(PAD, hf["pad_token_id"]), hf["eos_token_id"]
     start = hf.get("decoder_start_token_id", pad)
     if start is None or start not in vocab.values():
         start = pad
