@@ -234,6 +234,7 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     result = subprocess.run([sys.executable, "-c", tiny], cwd=REPO, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    assert "validation at step 3" in result.stderr  # a library call shows its progress too
     lines = result.stdout.splitlines()
     assert len(lines) == 11 and lines[0].startswith("[") and "(" in lines[4]
     assert lines[5].startswith("['") and "\\n" in lines[5]  # the line break kept
