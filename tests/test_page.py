@@ -100,6 +100,24 @@ def _browse_attention(page) -> None:
     assert drawn > 100
 
 
+def _one_log_prob_a_hypothesis(page) -> None:
+    """One hypothesis, one log-probability: the row's is the beam tree's for its ending."""
+    ended = page.inner_text("#beam-tree li.on-path > .ended")
+    assert f"log-prob {ended.split('log-prob ')[1].split(',')[0]} " in \
+        page.inner_text("#row-0 .score")
+
+
+def _two_sentences_on_a_line(page) -> None:
+    """What was shown of the sentence before goes, and the page says what to type (not the
+    API's words)."""
+    assert page.is_visible("#inside")
+    page.fill("#source", "Zwei Hunde spielen. Ein Mann liest.")
+    page.click("#translate")
+    page.wait_for_function("document.getElementById('status').textContent"
+                           ".includes('type one sentence per line')", timeout=60_000)
+    assert page.is_hidden("#inside")
+
+
 def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -108,6 +126,7 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     _, api = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5})
     assert _tokens(page) == api["translations"][0]["tokens"]  # beam 5 by default
     assert page.eval_on_selector_all("#beam-tree li", "xs => xs.length") > 3
+    _one_log_prob_a_hypothesis(page)
 
     # type the start of a translation: the model finishes it, the typed words marked forced
     page.fill("#prefix", "Two dogs ")
@@ -165,6 +184,7 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     page.wait_for_function(f"""() => document.querySelector('#row-0 .translation')
         .textContent === {sampled['translations'][0]['text']!r}""", timeout=60_000)
     assert not problems, problems
+    _two_sentences_on_a_line(page)
 
 
 def test_the_page_fits_a_phone(server, browser, tmp_path):

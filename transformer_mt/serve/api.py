@@ -339,6 +339,12 @@ def inspection_json(inside: Inside | None = None, beam: BeamSteps | None = None
         out["beam_finished"] = [{"tokens": tokens, "log_prob": _number(log_prob),
                                  "score": _number(score), "step": step}
                                 for tokens, log_prob, score, step in beam.finished]
+        # the translation's log-probability as the search summed it (the beam tree's figure;
+        # the one forward pass above may round otherwise, in bf16 by ~0.01)
+        found = [lp for tokens, lp, _, _ in beam.finished
+                 if inside is not None and tokens == inside.output[:-1]]
+        if found:
+            out["log_prob"] = _number(found[0])
     return out
 
 

@@ -25,8 +25,15 @@ async function call(body) {
   if ($("key").value) headers.Authorization = "Bearer " + $("key").value;
   const response = await fetch("/v1/translate", {method: "POST", headers, body: JSON.stringify(body)});
   const data = await response.json();
-  if (!response.ok) throw new Error(data.error || response.statusText);
+  if (!response.ok) throw new Error(forPage(response.status, data.error || response.statusText));
   return data.translations;
+}
+
+// The API's words for a client, said as the page's user acts: the box to type in.
+function forPage(code, message) {
+  if (code === 401) return "this server needs an API key: type it in the API key box";
+  if (/holds \d+ sentences/.test(message)) return "type one sentence per line to give a translation's start";
+  return message;
 }
 
 function status(message, error = false) {
@@ -85,9 +92,10 @@ async function lookInside() {
   status("looking inside…");
   try {
     inside = (await call(body))[0];
-  } catch (e) { status(e.message, true); return; }
-  if (inside.sentences) {
-    status("the chosen line holds several sentences: give one sentence per line to look inside", true);
+  } catch (e) { $("inside").hidden = true; status(e.message, true); return; }
+  if (inside.sentences) {  // what was shown is another sentence's: hidden
+    $("inside").hidden = true;
+    status("the chosen line holds several sentences: type one sentence per line to look inside", true);
     return;
   }
   status("");
