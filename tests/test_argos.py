@@ -12,6 +12,7 @@ import zipfile
 import pytest
 
 from tests.helpers import TOY_DE_EN, run_cli, tiny_train_args
+from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 
 pytest.importorskip("argostranslate")
 
@@ -65,13 +66,26 @@ def test_argos_translate_installs_the_package_and_translates_as_we_do(package):
 
 
 def test_what_argos_cannot_carry_is_refused(package, trained_run, tmp_path):
-    path, _ = package
+    path, tmp = package
     words = str(trained_run[0] / "best.pt")  # spaCy words: no SentencePiece model
+    mine = tmp_path / "notes.argosmodel"  # a file of the user's, not a package
+    mine.write_text("mine")
     for args, message in (
             ([words, str(tmp_path / "x.argosmodel")], "one SentencePiece model"),
             ([words, str(tmp_path / "x.zip")], "is a .argosmodel file"),
-            ([words, str(path)], "exists; pass --overwrite")):
+            ([words, str(path)], "exists; pass --overwrite"),
+            ([words, str(mine), "--overwrite"], "is not an Argos package")):
         result = run_cli(["export", "--format", "argos", *args])
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert message in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.argosmodel").exists() and not (tmp_path / "x.zip").exists()
+    assert mine.read_text() == "mine"
+    again = run_cli(["export", "--format", "argos", str(tmp / "run" / "best.pt"), str(path),
+                     "--overwrite"])  # an earlier package is replaced when asked
+    assert again.returncode == 0, again.stderr
+    lowercased = load_checkpoint(tmp / "run" / "best.pt")
+    lowercased["config"]["data"]["lowercase"] = True
+    save_checkpoint(lowercased, tmp_path / "lower.pt")
+    refused = run_cli(["export", "--format", "argos", str(tmp_path / "lower.pt"),
+                       str(tmp_path / "lower.argosmodel")])
+    assert refused.returncode == 2 and "lowercased" in refused.stderr

@@ -259,6 +259,10 @@ def test_import_refuses_what_it_cannot_carry(tmp_path):
         lambda d: (d / "config.json").write_text('{"add_source_bos": false}'))
     assert "lacks 1 of the model's weights" in refused(
         lambda d: weights(d, "model.decoder.layers.1.fc2.weight"))
+    assert "says no decoder_start_token_id" in refused(lambda d: edit(
+        d, "config.json", lambda c: {**c, "decoder_start_token_id": None}))
+    assert "but no target_vocab.json" in refused(lambda d: edit(
+        d, "tokenizer_config.json", lambda c: {**c, "separate_vocabs": True}))
     assert "tokens in its vocab.json" in refused(lambda d: edit(
         d, "vocab.json", lambda v: dict(list(v.items())[:100])))
     inside = run_cli(["import", str(tmp_path / "opus"),

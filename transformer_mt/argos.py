@@ -32,9 +32,12 @@ def export_argos(checkpoint: str | Path, out_file: str | Path, overwrite: bool =
     out = Path(out_file)
     if out.suffix != SUFFIX:
         raise MTError(f"an Argos package is a {SUFFIX} file; name it e.g. de_en{SUFFIX}")
-    if (out.exists() or out.is_symlink()) and not (overwrite and out.is_file()):
-        raise MTError(f"'{out}' exists; pass --overwrite to replace it (a file), or name a "
-                      "new one")
+    if out.exists() or out.is_symlink():
+        if not (out.is_file() and not out.is_symlink() and _is_package(out)):
+            raise MTError(f"'{out}' exists and is not an Argos package; name a new file "
+                          "(nothing but an earlier package is ever replaced)")
+        if not overwrite:
+            raise MTError(f"'{out}' exists; pass --overwrite to replace it, or name a new one")
     ckpt = load_checkpoint(checkpoint)
     config = checkpoint_config(ckpt, checkpoint)
     models = subword_models_of(ckpt)
@@ -42,6 +45,9 @@ def export_argos(checkpoint: str | Path, out_file: str | Path, overwrite: bool =
         raise MTError("Argos Translate reads the source and writes the output with one "
                       "SentencePiece model: export a model trained with data.tokenizer: "
                       "sentencepiece and data.shared_vocab: true")
+    if config.data.lowercase:
+        raise MTError("Argos Translate feeds the text as it is typed, and this model was "
+                      "trained on lowercased text (data.lowercase): export a cased model")
     import spacy  # a dependency of ours, and of argos-translate
 
     src, tgt = config.data.src_lang, config.data.tgt_lang
@@ -70,3 +76,13 @@ def export_argos(checkpoint: str | Path, out_file: str | Path, overwrite: bool =
         os.replace(partial, out)  # the same filesystem: whole, or not at all
     log.info("exported %s to %s (Argos Translate package, %s → %s)", checkpoint, out, src, tgt)
     return out
+
+
+def _is_package(path: Path) -> bool:
+    """Whether ``path`` is an Argos package (a zip with a top folder's metadata.json)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(name.count("/") == 1 and name.endswith("/metadata.json")
+                       for name in z.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False

@@ -86,6 +86,11 @@ def import_huggingface(directory: str | Path, out: str | Path, src_lang: str | N
 
 def _read_hf(directory: Path, transformers: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """transformers' config (a dict) and the tokenizer's files, checked."""
+    return _read_config(directory, transformers), _read_tokenizer(directory)
+
+
+def _read_config(directory: Path, transformers: Any) -> dict[str, Any]:
+    """``config.json`` as transformers reads it, once it says it is a model mt import takes."""
     if not (directory / "config.json").is_file():
         raise MTError(f"'{directory}' is not a transformers model directory (no config.json)")
     try:  # what it says it is, before transformers reads it (a CTranslate2 model says none)
@@ -96,7 +101,19 @@ def _read_hf(directory: Path, transformers: Any) -> tuple[dict[str, Any], dict[s
         what = kind.get("model_type") if isinstance(kind, dict) else None
         raise MTError(f"'{directory}' holds {f'a {what!r}' if what else 'no transformers'} "
                       "model; mt import takes Marian (OPUS-MT) and Pegasus translation models")
-    hf = transformers.AutoConfig.from_pretrained(directory).to_dict()
+    if "decoder_start_token_id" in kind and kind["decoder_start_token_id"] is None:
+        raise MTError(f"'{directory}/config.json' says no decoder_start_token_id: which token "
+                      "the decoder starts from is unknown; set it (Marian: pad_token_id)")
+    try:
+        hf = transformers.AutoConfig.from_pretrained(directory).to_dict()
+    except (ValueError, TypeError) as exc:
+        raise MTError(f"transformers cannot read '{directory}/config.json': "
+                      f"{str(exc).strip().splitlines()[-1]}") from None
+    return hf
+
+
+def _read_tokenizer(directory: Path) -> dict[str, Any]:
+    """MarianTokenizer's files (and generation_config.json), read and checked."""
     files: dict[str, Any] = {"tokenizer": {}, "target_vocab": None, "generation": {}}
     for key, name in (("tokenizer", "tokenizer_config.json"),
                       ("generation", "generation_config.json")):
@@ -109,9 +126,12 @@ def _read_hf(directory: Path, transformers: Any) -> tuple[dict[str, Any], dict[s
         files[name] = (directory / name).read_bytes()
     files["vocab"] = json.loads(files["vocab.json"])
     if files["tokenizer"].get("separate_vocabs"):
+        if not (directory / "target_vocab.json").is_file():
+            raise MTError(f"'{directory}' has separate vocabularies (tokenizer_config.json) "
+                          "but no target_vocab.json")
         files["target_vocab"] = json.loads((directory / "target_vocab.json").read_text(
             encoding="utf-8"))
-    return hf, files
+    return files
 
 
 def _our_config(hf: dict[str, Any], tokenizer: dict[str, Any], src_lang: str | None,
