@@ -172,6 +172,12 @@ def test_attention_and_next_token_candidates(trained_run):
     # greedy chose the most probable token at every step (but a last <eos> forced by the
     # length limit, which this barely trained model reaches)
     assert all(s["top"][0][0] == s["chosen"] for s in t["steps"][:-1])
+    # top-k alone answers no attention map: what was not asked is not sent (nor counted)
+    with local_client(create_app(translator, ServeOptions())) as client:
+        alone = client.post("/v1/translate", json={"text": [SENTENCES[0]], "beam": 1,
+                                                   "topk": 1}).json()["translations"][0]
+    assert "attention" not in alone and "encoder_attention" not in alone
+    assert alone["steps"][0]["top"] == [t["steps"][0]["top"][0]]
 
 
 def test_info_languages_and_libretranslate(client, translator):

@@ -312,8 +312,8 @@ def sentence_json(hyps: list[Translation]) -> dict[str, Any]:
     return out
 
 
-def inspection_json(inside: Inside | None = None, beam: BeamSteps | None = None
-                    ) -> dict[str, Any]:
+def inspection_json(inside: Inside | None = None, beam: BeamSteps | None = None,
+                    attention: bool = True) -> dict[str, Any]:
     """What the model did for one sentence: attention, next-token candidates, beam steps.
     Every number about a translation's probability is a log-probability (natural log) but the
     finished hypotheses' ``score``, which is divided by the length penalty, as search ranks
@@ -322,10 +322,11 @@ def inspection_json(inside: Inside | None = None, beam: BeamSteps | None = None
     if inside is not None:
         out["source_tokens"] = inside.source
         out["output_tokens"] = inside.output
-        # (L, H, T_out + 1, S): a row per output token and <eos>, a column per source token
-        out["attention"] = _rounded(inside.cross)
-        out["decoder_attention"] = _rounded(inside.self_attention)  # (L, H, T + 1, T + 1)
-        out["encoder_attention"] = _rounded(inside.encoder)  # (L_enc, H, S, S)
+        if attention:  # asked for (and counted in the request's budget) or not sent
+            # (L, H, T_out + 1, S): a row per output token and <eos>, a column per source one
+            out["attention"] = _rounded(inside.cross)
+            out["decoder_attention"] = _rounded(inside.self_attention)  # (L, H, T+1, T+1)
+            out["encoder_attention"] = _rounded(inside.encoder)  # (L_enc, H, S, S)
         out["steps"] = [{"chosen": token, "log_prob": _number(log_prob),
                          "top": [[inside_token, round(p, 5)] for inside_token, p in zip(
                              tokens, probs, strict=True)]}

@@ -201,7 +201,7 @@ async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
                 if req.attention or req.topk else None
             beam = beam_steps(translator, x, cfg, translator.forcing([prefix])) \
                 if req.beam_steps and cfg.beam_size > 1 else None
-            found.append(inspection_json(inside, beam))
+            found.append(inspection_json(inside, beam, req.attention))
             if req.align:
                 found[-1]["alignment"] = translator.align(text, best)
         return found
