@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.vocab import EOS_ID
 from transformer_mt.documents import Document, split_document
+from transformer_mt.errors import MTError
 from transformer_mt.serve.api import Limits
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
 from transformer_mt.translate import InputTooLongError, Translation, Translator
@@ -322,6 +323,8 @@ class Service:
             except StoppingError:
                 raise RequestError(503, "the server is stopping; try again on another",
                                    {"Connection": "close"}) from None
+            except MTError as exc:  # what the engine refuses (CTranslate2: no n-best, ...)
+                raise RequestError(422, str(exc).strip().splitlines()[0]) from None
         task.cancel()
         if watch is not None and watch in done:
             raise RequestError(499, "the client closed the connection")
