@@ -50,6 +50,17 @@ def test_html_keeps_its_markup_and_translates_only_prose():
     assert doc.rebuild(["Q"] * 4).count("Q") == 4  # rebuilding twice works (alternatives)
 
 
+def test_html_reads_translate_and_repeated_attributes_as_browsers_do():
+    """``translate`` keywords in any case, the nearest one deciding; an attribute given twice
+    holds its first value."""
+    html = ('<div translate=" NO "><p>Ein Name.</p><p translate="yes">Ein Hund.</p></div>'
+            '<p translate="no" translate="yes">Kein Text.</p>'
+            '<p translate="yes" translate="no">Ein Text.</p>')
+    doc = split_html(html, "de")
+    assert doc.sentences == ["Ein Hund.", "Ein Text."]
+    assert 'translate="yes">A dog.</p>' in doc.rebuild(["A dog.", "A text."])
+
+
 def test_translate_text_is_the_sentences_translated_one_by_one(trained_run):
     from transformer_mt.translate import Translator
 

@@ -92,19 +92,30 @@ def split_text(text: str, lang: str) -> Document:
     return Document([parts[i] for i in slots], rebuild)
 
 
+def _translated(node: Any) -> bool:
+    """Whether a text node is to be translated: not inside an element kept as it is (code,
+    script, ...), and the nearest ``translate`` attribute around it (its keywords in any
+    case, as HTML reads them) is not "no"."""
+    parents = [p for p in node.parents if p.name]
+    if any(p.name in KEEP_AS_IS for p in parents):
+        return False
+    said = [str(p["translate"]).strip().lower() for p in parents if p.has_attr("translate")]
+    return not said or said[0] != "no"
+
+
 def split_html(text: str, lang: str) -> Document:
     """An HTML document or fragment: the sentences of its text nodes; rebuilding puts the
     translations into the same markup (entities re-escaped where needed)."""
     from bs4 import BeautifulSoup, NavigableString
 
-    soup = BeautifulSoup(text, "html.parser")
+    # an attribute given twice: the first holds, as in browsers (html.parser keeps the last)
+    soup = BeautifulSoup(text, "html.parser", on_duplicate_attribute="ignore")
     nodes: list[Any] = []
     pieces: list[Document] = []
     for node in soup.find_all(string=True):
         if type(node) is not NavigableString:  # comments, doctype, CDATA, script strings
             continue
-        if any(p.name in KEEP_AS_IS or p.get("translate") == "no" for p in node.parents
-               if p.name):
+        if not _translated(node):
             continue
         piece = split_text(str(node), lang)
         if piece.sentences:
