@@ -20,8 +20,8 @@ $(VENV)/.installed: pyproject.toml
 	# `pip install torch` pulls gigabytes of CUDA packages even where there is no GPU
 	WHEELHOUSE="$(if $(WHEELHOUSE),$(abspath $(WHEELHOUSE)),)" bash scripts/install_torch.sh $(PY)
 	$(PY) -m pip install --quiet $(PIP_FROM) -e ".[dev]"
-	# argos-translate, for the argos export's test: its stanza needs torch, so it comes after
-	# ours (pip keeps that build); not from a wheelhouse, which would pull PyPI's CUDA torch
+	# argos-translate as LibreTranslate installs it (argos-translate-lt), for the argos export's
+	# test; when online (a wheelhouse holds what the package itself needs)
 	$(if $(WHEELHOUSE),,$(PY) -m pip install --quiet -e ".[argos]")
 	touch $@
 

@@ -1,5 +1,6 @@
-"""mt export --format argos: argos-translate's own Python API installs the package from the file
-and, with no network, translates as mt translate --engine ctranslate2 does."""
+"""mt export --format argos: the argos-translate LibreTranslate installs (argos-translate-lt)
+installs the package from the file with its own Python API and, with no network, translates as
+mt translate --engine ctranslate2 does."""
 
 from __future__ import annotations
 
@@ -50,9 +51,11 @@ def test_argos_translate_installs_the_package_and_translates_as_we_do(package):
         z.extractall(tmp / "unzipped")
     assert {"de_en/metadata.json", "de_en/sentencepiece.model", "de_en/model/model.bin",
             "de_en/spacy/meta.json"} <= names
+    closed = "http://127.0.0.1:9"  # every connection refused: nothing may be downloaded
     env = dict(os.environ, HOME=str(tmp / "home"), ARGOS_CHUNK_TYPE="SPACY",
                ARGOS_BEAM_SIZE="1", ARGOS_COMPUTE_TYPE="float32",
-               XDG_DATA_HOME=str(tmp / "home" / "data"))
+               XDG_DATA_HOME=str(tmp / "home" / "data"), HTTP_PROXY=closed, HTTPS_PROXY=closed,
+               http_proxy=closed, https_proxy=closed, NO_PROXY="", no_proxy="")
     result = subprocess.run([sys.executable, "-c", ARGOS, str(path), json.dumps(SENTENCES)],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
