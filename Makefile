@@ -49,10 +49,11 @@ test: lint
 test-fast: lint
 	$(PYTEST) -m "not system"
 
-# ruff, and mypy over the whole package ([tool.mypy] in pyproject.toml)
+# ruff, mypy over the whole package ([tool.mypy] in pyproject.toml), and the size limits
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/check_size.py
 
 bench: setup  # ours against the tutorial baseline, one run (JSON with a ratio)
 	$(PY) bench/train_speed.py --quick

@@ -125,10 +125,12 @@ def next_token_logprobs(logits: Tensor) -> Tensor:
     return candidate_logits(logits).log_softmax(dim=-1)
 
 
-def _at_limit(step: int, limits: Tensor, shortest: int) -> Tensor | None:
-    """(N,) rows whose output reached its length limit (``limits`` (N,): the rows'); None (no
-    work) before any can."""
-    return None if step < shortest else step >= limits
+def _at_limit(step: int, limits: Tensor, shortest: int, k: int = 1) -> Tensor | None:
+    """(N*K,) rows whose output reached its length limit (``limits`` (N,): the sentences',
+    each the limit of its ``k`` rows); None (no work) before any can."""
+    if step < shortest:
+        return None
+    return step >= limits if k == 1 else (step >= limits).repeat_interleave(k)
 
 
 @torch.inference_mode()
@@ -178,21 +180,28 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
         done = (token == EOS_ID).cpu()  # (N,) the step's one wait for the device
         if done.any():  # more transfers only at the steps where sentences end
-            rows = done.nonzero().flatten()
-            ended = prefix[rows.to(device), 1:-1].tolist()  # E lists of t - 1 tokens
-            ended_scores = total[rows.to(device)].tolist()
-            for i, row in enumerate(rows.tolist()):
-                results[alive_ids[row]] = Hypothesis(ended[i], ended_scores[i])
-            keep_rows = (~done).nonzero().flatten()
-            alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
+            alive_ids, keep = _record_ended(done, prefix, total, alive_ids, results)
             if not alive_ids:  # (nothing left to keep)
                 break
-            keep = keep_rows.to(device)
             alive, prefix, total = alive[keep], prefix[keep], total[keep]
             live_limits = live_limits[keep]
             state.select(keep, keep)
         step += 1
     return [r for r in results if r is not None]
+
+
+def _record_ended(done: Tensor, prefix: Tensor, total: Tensor, alive_ids: list[int],
+                  results: list[Hypothesis | None]) -> tuple[list[int], Tensor]:
+    """Greedy's rows that produced ``<eos>`` (``done`` (N,), on the host) become hypotheses
+    in ``results``: their prefix (N, t + 1) without ``<bos>`` and ``<eos>``, and ``total``
+    (N,). Returns the sentences still decoded and their rows (on the device)."""
+    rows, device = done.nonzero().flatten(), prefix.device
+    ended = prefix[rows.to(device), 1:-1].tolist()  # E lists of t - 1 tokens
+    ended_scores = total[rows.to(device)].tolist()
+    for i, row in enumerate(rows.tolist()):
+        results[alive_ids[row]] = Hypothesis(ended[i], ended_scores[i])
+    keep_rows = (~done).nonzero().flatten()
+    return [alive_ids[r] for r in keep_rows.tolist()], keep_rows.to(device)
 
 
 def _pick(z: Tensor, topk: int, temperature: float, generator: torch.Generator | None,
@@ -223,71 +232,73 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     log-probability divided by the GNMT length penalty) and never extended again, and the first
     ``K`` others form the next beam. A sentence is done once it has ``K`` finished hypotheses or
     reaches its length limit, where ``<eos>`` is forced. Returns the ``nbest`` best per sentence.
-    ``on_step``, if given, sees the beams kept at each step: the sentences still searched (their
-    rows in the batch), the prefixes (N*K, t + 1) and their scores (N, K) (``mt serve``'s page
-    shows them). ``forcing``: how outputs must begin (``decode/forcing.py``): while a
-    sentence's tokens are forced, its beam holds one hypothesis.
+    ``on_step`` sees the beams kept at each step: the sentences still searched, the prefixes
+    (N*K, t + 1) and their scores (N, K). ``forcing``: how outputs must begin (forcing.py).
     """
-    b, k = src.size(0), beam_size
-    device = src.device
+    b, k, device = src.size(0), beam_size, src.device
     limits = raise_limits(max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model)),
                           forcing)  # (B,)
     state = start_decoding(model, src, src_mask, k, use_cache)  # K beams share their sentence
-    prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)  # (N*K, t)
-    scores = torch.full((b, k), -torch.inf, device=device)  # (N, K)
-    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
-    alive = torch.arange(b, device=device)  # original sentence of each active row
-    alive_ids = list(range(b))  # the same, on the host
+    prefix, scores = _start_beams(b, k, device)  # (N*K, t), (N, K)
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    # (N,) len(finished[i]) and the length limit of each sentence still searched
+    # each sentence still searched (N,): its id (device, host), len(finished[id]), its limit
+    alive, alive_ids = torch.arange(b, device=device), list(range(b))
     n_finished, live_limits = torch.zeros(b, dtype=torch.long, device=device), limits
-    beam_offsets = torch.arange(k, device=device)
-    # the step's decisions: compiled where the model brings them (decode/beam_step.py), with
-    # the step itself where its state does (a lone sentence's: decode/compiled.py)
+    # the step's decisions: compiled where the model (or, with the step, its state) has them
     pick = model.choose if isinstance(model, CompiledDecoding) else choose
     choose_next = getattr(state, "choose_next", None)
-    step = 0
-    shortest = int(limits.min())
+    step, shortest = 0, int(limits.min())
     while alive_ids:
         # (N, V): -inf for what a forced prefix bars (after normalising), 0 for the rest
         bars = None if forcing is None else barred(forcing, step, model.tgt_vocab_size, alive)
         both = None if choose_next is None else choose_next(prefix, scores, n_finished,
                                                             live_limits, bars)
-        if both is None:
-            limited = None if step < shortest else step >= live_limits  # (N,) at their limit
-            z = _next_scores(state, prefix, None if limited is None else
-                             limited.repeat_interleave(k))  # (N*K, V)
+        if both is None:  # (N*K, V) next scores; the rows at their length limit end there
+            z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest, k))
             choice = pick(z, scores, n_finished, live_limits, step, bars)
         else:
             choice = both[0]
         any_ends, any_done = choice.flags.tolist()  # the step's one wait for the device
         if any_ends:
-            penalty = float(length_penalty(step + 1, alpha))
             for row, hyp in _ended(choice.ends, choice.top_beam, choice.top_scores, prefix, k,
-                                   penalty):
+                                   float(length_penalty(step + 1, alpha))):
                 finished[alive_ids[row]].append(hyp)
         scores, n_finished = choice.scores, choice.n_finished  # (N, K), (N,)
         if both is None:
-            prefix = torch.cat([prefix[choice.rows], choice.tokens.reshape(-1, 1)],
-                               dim=1)  # (N*K, t + 1)
+            prefix = torch.cat([prefix[choice.rows], choice.tokens.reshape(-1, 1)], dim=1)
             state.select(choice.rows)
         else:  # the state reordered nothing: its hypotheses' pasts are read through ancestors
             prefix = both[1]
         if on_step is not None:
             on_step(alive_ids, prefix, scores)
-
         if any_done:
-            keep_rows = (~choice.done).nonzero().flatten().cpu()  # (N',)
-            alive_ids = [alive_ids[r] for r in keep_rows.tolist()]
+            alive_ids, keep, keep_hyps = _rows_kept(choice.done, alive_ids, k)
             if not alive_ids:  # (nothing left to keep)
                 break
-            keep = keep_rows.to(device)
-            keep_hyps = (keep[:, None] * k + beam_offsets).flatten()  # (N'*K,)
             alive, scores, prefix = alive[keep], scores[keep], prefix[keep_hyps]
             n_finished, live_limits = n_finished[keep], live_limits[keep]
             state.select(keep_hyps, keep)
         step += 1
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _start_beams(b: int, k: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """The beams of ``b`` sentences before the first step: ``<bos>`` (B*K, 1), and scores
+    (B, K) that let only each sentence's first hypothesis expand (all start identical)."""
+    prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)
+    scores = torch.full((b, k), -torch.inf, device=device)
+    scores[:, 0] = 0.0
+    return prefix, scores
+
+
+def _rows_kept(done: Tensor, alive_ids: list[int], k: int) -> tuple[list[int], Tensor, Tensor]:
+    """The sentences still searched once those ``done`` (N,) are dropped: their ids, their
+    rows (N',) and their hypotheses' rows (N'*K,), on the device."""
+    keep_rows = (~done).nonzero().flatten().cpu()  # (N',)
+    keep = keep_rows.to(done.device)
+    offsets = torch.arange(k, device=done.device)
+    return ([alive_ids[r] for r in keep_rows.tolist()], keep,
+            (keep[:, None] * k + offsets).flatten())
 
 
 def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k: int,
