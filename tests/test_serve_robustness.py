@@ -218,6 +218,25 @@ def test_cache_answers_a_repeated_sentence_without_decoding(translator, monkeypa
         assert "mt_cache_hits_total 1.0" in metrics
 
 
+def test_the_cache_is_bounded_by_what_its_entries_hold(translator):
+    """An entry weighs one unit per 64 output tokens of its n-best: a few requests of a wide
+    n-best of long outputs cannot fill memory that --cache-size sentences of one-best would
+    not."""
+    from transformer_mt.serve.service import cache_units
+
+    app = create_app(translator, ServeOptions(cache_size=8))
+    with local_client(app) as client:
+        for i in range(6):
+            sent = client.post("/v1/translate", json={
+                "text": f"Ein Hund rennt {i} mal über die Wiese.", "beam": 8, "nbest": 8,
+                "max_len_a": 0, "max_len_b": 40})
+            assert sent.status_code == 200
+        cache = app.state.service._cache
+        assert 0 < cache.currsize <= cache.maxsize == 8
+        assert sum(cache_units(v) for v in cache.values()) == cache.currsize
+        assert len(cache) < 6  # the early ones went: each weighed several units
+
+
 def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(trained_run):
     proc, url = start_server(trained_run[0] / "best.pt", "--header-timeout", "1",
                              "--idle-timeout", "1", "--max-connections", "64")

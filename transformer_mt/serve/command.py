@@ -33,7 +33,8 @@ SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
      "requests a minute per client (its key where keys are checked, else its "
      "address); 0: none"),
     ("--char-rate-limit", int, 0, 0, False, "characters a minute per client; 0: none"),
-    ("--cache-size", int, 10_000, 0, False, "translated sentences kept in memory; 0: none"),
+    ("--cache-size", int, 10_000, 0, False, "translated sentences kept in memory, each "
+     "counted per 64 output tokens of its n-best (memory ~100 bytes a token); 0: none"),
     ("--timeout", float, 60.0, 0, True,
      "seconds a request may take (queue and decoding), else 504"),
     ("--header-timeout", float, 10.0, 0, True,

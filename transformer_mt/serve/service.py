@@ -53,7 +53,7 @@ class ServeOptions:
     cors_origins: tuple[str, ...] = ()  # web pages elsewhere that may call the API; "*": any
     rate_limit: int = 0  # requests a minute per client (its checked key, else address); 0: none
     char_rate_limit: int = 0  # characters a minute per client; 0: none
-    cache_size: int = 10_000  # translations of sentences kept in memory; 0: none
+    cache_size: int = 10_000  # sentences' translations kept, per 64 output tokens; 0: none
     body_timeout_s: float = 30.0  # a request's body arrives within this, or 408
     # proxies whose X-Forwarded-For names the client; none: a client is the peer's address
     forwarded_allow_ips: tuple[str, ...] = ()
@@ -131,7 +131,8 @@ class Service:
         self.tgt_lang = translator.config.data.tgt_lang
         self.metrics = Metrics()
         self.batcher: Batcher | None = None
-        self._cache: LRUCache[Any, list[Translation]] = LRUCache(max(options.cache_size, 1))
+        self._cache: LRUCache[Any, list[Translation]] = LRUCache(
+            max(options.cache_size, 1), getsizeof=cache_units)
         self._cache_lock = threading.Lock()
         self._limiter: Any = None
         if options.rate_limit or options.char_rate_limit:
@@ -276,7 +277,8 @@ class Service:
             decoded = await self.wait(work, waiting)
             for i, hyps in zip(missing, decoded, strict=True):
                 found[i] = hyps
-                if not sampling and self.options.cache_size:
+                if (not sampling and self.options.cache_size
+                        and cache_units(hyps) <= self._cache.maxsize):  # else it cannot fit
                     with self._cache_lock:
                         self._cache[(key, tuple(prepared.ids[i]))] = hyps
         results, at = [], 0
@@ -330,6 +332,15 @@ class Service:
             raise RequestError(499, "the client closed the connection")
         raise RequestError(504, f"not translated within {timeout:g} s; send fewer or shorter "
                            "sentences")
+
+
+CACHE_UNIT = 64  # output tokens: a cached entry counts one unit per 64 of its n-best's
+
+
+def cache_units(hyps: list[Translation]) -> int:
+    """What a cached sentence's translations weigh against ``--cache-size``: an n-best of 32
+    long outputs weighs as much as the ~30 one-best translations its memory would hold."""
+    return max(1, -(-sum(len(h.tokens) + 1 for h in hyps) // CACHE_UNIT))
 
 
 @functools.lru_cache(maxsize=1)
