@@ -218,6 +218,33 @@ def test_cache_answers_a_repeated_sentence_without_decoding(translator, monkeypa
         assert "mt_cache_hits_total 1.0" in metrics
 
 
+def test_splitting_a_large_request_does_not_stop_the_server(translator, monkeypatch):
+    """A request whose texts take long to split (a large HTML page) is split off the event
+    loop: /health and other requests are answered meanwhile."""
+    from transformer_mt.serve import service
+
+    split = service.split_document
+
+    def slow(text, lang, html=False):
+        if "langsam" in text:
+            time.sleep(2.0)
+        return split(text, lang, html)
+
+    monkeypatch.setattr(service, "split_document", slow)
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answers: list = []
+        sender = threading.Thread(target=lambda: answers.append(client.post(
+            "/translate", json={"q": "<p>Ein langsam Hund.</p>", "source": "de",
+                                "target": "en", "format": "html"})))
+        sender.start()
+        time.sleep(0.3)  # the slow request is being split
+        start = time.perf_counter()
+        assert client.get("/health").status_code == 200
+        assert time.perf_counter() - start < 1.0
+        sender.join(30)
+        assert answers and answers[0].status_code == 200
+
+
 def test_the_cache_is_bounded_by_what_its_entries_hold(translator):
     """An entry weighs one unit per 64 output tokens of its n-best: a few requests of a wide
     n-best of long outputs cannot fill memory that --cache-size sentences of one-best would

@@ -123,7 +123,7 @@ async def translate(req: LibreTranslateRequest, request: Request,
         raise RequestError(400, "Invalid request: alternatives parameter must be <= "
                            f"{svc.limits.max_alternatives}")
     svc.charge(client_id(request, key), sum(map(len, texts)))
-    prepared = svc.prepare(texts, req.format == "html")
+    prepared = await svc.prepare_off_loop(texts, req.format == "html")
     detected = None
     if req.source == "auto":
         language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])

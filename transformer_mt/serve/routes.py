@@ -85,7 +85,7 @@ async def translate(req: TranslateRequest, request: Request, svc: ServiceDep,
     except (MTError, ValueError, TypeError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     svc.charge(client_id(request, key), sum(map(len, texts)))
-    prepared = svc.prepare(texts, req.format == "html")
+    prepared = await svc.prepare_off_loop(texts, req.format == "html")
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
     choices: list[list[Choice]] = []

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -134,6 +135,7 @@ class Service:
         self._cache: LRUCache[Any, list[Translation]] = LRUCache(
             max(options.cache_size, 1), getsizeof=cache_units)
         self._cache_lock = threading.Lock()
+        self._preparing = ThreadPoolExecutor(1, thread_name_prefix="mt-prepare")
         self._limiter: Any = None
         if options.rate_limit or options.char_rate_limit:
             from limits.storage import MemoryStorage
@@ -234,6 +236,13 @@ class Service:
         return self.src_lang, round(100 * ours, 2)
 
     # ------------------------------------------------------------------ translating
+
+    async def prepare_off_loop(self, texts: list[str], html: bool) -> Prepared:
+        """:meth:`prepare` on a thread of its own, one request at a time: splitting a large
+        HTML request takes seconds, which the event loop (``/health``, every other request)
+        does not wait for."""
+        return await asyncio.get_running_loop().run_in_executor(self._preparing, self.prepare,
+                                                                texts, html)
 
     def prepare(self, texts: list[str], html: bool) -> Prepared:
         """Split ``texts`` into sentences and tokenize them; a 400 where a sentence is longer
