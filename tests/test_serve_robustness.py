@@ -5,6 +5,7 @@ origins that are not its own, idle and slow connections, a stop past the grace p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
@@ -284,6 +285,30 @@ def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(trained
         proc.terminate()
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Too many open files" not in err and "Traceback" not in err
+
+
+def test_a_body_sent_a_byte_at_a_time_is_timed_out_as_a_whole(trained_run):
+    """--body-timeout bounds the whole body, not each piece: a byte every 0.5 s is a 408
+    after 2 s, though no piece ever waited that long."""
+    proc, url = start_server(trained_run[0] / "best.pt", "--body-timeout", "2")
+    host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
+    try:
+        with socket.create_connection((host, port)) as slow:
+            slow.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: 100\r\n\r\n")
+            start, answer = time.monotonic(), b""
+            slow.settimeout(0.5)
+            while time.monotonic() - start < 10 and not answer:
+                with contextlib.suppress(OSError):
+                    slow.sendall(b" ")
+                with contextlib.suppress(TimeoutError):
+                    answer = slow.recv(200)
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+            assert 1.5 < time.monotonic() - start < 5
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err
 
 
 def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):

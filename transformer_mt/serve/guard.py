@@ -137,19 +137,24 @@ class Guard:
 
 
 class _BoundedBody:
-    """``receive`` as the app sees it: the body within ``limit`` bytes and each of its
-    messages within ``timeout`` seconds (else 413 or 408, the connection closed); after the
-    body, a wait as long as it takes (for a disconnect)."""
+    """``receive`` as the app sees it: the body within ``limit`` bytes and, all of it, within
+    ``timeout`` seconds of the app's first read (else 413 or 408, the connection closed: a
+    byte every few seconds does not keep a connection); after the body, a wait as long as it
+    takes (for a disconnect)."""
 
     def __init__(self, receive: Receive, limit: int, timeout: float) -> None:
         self.receive, self.limit, self.timeout = receive, limit, timeout
         self.received, self.done = 0, False
+        self.deadline: float | None = None
 
     async def __call__(self) -> Message:
         if self.done:
             return await self.receive()
+        now = asyncio.get_running_loop().time()
+        if self.deadline is None:
+            self.deadline = now + self.timeout
         try:
-            message = await asyncio.wait_for(self.receive(), self.timeout)
+            message = await asyncio.wait_for(self.receive(), max(self.deadline - now, 0.0))
         except asyncio.TimeoutError:
             raise HTTPException(408, f"the body did not arrive within {self.timeout:g} s",
                                 {"Connection": "close"}) from None
