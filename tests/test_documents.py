@@ -91,3 +91,14 @@ def test_mt_translate_split_sentences(trained_run, tmp_path):
                        "Ein Hund."])
     assert refused.returncode != 0 and "--split-sentences" in refused.stderr
     assert split_document("<b>x</b>", "de", html=True).sentences == ["x"]
+
+
+def test_list_markers_and_zero_width_characters_are_kept_out_of_sentences():
+    text = "- Ein Hund.\n1. Zwei Katzen.\n2) Ein Mann. Eine Frau.\n\u200b* Ein Kind.\u200b"
+    doc = split_text(text, "de")
+    assert doc.sentences == ["Ein Hund.", "Zwei Katzen.", "Ein Mann.", "Eine Frau.",
+                             "Ein Kind."]
+    assert doc.rebuild(["A dog.", "Two cats.", "A man.", "A woman.", "A child."]) == (
+        "- A dog.\n1. Two cats.\n2) A man. A woman.\n\u200b* A child.\u200b")
+    assert split_text("-5 Grad. 3.5 Meter.", "de").sentences == ["-5 Grad.", "3.5 Meter."]
+

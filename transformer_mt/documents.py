@@ -19,6 +19,7 @@ A sentence cut by inline markup ("Ein <b>Hund</b> läuft.") is translated in its
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,20 +51,34 @@ def _sentencizer(lang: str) -> Any:
     return nlp
 
 
+# a list item's marker at the start of a line ("- ", "* ", "• ", "1. ", "2) "): kept as it is
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+LIST_MARKER = re.compile(f"[ \t{ZERO_WIDTH}]*(?:[-*•–]|\\d{{1,3}}[.)])[ \t]+(?=\\S)")
+
+
+def _blank(c: str) -> bool:
+    """Whitespace, or a character of no width: around a sentence, never part of it."""
+    return c.isspace() or c in ZERO_WIDTH
+
+
 def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     """(start, end) character offsets of the sentences of ``text``: a line break always ends
-    a sentence, surrounding whitespace is not part of one, and a span without a letter or a
-    digit (punctuation between inline tags, a line of dashes) is no sentence: it is kept."""
+    a sentence, surrounding whitespace (and zero-width characters) and a line's list marker
+    are not part of one, and a span without a letter or a digit (punctuation between inline
+    tags, a line of dashes) is no sentence: it is kept."""
     nlp = _sentencizer(lang)
     spans: list[tuple[int, int]] = []
     line_start = 0
     for line in text.split("\n"):
-        if line.strip():
-            for sent in nlp(line).sents:
-                start, end = line_start + sent.start_char, line_start + sent.end_char
-                while start < end and text[start].isspace():
+        marker = LIST_MARKER.match(line)
+        skip = marker.end() if marker else 0
+        if line[skip:].strip():
+            for sent in nlp(line[skip:]).sents:
+                start = line_start + skip + sent.start_char
+                end = line_start + skip + sent.end_char
+                while start < end and _blank(text[start]):
                     start += 1
-                while end > start and text[end - 1].isspace():
+                while end > start and _blank(text[end - 1]):
                     end -= 1
                 if any(c.isalnum() for c in text[start:end]):  # not punctuation alone
                     spans.append((start, end))
