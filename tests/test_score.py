@@ -65,3 +65,9 @@ def test_bad_input_is_one_line(trained_run, tmp_path):
         result = run_cli(["score", "--checkpoint", ckpt, *args])
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert message in result.stderr.strip().splitlines()[-1]
+    # a word the model cannot write: refused as a prefix with it is, not scored as <unk>
+    src, hyp = _files(tmp_path, ["Ein Hund."], ["A Zorblax dog."])
+    result = run_cli(["score", "--checkpoint", ckpt, "--src", src, "--hyp", hyp])
+    assert result.returncode == 2
+    assert "holds 'Zorblax', which this model's target vocabulary does not have" in \
+        result.stderr.strip().splitlines()[-1]

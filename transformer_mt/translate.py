@@ -20,7 +20,7 @@ from torch import Tensor
 from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config_file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
-from transformer_mt.data.vocab import EOS, Vocab
+from transformer_mt.data.vocab import EOS, UNK, UNK_ID, Vocab
 from transformer_mt.decode.align import token_links, word_links
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis, length_penalty
@@ -324,10 +324,14 @@ class Translator:
         tokens = list(self.tokenizers[1].tokenize(translations))
         outputs = [self.tgt_vocab.encode(t, eos=False) for t in tokens]
         most = self.config.model.max_positions - 1  # <bos> takes a position
-        for n, out in enumerate(outputs):
+        for n, (out, pieces) in enumerate(zip(outputs, tokens, strict=True)):
             if len(out) + 1 > most:
                 raise InputTooLongError(f"translation {n + 1} has {len(out):,} tokens; this "
                                         f"model scores at most {most - 1:,}: split it")
+            unknown = [p for p, i in zip(pieces, out, strict=True) if i == UNK_ID and p != UNK]
+            if unknown:  # scored as <unk>, it would be the probability of another text
+                raise MTError(f"translation {n + 1} holds '{unknown[0]}', which this model's "
+                              "target vocabulary does not have: it cannot write it")
         log_probs = self.engine.score(ids, outputs, cfg)
         return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs,
                                                                    strict=True)]
