@@ -189,6 +189,23 @@ def test_sampling_is_seeded_and_top_one_is_greedy(toy_model):
     assert sample(1, topk=1) == [h.tokens for h in greedy(model, src, mask)]
 
 
+def test_a_seeded_draw_is_the_same_alone_or_among_others(trained_run):
+    """Each sentence draws from a generator of its own, seeded alike: its sampled translation
+    does not depend on the sentences before it in the request or the file."""
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    settings = {"sample_topk": 20, "sample_seed": 11, "temperature": 2.0, "precision": "fp32"}
+    one = "Ein Hund läuft über die Wiese."
+    others = ["Zwei Männer spielen Fußball im Park.", "Eine Frau liest ein Buch am Strand."]
+    alone = translator.translate([one], **settings)[0]
+    assert translator.translate([*others, one], **settings)[-1] == alone
+    assert translator.translate([one, *others], batch_size=1, **settings)[0] == alone
+    draws = {translator.translate([one], sample_topk=20, sample_seed=seed, temperature=2.0,
+                                  precision="fp32")[0] for seed in range(4)}
+    assert len(draws) > 1  # and the seed still matters
+
+
 def test_nucleus_sampling_draws_from_the_nucleus_only():
     """From <bos> the Markov model gives A 0.5, B 0.4, <eos> 0.1: the 0.85 nucleus is {A, B}
     (drawn 5:4), the 0.45 nucleus {A}; a nucleus of 1 is plain sampling, top-k and nucleus

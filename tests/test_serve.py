@@ -493,4 +493,7 @@ def test_scoring_over_http_is_the_translators(client, translator):
             ({"source": "a", "translation": "b", "beam": 3}, "beam")):
         bad = client.post("/v1/score", json=body)
         assert bad.status_code == 422 and message in bad.json()["error"], bad.text
-    assert client.post("/v1/score", json={"source": "a", "translation": "b"}).status_code == 200
+    word = next(w for w in translator.tgt_vocab.itos if w.isalpha())  # one it can write
+    assert client.post("/v1/score", json={"source": "a", "translation": word}).status_code == 200
+    unknown = client.post("/v1/score", json={"source": "a", "translation": "Zorblax"})
+    assert unknown.status_code == 422 and "cannot write it" in unknown.json()["error"]

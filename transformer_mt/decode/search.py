@@ -136,13 +136,14 @@ def _at_limit(step: int, limits: Tensor, shortest: int, k: int = 1) -> Tensor | 
 @torch.inference_mode()
 def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
            max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
-           temperature: float = 1.0, generator: torch.Generator | None = None,
+           temperature: float = 1.0, generator: Generators = None,
            scores: bool = True, top_p: float = 1.0,
            forcing: Forcing | None = None) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
 
     With ``sample_topk`` > 0, draw the token instead from the ``sample_topk`` most probable,
-    with probabilities ``softmax(logits / temperature)`` among them (``generator`` seeds it);
+    with probabilities ``softmax(logits / temperature)`` among them (``generator`` seeds it,
+    or one generator a sentence: its draws are then the same alone or among others);
     with ``top_p`` < 1, from the nucleus: the fewest most probable tokens whose probabilities
     (after the temperature) add up to ``top_p`` (both: the nucleus of the top ``k``).
     The score is the model's log-probability of what was chosen either way; ``scores=False``
@@ -169,8 +170,8 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
             prefix, live_limits, barred(forcing, step, model.tgt_vocab_size, alive))
         if both is None:
             z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest))  # (N, V)
-            token = _pick(force(z, forcing, step, alive), sample_topk, temperature, generator,
-                          top_p)  # (N,)
+            token = _pick(force(z, forcing, step, alive), sample_topk, temperature,
+                          _of_rows(generator, alive_ids), top_p)  # (N,)
             if scores:
                 total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
         else:  # (N,) each
@@ -204,10 +205,20 @@ def _record_ended(done: Tensor, prefix: Tensor, total: Tensor, alive_ids: list[i
     return [alive_ids[r] for r in keep_rows.tolist()], keep_rows.to(device)
 
 
-def _pick(z: Tensor, topk: int, temperature: float, generator: torch.Generator | None,
+Generators = torch.Generator | Sequence[torch.Generator] | None  # for a batch, or a row each
+
+
+def _of_rows(generator: Generators, rows: list[int]) -> Generators:
+    """The generators of the sentences ``rows`` (one a sentence), or the batch's one."""
+    return generator if generator is None or isinstance(generator, torch.Generator) else [
+        generator[r] for r in rows]
+
+
+def _pick(z: Tensor, topk: int, temperature: float, generator: Generators,
           top_p: float = 1.0) -> Tensor:
     """The chosen token (N,) of each row of logits z (N, V): the best, or a sample (of the
-    top ``topk``, 0: of all; of their nucleus with ``top_p`` < 1)."""
+    top ``topk``, 0: of all; of their nucleus with ``top_p`` < 1), drawn with ``generator``
+    (or each row with its own)."""
     if topk <= 0 and top_p >= 1.0:
         return z.max(dim=-1).indices  # (N,)
     k = z.size(1) if topk <= 0 else min(topk, z.size(1))
@@ -215,7 +226,11 @@ def _pick(z: Tensor, topk: int, temperature: float, generator: torch.Generator |
     probs = (top_z / temperature).softmax(dim=-1)  # (N, k); -inf (not allowed) gets 0
     if top_p < 1.0:  # the nucleus: each token whose more probable ones add up to < top_p
         probs = probs * ((probs.cumsum(dim=-1) - probs) < top_p)  # (N, k), unnormalised
-    choice = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
+    if generator is None or isinstance(generator, torch.Generator):
+        choice = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
+    else:  # each row from its own stream: what it draws does not depend on the other rows
+        choice = torch.stack([torch.multinomial(p, 1, generator=g)
+                              for p, g in zip(probs, generator, strict=True)])  # (N, 1)
     return top_token.gather(1, choice).squeeze(1)
 
 
@@ -316,7 +331,7 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
 
 def decode_batch(model: Decodable, src: Tensor, src_mask: Tensor,
                  cfg: DecodeConfig, beam_size: int | None = None, nbest: int = 1,
-                 use_cache: bool = True, generator: torch.Generator | None = None,
+                 use_cache: bool = True, generator: Generators = None,
                  scores: bool = True, forcing: Forcing | None = None) -> list[list[Hypothesis]]:
     """Greedy (or sampling) when the beam is 1 and ``nbest == 1``, else beam search; the
     n-best per sentence. ``cfg`` gives the length penalty, length limits and sampling.
@@ -348,9 +363,6 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
     model = for_decoding(model, precision, device)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
-    generator = None
-    if cfg.samples:
-        generator = torch.Generator(device).manual_seed(cfg.sample_seed)
     bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
                leave=False)
     was_training = model.training  # (switched only if need be: a lone sentence's call is short)
@@ -362,9 +374,13 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
             src = torch.nn.utils.rnn.pad_sequence(
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)
+            # sampling: a generator a sentence, each seeded alike, so that a sentence draws
+            # the same alone or among others
+            generators = [torch.Generator(device).manual_seed(cfg.sample_seed)
+                          for _ in chunk] if cfg.samples else None
             with autocast(device, precision):
                 hyps = decode_batch(model, src, source_mask(src), cfg, beam_size, nbest,
-                                    use_cache, generator, scores,
+                                    use_cache, generators, scores,
                                     None if forcing is None else forcing.subset(chunk))
             for i, h in zip(chunk, hyps, strict=True):
                 results[i] = h
