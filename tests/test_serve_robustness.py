@@ -311,6 +311,44 @@ def test_a_body_sent_a_byte_at_a_time_is_timed_out_as_a_whole(trained_run):
     assert "Traceback" not in err
 
 
+def test_a_process_out_of_descriptors_says_so_once_and_recovers(trained_run):
+    """100 idle sockets against a limit of 64 descriptors: asyncio's accept retries logged a
+    traceback each (~30 MB in 8 s); now one warning line, and once they go, it serves."""
+    import resource
+    import subprocess
+    import sys
+
+    from bench.common import free_port
+
+    def low() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve", "--checkpoint",
+                             str(trained_run[0] / "best.pt"), "--device", "cpu", "--port",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=low)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(url + "/health", timeout=1).close()
+                break
+            time.sleep(0.5)
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        time.sleep(3)
+        for s in idle:
+            s.close()
+        time.sleep(1.5)  # asyncio takes up accepting again within a second
+        with urllib.request.urlopen(url + "/health", timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert len(err) < 5000 and err.count("no file descriptor left") == 1, err[-2000:]
+    assert "Traceback" not in err
+
+
 def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
     proc, url = start_server(trained_run[0] / "best.pt", "--grace", "0.5", "--no-batching")
     # near a second of decoding each: long random outputs (the tiny model ends at once else)

@@ -19,7 +19,9 @@ import logging
 import math
 import resource
 import signal
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -93,6 +95,25 @@ def _open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def _out_of_descriptors_once() -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """The event loop's handler of errors no task awaits: a listening socket that cannot
+    accept (no file descriptor left: asyncio retries, and logs each try with its traceback,
+    ~30 MB in 8 s) is one warning line every 10 s; anything else, asyncio's own report."""
+    last = [-math.inf]
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (context.get("message", "").startswith("socket.accept() out of system resource")
+                or (isinstance(exc, ValueError) and "Invalid file descriptor" in str(exc))):
+            loop.default_exception_handler(context)
+        elif time.monotonic() - last[0] > 10:
+            last[0] = time.monotonic()
+            log.warning("connections wait: the process has no file descriptor left (%s); "
+                        "raise its limit (ulimit -n) or lower --max-connections", exc)
+
+    return handle
+
+
 def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
           port: int = 8000, grace_s: float = 30.0,
           connections: Connections | None = None) -> None:
@@ -115,8 +136,12 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
 
     class Server(uvicorn.Server):
         """uvicorn's server, but a stop asked for by a signal is a normal end (exit code 0:
-        uvicorn would raise the signal again), and the requests still waiting when the grace
-        period ends get a 503."""
+        uvicorn would raise the signal again), the requests still waiting when the grace
+        period ends get a 503, and a process out of file descriptors says so once."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            asyncio.get_running_loop().set_exception_handler(_out_of_descriptors_once())
+            await super().startup(sockets)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
