@@ -349,8 +349,12 @@ def test_a_process_out_of_descriptors_says_so_once_and_recovers(trained_run):
     assert "Traceback" not in err
 
 
-def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
-    proc, url = start_server(trained_run[0] / "best.pt", "--grace", "0.5", "--no-batching")
+@pytest.mark.parametrize("grace, signals", [("0.5", [signal.SIGTERM]),
+                                            ("60", [signal.SIGINT, signal.SIGINT])])
+def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run, grace, signals):
+    """Past the grace period, or at a second Ctrl-C, what still waits gets a 503 (JSON): never
+    a plain-text 500, never a traceback."""
+    proc, url = start_server(trained_run[0] / "best.pt", "--grace", grace, "--no-batching")
     # near a second of decoding each: long random outputs (the tiny model ends at once else)
     long = {"text": [f"Ein Hund läuft {i} mal über die große grüne Wiese, am Strand, im Park "
                      "und in der Stadt vor einem Gebäude." for i in range(120)],
@@ -362,7 +366,9 @@ def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run):
     for s in senders:
         s.start()
     time.sleep(1.0)  # all in flight: one decoding, the others queued
-    proc.send_signal(signal.SIGTERM)
+    for sig in signals:
+        proc.send_signal(sig)
+        time.sleep(0.3)
     for s in senders:
         s.join(120)
     _, err = proc.communicate(timeout=120)

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import urllib.parse
@@ -87,7 +88,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = [500]
+        status = [0]
 
         async def counted_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -96,7 +97,17 @@ class Guard:
 
         try:
             await self._guarded(scope, receive, counted_send)
+        except asyncio.CancelledError:
+            # a forced stop (a second Ctrl-C) cancels what is in flight: those requests get
+            # the stop's 503, not a plain-text 500 and a traceback a request
+            if status[0]:
+                raise
+            status[0] = 503
+            with contextlib.suppress(Exception):
+                await answer(send, 503, "the server is stopping; try again on another",
+                             {"Connection": "close"})
         finally:
+            status[0] = status[0] or 500
             route = getattr(scope.get("route"), "path", "other")
             self.service.metrics.requests.labels(route, str(status[0])).inc()
             self.service.metrics.latency.labels(route).observe(time.perf_counter() - start)

@@ -153,17 +153,26 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
                 for s, handler in previous.items():
                     signal.signal(s, handler)
 
+        stops, grace_over = 0, False
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            if not self.should_exit:
-                loop = asyncio.get_event_loop()
-                loop.call_soon_threadsafe(loop.call_later, grace_s, self._end_of_grace)
+            """The first signal stops accepting and gives what is in flight the grace; the
+            second ends the grace now (what waits gets 503, the batch decoding finishes); a
+            third is uvicorn's forced exit."""
+            self.stops += 1
+            loop = asyncio.get_event_loop()
+            if self.stops == 1:
+                loop.call_soon_threadsafe(lambda: loop.call_later(grace_s, self._end_of_grace))
+            elif self.stops == 2:
+                loop.call_soon_threadsafe(self._end_of_grace, "a second signal came")
+                return
             super().handle_exit(sig, frame)
 
-        def _end_of_grace(self) -> None:
+        def _end_of_grace(self, why: str = f"the grace period ({grace_s:g} s) is over") -> None:
             batcher = app.state.service.batcher
-            if batcher is not None:
-                log.warning("the grace period (%g s) is over: the requests still waiting get "
-                            "503", grace_s)
+            if batcher is not None and self.stops < 3 and not self.grace_over:
+                self.grace_over = True
+                log.warning("%s: the requests still waiting get 503", why)
                 batcher.abort()
 
     log.info("serving %s -> %s on http://%s:%d/ (API key %s)", translator.config.data.src_lang,
