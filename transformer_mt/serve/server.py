@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from transformer_mt.serve.app import create_app
@@ -114,12 +115,56 @@ def _out_of_descriptors_once() -> Callable[[asyncio.AbstractEventLoop, dict[str,
     return handle
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, but a stop asked for by a signal is a normal end (exit code 0:
+    uvicorn would raise the signal again), the requests still waiting when the grace
+    period ends get a 503, and a process out of file descriptors says so once."""
+
+    def __init__(self, config: uvicorn.Config, app: Any, grace_s: float) -> None:
+        super().__init__(config)
+        self.served, self.grace_s = app, grace_s
+        self.stops, self.grace_over = 0, False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(_out_of_descriptors_once())
+        await super().startup(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {s: signal.signal(s, self.handle_exit)
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The first signal stops accepting and gives what is in flight the grace; the
+        second ends the grace now (what waits gets 503, the batch decoding finishes); a
+        third is uvicorn's forced exit."""
+        self.stops += 1
+        loop = asyncio.get_event_loop()
+        if self.stops == 1:
+            loop.call_soon_threadsafe(lambda: loop.call_later(self.grace_s, self._end_of_grace))
+        elif self.stops == 2:
+            loop.call_soon_threadsafe(self._end_of_grace, "a second signal came")
+            return
+        super().handle_exit(sig, frame)
+
+    def _end_of_grace(self, why: str = "") -> None:
+        batcher = self.served.state.service.batcher
+        if batcher is not None and self.stops < 3 and not self.grace_over:
+            self.grace_over = True
+            log.warning("%s: the requests still waiting get 503",
+                        why or f"the grace period ({self.grace_s:g} s) is over")
+            batcher.abort()
+
+
 def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
           port: int = 8000, grace_s: float = 30.0,
           connections: Connections | None = None) -> None:
     """Run the server until SIGINT/SIGTERM (see the module's docstring)."""
-    import uvicorn
-
     connections = connections or Connections()
     _open_files_limit()
     app = create_app(translator, options)
@@ -134,49 +179,8 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
                             forwarded_allow_ips=list(options.forwarded_allow_ips) or None,
                             lifespan="on")
 
-    class Server(uvicorn.Server):
-        """uvicorn's server, but a stop asked for by a signal is a normal end (exit code 0:
-        uvicorn would raise the signal again), the requests still waiting when the grace
-        period ends get a 503, and a process out of file descriptors says so once."""
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            asyncio.get_running_loop().set_exception_handler(_out_of_descriptors_once())
-            await super().startup(sockets)
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            previous = {s: signal.signal(s, self.handle_exit)
-                        for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for s, handler in previous.items():
-                    signal.signal(s, handler)
-
-        stops, grace_over = 0, False
-
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            """The first signal stops accepting and gives what is in flight the grace; the
-            second ends the grace now (what waits gets 503, the batch decoding finishes); a
-            third is uvicorn's forced exit."""
-            self.stops += 1
-            loop = asyncio.get_event_loop()
-            if self.stops == 1:
-                loop.call_soon_threadsafe(lambda: loop.call_later(grace_s, self._end_of_grace))
-            elif self.stops == 2:
-                loop.call_soon_threadsafe(self._end_of_grace, "a second signal came")
-                return
-            super().handle_exit(sig, frame)
-
-        def _end_of_grace(self, why: str = f"the grace period ({grace_s:g} s) is over") -> None:
-            batcher = app.state.service.batcher
-            if batcher is not None and self.stops < 3 and not self.grace_over:
-                self.grace_over = True
-                log.warning("%s: the requests still waiting get 503", why)
-                batcher.abort()
-
     log.info("serving %s -> %s on http://%s:%d/ (API key %s)", translator.config.data.src_lang,
              translator.config.data.tgt_lang, host, port,
              "required" if options.api_keys else "not required")
-    Server(config).run()
+    _Server(config, app, grace_s).run()
     log.info("stopped")
