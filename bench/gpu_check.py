@@ -17,7 +17,7 @@ In a few minutes, each part a record of the JSON it prints (and writes to ``--ou
    and resumed.
 6. ``speed``: tokens/s, MFU (against the measured matmul peak and the data sheet's), peak memory
    and warm-up (compilation) seconds of the training step, for the d256 model at 4k tokens and
-   ``config/multi30k.yaml``'s model at 8k, without and with ``train.compile``.
+   a d512 model (the former ``config/multi30k.yaml``'s) at 8k, without and with ``train.compile``.
 
 Without a GPU, the GPU-only parts (2, 3, 6) say so and are skipped (``--smoke`` runs 6 at a tiny
 size on the CPU); 4 and 5 run on the CPU. The exit code is 1 if any part failed.
