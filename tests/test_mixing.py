@@ -123,6 +123,44 @@ def test_sampled_segmentations_differ_by_epoch_and_spell_the_same_text(tmp_path,
             theirs.source(k).tolist() for k in range(40)]
 
 
+def _entries(cache) -> dict[str, str]:
+    return {d.name: (d / "sha256.json").read_text() for d in (cache / "corpus").iterdir()
+            if d.is_dir() and not d.name.startswith(".")}
+
+
+def test_sides_tokenized_in_worker_processes_are_the_ones_tokenized_here(
+        tmp_path, monkeypatch, caplog):
+    """The sampled copies' sides, tokenized side by side in processes of their own (as a
+    corpus of 256 KiB or more is, on a machine of several cores), make the very cache entries
+    that tokenizing them one after another here makes; the sides that workers could not
+    tokenize (here: none can start) are tokenized here."""
+    from transformer_mt.data import id_cache
+
+    sampling = {"alpha": 0.1, "nbest": 16, "copies": 3}
+    (tmp_path / "here").mkdir()
+    here = prepare_data(_config(tmp_path / "here", monkeypatch, "sentencepiece",
+                                sampling=sampling))
+    monkeypatch.setattr(id_cache, "PARALLEL_FROM_BYTES", 0)
+    monkeypatch.setattr(id_cache, "_cores", lambda: 3)
+    (tmp_path / "apart").mkdir()
+    with caplog.at_level("INFO", logger="transformer_mt.data.id_cache"):
+        apart = prepare_data(_config(tmp_path / "apart", monkeypatch, "sentencepiece",
+                                     sampling=sampling))
+    assert "tokenizing 12 corpus sides in 3 processes" in caplog.text  # 2 corpora x 3 x 2
+    assert not any("(src side;" in r.message for r in caplog.records)  # none done here
+    assert _entries(tmp_path / "apart" / "cache") == _entries(tmp_path / "here" / "cache")
+    for mine, theirs in zip(here.train.corpora[0].copies, apart.train.corpora[0].copies,
+                            strict=True):
+        assert [mine.source(k).tolist() for k in range(40)] == [
+            theirs.source(k).tolist() for k in range(40)]
+    # workers that fail (an interpreter that cannot start) leave the work to this process
+    monkeypatch.setattr(id_cache.sys, "executable", str(tmp_path / "no-python"))
+    (tmp_path / "failed").mkdir()
+    cfg = _config(tmp_path / "failed", monkeypatch, "sentencepiece", sampling=sampling)
+    assert [c.source(0).tolist() for c in prepare_data(cfg).train.corpora[0].copies] == [
+        c.source(0).tolist() for c in here.train.corpora[0].copies]
+
+
 SAMPLED_IN_A_PROCESS = """
 import json, sys
 from tests.test_mixing import _config

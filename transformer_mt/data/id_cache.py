@@ -28,19 +28,24 @@ import json
 import logging
 import mmap
 import os
+import pickle
 import re
+import subprocess
+import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from transformer_mt.data.cache import cache_entry
+from transformer_mt.data.cache import CHECKSUMS, cache_entry
 from transformer_mt.data.corpus import Corpus, Side
 from transformer_mt.data.tokenize import Tokenizer, normalized
 from transformer_mt.errors import DataError
+from transformer_mt.fileio import cache_dir, cache_key
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ def line_hash(text: str) -> int:
                                           digest_size=8).digest(), "little")
 FLUSH_IDS = 1 << 20  # ids buffered in memory before they are appended to ids.bin
 RELEASE_ABOVE = 16 << 20  # bytes of ids above which reads release the file's pages
+PARALLEL_FROM_BYTES = 1 << 18  # sides of smaller files are tokenized in this process
 
 
 @dataclass
@@ -124,14 +130,76 @@ class EncodedSide:
 def encode_side(corpus: Corpus, side: Side, tokenizer: Tokenizer,
                 progress: bool = False) -> EncodedSide:
     """The side's ids from the cache, tokenizing the text first if no run did before."""
-    key_text = json.dumps([CACHE_FORMAT, corpus.fingerprint(side), tokenizer.key])
 
     def build(directory: Path) -> None:
         log.info("tokenizing %s (%s side; cached in %s)", corpus.describe(), side,
                  directory.parent)
         _build(corpus, side, tokenizer, directory, progress)
 
-    return _load(cache_entry("corpus", key_text, build, FILES))
+    return _load(cache_entry("corpus", _key_text(corpus, side, tokenizer), build, FILES))
+
+
+Job = tuple[Corpus, Side, Tokenizer]
+
+
+def encode_sides(jobs: Sequence[Job], progress: bool = False) -> list[EncodedSide]:
+    """:func:`encode_side` of each job. Sides not yet in the cache are first tokenized side by
+    side in processes of their own, one a core (subword regularization's sampled
+    segmentations: Multi30k's 8 copies of 2 sides took ~20 s each, ~5 minutes one after
+    another on a 2-core CPU): the same tokenizer on the same text, so the same entries. A
+    worker that fails leaves its side to this process, which then meets (and reports) the
+    same error itself."""
+    missing = [job for job in jobs if not (_entry_of(*job) / CHECKSUMS).is_file()]
+    workers = min(len(missing), _cores())
+    if workers > 1 and sum(_bytes_of(corpus) for corpus, _, _ in missing) >= PARALLEL_FROM_BYTES:
+        log.info("tokenizing %d corpus sides in %d processes (cached in %s)", len(missing),
+                 workers, cache_dir() / "corpus")
+        with ThreadPoolExecutor(workers) as pool:  # each thread waits on its process
+            list(pool.map(_tokenize_apart, missing))
+    return [encode_side(corpus, side, tokenizer, progress) for corpus, side, tokenizer in jobs]
+
+
+def _tokenize_apart(job: Job) -> None:
+    """Tokenize one side into the cache in a Python process of its own (started afresh: no
+    fork of a process that holds threads, and no re-run of the caller's script as
+    multiprocessing's spawn does)."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    code = "from transformer_mt.data.id_cache import tokenize_stdin_job; tokenize_stdin_job()"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(job), env=env,
+                              capture_output=True, check=False)
+    except OSError as exc:
+        log.debug("no tokenizing process could start: %s", exc)
+        return
+    if done.returncode:
+        log.debug("a tokenizing process failed (exit %d): %s", done.returncode,
+                  done.stderr.decode(errors="replace")[-2000:])
+
+
+def tokenize_stdin_job() -> None:
+    """A worker of :func:`encode_sides`: the pickled job on standard input, into the cache."""
+    corpus, side, tokenizer = pickle.load(sys.stdin.buffer)
+    encode_side(corpus, side, tokenizer)
+
+
+def _key_text(corpus: Corpus, side: Side, tokenizer: Tokenizer) -> str:
+    return json.dumps([CACHE_FORMAT, corpus.fingerprint(side), tokenizer.key])
+
+
+def _entry_of(corpus: Corpus, side: Side, tokenizer: Tokenizer) -> Path:
+    return cache_dir() / "corpus" / cache_key(_key_text(corpus, side, tokenizer))
+
+
+def _bytes_of(corpus: Corpus) -> int:
+    """A side's share of the corpus files' bytes (compressed, for gzipped ones)."""
+    return sum(path.stat().st_size for path in corpus.paths) // 2
+
+
+def _cores() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,

@@ -18,7 +18,7 @@ from transformer_mt.config import Config
 from transformer_mt.config_data import MAX_NBEST, CorpusConfig, DataConfig
 from transformer_mt.data.corpus import Corpus, Side
 from transformer_mt.data.filters import describe_removed
-from transformer_mt.data.id_cache import EncodedSide, encode_side
+from transformer_mt.data.id_cache import EncodedSide, encode_sides
 from transformer_mt.data.mixing import TrainingCorpus, TrainingSet
 from transformer_mt.data.pairs import ParallelData, pair_up
 from transformer_mt.data.tokenize import (
@@ -36,13 +36,27 @@ log = logging.getLogger(__name__)
 MAX_EPOCH_EXAMPLES = 100_000_000  # examples an epoch lays out (18 bytes each in memory)
 
 
-def encode_corpus(corpus: Corpus, tokenizers: tuple[Tokenizer, Tokenizer],
+Segmentation = tuple[Tokenizer, Tokenizer]  # a corpus's (src, tgt) tokenizers
+
+
+def encode_corpora(corpora: Sequence[Corpus], segmentations: Sequence[Segmentation],
+                   progress: bool = False) -> list[list[tuple[EncodedSide, EncodedSide]]]:
+    """Both sides of each corpus in each segmentation as ids (from the cache, or tokenized now,
+    side by side where there are several), checked parallel."""
+    jobs = [(corpus, side, tokenizer) for corpus in corpora for pair in segmentations
+            for side, tokenizer in zip(("src", "tgt"), pair, strict=True)]
+    sides = iter(encode_sides(jobs, progress))
+    encoded = [[(next(sides), next(sides)) for _ in segmentations] for _ in corpora]
+    for corpus, pairs in zip(corpora, encoded, strict=True):
+        for src, tgt in pairs:
+            corpus.check_parallel(len(src), len(tgt))
+    return encoded
+
+
+def encode_corpus(corpus: Corpus, tokenizers: Segmentation,
                   progress: bool = False) -> tuple[EncodedSide, EncodedSide]:
-    """Both sides of a corpus as ids (from the cache, or tokenized now), checked parallel."""
-    src = encode_side(corpus, "src", tokenizers[0], progress)
-    tgt = encode_side(corpus, "tgt", tokenizers[1], progress)
-    corpus.check_parallel(len(src), len(tgt))
-    return src, tgt
+    """Both sides of one corpus as ids, checked parallel."""
+    return encode_corpora([corpus], [tokenizers], progress)[0][0]
 
 
 def build_vocabs(cfg: DataConfig, sides: Sequence[tuple[EncodedSide, EncodedSide]],
@@ -162,7 +176,7 @@ def languages_wrong(data: DataConfig, corpus: Corpus, progress: bool = False) ->
 
 
 def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
-                       ) -> list[tuple[Tokenizer, Tokenizer]]:
+                       ) -> list[Segmentation]:
     """The tokenizers of ``data.sampling.copies`` sampled segmentations (seeded by the run's
     ``train.seed``, copy and side)."""
     s = cfg.data.sampling
@@ -175,7 +189,7 @@ def sampled_tokenizers(cfg: Config, models: tuple[bytes, bytes]
                           "use data.subword=unigram with data.sampling.nbest in [2, "
                           f"{MAX_NBEST}] (sampled reproducibly), or drop data.sampling.alpha")
 
-    def copy(k: int) -> tuple[Tokenizer, Tokenizer]:
+    def copy(k: int) -> Segmentation:
         src, tgt = (SubwordTokenizer(model, cfg.data.lowercase,
                                      (alpha, s.nbest, cfg.train.seed * 1000 + 2 * k + i))
                     for i, model in enumerate(models))
@@ -233,7 +247,7 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
                   make_tokenizer(data, "tgt", models and models[1]))
     segmentations = ([tokenizers] if data.sampling.alpha is None or models is None
                      else sampled_tokenizers(cfg, models))
-    encoded = [[encode_corpus(c, tok, progress) for tok in segmentations] for c in corpora]
+    encoded = encode_corpora(corpora, segmentations, progress)
     if vocabs is not None:
         src_vocab, tgt_vocab = vocabs
     else:

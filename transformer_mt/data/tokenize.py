@@ -194,6 +194,9 @@ class SubwordTokenizer(Tokenizer):
         if self.processor.get_piece_size() == 0:
             raise DataError("the SentencePiece model is empty")
 
+    def __reduce__(self) -> tuple[type, tuple[bytes, bool, tuple[float, int, int] | None]]:
+        return SubwordTokenizer, (self.model, self.lowercase, self.sampling)  # for a worker
+
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
         it = iter(normalized(texts))
         for k, chunk in enumerate(iter(lambda: list(islice(it, SAMPLE_CHUNK)), [])):
