@@ -43,10 +43,11 @@ def encode_corpora(corpora: Sequence[Corpus], segmentations: Sequence[Segmentati
                    progress: bool = False) -> list[list[tuple[EncodedSide, EncodedSide]]]:
     """Both sides of each corpus in each segmentation as ids (from the cache, or tokenized now,
     side by side where there are several), checked parallel."""
+    sides: tuple[Side, Side] = ("src", "tgt")
     jobs = [(corpus, side, tokenizer) for corpus in corpora for pair in segmentations
-            for side, tokenizer in zip(("src", "tgt"), pair, strict=True)]
-    sides = iter(encode_sides(jobs, progress))
-    encoded = [[(next(sides), next(sides)) for _ in segmentations] for _ in corpora]
+            for side, tokenizer in zip(sides, pair, strict=True)]
+    done = iter(encode_sides(jobs, progress))
+    encoded = [[(next(done), next(done)) for _ in segmentations] for _ in corpora]
     for corpus, pairs in zip(corpora, encoded, strict=True):
         for src, tgt in pairs:
             corpus.check_parallel(len(src), len(tgt))
