@@ -1,5 +1,6 @@
 """R-Drop (``train.rdrop_alpha``, training/loss.py): off, it is today's loss bit for bit; its
-KL term is zero where dropout is, and the chunked, checkpointed computation equals a plain one
+KL term is zero where dropout is, and the chunked computation (the two terms and their
+gradients from each chunk's logits at once) equals a plain one
 (the library's cross-entropy and KL of the whole logits), values and gradients."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from tests.toy import make_model
 from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.data.batch import Batch
 from transformer_mt.data.vocab import PAD_ID
-from transformer_mt.training.loss import ModelLoss, symmetric_kl
+from transformer_mt.training.loss import ModelLoss, label_smoothed_cross_entropy, rdrop_loss
 
 EPS = 0.1
 
@@ -52,8 +53,10 @@ def test_the_kl_is_zero_without_dropout():
     assert both.item() == pytest.approx(plain.item(), rel=1e-6)  # the same passes, twice
     h = torch.randn(7, 32)
     target = torch.tensor([5, 6, PAD_ID, 7, 8, PAD_ID, 9])
-    assert symmetric_kl(h, h, model.decoder.project.weight, target, PAD_ID, torch.float32,
-                        3).item() == 0.0
+    weight = model.decoder.project.weight
+    same = rdrop_loss(torch.cat([h, h]), weight, target, EPS, 5.0, PAD_ID, torch.float32, 12)
+    assert same.item() == pytest.approx(label_smoothed_cross_entropy(
+        h, weight, target, EPS, PAD_ID, torch.float32, 3).item(), rel=1e-6)  # no KL at all
 
 
 @pytest.mark.parametrize("chunk", [2, 1024])

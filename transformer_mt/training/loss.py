@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:
     from transformer_mt.model.transformer import Transformer
@@ -102,30 +101,74 @@ def loss_chunk_size(device_type: str, vocab_size: int) -> int:
     return max(1024, 2**30 // (6 * vocab_size))  # bytes per logit: a bf16/fp32 and an fp32 copy
 
 
-def _symmetric_kl_chunk(h1: Tensor, h2: Tensor, weight: Tensor, keep: Tensor,
-                        dtype: torch.dtype) -> Tensor:
-    """Summed over the kept rows: (KL(p1 || p2) + KL(p2 || p1)) / 2 of p = softmax(h @ W.T),
-    which is sum_j (p1_j - p2_j) (log p1_j - log p2_j) / 2. h1, h2: (C, D); keep: (C,)."""
-    w = weight.to(dtype)  # (V, D)
-    log_p1 = torch.log_softmax((h1.to(dtype) @ w.T).float(), dim=-1)  # (C, V)
-    log_p2 = torch.log_softmax((h2.to(dtype) @ w.T).float(), dim=-1)  # (C, V)
-    per_token = ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum(dim=-1)  # (C,)
-    return (per_token * keep).sum() / 2
+class _ProjectedRDropLoss(torch.autograd.Function):
+    """R-Drop's loss of two passes' states side by side, ``hidden`` = (first N; second N): the
+    mean of their label-smoothed cross-entropies plus ``alpha`` x the symmetric KL between
+    their distributions, in one pass over the chunks: each chunk's logits serve both terms and
+    their gradients (closed forms, as above; with d = log p1 - log p2, the KL term
+    (KL(p1||p2) + KL(p2||p1)) / 2 has the gradient (p1 * (d - KL(p1||p2)) + p1 - p2) / 2
+    in z1, and the same with the passes swapped in z2)."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float,
+                alpha: float, ignore_index: int, dtype: torch.dtype, chunk_size: int,
+                need_grad: bool) -> Tensor:
+        w = weight.to(dtype)  # (V, D)
+        n, vocab = hidden.size(0) // 2, w.size(0)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden) if need_grad else None  # (2N, D)
+        grad_weight = torch.zeros_like(weight) if need_grad else None  # (V, D)
+        for start in range(0, n, chunk_size):
+            rows = [slice(start, min(start + chunk_size, n)),
+                    slice(n + start, n + min(start + chunk_size, n))]
+            y = target[rows[0]]  # (C,): the same targets for both passes
+            keep = (y != ignore_index).float()[:, None]  # (C, 1)
+            y = y.clamp(min=0)[:, None]  # (C, 1)
+            hs = [hidden[r].to(dtype) for r in rows]  # 2 x (C, D)
+            log_p = []
+            for h in hs:
+                z = (h @ w.T).float()  # (C, V)
+                lse = torch.logsumexp(z, dim=-1, keepdim=True)  # (C, 1)
+                ce = lse - (1.0 - eps) * z.gather(1, y) - eps * z.mean(dim=-1, keepdim=True)
+                total += (ce * keep).sum() / 2
+                log_p.append(z.sub_(lse))  # (C, V) log-probabilities
+            d = log_p[0] - log_p[1]  # (C, V)
+            p1, p2 = log_p[0].exp_(), log_p[1].exp_()  # (C, V) probabilities, in place
+            kl12 = (p1 * d).sum(dim=-1, keepdim=True)  # (C, 1) KL(p1 || p2)
+            kl21 = -(p2 * d).sum(dim=-1, keepdim=True)  # (C, 1) KL(p2 || p1)
+            total += alpha * ((kl12 + kl21) * keep).sum() / 2
+            if not need_grad:
+                continue
+            assert grad_hidden is not None and grad_weight is not None
+            g1 = p1 * (d - kl12) + p1 - p2  # (C, V) the KL term's, x 2
+            g2 = p2 * (-d - kl21) + p2 - p1
+            for g, p, h, r in ((g1, p1, hs[0], rows[0]), (g2, p2, hs[1], rows[1])):
+                g.mul_(alpha).add_(p).sub_(eps / vocab)  # + the cross-entropy's
+                g.scatter_add_(1, y, torch.full_like(y, eps - 1.0, dtype=g.dtype))
+                g = g.mul_(keep / 2).to(dtype)  # (C, V)
+                grad_hidden[r] = g @ w  # (C, D)
+                grad_weight += g.T @ h  # (V, D)
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        if grad_hidden is None:
+            raise RuntimeError("this loss was computed without gradients")
+        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad,
+                None, None, None, None, None, None, None)
 
 
-def symmetric_kl(h1: Tensor, h2: Tensor, weight: Tensor, target: Tensor, ignore_index: int,
-                 dtype: torch.dtype, chunk_size: int) -> Tensor:
-    """R-Drop's term: the symmetric KL between the output distributions of two passes, summed
-    over the real tokens. h1, h2: (N, D) final decoder states of the two passes; target: (N,).
-    A chunk of tokens at a time, each recomputed in the backward (checkpointed): the (N, V)
-    logits are never held whole, as in the loss above."""
-    keep = (target != ignore_index).float()  # (N,)
-    total = torch.zeros((), dtype=torch.float32, device=h1.device)
-    for start in range(0, h1.size(0), chunk_size):
-        rows = slice(start, start + chunk_size)
-        total = total + checkpoint(_symmetric_kl_chunk, h1[rows], h2[rows], weight,
-                                   keep[rows], dtype, use_reentrant=False)
-    return total
+def rdrop_loss(hidden: Tensor, weight: Tensor, target: Tensor, eps: float, alpha: float,
+               ignore_index: int, dtype: torch.dtype, chunk_size: int) -> Tensor:
+    """R-Drop's loss (fp32 scalar): hidden (2N, D) the final decoder states of two passes of
+    the same batch, one after the other; target (N,) their targets. The (2N, V) logits are never
+    held whole: a quarter of :func:`loss_chunk_size`'s rows of each pass at a time (the KL
+    keeps several (C, V) tensors at once)."""
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    return _ProjectedRDropLoss.apply(hidden, weight, target, eps, alpha, ignore_index, dtype,
+                                     max(1, chunk_size // 4), need_grad)
 
 
 class ModelLoss(nn.Module):
@@ -163,11 +206,9 @@ class ModelLoss(nn.Module):
         chunk = loss_chunk_size(device, weight.size(0))
         hidden, target = states.flatten(0, 1), tgt_out.flatten()  # (N, D), (N,)
         with torch.autocast(device, enabled=False):
-            loss = self.loss_fn(hidden, weight, target, label_smoothing, model.pad_id, dtype,
+            if twice:
+                n = hidden.size(0) // 2
+                return rdrop_loss(hidden, weight, target[:n], label_smoothing, rdrop_alpha,
+                                  model.pad_id, dtype or hidden.dtype, chunk)
+            return self.loss_fn(hidden, weight, target, label_smoothing, model.pad_id, dtype,
                                 chunk)
-            if not twice:
-                return loss
-            n = hidden.size(0) // 2
-            kl = symmetric_kl(hidden[:n], hidden[n:], weight, target[:n], model.pad_id,
-                              dtype or hidden.dtype, chunk)
-            return loss / 2 + rdrop_alpha * kl
