@@ -2,8 +2,8 @@
 
 The tiny run learns the toy German -> English corpus checked in under tests/data/toy-de-en, so
 the suite needs no download; the few tests that read Multi30k itself (its download and cache,
-the benchmarks, README's back-translation recipe) are marked ``needs_data`` and skipped where it
-is missing.
+the benchmarks, docs/usage.md's back-translation recipe) are marked ``needs_data`` and skipped
+where it is missing.
 
 The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about two
 minutes, for the edit-test loop) leaves out those marked ``system``: the modules that start real

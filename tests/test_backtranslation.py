@@ -1,6 +1,6 @@
-"""The back-translation recipe of README's "Your own data", on tiny data, command by command:
-train the reverse model, translate target-language text with sampling, train on the parallel
-corpus and the tagged synthetic one together."""
+"""The back-translation recipe of docs/usage.md ("Your own data"), on tiny data, command by
+command: train the reverse model, translate target-language text with sampling, train on the
+parallel corpus and the tagged synthetic one together."""
 
 from __future__ import annotations
 

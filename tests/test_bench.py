@@ -72,7 +72,7 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     assert set(also) == {str(run_dir / "best.pt")}  # the same, for the checkpoints asked for
     for first in (record["first_call"], *also.values()):  # fresh mt translate / import torch
         # (either may take longer: mt keeps the collector off torch's objects, which python -c
-        # "import torch" does not; benchmarks.md, "The first call")
+        # "import torch" does not; docs/measurements/notes-2026-11.md, "The first call")
         assert first["mt_translate_s"] > 0 and first["import_torch_s"] > 0
         assert first["ratio_to_import_torch"] == pytest.approx(
             first["mt_translate_s"] / first["import_torch_s"], abs=0.02)
