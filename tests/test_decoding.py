@@ -12,6 +12,7 @@ from tests.toy import toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.decode.beam_step import StepByStep
 from transformer_mt.decode.search import beam_search, greedy
 
 aten = torch.ops.aten
@@ -58,8 +59,9 @@ def test_nbest_is_sorted_and_distinct(toy_model):
         assert len({tuple(h.tokens) for h in hyps}) == 3
 
 
-class MarkovModel:
-    """A fake model whose next-token distribution depends only on the last token.
+class MarkovModel(StepByStep):
+    """A fake model whose next-token distribution depends only on the last token (its own
+    decoding state, deciding step by step).
 
     From <bos>: A 0.5, B 0.4, <eos> 0.1. After A: <eos> 0.4, A 0.3, B 0.3. After B: <eos> 0.9,
     A 0.05, B 0.05. Greedy takes A then <eos> (p = 0.2); the best sequence is B <eos> (0.36).

@@ -36,7 +36,8 @@ from transformer_mt.decode.compiled import CompiledDecoding, check_compilable
 from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.score import score_outputs
-from transformer_mt.decode.search import Decodable, Hypothesis, decode_corpus, max_output_lengths
+from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
+from transformer_mt.decode.state import Decodable
 from transformer_mt.device import pick_device
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.model.transformer import AttentionWeights, Transformer

@@ -2,10 +2,10 @@
 which candidates end, which sentences are done, which hypotheses continue and with what token.
 
 :func:`choose` is these decisions as tensor operations only (no Python between them, no value
-read back), so that ``decode/compiled.py`` can compile them as they are into one function (a
-lone sentence's beam of 5: ~115 us a step in ~25 operations, ~55 us compiled);
-:func:`~transformer_mt.decode.search.beam_search` calls it (or that compiled copy) and keeps
-the books: the finished hypotheses, the prefixes, the decoding state.
+read back), so that ``decode/compiled.py`` can also compile them as they are into one function;
+:func:`~transformer_mt.decode.search.beam_search` asks the decoding state for them
+(:class:`StepByStep`: this function) and keeps the books: the finished hypotheses, the
+prefixes, the decoding state.
 """
 
 from __future__ import annotations
@@ -117,3 +117,24 @@ def _best_candidates(row_lp: Tensor, row_token: Tensor,
     candidates = scores.view(-1, 1) + row_lp  # (N*K, 2K) log-probabilities
     top_scores, top_index = candidates.view(n, -1).topk(2 * k, dim=-1)  # (N, 2K)
     return top_scores, top_index // (2 * k), row_token.view(n, -1).gather(1, top_index)
+
+
+class StepByStep:
+    """What a decoding state that decodes a step at a time offers search beside its logits:
+    beam search's choice made by :func:`choose`, and no step run together with its choice
+    (``fused`` False: search never asks for one). The compiled state
+    (``decode/compiled_state.py``) has both compiled."""
+
+    fused = False
+
+    def choose(self, z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+               step: int | Tensor, barred: Tensor | None = None) -> Choice:
+        return choose(z, scores, n_finished, limits, step, barred)
+
+    def pick_next(self, prefix: Tensor, limits: Tensor,
+                  barred: Tensor | None) -> tuple[Tensor, Tensor] | None:
+        return None
+
+    def choose_next(self, prefix: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+                    barred: Tensor | None) -> tuple[Choice, Tensor] | None:
+        return None

@@ -4,7 +4,7 @@ A lone sentence decodes one row a step (greedy) or K (beam search). Each step mu
 rows by every weight matrix of the decoder and runs ~80 small operations around them; at so few
 rows none of them keeps the machine busy, and the time goes to calling them: PyTorch's dispatch,
 Python, and BLAS or oneDNN calls of ~20-60 us each for a matrix-vector product (docs/
-benchmarks.md, "Decoding speed"). Here the incremental decoder's step,
+measurements/notes-2026-11.md, "Decoding speed"). Here the incremental decoder's step,
 :func:`~transformer_mt.decode.incremental.decoder_step` as it is, is exported
 (``torch.export``) and compiled ahead of time by AOTInductor into a shared library: one C++
 function a step, with the weights frozen into it and multiplied by kernels generated for these
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 import transformer_mt
 from transformer_mt.data.cache import cache_entry
@@ -58,6 +58,7 @@ from transformer_mt.decode.beam_step import Choice, choose
 from transformer_mt.decode.compiled_state import CompiledState
 from transformer_mt.decode.graphs import BLOCK, MAX_GROUP, exported, loop_attention_copy
 from transformer_mt.decode.incremental import DecoderState, decoder_step
+from transformer_mt.decode.state import DecodingModel
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import cpu_flags, for_decoding, laid_out
@@ -93,7 +94,7 @@ FEW_ROWS = {"one": {"avx2": (1, 64), "avx512": (1, 128)}, "beam": {"avx2": (6, 1
 Runner = Callable[[list[Tensor]], list[Tensor]]
 
 
-class CompiledDecoding(nn.Module):
+class CompiledDecoding(DecodingModel):
     """A model for decoding whose steps run compiled.
 
     It offers what search needs of a model (``cfg``, ``tgt_vocab_size``) and brings its own

@@ -37,6 +37,7 @@ class CompiledState(DecoderState):
     (:meth:`_settle`: each hypothesis's past copied into its own row).
     """
 
+    fused = True  # pick_next, choose_next: a step and its choice in one graph, where loaded
     decoding: CompiledDecoding | None = None
     ancestors: Tensor | None = None
     slots: Tensor | None = None  # (N*G,) a batch's: the row each hypothesis writes in
@@ -85,6 +86,13 @@ class CompiledState(DecoderState):
         else:
             self.slots = self.slots[rows]
             self._select_sentences(sentences)
+
+    def choose(self, z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor,
+               step: int | Tensor, barred: Tensor | None = None) -> Choice:
+        """Beam search's choice from a step's logits (a batch's), compiled where loaded."""
+        if self.decoding is None:
+            return super().choose(z, scores, n_finished, limits, step, barred)
+        return self.decoding.choose(z, scores, n_finished, limits, step, barred)
 
     def pick_next(self, prefix: Tensor, limits: Tensor,
                   barred: Tensor | None) -> tuple[Tensor, Tensor] | None:

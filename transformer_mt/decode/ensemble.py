@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from transformer_mt.decode.beam_step import StepByStep
 from transformer_mt.model.transformer import Transformer
 
 if TYPE_CHECKING:
-    from transformer_mt.decode.search import DecodingState
+    from transformer_mt.decode.state import DecodingState
 
 
 @dataclass
-class EnsembleState:
+class EnsembleState(StepByStep):
     """Each member's decoding state, advanced and selected together."""
 
     states: list[DecodingState]

@@ -27,6 +27,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from transformer_mt.decode.beam_step import StepByStep
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.layers import DecoderLayer, residual
 from transformer_mt.model.transformer import AttentionWeights, Transformer
@@ -75,7 +76,7 @@ BUFFERS = BufferPool()
 
 
 @dataclass
-class DecoderState:
+class DecoderState(StepByStep):
     """What incremental decoding carries from one step to the next.
 
     ``memory``, ``src_mask`` and ``cross_kv`` have one row per sentence (B rows); the prefix

@@ -11,7 +11,8 @@ import torch
 from torch import Tensor
 
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from transformer_mt.decode.search import Decodable, next_token_logprobs, start_decoding
+from transformer_mt.decode.search import next_token_logprobs, start_decoding
+from transformer_mt.decode.state import Decodable
 
 
 @torch.inference_mode()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -26,17 +25,13 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
-from transformer_mt.decode.beam_step import candidate_logits, choose
-from transformer_mt.decode.compiled import CompiledDecoding
+from transformer_mt.decode.beam_step import StepByStep, candidate_logits
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.decode.forcing import Forcing, barred, force, raise_limits
+from transformer_mt.decode.state import Decodable, DecodingState
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
-
-# what search decodes with: a model, an ensemble of models, or a model whose steps for lone
-# sentences run compiled
-Decodable = Transformer | Ensemble | CompiledDecoding
 
 
 @dataclass
@@ -58,17 +53,8 @@ def _cap(model: Decodable) -> int:
     return model.cfg.max_output_tokens
 
 
-class DecodingState(Protocol):
-    """What search asks of a decoding state: :class:`PrefixState`, the incremental decoder's
-    ``DecoderState``, an ``EnsembleState``."""
-
-    def next_logits(self, prefix: Tensor) -> Tensor: ...
-
-    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None: ...
-
-
 @dataclass
-class PrefixState:
+class PrefixState(StepByStep):
     """The reference decoding state: every step runs the decoder over the whole prefix.
 
     ``memory`` (N, S, D) and ``src_mask`` (N, 1, 1, S) have one row per prefix (a sentence's
@@ -114,8 +100,7 @@ def _next_scores(state: DecodingState, prefix: Tensor, at_limit: Tensor | None) 
     (:func:`~transformer_mt.decode.beam_step.candidate_logits`: padding and <bos> never
     produced; rows in ``at_limit`` (N,) bool, if given, may only produce <eos>).
 
-    Their ``log_softmax`` gives the log-probabilities (one fused pass over the row: faster on
-    a CPU than ``logsumexp`` alone, ~5 against ~30 µs a row here).
+    Their ``log_softmax`` gives the log-probabilities.
     """
     return candidate_logits(state.next_logits(prefix), at_limit)
 
@@ -147,7 +132,7 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     with ``top_p`` < 1, from the nucleus: the fewest most probable tokens whose probabilities
     (after the temperature) add up to ``top_p`` (both: the nucleus of the top ``k``).
     The score is the model's log-probability of what was chosen either way; ``scores=False``
-    leaves it NaN and saves normalising every step's logits (a tenth of the time).
+    leaves it NaN and saves normalising every step's logits.
     ``forcing``: how outputs must begin (``decode/forcing.py``); their tokens are scored too.
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
     """
@@ -163,10 +148,9 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     results: list[Hypothesis | None] = [None] * b
     step = 0
     shortest = int(limits.min())
-    # the step with its pick, where the state offers it (a lone sentence's: decode/compiled.py)
-    pick_next = getattr(state, "pick_next", None) if sample_topk <= 0 and top_p >= 1 else None
+    fused = state.fused and sample_topk <= 0 and top_p >= 1  # the step with its pick
     while alive_ids:
-        both = None if pick_next is None else pick_next(
+        both = None if not fused else state.pick_next(
             prefix, live_limits, barred(forcing, step, model.tgt_vocab_size, alive))
         if both is None:
             z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest))  # (N, V)
@@ -259,18 +243,15 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     # each sentence still searched (N,): its id (device, host), len(finished[id]), its limit
     alive, alive_ids = torch.arange(b, device=device), list(range(b))
     n_finished, live_limits = torch.zeros(b, dtype=torch.long, device=device), limits
-    # the step's decisions: compiled where the model (or, with the step, its state) has them
-    pick = model.choose if isinstance(model, CompiledDecoding) else choose
-    choose_next = getattr(state, "choose_next", None)
     step, shortest = 0, int(limits.min())
     while alive_ids:
         # (N, V): -inf for what a forced prefix bars (after normalising), 0 for the rest
         bars = None if forcing is None else barred(forcing, step, model.tgt_vocab_size, alive)
-        both = None if choose_next is None else choose_next(prefix, scores, n_finished,
-                                                            live_limits, bars)
+        both = None if not state.fused else state.choose_next(prefix, scores, n_finished,
+                                                              live_limits, bars)
         if both is None:  # (N*K, V) next scores; the rows at their length limit end there
             z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest, k))
-            choice = pick(z, scores, n_finished, live_limits, step, bars)
+            choice = state.choose(z, scores, n_finished, live_limits, step, bars)
         else:
             choice = both[0]
         any_ends, any_done = choice.flags.tolist()  # the step's one wait for the device
