@@ -30,7 +30,20 @@ if TYPE_CHECKING:
     from transformer_mt.model.transformer import Transformer
 
 
-class _ProjectedLabelSmoothedCE(torch.autograd.Function):
+class _StoredGradients(torch.autograd.Function):
+    """A loss of ``hidden @ weight.T`` whose forward computes the gradients of ``hidden`` and
+    ``weight`` (its first two inputs) as it goes: the backward only scales them."""
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        if grad_hidden is None:
+            raise RuntimeError("this loss was computed without gradients")
+        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad,
+                *[None] * ctx.other_inputs)
+
+
+class _ProjectedLabelSmoothedCE(_StoredGradients):
     @staticmethod
     def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, eps: float,
                 ignore_index: int, dtype: torch.dtype, chunk_size: int,
@@ -66,16 +79,9 @@ class _ProjectedLabelSmoothedCE(torch.autograd.Function):
             g = low[:c].copy_(g.mul_(keep[:, None]))  # (C, V) in the matmul dtype
             grad_hidden[start:start + c] = g @ w  # (C, D)
             grad_weight += g.T @ h  # (V, D)
+        ctx.other_inputs = 6
         ctx.save_for_backward(grad_hidden, grad_weight)
         return total
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        grad_hidden, grad_weight = ctx.saved_tensors
-        if grad_hidden is None:
-            raise RuntimeError("this loss was computed without gradients")
-        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad,
-                None, None, None, None, None, None)
 
 
 def label_smoothed_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
@@ -101,7 +107,7 @@ def loss_chunk_size(device_type: str, vocab_size: int) -> int:
     return max(1024, 2**30 // (6 * vocab_size))  # bytes per logit: a bf16/fp32 and an fp32 copy
 
 
-class _ProjectedRDropLoss(torch.autograd.Function):
+class _ProjectedRDropLoss(_StoredGradients):
     """R-Drop's loss of two passes' states side by side, ``hidden`` = (first N; second N): the
     mean of their label-smoothed cross-entropies plus ``alpha`` x the symmetric KL between
     their distributions, in one pass over the chunks: each chunk's logits serve both terms and
@@ -148,16 +154,9 @@ class _ProjectedRDropLoss(torch.autograd.Function):
                 g = g.mul_(keep / 2).to(dtype)  # (C, V)
                 grad_hidden[r] = g @ w  # (C, D)
                 grad_weight += g.T @ h  # (V, D)
+        ctx.other_inputs = 7
         ctx.save_for_backward(grad_hidden, grad_weight)
         return total
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        grad_hidden, grad_weight = ctx.saved_tensors
-        if grad_hidden is None:
-            raise RuntimeError("this loss was computed without gradients")
-        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad,
-                None, None, None, None, None, None, None)
 
 
 def rdrop_loss(hidden: Tensor, weight: Tensor, target: Tensor, eps: float, alpha: float,
