@@ -279,6 +279,11 @@ def _add_trace(sub: Any, common: argparse.ArgumentParser) -> None:
                    "tokens are forced, the model continues")
     p.add_argument("--alternatives", type=int, metavar="K", help="end with the K most "
                    "probable tokens after --prefix, each completed")
+    p.add_argument("--lens", action="store_true", help="the logit lens: what each decoder "
+                   "layer would write if it were the last")
+    p.add_argument("--switch", action="append", default=[], metavar="PART:LAYER[:HEAD][=SCALE]",
+                   help="decode again with a part off (or scaled): PART encoder-self, "
+                   "decoder-self, cross (heads) or encoder-ffn, decoder-ffn; repeatable")
     p.set_defaults(func=cmd_trace)
 
 

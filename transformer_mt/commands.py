@@ -266,6 +266,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from transformer_mt.lens import Switch, trace_lens, trace_switches
     from transformer_mt.trace import trace
     from transformer_mt.translate import Translator
 
@@ -283,8 +284,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
         translator = Translator.untrained(data_dir=args.data_dir)
         print("model: seeded UNTRAINED model (default config): the stages are real, the "
               "translation is noise; pass --checkpoint for a trained one")
+    switches = [Switch.parse(spec) for spec in args.switch]  # bad ones refused first
     trace(translator, args.sentence, print, Path(args.figures) if args.figures else None,
           prefix=args.prefix or "", alternatives=args.alternatives or 0)
+    if args.lens:
+        trace_lens(translator, args.sentence, print)
+    if switches:
+        trace_switches(translator, args.sentence, switches, print)
     return 0
 
 

@@ -1,0 +1,218 @@
+"""Looking inside the decoder: the logit lens, and parts of the model switched off.
+
+The **logit lens** reads the decoder's residual stream after each layer as if that layer were
+the last: the final LayerNorm and the output projection applied to it give the next-token
+distribution the model would have produced there (for the embedding too). The last layer's
+lens is the model's own distribution.
+
+A **switch** turns off (scale 0) or scales one part and decodes again: an attention head (its
+slice of the heads' concatenation, before the output projection) of the encoder's
+self-attention, the decoder's self-attention or the cross-attention, or a layer's
+feed-forward block. It is a forward hook put on the model from outside and taken off after:
+the reference model has no branch for it. Both decode with the reference (the model as
+trained, whole prefixes, fp32, the hooks seen at every step).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.decode.search import greedy, next_token_logprobs
+from transformer_mt.errors import MTError
+from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.transformer import Transformer
+
+if TYPE_CHECKING:
+    from transformer_mt.translate import Translator
+
+PARTS = ("encoder-self", "decoder-self", "cross", "encoder-ffn", "decoder-ffn")
+SPEC = re.compile(r"(?P<part>[a-z-]+):(?P<layer>\d+)(?::(?P<head>\d+))?(?:=(?P<scale>[-+.\deE]+))?")
+
+
+@dataclass
+class Lens:
+    """The logit lens of one output: at each position (the token written there, ``<eos>``
+    included) and after each layer ("embedding", "layer 1", ...), the ``k`` most probable
+    tokens and the probability of the token finally written."""
+
+    output: list[str]  # (T + 1,) the tokens written
+    layers: list[str]  # (L + 1,)
+    top_tokens: list[list[list[str]]]  # [layer][position] -> k tokens, most probable first
+    top_probs: Tensor  # (L + 1, T + 1, k)
+    written: Tensor  # (L + 1, T + 1) probability of the written token
+
+
+@torch.no_grad()
+def lens_log_probs(model: Transformer, src: Tensor, tgt_in: Tensor) -> Tensor:
+    """(L + 1, T, V) next-token log-probabilities read from the embedding and after each
+    decoder layer, for one source ``src`` (1, S) and output prefix ``tgt_in`` (1, T). Each
+    state goes through the final LayerNorm and the projection alone, in the shape the model
+    projects it: the last is exactly the model's own."""
+    states: list[Tensor] = []  # (1, T, D) each: the embedding, then each layer's output
+    hooks = [model.decoder.pos.register_forward_hook(lambda m, i, o: states.append(o))]
+    hooks += [layer.register_forward_hook(lambda m, i, o: states.append(o[0]))
+              for layer in model.decoder.layers]
+    try:
+        model(src, tgt_in, source_mask(src))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack([next_token_logprobs(model.decoder.project(model.decoder.norm(x))[0])
+                        for x in states])
+
+
+def logit_lens(translator: Translator, src_ids: list[int], out_ids: list[int],
+               k: int = 5) -> Lens:
+    """The lens of the output ``out_ids`` (ids without ``<bos>``/``<eos>``) for the source
+    ``src_ids`` (ending in ``<eos>``), the whole output read at once (teacher forcing)."""
+    model = translator.one_model("the logit lens is")
+    src = torch.tensor([src_ids], device=translator.device)  # (1, S)
+    tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)  # (1, T + 1)
+    probs = lens_log_probs(model, src, tgt_in).exp()  # (L + 1, T + 1, V)
+    written = torch.tensor([*out_ids, EOS_ID], device=probs.device)  # (T + 1,)
+    top_probs, top_ids = probs.topk(min(k, probs.size(-1)), dim=-1)  # (L + 1, T + 1, k)
+    itos = translator.tgt_vocab.itos
+    return Lens([*(itos[i] for i in out_ids), "<eos>"],
+                ["embedding", *(f"layer {i + 1}" for i in range(probs.size(0) - 1))],
+                [[[itos[i] for i in row] for row in layer] for layer in top_ids.tolist()],
+                top_probs.cpu(), probs[:, torch.arange(len(written)), written].cpu())
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A part scaled (0: off): ``part`` one of :data:`PARTS`, ``layer`` and ``head`` from 1
+    (``head`` None for a feed-forward block)."""
+
+    part: str
+    layer: int
+    head: int | None = None
+    scale: float = 0.0
+
+    @classmethod
+    def parse(cls, spec: str) -> Switch:
+        """``PART:LAYER[:HEAD][=SCALE]``, e.g. ``cross:2:1`` (head 1 of layer 2's
+        cross-attention off) or ``decoder-ffn:3=0.5``."""
+        m = SPEC.fullmatch(spec.strip())
+        if m is None or m["part"] not in PARTS:
+            raise MTError(f"cannot read the switch {spec!r}: write PART:LAYER[:HEAD][=SCALE], "
+                          f"PART one of {', '.join(PARTS)} (e.g. cross:2:1 or decoder-ffn:1=0.5)")
+        ffn = m["part"].endswith("ffn")
+        if ffn == (m["head"] is not None):
+            what = "a feed-forward block has no heads" if ffn else "name its head: PART:LAYER:HEAD"
+            raise MTError(f"the switch {spec!r}: {what}")
+        try:
+            scale = float(m["scale"]) if m["scale"] else 0.0
+        except ValueError:
+            raise MTError(f"the switch {spec!r}: the scale must be a number") from None
+        return cls(m["part"], int(m["layer"]), None if ffn else int(m["head"]), scale)
+
+
+@contextmanager
+def switched(model: Transformer, switches: Sequence[Switch]) -> Iterator[None]:
+    """The model with each switch's part scaled, inside the ``with`` block (hooks, removed
+    after); a layer or head the model does not have is refused in one line."""
+    hooks = [_hook(model, s) for s in switches]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def _hook(model: Transformer, s: Switch) -> Any:
+    side = model.encoder if s.part.startswith("encoder") else model.decoder
+    layers = side.layers
+    if not 1 <= s.layer <= len(layers):
+        raise MTError(f"the {s.part} switch names layer {s.layer}; the model has layers "
+                      f"1-{len(layers)}")
+    name = "ffn" if s.head is None else "cross_attn" if s.part == "cross" else "self_attn"
+    part = layers[s.layer - 1].get_submodule(name)
+    if s.head is None:  # a feed-forward block: its output scaled
+        return part.register_forward_hook(lambda m, i, out: (out[0] * s.scale, *out[1:]))
+    attention = part
+    assert isinstance(attention, MultiHeadAttention)
+    if not 1 <= s.head <= attention.n_heads:
+        raise MTError(f"the {s.part} switch names head {s.head}; the model has heads "
+                      f"1-{attention.n_heads}")
+    heads = slice((s.head - 1) * attention.d_head, s.head * attention.d_head)
+
+    def scale_head(module: nn.Module, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        x = inputs[0].clone()  # (B, T, D): the heads side by side, before the projection
+        x[..., heads] *= s.scale
+        return (x,)
+
+    return attention.out_proj.register_forward_pre_hook(scale_head)
+
+
+@dataclass
+class Decoded:
+    """A greedy translation: its text, tokens and log-probability."""
+
+    text: str
+    tokens: list[str]
+    score: float
+
+
+@torch.no_grad()
+def decode_switched(translator: Translator, sentence: str,
+                    switches: Sequence[Switch] = ()) -> tuple[Decoded, float]:
+    """The greedy translation of ``sentence`` with ``switches`` on, and the log-probability
+    that model gives the translation made without them (what the switches cost it)."""
+    model = translator.one_model("switches are")
+    src_ids = translator.encode([sentence])[0]
+    src = torch.tensor([src_ids], device=translator.device)  # (1, S)
+    mask = source_mask(src)
+    cfg = translator.config.decode
+    plain = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b)[0]
+    with switched(model, switches):
+        hyp = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b)[0]
+        tgt = torch.tensor([[BOS_ID, *plain.tokens]], device=translator.device)  # (1, T + 1)
+        log_probs = next_token_logprobs(model(src, tgt, mask)[0])  # (T + 1, V)
+    gold = torch.tensor([*plain.tokens, EOS_ID], device=log_probs.device)
+    tokens = [translator.tgt_vocab.itos[i] for i in hyp.tokens]
+    return (Decoded(translator.detokenize(tokens), tokens, hyp.score),
+            float(log_probs.gather(1, gold[:, None]).sum()))
+
+
+def trace_lens(translator: Translator, sentence: str, emit: Any) -> Lens:
+    """``mt trace --lens``: the greedy translation's lens, a line a position: the most
+    probable token after each layer and the written token's probability there."""
+    src_ids = translator.encode([sentence])[0]
+    decoded, _ = decode_switched(translator, sentence)
+    out_ids = [translator.tgt_vocab.stoi[t] for t in decoded.tokens]
+    lens = logit_lens(translator, src_ids, out_ids)
+    emit("Logit lens: at each position, what each decoder layer would write if it were the "
+         "last (its top token, and the probability it gives the token finally written)")
+    emit("   written | " + " | ".join(lens.layers))
+    for t, token in enumerate(lens.output):
+        cells = [f"{lens.top_tokens[i][t][0]} ({float(lens.written[i, t]):.2f})"
+                 for i in range(len(lens.layers))]
+        emit(f"   {token} | " + " | ".join(cells))
+    return lens
+
+
+def trace_switches(translator: Translator, sentence: str, switches: Sequence[Switch],
+                   emit: Any) -> Decoded:
+    """``mt trace --switch``: the greedy translation with and without the switches."""
+    plain, _ = decode_switched(translator, sentence)
+    after, cost = decode_switched(translator, sentence, switches)
+    named = ", ".join(f"{s.part} layer {s.layer}" + (f" head {s.head}" if s.head else "")
+                      + f" x {s.scale:g}" for s in switches)
+    emit(f"Switched: {named}")
+    emit(f"   as trained: {plain.text!r} (log-probability {plain.score:.3f})")
+    marks = " ".join(t if i < len(plain.tokens) and plain.tokens[i] == t else f"[{t}]"
+                     for i, t in enumerate(after.tokens))
+    emit(f"   switched:   {after.text!r} (log-probability {after.score:.3f}); changed tokens "
+         f"in brackets: {marks}")
+    emit(f"   the trained translation, scored by the switched model: {cost:.3f} "
+         f"({cost - plain.score:+.3f})")
+    return after
