@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli, tiny_train_args
 from tests.toy import toy_sources
 from transformer_mt.data.batch import source_mask
 from transformer_mt.decode.search import greedy, next_token_logprobs
@@ -101,3 +101,26 @@ def test_mt_trace_shows_the_lens_and_a_switched_translation(trained_run):
                           "Ein Hund."])
         assert result.returncode == 2 and says in result.stderr.strip().splitlines()[-1]
         assert "Traceback" not in result.stderr
+
+
+def test_one_sentence_across_the_training_run(tmp_path):
+    """``train.keep_steps`` keeps early checkpoints for good (beside, not among, the
+    ``step_*.pt`` that averaging reads); ``mt trace --run-dir`` translates the sentence with
+    each kept checkpoint, in the order of their steps."""
+    run = tmp_path / "run"
+    result = run_cli(tiny_train_args(run, "train.max_steps=8", "train.save_every=8",
+                                     "train.eval_every=8", "train.keep_last=1",
+                                     "train.keep_steps=[2, 5]"))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in run.glob("*.pt")) == [
+        "best.pt", "kept_0000002.pt", "kept_0000005.pt", "last.pt", "step_0000008.pt"]
+    result = run_cli(["trace", "--run-dir", str(run), "Ein Hund läuft."])
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()[1:]]
+    assert [(w[1], w[2]) for w in lines] == [("2", "kept_0000002.pt"), ("5", "kept_0000005.pt"),
+                                             ("8", "best.pt"), ("8", "step_0000008.pt")]
+    assert all("|||" in line for line in result.stdout.splitlines()[1:])
+    empty = run_cli(["trace", "--run-dir", str(tmp_path), "Ein Hund."])
+    assert empty.returncode == 2 and "holds no checkpoints" in empty.stderr
+    bad = run_cli(tiny_train_args(tmp_path / "bad", "train.keep_steps=[0]"))
+    assert bad.returncode == 2 and "train.keep_steps" in bad.stderr.strip().splitlines()[-1]

@@ -279,6 +279,8 @@ def _add_trace(sub: Any, common: argparse.ArgumentParser) -> None:
                    "tokens are forced, the model continues")
     p.add_argument("--alternatives", type=int, metavar="K", help="end with the K most "
                    "probable tokens after --prefix, each completed")
+    p.add_argument("--run-dir", metavar="DIR", help="the sentence translated by each "
+                   "checkpoint the run DIR kept (train.keep_steps, keep_last, best), in order")
     p.add_argument("--lens", action="store_true", help="the logit lens: what each decoder "
                    "layer would write if it were the last")
     p.add_argument("--switch", action="append", default=[], metavar="PART:LAYER[:HEAD][=SCALE]",

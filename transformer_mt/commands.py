@@ -266,13 +266,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from transformer_mt.lens import Switch, trace_lens, trace_switches
+    from transformer_mt.lens import Switch, trace_lens, trace_run, trace_switches
     from transformer_mt.trace import trace
     from transformer_mt.translate import Translator
 
     if not args.sentence.strip():
         raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
                       "model's source language)")
+    if args.run_dir:
+        trace_run(args.run_dir, args.sentence, print, args.device)
+        return 0
     if args.figures:
         from transformer_mt.plots import pyplot
 

@@ -105,6 +105,9 @@ class TrainConfig:
     eval_every: int = 500
     save_every: int = 500
     keep_last: int = 2  # step checkpoints kept besides last.pt and best.pt (for averaging)
+    # steps whose weights are kept for good as kept_NNNNNNN.pt (saved there whatever save_every
+    # says), e.g. [50, 100, 200] to watch a sentence across training: mt trace --run-dir
+    keep_steps: list[int] = field(default_factory=list)
     patience: int | None = None  # stop after this many validations without a better val BLEU
     eval_beam_size: int = 1  # beam used for val BLEU during training (1 = greedy)
     tensorboard: bool = False  # also log metrics for TensorBoard (needs the tensorboard package)
@@ -137,6 +140,8 @@ class TrainConfig:
                or self.max_steps > self.warmup_steps, "train.lr_schedule",
                "linear decays after warmup: train.max_steps must exceed train.warmup_steps")
         ensure(self.keep_last >= 0, "train.keep_last", "must be >= 0")
+        ensure(all(step >= 1 for step in self.keep_steps), "train.keep_steps",
+               "must be steps (1 or more)")
         ensure(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)")
         ensure(0.0 <= self.rdrop_alpha <= 100.0, "train.rdrop_alpha", "must be in [0, 100]")
         ensure(all(0.0 <= b < 1.0 for b in self.betas), "train.betas", "must be in [0, 1)")

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -216,3 +217,44 @@ def trace_switches(translator: Translator, sentence: str, switches: Sequence[Swi
     emit(f"   the trained translation, scored by the switched model: {cost:.3f} "
          f"({cost - plain.score:+.3f})")
     return after
+
+
+@dataclass
+class Snapshot:
+    """One checkpoint's greedy translation of the sentence, with its log-probability and its
+    word alignment read off the last layer's cross-attention (source word, output word)."""
+
+    name: str
+    step: int
+    text: str
+    score: float
+    links: list[tuple[int, int]]
+
+
+def across_training(run_dir: str | Path, sentence: str, device: str = "auto") -> list[Snapshot]:
+    """The sentence translated by each checkpoint a run kept (``kept_*.pt``, ``step_*.pt``,
+    ``best.pt``), in the order of their steps: how the model learnt it."""
+    from transformer_mt.checkpoint import load_checkpoint
+    from transformer_mt.translate import Translator
+
+    run = Path(run_dir)
+    paths = sorted({*run.glob("kept_*.pt"), *run.glob("step_*.pt"), *run.glob("best.pt")})
+    if not paths:
+        raise MTError(f"'{run}' holds no checkpoints (kept_*.pt, step_*.pt, best.pt): give "
+                      "a run directory of mt train")
+    snapshots = []
+    for path in paths:
+        translator = Translator.load(path, device)
+        best = translator.translate_nbest([sentence], beam_size=1)[0][0]
+        step = int(load_checkpoint(path).get("progress", {}).get("step", 0))
+        snapshots.append(Snapshot(path.name, step, best.text, best.score,
+                                  translator.align(sentence, best)))
+    return sorted(snapshots, key=lambda s: (s.step, s.name))
+
+
+def trace_run(run_dir: str | Path, sentence: str, emit: Any, device: str = "auto") -> None:
+    """``mt trace --run-dir``: a line a checkpoint."""
+    emit(f"{sentence!r} across the training run in {run_dir}:")
+    for s in across_training(run_dir, sentence, device):
+        links = " ".join(f"{i}-{j}" for i, j in s.links)
+        emit(f"   step {s.step:>7} {s.name:<16} {s.score:8.3f}  {s.text}  ||| {links}")

@@ -9,6 +9,7 @@
     last.pt            full state, for resuming (every train.save_every steps and at the end)
     best.pt            weights with the best val BLEU so far
     step_NNNNNNN.pt    the weights of the last train.keep_last saves (for checkpoint averaging)
+    kept_NNNNNNN.pt    the weights at the steps train.keep_steps names (mt trace --run-dir)
     manifest.json      the files above that this run wrote (manifest.py)
 
 One run at a time holds the directory's lock; what a killed run left half-written is removed;
@@ -102,18 +103,22 @@ class RunDir:
     def files(self) -> list[Path]:
         """The files a run writes into its directory (and an earlier run may have left)."""
         files = [self.path / name for name in RUN_FILES if (self.path / name).is_file()]
-        return files + sorted(self.path.glob("step_*.pt"))
+        return files + self.checkpoints()
+
+    def checkpoints(self) -> list[Path]:
+        """The step checkpoints here: the last saves', then those of ``train.keep_steps``."""
+        return sorted(self.path.glob("step_*.pt")) + sorted(self.path.glob("kept_*.pt"))
 
     def results(self) -> list[str]:
         """The names of an earlier run's results here (checkpoints, metrics)."""
         return [f.name for f in self.files()
-                if f.name in ("best.pt", "metrics.jsonl") or f.name.startswith("step_")]
+                if f.name in ("best.pt", "metrics.jsonl") or f.name.startswith(("step_", "kept_"))]
 
     def check_owned(self, is_old_run: Callable[[], bool] = lambda: False) -> None:
         """Refuse a directory where a run would replace files that no run wrote. A directory
         without a manifest whose ``is_old_run()`` (a run of a version without manifests: its
         ``last.pt`` is one) has its run files taken as the run's."""
-        names = [*RUN_FILES, *(p.name for p in sorted(self.path.glob("step_*.pt")))]
+        names = [*RUN_FILES, *(p.name for p in self.checkpoints())]
         foreign = self.manifest.foreign(names)
         if foreign and not self.manifest.exists() and is_old_run():
             log.info("%s holds a run without %s: its run files are taken as the run's",
@@ -140,7 +145,7 @@ class RunDir:
             for path in self.files():
                 path.unlink()
                 log.info("--start overwrite: removed %s", path)
-        self.manifest.record([*RUN_FILES, *(p.name for p in self.path.glob("step_*.pt"))])
+        self.manifest.record([*RUN_FILES, *(p.name for p in self.checkpoints())])
 
     def open(self) -> None:
         """Create the directory and log to its ``train.log`` (rank 0 only)."""
@@ -160,12 +165,17 @@ class RunDir:
             src_vocab.save(self.path / "src_vocab.json")
             tgt_vocab.save(self.path / "tgt_vocab.json")
 
-    def save_last(self, ckpt: dict[str, Any], step: int, keep_last: int) -> None:
+    def save_last(self, ckpt: dict[str, Any], step: int, keep_last: int,
+                  kept: bool = False) -> None:
         """Write ``last.pt`` and, with ``keep_last``, a step checkpoint (its weights), keeping
-        the last ``keep_last`` of those."""
+        the last ``keep_last`` of those; and, for a step of ``train.keep_steps`` (``kept``),
+        one kept for good."""
         save_checkpoint(ckpt, self.path / "last.pt")
+        weights = {k: v for k, v in ckpt.items() if k != "training_state"}
+        if kept:
+            self.manifest.record([f"kept_{step:07d}.pt"])
+            save_checkpoint(weights, self.path / f"kept_{step:07d}.pt")
         if keep_last > 0:
-            weights = {k: v for k, v in ckpt.items() if k != "training_state"}
             self.manifest.record([f"step_{step:07d}.pt"])
             save_checkpoint(weights, self.path / f"step_{step:07d}.pt")
             for old in sorted(self.path.glob("step_*.pt"))[:-keep_last]:

@@ -213,7 +213,7 @@ class Trainer:
                 if p.step % t.eval_every == 0:
                     self._validate_and_keep_best(run)
                     last_eval_step = p.step
-                if p.step % t.save_every == 0 or stop:
+                if p.step % t.save_every == 0 or stop or p.step in t.keep_steps:
                     self._save_last(run)
                     last_save_step = p.step
                 if stop:
@@ -388,7 +388,7 @@ class Trainer:
         self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
             self.files.save_last(run_checkpoint(run, self.cfg, self.precision, rng), step,
-                                 self._step_files(step))
+                                 self._step_files(step), step in self.cfg.train.keep_steps)
         distributed.barrier(self.dist)
 
 
