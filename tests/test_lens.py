@@ -124,3 +124,23 @@ def test_one_sentence_across_the_training_run(tmp_path):
     assert empty.returncode == 2 and "holds no checkpoints" in empty.stderr
     bad = run_cli(tiny_train_args(tmp_path / "bad", "train.keep_steps=[0]"))
     assert bad.returncode == 2 and "train.keep_steps" in bad.stderr.strip().splitlines()[-1]
+    # two of its checkpoints side by side: each one's translation, and its score of its own and
+    # of the other's translation, as mt score computes them (<eos> included: a translation cut
+    # at the length limit scores lower than search's running score)
+    from transformer_mt.lens import side_by_side
+    from transformer_mt.translate import Translator
+
+    early, late = (Translator.load(run / name) for name in ("kept_0000002.pt", "best.pt"))
+    sides = side_by_side([early, late], "Ein Hund läuft.")
+    for model, side, other in ((early, sides[0], sides[1]), (late, sides[1], sides[0])):
+        own = model.translate_nbest(["Ein Hund läuft."], beam_size=1)[0][0]
+        assert side.text == own.text and side.log_prob == pytest.approx(
+            model.score(["Ein Hund läuft."], [own.text])[0].log_prob)
+        assert side.of_other == pytest.approx(
+            model.score(["Ein Hund läuft."], [other.text])[0].log_prob)
+        assert side.links and all(":" in word for word in side.links)
+    shown = run_cli(["trace", "--checkpoint", str(run / "kept_0000002.pt"), "--checkpoint",
+                     str(run / "best.pt"), "Ein Hund läuft."])
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("log-probability") == 2 and "source word -> output words" in \
+        shown.stdout

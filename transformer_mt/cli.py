@@ -269,8 +269,8 @@ def _add_trace(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("trace", parents=[common],
                        help="walk one sentence through every stage of the model")
     p.add_argument("sentence")
-    p.add_argument("--checkpoint", help="a trained checkpoint (default: a seeded untrained "
-                   "model)")
+    p.add_argument("--checkpoint", action="append", default=[], help="a trained checkpoint "
+                   "(default: a seeded untrained model); twice: the two models side by side")
     p.add_argument("--figures", metavar="DIR", help="save attention maps of every layer and "
                    "head, and the positional encoding, here")
     p.add_argument("--data-dir", help="Multi30k (for the untrained model's vocabularies)")

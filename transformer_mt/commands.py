@@ -266,7 +266,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from transformer_mt.lens import Switch, trace_lens, trace_run, trace_switches
+    from transformer_mt.lens import Switch, trace_compare, trace_lens, trace_run, trace_switches
     from transformer_mt.trace import trace
     from transformer_mt.translate import Translator
 
@@ -276,13 +276,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.run_dir:
         trace_run(args.run_dir, args.sentence, print, args.device)
         return 0
+    if len(args.checkpoint) > 1:
+        trace_compare([Translator.load(c, args.device) for c in args.checkpoint],
+                      args.checkpoint, args.sentence, print)
+        return 0
     if args.figures:
         from transformer_mt.plots import pyplot
 
         pyplot()  # matplotlib is there, before any work
     if args.checkpoint:
-        translator = Translator.load(args.checkpoint, args.device)
-        print(f"model: {args.checkpoint}")
+        translator = Translator.load(args.checkpoint[0], args.device)
+        print(f"model: {args.checkpoint[0]}")
     else:
         translator = Translator.untrained(data_dir=args.data_dir)
         print("model: seeded UNTRAINED model (default config): the stages are real, the "

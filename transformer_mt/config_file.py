@@ -66,8 +66,10 @@ def _union_member(value: Any, tp: Any) -> Any:
 
 
 def _coerce_list(value: Any, args: tuple, key: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"config key '{key}' must be a non-empty list, got {value!r}")
+    sections = dataclasses.is_dataclass(args[0])  # corpora: at least one
+    if not isinstance(value, list) or (sections and not value):
+        what = "a non-empty list" if sections else "a list"
+        raise ConfigError(f"config key '{key}' must be {what}, got {value!r}")
     return [coerce(v, args[0], f"{key}.{i}") for i, v in enumerate(value)]
 
 

@@ -258,3 +258,62 @@ def trace_run(run_dir: str | Path, sentence: str, emit: Any, device: str = "auto
     for s in across_training(run_dir, sentence, device):
         links = " ".join(f"{i}-{j}" for i, j in s.links)
         emit(f"   step {s.step:>7} {s.name:<16} {s.score:8.3f}  {s.text}  ||| {links}")
+
+
+@dataclass
+class Compared:
+    """One model's side of a comparison: its translation, its log-probability, its
+    log-probability of the other model's translation (None: it cannot write it) and, for
+    each source word, the output words its cross-attention links to it."""
+
+    text: str
+    log_prob: float
+    of_other: float | None
+    links: dict[str, list[str]]
+
+
+def side_by_side(models: Sequence[Translator], sentence: str) -> list[Compared]:
+    """Two (or more) models on one sentence: each translation (greedy), each model's score
+    of each other's (as ``mt score``), and where their cross-attention links words."""
+    best = [m.translate_nbest([sentence], beam_size=1)[0][0] for m in models]
+    sides = []
+    for n, model in enumerate(models):
+        other = best[(n + 1) % len(models)].text
+        try:
+            of_other: float | None = model.score([sentence], [other])[0].log_prob
+        except MTError:  # a word its vocabulary does not have
+            of_other = None
+        sides.append(Compared(best[n].text, model.score([sentence], [best[n].text])[0].log_prob,
+                              of_other, _links_by_word(model, sentence, best[n])))
+    return sides
+
+
+def _links_by_word(model: Translator, sentence: str, translation: Any) -> dict[str, list[str]]:
+    def words(tokenizer: Any, tokens: list[str]) -> list[str]:
+        out: dict[int, str] = {}
+        for token, word in zip(tokens, tokenizer.words(tokens), strict=True):
+            out[word] = out.get(word, "") + token.replace("▁", "")
+        return [out[i] for i in sorted(out)]
+
+    src = words(model.tokenizers[0], next(iter(model.tokenizers[0].tokenize([sentence]))))
+    out = words(model.tokenizers[1], translation.tokens)
+    links: dict[str, list[str]] = {}
+    for i, j in model.align(sentence, translation):
+        links.setdefault(f"{i}:{src[i]}", []).append(out[j])
+    return links
+
+
+def trace_compare(models: Sequence[Translator], names: Sequence[str], sentence: str,
+                  emit: Any) -> list[Compared]:
+    """``mt trace --checkpoint A --checkpoint B``: the two side by side."""
+    sides = side_by_side(models, sentence)
+    for name, side, other in zip(names, sides, [*names[1:], names[0]], strict=True):
+        scored = "cannot write it" if side.of_other is None else f"{side.of_other:.3f}"
+        emit(f"{name}: {side.text!r} (log-probability {side.log_prob:.3f}; of {other}'s "
+             f"translation: {scored})")
+    emit("cross-attention links, source word -> output words (* where they differ):")
+    for word in sorted({w for s in sides for w in s.links}, key=lambda w: int(w.split(":")[0])):
+        linked = [" ".join(s.links.get(word, [])) or "-" for s in sides]
+        mark = "*" if len(set(linked)) > 1 else " "
+        emit(f" {mark} {word.split(':', 1)[1]}: " + " | ".join(linked))
+    return sides
