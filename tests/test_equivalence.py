@@ -26,14 +26,10 @@ from transformer_mt.decode import incremental
 from transformer_mt.decode.graphs import BLOCK, top_k_by_blocks
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import beam_search, greedy
+from transformer_mt.internals.torch_private import packing_available
 from transformer_mt.model.attention import MultiHeadAttention, plain_attention
 from transformer_mt.model.transformer import AttentionWeights
-from transformer_mt.precision import (
-    PackedLinear,
-    for_decoding,
-    packing_available,
-    use_precision_policy,
-)
+from transformer_mt.precision import PackedLinear, for_decoding, use_precision_policy
 from transformer_mt.training.loss import ModelLoss, label_smoothed_cross_entropy
 
 

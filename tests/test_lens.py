@@ -3,6 +3,8 @@ on the trained toy model (it reverses sequences), and through ``mt trace``."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -32,7 +34,7 @@ def test_the_last_layer_s_lens_is_the_model_s_distribution_and_the_layers_climb(
     assert all(last_equal)
     mean = torch.cat(written, dim=1).mean(dim=1)  # (L + 1,) over every position
     assert len(mean) == toy_model.cfg.n_decoder_layers + 1
-    assert all(a < b for a, b in zip(mean, mean[1:], strict=False)), mean  # rises layer by layer
+    assert all(a < b for a, b in itertools.pairwise(mean)), mean  # rises layer by layer
     assert mean[-1] > 0.9  # the trained model writes what it is sure of
 
 

@@ -40,6 +40,7 @@ from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_l
 from transformer_mt.decode.state import Decodable
 from transformer_mt.device import pick_device
 from transformer_mt.errors import ConfigError, MTError
+from transformer_mt.internals import torch_private
 from transformer_mt.model.transformer import AttentionWeights, Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 
@@ -109,7 +110,8 @@ class TorchEngine:
         self._copies: dict[str, Decodable] | None = {} if keep_copies else None
         if compile:
             check_compilable(device, len(self.members))
-        self.compile = compile  # decode/compiled.py: decoding steps compiled
+        # decode/compiled.py: decoding steps compiled (on a torch it was tested on)
+        self.compile = compile and torch_private.compile_usable()
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True,

@@ -25,8 +25,9 @@ of the model whose linear layers hold their weights the way the machine multipli
   a fifth of the decoding time); embeddings and LayerNorms stay fp32.
 
 The packing uses torch's own oneDNN operators, the ones ``torch.compile``'s CPU backend emits
-for frozen weights; they are not public API, so :func:`packing_available` checks that they
-exist, and tests compare their products with ``F.linear``'s (equal up to rounding).
+for frozen weights; they are not public API, so they are called through
+``internals/torch_private.py`` (on a torch version they were not tested on: plain linear
+layers), and tests compare their products with ``F.linear``'s (equal up to rounding).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from transformer_mt.errors import ConfigError
+from transformer_mt.internals import torch_private
 from transformer_mt.model.attention import MultiHeadAttention
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)  # a model, given back as what it was
@@ -213,19 +215,13 @@ class PackedLinear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         weight = linear.weight.detach().float().contiguous()  # (out, in)
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, ROWS_HINT)
+        self.packed = torch_private.pack_linear_weight(weight, ROWS_HINT)
         self.bias = None if linear.bias is None else linear.bias.detach().float().clone()
         self.weight = nn.Parameter(weight, requires_grad=False)  # kept for weight.dtype etc.
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-
-
-def packing_available(device: torch.device) -> bool:
-    """Whether this torch build packs linear weights for oneDNN on ``device``."""
-    return (device.type == "cpu" and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+        return torch_private.packed_linear(x, self.packed, self.bias)
 
 
 def for_decoding(model: ModuleT, precision: str = "fp32",
@@ -244,7 +240,7 @@ def for_decoding(model: ModuleT, precision: str = "fp32",
     # it is; copying 30 MB of weights into fresh memory took ~70 ms of a one-sentence
     # mt translate
     clone = shared_copy(model)
-    _replace_linears(clone, bf16, pack=not bf16 and packing_available(device))
+    _replace_linears(clone, bf16, pack=not bf16 and torch_private.packing_available(device))
     return laid_out(clone, precision)
 
 

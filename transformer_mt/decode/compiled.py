@@ -43,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ from transformer_mt.decode.graphs import BLOCK, MAX_GROUP, exported, loop_attent
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.decode.state import DecodingModel
 from transformer_mt.errors import MTError
+from transformer_mt.internals import torch_private
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import cpu_flags, for_decoding, laid_out
 
@@ -248,12 +249,7 @@ class CompiledDecoding(DecodingModel):
                     self._build, name=name, precision=precision, slots=slots), (PACKAGE,)),
                 names))
         for name, path in zip(names, paths, strict=True):
-            # the package's loader itself: torch._inductor.package's load_package imports
-            # torch._dynamo and builds test programs to check the CPU again (~2.5 s); the key
-            # has the CPU's flags. One runner: threads that call it at once take turns.
-            loader = torch._C._aoti.AOTIModelPackageLoader(str(path / PACKAGE), "model",
-                                                           False, 1, -1)
-            setattr(self, f"_{name}", loader.run)
+            setattr(self, f"_{name}", torch_private.aoti_runner(str(path / PACKAGE)))
         laid_out(self, precision)  # for_decoding's copy as it is (its check: ~0.4 ms a call)
         seconds = time.perf_counter() - start
         log.info("loaded the compiled decoding steps in %.1f s", seconds)
@@ -290,52 +286,24 @@ class CompiledDecoding(DecodingModel):
     def compile_graph(self, directory: Path, name: str, precision: str) -> None:
         """Export and compile the graph ``name`` (one of ``GRAPHS``) into ``directory``; a
         one-line :class:`MTError` if it cannot."""
-        import torch._inductor
-
         recursion_limit = sys.getrecursionlimit()  # inductor raises it for good (to 2,000)
         try:
             with torch.inference_mode():
                 module, example, shapes = exported(self, name, precision)
                 graph = torch.export.export(module, example, dynamic_shapes=shapes)
                 with few_row_blocks(name):
-                    torch._inductor.aoti_compile_and_package(
-                        graph, package_path=str(directory / PACKAGE), inductor_configs=dict(
-                            INDUCTOR_OPTIONS, max_autotune_gemm_backends=GEMMS.get(name, "CPP")))
+                    torch_private.aoti_compile(graph, str(directory / PACKAGE), dict(
+                        INDUCTOR_OPTIONS, max_autotune_gemm_backends=GEMMS.get(name, "CPP")))
         except Exception as e:  # inductor's errors are many, and many lines long
             raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
             sys.setrecursionlimit(recursion_limit)
 
 
-@contextlib.contextmanager
-def few_row_blocks(name: str) -> Iterator[None]:
-    """While the graph ``name`` compiles, inductor's template blocks its products of fp32 (and
-    bf16 multiplied in fp32) as :data:`FEW_ROWS` says, in place of its own blocks for that
-    vector width; an inductor without the registry they are in compiles as it would."""
-    try:
-        import torch._inductor.compile_fx  # (imports the code generators in their order)
-        from torch._inductor.codegen import cpp_micro_gemm as micro
-        from torch._inductor.cpu_vec_isa import VecAVX2, VecAVX512
-
-        configs = micro.micro_gemm_configs[micro.CppMicroGemmFP32Vec]
-        isas = {"avx2": VecAVX2, "avx512": VecAVX512}
-        ours = {isas[isa]: block for isa, block in FEW_ROWS.get(name, {}).items()}
-        types = ({"input_dtype": torch.float},
-                 {"input_dtype": torch.bfloat16, "output_dtype": torch.float})
-        blocks = [config for isa, (rows, cols) in ours.items() for kinds in types
-                  for config in micro.generate_gemm_config(isa, [(rows, cols, 1)], **kinds)]
-        theirs = [config for config in configs if config.vec_isa_cls in ours
-                  and config.input2_dtype == config.input_dtype in (torch.float, torch.bfloat16)]
-    except (ImportError, AttributeError, KeyError, TypeError) as e:
-        log.debug("the template's blocks stay inductor's own (%s)", e)
-        yield
-        return
-    kept = list(configs)
-    configs[:] = [config for config in configs if all(config is not c for c in theirs)] + blocks
-    try:
-        yield
-    finally:
-        configs[:] = kept
+def few_row_blocks(name: str) -> contextlib.AbstractContextManager[None]:
+    """While the graph ``name`` compiles, inductor's template blocks its products as
+    :data:`FEW_ROWS` says (``internals/torch_private.py: template_blocks``)."""
+    return torch_private.template_blocks(FEW_ROWS.get(name, {}))
 
 
 GRAPHS = ("encode", "one", "beam", "batch", "choose")
@@ -358,17 +326,32 @@ def build_graph() -> None:
         sys.exit(1)
 
 
+# the package's code the graphs are made of: the model, the decoding step and what it imports
+GRAPH_SOURCES = ("model", "decode", "internals", "precision.py", "config.py", "data/vocab.py",
+                 "data/batch.py")
+
+
+def graph_sources() -> list[Path]:
+    """The source files of :data:`GRAPH_SOURCES`: an edit elsewhere (the server, the CLI)
+    compiles nothing again."""
+    root = Path(transformer_mt.__file__).parent
+    return sorted(path for part in GRAPH_SOURCES for path in (
+        [root / part] if part.endswith(".py") else (root / part).rglob("*.py")))
+
+
 def model_key(model: Transformer, precision: str) -> str:
     """A digest of everything a compiled step depends on: the model's config (heads and
-    activation are in no weight's shape) and weights and buffers, the precision, this
-    package's source, torch's version, the CPU (its flags: the kernels are compiled for its
-    instruction set) and the threads (fixed in the compiled code)."""
+    activation are in no weight's shape) and weights and buffers, the precision, the code
+    of the model and of the decoding step (:func:`graph_sources`), torch's version, the CPU
+    (its flags: the kernels are compiled for its instruction set) and the threads (fixed in
+    the compiled code). A checkpoint rewritten at the same path has other weights: another
+    key, never the old graphs."""
     digest = hashlib.sha256()
     digest.update(json.dumps(dataclasses.asdict(model.cfg), sort_keys=True).encode())
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         digest.update(f"{name} {tuple(tensor.shape)} {tensor.dtype}".encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    for source in sorted(Path(transformer_mt.__file__).parent.rglob("*.py")):
+    for source in graph_sources():
         digest.update(source.read_bytes())
     facts = [PACKAGE_FORMAT, precision, torch.__version__, platform.machine(), cpu_flags(),
              os.environ.get("ATEN_CPU_CAPABILITY"),  # inductor compiles for it, if set

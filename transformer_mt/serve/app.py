@@ -22,15 +22,14 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-import fastapi.routing
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
+from transformer_mt.internals import fastapi_private
 from transformer_mt.serve import libre, routes
 from transformer_mt.serve.batcher import decoder_thread
 from transformer_mt.serve.guard import Guard
@@ -70,7 +69,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
         # before /health says ok, on the thread that decodes: the first request costs what
         # the next ones do
         await asyncio.get_running_loop().run_in_executor(decoder_thread(), svc.warm_up)
-        _read_endpoints(app)
+        fastapi_private.read_endpoints(app)
         # what loading made (millions of objects: torch, spaCy, the app) is kept for good,
         # and no longer walked by the collector: its first full collection took ~3 ms of the
         # first request's time, and every later one would have walked it again
@@ -95,18 +94,6 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
                            allow_headers=["Content-Type", "Authorization", "X-API-Key"])
     app.add_middleware(Guard, service=svc)  # the outermost: first to see a request
     return app
-
-
-def _read_endpoints(app: FastAPI) -> None:
-    """What FastAPI does at each endpoint's first request, done now: it reads the endpoint's
-    source lines for its error messages (~1 ms of the first translation's time)."""
-    read = getattr(fastapi.routing, "_extract_endpoint_context", None)  # where it has one
-    routes = list(app.routes)
-    while routes and read is not None:
-        route = routes.pop()
-        if isinstance(route, APIRoute) and route.dependant.call:
-            read(route.dependant.call)
-        routes += getattr(getattr(route, "original_router", None), "routes", [])  # included
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:

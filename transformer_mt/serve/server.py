@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from transformer_mt.internals import uvicorn_private
 from transformer_mt.serve.app import create_app
 from transformer_mt.serve.service import ServeOptions
 from transformer_mt.translate import Translator
@@ -42,50 +41,6 @@ class Connections:
     header_timeout_s: float = 10.0
     idle_timeout_s: int = 5  # whole seconds, as uvicorn takes it
     max_connections: int = 512
-
-
-class TimedH11Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers."""
-
-    header_timeout_s = 10.0  # set per server by _timed_protocol
-    _headers_deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)
-        self._arm()
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._headers_deadline = self.loop.call_later(self.header_timeout_s, self._too_slow)
-
-    def _disarm(self) -> None:
-        if self._headers_deadline is not None:
-            self._headers_deadline.cancel()
-            self._headers_deadline = None
-
-    def _too_slow(self) -> None:
-        self._headers_deadline = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.close()  # no request's headers in time: let the socket go
-
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.conn.their_state is not h11.IDLE:  # the headers are in
-            self._disarm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next request's headers, on a kept-alive connection
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-
-def _timed_protocol(header_timeout_s: float) -> type[H11Protocol]:
-    """The protocol class uvicorn builds each connection with, with this deadline."""
-    return type("TimedH11Protocol", (TimedH11Protocol,), {"header_timeout_s": header_timeout_s})
 
 
 def _open_files_limit() -> None:
@@ -169,7 +124,7 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
     _open_files_limit()
     app = create_app(translator, options)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            http=_timed_protocol(connections.header_timeout_s),
+                            http=uvicorn_private.timed_protocol(connections.header_timeout_s),
                             timeout_keep_alive=connections.idle_timeout_s,
                             limit_concurrency=connections.max_connections,
                             # uvicorn's own deadline, past ours: whole seconds, as it takes

@@ -1,0 +1,96 @@
+"""Every private API of torch that transformer_mt calls: AOTInductor's package loader and
+compiler and inductor's template blocks (``--compile``: decode/compiled.py), and oneDNN's
+packed linear layers (the CPU's layouts for decoding: precision.py).
+
+Tested on torch 2.13 (CPU builds, on AVX2, AVX-512 with bf16, and AMX CPUs). On any other
+version these features are off, each said once in a warning line, and decoding runs the plain
+path: the same translations, never a crash (tests/test_internals.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from transformer_mt.internals.versions import tested
+
+log = logging.getLogger(__name__)
+
+TESTED = ("2.13",)
+
+
+def compile_usable() -> bool:
+    """Whether ``--compile`` may run here (it warns once where it may not)."""
+    return tested("torch", TESTED, "--compile", "decoding runs without it")
+
+
+def packing_available(device: torch.device) -> bool:
+    """Whether linear weights are packed for oneDNN on ``device`` (the CPU's decoding
+    layouts; plain ``nn.Linear`` otherwise)."""
+    return (device.type == "cpu" and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+            and tested("torch", TESTED, "the packed CPU layouts", "plain linear layers"))
+
+
+def pack_linear_weight(weight: Tensor, rows_hint: int) -> Tensor:
+    """(out, in) fp32 weight -> oneDNN's packed layout, tuned for ``rows_hint`` rows."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint)
+
+
+def packed_linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
+    """(..., in) -> (..., out) with a weight of :func:`pack_linear_weight`."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def aoti_runner(package: str) -> Callable[[list[Tensor]], list[Tensor]]:
+    """The runner of an AOTInductor package: the loader itself, since torch._inductor's
+    load_package imports torch._dynamo and builds test programs to check the CPU again
+    (~2.5 s). One runner: threads that call it at once take turns."""
+    loader = torch._C._aoti.AOTIModelPackageLoader(package, "model", False, 1, -1)
+    run: Callable[[list[Tensor]], list[Tensor]] = loader.run
+    return run
+
+
+def aoti_compile(graph: Any, package: str, configs: dict[str, Any]) -> None:
+    """Compile an exported graph ahead of time into the package file ``package``."""
+    import torch._inductor
+
+    torch._inductor.aoti_compile_and_package(graph, package_path=package,
+                                             inductor_configs=configs)
+
+
+@contextlib.contextmanager
+def template_blocks(blocks: dict[str, tuple[int, int]]) -> Iterator[None]:
+    """While a graph compiles, inductor's CPP template blocks its products of fp32 (and bf16
+    multiplied in fp32) as ``blocks`` says ((rows, columns) by vector width, for ``avx2`` and
+    ``avx512``), in place of its own blocks for those widths; an inductor without the
+    registry they are in compiles as it would."""
+    try:
+        import torch._inductor.compile_fx  # (imports the code generators in their order)
+        from torch._inductor.codegen import cpp_micro_gemm as micro
+        from torch._inductor.cpu_vec_isa import VecAVX2, VecAVX512
+
+        configs = micro.micro_gemm_configs[micro.CppMicroGemmFP32Vec]
+        isas = {"avx2": VecAVX2, "avx512": VecAVX512}
+        ours = {isas[isa]: block for isa, block in blocks.items()}
+        types = ({"input_dtype": torch.float},
+                 {"input_dtype": torch.bfloat16, "output_dtype": torch.float})
+        added = [config for isa, (rows, cols) in ours.items() for kinds in types
+                 for config in micro.generate_gemm_config(isa, [(rows, cols, 1)], **kinds)]
+        theirs = [config for config in configs if config.vec_isa_cls in ours
+                  and config.input2_dtype == config.input_dtype in (torch.float, torch.bfloat16)]
+    except (ImportError, AttributeError, KeyError, TypeError) as e:
+        log.debug("the template's blocks stay inductor's own (%s)", e)
+        yield
+        return
+    kept = list(configs)
+    configs[:] = [config for config in configs if all(config is not c for c in theirs)] + added
+    try:
+        yield
+    finally:
+        configs[:] = kept
