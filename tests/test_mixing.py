@@ -143,6 +143,7 @@ def test_sides_tokenized_in_worker_processes_are_the_ones_tokenized_here(
     monkeypatch.setattr(id_cache, "PARALLEL_FROM_BYTES", 0)
     monkeypatch.setattr(id_cache, "_cores", lambda: 3)
     (tmp_path / "apart").mkdir()
+    caplog.clear()  # (what tokenizing here logged, where another test set the level to INFO)
     with caplog.at_level("INFO", logger="transformer_mt.data.id_cache"):
         apart = prepare_data(_config(tmp_path / "apart", monkeypatch, "sentencepiece",
                                      sampling=sampling))

@@ -176,12 +176,26 @@ def _tokenize_apart(job: Job) -> None:
     if done.returncode:
         log.debug("a tokenizing process failed (exit %d): %s", done.returncode,
                   done.stderr.decode(errors="replace")[-2000:])
+        return
+    for name, level, message in pickle.loads(done.stdout):  # what it warned of, said here
+        logging.getLogger(name).log(level, message)
 
 
 def tokenize_stdin_job() -> None:
-    """A worker of :func:`encode_sides`: the pickled job on standard input, into the cache."""
+    """A worker of :func:`encode_sides`: the pickled job on standard input, into the cache;
+    its warnings (a line cut, say) on standard output, pickled, for the caller to log."""
+    warned: list[tuple[str, int, str]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warned.append((record.name, record.levelno, record.getMessage()))
+
+    root = logging.getLogger()
+    root.addHandler(Keep(logging.WARNING))
+    root.setLevel(logging.WARNING)
     corpus, side, tokenizer = pickle.load(sys.stdin.buffer)
     encode_side(corpus, side, tokenizer)
+    sys.stdout.buffer.write(pickle.dumps(warned))
 
 
 def _key_text(corpus: Corpus, side: Side, tokenizer: Tokenizer) -> str:
