@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= $(firstword $(wildcard ../shared/data/multi30k))
 export MT_DATA_DIR ?= $(DATA_DIR)
 
-.PHONY: setup demo test test-fast lint bench clean wheelhouse
+.PHONY: setup demo test test-fast lint bench clean wheelhouse screenshots
 
 # WHEELHOUSE=DIR: install from that folder only, with no network (`make wheelhouse` fills it);
 # VENV_ARGS=--system-site-packages: use a torch the machine already has (a GPU image's)
@@ -54,6 +54,13 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_size.py
+
+# the page's screenshots in docs/img, taken by its browser tests on the demo model (make demo
+# first), compared with COMPARE (default: the demo run's checkpoint at step 200)
+COMPARE ?= runs/quickstart/step_0000200.pt
+screenshots: setup
+	MT_PAGE_CHECKPOINT=runs/quickstart/best.pt MT_PAGE_COMPARE=$(COMPARE) \
+		MT_TEST_ARTIFACTS=docs/img $(PY) -m pytest -q tests/test_page.py -k "steers or deeper or phone"
 
 bench: setup  # ours against the tutorial baseline, one run (JSON with a ratio)
 	$(PY) bench/train_speed.py --quick

@@ -34,8 +34,13 @@ def _chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(trained_run):
-    proc, url = start_server(trained_run[0] / "best.pt")
+def server(trained_run, subword_run):
+    """The tiny run's best checkpoint (its run directory is what the page shows across
+    training) compared with the SentencePiece one; ``make screenshots`` serves the demo model
+    instead ($MT_PAGE_CHECKPOINT, $MT_PAGE_COMPARE)."""
+    checkpoint = os.environ.get("MT_PAGE_CHECKPOINT", trained_run[0] / "best.pt")
+    compare = os.environ.get("MT_PAGE_COMPARE", subword_run / "best.pt")
+    proc, url = start_server(Path(checkpoint), "--compare", str(compare))
     yield url
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
@@ -90,7 +95,7 @@ def _browse_attention(page) -> None:
         assert cells == layers * (model["heads"] + 1)
         page.click("#grid button >> nth=0")
         assert page.get_attribute("#grid button >> nth=0", "aria-pressed") == "true"
-        assert "layer 0, head 0" in page.inner_text("#heatmap-caption")
+        assert "layer 1, head 1" in page.inner_text("#heatmap-caption")
     drawn = page.evaluate("""() => {
         const c = document.getElementById('heatmap');
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -167,7 +172,7 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
 
     found = Axe().run(page)
     assert found.violations_count == 0, found.generate_snapshot()
-    page.screenshot(path=str(artifacts / "serve_page.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve.png"), full_page=True)
 
     # sampling: the sliders draw one seeded translation, the same the API gives
     page.fill("#prefix", "")
@@ -187,12 +192,82 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     _two_sentences_on_a_line(page)
 
 
+def _look_deeper(page, server: str) -> None:
+    """The four panels of "look deeper", each showing what its API answers."""
+    tokens = _tokens(page)
+    page.click("#lens-go")
+    page.wait_for_selector("#lens th[scope=row]", timeout=60_000)
+    _, lens = post(server + "/v1/lens", {"text": SOURCE, "tokens": tokens, "k": 3})
+    rows = page.eval_on_selector_all("#lens tr", "rs => rs.map(r => [...r.children].map("
+                                     "c => c.textContent))")
+    assert rows[0] == ["written", *lens["layers"]] and len(rows) == len(tokens) + 2
+    assert [r[0] for r in rows[1:]] == lens["output"] == [*tokens, "<eos>"]
+    last = [f"{layer[-1][0][0]} · {100 * p:.0f} %" for layer, p in
+            zip([lens["top"][-1]], [lens["written"][-1][-1]], strict=True)]
+    assert rows[-1][-1] == last[0]  # <eos> in the last layer
+
+    page.select_option("#kind", "attention")
+    page.click("#grid button >> nth=0")  # layer 1, head 1 of the cross-attention
+    page.click("#switch-head")
+    assert page.input_value("#switches") == "cross:1:1"
+    page.click("#switch-go")
+    page.wait_for_selector("#switch-summary", timeout=60_000)
+    _, switched = post(server + "/v1/switch", {"text": SOURCE, "switches": ["cross:1:1"]})
+    assert switched["switched"]["text"] in page.inner_text("#switched")
+    changed = sum(a != b for a, b in zip(switched["switched"]["tokens"],
+                                         switched["trained"]["tokens"], strict=False))
+    assert page.eval_on_selector_all("#switched .changed", "xs => xs.length") == changed
+
+    page.click("#run-go")
+    page.wait_for_selector("#run-part:not([hidden])", timeout=120_000)
+    _, run = post(server + "/v1/run", {"text": SOURCE})
+    shown = page.eval_on_selector_all("#run-table tr", "rs => rs.slice(1).map(r => "
+                                      "r.children[3].textContent)")
+    assert shown == [c["text"] for c in run["checkpoints"]]
+    _slide(page, "run-slider", 0)
+    first = run["checkpoints"][0]
+    assert page.inner_text("#run-out").startswith(f"step {first['step']} ({first['name']})")
+    assert page.eval_on_selector_all("#run-links td.on", "xs => xs.length") == \
+        len(first["links"])
+
+    page.click("#compare-go")
+    page.wait_for_selector("#compare-table", timeout=60_000)
+    _, compared = post(server + "/v1/compare", {"text": SOURCE})
+    texts = page.eval_on_selector_all("#compare-table tr", "rs => rs.slice(1).map(r => "
+                                      "r.children[1].textContent)")
+    assert texts == [m["text"] for m in compared["models"]]
+
+
+def test_a_learner_looks_deeper(server, browser, tmp_path):
+    """The logit lens, a head switched off, the sentence across the run, and a second model,
+    on the page; axe finds nothing, and a screenshot shows them (docs/walkthrough.md)."""
+    artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    page, problems = _open(browser, server)
+    _translate(page, SOURCE)
+    _look_deeper(page, server)
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page)
+    assert found.violations_count == 0, found.generate_snapshot()
+    page.locator("#deeper").screenshot(path=str(artifacts / "look_inside.png"))
+    assert not problems, problems
+    # a new sentence: what was shown of the one before goes
+    _translate(page, "Ein Mann liest.")
+    page.wait_for_function("document.querySelectorAll('#lens tr').length === 0")
+    assert page.is_hidden("#run-part") and not page.inner_text("#switched")
+
+
 def test_the_page_fits_a_phone(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     page, problems = _open(browser, server, width=390, height=844)
     _translate(page, SOURCE)
+    page.click("#lens-go")
+    page.wait_for_selector("#lens th[scope=row]", timeout=60_000)
+    page.click("#run-go")
+    page.wait_for_selector("#run-part:not([hidden])", timeout=120_000)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    page.screenshot(path=str(artifacts / "serve_page_phone.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve_phone.png"), full_page=True)
     assert not problems, problems
 
 

@@ -432,6 +432,9 @@ def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
     (["--api-key-file", "MISSING"], "not found"),
     (["--api-key-file", "UMLAUT"], "key 2 is not printable ASCII"),
     (["--precision", "fp64"], "invalid choice: 'fp64'"),
+    (["--run-dir", "EMPTY_DIR"], "is not a run directory of mt train"),
+    (["--run-dir", "MISSING"], "is not a run directory of mt train"),
+    (["--compare", "MISSING"], "--compare '"),
 ])
 def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, message):
     from tests.helpers import run_cli
@@ -439,8 +442,9 @@ def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, mess
     (tmp_path / "EMPTY").write_text("\n# a comment\n")
     (tmp_path / "LATIN1").write_bytes("schlüssel".encode("latin-1"))
     (tmp_path / "UMLAUT").write_text("key\nschlüssel\n", encoding="utf-8")
-    args = [str(tmp_path / a) if a in ("EMPTY", "MISSING", "LATIN1", "UMLAUT") else a
-            for a in args]
+    (tmp_path / "EMPTY_DIR").mkdir()
+    args = [str(tmp_path / a) if a in ("EMPTY", "MISSING", "LATIN1", "UMLAUT", "EMPTY_DIR")
+            else a for a in args]
     result = run_cli(["serve", "--checkpoint", str(trained_run[0] / "best.pt"), *args])
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert message in result.stderr.strip().splitlines()[-1]

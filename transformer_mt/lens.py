@@ -228,7 +228,9 @@ class Snapshot:
     step: int
     text: str
     score: float
-    links: list[tuple[int, int]]
+    links: list[tuple[int, int]]  # (source word, output word), from 0
+    source_words: list[str]
+    output_words: list[str]
 
 
 def across_training(run_dir: str | Path, sentence: str, device: str = "auto") -> list[Snapshot]:
@@ -248,7 +250,8 @@ def across_training(run_dir: str | Path, sentence: str, device: str = "auto") ->
         best = translator.translate_nbest([sentence], beam_size=1)[0][0]
         step = int(load_checkpoint(path).get("progress", {}).get("step", 0))
         snapshots.append(Snapshot(path.name, step, best.text, best.score,
-                                  translator.align(sentence, best)))
+                                  translator.align(sentence, best),
+                                  *_words_of(translator, sentence, best)))
     return sorted(snapshots, key=lambda s: (s.step, s.name))
 
 
@@ -288,15 +291,22 @@ def side_by_side(models: Sequence[Translator], sentence: str) -> list[Compared]:
     return sides
 
 
-def _links_by_word(model: Translator, sentence: str, translation: Any) -> dict[str, list[str]]:
+def _words_of(model: Translator, sentence: str,
+              translation: Any) -> tuple[list[str], list[str]]:
+    """The source's and the translation's words, as :meth:`Translator.align` counts them."""
     def words(tokenizer: Any, tokens: list[str]) -> list[str]:
         out: dict[int, str] = {}
         for token, word in zip(tokens, tokenizer.words(tokens), strict=True):
             out[word] = out.get(word, "") + token.replace("▁", "")
         return [out[i] for i in sorted(out)]
 
-    src = words(model.tokenizers[0], next(iter(model.tokenizers[0].tokenize([sentence]))))
-    out = words(model.tokenizers[1], translation.tokens)
+    source = next(iter(model.tokenizers[0].tokenize([sentence])))[:model.max_source_tokens]
+    return (words(model.tokenizers[0], source),
+            words(model.tokenizers[1], translation.tokens))
+
+
+def _links_by_word(model: Translator, sentence: str, translation: Any) -> dict[str, list[str]]:
+    src, out = _words_of(model, sentence, translation)
     links: dict[str, list[str]] = {}
     for i, j in model.align(sentence, translation):
         links.setdefault(f"{i}:{src[i]}", []).append(out[j])

@@ -260,6 +260,14 @@ class ErrorBody(BaseModel):
     error: str
 
 
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what} for status, what in (
+        (400, "a text that cannot be translated (too long, too many sentences)"),
+        (401, "a valid API key is required"), (413, "the body is too large"),
+        (415, "the body is not JSON"), (422, "a field is missing, unknown or out of range"),
+        (429, "too many requests: slow down"), (504, "not translated within the time limit"))}
+
+
 def check_settings(req: TranslateRequest, limits: Limits) -> str | None:
     """What is wrong with ``req``'s settings beyond their types (None: nothing)."""
     settings = req.settings()

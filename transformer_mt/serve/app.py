@@ -4,6 +4,8 @@
     GET  /health         {"status": "ok"} once the model is loaded and the decoder runs
     GET  /v1/info        languages, tokenizer, sizes, step, validation score, limits
     POST /v1/translate   {"text": [...], "beam_size": 5, "nbest": 3, "attention": true, "topk": 5}
+    POST /v1/score       how probable the model finds given translations
+    POST /v1/lens, /v1/switch, /v1/run, /v1/compare   looking inside, for one sentence
     POST /translate      LibreTranslate's API (and /detect, /languages, /frontend/settings, /spec)
     GET  /metrics        Prometheus: requests, latencies, batch sizes, queue depth
     GET  /docs           Swagger UI over /openapi.json (served from a wheel: no CDN)
@@ -30,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from transformer_mt.internals import fastapi_private
-from transformer_mt.serve import libre, routes
+from transformer_mt.serve import inside, libre, routes
 from transformer_mt.serve.batcher import decoder_thread
 from transformer_mt.serve.guard import Guard
 from transformer_mt.serve.service import RequestError, ServeOptions, Service
@@ -60,9 +62,11 @@ def one_line(error: dict) -> str:
     return f"'{field}': {message}".splitlines()[0]
 
 
-def create_app(translator: Translator, options: ServeOptions | None = None) -> FastAPI:
-    """The ASGI application; its decoding worker starts and stops with the app's lifespan."""
-    svc = Service(translator, options or ServeOptions())
+def create_app(translator: Translator, options: ServeOptions | None = None,
+               compare: Translator | None = None) -> FastAPI:
+    """The ASGI application; its decoding worker starts and stops with the app's lifespan.
+    ``compare``: a second model, for ``/v1/compare``."""
+    svc = Service(translator, options or ServeOptions(), compare)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -84,6 +88,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None) -> F
                   docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.service = svc
     app.include_router(routes.router)
+    app.include_router(inside.router)
     app.include_router(libre.router)
 
     _error_handlers(app)

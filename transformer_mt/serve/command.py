@@ -72,6 +72,10 @@ def add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="a proxy in front of the server (repeatable; '*': any) whose "
                    "X-Forwarded-For names the client that rate limits count; default: none")
     p.add_argument("--no-batching", action="store_true", help="decode each request alone")
+    p.add_argument("--run-dir", help="a run directory of mt train whose checkpoints the page "
+                   "shows a sentence across (default: the served checkpoint's directory)")
+    p.add_argument("--compare", metavar="CHECKPOINT", help="a second checkpoint (.pt) the page "
+                   "compares the served model with")
     for flag, kind, default, _, _, text in SERVE_NUMBERS:
         p.add_argument(flag, type=kind, default=default, help=text)
     p.set_defaults(func=cmd_serve)
@@ -109,8 +113,9 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
     return keys
 
 
-def _load(args: argparse.Namespace) -> tuple[Translator, dict]:
-    """The translator, and what /v1/info says of its training (step, best BLEU)."""
+def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None]:
+    """The translator, what /v1/info says of it (step, best BLEU, names), and the model to
+    compare it with (``--compare``)."""
     from transformer_mt.translate import Translator
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
@@ -125,8 +130,33 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict]:
         from transformer_mt.checkpoint import load_checkpoint
 
         progress = load_checkpoint(args.checkpoint[0]).get("progress", {})
-        about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu")}
-    return translator, about
+        about = {"step": progress.get("step"), "best_val_bleu": progress.get("best_bleu"),
+                 "checkpoint": _name(args.checkpoint[0])}
+    compare = None
+    if args.compare:
+        compare = Translator.load(args.compare, args.device)
+        about["compare"] = _name(args.compare)
+    return translator, about, compare
+
+
+def _name(path: str) -> str:
+    """A checkpoint as the page names it: its directory and file (``quickstart/best.pt``)."""
+    return "/".join(Path(path).resolve().parts[-2:])
+
+
+def _run_dir(args: argparse.Namespace) -> str | None:
+    """``--run-dir``, checked; by default the directory of a lone .pt checkpoint served."""
+    if args.run_dir:
+        from transformer_mt.serve.inside import run_checkpoints
+
+        if not Path(args.run_dir).is_dir() or not run_checkpoints(args.run_dir):
+            raise MTError(f"--run-dir '{args.run_dir}' is not a run directory of mt train "
+                          "(no kept_*.pt, step_*.pt or best.pt in it)")
+        return str(args.run_dir)
+    if args.engine == "torch" and len(args.checkpoint) == 1 and \
+            Path(args.checkpoint[0]).suffix == ".pt":
+        return str(Path(args.checkpoint[0]).parent)
+    return None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -145,9 +175,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
     api_keys = _api_keys(args.api_key_file)
+    run_dir = _run_dir(args)
+    if args.compare and not_a_file(Path(args.compare)):
+        raise MTError(f"--compare '{args.compare}' {not_a_file(Path(args.compare))}")
     pick_device(args.device)  # a bad name: one line, before the model loads
     # loaded on the thread that will decode with it (serve/batcher.py: decoder_thread)
-    translator, about = decoder_thread().submit(_load, args).result()
+    translator, about, compare = decoder_thread().submit(_load, args).result()
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
                     max_chars=args.max_chars, timeout_s=args.timeout)
     hosts = tuple(args.allowed_host or ()) or (
@@ -159,10 +192,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin or ()), rate_limit=int(args.rate_limit),
         char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
         body_timeout_s=args.body_timeout,
-        forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()))
+        forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir)
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "
                     "localhost: add --allowed-host NAME (the name clients use) or '*'")
     serve(translator, options, args.host, args.port, args.grace,
-          Connections(args.header_timeout, args.idle_timeout, args.max_connections))
+          Connections(args.header_timeout, args.idle_timeout, args.max_connections), compare)
     return 0

@@ -20,14 +20,16 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-async function call(body) {
+async function api(path, body) {
   const headers = {"Content-Type": "application/json"};
   if ($("key").value) headers.Authorization = "Bearer " + $("key").value;
-  const response = await fetch("/v1/translate", {method: "POST", headers, body: JSON.stringify(body)});
+  const response = await fetch(path, {method: "POST", headers, body: JSON.stringify(body)});
   const data = await response.json();
   if (!response.ok) throw new Error(forPage(response.status, data.error || response.statusText));
-  return data.translations;
+  return data;
 }
+
+async function call(body) { return (await api("/v1/translate", body)).translations; }
 
 // The API's words for a client, said as the page's user acts: the box to type in.
 function forPage(code, message) {
@@ -92,7 +94,8 @@ async function lookInside() {
   status("looking inside…");
   try {
     inside = (await call(body))[0];
-  } catch (e) { $("inside").hidden = true; status(e.message, true); return; }
+  } catch (e) { $("inside").hidden = true; resetDeeper(); status(e.message, true); return; }
+  resetDeeper();  // look.js: what it showed was of the sentence before
   if (inside.sentences) {  // what was shown is another sentence's: hidden
     $("inside").hidden = true;
     status("the chosen line holds several sentences: type one sentence per line to look inside", true);
@@ -102,6 +105,7 @@ async function lookInside() {
   showChosen();
   $("alternatives").hidden = true;
   $("inside").hidden = false;
+  $("deeper").hidden = false;
   drawGrid();
   drawLarge();
   showSteps();
@@ -174,10 +178,10 @@ function drawGrid() {
   const grid = $("grid");
   grid.style.gridTemplateColumns = `max-content repeat(${heads + 1}, max-content)`;
   const cells = [el("span")];
-  for (let h = 0; h < heads; h++) cells.push(el("span", {className: "label", textContent: "head " + h}));
+  for (let h = 0; h < heads; h++) cells.push(el("span", {className: "label", textContent: "head " + (h + 1)}));
   cells.push(el("span", {className: "label", textContent: "mean"}));
   for (let l = 0; l < layers; l++) {
-    cells.push(el("span", {className: "label", textContent: "layer " + l}));
+    cells.push(el("span", {className: "label", textContent: "layer " + (l + 1)}));
     for (const h of [...Array(heads).keys(), "mean"]) {
       const m = matrix(l, h);
       const canvas = el("canvas", {width: m[0].length, height: m.length});
@@ -189,7 +193,7 @@ function drawGrid() {
       }));
       canvas.getContext("2d").putImageData(image, 0, 0);
       const pressed = view.layer === l && String(view.head) === String(h);
-      cells.push(el("button", {type: "button", ariaLabel: `layer ${l}, head ${h}`, ariaPressed: String(pressed),
+      cells.push(el("button", {type: "button", ariaLabel: `layer ${l + 1}, ${h === "mean" ? "mean over heads" : "head " + (h + 1)}`, ariaPressed: String(pressed),
                                onclick: () => { view = {layer: l, head: h}; drawGrid(); drawLarge(); }}, canvas));
     }
   }
@@ -219,7 +223,7 @@ function drawLarge() {
     });
   });
   const name = $("kind").selectedOptions[0].textContent;
-  const caption = `${name}, layer ${view.layer}, ${view.head === "mean" ? "mean over heads" : "head " + view.head}: a row per token that looks, a column per token looked at`;
+  const caption = `${name}, layer ${view.layer + 1}, ${view.head === "mean" ? "mean over heads" : "head " + (view.head + 1)}: a row per token that looks, a column per token looked at`;
   $("heatmap-caption").textContent = caption;
   canvas.setAttribute("aria-label", caption);
 }

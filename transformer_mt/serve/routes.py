@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.resources
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -13,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import (
-    ErrorBody,
+    ERRORS,
     ScoreRequest,
     ScoreResponse,
     TextTranslation,
@@ -27,15 +28,9 @@ from transformer_mt.serve.api import (
 )
 from transformer_mt.serve.deps import GivenKey, ServiceDep, api_key, client_id, client_left
 from transformer_mt.serve.guard import arrived
+from transformer_mt.serve.inside import run_checkpoints
 from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
 from transformer_mt.translate import Choice, Translation
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what} for status, what in (
-        (400, "a text that cannot be translated (too long, too many sentences)"),
-        (401, "a valid API key is required"), (413, "the body is too large"),
-        (415, "the body is not JSON"), (422, "a field is missing, unknown or out of range"),
-        (429, "too many requests: slow down"), (504, "not translated within the time limit"))}
 
 router = APIRouter()
 
@@ -62,6 +57,7 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
                    "max_body_bytes": limits.max_body_bytes, "max_beam": limits.max_beam,
                    "max_source_tokens": t.max_source_tokens, "timeout_s": limits.timeout_s},
         "inspect": t.engine.can_inspect,
+        "look": {"run": run_checkpoints(svc.options.run_dir), "compare": svc.compare is not None},
     }
     out.update(svc.options.about)
     return out
@@ -259,12 +255,15 @@ async def index() -> HTMLResponse:
     return HTMLResponse(PAGE.joinpath("page.html").read_text(encoding="utf-8"))
 
 
-@router.get("/page.js", include_in_schema=False)
-async def page_script() -> Response:
-    return Response(PAGE.joinpath("page.js").read_text(encoding="utf-8"),
-                    media_type="text/javascript")
+PAGE_FILES = {"page.js": "text/javascript", "look.js": "text/javascript", "page.css": "text/css"}
 
 
-@router.get("/page.css", include_in_schema=False)
-async def page_style() -> Response:
-    return Response(PAGE.joinpath("page.css").read_text(encoding="utf-8"), media_type="text/css")
+def _page_file(name: str) -> Callable[[], Awaitable[Response]]:
+    async def page_file() -> Response:
+        return Response(PAGE.joinpath(name).read_text(encoding="utf-8"),
+                        media_type=PAGE_FILES[name])
+    return page_file
+
+
+for _name in PAGE_FILES:  # the page's scripts and style
+    router.add_api_route("/" + _name, _page_file(_name), methods=["GET"], include_in_schema=False)

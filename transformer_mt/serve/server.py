@@ -118,11 +118,11 @@ class _Server(uvicorn.Server):
 
 def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
           port: int = 8000, grace_s: float = 30.0,
-          connections: Connections | None = None) -> None:
+          connections: Connections | None = None, compare: Translator | None = None) -> None:
     """Run the server until SIGINT/SIGTERM (see the module's docstring)."""
     connections = connections or Connections()
     _open_files_limit()
-    app = create_app(translator, options)
+    app = create_app(translator, options, compare)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             http=uvicorn_private.timed_protocol(connections.header_timeout_s),
                             timeout_keep_alive=connections.idle_timeout_s,

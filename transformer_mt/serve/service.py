@@ -58,6 +58,7 @@ class ServeOptions:
     body_timeout_s: float = 30.0  # a request's body arrives within this, or 408
     # proxies whose X-Forwarded-For names the client; none: a client is the peer's address
     forwarded_allow_ips: tuple[str, ...] = ()
+    run_dir: str | None = None  # a training run whose checkpoints /v1/run reads
 
 
 class RequestError(Exception):
@@ -126,8 +127,10 @@ class Metrics:
 
 
 class Service:
-    def __init__(self, translator: Translator, options: ServeOptions) -> None:
+    def __init__(self, translator: Translator, options: ServeOptions,
+                 compare: Translator | None = None) -> None:
         self.translator, self.options, self.limits = translator, options, options.limits
+        self.compare = compare  # the second model of /v1/compare
         self.src_lang = translator.config.data.src_lang
         self.tgt_lang = translator.config.data.tgt_lang
         self.metrics = Metrics()
