@@ -435,6 +435,8 @@ def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
     (["--run-dir", "EMPTY_DIR"], "is not a run directory of mt train"),
     (["--run-dir", "MISSING"], "is not a run directory of mt train"),
     (["--compare", "MISSING"], "--compare '"),
+    (["--suggestions", "EMPTY_DIR"], "cannot keep suggestions there"),
+    (["--suggestions", "LATIN1"], "cannot keep suggestions there"),
 ])
 def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, message):
     from tests.helpers import run_cli

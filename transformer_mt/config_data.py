@@ -24,7 +24,8 @@ MAX_WEIGHT = 1000.0  # a training corpus's weight: each pair seen at most this o
 
 @dataclass
 class CorpusConfig:
-    """One parallel corpus: a Multi30k split, two line-parallel text files, or one TSV file.
+    """One parallel corpus: a Multi30k split, two line-parallel text files, one TSV file, or
+    the suggestions users sent to ``mt serve --suggestions`` (or to LibreTranslate).
 
     Files may be gzipped (``.gz``); relative paths are taken from the working directory.
     """
@@ -33,6 +34,7 @@ class CorpusConfig:
     src: str | None = None  # the source side, one sentence per line
     tgt: str | None = None  # the target side, line by line parallel to src
     tsv: str | None = None  # one file of "source<TAB>target" lines
+    suggestions: str | None = None  # an SQLite store of suggestions (data.src_lang -> tgt_lang)
     # training corpora only: how often each pair is seen an epoch (2 = twice, 0.5 = a different
     # half every epoch), and a token put before each source (e.g. <bt> for back-translations)
     weight: float = 1.0
@@ -45,13 +47,14 @@ class CorpusConfig:
         if self.tag is not None:
             ensure(TAG.fullmatch(self.tag) is not None, f"{key}.tag",
                    f"must look like <name> (letters, digits, '_', '-'), got {self.tag!r}")
-        forms = [name for name in ("multi30k", "tsv") if getattr(self, name) is not None]
+        forms = [name for name in ("multi30k", "tsv", "suggestions")
+                 if getattr(self, name) is not None]
         if self.src is not None or self.tgt is not None:
             forms.append("src/tgt")
             ensure(self.src is not None and self.tgt is not None, key,
                    "needs both src and tgt files (or one tsv file, or a multi30k split)")
         ensure(len(forms) == 1, key, "must name exactly one corpus: a multi30k split, src and "
-               f"tgt files, or a tsv file (got {', '.join(forms) or 'none'})")
+               f"tgt files, a tsv file or a suggestions store (got {', '.join(forms) or 'none'})")
         if self.multi30k is not None:
             ensure(self.multi30k in MULTI30K_SPLITS, f"{key}.multi30k",
                    f"must be one of {', '.join(MULTI30K_SPLITS)}, got {self.multi30k!r}")
@@ -59,6 +62,8 @@ class CorpusConfig:
     def describe(self) -> str:
         if self.multi30k is not None:
             return f"Multi30k {self.multi30k}"
+        if self.suggestions is not None:
+            return f"suggestions in {self.suggestions}"
         return self.tsv if self.tsv is not None else f"{self.src} + {self.tgt}"
 
 

@@ -1,4 +1,5 @@
-"""Parallel corpora as files: a Multi30k split, two line-parallel text files, or one TSV file.
+"""Parallel corpora as files: a Multi30k split, two line-parallel text files, one TSV file, or
+a store of suggestions (``data/suggestions.py``).
 
 A :class:`Corpus` reads one side at a time as a stream of lines, so a corpus larger than
 memory is never held whole. Everything a user can get wrong is found here and named in one
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Literal
 
 from transformer_mt.config_data import CorpusConfig
 from transformer_mt.data import multi30k
+from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError
 from transformer_mt.fileio import not_a_file, sha256_of, text_lines
 
@@ -51,8 +54,9 @@ class Corpus:
     """A parallel corpus on disk, from its config entry (``key`` names it in errors)."""
 
     key: str  # e.g. data.train
-    paths: tuple[Path, ...]  # (src, tgt) files, or (tsv,)
+    paths: tuple[Path, ...]  # (src, tgt) files, or (tsv,), or (suggestions store,)
     multi30k: str | None = None
+    languages: tuple[str, str] | None = None  # a suggestions store's: the pairs read from it
 
     @classmethod
     def from_config(cls, corpus: CorpusConfig, key: str, src_lang: str, tgt_lang: str,
@@ -62,9 +66,10 @@ class Corpus:
         if corpus.multi30k is not None:
             names = (f"{corpus.multi30k}.{src_lang}.gz", f"{corpus.multi30k}.{tgt_lang}.gz")
             return cls(key, tuple(multi30k.locate(n, data_dir) for n in names), corpus.multi30k)
-        if corpus.tsv is not None:
-            paths: tuple[Path, ...] = (Path(corpus.tsv).expanduser(),)
-            keys = [f"{key}.tsv"]
+        if corpus.tsv is not None or corpus.suggestions is not None:
+            name = "tsv" if corpus.tsv is not None else "suggestions"
+            paths: tuple[Path, ...] = (Path(str(getattr(corpus, name))).expanduser(),)
+            keys = [f"{key}.{name}"]
         else:
             paths = (Path(str(corpus.src)).expanduser(), Path(str(corpus.tgt)).expanduser())
             keys = [f"{key}.src", f"{key}.tgt"]
@@ -80,7 +85,16 @@ class Corpus:
                 raise DataError(f"{name}: cannot read '{path}': {exc.strerror or exc}") from exc
             if empty:
                 raise DataError(f"{name}: '{path}' is empty; a corpus needs sentence pairs")
+        if corpus.suggestions is not None:
+            found = cls(key, paths, languages=(src_lang, tgt_lang))
+            found.pairs()  # a store without the pair's suggestions: refused now
+            return found
         return cls(key, paths)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """A suggestions store's pairs (read again each time: the server adds to it)."""
+        assert self.languages is not None
+        return suggested_pairs(self.paths[0], *self.languages, self.key)
 
     @property
     def is_tsv(self) -> bool:
@@ -90,12 +104,18 @@ class Corpus:
         """What identifies one side's text: its file's SHA-256 (and the column of a TSV)."""
         if self.multi30k is not None:
             return multi30k.SHA256[self.paths[0 if side == "src" else 1].name]
+        if self.languages is not None:  # the pairs themselves: the file's bytes lag a write
+            text = "\n".join(p[0 if side == "src" else 1] for p in self.pairs())
+            return "suggestions:" + hashlib.sha256(text.encode()).hexdigest()
         if self.is_tsv:
             return f"{file_sha256(self.paths[0])}:{side}"
         return file_sha256(self.paths[0 if side == "src" else 1])
 
     def lines(self, side: Side) -> Iterator[str]:
         """One side's sentences, line by line."""
+        if self.languages is not None:
+            yield from (p[0 if side == "src" else 1] for p in self.pairs())
+            return
         if not self.is_tsv:
             yield from read_lines(self.paths[0 if side == "src" else 1])
             return
@@ -120,4 +140,6 @@ class Corpus:
     def describe(self) -> str:
         if self.multi30k is not None:
             return f"Multi30k {self.multi30k}"
+        if self.languages is not None:
+            return f"suggestions in {self.paths[0]}"
         return " + ".join(str(p) for p in self.paths)

@@ -239,6 +239,18 @@ class DetectRequest(BaseModel):
     api_key: Text | None = None
 
 
+class SuggestRequest(BaseModel):
+    """LibreTranslate's ``POST /suggest``: a corrected translation ``s`` of ``q``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: Text = Field(description="the original text")
+    s: Text = Field(description="the suggested translation")
+    source: Text
+    target: Text
+    api_key: Text | None = None
+
+
 class DetectedLanguage(BaseModel):
     language: str
     confidence: float = Field(description="0 to 100")

@@ -74,6 +74,9 @@ def add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--no-batching", action="store_true", help="decode each request alone")
     p.add_argument("--run-dir", help="a run directory of mt train whose checkpoints the page "
                    "shows a sentence across (default: the served checkpoint's directory)")
+    p.add_argument("--suggestions", metavar="FILE", help="an SQLite file (made if need be) "
+                   "that POST /suggest keeps users' corrected translations in, for "
+                   "fine-tuning on (data.train: [{suggestions: FILE}]); default: /suggest off")
     p.add_argument("--compare", metavar="CHECKPOINT", help="a second checkpoint (.pt) the page "
                    "compares the served model with")
     for flag, kind, default, _, _, text in SERVE_NUMBERS:
@@ -176,6 +179,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
     api_keys = _api_keys(args.api_key_file)
     run_dir = _run_dir(args)
+    if args.suggestions:  # a file that cannot keep them: refused before the model loads
+        from transformer_mt.data.suggestions import SuggestionStore
+
+        SuggestionStore(args.suggestions).close()
     if args.compare and not_a_file(Path(args.compare)):
         raise MTError(f"--compare '{args.compare}' {not_a_file(Path(args.compare))}")
     pick_device(args.device)  # a bad name: one line, before the model loads
@@ -192,7 +199,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin or ()), rate_limit=int(args.rate_limit),
         char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
         body_timeout_s=args.body_timeout,
-        forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir)
+        forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
+        suggestions=args.suggestions)
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "
                     "localhost: add --allowed-host NAME (the name clients use) or '*'")

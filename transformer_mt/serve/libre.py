@@ -1,11 +1,12 @@
 """LibreTranslate's API, so that its clients work unchanged: ``/translate``, ``/detect``,
-``/languages``, ``/frontend/settings``, ``/spec``; ``/translate_file`` and ``/suggest``
-answer that they are not supported here. Its status codes (400 a bad request, 403 a bad key,
-429 slow down) and its ``{"error": ...}`` bodies. Bodies as LibreTranslate reads them: JSON,
-a url-encoded or multipart form, or the query string."""
+``/languages``, ``/frontend/settings``, ``/spec``, ``/suggest`` (with ``--suggestions``);
+``/translate_file`` answers that it is not supported here. Its status codes (400 a bad
+request, 403 a bad key, 429 slow down) and its ``{"error": ...}`` bodies. Bodies as
+LibreTranslate reads them: JSON, a url-encoded or multipart form, or the query string."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -26,6 +27,7 @@ from transformer_mt.serve.api import (
     Language,
     LibreTranslateRequest,
     LibreTranslateResponse,
+    SuggestRequest,
     check_texts,
 )
 from transformer_mt.serve.deps import GivenKey, ServiceDep, client_id, client_left, libre_key
@@ -189,7 +191,8 @@ async def frontend_settings(svc: ServiceDep) -> dict[str, Any]:
     src, tgt = svc.src_lang, svc.tgt_lang
     return {"charLimit": svc.limits.max_chars, "frontendTimeout": 500,
             "apiKeys": bool(svc.options.api_keys), "keyRequired": bool(svc.options.api_keys),
-            "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+            "suggestions": svc.suggestions is not None, "filesTranslation": False,
+            "supportedFilesFormat": [],
             "language": {"source": {"code": src, "name": language_name(src)},
                          "target": {"code": tgt, "name": language_name(tgt)}}}
 
@@ -206,6 +209,24 @@ async def translate_file() -> None:
                        "to /translate (format 'html' keeps markup)")
 
 
-@router.post("/suggest", summary="LibreTranslate: not supported here (400)")
-async def suggest() -> None:
-    raise RequestError(400, "Suggestions are disabled on this server.")
+@router.post("/suggest", dependencies=[Depends(libre_key)],
+             summary="LibreTranslate: keep a user's corrected translation (mt serve "
+             "--suggestions FILE), for fine-tuning on")
+async def suggest(req: SuggestRequest, request: Request, svc: ServiceDep,
+                  key: GivenKey) -> dict[str, bool]:
+    store = svc.suggestions
+    if store is None:
+        raise RequestError(403, "Suggestions are disabled on this server.")
+    src, tgt = svc.src_lang, svc.tgt_lang
+    if req.target != tgt or req.source not in (src, "auto"):
+        raise RequestError(400, f"this model translates {src} into {tgt}, not {req.source} "
+                           f"into {req.target}")
+    for name, text in (("q", req.q), ("s", req.s)):
+        if not text.strip():
+            raise RequestError(400, f"Invalid request: missing {name} parameter")
+    problem = check_texts([req.q, req.s], svc.limits)
+    if problem:
+        raise RequestError(400, problem)
+    svc.charge(client_id(request, key), len(req.q) + len(req.s))
+    await asyncio.get_running_loop().run_in_executor(None, store.add, req.q, req.s, src, tgt)
+    return {"success": True}

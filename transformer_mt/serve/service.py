@@ -25,6 +25,7 @@ from cachetools import LRUCache
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.data.suggestions import SuggestionStore
 from transformer_mt.data.vocab import EOS_ID
 from transformer_mt.documents import Document, split_document
 from transformer_mt.errors import MTError
@@ -59,6 +60,7 @@ class ServeOptions:
     # proxies whose X-Forwarded-For names the client; none: a client is the peer's address
     forwarded_allow_ips: tuple[str, ...] = ()
     run_dir: str | None = None  # a training run whose checkpoints /v1/run reads
+    suggestions: str | None = None  # the SQLite file /suggest keeps corrections in; None: off
 
 
 class RequestError(Exception):
@@ -131,6 +133,7 @@ class Service:
                  compare: Translator | None = None) -> None:
         self.translator, self.options, self.limits = translator, options, options.limits
         self.compare = compare  # the second model of /v1/compare
+        self.suggestions = SuggestionStore(options.suggestions) if options.suggestions else None
         self.src_lang = translator.config.data.src_lang
         self.tgt_lang = translator.config.data.tgt_lang
         self.metrics = Metrics()
