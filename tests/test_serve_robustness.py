@@ -250,7 +250,7 @@ def test_the_cache_is_bounded_by_what_its_entries_hold(translator):
     """An entry weighs one unit per 64 output tokens of its n-best: a few requests of a wide
     n-best of long outputs cannot fill memory that --cache-size sentences of one-best would
     not."""
-    from transformer_mt.serve.service import cache_units
+    from transformer_mt.serve.storage import cache_units
 
     app = create_app(translator, ServeOptions(cache_size=8))
     with local_client(app) as client:
@@ -259,7 +259,7 @@ def test_the_cache_is_bounded_by_what_its_entries_hold(translator):
                 "text": f"Ein Hund rennt {i} mal über die Wiese.", "beam": 8, "nbest": 8,
                 "max_len_a": 0, "max_len_b": 40})
             assert sent.status_code == 200
-        cache = app.state.service._cache
+        cache = app.state.service.storage._cache
         assert 0 < cache.currsize <= cache.maxsize == 8
         assert sum(cache_units(v) for v in cache.values()) == cache.currsize
         assert len(cache) < 6  # the early ones went: each weighed several units

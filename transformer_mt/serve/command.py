@@ -4,6 +4,7 @@ file, and starting the server. Nothing here imports the server's packages until 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import math
 from pathlib import Path
@@ -74,6 +75,10 @@ def add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--no-batching", action="store_true", help="decode each request alone")
     p.add_argument("--run-dir", help="a run directory of mt train whose checkpoints the page "
                    "shows a sentence across (default: the served checkpoint's directory)")
+    p.add_argument("--shared-storage", metavar="URI", help="redis://HOST:PORT/DB: the rate "
+                   "limits and the translation cache in Redis, shared by every server process "
+                   "and machine using it (pip install 'transformer_mt[shared]'); default: in "
+                   "this process's memory")
     p.add_argument("--suggestions", metavar="FILE", help="an SQLite file (made if need be) "
                    "that POST /suggest keeps users' corrected translations in, for "
                    "fine-tuning on (data.train: [{suggestions: FILE}]); default: /suggest off")
@@ -147,6 +152,20 @@ def _name(path: str) -> str:
     return "/".join(Path(path).resolve().parts[-2:])
 
 
+def _model_id(args: argparse.Namespace) -> str:
+    """What names the served model in a shared cache: its files' bytes and the engine (servers
+    of other models, or engines, never read each other's translations)."""
+    from transformer_mt.fileio import sha256_of
+
+    digest = hashlib.sha256(args.engine.encode())
+    for checkpoint in args.checkpoint:
+        path = Path(checkpoint)
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file():
+                digest.update(sha256_of(file).encode())
+    return digest.hexdigest()[:16]
+
+
 def _run_dir(args: argparse.Namespace) -> str | None:
     """``--run-dir``, checked; by default the directory of a lone .pt checkpoint served."""
     if args.run_dir:
@@ -200,7 +219,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
         body_timeout_s=args.body_timeout,
         forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
-        suggestions=args.suggestions)
+        suggestions=args.suggestions, shared_storage=args.shared_storage,
+        model_id=_model_id(args) if args.shared_storage else "")
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "
                     "localhost: add --allowed-host NAME (the name clients use) or '*'")

@@ -14,14 +14,12 @@ import functools
 import hmac
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from cachetools import LRUCache
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from transformer_mt.config import DecodeConfig
@@ -31,6 +29,7 @@ from transformer_mt.documents import Document, split_document
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import Limits
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
+from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
 
 log = logging.getLogger("transformer_mt.serve")
@@ -60,6 +59,8 @@ class ServeOptions:
     # proxies whose X-Forwarded-For names the client; none: a client is the peer's address
     forwarded_allow_ips: tuple[str, ...] = ()
     run_dir: str | None = None  # a training run whose checkpoints /v1/run reads
+    shared_storage: str | None = None  # redis://...: limits and cache shared (serve/storage.py)
+    model_id: str = ""  # names the model's translations in a shared cache
     suggestions: str | None = None  # the SQLite file /suggest keeps corrections in; None: off
 
 
@@ -138,16 +139,8 @@ class Service:
         self.tgt_lang = translator.config.data.tgt_lang
         self.metrics = Metrics()
         self.batcher: Batcher | None = None
-        self._cache: LRUCache[Any, list[Translation]] = LRUCache(
-            max(options.cache_size, 1), getsizeof=cache_units)
-        self._cache_lock = threading.Lock()
+        self.storage = Storage(options.cache_size, options.shared_storage, options.model_id)
         self._preparing = ThreadPoolExecutor(1, thread_name_prefix="mt-prepare")
-        self._limiter: Any = None
-        if options.rate_limit or options.char_rate_limit:
-            from limits.storage import MemoryStorage
-            from limits.strategies import MovingWindowRateLimiter
-
-            self._limiter = MovingWindowRateLimiter(MemoryStorage())
 
     # ------------------------------------------------------------------ lifetime
 
@@ -205,14 +198,12 @@ class Service:
 
     def charge(self, client: str, characters: int) -> None:
         """Count a request of ``characters`` against ``client``'s limits (429 beyond them)."""
-        if self._limiter is None:
-            return
         from limits import RateLimitItemPerMinute
 
         for limit, name, cost in ((self.options.rate_limit, "requests", 1),
                                   (self.options.char_rate_limit, "characters", characters)):
-            if limit and not self._limiter.hit(RateLimitItemPerMinute(limit), name, client,
-                                               cost=max(cost, 1)):
+            if limit and not self.storage.hit(RateLimitItemPerMinute(limit), client, name,
+                                              max(cost, 1)):
                 raise RequestError(429, f"Slowdown: at most {limit:,} {name} a minute from "
                                    "one client here; try again in a minute",
                                    {"Retry-After": "60"})
@@ -279,9 +270,7 @@ class Service:
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
         found: list[list[Translation] | None] = [None] * len(prepared.ids)
         if not sampling and self.options.cache_size:
-            with self._cache_lock:
-                for i, x in enumerate(prepared.ids):
-                    found[i] = self._cache.get((key, tuple(x)))
+            found = self.storage.get(key, prepared.ids)
             self.metrics.cache_hits.inc(sum(f is not None for f in found))
         missing = [i for i, f in enumerate(found) if f is None]
         if not missing:
@@ -292,10 +281,8 @@ class Service:
             decoded = await self.wait(work, waiting)
             for i, hyps in zip(missing, decoded, strict=True):
                 found[i] = hyps
-                if (not sampling and self.options.cache_size
-                        and cache_units(hyps) <= self._cache.maxsize):  # else it cannot fit
-                    with self._cache_lock:
-                        self._cache[(key, tuple(prepared.ids[i]))] = hyps
+                if not sampling and self.options.cache_size:
+                    self.storage.put(key, prepared.ids[i], hyps)
         results, at = [], 0
         for doc in prepared.docs:
             n = len(doc.sentences)
@@ -347,15 +334,6 @@ class Service:
             raise RequestError(499, "the client closed the connection")
         raise RequestError(504, f"not translated within {timeout:g} s; send fewer or shorter "
                            "sentences")
-
-
-CACHE_UNIT = 64  # output tokens: a cached entry counts one unit per 64 of its n-best's
-
-
-def cache_units(hyps: list[Translation]) -> int:
-    """What a cached sentence's translations weigh against ``--cache-size``: an n-best of 32
-    long outputs weighs as much as the ~30 one-best translations its memory would hold."""
-    return max(1, -(-sum(len(h.tokens) + 1 for h in hyps) // CACHE_UNIT))
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,0 +1,149 @@
+"""Servers that agree (#58): with ``--shared-storage redis://...`` the rate limits and the
+translation cache live in a real Redis (Debian's redis-server, started here), so two server
+processes count one limit per client and read one cache; Redis going away costs no request
+(each process falls back to its own memory, and goes back to Redis when it returns)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from tests.helpers import local_client, run_cli
+
+pytest.importorskip("fastapi")
+pytest.importorskip("redis")
+
+from bench.common import free_port, post, start_server  # noqa: E402
+from transformer_mt.serve import storage  # noqa: E402
+from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.service import ServeOptions  # noqa: E402
+
+SENTENCE = "Zwei Hunde spielen im Park."
+
+
+def _start_redis(port: int, directory) -> subprocess.Popen:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the shared-storage tests: install Debian's redis-server "
+                        "(.ci/run does)")
+        pytest.skip("Debian's redis-server is not installed (apt install redis-server)")
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(directory)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    pytest.fail("redis-server did not start")
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    port = free_port()
+    proc = _start_redis(port, tmp_path)
+    yield port, proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    from transformer_mt.translate import Translator
+
+    return Translator.load(trained_run[0] / "best.pt", "cpu")
+
+
+def _app(translator, port: int, model_id: str = "tiny", **options):
+    return create_app(translator, ServeOptions(shared_storage=f"redis://127.0.0.1:{port}/0",
+                                               model_id=model_id, **options))
+
+
+def _hits(client) -> float:
+    text = client.get("/metrics").text
+    return float(next(line.split()[1] for line in text.splitlines()
+                      if line.startswith("mt_cache_hits_total")))
+
+
+def test_two_servers_count_one_limit_and_read_one_cache(translator, redis_server):
+    port, _ = redis_server
+    with local_client(_app(translator, port, rate_limit=3)) as one, \
+            local_client(_app(translator, port, rate_limit=3)) as two, \
+            local_client(_app(translator, port, model_id="another")) as other:
+        first = one.post("/v1/translate", json={"text": SENTENCE})
+        assert first.status_code == 200 and _hits(one) == 0
+        again = two.post("/v1/translate", json={"text": SENTENCE})  # decoded by the first
+        assert again.json() == first.json() and _hits(two) == 1
+        other.post("/v1/translate", json={"text": SENTENCE})
+        assert _hits(other) == 0  # another model never reads this one's translations
+        # the same client: three requests a minute over both servers, the fourth refused
+        assert two.post("/v1/translate", json={"text": "Ein Hund."}).status_code == 200
+        refused = one.post("/v1/translate", json={"text": "Ein Hund."})
+        assert refused.status_code == 429 and "a minute" in refused.json()["error"]
+
+
+def test_redis_going_away_costs_no_request(translator, redis_server, tmp_path, monkeypatch,
+                                           caplog):
+    port, proc = redis_server
+    monkeypatch.setattr(storage, "RETRY_S", 0.5)
+    with local_client(_app(translator, port, rate_limit=100)) as client:
+        assert client.post("/v1/translate", json={"text": SENTENCE}).status_code == 200
+        proc.kill()
+        proc.wait()
+        start = time.monotonic()
+        with caplog.at_level("WARNING", logger="transformer_mt.serve"):
+            for _ in range(3):
+                answer = client.post("/v1/translate", json={"text": SENTENCE})
+                assert answer.status_code == 200
+        assert time.monotonic() - start < 5  # no hang: one short timeout, then memory
+        assert sum("is not answering" in r.message for r in caplog.records) == 1
+        assert _hits(client) == 2  # decoded again once, then from this process's memory
+        back = _start_redis(port, tmp_path)  # Redis returns, empty: used again
+        try:
+            time.sleep(0.6)
+            client.post("/v1/translate", json={"text": "Ein Mann liest."})
+            import redis
+
+            assert redis.Redis(port=port).dbsize() > 0
+        finally:
+            back.kill()
+            back.wait()
+
+
+def test_a_redis_that_cannot_be_reached_is_refused_in_one_line(trained_run):
+    result = run_cli(["serve", "--checkpoint", str(trained_run[0] / "best.pt"),
+                      "--shared-storage", f"redis://127.0.0.1:{free_port()}/0"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "cannot reach Redis there" in result.stderr.strip().splitlines()[-1]
+
+
+def test_two_server_processes_agree(trained_run, redis_server):
+    """Two ``mt serve`` processes on one Redis, as behind a load balancer."""
+    port, _ = redis_server
+    shared = ["--shared-storage", f"redis://127.0.0.1:{port}/0", "--rate-limit", "4"]
+    servers = [start_server(trained_run[0] / "best.pt", *shared) for _ in range(2)]
+    try:
+        (_, a), (_, b) = servers
+        status, first = post(a + "/v1/translate", {"text": SENTENCE})
+        status_b, second = post(b + "/v1/translate", {"text": SENTENCE})
+        assert status == status_b == 200 and first == second
+        with urllib.request.urlopen(b + "/metrics") as r:
+            assert "mt_cache_hits_total 1.0" in r.read().decode()
+        assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 200
+        assert post(b + "/v1/translate", {"text": "Ein Hund."})[0] == 200
+        assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 429  # the fifth
+    finally:
+        for proc, _ in servers:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
