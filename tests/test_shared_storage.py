@@ -20,10 +20,10 @@ from tests.helpers import local_client, run_cli
 pytest.importorskip("fastapi")
 pytest.importorskip("redis")
 
-from bench.common import free_port, post, start_server  # noqa: E402
-from transformer_mt.serve import storage  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.service import ServeOptions  # noqa: E402
+from bench.common import free_port, post, start_server
+from transformer_mt.serve import storage
+from transformer_mt.serve.app import create_app
+from transformer_mt.serve.service import ServeOptions
 
 SENTENCE = "Zwei Hunde spielen im Park."
 
