@@ -10,7 +10,8 @@ Each setting is a real server process (``mt serve`` on a free localhost port) an
 threads, each sending one sentence of the checkpoint's first test set (``--split``; Multi30k:
 test_2016_flickr) per request, one request after another,
 until the sentences or ``--seconds`` run out. Prints one JSON record; ``ratio`` is batched /
-unbatched throughput at the most clients, our engine (target: >= 5x on a 2-core CPU).
+unbatched throughput at the most clients, our engine (target: >= 5x on a 2-core CPU);
+``workers_vs_one``: the throughput of ``mt serve --workers N`` at the most clients against one.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ IDLE_S = 0.5  # a pause before a request: the caches and threads a busy server h
 
 
 def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
-            clients: list[int], seconds: float) -> tuple[float, float, float, list[dict]]:
+            clients: list[int], seconds: float,
+            workers: int = 1) -> tuple[float, float, float, list[dict]]:
     """The server's first request (ms: one sentence, as soon as /health says ok), the same
     sentence again (ms: the median of three more requests, one after another: the same work,
     warm), and three times more each after ``IDLE_S`` of quiet (ms, median: a request after a
@@ -78,7 +80,7 @@ def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
     first request does), then the load of each number of clients."""
     # no translation cache: the settings share a server, and the cache would answer the
     # sentences an earlier setting sent
-    extra = [*ENGINE_FLAGS[engine], "--cache-size", "0",
+    extra = [*ENGINE_FLAGS[engine], "--cache-size", "0", "--workers", str(workers),
              *([] if batching else ["--no-batching"])]
     proc, url = start_server(checkpoint, *extra)
     try:
@@ -112,6 +114,9 @@ def main(argv: list[str] | None = None) -> None:
                         default=list(ENGINE_FLAGS),
                         help="CTranslate2's only where the package is installed; "
                         "torch-compiled: mt serve --compile (compiling takes ~15-30 s a server)")
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
+                        help="mt serve --workers to compare (our engine, batched, the most "
+                        "clients); none: no comparison")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds, our engine (for the tests)")
     args = parser.parse_args(argv)
@@ -151,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
                                      "first_vs_after_idle": round(first_ms / idle_ms, 2),
                                      "lone_p50_ms": lone,
                                      "first_vs_p50": round(first_ms / lone, 2)}
+    by_workers = {n: measure(args.checkpoint, "torch", True, sentences, args.clients[-1:],
+                             args.seconds, n)[3][0] for n in args.workers}
     most = -1
     ratios = {engine: round(r["batched"][most]["sentences_per_s"]
                             / max(r["unbatched"][most]["sentences_per_s"], 1e-9), 2)
@@ -158,6 +165,10 @@ def main(argv: list[str] | None = None) -> None:
     record = {"benchmark": "serve_load", "machine": machine(), "date": time.strftime("%Y-%m-%d"),
               "checkpoint": str(args.checkpoint), "seconds_per_setting": args.seconds,
               "results": results, "first_request": first, "batched_vs_unbatched": ratios,
+              "workers": by_workers, "workers_vs_one": {
+                  n: round(r["sentences_per_s"] / max(by_workers[min(by_workers)]
+                                                      ["sentences_per_s"], 1e-9), 2)
+                  for n, r in by_workers.items()},
               "ratio": ratios.get("torch", next(iter(ratios.values())))}
     print(json.dumps(record, indent=2))
 

@@ -222,3 +222,8 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
         first["first_request_ms"] / first["again_ms"], abs=0.02)
     assert first["after_idle_ms"] > 0 and first["first_vs_after_idle"] == pytest.approx(
         first["first_request_ms"] / first["after_idle_ms"], abs=0.02)
+    workers = record["workers"]  # mt serve --workers 1 and 2, at the most clients
+    assert sorted(workers) == ["1", "2"] and all(w["failed"] == 0 and w["sentences"] > 0
+                                                 for w in workers.values())
+    assert record["workers_vs_one"]["2"] == round(workers["2"]["sentences_per_s"]
+                                                  / workers["1"]["sentences_per_s"], 2)

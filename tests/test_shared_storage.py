@@ -147,3 +147,45 @@ def test_two_server_processes_agree(trained_run, redis_server):
         for proc, _ in servers:
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=60)
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def _running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (a zombie nobody reaped here has ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+def test_workers_share_the_port_and_with_redis_one_limit(trained_run, redis_server):
+    """``--workers 2``: two processes, each with its model, on one port; a client's limit
+    holds over both; SIGTERM stops them all (exit 0, no process left)."""
+    port, _ = redis_server
+    proc, url = start_server(trained_run[0] / "best.pt", "--workers", "2", "--rate-limit", "6",
+                             "--shared-storage", f"redis://127.0.0.1:{port}/0")
+    try:
+        workers = _children(proc.pid)  # the two, and multiprocessing's resource tracker
+        assert len(workers) == 3
+        statuses = [post(url + "/v1/translate", {"text": f"Ein Hund {i}."})[0]
+                    for i in range(8)]  # a connection each: the kernel picks the worker
+        assert statuses == [200] * 6 + [429] * 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert err.count("INFO stopped") == 2 and "with 2 worker processes" in err
+    deadline = time.monotonic() + 10
+    while _running(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(workers)  # none left behind

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 # above it (not equal), help. The parser declares them and cmd_serve checks them from here.
 SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
     ("--port", int, 8000, 1, False, "the port to listen on (at most 65535)"),
+    ("--workers", int, 1, 1, False, "server processes, each with its model, sharing the port "
+     "and the CPU's cores (--shared-storage to share limits and cache too)"),
     ("--batch-tokens", int, 4096, 1, False, "a batch closes at this many source tokens ..."),
     ("--max-wait-ms", float, 10.0, 0, False, "... or this long after its first request"),
     ("--max-queue", int, 256, 1, False, "requests waiting for the decoder; beyond, 429"),
@@ -205,6 +207,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.compare and not_a_file(Path(args.compare)):
         raise MTError(f"--compare '{args.compare}' {not_a_file(Path(args.compare))}")
     pick_device(args.device)  # a bad name: one line, before the model loads
+    if args.workers > 1 and getattr(args, "socket", None) is None:  # this process: theirs
+        from transformer_mt.serve.workers import run_workers
+
+        return run_workers(args)
     # loaded on the thread that will decode with it (serve/batcher.py: decoder_thread)
     translator, about, compare = decoder_thread().submit(_load, args).result()
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
@@ -225,5 +231,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning("listening on every interface, but answering only requests addressed to "
                     "localhost: add --allowed-host NAME (the name clients use) or '*'")
     serve(translator, options, args.host, args.port, args.grace,
-          Connections(args.header_timeout, args.idle_timeout, args.max_connections), compare)
+          Connections(args.header_timeout, args.idle_timeout, args.max_connections), compare,
+          getattr(args, "socket", None))
     return 0

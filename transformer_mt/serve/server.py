@@ -118,8 +118,10 @@ class _Server(uvicorn.Server):
 
 def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
           port: int = 8000, grace_s: float = 30.0,
-          connections: Connections | None = None, compare: Translator | None = None) -> None:
-    """Run the server until SIGINT/SIGTERM (see the module's docstring)."""
+          connections: Connections | None = None, compare: Translator | None = None,
+          sock: socket.socket | None = None) -> None:
+    """Run the server until SIGINT/SIGTERM (see the module's docstring); on ``sock`` where
+    given (a worker of several: ``workers.py``), else on ``host:port``."""
     connections = connections or Connections()
     _open_files_limit()
     app = create_app(translator, options, compare)
@@ -137,5 +139,5 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
     log.info("serving %s -> %s on http://%s:%d/ (API key %s)", translator.config.data.src_lang,
              translator.config.data.tgt_lang, host, port,
              "required" if options.api_keys else "not required")
-    _Server(config, app, grace_s).run()
+    _Server(config, app, grace_s).run(sockets=[sock] if sock is not None else None)
     log.info("stopped")

@@ -1,0 +1,94 @@
+"""``mt serve --workers N``: N server processes on one listening socket, as gunicorn's and
+uvicorn's workers are. Each loads its own model and runs its own batcher, decoding thread and
+event loop, with the CPU's cores shared out between them (``cores // N`` threads each); the
+kernel hands each new connection to one of them. With ``--shared-storage`` they count one rate
+limit and read one cache (``storage.py``); else each keeps its own.
+
+This process binds the socket, starts the workers (spawned: nothing of this one is copied),
+forwards SIGTERM and SIGINT to them (each then stops as one server does: what is in flight
+finishes within ``--grace``) and exits when they have. A worker that ends on its own (it could
+not load the model, or it crashed) stops the others: the exit code is its, and a supervisor
+(systemd, a container's restart policy) starts the server again."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+from types import FrameType
+
+from transformer_mt.errors import MTError
+
+log = logging.getLogger("transformer_mt.serve")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket the workers share."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise MTError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_workers(args: argparse.Namespace) -> int:
+    """Serve with ``args.workers`` processes until a signal (or one of them ends)."""
+    sock = bind(args.host, args.port)
+    spawn = multiprocessing.get_context("spawn")
+    workers = [spawn.Process(target=_worker, args=(args, sock, n), name=f"mt-serve-{n}")
+               for n in range(args.workers)]
+    stopping: list[int] = []
+
+    def forward(sig: int, frame: FrameType | None) -> None:
+        stopping.append(sig)
+        for worker in workers:
+            if worker.pid is not None and worker.exitcode is None:
+                os.kill(worker.pid, signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for worker in workers:
+            worker.start()
+        log.info("serving with %d worker processes on http://%s:%d/", len(workers), args.host,
+                 args.port)
+        code = 0
+        while alive := [w.sentinel for w in workers if w.exitcode is None]:
+            multiprocessing.connection.wait(alive)
+            ended = [w for w in workers if w.exitcode not in (None, 0)]
+            if ended and not stopping:
+                log.error("worker %s ended (exit code %s): stopping the others", ended[0].name,
+                          ended[0].exitcode)
+                code = ended[0].exitcode or 1
+                forward(signal.SIGTERM, None)
+        return 0 if code == 0 else code if code > 0 else 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        sock.close()
+
+
+def _worker(args: argparse.Namespace, sock: socket.socket, n: int) -> None:
+    """One worker: ``mt serve`` on the shared socket, in a process group of its own (a
+    terminal's Ctrl-C reaches the parent, which forwards it once)."""
+    import sys
+
+    os.setpgrp()
+    import torch
+
+    from transformer_mt.cli import _run
+    from transformer_mt.logs import setup_logging
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.workers))
+    setup_logging(args.quiet, args.debug)
+    args.socket = sock
+    sys.exit(_run(args))
