@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, post, start_server
+from bench.common import machine
+from tests.helpers import post, start_server
 from transformer_mt.packages import installed
 
 

@@ -6,13 +6,18 @@ model in toy.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +201,72 @@ def local_client(app: Any) -> Any:
     from fastapi.testclient import TestClient
 
     return TestClient(app, base_url="http://localhost")
+
+
+# ---------------------------------------------------------------- mt serve in a process
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """``mt serve`` in its own process; returns it and its base URL once /health says ready.
+
+    The port is a free one when asked for, but another process may take it before the server
+    binds it (after its warm-up: the suite starts servers in two processes at once), and that
+    process's server would then answer /health: the server must be the one listening, and
+    one that could not bind is started again on another port."""
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve",
+                                 "--checkpoint", str(checkpoint), "--device", "cpu", "--port",
+                                 str(port), *extra], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                assert "address already in use" in err, (out, err)
+                break  # another process took the port: again, on another one
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if json.load(r)["status"] == "ok" and _listens(proc.pid, port) is not False:
+                        return proc, url
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        else:
+            proc.kill()
+            break
+    raise AssertionError("the server did not become ready")
+
+
+def _listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` listens on the localhost TCP ``port`` (Linux's /proc); None
+    where that cannot be told."""
+    try:
+        with open("/proc/net/tcp", encoding="ascii") as f:
+            inodes = {fields[9] for fields in (line.split() for line in f.readlines()[1:])
+                      if fields[1].endswith(f":{port:04X}") and fields[3] == "0A"}  # LISTEN
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    sockets = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):  # (closed since: listdir's own, say)
+            sockets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return any(f"socket:[{inode}]" in sockets for inode in inodes)
+
+
+def post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)

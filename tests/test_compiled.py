@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.helpers import REPO, local_client, run_cli
-from tests.toy import make_model, toy_accuracy, toy_sources, train_toy_model
+from tests.toy import lone_sources, make_model, toy_accuracy, toy_sources, train_toy_model
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
@@ -58,12 +58,6 @@ def compiled(toy, fresh_translate):
     start = time.perf_counter()
     decoding.warm_up("fp32", BEAM, batches=True)
     return decoding, time.perf_counter() - start
-
-
-def lone_sources(n: int = 10) -> list[torch.Tensor]:
-    """Sources one at a time (1, S), of different lengths, without their padding."""
-    batch = toy_sources(n, seed=11)
-    return [row[row != PAD_ID][None] for row in batch]
 
 
 def search(model, src: torch.Tensor, beam: int) -> list:

@@ -13,8 +13,7 @@ from functools import partial
 import pytest
 import torch
 
-from tests.test_compiled import BEAM, lone_sources
-from tests.toy import toy_sources, train_toy_model
+from tests.toy import lone_sources, toy_sources, train_toy_model
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode import incremental
@@ -22,6 +21,7 @@ from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.precision import autocast, for_decoding
 
+BEAM = 3  # as tests/test_compiled.py warms its graphs up
 pytestmark = pytest.mark.system  # tiers: tests/conftest.py (it compiles)
 CPU = torch.device("cpu")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import post, start_server
+from tests.helpers import post, start_server
 
 pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")

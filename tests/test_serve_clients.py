@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import start_server
+from tests.helpers import start_server
 
 pytest.importorskip("fastapi")
 libretranslatepy = pytest.importorskip("libretranslatepy")

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from bench.common import post, start_server
+from tests.helpers import post, start_server
 
 pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from bench.common import post, start_server
+from tests.helpers import post, start_server
 
 pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
@@ -318,7 +318,7 @@ def test_a_process_out_of_descriptors_says_so_once_and_recovers(trained_run):
     import subprocess
     import sys
 
-    from bench.common import free_port
+    from tests.helpers import free_port
 
     def low() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))

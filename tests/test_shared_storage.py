@@ -15,12 +15,11 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import local_client, run_cli
+from tests.helpers import free_port, local_client, post, run_cli, start_server
 
 pytest.importorskip("fastapi")
 pytest.importorskip("redis")
 
-from bench.common import free_port, post, start_server
 from transformer_mt.serve import storage
 from transformer_mt.serve.app import create_app
 from transformer_mt.serve.service import ServeOptions

@@ -75,3 +75,9 @@ def make_model(**changes) -> Transformer:
     torch.manual_seed(0)
     cfg = ModelConfig(**{**CFG.__dict__, **changes})
     return Transformer(cfg, 30, 25, PAD_ID).eval()
+
+
+def lone_sources(n: int = 10) -> list[torch.Tensor]:
+    """Sources one at a time (1, S), of different lengths, without their padding."""
+    batch = toy_sources(n, seed=11)
+    return [row[row != PAD_ID][None] for row in batch]
