@@ -277,8 +277,11 @@ def test_first_step_decodes_each_sentence_once(toy_model):
     assert torch.allclose(shortcut, full, rtol=0, atol=tol)
     assert once.self_kv is not None and every.self_kv is not None
     assert once.self_kv.size(0) == 3 * k
-    assert torch.allclose(once.self_kv[:, :1], every.self_kv[:, :1], rtol=0,
-                          atol=1e-5 * every.self_kv.detach().abs().max().item())
+    # the first position only: the buffers' later positions are not written yet (torch.empty:
+    # whatever memory held, NaN included, so the scale is taken from the written part)
+    first, first_every = once.self_kv[:, :1], every.self_kv[:, :1]
+    assert torch.allclose(first, first_every, rtol=0,
+                          atol=1e-5 * first_every.detach().abs().max().item())
     fed = shortcut.argmax(-1)  # the next steps go on from the copied keys and values
     assert torch.allclose(decode_step(once, fed), decode_step(every, fed), rtol=0, atol=tol)
 
