@@ -254,6 +254,19 @@ def test_a_damaged_token_id_cache_is_rebuilt_never_trained_on(tmp_path, monkeypa
     assert "is damaged" in caplog.text and "making it again" in caplog.text
 
 
+def test_a_cache_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    """An MT_CACHE_DIR under a file (or anywhere it cannot be made) names the directory and
+    what to do; it was a raw errno naming a subdirectory."""
+    from transformer_mt.data.cache import cache_entry
+    from transformer_mt.errors import MTError
+
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
+    with pytest.raises(MTError, match=r"cannot write the cache directory .*a_file/cache "
+                       r"\(Not a directory\); set MT_CACHE_DIR"):
+        cache_entry("corpus", "key", lambda d: None, ())
+
+
 def test_resuming_over_a_changed_training_corpus_is_refused(tmp_path, monkeypatch):
     """The batch plan indexes the corpus's lines: a resume over shuffled lines would train on
     misaligned pairs. The checkpoint's fingerprint of the corpus catches it."""

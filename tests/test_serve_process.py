@@ -34,3 +34,69 @@ def test_sigterm_finishes_what_is_in_flight_and_exits_0(trained_run):
     assert "Traceback" not in err
     with pytest.raises(urllib.error.URLError):  # and it no longer listens
         urllib.request.urlopen(url + "/health", timeout=2)
+
+
+def test_sigterm_while_compiling_stops_the_compilers_and_exits_0(trained_run, tmp_path):
+    """SIGTERM during a first ``--compile`` (minutes) ends the process within seconds, its
+    compiler processes with it (they ran on for a minute, and the server after them)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, free_port
+
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve", "--checkpoint",
+                             str(trained_run[0] / "best.pt"), "--device", "cpu", "--compile",
+                             "--port", str(free_port())], cwd=REPO, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, MT_CACHE_DIR=str(cache),
+                                                PYTHONUNBUFFERED="1"))
+    assert proc.stderr is not None
+    said = []
+    for line in proc.stderr:  # until a graph is being compiled
+        said.append(line)
+        if "compiling the" in line:
+            break
+    time.sleep(2)  # export and the C++ compiler at work
+    building = _processes_naming(str(cache))
+    assert building, said
+    groups = {os.getpgid(pid) for pid in building}  # a build, and the C++ compilers it ran
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "SIGTERM while starting" in err
+    time.sleep(0.5)
+    assert not _processes_naming(str(cache)) and not _in_groups(groups)
+    assert not [p for p in (cache / "compiled").iterdir() if p.is_dir()]  # nothing half-built
+
+
+def _processes():
+    """(pid, its /proc entry) of each process (Linux)."""
+    from pathlib import Path
+
+    return [(int(e.name), e) for e in Path("/proc").iterdir() if e.name.isdigit()]
+
+
+def _processes_naming(text: str) -> list[int]:
+    """The processes whose command line holds ``text``."""
+    found = []
+    for pid, entry in _processes():
+        try:
+            if text in (entry / "cmdline").read_text(errors="replace"):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def _in_groups(groups: set[int]) -> list[int]:
+    """The live processes (not zombies) of these process groups."""
+    found = []
+    for pid, entry in _processes():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) in groups:
+            found.append(pid)
+    return found

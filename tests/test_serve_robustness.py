@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import torch
 
 from tests.helpers import post, start_server
 
@@ -110,6 +111,45 @@ def test_a_cancelled_request_stops_its_decoding_between_chunks(translator, monke
 
     asyncio.run(run())
     assert gate.calls == [2]  # 1 chunk of 5 decoded, the rest dropped
+
+
+def test_a_cancelled_request_stops_its_chunk_between_decoding_steps(translator):
+    """A chunk whose requests were all cancelled stops at the next decoding step (it kept
+    the worker 25-70 s under a heavy request before); the hooks are gone after, and the next
+    request translates as ever."""
+    from transformer_mt.model.embedding import TokenEmbedding
+
+    cfg = translator.settings(beam_size=1)
+    loop_and_task: list = []
+    embeddings: list[int] = []  # the encoder's once, then the decoder's once a step
+
+    def count(module, args):
+        if isinstance(module, TokenEmbedding):
+            embeddings.append(1)
+            if len(embeddings) == 4:  # the third step: the request is cancelled meanwhile
+                loop, task = loop_and_task
+                loop.call_soon_threadsafe(task.cancel)
+                time.sleep(0.3)
+
+    async def run():
+        batcher = Batcher(translator)
+        ids = translator.encode(["Ein Hund läuft über die grüne Wiese und bellt."])
+        task = asyncio.ensure_future(batcher.translate(ids, cfg))
+        loop_and_task.extend([asyncio.get_running_loop(), task])
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)
+        after = await batcher.translate(translator.encode(["Zwei Hunde."]), cfg)
+        await batcher.close()
+        return after
+
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
+    try:
+        after = asyncio.run(run())
+    finally:
+        hook.remove()
+    assert len(embeddings) == 4 + 1 + len(after[0][0].ids) + 1  # stopped; then all of one
+    assert after[0][0].text == translator.translate(["Zwei Hunde."], beam_size=1)[0]
 
 
 def test_a_seeded_request_gets_the_same_translation_alone_or_among_others(translator):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +38,7 @@ from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.score import score_outputs
 from transformer_mt.decode.search import Hypothesis, decode_corpus, max_output_lengths
 from transformer_mt.decode.state import Decodable
+from transformer_mt.decode.stopping import stopping
 from transformer_mt.device import pick_device
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.internals import torch_private
@@ -55,10 +56,12 @@ class Engine(Protocol):
         ...
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
-               progress: bool = False, scores: bool = True,
-               forcing: Forcing | None = None) -> list[list[Hypothesis]]:
+               progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
+               stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
         """The ``nbest`` best outputs of each source (ids ending in ``<eos>``), best first;
-        ``forcing``: how each must begin (``decode/forcing.py``)."""
+        ``forcing``: how each must begin (``decode/forcing.py``); ``stop``, asked between
+        steps where the engine can: a yes ends the decoding with ``StoppedError``
+        (``decode/stopping.py``)."""
         ...
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
@@ -114,13 +117,14 @@ class TorchEngine:
         self.compile = compile and torch_private.compile_usable()
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
-               progress: bool = False, scores: bool = True,
-               forcing: Forcing | None = None) -> list[list[Hypothesis]]:
+               progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
+               stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
         if self.device.type == "cuda":
             cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
-        return decode_corpus(self._decoding_model(cfg, len(ids)), ids, cfg, self.device,
-                             cfg.beam_size, nbest, progress=progress, scores=scores,
-                             forcing=forcing)
+        model = self._decoding_model(cfg, len(ids))
+        with stopping(model, stop):
+            return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
+                                 progress=progress, scores=scores, forcing=forcing)
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:
@@ -259,8 +263,9 @@ class CTranslate2Engine:
                                          intra_threads=threads)
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
-               progress: bool = False, scores: bool = True,
-               forcing: Forcing | None = None) -> list[list[Hypothesis]]:
+               progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
+               stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """(``stop`` is not asked: CTranslate2 decodes a batch in one call.)"""
         if nbest > 1 or cfg.samples:
             raise MTError(self.CANNOT)
         sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -270,14 +270,17 @@ class Translator:
     def translate_ids(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                       attention: bool = False, progress: bool = False, scores: bool = True,
                       into: tuple[int, list[int]] | None = None,
-                      forcing: Forcing | None = None) -> list[list[Translation]]:
+                      forcing: Forcing | None = None,
+                      stop: Callable[[], bool] | None = None) -> list[list[Translation]]:
         """Translations of sources already as ids (each ending in ``<eos>``). ``into``:
         (number of sentences, positions of these sources); the others translate as empty.
-        ``forcing``: how each output must begin (a row per source)."""
+        ``forcing``: how each output must begin (a row per source). ``stop``: asked between
+        decoding steps; a yes raises ``decode.stopping.StoppedError`` (the server's abandoned
+        requests)."""
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
         hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores,
-                                  forcing=forcing)
+                                  forcing=forcing, stop=stop)
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
         for i, src_ids, sentence_hyps in zip(positions, ids, hyps, strict=True):

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from transformer_mt.errors import MTError
 from transformer_mt.fileio import cache_dir, cache_key, file_lock, sha256_of
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,11 @@ def cache_entry(kind: str, key_text: str, build: Callable[[Path], None],
     one exists, else made by ``build(directory)``, which writes ``files`` into it."""
     key = cache_key(key_text)
     directory = cache_dir() / kind / key
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MTError(f"cannot write the cache directory {cache_dir()} ({exc.strerror or exc}); "
+                      "set MT_CACHE_DIR to a directory you can write") from None
     with file_lock(directory.with_suffix(".lock")):
         for stale in directory.parent.glob(f".{key}.*"):  # left by a killed build
             shutil.rmtree(stale, ignore_errors=True)

@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import platform
+import signal
 import subprocess
 import sys
 import threading
@@ -244,10 +245,14 @@ class CompiledDecoding(DecodingModel):
         # Python, then the C++ compiler: one core each), as many at once as there are cores
         slots = threading.BoundedSemaphore(os.cpu_count() or 1)
         with ThreadPoolExecutor(len(names)) as threads:
-            paths = list(threads.map(lambda name: cache_entry(
-                "compiled", json.dumps([key, name]), functools.partial(
-                    self._build, name=name, precision=precision, slots=slots), (PACKAGE,)),
-                names))
+            try:
+                paths = list(threads.map(lambda name: cache_entry(
+                    "compiled", json.dumps([key, name]), functools.partial(
+                        self._build, name=name, precision=precision, slots=slots),
+                    (PACKAGE,)), names))
+            except (KeyboardInterrupt, SystemExit):  # Ctrl-C: the compilers go too
+                stop_compiling()
+                raise
         for name, path in zip(names, paths, strict=True):
             setattr(self, f"_{name}", torch_private.aoti_runner(str(path / PACKAGE)))
         laid_out(self, precision)  # for_decoding's copy as it is (its check: ~0.4 ms a call)
@@ -267,15 +272,16 @@ class CompiledDecoding(DecodingModel):
             command = [sys.executable, "-c", "from transformer_mt.decode.compiled import "
                        "build_graph; build_graph()", str(model_file), name, precision,
                        str(torch.get_num_threads()), str(self.max_rows), str(directory)]
-            process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
+            # a session of its own: stopping it stops the C++ compilers it started too
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                output, _ = process.communicate()
-            finally:  # interrupted: the compiler goes too
+                output = _output_unless_stopped(process)
+            finally:  # stopped or interrupted: the compilers go too
                 if process.poll() is None:
-                    process.kill()
+                    os.killpg(process.pid, signal.SIGKILL)
                     process.communicate()
-            model_file.unlink()
+                model_file.unlink()
         if process.returncode != 0:
             said = (error_file.read_text(encoding="utf-8") if error_file.is_file() else
                     f"its process exited with {process.returncode}: "
@@ -298,6 +304,26 @@ class CompiledDecoding(DecodingModel):
             raise MTError(str(e).strip().splitlines()[0][:300]) from e
         finally:
             sys.setrecursionlimit(recursion_limit)
+
+
+_STOP = threading.Event()
+
+
+def stop_compiling() -> None:
+    """Give up the graphs this process compiles (a signal came): their processes and compilers
+    are killed, and :meth:`CompiledDecoding.warm_up` raises a one-line :class:`MTError`. For
+    good: a process told to stop compiles nothing more."""
+    _STOP.set()
+
+
+def _output_unless_stopped(process: subprocess.Popen[str]) -> str:
+    """``process``'s output once it ends; an :class:`MTError` once :func:`stop_compiling`
+    is called (the caller kills it)."""
+    while True:
+        if _STOP.is_set():
+            raise MTError("--compile stopped: the process was asked to stop while compiling")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.communicate(timeout=0.2)[0]
 
 
 def few_row_blocks(name: str) -> contextlib.AbstractContextManager[None]:

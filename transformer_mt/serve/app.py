@@ -72,7 +72,8 @@ def create_app(translator: Translator, options: ServeOptions | None = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # before /health says ok, on the thread that decodes: the first request costs what
         # the next ones do
-        await asyncio.get_running_loop().run_in_executor(decoder_thread(), svc.warm_up)
+        if not svc.warm:  # (mt serve warms it up before it listens)
+            await asyncio.get_running_loop().run_in_executor(decoder_thread(), svc.warm_up)
         fastapi_private.read_endpoints(app)
         # what loading made (millions of objects: torch, spaCy, the app) is kept for good,
         # and no longer walked by the collector: its first full collection took ~3 ms of the

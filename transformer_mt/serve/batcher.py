@@ -9,7 +9,9 @@ to the queue (received, not yet queued), or the last batch was of several reques
 client's request is decoded at once. The batch's jobs are grouped by decoding settings and each
 group decoded in one worker thread, the only one that touches the model, a length-sorted chunk
 at a time: between chunks, the sentences of jobs that were cancelled (timed out, or their
-client left) are dropped, so that nobody's abandoned request holds the worker.
+client left) are dropped, and a chunk whose jobs are all cancelled stops at its next decoding
+step (``decode/stopping.py``; ``--compile``'s graphs at the next chunk), so that nobody's
+abandoned request holds the worker.
 ``batching=False`` decodes each request alone (what the load benchmark compares against).
 """
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.decode.stopping import StoppedError
 from transformer_mt.translate import Translation, Translator
 
 log = logging.getLogger(__name__)
@@ -238,9 +241,13 @@ class Batcher:
                      if not jobs[j].cancelled and j not in failed]
             if not chunk:
                 continue
+            chunk_jobs = [jobs[j] for j in {j for j, _ in chunk}]
             try:
-                out = self.translator.translate_ids([jobs[j].ids[i] for j, i in chunk], cfg,
-                                                    nbest)
+                out = self.translator.translate_ids(
+                    [jobs[j].ids[i] for j, i in chunk], cfg, nbest,
+                    stop=functools.partial(_all_cancelled, chunk_jobs))
+            except StoppedError:  # every job of the chunk was cancelled while it decoded
+                continue
             except Exception as exc:  # e.g. a beam too wide: every job of the chunk hears it
                 log.debug("decoding failed: %s", exc)
                 for j, _ in chunk:
@@ -254,6 +261,10 @@ class Batcher:
         for j, job in enumerate(jobs):
             outcome: Any = failed.get(j, results[j])
             job.future.get_loop().call_soon_threadsafe(_settle, job.future, outcome)
+
+
+def _all_cancelled(jobs: list[Job]) -> bool:
+    return all(job.cancelled for job in jobs)
 
 
 def _settle(future: asyncio.Future[Any], outcome: Any) -> None:

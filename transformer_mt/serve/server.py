@@ -6,6 +6,8 @@ stop that lets the requests in flight finish.
   connection is closed after ``idle_timeout_s``; a body must arrive within the body timeout
   (``guard.py``). At most ``max_connections`` are served at once (503 beyond), and the process
   may open as many files as its hard limit allows.
+- The model is warmed up (``--compile``: compiled the first time) before the server listens;
+  SIGTERM or SIGINT meanwhile stop the compilers and end the process (exit 0).
 - SIGTERM or SIGINT: the server stops accepting connections and lets the requests in flight
   finish within ``grace_s`` seconds; those still waiting then get a 503 (not a traceback), the
   queue is closed, and the process exits with 0.
@@ -28,9 +30,12 @@ from typing import Any
 
 import uvicorn
 
+from transformer_mt.decode.compiled import stop_compiling
+from transformer_mt.errors import MTError
 from transformer_mt.internals import uvicorn_private
 from transformer_mt.serve.app import create_app
-from transformer_mt.serve.service import ServeOptions
+from transformer_mt.serve.batcher import decoder_thread
+from transformer_mt.serve.service import ServeOptions, Service
 from transformer_mt.translate import Translator
 
 log = logging.getLogger("transformer_mt.serve")
@@ -136,8 +141,33 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
                             forwarded_allow_ips=list(options.forwarded_allow_ips) or None,
                             lifespan="on")
 
-    log.info("serving %s -> %s on http://%s:%d/ (API key %s)", translator.config.data.src_lang,
-             translator.config.data.tgt_lang, host, port,
-             "required" if options.api_keys else "not required")
-    _Server(config, app, grace_s).run(sockets=[sock] if sock is not None else None)
+    if _warmed_up(app.state.service):
+        log.info("serving %s -> %s on http://%s:%d/ (API key %s)",
+                 translator.config.data.src_lang, translator.config.data.tgt_lang, host, port,
+                 "required" if options.api_keys else "not required")
+        _Server(config, app, grace_s).run(sockets=[sock] if sock is not None else None)
     log.info("stopped")
+
+
+def _warmed_up(service: Service) -> bool:
+    """Warm the service up on the decoding thread, before listening (with ``--compile``, the
+    first time, minutes of compiling). SIGTERM or SIGINT meanwhile stop it (the compilers
+    too) and the server never starts: False."""
+    stopped: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopped.append(signum)
+        stop_compiling()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        decoder_thread().submit(service.warm_up).result()
+    except MTError:
+        if not stopped:
+            raise
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stopped:
+        log.info("%s while starting: not serving", signal.Signals(stopped[0]).name)
+    return not stopped

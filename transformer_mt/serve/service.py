@@ -139,6 +139,7 @@ class Service:
         self.tgt_lang = translator.config.data.tgt_lang
         self.metrics = Metrics()
         self.batcher: Batcher | None = None
+        self.warm = False  # warm_up done
         self.storage = Storage(options.cache_size, options.shared_storage, options.model_id)
         self._preparing = ThreadPoolExecutor(1, thread_name_prefix="mt-prepare")
 
@@ -165,6 +166,7 @@ class Service:
             self.translator.engine.decode([[EOS_ID + 1] * (length - 1) + [EOS_ID]], one_step)
         with contextlib.suppress(ImportError):
             _identifier()
+        self.warm = True
         log.info("warmed up in %.2f s", time.perf_counter() - start)
 
     def start(self) -> None:
