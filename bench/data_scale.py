@@ -61,7 +61,7 @@ def write_corpus(directory: Path, n: int, seed: int = 0) -> None:
 
 CHILD = r"""
 import json, resource, sys, time
-from transformer_mt.config_file import load_config
+from transformer_mt.config.file import load_config
 args = json.loads(sys.argv[1])
 config = load_config(None, args["overrides"])
 start = time.perf_counter()

@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, synchronize
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import pick_device
-from transformer_mt.engines import output_limits
 from transformer_mt.evaluate import read_test_set
 from transformer_mt.precision import for_decoding, resolve_precision
 from transformer_mt.translate import Translator
+from transformer_mt.translate.engines import output_limits
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 
@@ -82,7 +82,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
         return {}
     import multiprocessing
 
-    from transformer_mt.export import export_ctranslate2
+    from transformer_mt.formats.ctranslate2 import export_ctranslate2
 
     if args.checkpoint is None or not args.checkpoint.exists():
         return {}
@@ -134,7 +134,7 @@ _ENGINE: list = []  # the engine process's CTranslate2 engine
 
 def _engine_start(model_dir: str, device: str, threads: int, env: dict[str, str]) -> None:
     os.environ.update(env)  # before the engine's libraries read them (--engine-env)
-    from transformer_mt.engines import load_exported
+    from transformer_mt.translate.engines import load_exported
 
     _ENGINE.append(load_exported(model_dir, device, threads=threads).engine)
 
@@ -203,7 +203,7 @@ def first_translations(checkpoint: Path, exported: str, sentence: str, tokens: l
     (> 1: ours faster); greedy, both."""
     import subprocess
 
-    from transformer_mt.engines import NEVER_PRODUCED
+    from transformer_mt.translate.engines import NEVER_PRODUCED
 
     def probe(code: str, *argv: object) -> list[float]:
         done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], check=True,

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, matmul_flops, nominal_flops
 from bench.train_speed import SIZES, SMOKE_SIZES, measure_training
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import cuda_problem
 from transformer_mt.fileio import atomic_write_text

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine
-from transformer_mt.config_file import load_config
+from transformer_mt.config.file import load_config
 from transformer_mt.evaluate import decode_and_score, read_test_set
 from transformer_mt.training.trainer import train
 from transformer_mt.translate import Translator

@@ -39,7 +39,7 @@ from bench.common import (
     peak_memory_mib,
     synchronize,
 )
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import pick_device
 from transformer_mt.model.embedding import PositionalEncoding

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import run_cli, tiny_train_args
 from transformer_mt.checkpoint import load_checkpoint
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.errors import MTError
 
 
@@ -131,7 +131,7 @@ def test_damaged_subword_models_and_exports_are_named(trained_run, tmp_path):
 
 
 def test_empty_sentencepiece_models_are_refused_or_learnt_again(tmp_path, monkeypatch, caplog):
-    from transformer_mt.config_data import DataConfig
+    from transformer_mt.config.data import DataConfig
     from transformer_mt.data.tokenize import SubwordTokenizer, cached_sentencepiece
     from transformer_mt.errors import DataError
 

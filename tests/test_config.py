@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import run_cli, tiny_train_args
 from transformer_mt.config import Config
-from transformer_mt.config_file import config_from_dict, load_config
+from transformer_mt.config.file import config_from_dict, load_config
 from transformer_mt.errors import ConfigError
 
 

@@ -19,8 +19,8 @@ from tests.helpers import (
     write_corpus,
 )
 from transformer_mt.config import Config
-from transformer_mt.config_data import CorpusConfig, DataConfig
-from transformer_mt.config_file import load_config
+from transformer_mt.config.data import CorpusConfig, DataConfig
+from transformer_mt.config.file import load_config
 from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.prepare import prepare_data
 from transformer_mt.errors import ConfigError
@@ -72,7 +72,7 @@ def test_sentencepiece_model_travels_in_the_checkpoint_and_no_unk_reaches_the_us
     assert "<unk>" not in forced and "⁇" not in forced
 
     pytest.importorskip("ctranslate2")
-    from transformer_mt.export import export_ctranslate2
+    from transformer_mt.formats.ctranslate2 import export_ctranslate2
 
     export_ctranslate2(run_dir / "last.pt", tmp_path / "ct2")  # the models travel along
     engine = Translator.load(tmp_path / "ct2", device="cpu", engine="ctranslate2")

@@ -9,7 +9,7 @@ import torch
 
 from tests.helpers import DATA_DIR, needs_data
 from transformer_mt.config import Config
-from transformer_mt.config_data import CorpusConfig, DataConfig
+from transformer_mt.config.data import CorpusConfig, DataConfig
 from transformer_mt.data import multi30k
 from transformer_mt.data.batching import epoch_steps, make_batches
 from transformer_mt.data.corpus import Corpus

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import run_cli
-from transformer_mt.documents import split_document, split_html, split_text
+from transformer_mt.translate.documents import split_document, split_html, split_text
 
 PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee. Eine Frau liest ein Buch."
 

@@ -16,8 +16,8 @@ from transformer_mt.model.transformer import Transformer
 
 pytest.importorskip("ctranslate2")
 
-from transformer_mt.engines import CTranslate2Engine, load_exported
-from transformer_mt.export import export_ctranslate2
+from transformer_mt.formats.ctranslate2 import export_ctranslate2
+from transformer_mt.translate.engines import CTranslate2Engine, load_exported
 
 SYMBOLS = [f"s{i}" for i in range(VOCAB - len(SPECIALS))]  # the toy task's ids 4..13
 

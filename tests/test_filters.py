@@ -8,7 +8,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.prepare import prepare_data
 
 # (source, target, the filter that must remove the pair, or None: kept)

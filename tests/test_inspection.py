@@ -43,7 +43,7 @@ def test_attention_map_has_one_row_per_output_token(run_dir, tmp_path):
 
 
 def test_cross_attention_weights_are_distributions(run_dir):
-    from transformer_mt.trace import cross_attention
+    from transformer_mt.inside.trace import cross_attention
     from transformer_mt.translate import Translator
 
     translator = Translator.load(run_dir / "best.pt", "cpu")

@@ -11,8 +11,8 @@ from tests.helpers import TOY_DE_EN, local_client, run_cli
 from transformer_mt.data.tokenize import SubwordTokenizer, WordTokenizer, train_sentencepiece
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import MTError
-from transformer_mt.prefix import forcing_of
 from transformer_mt.translate import Translator
+from transformer_mt.translate.prefix import forcing_of
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_alternatives_begin_with_greedys_and_match_ctranslate2(translator, train
         assert [c.log_prob for c in found] == sorted((c.log_prob for c in found), reverse=True)
         assert len({c.token for c in found}) == 3
     pytest.importorskip("ctranslate2")
-    from transformer_mt.export import export_ctranslate2
+    from transformer_mt.formats.ctranslate2 import export_ctranslate2
 
     theirs = Translator.load(export_ctranslate2(trained_run[0] / "best.pt", tmp_path / "ct2"),
                              "cpu", engine="ctranslate2")

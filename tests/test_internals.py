@@ -83,7 +83,7 @@ def test_the_compiled_key_is_the_graphs_sources_weights_and_machine():
     sources = [str(p) for p in compiled.graph_sources()]
     assert any(s.endswith("model/attention.py") for s in sources)
     assert any(s.endswith("decode/incremental.py") for s in sources)
-    assert not any("/serve/" in s or s.endswith("cli.py") for s in sources)  # no recompiling
+    assert not any("/serve/" in s or "/cli/" in s for s in sources)  # no recompiling
     with torch.no_grad():  # a checkpoint rewritten at the same path: other weights
         model.decoder.project.weight[0, 0] += 1e-3
     assert compiled.model_key(model, "fp32") != key

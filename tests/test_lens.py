@@ -1,4 +1,4 @@
-"""Looking inside the decoder (transformer_mt/lens.py): the logit lens and parts switched off,
+"""Looking inside the decoder (transformer_mt/inside/lens.py): the logit lens and parts switched off,
 on the trained toy model (it reverses sequences), and through ``mt trace``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tests.toy import toy_sources
 from transformer_mt.data.batch import source_mask
 from transformer_mt.decode.search import greedy, next_token_logprobs
 from transformer_mt.errors import MTError
-from transformer_mt.lens import PARTS, Switch, lens_log_probs, switched
+from transformer_mt.inside.lens import PARTS, Switch, lens_log_probs, switched
 from transformer_mt.model.layers import residual
 
 
@@ -129,7 +129,7 @@ def test_one_sentence_across_the_training_run(tmp_path):
     # two of its checkpoints side by side: each one's translation, and its score of its own and
     # of the other's translation, as mt score computes them (<eos> included: a translation cut
     # at the length limit scores lower than search's running score)
-    from transformer_mt.lens import side_by_side
+    from transformer_mt.inside.lens import side_by_side
     from transformer_mt.translate import Translator
 
     early, late = (Translator.load(run / name) for name in ("kept_0000002.pt", "best.pt"))

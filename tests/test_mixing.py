@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.batch import Batch, collate
 from transformer_mt.data.batching import make_batches
 from transformer_mt.data.mixing import EpochData

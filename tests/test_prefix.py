@@ -23,7 +23,7 @@ from transformer_mt.decode.search import (
     length_penalty,
     max_output_lengths,
 )
-from transformer_mt.engines import TorchEngine
+from transformer_mt.translate.engines import TorchEngine
 
 
 @pytest.fixture(scope="module")

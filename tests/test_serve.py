@@ -97,8 +97,8 @@ def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
     endpoint's source lines (~1 ms, read at startup)."""
     import inspect
 
-    from transformer_mt import documents
     from transformer_mt.data import tokenize
+    from transformer_mt.translate import documents
 
     tokenize.spacy_pipeline.cache_clear()  # no word met by the tests before
     documents._sentencizer.cache_clear()
@@ -363,7 +363,7 @@ def fuzz_client(translator):
 
 def test_serving_an_exported_model_with_ctranslate2(trained_run, tmp_path):
     pytest.importorskip("ctranslate2")
-    from transformer_mt.export import export_ctranslate2
+    from transformer_mt.formats.ctranslate2 import export_ctranslate2
     from transformer_mt.translate import Translator
 
     exported = export_ctranslate2(trained_run[0] / "best.pt", tmp_path / "ct2")
@@ -467,7 +467,7 @@ def test_serving_does_not_import_matplotlib(trained_run):
     import subprocess
     import sys
 
-    code = ("import sys; from transformer_mt import cli, commands; "
+    code = ("import sys; from transformer_mt import cli; "
             "from transformer_mt.serve.server import create_app; "
             "from transformer_mt.translate import Translator; "
             f"create_app(Translator.load({str(trained_run[0] / 'best.pt')!r}, 'cpu')); "

@@ -1,5 +1,5 @@
 """Looking inside over HTTP (serve/inside.py): /v1/lens, /v1/switch, /v1/run and /v1/compare
-answer what transformer_mt/lens.py computes, and a request they cannot answer gets a 422 in
+answer what transformer_mt/inside/lens.py computes, and a request they cannot answer gets a 422 in
 one line while the server keeps serving."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tests.helpers import local_client
 
 pytest.importorskip("fastapi")
 
-from transformer_mt.lens import (
+from transformer_mt.inside.lens import (
     Switch,
     across_training,
     decode_switched,

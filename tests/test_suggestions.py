@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from tests.helpers import local_client, run_cli, tiny_train_args
-from transformer_mt.config_data import CorpusConfig
+from transformer_mt.config.data import CorpusConfig
 from transformer_mt.data.corpus import Corpus
 from transformer_mt.errors import DataError
 

@@ -12,7 +12,7 @@ import torch
 from tests.helpers import run_cli, tiny_train_args
 from tests.toy import make_model
 from transformer_mt.config import TrainConfig
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.precision import resolve_precision
 from transformer_mt.training.resume import check_resumable, rank_rng_state, rng_state
 from transformer_mt.training.schedule import learning_rate

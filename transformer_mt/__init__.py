@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 __all__ = ["Translator", "__version__", "load_config", "train"]
 
 if TYPE_CHECKING:
-    from transformer_mt.config_file import load_config
+    from transformer_mt.config.file import load_config
     from transformer_mt.training.trainer import train
     from transformer_mt.translate import Translator
 
@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
 
         return train
     if name == "load_config":
-        from transformer_mt.config_file import load_config
+        from transformer_mt.config.file import load_config
 
         return load_config
     raise AttributeError(f"module 'transformer_mt' has no attribute {name!r}")

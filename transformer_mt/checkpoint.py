@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from transformer_mt.config import Config
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.errors import CheckpointError, ConfigError, DataError
 from transformer_mt.fileio import atomic_write, not_a_file

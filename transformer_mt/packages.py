@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from transformer_mt.config import Config
-from transformer_mt.config_data import DataConfig
+from transformer_mt.config.data import DataConfig
 from transformer_mt.errors import MTError
 
 # module name -> what pip installs it by: the project's dependencies by name (`make setup`

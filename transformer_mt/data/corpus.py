@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from transformer_mt.config_data import CorpusConfig
+from transformer_mt.config.data import CorpusConfig
 from transformer_mt.data import multi30k
 from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from transformer_mt.config_data import FilterConfig
+from transformer_mt.config.data import FilterConfig
 from transformer_mt.data.id_cache import EncodedSide
 
 ORDER = ("empty", "too_long", "chars", "ratio", "control", "language", "copy", "duplicate")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from transformer_mt.config_data import FilterConfig
+from transformer_mt.config.data import FilterConfig
 from transformer_mt.data.filters import keep_pairs
 from transformer_mt.data.id_cache import EncodedSide
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab

@@ -15,7 +15,7 @@ from itertools import chain, islice
 import numpy as np
 
 from transformer_mt.config import Config
-from transformer_mt.config_data import MAX_NBEST, CorpusConfig, DataConfig
+from transformer_mt.config.data import MAX_NBEST, CorpusConfig, DataConfig
 from transformer_mt.data.corpus import Corpus, Side
 from transformer_mt.data.filters import describe_removed
 from transformer_mt.data.id_cache import EncodedSide, encode_sides

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from transformer_mt.config import Config
-from transformer_mt.config_data import FilterConfig
+from transformer_mt.config.data import FilterConfig
 from transformer_mt.data.filters import describe_removed, keep_pairs
 from transformer_mt.data.pairs import ParallelData
 from transformer_mt.data.prepare import languages_wrong, prepare_data, training_corpora

@@ -24,7 +24,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from transformer_mt.config_data import DataConfig
+from transformer_mt.config.data import DataConfig
 from transformer_mt.data import word_worker
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Side
@@ -100,7 +100,7 @@ def spacy_tokenizer(lang: str) -> Any:
 @functools.lru_cache(maxsize=8)
 def spacy_pipeline(lang: str) -> Any:
     """spaCy's blank pipeline for ``lang`` (made once): its tokenizer splits words, and the
-    sentence splitter (``documents.py``) adds a sentencizer to it, so that both share one
+    sentence splitter (``translate/documents.py``) adds a sentencizer to it, so that both share one
     vocabulary, and a word met by one is met by both."""
     import spacy  # imported lazily: spaCy takes a second to import
 

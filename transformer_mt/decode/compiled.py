@@ -353,8 +353,8 @@ def build_graph() -> None:
 
 
 # the package's code the graphs are made of: the model, the decoding step and what it imports
-GRAPH_SOURCES = ("model", "decode", "internals", "precision.py", "config.py", "data/vocab.py",
-                 "data/batch.py")
+GRAPH_SOURCES = ("model", "decode", "internals", "precision.py", "config/__init__.py",
+                 "data/vocab.py", "data/batch.py")
 
 
 def graph_sources() -> list[Path]:

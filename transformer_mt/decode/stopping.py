@@ -20,7 +20,7 @@ class StoppedError(Exception):
 def stopping(model: nn.Module, stop: Callable[[], bool] | None) -> Iterator[None]:
     """While the block runs, each decoder step of ``model`` (of each member of an ensemble)
     first asks ``stop``, and a yes raises :class:`StoppedError`: a hook on the decoder's embedding,
-    which every eager step calls once (from outside the model, as ``lens.py``'s switches).
+    which every eager step calls once (from outside the model, as ``inside/lens.py``'s switches).
     ``--compile``'s graphs do not call it: they are asked nothing."""
     if stop is None:
         yield

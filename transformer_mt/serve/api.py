@@ -22,7 +22,7 @@ from pydantic import (
 from torch import Tensor
 
 from transformer_mt.config import DecodeConfig, per_call_settings
-from transformer_mt.trace import BeamSteps, Inside
+from transformer_mt.inside.trace import BeamSteps, Inside
 from transformer_mt.translate import Choice, Translation
 
 

@@ -1,6 +1,6 @@
 """The page's "look deeper" routes, for one sentence: the logit lens (``/v1/lens``), parts of
 the model switched off (``/v1/switch``), the sentence across the training run (``/v1/run``)
-and beside a second model (``/v1/compare``). ``transformer_mt/lens.py`` does the work, on the
+and beside a second model (``/v1/compare``). ``transformer_mt/inside/lens.py`` does the work, on the
 decoding worker, which owns the models: a switch's hooks are on the model only while it runs
 there, so no other request decodes with them."""
 
@@ -125,7 +125,7 @@ async def _on_worker(svc: Service, req: Sentence, request: Request, key: str | N
 @router.post("/v1/lens", summary="the logit lens: what each decoder layer would write")
 async def lens(req: LensRequest, request: Request, svc: ServiceDep,
                key: GivenKey) -> LensResponse:
-    from transformer_mt.lens import decode_switched, logit_lens
+    from transformer_mt.inside.lens import decode_switched, logit_lens
 
     t = svc.translator
 
@@ -150,7 +150,7 @@ async def lens(req: LensRequest, request: Request, svc: ServiceDep,
              "scale them) and decode again")
 async def switch(req: SwitchRequest, request: Request, svc: ServiceDep,
                  key: GivenKey) -> SwitchResponse:
-    from transformer_mt.lens import Switch, decode_switched
+    from transformer_mt.inside.lens import Switch, decode_switched
 
     try:
         switches = [Switch.parse(spec) for spec in req.switches]
@@ -172,7 +172,7 @@ async def switch(req: SwitchRequest, request: Request, svc: ServiceDep,
 @router.post("/v1/run", summary="the sentence translated by each checkpoint of the training "
              "run (mt serve --run-dir)")
 async def run(req: Sentence, request: Request, svc: ServiceDep, key: GivenKey) -> RunResponse:
-    from transformer_mt.lens import across_training
+    from transformer_mt.inside.lens import across_training
 
     run_dir = svc.options.run_dir
     if not run_checkpoints(run_dir):
@@ -194,7 +194,7 @@ async def run(req: Sentence, request: Request, svc: ServiceDep, key: GivenKey) -
              "side by side")
 async def compare(req: Sentence, request: Request, svc: ServiceDep,
                   key: GivenKey) -> CompareResponse:
-    from transformer_mt.lens import side_by_side
+    from transformer_mt.inside.lens import side_by_side
 
     if svc.compare is None:
         raise RequestError(422, "this server has no second model: start it with mt serve "

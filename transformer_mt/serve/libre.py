@@ -18,8 +18,8 @@ from starlette.datastructures import UploadFile
 from starlette.responses import Response
 from starlette.types import Message
 
+from transformer_mt.config.languages import language_name
 from transformer_mt.errors import MTError
-from transformer_mt.languages import language_name
 from transformer_mt.serve.api import (
     DetectedLanguage,
     DetectRequest,

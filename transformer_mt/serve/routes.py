@@ -180,7 +180,7 @@ def _check_budget(svc: Service, prepared: Prepared, beam: int, a: float, b: int,
 async def _inspect(svc: Service, prepared: Prepared, results: list[TextResult],
                    sentences: list[list[dict[str, Any]]], cfg: DecodeConfig, req: TranslateRequest,
                    request: Request) -> None:
-    from transformer_mt.trace import beam_steps, look_inside
+    from transformer_mt.inside.trace import beam_steps, look_inside
 
     texts = [s for r in results for s in r.doc.sentences]
     prefixes = [p for r, p in zip(results, req.prefixes() or [""] * len(results), strict=True)

@@ -25,12 +25,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.suggestions import SuggestionStore
 from transformer_mt.data.vocab import EOS_ID
-from transformer_mt.documents import Document, split_document
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import Limits
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
 from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
+from transformer_mt.translate.documents import Document, split_document
 
 log = logging.getLogger("transformer_mt.serve")
 

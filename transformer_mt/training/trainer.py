@@ -26,7 +26,6 @@ from transformer_mt.config import START_MODES, Config, Start
 from transformer_mt.data.batching import epoch_steps, iterate_batches
 from transformer_mt.data.prepare import prepare_data, training_fingerprint
 from transformer_mt.device import bound_cpu_kernel_caches, check_training_memory
-from transformer_mt.engines import TorchEngine
 from transformer_mt.errors import TrainingError
 from transformer_mt.evaluate import decode_and_score
 from transformer_mt.logs import PROGRESS_LOGGER, bars_enabled
@@ -47,6 +46,7 @@ from transformer_mt.training.schedule import learning_rate, make_optimizer
 from transformer_mt.training.state import Progress, Run
 from transformer_mt.training.stop import StopSignals
 from transformer_mt.translate import Translator
+from transformer_mt.translate.engines import TorchEngine
 
 log = logging.getLogger(__name__)
 progress_log = logging.getLogger(PROGRESS_LOGGER)

@@ -1,5 +1,6 @@
 """``mt serve``'s command line: its numeric options (declared once, checked here), the key
-file, and starting the server. Nothing here imports the server's packages until it runs."""
+file, and starting the server. Nothing here imports the server's packages until it runs.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from transformer_mt.fileio import not_a_file
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
-log = logging.getLogger(__name__)
 
+
+log = logging.getLogger(__name__)
 
 # mt serve's numeric options: flag, type, default, lowest value, whether the value must be
 # above it (not equal), help. The parser declares them and cmd_serve checks them from here.
@@ -51,9 +53,9 @@ SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
 ]
 
 
-def add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
+def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt serve``'s arguments."""
-    from transformer_mt.cli import add_decoding_flags, add_engine_flags
+    from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags
 
     p = sub.add_parser("serve", parents=[common],
                        help="a translation server: JSON API, LibreTranslate API and a web page")

@@ -27,7 +27,7 @@ from torch.nn.utils.rnn import pad_sequence
 from transformer_mt.build import model_from_checkpoint, tokenizers_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.config import Config, DecodeConfig
-from transformer_mt.config_file import config_from_dict
+from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS, BOS_ID, EOS_ID, PAD, PAD_ID, Vocab
@@ -350,7 +350,7 @@ class CTranslate2Engine:
 
 def _check_exported(model_dir: str | Path) -> Any:
     """The ctranslate2 module, once ``model_dir`` is known to hold an exported model."""
-    from transformer_mt.export import require_ctranslate2
+    from transformer_mt.formats.ctranslate2 import require_ctranslate2
 
     ct2 = require_ctranslate2()
     if not (Path(model_dir) / "model.bin").is_file():
@@ -363,7 +363,7 @@ def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str
                   threads: int = 0) -> Loaded:
     """``mt export``'s directory: the CTranslate2 model with our config, vocabularies and
     SentencePiece models beside it."""
-    from transformer_mt.export import CONFIG_NAME
+    from transformer_mt.formats.ctranslate2 import CONFIG_NAME
 
     model_dir = Path(model_dir)
     dev = pick_device(device)

@@ -1,20 +1,19 @@
-"""What each ``mt`` command does, once ``cli.py`` has parsed its arguments: load what it
-needs, call one function of the package, print or write the result. Errors the user can fix
-are raised as :class:`MTError` (``cli.main`` prints them as one line)."""
+"""``mt translate``: sentences, a file or standard input translated with a checkpoint (or an
+export), as text, n-best, alternatives, word alignments or attention maps, or at a prompt.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import math
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
@@ -22,39 +21,46 @@ from transformer_mt.fileio import not_a_file, text_lines
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
-    from transformer_mt.config import Config
     from transformer_mt.translate import Translation, Translator
 
+
+
+
+def add(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt translate``."""
+    p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")
+    p.add_argument("sentences", nargs="*", help="sentences to translate")
+    p.add_argument("--checkpoint", required=True, action="append",
+                   help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
+                   "that averages the models' probabilities")
+    p.add_argument("--input", help="file with one sentence per line")
+    p.add_argument("--split-sentences", action="store_true",
+                   help="a line may hold several sentences (a paragraph): split it, translate "
+                   "each, and put the line back together")
+    p.add_argument("--output", help="write translations here instead of stdout")
+    p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
+    add_decoding_flags(p)
+    add_engine_flags(p)
+    p.add_argument("--attention", metavar="PNG",
+                   help="save a cross-attention heatmap of the (one) sentence here")
+    p.add_argument("--prefix", metavar="TEXT",
+                   help="each translation begins with TEXT; the model continues it (an "
+                   "unfinished last word is finished: \"A ma\" may become \"A man\")")
+    p.add_argument("--alternatives", type=int, metavar="K",
+                   help="print the K most probable tokens after --prefix (or at the start), "
+                   "each with the translation completed from it: index, token, "
+                   "log-probability, text")
+    p.add_argument("--align", action="store_true",
+                   help="print each translation's word alignment after \" ||| \" (source-output "
+                   "word pairs from 0, e.g. 0-0 1-2), read off the cross-attention of --layer "
+                   "and --head")
+    p.add_argument("--layer", type=int, default=-1, help="decoder layer for --attention and "
+                   "--align (default: the last)")
+    p.add_argument("--head", type=int, help="head for --attention and --align (default: mean "
+                   "over heads)")
+    p.set_defaults(func=cmd_translate)
+
 log = logging.getLogger("transformer_mt.cli")
-
-
-# --------------------------------------------------------------------------------------- train
-
-def _config(args: argparse.Namespace) -> Config:
-    """The config of ``--config``, ``--set`` and ``--data-dir``."""
-    from transformer_mt.config_file import load_config
-
-    overrides = list(args.set or [])
-    if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
-    return load_config(args.config, overrides)
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    from transformer_mt.training.trainer import train
-
-    config = _config(args)
-    run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / config.name
-    progress = train(config, run_dir, args.start, progress=None if not args.quiet else False)
-    if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for all
-        return 0
-    best = run_dir / "best.pt"
-    print(f"trained to step {progress.step}; best val BLEU {progress.best_bleu:.2f} "
-          f"(step {progress.best_step}); best checkpoint: {best}")
-    return 0
-
-
-# ----------------------------------------------------------------------------------- translate
 
 STDIN_CHUNK = 256  # lines of piped standard input translated together
 
@@ -209,8 +215,8 @@ def _chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 def _attention_map(translator, lines: list[str] | None, args: argparse.Namespace) -> int:
     from transformer_mt.fileio import refuse_same_file
-    from transformer_mt.plots import check_image_path, plot_attention, pyplot
-    from transformer_mt.trace import cross_attention
+    from transformer_mt.inside.plots import check_image_path, plot_attention, pyplot
+    from transformer_mt.inside.trace import cross_attention
 
     pyplot()  # matplotlib is there, before any translation
 
@@ -240,104 +246,3 @@ def _interactive(translator, args: argparse.Namespace) -> int:
             return 0
         if line.strip():
             print(f"{tgt}> " + translator.translate([line])[0])
-
-
-# ---------------------------------------------------------------------------- average
-
-def cmd_average(args: argparse.Namespace) -> int:
-    from transformer_mt.average import average_checkpoints
-    from transformer_mt.checkpoint import save_checkpoint
-    from transformer_mt.fileio import refuse_same_file
-
-    if len(args.checkpoints) < 2:
-        raise MTError("mt average needs two or more checkpoints")
-    refuse_same_file(args.output, args.checkpoints)
-    save_checkpoint(average_checkpoints(args.checkpoints), args.output)
-    print(f"averaged {len(args.checkpoints)} checkpoints into {args.output}")
-    return 0
-
-
-def cmd_plot(args: argparse.Namespace) -> int:
-    from transformer_mt.plots import plot_run
-
-    for path in plot_run(Path(args.run_dir), Path(args.output) if args.output else None):
-        print(path)
-    return 0
-
-
-def cmd_trace(args: argparse.Namespace) -> int:
-    from transformer_mt.lens import Switch, trace_compare, trace_lens, trace_run, trace_switches
-    from transformer_mt.trace import trace
-    from transformer_mt.translate import Translator
-
-    if not args.sentence.strip():
-        raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
-                      "model's source language)")
-    if args.run_dir:
-        trace_run(args.run_dir, args.sentence, print, args.device)
-        return 0
-    if len(args.checkpoint) > 1:
-        trace_compare([Translator.load(c, args.device) for c in args.checkpoint],
-                      args.checkpoint, args.sentence, print)
-        return 0
-    if args.figures:
-        from transformer_mt.plots import pyplot
-
-        pyplot()  # matplotlib is there, before any work
-    if args.checkpoint:
-        translator = Translator.load(args.checkpoint[0], args.device)
-        print(f"model: {args.checkpoint[0]}")
-    else:
-        translator = Translator.untrained(data_dir=args.data_dir)
-        print("model: seeded UNTRAINED model (default config): the stages are real, the "
-              "translation is noise; pass --checkpoint for a trained one")
-    switches = [Switch.parse(spec) for spec in args.switch]  # bad ones refused first
-    trace(translator, args.sentence, print, Path(args.figures) if args.figures else None,
-          prefix=args.prefix or "", alternatives=args.alternatives or 0)
-    if args.lens:
-        trace_lens(translator, args.sentence, print)
-    if switches:
-        trace_switches(translator, args.sentence, switches, print)
-    return 0
-
-
-def cmd_data(args: argparse.Namespace) -> int:
-    from transformer_mt.data.summary import format_summary, summarize
-
-    summary = summarize(_config(args), progress=bars_enabled())
-    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
-    return 0
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    from transformer_mt.build import model_from_checkpoint
-    from transformer_mt.checkpoint import load_checkpoint
-
-    ckpt = load_checkpoint(args.checkpoint)
-    model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, args.checkpoint)
-    p = ckpt["progress"]
-    info = {"checkpoint": str(args.checkpoint), "format_version": ckpt["format_version"],
-            "torch_version": ckpt.get("torch_version"), "step": p.get("step"),
-            "epoch": p.get("epoch"), "best_val_bleu": p.get("best_bleu"),
-            "best_step": p.get("best_step"), "parameters": model.num_parameters(),
-            "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab),
-            "resumable": "training_state" in ckpt, "config": config.to_dict()}
-    if "averaged_from" in p:
-        info["averaged_from"] = p["averaged_from"]
-    if "data" in ckpt:  # pairs trained on, and what each filter removed
-        info["training_pairs"] = ckpt["data"].get("pairs")
-        info["removed_pairs"] = ckpt["data"].get("removed")
-        corpora = ckpt["data"].get("corpora") or []
-        if len(corpora) > 1:  # each corpus: its pairs, weight, tag and what was removed
-            info["training_corpora"] = corpora
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    for key, value in info.items():
-        if key != "config":
-            print(f"{key:>16}: {value}")
-    print("          config:")
-    for section, values in info["config"].items():
-        if isinstance(values, dict):
-            print(f"    {section}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
-    return 0

@@ -2,7 +2,7 @@
 which argos-translate installs and LibreTranslate serves.
 
 The package is a zip of one directory: ``metadata.json`` (languages, versions),
-``model/`` (the CTranslate2 export, ``export.py``), ``sentencepiece.model`` (argos encodes the
+``model/`` (the CTranslate2 export, ``ctranslate2.py``), ``sentencepiece.model`` (argos encodes the
 source and decodes the output with one model: models with one vocabulary only) and ``spacy/``
 (a blank spaCy pipeline of the source language, on which argos puts its sentencizer: sentence
 splitting with no download; argos takes it with ``ARGOS_CHUNK_TYPE=SPACY``), and a README.
@@ -18,9 +18,9 @@ import zipfile
 from pathlib import Path
 
 from transformer_mt.checkpoint import checkpoint_config, load_checkpoint, subword_models_of
+from transformer_mt.config.languages import language_name
 from transformer_mt.errors import MTError
-from transformer_mt.export import export_ctranslate2
-from transformer_mt.languages import language_name
+from transformer_mt.formats.ctranslate2 import export_ctranslate2
 
 log = logging.getLogger(__name__)
 

@@ -258,7 +258,7 @@ def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[
 def _trace_figures(translator: Translator, figures: Path, src_ids: list[int],
                    src_tokens: list[str], enc_weights: list[Tensor], out: list[str]) -> None:
     """The positional encoding and every layer's and head's attention maps, as images."""
-    from transformer_mt.plots import plot_attention, pyplot, save_figure
+    from transformer_mt.inside.plots import plot_attention, pyplot, save_figure
 
     model, plt = translator.one_model("the steps of a trace are"), pyplot()
     figures.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from torch import Tensor
 from transformer_mt.config import Config
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.errors import MTError
-from transformer_mt.huggingface import sinusoid_order
+from transformer_mt.formats.huggingface import sinusoid_order
 from transformer_mt.packages import imported
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def _read_tokenizer(directory: Path) -> dict[str, Any]:
 def _our_config(hf: dict[str, Any], tokenizer: dict[str, Any], src_lang: str | None,
                 tgt_lang: str | None) -> Config:
     """Our config of the model: its sizes, and SentencePiece for both sides."""
-    from transformer_mt.config_data import CorpusConfig
+    from transformer_mt.config.data import CorpusConfig
 
     if hf["encoder_attention_heads"] != hf["decoder_attention_heads"] or \
             hf["encoder_ffn_dim"] != hf["decoder_ffn_dim"]:

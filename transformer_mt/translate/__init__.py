@@ -18,13 +18,14 @@ import torch
 from torch import Tensor
 
 from transformer_mt.config import Config, DecodeConfig
-from transformer_mt.config_file import coerce
+from transformer_mt.config.file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import EOS, UNK, UNK_ID, Vocab
 from transformer_mt.decode.align import token_links, word_links
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis, length_penalty
-from transformer_mt.engines import (
+from transformer_mt.errors import ConfigError, MTError
+from transformer_mt.translate.engines import (
     CTranslate2Engine,
     Engine,
     Loaded,
@@ -32,8 +33,7 @@ from transformer_mt.engines import (
     load_checkpoints,
     load_exported,
 )
-from transformer_mt.errors import ConfigError, MTError
-from transformer_mt.prefix import forcing_of
+from transformer_mt.translate.prefix import forcing_of
 
 if TYPE_CHECKING:
     from transformer_mt.decode.ensemble import Ensemble
@@ -226,7 +226,7 @@ class Translator:
         ``html=True``, HTML: each is split into sentences (``documents.py``), all of them are
         translated in one batch, and each text is put back together with its own spacing, line
         breaks and markup. ``settings`` as for :meth:`translate`."""
-        from transformer_mt.documents import translate_documents
+        from transformer_mt.translate.documents import translate_documents
 
         if isinstance(texts, str):
             raise TypeError("translate a list of texts, e.g. translate_text([\"Ein Hund.\"])")

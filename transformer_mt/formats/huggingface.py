@@ -30,8 +30,8 @@ from transformer_mt.checkpoint import load_checkpoint, subword_models_of
 from transformer_mt.config import Config
 from transformer_mt.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, UNK, Vocab
 from transformer_mt.errors import MTError
-from transformer_mt.export import check_export_target, write_export
 from transformer_mt.fileio import atomic_write_bytes, atomic_write_text
+from transformer_mt.formats.ctranslate2 import check_export_target, write_export
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.model.transformer import Transformer

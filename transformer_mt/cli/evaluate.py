@@ -1,5 +1,6 @@
 """The commands that score: ``mt evaluate`` (translations against references, one system or
-several compared) and ``mt score`` (how probable a model finds given translations)."""
+several compared) and ``mt score`` (how probable a model finds given translations).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from transformer_mt.cli.flags import DEVICE_HELP, add_decoding_flags
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
 from transformer_mt.logs import bars_enabled
@@ -17,6 +19,54 @@ if TYPE_CHECKING:
     from transformer_mt.compare import System
     from transformer_mt.evaluate import Scores
     from transformer_mt.translate import Translator
+
+
+
+
+def add(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt evaluate`` and ``mt score``."""
+    _add_evaluate(sub, common)
+    _add_score(sub, common)
+
+
+def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt evaluate``."""
+    p = sub.add_parser("evaluate", parents=[common],
+                       help="score a checkpoint with sacreBLEU, or compare several")
+    p.add_argument("--checkpoint", action="append",
+                   help="a checkpoint to translate and score; repeat it to compare checkpoints "
+                   "(paired bootstrap resampling against the first)")
+    p.add_argument("--hyp", action="append",
+                   help="a file of translations to score (or compare) as they are, against "
+                   "--ref or the checkpoints' references; repeatable")
+    p.add_argument("--split", help="a test set named in the checkpoint's data.test, or valid "
+                   "(default: the first test set, test_2016_flickr for Multi30k)")
+    p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")
+    p.add_argument("--ref", help="the references of --src, line by line")
+    p.add_argument("--output", help="write the detokenized translations here")
+    add_decoding_flags(p, ["beam_size", "precision"])
+    p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
+    p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON record")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt score``."""
+    p = sub.add_parser("score", parents=[common],
+                       help="how probable a model finds given translations, token by token")
+    p.add_argument("--checkpoint", required=True, help="a checkpoint (.pt), or an exported "
+                   "model directory with --engine ctranslate2")
+    p.add_argument("--src", required=True, help="the source sentences, one a line")
+    p.add_argument("--hyp", required=True, help="their translations to score, line by line")
+    add_decoding_flags(p, ["alpha", "precision"])
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
+    p.add_argument("--max-sentences", type=int, help="score only the first N pairs")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--json", action="store_true", help="a JSON record a line: log_prob, score, "
+                   "tokens, token_log_probs")
+    p.set_defaults(func=cmd_score)
 
 log = logging.getLogger("transformer_mt.cli")
 

@@ -3,7 +3,7 @@
 Nested dataclasses, one per section, each with its defaults (commented: docs/config.md is the
 reference) and a ``validate`` that checks every value's range once, here, at the edge: a bad
 value raises :class:`ConfigError` with a one-line message naming the key. Reading YAML, type
-checks and ``--set`` overrides are ``config_file.py``'s.
+checks and ``--set`` overrides are ``config/file.py``'s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from transformer_mt.config_data import PLAIN_NAME, DataConfig
+from transformer_mt.config.data import PLAIN_NAME, DataConfig
 from transformer_mt.errors import ensure, ensure_positive, ensure_range
 
 

@@ -1,7 +1,7 @@
 """Reading a config: YAML (safely), every value checked against the schema's types, and
 ``--set section.key=value`` overrides.
 
-The schema is ``config.py``'s; this module turns text and plain data into it. An unknown key, a
+The schema is ``config/__init__.py``'s; this module turns text and plain data into it. An unknown key, a
 wrong type, a duplicate key or a YAML bomb raises :class:`ConfigError` with a one-line message
 naming the key (and the closest valid key for a typo).
 """
@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeGuard
 import yaml
 
 from transformer_mt.config import Config, to_plain
-from transformer_mt.config_data import PLAIN_NAME
+from transformer_mt.config.data import PLAIN_NAME
 from transformer_mt.errors import ConfigError
 from transformer_mt.fileio import not_a_file
 

@@ -1,7 +1,7 @@
 """The data section of the configuration: the corpora (:class:`CorpusConfig`: Multi30k, text
 files or TSV, with a weight and a tag when training), the cleaning filters, subword sampling,
 and :class:`DataConfig`, which holds them with the tokenizer and vocabulary settings. The
-rest of the schema, and what every section shares, is ``config.py``'s."""
+rest of the schema, and what every section shares, is ``config/__init__.py``'s."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from transformer_mt.config.languages import check_language
 from transformer_mt.errors import ensure, ensure_positive
-from transformer_mt.languages import check_language
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 MULTI30K_LANGS = ("de", "en")

@@ -1,0 +1,167 @@
+"""The command line: ``mt COMMAND``, one entry point.
+
+    mt train       train (or resume) a model from a YAML config
+    mt data        summarize a config's corpora: pairs, lengths, coverage, filters
+    mt translate   translate sentences, a file or standard input with a checkpoint
+    mt evaluate    translate a test set (or --src/--ref files) and score it with sacreBLEU
+    mt score       the log-probability of given translations, token by token (and as beam
+                   search scores them: divided by the length penalty)
+    mt export      convert a checkpoint for CTranslate2, or into a Hugging Face model
+    mt import      a Hugging Face Marian/Pegasus model (OPUS-MT) as a checkpoint
+    mt average     average the weights of several checkpoints into one
+    mt plot        plot loss, BLEU and learning rate of a run directory
+    mt trace       walk one sentence through every stage of the model, with shapes
+    mt serve       a translation server: JSON API, LibreTranslate API, a web page
+    mt info        describe a checkpoint (config, sizes, step, best BLEU)
+
+Each command is a module of this package: its arguments (``add``) beside what it does (its
+``cmd_*``: load what it needs, call the package, print or write the result). This module
+holds the parser they join and how errors end: one line on stderr and a non-zero exit code
+(``--debug``: the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from transformer_mt.cli import (
+    average,
+    data,
+    evaluate,
+    export,
+    info,
+    plot,
+    serve,
+    trace,
+    train,
+    translate,
+)
+from transformer_mt.errors import MTError
+
+EXIT_ERROR = 2
+# each adds its parser (``evaluate``: evaluate and score; ``export``: export and import)
+COMMANDS = (train, data, translate, evaluate, export, average, plot, trace, serve, info)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from transformer_mt import __version__
+
+    # --quiet and --debug work before the command and after it (SUPPRESS: a command's parser
+    # leaves what the top level set alone)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="only warnings and errors")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logs; tracebacks on errors")
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    parser = argparse.ArgumentParser(
+        prog="mt", description="Train a Transformer to translate, translate with it and score "
+        "it.")
+    parser.add_argument("--quiet", action="store_true", help="only warnings and errors")
+    parser.add_argument("--debug", action="store_true", help="debug logs; tracebacks on errors")
+    parser.add_argument("--version", action="version",
+                        version=f"mt (transformer_mt) {__version__}, torch {torch_version}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_CommandParser)
+
+    for command in COMMANDS:  # in the help's order
+        command.add(sub, common)
+    return parser
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends with the option's default, where it has one and does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: its --help shows every option's default."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(**kwargs)
+
+
+def _not_utf8(argv: list[str]) -> str | None:
+    """Why an argument cannot be taken: bytes that are not UTF-8 (Python keeps them as lone
+    surrogates, which no tokenizer, log or file format can write), or None."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            byte = ord(arg[exc.start]) - 0xDC00  # how surrogateescape keeps an undecodable byte
+            return (f"the argument '{shown}' is not valid UTF-8 (byte 0x{byte:02x} where a "
+                    "character should be); pass sentences and "
+                    "paths in UTF-8 (a terminal or locale in another encoding sends others: "
+                    "e.g. LANG=C.UTF-8), or rename the file")
+    return None
+
+
+def main(argv: list[str] | None = None,
+         before_command: Callable[[argparse.Namespace], None] | None = None) -> int:
+    """Run ``mt ARGV`` (default: this process's arguments) and return its exit code;
+    ``before_command`` is called once the arguments are checked, before the command runs
+    (``mt`` itself imports torch there: transformer_mt/__main__.py)."""
+    from transformer_mt.logs import setup_logging
+
+    argv = sys.argv[1:] if argv is None else argv
+    odd = _not_utf8(argv)
+    if odd:
+        print(f"mt: error: {odd}", file=sys.stderr)
+        return EXIT_ERROR
+    args = build_parser().parse_args(argv)
+    setup_logging(args.quiet, args.debug)
+    for name in ("beam_size", "nbest", "max_sentences"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            print(f"mt {args.command}: error: --{name.replace('_', '-')} must be at least 1",
+                  file=sys.stderr)
+            return EXIT_ERROR
+    if before_command is not None:
+        before_command(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, each way it can fail ending in one line on stderr and an exit code
+    (``--debug``: the traceback instead)."""
+    try:
+        return args.func(args)
+    except MTError as exc:
+        if args.debug:
+            raise
+        print(f"mt {args.command}: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_ERROR)
+    except ModuleNotFoundError as exc:  # a package imported where it is used
+        if args.debug or not exc.name or exc.name.startswith("transformer_mt"):
+            raise
+        from transformer_mt.packages import missing_error
+
+        print(f"mt {args.command}: error: {missing_error([exc.name.split('.')[0]])}",
+              file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"mt {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        if args.debug:
+            raise
+        print(f"mt {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR

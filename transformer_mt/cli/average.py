@@ -1,0 +1,35 @@
+"""``mt average``: the weights of several checkpoints averaged into one.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from transformer_mt.errors import MTError
+
+if TYPE_CHECKING:
+    pass
+
+
+
+
+def add(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt average``."""
+    p = sub.add_parser("average", parents=[common], help="average the weights of checkpoints")
+    p.add_argument("checkpoints", nargs="+")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_average)
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    from transformer_mt.average import average_checkpoints
+    from transformer_mt.checkpoint import save_checkpoint
+    from transformer_mt.fileio import refuse_same_file
+
+    if len(args.checkpoints) < 2:
+        raise MTError("mt average needs two or more checkpoints")
+    refuse_same_file(args.output, args.checkpoints)
+    save_checkpoint(average_checkpoints(args.checkpoints), args.output)
+    print(f"averaged {len(args.checkpoints)} checkpoints into {args.output}")
+    return 0

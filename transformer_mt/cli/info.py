@@ -1,0 +1,55 @@
+"""``mt info``: what a checkpoint holds (config, sizes, step, best BLEU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+
+
+
+def add(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``mt info``."""
+    p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from transformer_mt.build import model_from_checkpoint
+    from transformer_mt.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(args.checkpoint)
+    model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, args.checkpoint)
+    p = ckpt["progress"]
+    info = {"checkpoint": str(args.checkpoint), "format_version": ckpt["format_version"],
+            "torch_version": ckpt.get("torch_version"), "step": p.get("step"),
+            "epoch": p.get("epoch"), "best_val_bleu": p.get("best_bleu"),
+            "best_step": p.get("best_step"), "parameters": model.num_parameters(),
+            "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab),
+            "resumable": "training_state" in ckpt, "config": config.to_dict()}
+    if "averaged_from" in p:
+        info["averaged_from"] = p["averaged_from"]
+    if "data" in ckpt:  # pairs trained on, and what each filter removed
+        info["training_pairs"] = ckpt["data"].get("pairs")
+        info["removed_pairs"] = ckpt["data"].get("removed")
+        corpora = ckpt["data"].get("corpora") or []
+        if len(corpora) > 1:  # each corpus: its pairs, weight, tag and what was removed
+            info["training_corpora"] = corpora
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    for key, value in info.items():
+        if key != "config":
+            print(f"{key:>16}: {value}")
+    print("          config:")
+    for section, values in info["config"].items():
+        if isinstance(values, dict):
+            print(f"    {section}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    return 0
