@@ -45,7 +45,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: lint
 	$(PYTEST)
 
-# the edit-test loop (about two minutes): every test but the system tier (tests/conftest.py)
+# the edit-test loop: the unit and integration tiers (tests/conftest.py)
 test-fast: lint
 	$(PYTEST) -m "not system"
 
@@ -60,7 +60,7 @@ lint: setup
 COMPARE ?= runs/quickstart/step_0000200.pt
 screenshots: setup
 	MT_PAGE_CHECKPOINT=runs/quickstart/best.pt MT_PAGE_COMPARE=$(COMPARE) \
-		MT_TEST_ARTIFACTS=docs/img $(PY) -m pytest -q tests/test_page.py -k "steers or deeper or phone"
+		MT_TEST_ARTIFACTS=docs/img $(PY) -m pytest -q tests/system/test_page.py -k "steers or deeper or phone"
 
 bench: setup  # ours against the tutorial baseline, one run (JSON with a ratio)
 	$(PY) bench/train_speed.py --quick

@@ -70,7 +70,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
     length), and one sentence a call (the first ``LONE`` sentences, in milliseconds a sentence:
     a lone request's latency; with ``compiled``, ours also with the compiled steps). Both get
     the same batches and the same per-sentence length limits and return translations only. (That
-    both compute the same is tested in tests/test_export.py.)
+    both compute the same is tested in tests/integration/test_export.py.)
 
     The engine runs in a process of its own, as it would for a user: CTranslate2 brings its
     own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone

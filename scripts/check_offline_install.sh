@@ -10,5 +10,5 @@ make --no-print-directory wheelhouse WHEELHOUSE="$work/wheelhouse"
 PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 make --no-print-directory setup VENV="$work/venv" \
   WHEELHOUSE="$work/wheelhouse"
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  "tests/test_cli_end_to_end.py::test_train_writes_checkpoints_metrics_and_config"
+  "tests/integration/test_cli_end_to_end.py::test_train_writes_checkpoints_metrics_and_config"
 echo "offline install: works from a wheelhouse alone" >&2

@@ -5,12 +5,12 @@ the suite needs no download; the few tests that read Multi30k itself (its downlo
 the benchmarks, docs/usage.md's back-translation recipe) are marked ``needs_data`` and skipped
 where it is missing.
 
-The tests come in two tiers. ``make test`` (CI) runs them all; ``make test-fast`` (about two
-minutes, for the edit-test loop) leaves out those marked ``system``: the modules that start real
-processes and servers, kill them, time them or run the benchmarks (test_reliability: SIGKILL and
-resume; test_distributed: torchrun; test_serve_process: a server and Chromium;
-test_serve_robustness: slow clients and grace periods; test_bench: every benchmark's smoke run;
-test_compiled: `--compile`'s graphs, compiled in processes of their own).
+The tests come in three tiers, a folder each (Sockeye's): ``unit/`` (one module's behaviour
+on toy objects, in-process), ``integration/`` (the package end to end in-process: the tiny
+trained run, the CLI, the app through a test client) and ``system/`` (real processes and servers
+started, killed or timed, a browser, Redis, the benchmarks' smoke runs, ``--compile``'s graphs
+compiled in processes of their own), whose tests are marked ``system``. ``make test`` (CI) runs
+them all; ``make test-fast`` (for the edit-test loop) the first two.
 
 Both share the modules out to one process a core (pytest-xdist, ``--dist loadfile``: a module's
 fixtures stay in one process); the session's fixtures are made once for all of them
@@ -55,6 +55,13 @@ def share_cores() -> None:
     threads = max(1, len(os.sched_getaffinity(0)) // workers)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tier is the folder: the tests under ``tests/system`` are marked ``system``."""
+    for item in items:
+        if item.path.parent.name == "system":
+            item.add_marker(pytest.mark.system)
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
-"""``mt serve``'s command line: its numeric options (declared once, checked here), the key
-file, and starting the server. Nothing here imports the server's packages until it runs.
-"""
+"""``mt serve``'s command line: its flags (the numeric ones made from ``serve/settings.py``
+and checked here), the key file, and starting the server. Nothing here imports the server's
+packages until it runs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
+from transformer_mt.serve.settings import (
+    LOCAL_HOSTS,
+    Connections,
+    Limits,
+    ServeOptions,
+    dest,
+    flagged,
+    given,
+)
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -20,38 +29,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-
-# mt serve's numeric options: flag, type, default, lowest value, whether the value must be
-# above it (not equal), help. The parser declares them and cmd_serve checks them from here.
-SERVE_NUMBERS: list[tuple[str, type, float, float, bool, str]] = [
-    ("--port", int, 8000, 1, False, "the port to listen on (at most 65535)"),
-    ("--workers", int, 1, 1, False, "server processes, each with its model, sharing the port "
-     "and the CPU's cores (--shared-storage to share limits and cache too)"),
-    ("--batch-tokens", int, 4096, 1, False, "a batch closes at this many source tokens ..."),
-    ("--max-wait-ms", float, 10.0, 0, False, "... or this long after its first request"),
-    ("--max-queue", int, 256, 1, False, "requests waiting for the decoder; beyond, 429"),
-    ("--max-sentences", int, 128, 1, False,
-     "sentences per request (texts split into sentences)"),
-    ("--max-chars", int, 5000, 1, False, "characters per text"),
-    ("--max-body-bytes", int, 1_000_000, 1, False, "request body size"),
-    ("--rate-limit", int, 0, 0, False,
-     "requests a minute per client (its key where keys are checked, else its "
-     "address); 0: none"),
-    ("--char-rate-limit", int, 0, 0, False, "characters a minute per client; 0: none"),
-    ("--cache-size", int, 10_000, 0, False, "translated sentences kept in memory, each "
-     "counted per 64 output tokens of its n-best (memory ~100 bytes a token); 0: none"),
-    ("--timeout", float, 60.0, 0, True,
-     "seconds a request may take (queue and decoding), else 504"),
-    ("--header-timeout", float, 10.0, 0, True,
-     "seconds a connection has to send a request's headers"),
-    ("--body-timeout", float, 30.0, 0, True,
-     "seconds a request's body has to arrive, else 408"),
-    ("--idle-timeout", int, 5, 0, True, "seconds an idle kept-alive connection stays open"),
-    ("--max-connections", int, 512, 1, False, "connections served at once; beyond, 503"),
-    ("--grace", float, 30.0, 0, False,
-     "on SIGTERM, seconds the requests in flight get to finish"),
-]
-
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt serve``'s arguments."""
@@ -88,15 +65,17 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "fine-tuning on (data.train: [{suggestions: FILE}]); default: /suggest off")
     p.add_argument("--compare", metavar="CHECKPOINT", help="a second checkpoint (.pt) the page "
                    "compares the served model with")
-    for flag, kind, default, _, _, text in SERVE_NUMBERS:
-        p.add_argument(flag, type=kind, default=default, help=text)
+    for setting in flagged():  # serve/settings.py: each declared there, with its default
+        p.add_argument(setting.metadata["flag"], type=type(setting.default),
+                       default=setting.default, help=setting.metadata["help"])
     p.set_defaults(func=cmd_serve)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """Each of SERVE_NUMBERS a finite number in its range."""
-    for flag, _, _, low, above, _ in SERVE_NUMBERS:
-        value = getattr(args, flag[2:].replace("-", "_"))
+    """Each numeric flag a finite number in its range."""
+    for setting in flagged():
+        flag, low, above = (setting.metadata[k] for k in ("flag", "lowest", "above"))
+        value = getattr(args, dest(setting))
         if not (math.isfinite(value) and (value > low if above else value >= low)):
             bound = f"more than {low:g}" if above else f"at least {low:g}"
             raise MTError(f"{flag} must be a finite number {bound}, not {value:g}")
@@ -132,7 +111,7 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
     if args.precision:  # what a request that names none decodes in
-        translator.config.decode = translator.settings(precision=args.precision)
+        translator = translator.with_settings(translator.settings(precision=args.precision))
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "
@@ -192,10 +171,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.port > 65535:
         raise MTError("--port must be at most 65535")
     try:
-        from transformer_mt.serve.api import Limits
         from transformer_mt.serve.batcher import decoder_thread
-        from transformer_mt.serve.server import Connections, serve
-        from transformer_mt.serve.service import LOCAL_HOSTS, ServeOptions
+        from transformer_mt.serve.server import serve
     except ModuleNotFoundError as exc:
         from transformer_mt.packages import missing_error
 
@@ -215,24 +192,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return run_workers(args)
     # loaded on the thread that will decode with it (serve/batcher.py: decoder_thread)
     translator, about, compare = decoder_thread().submit(_load, args).result()
-    limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences,
-                    max_chars=args.max_chars, timeout_s=args.timeout)
     hosts = tuple(args.allowed_host or ()) or (
         LOCAL_HOSTS if args.host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
         else (*LOCAL_HOSTS, args.host))
     options = ServeOptions(
-        limits, api_keys, args.batch_tokens, args.max_wait_ms, args.max_queue,
-        not args.no_batching, args.engine, about, allowed_hosts=hosts,
-        cors_origins=tuple(args.cors_origin or ()), rate_limit=int(args.rate_limit),
-        char_rate_limit=int(args.char_rate_limit), cache_size=int(args.cache_size),
-        body_timeout_s=args.body_timeout,
+        limits=Limits(**given(Limits, args)), **given(ServeOptions, args), api_keys=api_keys,
+        batching=not args.no_batching, engine=args.engine, about=about, allowed_hosts=hosts,
+        cors_origins=tuple(args.cors_origin or ()),
         forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
         suggestions=args.suggestions, shared_storage=args.shared_storage,
         model_id=_model_id(args) if args.shared_storage else "")
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "
                     "localhost: add --allowed-host NAME (the name clients use) or '*'")
-    serve(translator, options, args.host, args.port, args.grace,
-          Connections(args.header_timeout, args.idle_timeout, args.max_connections), compare,
+    serve(translator, options, args.host, Connections(**given(Connections, args)), compare,
           getattr(args, "socket", None))
     return 0

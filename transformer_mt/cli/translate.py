@@ -121,8 +121,7 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size:  # n best need a beam at least n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)
-    translator.config.decode = decode
-    return translator
+    return translator.with_settings(decode)
 
 
 def _given_lines(args: argparse.Namespace) -> list[str] | None:

@@ -1,9 +1,9 @@
 """Reading a config: YAML (safely), every value checked against the schema's types, and
 ``--set section.key=value`` overrides.
 
-The schema is ``config/__init__.py``'s; this module turns text and plain data into it. An unknown key, a
-wrong type, a duplicate key or a YAML bomb raises :class:`ConfigError` with a one-line message
-naming the key (and the closest valid key for a typo).
+The schema is ``config/__init__.py``'s; this module turns text and plain data into it. An
+unknown key, a wrong type, a duplicate key or a YAML bomb raises :class:`ConfigError` with a
+one-line message naming the key (and the closest valid key for a typo).
 """
 
 from __future__ import annotations

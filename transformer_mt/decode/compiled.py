@@ -14,7 +14,7 @@ operations fused into loops around them, attention written as the loops it is
 (torch.compile's guards and wrapper took ~150-250 us a step). A batch's step is one too, with
 oneDNN's packed products (a 32-row step ~1.7x faster than the eager one: the ~80 operations
 fused into a few loops, no Python between them). The same translations
-(``tests/test_compiled.py``).
+(``tests/system/test_compiled.py``).
 
 The graphs (``decode/graphs.py``), each for any source length and position: for lone sentences
 the encoder, a step of one hypothesis (greedy, and every beam's first step) and, where the beam

@@ -1,7 +1,8 @@
 """Scoring given translations: the log-probability the model gives each token (and ``<eos>``) of
 outputs it may not have chosen, teacher-forced through the same decoding state search uses (and
 its ``<pad>``/``<bos>``-free normalisation), so that a translation's score here is the one beam
-search reports for it once divided by the same length penalty (``tests/test_decoding.py``)."""
+search reports for it once divided by the same length penalty
+(``tests/integration/test_decoding.py``)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ GELU, embeddings scaled by sqrt(d_model), the checkpoint's own sinusoidal table 
 encodings, the fused query/key/value projection of self-attention as ``linear[0]``, the query and
 the fused key/value projections of cross-attention as ``linear[0]`` and ``linear[1]``, the
 (tied) output projection, LayerNorm epsilon 1e-5, ``<bos>``/``<eos>``/``<unk>`` as the special
-tokens, and ``<eos>`` appended to every source. ``tests/test_export.py`` checks that the engine
-scores translations with our log-probabilities and decodes greedily as we do.
+tokens, and ``<eos>`` appended to every source. ``tests/integration/test_export.py`` checks that
+the engine scores translations with our log-probabilities and decodes greedily as we do.
 
 Needs the optional ``ctranslate2`` package: ``pip install 'transformer_mt[ct2]'``.
 """

@@ -4,7 +4,7 @@ packed linear layers (the CPU's layouts for decoding: precision.py).
 
 Tested on torch 2.13 (CPU builds, on AVX2, AVX-512 with bf16, and AMX CPUs). On any other
 version these features are off, each said once in a warning line, and decoding runs the plain
-path: the same translations, never a crash (tests/test_internals.py).
+path: the same translations, never a crash (tests/integration/test_internals.py).
 """
 
 from __future__ import annotations

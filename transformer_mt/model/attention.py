@@ -3,7 +3,7 @@
 Masks are boolean and broadcastable to ``(B, H, T_query, T_key)``: True means "may attend".
 The causal mask of decoder self-attention is :func:`causal_mask`: :func:`plain_attention`
 applies it as written; ``F.scaled_dot_product_attention`` (SDPA) takes ``is_causal=True`` and
-applies the same lower-triangular mask inside its kernel. ``tests/test_equivalence.py`` proves
+applies the same lower-triangular mask inside its kernel. ``tests/unit/test_equivalence.py`` proves
 the written-out formula and SDPA equal, with and without masks.
 
 Decoding one position at a time reuses these modules' weights from ``decode/incremental.py``.

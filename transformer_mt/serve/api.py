@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import typing
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,22 +22,8 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig, per_call_settings
 from transformer_mt.inside.trace import BeamSteps, Inside
+from transformer_mt.serve.settings import Limits
 from transformer_mt.translate import Choice, Translation
-
-
-@dataclass
-class Limits:
-    """What one request may ask for."""
-
-    max_body_bytes: int = 1_000_000
-    max_sentences: int = 128  # per request, once texts are split into sentences
-    max_chars: int = 5_000  # per text
-    timeout_s: float = 60.0  # queued and decoded within this, or 504
-    max_beam: int = 32
-    max_topk: int = 20
-    max_alternatives: int = 8
-    # 'attention', 'topk' and 'beam_steps' answers: numbers per request, at most
-    max_inspect_values: int = 2_000_000
 
 
 def _valid_unicode(text: str) -> str:

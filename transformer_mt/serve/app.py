@@ -35,7 +35,8 @@ from transformer_mt.internals import fastapi_private
 from transformer_mt.serve import inside, libre, routes
 from transformer_mt.serve.batcher import decoder_thread
 from transformer_mt.serve.guard import Guard
-from transformer_mt.serve.service import RequestError, ServeOptions, Service
+from transformer_mt.serve.service import RequestError, Service
+from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.translate import Translator
 
 log = logging.getLogger("transformer_mt.serve")

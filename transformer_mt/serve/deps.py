@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from transformer_mt.serve.guard import is_json
+from transformer_mt.serve.guard import arrived, is_json
 from transformer_mt.serve.service import RequestError, Service
 
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer KEY")
@@ -74,3 +75,21 @@ def client_left(request: Request) -> Callable[[], Coroutine[Any, Any, None]]:
         while (await request.receive())["type"] != "http.disconnect":
             pass
     return watch
+
+
+@dataclass
+class Caller:
+    """Who sent a request, as its work needs it: whom the limits count (:func:`client_id`),
+    what completes when the client leaves (:func:`client_left`), and what to call once the
+    request is queued (the server counts requests on their way to the queue)."""
+
+    client: str
+    left: Callable[[], Coroutine[Any, Any, None]]
+    queued: Callable[[], None]
+
+
+def caller(request: Request, key: GivenKey) -> Caller:
+    return Caller(client_id(request, key), client_left(request), lambda: arrived(request.scope))
+
+
+CallerDep = Annotated[Caller, Depends(caller)]

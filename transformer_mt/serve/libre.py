@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.types import Message
 
 from transformer_mt.config.languages import language_name
-from transformer_mt.errors import MTError
+from transformer_mt.serve import handling
 from transformer_mt.serve.api import (
     DetectedLanguage,
     DetectRequest,
@@ -30,8 +30,8 @@ from transformer_mt.serve.api import (
     SuggestRequest,
     check_texts,
 )
-from transformer_mt.serve.deps import GivenKey, ServiceDep, client_id, client_left, libre_key
-from transformer_mt.serve.guard import arrived, is_json
+from transformer_mt.serve.deps import CallerDep, GivenKey, ServiceDep, client_id, libre_key
+from transformer_mt.serve.guard import is_json
 from transformer_mt.serve.service import RequestError
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -110,57 +110,9 @@ router = APIRouter(route_class=FormsAsJSON, tags=["LibreTranslate"], responses=E
 @router.post("/translate", response_model=LibreTranslateResponse,
              response_model_exclude_none=True, dependencies=[Depends(libre_key)],
              summary="LibreTranslate: translate text (a string or a list), plain or HTML")
-async def translate(req: LibreTranslateRequest, request: Request,
-                    svc: ServiceDep,
-                    key: GivenKey) -> dict[str, Any]:
-    src, tgt = svc.src_lang, svc.tgt_lang
-    if req.target != tgt or req.source not in (src, "auto"):
-        raise RequestError(400, f"this model translates {src} into {tgt}, not {req.source} "
-                           f"into {req.target}")
-    texts = req.texts()
-    problem = check_texts(texts, svc.limits)
-    if problem:
-        raise RequestError(400, problem)
-    if req.alternatives > svc.limits.max_alternatives:
-        raise RequestError(400, "Invalid request: alternatives parameter must be <= "
-                           f"{svc.limits.max_alternatives}")
-    svc.charge(client_id(request, key), sum(map(len, texts)))
-    prepared = await svc.prepare_off_loop(texts, req.format == "html")
-    detected = None
-    if req.source == "auto":
-        language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])
-        detected = DetectedLanguage(language=language, confidence=confidence)
-        if language == tgt:  # already in the target language: as it is, as LibreTranslate does
-            return _as_they_are(req, detected)
-    nbest = req.alternatives + 1
-    try:
-        cfg = svc.translator.settings(beam_size=max(svc.translator.config.decode.beam_size,
-                                                    nbest))
-    except (MTError, ValueError) as exc:
-        raise RequestError(400, str(exc).splitlines()[0]) from None
-    wait: dict[str, Any] = {"waiting": client_left(request),
-                            "queued": lambda: arrived(request.scope)}
-    results = await svc.decode(prepared, cfg, nbest, **wait)
-    one = isinstance(req.q, str)
-    out: dict[str, Any] = {"translatedText": results[0].text() if one else
-                           [r.text() for r in results]}
-    if req.alternatives:
-        alternatives = await svc.alternatives(prepared, results, req.alternatives, cfg, **wait)
-        out["alternatives"] = alternatives[0] if one else alternatives
-    if detected is not None:
-        out["detectedLanguage"] = detected if one else [detected] * len(texts)
-    return out
-
-
-def _as_they_are(req: LibreTranslateRequest, detected: DetectedLanguage) -> dict[str, Any]:
-    """The answer for texts that are already in the target language: the texts."""
-    out: dict[str, Any] = {"translatedText": req.q, "detectedLanguage": detected}
-    if req.alternatives:
-        out["alternatives"] = []
-    if not isinstance(req.q, str):
-        out["detectedLanguage"] = [detected] * len(req.q)
-        out["alternatives"] = [[] for _ in req.q] if req.alternatives else None
-    return out
+async def translate(req: LibreTranslateRequest, svc: ServiceDep,
+                    who: CallerDep) -> LibreTranslateResponse:
+    return await handling.libre_translate(svc, req, who)
 
 
 @router.post("/detect", response_model=list[DetectedLanguage],

@@ -24,7 +24,6 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -35,17 +34,11 @@ from transformer_mt.errors import MTError
 from transformer_mt.internals import uvicorn_private
 from transformer_mt.serve.app import create_app
 from transformer_mt.serve.batcher import decoder_thread
-from transformer_mt.serve.service import ServeOptions, Service
+from transformer_mt.serve.service import Service
+from transformer_mt.serve.settings import Connections, ServeOptions
 from transformer_mt.translate import Translator
 
 log = logging.getLogger("transformer_mt.serve")
-
-
-@dataclass
-class Connections:
-    header_timeout_s: float = 10.0
-    idle_timeout_s: int = 5  # whole seconds, as uvicorn takes it
-    max_connections: int = 512
 
 
 def _open_files_limit() -> None:
@@ -122,12 +115,12 @@ class _Server(uvicorn.Server):
 
 
 def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
-          port: int = 8000, grace_s: float = 30.0,
           connections: Connections | None = None, compare: Translator | None = None,
           sock: socket.socket | None = None) -> None:
     """Run the server until SIGINT/SIGTERM (see the module's docstring); on ``sock`` where
     given (a worker of several: ``workers.py``), else on ``host:port``."""
     connections = connections or Connections()
+    port, grace_s = connections.port, connections.grace_s
     _open_files_limit()
     app = create_app(translator, options, compare)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -26,42 +26,15 @@ from transformer_mt.config import DecodeConfig
 from transformer_mt.data.suggestions import SuggestionStore
 from transformer_mt.data.vocab import EOS_ID
 from transformer_mt.errors import MTError
-from transformer_mt.serve.api import Limits
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
+from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, split_document
 
 log = logging.getLogger("transformer_mt.serve")
 
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 WARM_LENGTHS = 64  # source lengths (tokens) a lone request of which warm_up decodes once
-
-
-@dataclass
-class ServeOptions:
-    """How the server batches, what it accepts, and what it says about the model."""
-
-    limits: Limits = field(default_factory=Limits)
-    api_keys: tuple[str, ...] = ()  # clients must send one of these; none: no key needed
-    batch_tokens: int = 4096  # a batch closes at this many source tokens ...
-    max_wait_ms: float = 10.0  # ... or this long after its first request
-    max_queue: int = 256  # requests waiting; beyond, 429
-    batching: bool = True  # False: each request decoded alone
-    engine: str = "torch"
-    about: dict[str, Any] = field(default_factory=dict)  # step, validation score, ...
-    allowed_hosts: tuple[str, ...] = LOCAL_HOSTS  # Host (and Origin) names answered; "*": any
-    cors_origins: tuple[str, ...] = ()  # web pages elsewhere that may call the API; "*": any
-    rate_limit: int = 0  # requests a minute per client (its checked key, else address); 0: none
-    char_rate_limit: int = 0  # characters a minute per client; 0: none
-    cache_size: int = 10_000  # sentences' translations kept, per 64 output tokens; 0: none
-    body_timeout_s: float = 30.0  # a request's body arrives within this, or 408
-    # proxies whose X-Forwarded-For names the client; none: a client is the peer's address
-    forwarded_allow_ips: tuple[str, ...] = ()
-    run_dir: str | None = None  # a training run whose checkpoints /v1/run reads
-    shared_storage: str | None = None  # redis://...: limits and cache shared (serve/storage.py)
-    model_id: str = ""  # names the model's translations in a shared cache
-    suggestions: str | None = None  # the SQLite file /suggest keeps corrections in; None: off
 
 
 class RequestError(Exception):

@@ -10,7 +10,7 @@ gradients with the closed form ``softmax(z) - (1 - eps) * onehot(y) - eps / V`` 
 The backward then only scales the stored gradients. Same FLOPs, a fraction of the memory.
 
 Training calls it through :class:`ModelLoss`, the model and this loss as one module (what DDP and
-``torch.compile`` wrap); ``tests/test_equivalence.py`` proves it equal to the reference
+``torch.compile`` wrap); ``tests/unit/test_equivalence.py`` proves it equal to the reference
 ``Transformer.forward(..., tgt_out)``.
 
 Per token, with ``lse = logsumexp(z)``::

@@ -135,6 +135,13 @@ class Translator:
         return cls(loaded.engine, loaded.config, loaded.src_vocab, loaded.tgt_vocab,
                    loaded.tokenizers)
 
+    def with_settings(self, cfg: DecodeConfig) -> Translator:
+        """This translator with ``cfg`` (:meth:`settings`) as what a call that names no
+        setting decodes with: a new one around the same engine; the loaded config is left as
+        it is."""
+        return Translator(self.engine, dataclasses.replace(self.config, decode=cfg),
+                          self.src_vocab, self.tgt_vocab, self.tokenizers)
+
     @classmethod
     def untrained(cls, config: Config | None = None, data_dir: str | None = None,
                   seed: int = 0) -> Translator:

@@ -281,8 +281,8 @@ class CTranslate2Engine:
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:
         """CTranslate2's own ``return_alternatives``: the tokens at the position, each
-        completed by its search (greedy: as ours, ``tests/test_interactive.py``; its beam
-        search divides scores by the length, not by the GNMT penalty, and may differ)."""
+        completed by its search (greedy: as ours, ``tests/integration/test_interactive.py``; its
+        beam search divides scores by the length, not by the GNMT penalty, and may differ)."""
         if cfg.samples:
             raise MTError(self.CANNOT)
         prefix = self._prefixes(forcing)[0]

@@ -61,7 +61,7 @@ def test_a_file_that_is_no_store_is_refused_in_one_line(tmp_path, make, says):
 def serve_with_store(trained_run, tmp_path):
     pytest.importorskip("fastapi")
     from transformer_mt.serve.app import create_app
-    from transformer_mt.serve.service import ServeOptions
+    from transformer_mt.serve.settings import ServeOptions
     from transformer_mt.translate import Translator
 
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")

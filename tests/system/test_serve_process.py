@@ -1,5 +1,5 @@
 """mt serve as a user runs it: a real process on a free port. SIGTERM lets the requests in
-flight finish and exits 0. (The page in a real browser: tests/test_page.py.)"""
+flight finish and exits 0. (The page in a real browser: tests/system/test_page.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from tests.helpers import post, start_server
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
 

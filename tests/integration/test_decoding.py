@@ -208,6 +208,22 @@ def test_a_seeded_draw_is_the_same_alone_or_among_others(trained_run):
     assert len(draws) > 1  # and the seed still matters
 
 
+def test_settings_of_a_command_leave_the_loaded_config_alone(trained_run):
+    """What a command decodes with by default is a new translator around the same engine:
+    the loaded config (what a server's compare model or another caller reads) is unchanged."""
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    before = translator.config.decode
+    sampling = translator.with_settings(translator.settings(sample_topk=20, sample_seed=3,
+                                                            temperature=2.0))
+    assert translator.config.decode == before and sampling.engine is translator.engine
+    one = ["Ein Hund läuft über die Wiese."]
+    assert sampling.translate(one) == translator.translate(one, sample_topk=20, sample_seed=3,
+                                                           temperature=2.0)
+    assert translator.translate(one) == translator.translate(one, **vars(before))
+
+
 def test_nucleus_sampling_draws_from_the_nucleus_only():
     """From <bos> the Markov model gives A 0.5, B 0.4, <eos> 0.1: the 0.85 nucleus is {A, B}
     (drawn 5:4), the 0.45 nucleus {A}; a nucleus of 1 is plain sampling, top-k and nucleus

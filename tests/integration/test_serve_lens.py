@@ -19,7 +19,7 @@ from transformer_mt.inside.lens import (
     side_by_side,
 )
 from transformer_mt.serve.app import create_app
-from transformer_mt.serve.service import ServeOptions
+from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.translate import Translator
 
 SENTENCE = "Ein Hund läuft über die Wiese."

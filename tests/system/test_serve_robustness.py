@@ -19,14 +19,12 @@ import torch
 
 from tests.helpers import post, start_server
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
-from tests.helpers import local_client  # noqa: E402
-from transformer_mt.serve.api import Limits  # noqa: E402
-from transformer_mt.serve.app import create_app  # noqa: E402
-from transformer_mt.serve.batcher import Batcher  # noqa: E402
-from transformer_mt.serve.service import ServeOptions  # noqa: E402
+from tests.helpers import local_client
+from transformer_mt.serve.app import create_app
+from transformer_mt.serve.batcher import Batcher
+from transformer_mt.serve.settings import Limits, ServeOptions
 
 
 @pytest.fixture(scope="module")

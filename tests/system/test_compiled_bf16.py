@@ -1,6 +1,6 @@
 """``--compile`` in bf16, what ``decode.precision: auto`` picks on a CPU with bf16 (AVX-512
 bf16, AMX): the compiled graphs of the bf16 decoding copy translate as that copy does, a lone
-sentence and batches, greedy and beam search (the fp32 graphs: tests/test_compiled.py).
+sentence and batches, greedy and beam search (the fp32 graphs: tests/system/test_compiled.py).
 
 The toy model has decisive outputs, so bf16's rounding, compiled or not, picks the same tokens;
 the scores agree to bf16's precision. Compiling the toy's graphs in bf16 takes ~1 minute.
@@ -21,8 +21,7 @@ from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.precision import autocast, for_decoding
 
-BEAM = 3  # as tests/test_compiled.py warms its graphs up
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py (it compiles)
+BEAM = 3  # as tests/system/test_compiled.py warms its graphs up
 CPU = torch.device("cpu")
 
 

@@ -9,11 +9,10 @@ import shlex
 import shutil
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.helpers import start_server
+from tests.helpers import REPO, start_server
 
 pytest.importorskip("fastapi")
 libretranslatepy = pytest.importorskip("libretranslatepy")
@@ -107,7 +106,7 @@ def test_readme_curl_examples(server, expected):
     ('fährt') are read as UTF-8, so the translation is the one of the text as typed."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
     lines = [line for line in readme.splitlines() if line.startswith("curl -s localhost:5000")]
     assert len(lines) == 2
     answers = []

@@ -15,9 +15,6 @@ import torch
 from tests.helpers import REPO, run_cli, tiny_train_args, toy_corpus
 from transformer_mt.training.schedule import learning_rate
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py
-
-
 _args = tiny_train_args
 
 

@@ -22,7 +22,7 @@ pytest.importorskip("redis")
 
 from transformer_mt.serve import storage
 from transformer_mt.serve.app import create_app
-from transformer_mt.serve.service import ServeOptions
+from transformer_mt.serve.settings import ServeOptions
 
 SENTENCE = "Zwei Hunde spielen im Park."
 

@@ -179,7 +179,7 @@ def test_the_command_line_finishes_offers_and_aligns(trained_run, translator, tm
 def test_prefixes_alternatives_and_alignments_over_http(translator):
     pytest.importorskip("fastapi")
     from transformer_mt.serve.app import create_app
-    from transformer_mt.serve.service import ServeOptions
+    from transformer_mt.serve.settings import ServeOptions
 
     sources = _sources(3)
     best = translator.translate_nbest(sources, beam_size=1)

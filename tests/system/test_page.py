@@ -15,7 +15,6 @@ import pytest
 
 from tests.helpers import post, start_server
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py
 pytest.importorskip("fastapi")
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -15,8 +15,6 @@ from transformer_mt.build import model_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.data.batch import source_mask
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py
-
 COMMON = ["model.dropout=0.0", "train.max_steps=6", "train.eval_every=3", "train.save_every=3",
           "train.device=cpu", "train.threads=1", "train.max_tokens=300"]
 

@@ -10,8 +10,6 @@ import pytest
 
 from tests.helpers import REPO, needs_data
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py
-
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
         "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]
 
@@ -57,7 +55,8 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
                 else record["cache_speedup"])
     assert record["ratio"] == expected > 0
     if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way (the
-        # compiled rows skipped: compiling takes ~15 s; tests/test_compiled.py runs their code)
+        # compiled rows skipped: compiling takes ~15 s; tests/system/test_compiled.py runs
+        # their code)
         assert set(record["vs_ctranslate2"]) == {"greedy_batch32", "greedy_batch1",
                                                  "beam5_batch32", "beam5_batch1"}
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]

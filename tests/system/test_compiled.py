@@ -40,7 +40,6 @@ from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.precision import for_decoding
 from transformer_mt.translate import Translator
 
-pytestmark = pytest.mark.system  # tiers: tests/conftest.py (it compiles for ~1.5 minutes)
 BEAM = 3
 
 
@@ -481,7 +480,7 @@ def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
     first request, a lone sentence's graphs and a batch's, and requests of one sentence and
     of several are answered as without it."""
     from transformer_mt.serve.app import create_app
-    from transformer_mt.serve.service import ServeOptions
+    from transformer_mt.serve.settings import ServeOptions
 
     texts = [TEXT, "ein hund läuft .", "eine frau mit einem roten hut singt ."]
     plain = Translator.load(fp32_checkpoint, "cpu")

@@ -164,7 +164,7 @@ def test_sides_tokenized_in_worker_processes_are_the_ones_tokenized_here(
 
 SAMPLED_IN_A_PROCESS = """
 import json, sys
-from tests.test_mixing import _config
+from tests.integration.test_mixing import _config
 from transformer_mt.data.prepare import prepare_data
 
 class Env:  # monkeypatch's setenv, outside pytest

@@ -1,5 +1,5 @@
-"""Looking inside the decoder (transformer_mt/inside/lens.py): the logit lens and parts switched off,
-on the trained toy model (it reverses sequences), and through ``mt trace``."""
+"""Looking inside the decoder (transformer_mt/inside/lens.py): the logit lens and parts
+switched off, on the trained toy model (it reverses sequences), and through ``mt trace``."""
 
 from __future__ import annotations
 

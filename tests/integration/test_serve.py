@@ -14,10 +14,10 @@ from tests.helpers import TOY_DE_EN, local_client
 
 fastapi = pytest.importorskip("fastapi")
 
-from transformer_mt.serve.api import Limits  # noqa: E402
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.batcher import Batcher, BatchStats  # noqa: E402
-from transformer_mt.serve.service import WARM_LENGTHS, ServeOptions  # noqa: E402
+from transformer_mt.serve.service import WARM_LENGTHS  # noqa: E402
+from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
 
 SENTENCES = ["Ein Hund läuft über die Wiese.", "", "Zwei Männer spielen Fußball.",
              "Eine Frau liest ein Buch."]
