@@ -1,0 +1,39 @@
+"""The compiled path's contract at its smallest, in the fast tier: a one-layer toy model's
+lone-sentence graphs (the encoder and a greedy step, ~30 s of compiling on 2 cores) translate
+as the eager decoding copy does, token for token, every step compiled. The whole contract
+(beams, batches, bf16, the cache, the server) is ``tests/system/test_compiled.py``'s."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.toy import lone_sources, toy_accuracy, train_toy_model
+from transformer_mt.data.batch import source_mask
+from transformer_mt.decode import compiled as compiled_module
+from transformer_mt.decode import incremental
+from transformer_mt.decode.compiled import CompiledDecoding
+from transformer_mt.decode.search import greedy
+from transformer_mt.internals import torch_private
+from transformer_mt.precision import for_decoding
+
+
+def test_a_tiny_models_compiled_greedy_steps_translate_as_the_model_does(monkeypatch):
+    if not torch_private.compile_usable():
+        pytest.skip("--compile is off on this torch (internals/torch_private.py)")
+    toy = train_toy_model(200, layers=1)
+    assert toy_accuracy(toy) > 0.5  # decisive enough that rounding flips no token
+    decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
+    decoding.warm_up("fp32", beam_size=1, lone=True)
+    eager = for_decoding(toy, "fp32")
+    uncompiled: list = []  # steps or encodings that ran eagerly
+    monkeypatch.setattr(compiled_module, "decoder_step",
+                        lambda *a: uncompiled.append(a) or incremental.decoder_step(*a))
+    monkeypatch.setattr(incremental, "encode_source",
+                        lambda *a, f=incremental.encode_source: uncompiled.append(a) or f(*a))
+    for src in lone_sources():
+        ours = greedy(decoding, src, source_mask(src), use_cache=True)
+        assert not uncompiled
+        theirs = greedy(eager, src, source_mask(src), use_cache=True)
+        uncompiled.clear()  # (the eager decoding's own)
+        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+        assert ours[0].score == pytest.approx(theirs[0].score, abs=1e-4)
