@@ -201,6 +201,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin or ()),
         forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
         suggestions=args.suggestions, shared_storage=args.shared_storage,
+        files_dir=getattr(args, "files_dir", None),
         model_id=_model_id(args) if args.shared_storage else "")
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "

@@ -33,7 +33,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, action="append",
                    help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
                    "that averages the models' probabilities")
-    p.add_argument("--input", help="file with one sentence per line")
+    p.add_argument("--input", help="file with one sentence per line; an HTML (.html, .htm) or "
+                   "subtitle (.srt) file is translated whole, its format kept")
     p.add_argument("--split-sentences", action="store_true",
                    help="a line may hold several sentences (a paragraph): split it, translate "
                    "each, and put the line back together")
@@ -66,7 +67,11 @@ STDIN_CHUNK = 256  # lines of piped standard input translated together
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    from transformer_mt.translate.files import is_document
+
     translator = _translator_for(args)
+    if args.input and is_document(args.input):  # HTML, subtitles: whole, their format kept
+        return _translate_document(translator, args)
     lines = _given_lines(args)
     if args.attention:
         return _attention_map(translator, lines, args)
@@ -84,6 +89,28 @@ def cmd_translate(args: argparse.Namespace) -> int:
     results = _translations(translator, args, lines, bars_enabled() and len(lines) > 50)
     return _emit(args, [line for i, hyps in enumerate(results)
                         for line in _rendered(args, i, hyps)])
+
+
+def _translate_document(translator: Translator, args: argparse.Namespace) -> int:
+    """``--input`` an HTML or subtitle file: translated whole (``translate/files.py``),
+    to ``--output`` (written whole, or not at all) or stdout."""
+    from transformer_mt.fileio import atomic_write_bytes
+    from transformer_mt.translate.files import translate_file
+
+    path = Path(args.input)
+    if args.nbest > 1 or args.attention or args.align or args.prefix or args.alternatives:
+        raise MTError(f"'{path}' is translated whole, its format kept; drop --nbest, "
+                      "--attention, --align, --prefix and --alternatives")
+    why = not_a_file(path)
+    if why:
+        raise MTError(f"input file '{path}' {why}")
+    out = translate_file(translator, str(path), path.read_bytes())
+    if args.output:
+        atomic_write_bytes(args.output, out)
+        log.info("wrote %s", args.output)
+    else:
+        sys.stdout.write(out.decode("utf-8"))
+    return 0
 
 
 def _emit(args: argparse.Namespace, out: list[str]) -> int:

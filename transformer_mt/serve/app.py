@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from transformer_mt.internals import fastapi_private
-from transformer_mt.serve import inside, libre, routes
+from transformer_mt.serve import files, inside, libre, routes
 from transformer_mt.serve.batcher import decoder_thread
 from transformer_mt.serve.guard import Guard
 from transformer_mt.serve.service import RequestError, Service
@@ -92,6 +92,7 @@ def create_app(translator: Translator, options: ServeOptions | None = None,
     app.include_router(routes.router)
     app.include_router(inside.router)
     app.include_router(libre.router)
+    app.include_router(files.router)
 
     _error_handlers(app)
     _docs(app)

@@ -26,7 +26,7 @@ async def given_key(request: Request,
                     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
                     header: Annotated[str | None, Security(key_header)]) -> str | None:
     """The key a client sent: ``Authorization: Bearer``, ``X-API-Key``, or LibreTranslate's
-    ``api_key`` field (in the JSON body, which FastAPI has read and kept)."""
+    ``api_key`` field (in the JSON body, or a file's multipart form)."""
     if credentials is not None:
         return credentials.credentials
     if header is not None:
@@ -38,6 +38,10 @@ async def given_key(request: Request,
             return None
         if isinstance(body, dict) and isinstance(body.get("api_key"), str):
             return body["api_key"]
+    elif request.method == "POST" and "multipart/form-data" in request.headers.get(
+            "content-type", ""):  # /translate_file's form, which FastAPI has read and kept
+        value = (await request.form()).get("api_key")
+        return value if isinstance(value, str) else None
     return None
 
 

@@ -1,6 +1,6 @@
 """LibreTranslate's API, so that its clients work unchanged: ``/translate``, ``/detect``,
 ``/languages``, ``/frontend/settings``, ``/spec``, ``/suggest`` (with ``--suggestions``);
-``/translate_file`` answers that it is not supported here. Its status codes (400 a bad
+``/translate_file`` and ``/download_file`` are ``files.py``'s. Its status codes (400 a bad
 request, 403 a bad key, 429 slow down) and its ``{"error": ...}`` bodies. Bodies as
 LibreTranslate reads them: JSON, a url-encoded or multipart form, or the query string."""
 
@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Message
 
 from transformer_mt.config.languages import language_name
+from transformer_mt.packages import installed
 from transformer_mt.serve import handling
 from transformer_mt.serve.api import (
     DetectedLanguage,
@@ -33,6 +34,7 @@ from transformer_mt.serve.api import (
 from transformer_mt.serve.deps import CallerDep, GivenKey, ServiceDep, client_id, libre_key
 from transformer_mt.serve.guard import is_json
 from transformer_mt.serve.service import RequestError
+from transformer_mt.translate.files import FORMATS
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -143,8 +145,9 @@ async def frontend_settings(svc: ServiceDep) -> dict[str, Any]:
     src, tgt = svc.src_lang, svc.tgt_lang
     return {"charLimit": svc.limits.max_chars, "frontendTimeout": 500,
             "apiKeys": bool(svc.options.api_keys), "keyRequired": bool(svc.options.api_keys),
-            "suggestions": svc.suggestions is not None, "filesTranslation": False,
-            "supportedFilesFormat": [],
+            "suggestions": svc.suggestions is not None, "filesTranslation": True,
+            "supportedFilesFormat": [f for f, kind in FORMATS.items()
+                                     if kind != "srt" or installed("srt")],
             "language": {"source": {"code": src, "name": language_name(src)},
                          "target": {"code": tgt, "name": language_name(tgt)}}}
 
@@ -153,12 +156,6 @@ async def frontend_settings(svc: ServiceDep) -> dict[str, Any]:
 async def spec(request: Request) -> dict[str, Any]:
     openapi: dict[str, Any] = request.app.openapi()
     return openapi
-
-
-@router.post("/translate_file", summary="LibreTranslate: not supported here (400)")
-async def translate_file() -> None:
-    raise RequestError(400, "Files translation are disabled on this server: send the text "
-                       "to /translate (format 'html' keeps markup)")
 
 
 @router.post("/suggest", dependencies=[Depends(libre_key)],

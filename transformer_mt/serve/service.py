@@ -27,6 +27,7 @@ from transformer_mt.data.suggestions import SuggestionStore
 from transformer_mt.data.vocab import EOS_ID
 from transformer_mt.errors import MTError
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
+from transformer_mt.serve.file_store import FileStore
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
@@ -108,6 +109,7 @@ class Service:
         self.translator, self.options, self.limits = translator, options, options.limits
         self.compare = compare  # the second model of /v1/compare
         self.suggestions = SuggestionStore(options.suggestions) if options.suggestions else None
+        self.files = FileStore(options.files_dir)  # /translate_file's, for their download
         self.src_lang = translator.config.data.src_lang
         self.tgt_lang = translator.config.data.tgt_lang
         self.metrics = Metrics()
@@ -153,6 +155,7 @@ class Service:
         if self.batcher is not None:
             batcher, self.batcher = self.batcher, None
             await batcher.close()  # what is queued is finished first
+        self.files.close()
 
     def worker(self) -> Batcher:
         if self.batcher is None:
@@ -209,25 +212,29 @@ class Service:
 
     # ------------------------------------------------------------------ translating
 
-    async def prepare_off_loop(self, texts: list[str], html: bool) -> Prepared:
+    async def prepare_off_loop(self, texts: list[str], html: bool,
+                               max_sentences: int | None = None) -> Prepared:
         """:meth:`prepare` on a thread of its own, one request at a time: splitting a large
         HTML request takes seconds, which the event loop (``/health``, every other request)
         does not wait for."""
-        return await asyncio.get_running_loop().run_in_executor(self._preparing, self.prepare,
-                                                                texts, html)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._preparing, self.prepare, texts, html, max_sentences)
 
-    def prepare(self, texts: list[str], html: bool) -> Prepared:
+    def prepare(self, texts: list[str], html: bool,
+                max_sentences: int | None = None) -> Prepared:
         """Split ``texts`` into sentences and tokenize them; a 400 where a sentence is longer
-        than the model takes, or a request holds too many."""
+        than the model takes, or a request holds more than ``max_sentences`` (default: the
+        limit of a request)."""
         try:
             docs = [split_document(t, self.src_lang, html) for t in texts]
         except Exception as exc:  # a parser failing on odd input fails this request only
             raise RequestError(400, f"the text could not be read as {'HTML' if html else 'text'}"
                                f": {str(exc).splitlines()[0] if str(exc) else exc}") from None
         sentences = [s for d in docs for s in d.sentences]
-        if len(sentences) > self.limits.max_sentences:
+        most = self.limits.max_sentences if max_sentences is None else max_sentences
+        if len(sentences) > most:
             raise RequestError(400, f"{len(sentences)} sentences in one request; at most "
-                               f"{self.limits.max_sentences} here: split it")
+                               f"{most} here: split it")
         try:
             ids = self.translator.encode(sentences, strict=True)
         except InputTooLongError as exc:

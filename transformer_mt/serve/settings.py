@@ -28,6 +28,8 @@ class Limits:
     max_sentences: int = flag(128, "--max-sentences", 1,
                               "sentences per request (texts split into sentences)")
     max_chars: int = flag(5_000, "--max-chars", 1, "characters per text")
+    max_file_chars: int = flag(100_000, "--max-file-chars", 1,
+                               "characters per file to /translate_file")
     timeout_s: float = flag(60.0, "--timeout", 0, "seconds a request may take (queue and "
                             "decoding), else 504", above=True)
     max_beam: int = 32
@@ -69,6 +71,7 @@ class ServeOptions:
     shared_storage: str | None = None  # redis://...: limits and cache shared (serve/storage.py)
     model_id: str = ""  # names the model's translations in a shared cache
     suggestions: str | None = None  # the SQLite file /suggest keeps corrections in; None: off
+    files_dir: str | None = None  # where translated files wait (its workers' one); None: its own
 
 
 @dataclass

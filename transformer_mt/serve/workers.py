@@ -17,8 +17,10 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
 import socket
+import tempfile
 from types import FrameType
 
 from transformer_mt.errors import MTError
@@ -44,6 +46,7 @@ def bind(host: str, port: int) -> socket.socket:
 def run_workers(args: argparse.Namespace) -> int:
     """Serve with ``args.workers`` processes until a signal (or one of them ends)."""
     sock = bind(args.host, args.port)
+    args.files_dir = tempfile.mkdtemp(prefix="mt-serve-files-")  # any worker answers a download
     spawn = multiprocessing.get_context("spawn")
     workers = [spawn.Process(target=_worker, args=(args, sock, n), name=f"mt-serve-{n}")
                for n in range(args.workers)]
@@ -75,6 +78,7 @@ def run_workers(args: argparse.Namespace) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         sock.close()
+        shutil.rmtree(args.files_dir, ignore_errors=True)
 
 
 def _worker(args: argparse.Namespace, sock: socket.socket, n: int) -> None:
