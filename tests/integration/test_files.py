@@ -6,6 +6,8 @@ input's, read by the format's own parser, and its texts with the library's trans
 from __future__ import annotations
 
 import html.parser
+import io
+import zipfile
 
 import pytest
 
@@ -13,6 +15,7 @@ from tests.helpers import local_client, run_cli
 
 pytest.importorskip("fastapi")
 srt = pytest.importorskip("srt")
+docx = pytest.importorskip("docx")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -26,6 +29,35 @@ SRT = ("1\n00:00:01,000 --> 00:00:03,500\nEin Mann fährt\nmit dem Fahrrad.\n\n"
        "2\n00:00:04,000 --> 00:00:06,250\nZwei Hunde spielen im Schnee.\n\n"
        "7\n01:02:03,004 --> 01:02:05,000\nEine Frau liest ein Buch.\n\n")
 FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT}
+
+
+def word_document() -> bytes:
+    """A .docx with a header, a paragraph with a bold word, a link-free table (one merged
+    cell, one empty) and a footer."""
+    document = docx.Document()
+    document.sections[0].header.paragraphs[0].text = "Ein Hund läuft."
+    document.sections[0].footer.paragraphs[0].text = "Zwei Hunde spielen."
+    paragraph = document.add_paragraph("Ein Mann fährt ")
+    paragraph.add_run("Fahrrad").bold = True
+    paragraph.add_run(". Zwei Hunde spielen im Schnee.")
+    table = document.add_table(rows=2, cols=2)
+    table.cell(0, 0).text = "Eine Frau liest ein Buch."
+    table.cell(1, 0).merge(table.cell(1, 1)).text = "Zwei Männer spielen Fußball."
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def word_texts(data: bytes) -> tuple[list, list[str]]:
+    """A .docx's structure (each paragraph's runs' formatting, the table's shape, header and
+    footer present) and its texts in order."""
+    document = docx.Document(io.BytesIO(data))
+    section = document.sections[0]
+    paragraphs = [*section.header.paragraphs, *document.paragraphs,
+                  *(p for row in document.tables[0].rows for c in row.cells
+                    for p in c.paragraphs), *section.footer.paragraphs]
+    shape = [[(r.bold, r.italic) for r in p.runs] for p in paragraphs]
+    return [shape, len(document.tables[0].rows)], [p.text for p in paragraphs]
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +101,18 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     expected = translator.translate_text([" ".join(s.content.split()) for s in theirs])
     assert [" ".join(s.content.split()) for s in ours] == expected
     assert ours[0].content.count("\n") == 1  # two lines in, two lines out
+    # Word: the same paragraphs, runs (bold where it was), table and header; every text
+    # translated, runs formatted alike together and the bold word alone
+    source = word_document()
+    translated = translate_file(translator, "letter.docx", source)
+    (shape, rows), texts = word_texts(translated)
+    (their_shape, their_rows), _ = word_texts(source)
+    assert (shape, rows) == (their_shape, their_rows) and (True, None) in shape[1]
+    segments = ["Ein Hund läuft.", "Ein Mann fährt ", "Fahrrad", ". Zwei Hunde spielen im Schnee.",
+                "Eine Frau liest ein Buch.", "Zwei Männer spielen Fußball.", "Zwei Hunde spielen."]
+    expected = translator.translate_text(segments)
+    assert texts[0] == expected[0] and texts[1] == "".join(expected[1:4])
+    assert texts[-1] == expected[-1] and expected[4] in texts and texts.count("") == 1
 
 
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):
@@ -83,6 +127,12 @@ def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, t
             assert written.decode().splitlines() == translator.translate(text.splitlines())
         else:
             assert written == translate_file(translator, name, text.encode())
+    (tmp_path / "letter.docx").write_bytes(word_document())
+    result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input",
+                      str(tmp_path / "letter.docx"), "--output", str(tmp_path / "out.docx")])
+    assert result.returncode == 0, result.stderr
+    assert word_texts((tmp_path / "out.docx").read_bytes()) == word_texts(
+        translate_file(translator, "letter.docx", word_document()))
 
 
 def test_translate_file_as_libretranslate_answers_it(translator):
@@ -97,8 +147,14 @@ def test_translate_file_as_libretranslate_answers_it(translator):
             assert download.status_code == 200
             assert download.content == translate_file(translator, name, text.encode())
             assert f'filename="{name}"' in download.headers["content-disposition"]
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("letter.docx", word_document())})
+        download = client.get(answer.json()["translatedFileUrl"])
+        assert word_texts(download.content) == word_texts(
+            translate_file(translator, "letter.docx", word_document()))
         settings = client.get("/frontend/settings").json()
-        assert settings["filesTranslation"] and ".srt" in settings["supportedFilesFormat"]
+        assert settings["filesTranslation"] and {".srt", ".docx"} <= set(
+            settings["supportedFilesFormat"])
 
 
 @pytest.mark.parametrize("name, data, status, message", [
@@ -108,6 +164,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("film.srt", b"not subtitles", 400, "is not a SubRip (.srt) file"),
     ("long.txt", b"Ein Hund. " * 30, 400, "at most 100 a file here"),
     ("big.txt", b"x" * 5_000, 413, ""),
+    ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),
 ])
 def test_files_that_cannot_be_translated_get_a_4xx(translator, name, data, status, message):
     options = ServeOptions(Limits(max_file_chars=100, max_body_bytes=4_000))
@@ -133,3 +190,42 @@ def test_a_server_with_keys_takes_the_key_in_the_form(translator):
         wrong = client.post("/translate_file", data={**form, "target": "fr", "api_key": "k1"},
                             files=upload)
         assert wrong.status_code == 400 and "not de into fr" in wrong.json()["error"]
+
+
+def zip_of(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
+    """A zip bomb (members that unpack far past the limit) is refused before it is opened; an
+    XML entity bomb (billion laughs) is not expanded: one line either way, within seconds."""
+    import time
+
+    from transformer_mt.errors import MTError
+    from transformer_mt.translate import files
+
+    monkeypatch.setattr(files, "MOST_UNPACKED", 2**20)
+    bomb = zip_of({"word/document.xml": b"\0" * (4 * 2**20)})
+    with pytest.raises(MTError, match=r"unpacks to 4,194,304 bytes in 1 files; at most"):
+        files.read_file("bomb.docx", bomb)
+    laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+              + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1
+                                                       else b"&lol;") * 10)
+                         for i in range(1, 10))
+              + b']><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/'
+              b'2006/main"><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body>'
+              b'</w:document>')
+    real = zipfile.ZipFile(io.BytesIO(word_document()))
+    members = {m: real.read(m) for m in real.namelist()}
+    members["word/document.xml"] = laughs
+    start = time.monotonic()
+    try:
+        doc = files.read_file("laughs.docx", zip_of(members))
+        assert all(len(t) < 1000 for t in doc.texts)  # nothing expanded
+    except MTError as exc:
+        assert "is not a Word document" in str(exc)
+    assert time.monotonic() - start < 10

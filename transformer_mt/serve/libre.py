@@ -34,7 +34,7 @@ from transformer_mt.serve.api import (
 from transformer_mt.serve.deps import CallerDep, GivenKey, ServiceDep, client_id, libre_key
 from transformer_mt.serve.guard import is_json
 from transformer_mt.serve.service import RequestError
-from transformer_mt.translate.files import FORMATS
+from transformer_mt.translate.files import FORMATS, LIBRARIES
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -147,7 +147,7 @@ async def frontend_settings(svc: ServiceDep) -> dict[str, Any]:
             "apiKeys": bool(svc.options.api_keys), "keyRequired": bool(svc.options.api_keys),
             "suggestions": svc.suggestions is not None, "filesTranslation": True,
             "supportedFilesFormat": [f for f, kind in FORMATS.items()
-                                     if kind != "srt" or installed("srt")],
+                                     if kind not in LIBRARIES or installed(LIBRARIES[kind])],
             "language": {"source": {"code": src, "name": language_name(src)},
                          "target": {"code": tgt, "name": language_name(tgt)}}}
 

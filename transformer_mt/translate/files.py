@@ -8,6 +8,11 @@ server's ``/translate_file``.
 - SubRip subtitles (``.srt``): each subtitle's number and timings as they were, its text
   translated whole (its lines joined, and the translation wrapped on as many lines again);
   read and written by the ``srt`` package (the ``files`` extra).
+- Word documents (``.docx``): every paragraph of the body, its tables (nested ones too), and
+  the headers and footers, with each run's formatting: runs formatted alike are translated
+  together, a run formatted apart (a bold word) on its own. Read and written by
+  ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
+  may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
 here (office documents, PDF), is refused in one line before anything is translated.
@@ -15,6 +20,8 @@ here (office documents, PDF), is refused in one line before anything is translat
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +33,9 @@ from transformer_mt.packages import imported
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
-FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt"}
+FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx"}
+LIBRARIES = {"srt": "srt", "docx": "docx"}  # the module each format needs (the files extra)
+MOST_UNPACKED = 200 * 2**20  # bytes a .docx may unpack to
 
 
 @dataclass
@@ -42,16 +51,19 @@ class FileText:
 def is_document(name: str | Path) -> bool:
     """Whether ``name`` is a file translated whole (its format kept) rather than line by line:
     HTML and subtitles (a ``.txt`` file is lines of text either way)."""
-    return FORMATS.get(Path(name).suffix.lower()) in ("html", "srt")
+    return FORMATS.get(Path(name).suffix.lower()) in ("html", "srt", "docx")
 
 
 def read_file(name: str, data: bytes) -> FileText:
     """The texts of the file ``name`` holding ``data``; a one-line :class:`MTError` for a
-    format not translated here, bytes that are not UTF-8 or a subtitle file that is not one."""
+    format not translated here, or a file that is not what its name says (text that is not
+    UTF-8, say)."""
     kind = FORMATS.get(Path(name).suffix.lower())
     if kind is None:
         raise MTError(f"'{name}': file format not supported; translate "
                       f"{', '.join(FORMATS)} files")
+    if kind == "docx":
+        return _word(name, data)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -75,6 +87,73 @@ def _subtitles(name: str, text: str) -> FileText:
         return str(srt.compose(out, reindex=False)).encode("utf-8")
 
     return FileText([" ".join(s.content.split()) for s in subtitles], False, rebuild)
+
+
+def _word(name: str, data: bytes) -> FileText:
+    docx = imported("docx", "Word documents (.docx)")
+    try:
+        members = zipfile.ZipFile(io.BytesIO(data)).infolist()
+        unpacked = sum(m.file_size for m in members)
+        if unpacked > MOST_UNPACKED or len(members) > 10_000:
+            raise MTError(f"'{name}' unpacks to {unpacked:,} bytes in {len(members):,} files; "
+                          f"at most {MOST_UNPACKED:,} here")
+        document = docx.Document(io.BytesIO(data))
+    except MTError:
+        raise
+    except Exception as exc:  # not a zip, not a Word document, damaged XML
+        raise MTError(f"'{name}' is not a Word document (.docx): "
+                      f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
+    groups = [group for paragraph in _paragraphs(document) for group in _alike(paragraph)]
+
+    def rebuild(translations: list[str]) -> bytes:
+        for group, text in zip(groups, translations, strict=True):
+            group[0].text = text
+            for run in group[1:]:
+                run.text = ""
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+
+    return FileText(["".join(run.text for run in group) for group in groups], False, rebuild)
+
+
+def _paragraphs(document: Any) -> list[Any]:
+    """Every paragraph of a Word document, once: its body's, its tables' cells' (a merged cell
+    is one), its headers' and footers'."""
+    found: dict[int, Any] = {}
+
+    def walk(container: Any) -> None:
+        for paragraph in container.paragraphs:
+            found.setdefault(id(paragraph._p), paragraph)
+        for table in container.tables:
+            for row in table.rows:
+                for cell in row.cells:
+                    walk(cell)
+
+    walk(document)
+    for section in document.sections:
+        for part in (section.header, section.footer):
+            if not part.is_linked_to_previous:
+                walk(part)
+    return list(found.values())
+
+
+def _alike(paragraph: Any) -> list[list[Any]]:
+    """A paragraph's runs with text (those of its links too), in groups of neighbours
+    formatted alike."""
+    groups: list[list[Any]] = []
+    last = None
+    for item in paragraph.iter_inner_content():
+        for run in getattr(item, "runs", [item]):  # a hyperlink holds runs
+            if not run.text:
+                continue
+            style = run._r.rPr.xml if run._r.rPr is not None else ""
+            if groups and style == last:
+                groups[-1].append(run)
+            else:
+                groups.append([run])
+            last = style
+    return [group for group in groups if "".join(r.text for r in group).strip()]
 
 
 def _wrap(text: str, lines: int) -> str:
