@@ -16,6 +16,7 @@ from tests.helpers import local_client, run_cli
 pytest.importorskip("fastapi")
 srt = pytest.importorskip("srt")
 docx = pytest.importorskip("docx")
+pptx = pytest.importorskip("pptx")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -29,6 +30,14 @@ SRT = ("1\n00:00:01,000 --> 00:00:03,500\nEin Mann fährt\nmit dem Fahrrad.\n\n"
        "2\n00:00:04,000 --> 00:00:06,250\nZwei Hunde spielen im Schnee.\n\n"
        "7\n01:02:03,004 --> 01:02:05,000\nEine Frau liest ein Buch.\n\n")
 FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT}
+
+
+def zipfile_bytes(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return out.getvalue()
 
 
 def word_document() -> bytes:
@@ -46,6 +55,39 @@ def word_document() -> bytes:
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+def slides() -> bytes:
+    """A .pptx with a title, a body with a bold word, a table and speaker notes."""
+    from pptx.util import Inches
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    slide.shapes.title.text = "Ein Hund läuft über die Wiese."
+    body = slide.placeholders[1].text_frame
+    body.text = "Zwei Hunde spielen im Schnee."
+    paragraph = body.add_paragraph()
+    paragraph.add_run().text = "Ein Mann fährt "
+    bold = paragraph.add_run()
+    bold.text, bold.font.bold = "Fahrrad", True
+    table = slide.shapes.add_table(2, 2, Inches(1), Inches(4), Inches(4), Inches(1)).table
+    table.cell(0, 0).text = "Eine Frau liest ein Buch."
+    slide.notes_slide.notes_text_frame.text = "Zwei Männer spielen Fußball."
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def slide_texts(data: bytes) -> tuple[list, list[str]]:
+    """A .pptx's runs' formatting, and its texts, shape by shape, notes last."""
+    slide = pptx.Presentation(io.BytesIO(data)).slides[0]
+    paragraphs = [p for shape in slide.shapes if shape.has_text_frame
+                  for p in shape.text_frame.paragraphs]
+    paragraphs += [p for shape in slide.shapes if shape.has_table
+                   for cell in shape.table.iter_cells() for p in cell.text_frame.paragraphs]
+    paragraphs += list(slide.notes_slide.notes_text_frame.paragraphs)
+    return ([[r.font.bold for r in p.runs] for p in paragraphs],
+            ["".join(r.text for r in p.runs) for p in paragraphs])
 
 
 def word_texts(data: bytes) -> tuple[list, list[str]]:
@@ -113,6 +155,14 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     expected = translator.translate_text(segments)
     assert texts[0] == expected[0] and texts[1] == "".join(expected[1:4])
     assert texts[-1] == expected[-1] and expected[4] in texts and texts.count("") == 1
+    # PowerPoint: the same shapes, runs (the bold word bold), table and notes, all translated
+    shape, texts = slide_texts(translate_file(translator, "talk.pptx", slides()))
+    their_shape, their_texts = slide_texts(slides())
+    assert shape == their_shape and [t == "" for t in texts] == [t == "" for t in their_texts]
+    segments = [t for t in their_texts if t]
+    segments[2:3] = ["Ein Mann fährt ", "Fahrrad"]
+    expected = translator.translate_text(segments)
+    assert [t for t in texts if t] == [*expected[:2], "".join(expected[2:4]), *expected[4:]]
 
 
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):
@@ -165,6 +215,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("long.txt", b"Ein Hund. " * 30, 400, "at most 100 a file here"),
     ("big.txt", b"x" * 5_000, 413, ""),
     ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),
+    ("talk.pptx", zipfile_bytes({"a.txt": b"x"}), 400, "is not a PowerPoint presentation"),
 ])
 def test_files_that_cannot_be_translated_get_a_4xx(translator, name, data, status, message):
     options = ServeOptions(Limits(max_file_chars=100, max_body_bytes=4_000))
@@ -192,14 +243,6 @@ def test_a_server_with_keys_takes_the_key_in_the_form(translator):
         assert wrong.status_code == 400 and "not de into fr" in wrong.json()["error"]
 
 
-def zip_of(members: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return out.getvalue()
-
-
 def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
     """A zip bomb (members that unpack far past the limit) is refused before it is opened; an
     XML entity bomb (billion laughs) is not expanded: one line either way, within seconds."""
@@ -209,7 +252,7 @@ def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
     from transformer_mt.translate import files
 
     monkeypatch.setattr(files, "MOST_UNPACKED", 2**20)
-    bomb = zip_of({"word/document.xml": b"\0" * (4 * 2**20)})
+    bomb = zipfile_bytes({"word/document.xml": b"\0" * (4 * 2**20)})
     with pytest.raises(MTError, match=r"unpacks to 4,194,304 bytes in 1 files; at most"):
         files.read_file("bomb.docx", bomb)
     laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
@@ -224,7 +267,7 @@ def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
     members["word/document.xml"] = laughs
     start = time.monotonic()
     try:
-        doc = files.read_file("laughs.docx", zip_of(members))
+        doc = files.read_file("laughs.docx", zipfile_bytes(members))
         assert all(len(t) < 1000 for t in doc.texts)  # nothing expanded
     except MTError as exc:
         assert "is not a Word document" in str(exc)

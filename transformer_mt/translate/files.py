@@ -13,6 +13,9 @@ server's ``/translate_file``.
   together, a run formatted apart (a bold word) on its own. Read and written by
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
+- PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
+  tables and speaker notes, runs as for Word; ``python-pptx`` (the ``files`` extra), the same
+  limits.
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
 here (office documents, PDF), is refused in one line before anything is translated.
@@ -33,9 +36,11 @@ from transformer_mt.packages import imported
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
-FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx"}
-LIBRARIES = {"srt": "srt", "docx": "docx"}  # the module each format needs (the files extra)
-MOST_UNPACKED = 200 * 2**20  # bytes a .docx may unpack to
+FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx",
+           ".pptx": "pptx"}
+# the module each format needs (the files extra)
+LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx"}
+MOST_UNPACKED = 200 * 2**20  # bytes a .docx or .pptx may unpack to
 
 
 @dataclass
@@ -51,7 +56,7 @@ class FileText:
 def is_document(name: str | Path) -> bool:
     """Whether ``name`` is a file translated whole (its format kept) rather than line by line:
     HTML and subtitles (a ``.txt`` file is lines of text either way)."""
-    return FORMATS.get(Path(name).suffix.lower()) in ("html", "srt", "docx")
+    return FORMATS.get(Path(name).suffix.lower()) not in (None, "text")
 
 
 def read_file(name: str, data: bytes) -> FileText:
@@ -62,8 +67,8 @@ def read_file(name: str, data: bytes) -> FileText:
     if kind is None:
         raise MTError(f"'{name}': file format not supported; translate "
                       f"{', '.join(FORMATS)} files")
-    if kind == "docx":
-        return _word(name, data)
+    if kind in OFFICE:
+        return _office(name, data, kind)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -89,21 +94,28 @@ def _subtitles(name: str, text: str) -> FileText:
     return FileText([" ".join(s.content.split()) for s in subtitles], False, rebuild)
 
 
-def _word(name: str, data: bytes) -> FileText:
-    docx = imported("docx", "Word documents (.docx)")
+OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation"}
+
+
+def _office(name: str, data: bytes, kind: str) -> FileText:
+    """A Word document or a PowerPoint presentation: its paragraphs' runs, in groups formatted
+    alike; the translation of a group goes into its first run."""
+    library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
     try:
         members = zipfile.ZipFile(io.BytesIO(data)).infolist()
         unpacked = sum(m.file_size for m in members)
         if unpacked > MOST_UNPACKED or len(members) > 10_000:
             raise MTError(f"'{name}' unpacks to {unpacked:,} bytes in {len(members):,} files; "
                           f"at most {MOST_UNPACKED:,} here")
-        document = docx.Document(io.BytesIO(data))
+        document = (library.Document if kind == "docx" else library.Presentation)(
+            io.BytesIO(data))
     except MTError:
         raise
-    except Exception as exc:  # not a zip, not a Word document, damaged XML
-        raise MTError(f"'{name}' is not a Word document (.docx): "
+    except Exception as exc:  # not a zip, not such a document, damaged XML
+        raise MTError(f"'{name}' is not {OFFICE[kind]} (.{kind}): "
                       f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
-    groups = [group for paragraph in _paragraphs(document) for group in _alike(paragraph)]
+    paragraphs = _paragraphs(document) if kind == "docx" else _slide_paragraphs(document)
+    groups = [group for paragraph in paragraphs for group in _alike(paragraph)]
 
     def rebuild(translations: list[str]) -> bytes:
         for group, text in zip(groups, translations, strict=True):
@@ -115,6 +127,28 @@ def _word(name: str, data: bytes) -> FileText:
         return out.getvalue()
 
     return FileText(["".join(run.text for run in group) for group in groups], False, rebuild)
+
+
+def _slide_paragraphs(presentation: Any) -> list[Any]:
+    """Every paragraph of a presentation: its slides' shapes (inside groups too), tables'
+    cells, and the speaker notes."""
+    found: list[Any] = []
+
+    def walk(shapes: Any) -> None:
+        for shape in shapes:
+            if hasattr(shape, "shapes"):  # a group
+                walk(shape.shapes)
+            if shape.has_text_frame:
+                found.extend(shape.text_frame.paragraphs)
+            if getattr(shape, "has_table", False):
+                for cell in shape.table.iter_cells():
+                    found.extend(cell.text_frame.paragraphs)
+
+    for slide in presentation.slides:
+        walk(slide.shapes)
+        if slide.has_notes_slide:
+            found.extend(slide.notes_slide.notes_text_frame.paragraphs)
+    return found
 
 
 def _paragraphs(document: Any) -> list[Any]:
@@ -139,15 +173,18 @@ def _paragraphs(document: Any) -> list[Any]:
 
 
 def _alike(paragraph: Any) -> list[list[Any]]:
-    """A paragraph's runs with text (those of its links too), in groups of neighbours
+    """A paragraph's runs with text (a Word paragraph's links' too), in groups of neighbours
     formatted alike."""
     groups: list[list[Any]] = []
     last = None
-    for item in paragraph.iter_inner_content():
+    items = (paragraph.iter_inner_content() if hasattr(paragraph, "iter_inner_content")
+             else paragraph.runs)
+    for item in items:
         for run in getattr(item, "runs", [item]):  # a hyperlink holds runs
             if not run.text:
                 continue
-            style = run._r.rPr.xml if run._r.rPr is not None else ""
+            properties = run._r.rPr
+            style = "" if properties is None else properties.xml
             if groups and style == last:
                 groups[-1].append(run)
             else:
