@@ -177,6 +177,10 @@ def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, t
             assert written.decode().splitlines() == translator.translate(text.splitlines())
         else:
             assert written == translate_file(translator, name, text.encode())
+    printed = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input",
+                       str(tmp_path / "film.srt")])  # no --output: to stdout
+    assert printed.returncode == 0 and printed.stdout == translate_file(
+        translator, "film.srt", SRT.encode()).decode()
     (tmp_path / "letter.docx").write_bytes(word_document())
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input",
                       str(tmp_path / "letter.docx"), "--output", str(tmp_path / "out.docx")])

@@ -108,8 +108,12 @@ def _translate_document(translator: Translator, args: argparse.Namespace) -> int
     if args.output:
         atomic_write_bytes(args.output, out)
         log.info("wrote %s", args.output)
-    else:
-        sys.stdout.write(out.decode("utf-8"))
+    elif hasattr(sys.stdout, "buffer"):  # the bytes as they are: a .docx piped is a .docx
+        sys.stdout.flush()
+        sys.stdout.buffer.write(out)
+        sys.stdout.buffer.flush()
+    else:  # a text stream only (Python's, redirected)
+        sys.stdout.write(out.decode("utf-8", "replace"))
     return 0
 
 
