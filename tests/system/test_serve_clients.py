@@ -127,3 +127,22 @@ def test_readme_curl_examples(server, expected):
                              b"q=f\xe4hrt&source=de&target=en&api_key=k1", "-w", "%{http_code}"],
                             capture_output=True, timeout=60)
     assert latin1.stdout.endswith(b"400") and b"not UTF-8" in latin1.stdout
+
+
+def test_a_file_with_curl_as_libretranslates_docs_show_it(server, expected, tmp_path):
+    """``curl -F file=@...`` to /translate_file (the key in the form), then the URL it answers
+    downloaded with curl: the subtitles translated, their timings kept, from a real server."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    from transformer_mt.translate.files import translate_file
+
+    source = tmp_path / "film.srt"
+    source.write_text("1\n00:00:01,000 --> 00:00:02,000\nEin Hund läuft.\n\n", encoding="utf-8")
+    ran = subprocess.run(["curl", "-s", server + "/translate_file", "-F", f"file=@{source}",
+                          "-F", "source=de", "-F", "target=en", "-F", "api_key=k1"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    url = json.loads(ran.stdout)["translatedFileUrl"]
+    target = tmp_path / "film.en.srt"
+    subprocess.run(["curl", "-s", "-o", str(target), url], timeout=60, check=True)
+    assert target.read_bytes() == translate_file(expected, "film.srt", source.read_bytes())
+    assert b"00:00:01,000 --> 00:00:02,000" in target.read_bytes()
