@@ -47,6 +47,13 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", metavar="TEXT",
                    help="each translation begins with TEXT; the model continues it (an "
                    "unfinished last word is finished: \"A ma\" may become \"A man\")")
+    p.add_argument("--glossary", metavar="TSV",
+                   help="terms each translation must hold: a file of 'source term<TAB>target "
+                   "term' lines; where a source term is found (whole words, any case), its "
+                   "target term is in the output, exactly")
+    p.add_argument("--keep-spans", action="store_true",
+                   help="keep URLs, e-mail addresses, {placeholders}, %%s and numbers exactly "
+                   "as in the source")
     p.add_argument("--alternatives", type=int, metavar="K",
                    help="print the K most probable tokens after --prefix (or at the start), "
                    "each with the translation completed from it: index, token, "
@@ -147,12 +154,18 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     if args.attention and (args.prefix or args.alternatives):
         raise MTError("--attention draws the model's own translation; drop --prefix and "
                       "--alternatives")
-    refuse_same_file(args.output, [args.input, *args.checkpoint])
+    refuse_same_file(args.output, [args.input, args.glossary, *args.checkpoint])
+    glossary = None
+    if args.glossary or args.keep_spans:
+        from transformer_mt.translate.glossary import Glossary
+
+        glossary = Glossary.read(args.glossary, args.keep_spans) if args.glossary else \
+            Glossary(keep_spans=True)
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size:  # n best need a beam at least n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)
-    return translator.with_settings(decode)
+    return translator.with_settings(decode, glossary)
 
 
 def _given_lines(args: argparse.Namespace) -> list[str] | None:

@@ -42,6 +42,7 @@ SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larg
 SAMPLE_CHUNK = 10_000  # sentences encoded at once; sampled ones draw from a generator per chunk
 NORMAL_FORM = "NFC"  # of the text every tokenizer reads (in the cache keys: ids made before differ)
 WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
+MARKERS = 0xE000  # private-use characters: a kept span's place while detokenizing
 MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter
 
 
@@ -73,6 +74,19 @@ class Tokenizer:
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         raise NotImplementedError
+
+    def detokenize_keeping(self, tokens: Sequence[str],
+                           spans: Sequence[tuple[int, int, str]]) -> str:
+        """Tokens to text, each span ``(start, end, text)`` of them written as ``text``
+        exactly (a glossary's term, a URL kept): a span is a marker token while detokenizing,
+        and its text takes the marker's place after."""
+        marked = list(tokens)
+        for n, (start, end, _) in sorted(enumerate(spans), key=lambda s: -s[1][0]):
+            marked[start:end] = [chr(MARKERS + n)]
+        text = self.detokenize(marked)
+        for n, (_, _, kept) in enumerate(spans):
+            text = text.replace(chr(MARKERS + n), kept, 1)
+        return text
 
     def words(self, tokens: Sequence[str]) -> list[int]:
         """The word (0, 1, ...) each token belongs to: here each token is a word."""
@@ -230,6 +244,20 @@ class SubwordTokenizer(Tokenizer):
         """Pieces back to text, without surrounding whitespace (a lone ``▁`` piece at either
         end); an ``<unk>`` the model produced is left out."""
         return self.processor.decode([t for t in tokens if t != UNK]).strip()
+
+    def detokenize_keeping(self, tokens: Sequence[str],
+                           spans: Sequence[tuple[int, int, str]]) -> str:
+        """As :meth:`Tokenizer.detokenize_keeping`, by pieces: the text between spans decoded
+        on its own (a piece starting with ``▁`` is a space before it), each span's text as is."""
+        def text(pieces: Sequence[str], kept: str | None = None) -> str:
+            space = " " if pieces and pieces[0].startswith(WORD_START) else ""
+            return space + (self.detokenize(pieces) if kept is None else kept)
+
+        parts, at = [], 0
+        for start, end, kept in sorted(spans):
+            parts += [text(tokens[at:start]), text(tokens[start:end], kept)]
+            at = end
+        return "".join([*parts, text(tokens[at:])]).strip()
 
     def words(self, tokens: Sequence[str]) -> list[int]:
         """The word each piece belongs to: a piece that starts with ``▁`` starts a word."""

@@ -61,6 +61,11 @@ class _TranslateRequest(BaseModel):
     align: bool = Field(False, description="word alignment read off the last decoder layer's "
                         "cross-attention (heads averaged): [source word, output word] pairs, "
                         "from 0")
+    glossary: dict[Text, Text] | None = Field(
+        None, max_length=1000, description="source term -> the target term its translation "
+        "must hold, exactly (source terms found as whole words, in any case)")
+    keep_spans: bool = Field(False, description="URLs, e-mail addresses, {placeholders}, %s "
+                             "and numbers kept exactly as in the source")
 
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
@@ -73,8 +78,10 @@ class _TranslateRequest(BaseModel):
 
     @property
     def steers(self) -> bool:
-        """Whether decoding is steered (a prefix, alternatives): decoded on its own."""
-        return self.prefix is not None or self.alternatives > 0
+        """Whether decoding is steered (a prefix, alternatives, a glossary, kept spans):
+        decoded on its own."""
+        return (self.prefix is not None or self.alternatives > 0 or bool(self.glossary)
+                or self.keep_spans)
 
     @property
     def inspects(self) -> bool:

@@ -28,6 +28,7 @@ from transformer_mt.serve.api import (
 from transformer_mt.serve.deps import Caller
 from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
 from transformer_mt.translate import Choice, Translation
+from transformer_mt.translate.glossary import Glossary
 
 
 async def translate(svc: Service, req: TranslateRequest, who: Caller) -> TranslateResponse:
@@ -79,11 +80,15 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
         per_sentence += [prefix] * len(doc.sentences)
     translator = svc.translator
     forced: list[int] = []  # per sentence, the output tokens its prefix forced
+    glossary = Glossary(req.glossary or {}, req.keep_spans)
 
     def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
         forcing = translator.forcing(per_sentence)
         forced.extend(len(tokens) for tokens in forcing.tokens)
-        hyps = translator.translate_ids(prepared.ids, cfg, req.nbest, forcing=forcing)
+        required = translator.required([s for d in prepared.docs for s in d.sentences],
+                                        glossary) if glossary else None
+        hyps = translator.translate_ids(prepared.ids, cfg, req.nbest, required=required,
+                                        forcing=forcing if req.prefix is not None else None)
         found = [translator.alternatives_with(cfg, x, prefix, req.alternatives)
                  for x, prefix in zip(prepared.ids, per_sentence, strict=True)
                  ] if req.alternatives else []  # a sentence a text, here

@@ -10,7 +10,6 @@ import dataclasses
 import logging
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +21,9 @@ from transformer_mt.config.file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import EOS, UNK, UNK_ID, Vocab
 from transformer_mt.decode.align import token_links, word_links
+from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
-from transformer_mt.decode.search import Hypothesis, length_penalty
+from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.translate.engines import (
     CTranslate2Engine,
@@ -33,59 +33,21 @@ from transformer_mt.translate.engines import (
     load_checkpoints,
     load_exported,
 )
+from transformer_mt.translate.glossary import Glossary
 from transformer_mt.translate.prefix import forcing_of
+from transformer_mt.translate.results import (
+    Choice,
+    InputTooLongError,
+    Required,
+    Scored,
+    Translation,
+)
 
 if TYPE_CHECKING:
     from transformer_mt.decode.ensemble import Ensemble
     from transformer_mt.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Scored:
-    """A given translation's tokens (``<eos>`` last) and the model's log-probability of each."""
-
-    tokens: list[str]
-    log_probs: list[float]
-    alpha: float  # the length penalty's, for :attr:`score`
-
-    @property
-    def log_prob(self) -> float:
-        return sum(self.log_probs)
-
-    @property
-    def score(self) -> float:
-        """The log-probability divided by the GNMT length penalty: what beam search reports."""
-        return self.log_prob / float(length_penalty(len(self.tokens), self.alpha))
-
-
-class InputTooLongError(MTError):
-    """A sentence longer than the model takes, where cutting it is not allowed."""
-
-@dataclass
-class Translation:
-    text: str  # detokenized output
-    tokens: list[str]
-    # log-probability (beam search: divided by the length penalty); NaN if not asked for
-    score: float
-    ids: list[int] = field(default_factory=list)  # output ids, without <bos> and <eos>
-    # cross-attention (T_out + 1, S) of the last decoder layer, mean over heads, if asked:
-    # a row per output token and <eos>, a column per source token and <eos>
-    attention: Tensor | None = None
-    # word alignment, if asked: (source word, output word) pairs (decode/align.py)
-    alignment: list[tuple[int, int]] | None = None
-    forced: int = 0  # output tokens a target prefix forced
-
-
-@dataclass
-class Choice:
-    """An alternative at a position: the token there, its log-probability, and the whole
-    translation search completes from it."""
-
-    token: str
-    log_prob: float
-    translation: Translation
 
 
 class Translator:
@@ -106,9 +68,11 @@ class Translator:
     """
 
     def __init__(self, engine: Engine, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
-                 tokenizers: tuple[Tokenizer, Tokenizer] | None = None) -> None:
+                 tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
+                 glossary: Glossary | None = None) -> None:
         self.engine, self.config = engine, config
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.glossary = glossary  # what a call that gives none holds to
         self.tokenizers = tokenizers or (make_tokenizer(config.data, "src"),
                                          make_tokenizer(config.data, "tgt"))
 
@@ -135,12 +99,13 @@ class Translator:
         return cls(loaded.engine, loaded.config, loaded.src_vocab, loaded.tgt_vocab,
                    loaded.tokenizers)
 
-    def with_settings(self, cfg: DecodeConfig) -> Translator:
+    def with_settings(self, cfg: DecodeConfig, glossary: Glossary | None = None) -> Translator:
         """This translator with ``cfg`` (:meth:`settings`) as what a call that names no
-        setting decodes with: a new one around the same engine; the loaded config is left as
-        it is."""
+        setting decodes with (and ``glossary`` as what it holds to): a new one around the same
+        engine; the loaded config is left as it is."""
         return Translator(self.engine, dataclasses.replace(self.config, decode=cfg),
-                          self.src_vocab, self.tgt_vocab, self.tokenizers)
+                          self.src_vocab, self.tgt_vocab, self.tokenizers,
+                          self.glossary if glossary is None else glossary)
 
     @classmethod
     def untrained(cls, config: Config | None = None, data_dir: str | None = None,
@@ -216,58 +181,75 @@ class Translator:
 
     def translate(self, sentences: Sequence[str], beam_size: int | None = None,
                   progress: bool = False, prefix: Sequence[str] | None = None,
-                  **settings: Any) -> list[str]:
+                  glossary: Glossary | None = None, **settings: Any) -> list[str]:
         """Translate raw sentences into detokenized text, one per sentence (an empty line
         gives an empty translation). ``settings`` override the checkpoint's ``decode``
         settings for this call: ``alpha``, ``max_len_a``, ``max_len_b``, ``sample_topk``,
         ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``, ``precision``.
         ``prefix``: how each translation must begin (one per sentence, "" for none; an
-        unfinished last word is finished by the model: ``prefix.py``)."""
+        unfinished last word is finished by the model: ``prefix.py``). ``glossary``: terms
+        each translation must hold, and spans kept as they are (``glossary.py``)."""
         return [hyps[0].text for hyps in self.translate_nbest(
             sentences, 1, beam_size, progress=progress, scores=False, prefix=prefix,
-            **settings)]
+            glossary=glossary, **settings)]
 
     def translate_text(self, texts: Sequence[str], html: bool = False,
-                       beam_size: int | None = None, **settings: Any) -> list[str]:
+                       beam_size: int | None = None, glossary: Glossary | None = None,
+                       **settings: Any) -> list[str]:
         """Translate texts that may hold several sentences (a paragraph, lines) or, with
         ``html=True``, HTML: each is split into sentences (``documents.py``), all of them are
         translated in one batch, and each text is put back together with its own spacing, line
-        breaks and markup. ``settings`` as for :meth:`translate`."""
+        breaks and markup. ``glossary`` and ``settings`` as for :meth:`translate`."""
         from transformer_mt.translate.documents import translate_documents
 
         if isinstance(texts, str):
             raise TypeError("translate a list of texts, e.g. translate_text([\"Ein Hund.\"])")
         return translate_documents(texts, self.config.data.src_lang, html, lambda sentences:
-                                   self.translate(sentences, beam_size, **settings))
+                                   self.translate(sentences, beam_size, glossary=glossary,
+                                                  **settings))
 
     def translate_nbest(self, sentences: Sequence[str], nbest: int = 1,
                         beam_size: int | None = None, attention: bool = False,
                         progress: bool = False, scores: bool = True,
-                        prefix: Sequence[str] | None = None,
+                        prefix: Sequence[str] | None = None, glossary: Glossary | None = None,
                         **settings: Any) -> list[list[Translation]]:
         """The ``nbest`` best translations of each sentence, best first, with their scores (and
         their cross-attention weights with ``attention=True``). ``scores=False`` spares greedy
-        decoding the scores (NaN then), a tenth of its time. ``prefix``: as for
+        decoding the scores (NaN then), a tenth of its time. ``prefix``, ``glossary``: as for
         :meth:`translate`."""
         if isinstance(sentences, str) or not isinstance(sentences, Sequence) or not all(
                 isinstance(s, str) for s in sentences):
             raise TypeError("translate a list of sentences (strings), e.g. "
                             "translate([\"Ein Hund.\"])")
         return self.translate_with(self.settings(beam_size=beam_size, **settings), sentences,
-                                   nbest, attention, progress, scores, prefix)
+                                   nbest, attention, progress, scores, prefix, glossary)
 
     def translate_with(self, cfg: DecodeConfig, sentences: Sequence[str], nbest: int = 1,
                        attention: bool = False, progress: bool = False,
-                       scores: bool = True,
-                       prefix: Sequence[str] | None = None) -> list[list[Translation]]:
+                       scores: bool = True, prefix: Sequence[str] | None = None,
+                       glossary: Glossary | None = None) -> list[list[Translation]]:
         """:meth:`translate_nbest` with the decoding settings ``cfg`` (see :meth:`settings`)."""
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(sentences)):
             raise MTError(f"give one prefix per sentence ({len(sentences)}), \"\" for none")
         nonempty = [i for i, s in enumerate(sentences) if s.strip()]
         ids = self.encode([sentences[i] for i in nonempty])
         forcing = None if prefix is None else self.forcing([prefix[i] for i in nonempty])
+        glossary = self.glossary if glossary is None else glossary
+        required = None if not glossary else self.required([sentences[i] for i in nonempty],
+                                                           glossary)
         return self.translate_ids(ids, cfg, nbest, attention, progress, scores,
-                                  into=(len(sentences), nonempty), forcing=forcing)
+                                  into=(len(sentences), nonempty), forcing=forcing,
+                                  required=required)
+
+    def required(self, sentences: Sequence[str], glossary: Glossary) -> list[list[Required]]:
+        """What each sentence's translation must hold (``glossary.py``): each text with its
+        target ids, the constraint search places."""
+        out = []
+        for texts in (glossary.required(s) for s in sentences):
+            pieces = self.tokenizers[1].tokenize(texts)
+            out.append([Required(text, self.tgt_vocab.encode(p, eos=False))
+                        for text, p in zip(texts, pieces, strict=True)])
+        return out
 
     def forcing(self, prefixes: Sequence[str]) -> Forcing:
         """What search forces for each target prefix (``prefix.py``)."""
@@ -277,29 +259,63 @@ class Translator:
     def translate_ids(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                       attention: bool = False, progress: bool = False, scores: bool = True,
                       into: tuple[int, list[int]] | None = None,
-                      forcing: Forcing | None = None,
-                      stop: Callable[[], bool] | None = None) -> list[list[Translation]]:
+                      forcing: Forcing | None = None, stop: Callable[[], bool] | None = None,
+                      required: Sequence[Sequence[Required]] | None = None,
+                      ) -> list[list[Translation]]:
         """Translations of sources already as ids (each ending in ``<eos>``). ``into``:
         (number of sentences, positions of these sources); the others translate as empty.
         ``forcing``: how each output must begin (a row per source). ``stop``: asked between
         decoding steps; a yes raises ``decode.stopping.StoppedError`` (the server's abandoned
-        requests)."""
+        requests). ``required``: what each output must hold (:meth:`required`)."""
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
-        hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores,
-                                  forcing=forcing, stop=stop)
+        if required is not None and any(required):
+            hyps = self._decode_required(ids, cfg, nbest, forcing, stop, required)
+        else:
+            hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores,
+                                      forcing=forcing, stop=stop)
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
         for i, src_ids, sentence_hyps in zip(positions, ids, hyps, strict=True):
             out[i] = []
             for h in sentence_hyps:
                 weights = self.cross_attention(src_ids, h.tokens) if attention else None
-                out[i].append(self._translation(h, weights))
+                out[i].append(self._translation(h, weights, required[i] if required else ()))
         return out
 
-    def _translation(self, h: Hypothesis, weights: Tensor | None = None) -> Translation:
+    def _decode_required(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int,
+                         forcing: Forcing | None, stop: Callable[[], bool] | None,
+                         required: Sequence[Sequence[Required]]) -> list[list[Hypothesis]]:
+        """The sentences with something required searched with constraints, the others as
+        ever."""
+        if not isinstance(self.engine, TorchEngine):
+            raise MTError("a glossary and kept spans need a PyTorch checkpoint (.pt): "
+                          "CTranslate2 cannot constrain its search")
+        if forcing is not None:
+            raise MTError("a prefix and a glossary (or kept spans) cannot be given together")
+        held = [i for i, r in enumerate(required) if r]
+        free = [i for i, r in enumerate(required) if not r]
+        hyps: list[list[Hypothesis]] = [[] for _ in ids]
+        found = self.engine.decode_constrained(
+            [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
+            stop)
+        for i, placed in zip(held, found, strict=True):
+            hyps[i] = list(placed)
+        if free:
+            for i, h in zip(free, self.engine.decode([ids[i] for i in free], cfg, nbest,
+                                                     stop=stop), strict=True):
+                hyps[i] = h
+        return hyps
+
+    def _translation(self, h: Hypothesis, weights: Tensor | None = None,
+                     required: Sequence[Required] = ()) -> Translation:
         tokens = self.tgt_vocab.decode(h.tokens)
-        return Translation(self.detokenize(tokens), tokens, h.score, h.tokens, weights)
+        if isinstance(h, Placed):  # each constraint's tokens written as its required text
+            text = self.tokenizers[1].detokenize_keeping(
+                tokens, [(start, end, required[j].text) for j, start, end in h.spans])
+        else:
+            text = self.detokenize(tokens)
+        return Translation(text, tokens, h.score, h.tokens, weights)
 
     def alternatives(self, sentence: str, prefix: str = "", k: int = 5,
                      **settings: Any) -> list[Choice]:

@@ -2,11 +2,10 @@
 wraps one with the text side (tokenizers and vocabularies).
 
 - :class:`TorchEngine`: our PyTorch model(s), one checkpoint or an ensemble of several, decoded
-  by ``decode/search.py`` (greedy, beam, sampling, n-best, attention weights).
+  by ``decode/search.py`` (greedy, beam, sampling, n-best, attention weights, constraints).
 - :class:`CTranslate2Engine`: a model exported by ``mt export`` (CTranslate2, OpenNMT's C++
-  inference engine), greedy or beam search, one translation per sentence.
-
-Each loader returns a :class:`Loaded`: the engine plus the config, vocabularies and tokenizers
+  inference engine): greedy or beam search, one translation per sentence.
+Each loader returns a :class:`Loaded`: the engine, and the config, vocabularies and tokenizers
 it was trained with. A new engine implements ``decode`` (and says what it cannot do there).
 """
 
@@ -33,6 +32,7 @@ from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import BOS, BOS_ID, EOS_ID, PAD, PAD_ID, Vocab
 from transformer_mt.decode.alternatives import Alternative, alternatives
 from transformer_mt.decode.compiled import CompiledDecoding, check_compilable
+from transformer_mt.decode.constraints import Placed, decode_constrained
 from transformer_mt.decode.ensemble import Ensemble
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.score import score_outputs
@@ -86,7 +86,6 @@ class Engine(Protocol):
 @dataclass
 class Loaded:
     """An engine with the config, vocabularies and tokenizers it was trained with."""
-
     engine: Engine
     config: Config
     src_vocab: Vocab
@@ -95,7 +94,6 @@ class Loaded:
 
 
 GPU_DECODE_BATCH = 512  # a GPU decodes far more sentences at once than decode.batch_size says
-
 
 class TorchEngine:
     """Our model, or an ensemble of models of one vocabulary, on ``device``."""
@@ -125,6 +123,18 @@ class TorchEngine:
         with stopping(model, stop):
             return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
                                  progress=progress, scores=scores, forcing=forcing)
+
+    def decode_constrained(self, ids: Sequence[Sequence[int]],
+                           constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
+                           nbest: int = 1,
+                           stop: Callable[[], bool] | None = None) -> list[list[Placed]]:
+        """Outputs holding each source's constraints (``decode/constraints.py``), searched
+        with the eager steps (``--compile``'s graphs are the plain search's)."""
+        model = self._decoding_model(cfg)
+        if isinstance(model, CompiledDecoding):
+            model = model.model
+        with stopping(model, stop):
+            return decode_constrained(model, ids, constraints, cfg, self.device, nbest)
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:
@@ -224,8 +234,8 @@ def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "au
         if (src, tgt) != (src_vocab, tgt_vocab):
             raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
                           "needs models trained on the same vocabularies")
-    engine = TorchEngine([m for m, *_ in loaded], dev, compile=compile)
-    return Loaded(engine, config, src_vocab, tgt_vocab, tokenizers)
+    return Loaded(TorchEngine([m for m, *_ in loaded], dev, compile=compile), config,
+                  src_vocab, tgt_vocab, tokenizers)
 
 
 def output_limits(ids: Sequence[Sequence[int]], cfg: DecodeConfig, cap: int) -> list[int]:

@@ -1,0 +1,79 @@
+"""Lexically constrained search (decode/constraints.py): every output holds every constraint,
+where the spans say; without constraints it is beam search; a constraint the model would
+write anyway changes nothing."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from tests.toy import lone_sources, make_model, train_toy_model
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import EOS_ID
+from transformer_mt.decode.constraints import constrained_search
+from transformer_mt.decode.search import beam_search
+
+
+@pytest.fixture(scope="module")
+def weak_model():
+    """An imperfect toy model: its outputs vary and ties are unlikely."""
+    return train_toy_model(steps=30, seed=1)
+
+
+def _holds(tokens: list[int], spans: list[tuple[int, int, int]],
+           constraints: list[list[int]]) -> None:
+    assert sorted(j for j, _, _ in spans) == list(range(len(constraints)))
+    for j, start, end in spans:
+        assert tokens[start:end] == constraints[j]
+    ordered = sorted(spans, key=lambda s: s[1])
+    assert all(a[2] <= b[1] for a, b in itertools.pairwise(ordered))  # apart
+    assert EOS_ID not in tokens
+
+
+@pytest.mark.parametrize("beam", [1, 3, 5])
+def test_without_constraints_it_is_beam_search(weak_model, beam):
+    for src in lone_sources(8):
+        mask = source_mask(src)
+        plain = beam_search(weak_model, src, mask, beam, nbest=beam, use_cache=True)[0]
+        held = constrained_search(weak_model, src, mask, [], beam, nbest=beam, use_cache=True)
+        assert [h.tokens for h in held] == [h.tokens for h in plain]
+        assert [h.score for h in held] == pytest.approx([h.score for h in plain], rel=1e-5)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_every_output_holds_its_constraints(weak_model, beam, use_cache):
+    gen = torch.Generator().manual_seed(3)
+    for n, src in enumerate(lone_sources(6)):
+        constraints = [torch.randint(4, 14, (1 + (n + j) % 3,), generator=gen).tolist()
+                       for j in range(1 + n % 3)]
+        hyps = constrained_search(weak_model, src, source_mask(src), constraints, beam,
+                                  nbest=2, use_cache=use_cache)
+        assert len(hyps) == 2
+        for h in hyps:
+            _holds(h.tokens, h.spans, constraints)
+
+
+def test_the_length_limit_appends_what_is_missing():
+    """An untrained model that may never place its constraints, and no room: each output still
+    holds them (appended at the limit)."""
+    model = make_model()
+    for src in lone_sources(4):
+        constraints = [[7, 8, 9], [11]]
+        hyps = constrained_search(model, src, source_mask(src), constraints, 2,
+                                  max_len_a=0.0, max_len_b=1, nbest=2)
+        for h in hyps:
+            _holds(h.tokens, h.spans, constraints)
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_a_constraint_the_model_writes_anyway_changes_nothing(toy_model, beam):
+    for src in lone_sources(6):
+        mask = source_mask(src)
+        plain = beam_search(toy_model, src, mask, beam, use_cache=True)[0][0]
+        middle = plain.tokens[1:3]
+        held = constrained_search(toy_model, src, mask, [middle], beam, use_cache=True)[0]
+        assert held.tokens == plain.tokens
+        assert held.spans == [(0, 1, 3)]

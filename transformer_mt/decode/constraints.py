@@ -1,0 +1,206 @@
+"""Lexically constrained search: outputs that must contain given token sequences (a glossary's
+required terms, spans kept as they are), by dynamic beam allocation (Post & Vilar, 2018).
+
+A hypothesis's progress is how many constraint tokens it has written: the tokens of the
+constraints it has met, and those of the one it is writing (a constraint begun is written to
+its end, as Sockeye's constraints are: one token a step, no other allowed). Every step, each
+hypothesis proposes its best tokens *and* the first tokens of the constraints it lacks; the
+beam is then shared among the progress levels ("banks"), the best of each level kept, so that
+hypotheses that placed more of the constraints are not crowded out by fluent ones that placed
+none. ``<eos>`` is allowed only once every constraint is met. The beam holds at least one
+hypothesis a level (``constraint tokens + 1``, up to :data:`MOST_BANKS`), whatever the beam
+asked; at the length limit (raised by the constraint tokens) an unfinished hypothesis gets its
+missing constraints appended, so that every output holds every constraint.
+
+A sentence is searched alone (its beam is its batch): the search is the plain one
+(``decode/search.py``'s) with a different choice of hypotheses, kept on the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.data.batch import source_mask
+from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.decode.search import (
+    Hypothesis,
+    length_penalty,
+    max_output_lengths,
+    next_token_logprobs,
+    start_decoding,
+)
+from transformer_mt.decode.state import Decodable
+from transformer_mt.precision import autocast, for_decoding, resolve_precision
+
+MOST_BANKS = 48  # the widest beam a sentence's constraints widen its search to
+
+
+@dataclass
+class Placed(Hypothesis):
+    """A hypothesis with where its constraints lie: (constraint, start, end) token spans."""
+
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Hyp:
+    tokens: tuple[int, ...]
+    score: float  # log-probability
+    met: tuple[bool, ...]  # per constraint
+    going: tuple[int, int] | None = None  # (constraint, its tokens written) while writing one
+    spans: tuple[tuple[int, int, int], ...] = ()
+
+    def progress(self, constraints: Sequence[Sequence[int]]) -> int:
+        done = sum(len(c) for c, met in zip(constraints, self.met, strict=True) if met)
+        return done + (self.going[1] if self.going else 0)
+
+    def complete(self) -> bool:
+        return all(self.met) and self.going is None
+
+    def then(self, token: int, score: float, constraints: Sequence[Sequence[int]],
+             start: int = -1) -> _Hyp:
+        """This hypothesis continued by ``token`` (its new score ``score``), which begins the
+        constraint ``start`` (-1: none) or continues the one begun."""
+        met, going, spans, at = list(self.met), self.going, self.spans, len(self.tokens)
+        if going is not None:  # (search lets only the constraint's next token come here)
+            going = (going[0], going[1] + 1)
+        elif start >= 0:
+            going = (start, 1)
+        if going is not None and going[1] == len(constraints[going[0]]):
+            j, written = going
+            met[j], going, spans = True, None, (*spans, (j, at + 1 - written, at + 1))
+        return _Hyp((*self.tokens, token), score, tuple(met), going, spans)
+
+    def finished(self, constraints: Sequence[Sequence[int]]) -> _Hyp:
+        """This hypothesis with its missing constraints appended (the length limit's end)."""
+        h = self
+        if h.going is not None:  # finish the constraint it is writing
+            j, written = h.going
+            for token in constraints[j][written:]:
+                h = h.then(token, h.score, constraints)
+        for j, c in enumerate(constraints):
+            if not h.met[j]:
+                h = h.then(c[0], h.score, constraints, start=j)
+                for token in c[1:]:
+                    h = h.then(token, h.score, constraints)
+        return h
+
+
+def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
+                k: int, at_limit: bool) -> list[tuple[float, int, int, int]]:
+    """(score, row, token, constraint it begins or -1) of every continuation worth a place,
+    best first: each live row's ``k`` best tokens, and the first token of each constraint it
+    lacks (a token may be both: the output may hold it before it holds the constraint);
+    ``<eos>`` only where all are met, and nothing else ``at_limit``. logp: (K, V) fp32
+    log-probabilities on the host."""
+    # (K, k + 1): k that are not <eos> among them, whatever <eos>'s rank
+    top = logp.topk(min(k + 1, logp.size(1)), dim=-1).indices.tolist()
+    out = []
+    for row, h in enumerate(beam):
+        if h is None:
+            continue
+        if at_limit:  # <eos> forced (as search forces it: at no cost)
+            out += [(h.score, row, EOS_ID, -1)] if h.complete() else []
+            continue
+        if h.going is not None:  # a constraint begun is written to its end
+            tokens = [(constraints[h.going[0]][h.going[1]], -1)]
+        else:
+            tokens = [(t, -1) for t in top[row] if t != EOS_ID or h.complete()]
+            tokens += [(c[0], j) for j, c in enumerate(constraints) if not h.met[j]]
+        out += [(h.score + float(logp[row, t]), row, t, j) for t, j in tokens]
+    return sorted(out, reverse=True)
+
+
+def _choose(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
+            k: int, at_limit: bool) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
+    """A step's decisions: the hypotheses that end (their ``<eos>`` among the ``k`` kept of
+    all candidates), and the ``k`` that continue (of the others), each with its row."""
+    ranked = []  # (hypothesis, row, whether it ends), best first
+    for score, row, token, start in _candidates(beam, logp, constraints, k, at_limit):
+        h = beam[row]
+        assert h is not None
+        ranked.append((dataclasses.replace(h, score=score), row, True) if token == EOS_ID
+                      else (h.then(token, score, constraints, start), row, False))
+    banks = min(sum(len(c) for c in constraints) + 1, k)
+    ends = [h for h, _, ended in _allocate(ranked, k, banks, constraints) if ended]
+    return ends, [(h, row) for h, row, _ in _allocate([r for r in ranked if not r[2]], k,
+                                                      banks, constraints)]
+
+
+Ranked = tuple[_Hyp, int, bool]  # a candidate hypothesis, the row it extends, if it ends
+
+
+def _allocate(ranked: list[Ranked], k: int, banks: int,
+              constraints: Sequence[Sequence[int]]) -> list[Ranked]:
+    """The ``k`` candidates kept of ``ranked`` (best first): the best of each progress level
+    (``k // banks`` a level), then the best of the rest."""
+    per_bank = k // banks
+    kept: list[Ranked] = []
+    taken: dict[int, int] = {}
+    rest = []
+    for h in ranked:
+        level = h[0].progress(constraints)
+        if taken.get(level, 0) < per_bank:
+            taken[level] = taken.get(level, 0) + 1
+            kept.append(h)
+        else:
+            rest.append(h)
+    return (kept + rest)[:k]
+
+
+@torch.inference_mode()
+def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
+                       constraints: Sequence[Sequence[int]], beam_size: int = 5,
+                       alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
+                       nbest: int = 1, use_cache: bool = False) -> list[Placed]:
+    """The ``nbest`` best outputs of one source (src (1, S), src_mask (1, 1, 1, S)) that
+    contain every constraint (a sequence of target ids), best first."""
+    total = sum(len(c) for c in constraints)
+    k = max(beam_size, nbest, min(total + 1, MOST_BANKS))
+    limit = min(int(max_output_lengths(src_mask, max_len_a, max_len_b)[0]) + total,
+                model.cfg.max_output_tokens)  # tokens before <eos>
+    state = start_decoding(model, src, src_mask, k, use_cache)  # K rows; dead ones: None
+    beam: list[_Hyp | None] = [_Hyp((), 0.0, (False,) * len(constraints))] + [None] * (k - 1)
+    finished: list[tuple[bool, float, _Hyp]] = []  # (written whole, score to rank by, it)
+    for step in range(limit + 1):
+        prefix = torch.tensor([[BOS_ID, *(h or beam[0]).tokens] for h in beam],  # type: ignore
+                              device=src.device)  # (K, t + 1)
+        logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (K, V)
+        ends, kept = _choose(beam, logp, constraints, k, step == limit)
+        penalty = float(length_penalty(step + 1, alpha))
+        finished += [(True, h.score / penalty, h) for h in ends]
+        if len(finished) >= k or not kept:
+            break
+        beam = [h for h, _ in kept] + [None] * (k - len(kept))
+        state.select(torch.tensor([row for _, row in kept] + [0] * (k - len(kept)),
+                                  device=src.device))
+    if len(finished) < nbest:  # at the length limit: the live ones end, constraints added
+        for h in (h for h in beam if h is not None and not h.complete()):
+            done = h.finished(constraints)
+            finished.append((False, done.score / float(length_penalty(len(done.tokens), alpha)),
+                             done))
+    best = sorted(finished, key=lambda f: (not f[0], -f[1]))[:nbest]
+    return [Placed(list(h.tokens), score, list(h.spans)) for _, score, h in best]
+
+
+def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
+                       constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
+                       device: torch.device, nbest: int = 1) -> list[list[Placed]]:
+    """The ``nbest`` best outputs of each source (ids) holding its constraints, a sentence at
+    a time, at ``cfg``'s beam, length limits and precision."""
+    precision = resolve_precision(cfg.precision, device)
+    model = for_decoding(model, precision, device)
+    out = []
+    for ids, required in zip(src_ids, constraints, strict=True):
+        src = torch.tensor([list(ids)], dtype=torch.long, device=device)  # (1, S)
+        with autocast(device, precision):
+            out.append(constrained_search(model, src, source_mask(src), required,
+                                          cfg.beam_size, cfg.alpha, cfg.max_len_a,
+                                          cfg.max_len_b, nbest, use_cache=True))
+    return out
