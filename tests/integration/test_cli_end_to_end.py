@@ -236,14 +236,15 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "validation at step 3" in result.stderr  # a library call shows its progress too
     lines = result.stdout.splitlines()
-    assert len(lines) == 11 and lines[0].startswith("[") and "(" in lines[4]
+    assert len(lines) == 12 and lines[0].startswith("[") and "(" in lines[4]
     assert lines[5].startswith("['") and "\\n" in lines[5]  # the line break kept
     assert lines[6].startswith("['<p>") and "<b>" in lines[6]  # the markup kept
     assert lines[7].startswith("['A do")  # the prefix, its last word finished
-    choices = [line.split(" ", 2) for line in lines[8:]]  # token, log-prob, translation
+    choices = [line.split(" ", 2) for line in lines[8:11]]  # token, log-prob, translation
     assert all(text.startswith(f"A {token}") for token, _, text in choices)
     assert [float(lp) for _, lp, _ in choices] == sorted((float(lp) for _, lp, _ in choices),
                                                         reverse=True)
+    assert "hound" in lines[11] and "www.hund.de" in lines[11]  # the glossary's, exactly
 
 
 def test_step_checkpoints_are_written_only_where_averaging_uses_them(tmp_path, monkeypatch):

@@ -226,3 +226,17 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
                                                  for w in workers.values())
     assert record["workers_vs_one"]["2"] == round(workers["2"]["sentences_per_s"]
                                                   / workers["1"]["sentences_per_s"], 2)
+
+
+def test_glossary_benchmark_holds_every_term_and_reports_a_ratio(trained_run):
+    """bench/glossary.py on the toy test set: constrained search holds every sentence's term
+    (the plain search need not), and ``ratio`` is their beam BLEUs' quotient."""
+    record = json.loads(_bench("bench/glossary.py", "--checkpoint",
+                               str(trained_run[0] / "best.pt"), "--set", "toy_test",
+                               "--max-sentences", "8", "--beam", "3").stdout)
+    assert record["sentences"] == 8 and record["with_a_term"] > 0
+    for search in ("greedy", "beam3"):
+        assert record[f"{search}_glossary"]["terms_held"] == record["with_a_term"]
+        assert record[f"{search}_plain"]["terms_held"] <= record["with_a_term"]
+    plain, held = record["beam3_plain"]["bleu"], record["beam3_glossary"]["bleu"]
+    assert record["ratio"] == (round(held / plain, 3) if plain else None)

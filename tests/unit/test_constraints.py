@@ -77,3 +77,16 @@ def test_a_constraint_the_model_writes_anyway_changes_nothing(toy_model, beam):
         held = constrained_search(toy_model, src, mask, [middle], beam, use_cache=True)[0]
         assert held.tokens == plain.tokens
         assert held.spans == [(0, 1, 3)]
+
+
+def test_no_glued_token_right_after_a_constraint(weak_model):
+    """``glued`` (the pieces that would go on with a word) never follows a constraint: a
+    required term is not made the start of a longer word."""
+    glued = frozenset(range(4, 10))
+    for src in lone_sources(6):
+        constraints = [[12], [10, 11]]
+        for h in constrained_search(weak_model, src, source_mask(src), constraints, 3,
+                                    nbest=3, glued=glued):
+            _holds(h.tokens, h.spans, constraints)
+            assert all(h.tokens[end] not in glued for _, _, end in h.spans
+                       if end < len(h.tokens))

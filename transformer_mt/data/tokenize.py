@@ -69,6 +69,8 @@ def normalized(texts: Iterable[str]) -> Iterator[str]:
 class Tokenizer:
     """Text to token strings (:meth:`tokenize`) and output tokens to text (:meth:`detokenize`)."""
 
+    subword = False  # whether a token may be part of a word (a piece without "▁" goes on one)
+
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
         raise NotImplementedError
 
@@ -195,6 +197,8 @@ class SubwordTokenizer(Tokenizer):
     the same seed gives the same segmentations in any process. SentencePiece's own generator
     does not: its seed is not honoured across processes (sentencepiece 0.2.2+) or not per call
     (earlier)."""
+
+    subword = True
 
     def __init__(self, model: bytes, lowercase: bool = False,
                  sampling: tuple[float, int, int] | None = None) -> None:

@@ -93,15 +93,15 @@ class _Hyp:
 
 
 def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
-                k: int, at_limit: bool) -> list[tuple[float, int, int, int]]:
+                k: int, at_limit: bool, glued: frozenset[int]) -> list[tuple[float, int, int, int]]:
     """(score, row, token, constraint it begins or -1) of every continuation worth a place,
     best first: each live row's ``k`` best tokens, and the first token of each constraint it
     lacks (a token may be both: the output may hold it before it holds the constraint);
-    ``<eos>`` only where all are met, and nothing else ``at_limit``. logp: (K, V) fp32
-    log-probabilities on the host."""
+    ``<eos>`` only where all are met, and nothing else ``at_limit``; no token of ``glued``
+    right after a constraint. logp: (K, V) fp32 log-probabilities on the host."""
     # (K, k + 1): k that are not <eos> among them, whatever <eos>'s rank
     top = logp.topk(min(k + 1, logp.size(1)), dim=-1).indices.tolist()
-    out = []
+    out: list[tuple[float, int, int, int]] = []  # scores filled in below, read at once
     for row, h in enumerate(beam):
         if h is None:
             continue
@@ -111,18 +111,25 @@ def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Seq
         if h.going is not None:  # a constraint begun is written to its end
             tokens = [(constraints[h.going[0]][h.going[1]], -1)]
         else:
-            tokens = [(t, -1) for t in top[row] if t != EOS_ID or h.complete()]
+            barred = glued if h.spans and h.spans[-1][2] == len(h.tokens) else frozenset()
+            tokens = [(t, -1) for t in top[row]
+                      if (t != EOS_ID or h.complete()) and t not in barred]
             tokens += [(c[0], j) for j, c in enumerate(constraints) if not h.met[j]]
-        out += [(h.score + float(logp[row, t]), row, t, j) for t, j in tokens]
+        out += [(h.score, row, t, j) for t, j in tokens]
+    if not at_limit and out:
+        rows, tokens_ = zip(*((row, t) for _, row, t, _ in out), strict=True)
+        gained = logp[list(rows), list(tokens_)].tolist()
+        out = [(score + g, row, t, j) for (score, row, t, j), g in zip(out, gained, strict=True)]
     return sorted(out, reverse=True)
 
 
 def _choose(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
-            k: int, at_limit: bool) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
+            k: int, at_limit: bool,
+            glued: frozenset[int]) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
     """A step's decisions: the hypotheses that end (their ``<eos>`` among the ``k`` kept of
     all candidates), and the ``k`` that continue (of the others), each with its row."""
     ranked = []  # (hypothesis, row, whether it ends), best first
-    for score, row, token, start in _candidates(beam, logp, constraints, k, at_limit):
+    for score, row, token, start in _candidates(beam, logp, constraints, k, at_limit, glued):
         h = beam[row]
         assert h is not None
         ranked.append((dataclasses.replace(h, score=score), row, True) if token == EOS_ID
@@ -158,9 +165,11 @@ def _allocate(ranked: list[Ranked], k: int, banks: int,
 def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                        constraints: Sequence[Sequence[int]], beam_size: int = 5,
                        alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
-                       nbest: int = 1, use_cache: bool = False) -> list[Placed]:
+                       nbest: int = 1, use_cache: bool = False,
+                       glued: frozenset[int] = frozenset()) -> list[Placed]:
     """The ``nbest`` best outputs of one source (src (1, S), src_mask (1, 1, 1, S)) that
-    contain every constraint (a sequence of target ids), best first."""
+    contain every constraint (a sequence of target ids), best first. ``glued``: the tokens
+    that would go on with the word a constraint ends (subword pieces), never next to one."""
     total = sum(len(c) for c in constraints)
     k = max(beam_size, nbest, min(total + 1, MOST_BANKS))
     limit = min(int(max_output_lengths(src_mask, max_len_a, max_len_b)[0]) + total,
@@ -172,7 +181,7 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
         prefix = torch.tensor([[BOS_ID, *(h or beam[0]).tokens] for h in beam],  # type: ignore
                               device=src.device)  # (K, t + 1)
         logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (K, V)
-        ends, kept = _choose(beam, logp, constraints, k, step == limit)
+        ends, kept = _choose(beam, logp, constraints, k, step == limit, glued)
         penalty = float(length_penalty(step + 1, alpha))
         finished += [(True, h.score / penalty, h) for h in ends]
         if len(finished) >= k or not kept:
@@ -191,9 +200,11 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
 
 def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
                        constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
-                       device: torch.device, nbest: int = 1) -> list[list[Placed]]:
+                       device: torch.device, nbest: int = 1,
+                       glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
     """The ``nbest`` best outputs of each source (ids) holding its constraints, a sentence at
-    a time, at ``cfg``'s beam, length limits and precision."""
+    a time, at ``cfg``'s beam, length limits and precision (``glued``: as
+    :func:`constrained_search`'s)."""
     precision = resolve_precision(cfg.precision, device)
     model = for_decoding(model, precision, device)
     out = []
@@ -202,5 +213,5 @@ def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
         with autocast(device, precision):
             out.append(constrained_search(model, src, source_mask(src), required,
                                           cfg.beam_size, cfg.alpha, cfg.max_len_a,
-                                          cfg.max_len_b, nbest, use_cache=True))
+                                          cfg.max_len_b, nbest, True, glued))
     return out

@@ -296,9 +296,11 @@ class Translator:
         held = [i for i, r in enumerate(required) if r]
         free = [i for i, r in enumerate(required) if not r]
         hyps: list[list[Hypothesis]] = [[] for _ in ids]
+        glued = frozenset(i for i, piece in enumerate(self.tgt_vocab.itos)  # a word goes on
+                          if piece[:1].isalnum()) if self.tokenizers[1].subword else frozenset()
         found = self.engine.decode_constrained(
             [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
-            stop)
+            stop, glued)
         for i, placed in zip(held, found, strict=True):
             hyps[i] = list(placed)
         if free:

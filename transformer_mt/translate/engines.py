@@ -126,15 +126,15 @@ class TorchEngine:
 
     def decode_constrained(self, ids: Sequence[Sequence[int]],
                            constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
-                           nbest: int = 1,
-                           stop: Callable[[], bool] | None = None) -> list[list[Placed]]:
+                           nbest: int = 1, stop: Callable[[], bool] | None = None,
+                           glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
         """Outputs holding each source's constraints (``decode/constraints.py``), searched
         with the eager steps (``--compile``'s graphs are the plain search's)."""
         model = self._decoding_model(cfg)
         if isinstance(model, CompiledDecoding):
             model = model.model
         with stopping(model, stop):
-            return decode_constrained(model, ids, constraints, cfg, self.device, nbest)
+            return decode_constrained(model, ids, constraints, cfg, self.device, nbest, glued)
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:

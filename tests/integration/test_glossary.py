@@ -1,0 +1,120 @@
+"""A glossary and spans kept as they are (#58): the required text is in every translation,
+exactly, with a word model (where it may be unknown to the vocabulary) and a SentencePiece
+model, greedy and beam, n-best, documents, the CLI and the server."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import local_client, run_cli
+from transformer_mt.translate import Translator
+from transformer_mt.translate.glossary import Glossary
+
+SOURCES = ["Zwei Hunde schwimmen im Park.", "Ein Kind fährt Fahrrad.", "Drei Kinder lachen."]
+TERMS = {"Hunde": "hounds", "fährt Fahrrad": "cycles", "park": "Tiergarten"}
+KEPT = ["Ein Mann schreibt an anna.berg@example.org, {name}.",
+        "Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30."]
+
+
+@pytest.fixture(scope="module", params=["words", "sentencepiece"])
+def translator(request, trained_run, subword_run) -> Translator:
+    run = trained_run[0] if request.param == "words" else subword_run
+    return Translator.load(run / "best.pt", "cpu")
+
+
+def test_terms_are_found_as_whole_words_in_any_case_the_longest_first():
+    g = Glossary({"Hund": "hound", "New York": "NYC", "York": "Y", "Park": "park"})
+    assert g.required("Der HUND und der Hundefutter-Park.") == ["hound", "park"]
+    assert g.required("in New York, York und new york") == ["NYC", "Y", "NYC"]
+    assert g.required("nichts") == []
+
+
+def test_kept_spans_are_urls_addresses_placeholders_and_numbers():
+    g = Glossary(keep_spans=True)
+    assert g.required("Mail a.b@c.de um 10:30 auf https://x.org/p?q=1. Danke!") == [
+        "a.b@c.de", "10:30", "https://x.org/p?q=1"]
+    assert g.required("%s hat %(n)d, {{x}}, {} und ${HOME}; 3,5 oder 1.000") == [
+        "%s", "%(n)d", "{{x}}", "{}", "${HOME}", "3,5", "1.000"]
+    assert Glossary({"www.x.de": "X"}, keep_spans=True).required("auf www.x.de") == ["X"]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_every_translation_holds_its_terms(translator, beam):
+    out = translator.translate(SOURCES, beam_size=beam, glossary=Glossary(TERMS))
+    assert "hounds" in out[0] and "Tiergarten" in out[0]
+    assert "cycles" in out[1]
+    # a sentence without a term translates as it does without the glossary
+    assert out[2] == translator.translate(SOURCES[2:], beam_size=beam)[0]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_kept_spans_come_out_exactly(translator, beam):
+    out = translator.translate(KEPT, beam_size=beam, glossary=Glossary(keep_spans=True))
+    assert "anna.berg@example.org" in out[0] and "{name}" in out[0]
+    for span in ("https://example.org/a?b=1", "42", "10:30"):
+        assert span in out[1]
+
+
+def test_each_of_the_n_best_holds_the_terms(translator):
+    hyps = translator.translate_nbest(SOURCES[:2], nbest=3, beam_size=3,
+                                      glossary=Glossary(TERMS))
+    assert all(len(h) == 3 for h in hyps)
+    assert all("hounds" in h.text and "Tiergarten" in h.text for h in hyps[0])
+    assert all("cycles" in h.text for h in hyps[1])
+
+
+def test_documents_hold_the_terms_and_keep_markup(translator):
+    text = translator.translate_text(["Zwei Hunde schwimmen. Ein Kind lacht.\nDrei Hunde."],
+                                     glossary=Glossary({"Hunde": "hounds"}))[0]
+    assert text.count("hounds") >= 2 and "\n" in text
+    html = translator.translate_text(['<p>Zwei <b>Hunde</b> im Park. <span translate="no">'
+                                      'Hunde</span></p>'], html=True,
+                                     glossary=Glossary({"Park": "Tiergarten"}))[0]
+    assert "Tiergarten" in html and '<span translate="no">Hunde</span>' in html
+
+
+def test_the_cli_reads_a_tsv_glossary(trained_run, tmp_path):
+    tsv = tmp_path / "terms.tsv"
+    tsv.write_text("# source\ttarget\nHunde\thounds\n\nPark\tTiergarten\n", encoding="utf-8")
+    result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
+                      "--glossary", str(tsv), "--keep-spans", "--beam", "3",
+                      "Zwei Hunde schwimmen im Park.", "Ein Kind sieht 7 Hunde."])
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()
+    assert "hounds" in first and "Tiergarten" in first
+    assert "hounds" in second and "7" in second
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("Hunde\thounds\textra\n", "line 1: a glossary line is 'source term<TAB>target term'"),
+    ("Hunde\t \n", "its target term is empty"),
+])
+def test_a_bad_glossary_is_one_line(trained_run, tmp_path, content, message):
+    tsv = tmp_path / "bad.tsv"
+    tsv.write_text(content, encoding="utf-8")
+    result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
+                      "--glossary", str(tsv), "Zwei Hunde."])
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_server_takes_a_glossary_and_kept_spans(translator):
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    with local_client(create_app(translator, ServeOptions())) as client:
+        r = client.post("/v1/translate", json={
+            "text": ["Zwei Hunde schwimmen im Park. Drei Kinder lachen.", KEPT[1]],
+            "glossary": {"Hunde": "hounds"}, "keep_spans": True, "beam_size": 3})
+        assert r.status_code == 200, r.text
+        first, second = (t["text"] for t in r.json()["translations"])
+        assert "hounds" in first and "hounds" in second
+        assert "https://example.org/a?b=1" in second and "10:30" in second
+        for bad in ({"Hunde": ""}, {str(n): "x" for n in range(1001)}):
+            r = client.post("/v1/translate", json={"text": "Zwei Hunde.", "glossary": bad})
+            assert r.status_code == 422, r.text
+        r = client.post("/v1/translate", json={"text": "Zwei Hunde.", "glossary": {"a": 1}})
+        assert r.status_code == 422
+        assert client.post("/v1/translate", json={"text": "Zwei Hunde."}).status_code == 200
