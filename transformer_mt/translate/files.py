@@ -16,9 +16,16 @@ server's ``/translate_file``.
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
   tables and speaker notes, runs as for Word; ``python-pptx`` (the ``files`` extra), the same
   limits.
+- OpenDocument text (``.odt``): every paragraph and heading (body, tables, frames, notes,
+  headers and footers), spans formatted alike together, as for Word; ``odfpy`` (the ``files``
+  extra), the same limits.
+- EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
+  translated as HTML, every other member (styles, images, the package file) copied as it was;
+  the same limits.
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
-here (office documents, PDF), is refused in one line before anything is translated.
+here (PDF, older office formats), is refused in one line before anything is translated: a
+PDF's text has no paragraphs to put a translation back into, only positioned glyphs.
 """
 
 from __future__ import annotations
@@ -37,10 +44,11 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx",
-           ".pptx": "pptx"}
+           ".pptx": "pptx", ".odt": "odt", ".epub": "epub"}
 # the module each format needs (the files extra)
-LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx"}
-MOST_UNPACKED = 200 * 2**20  # bytes a .docx or .pptx may unpack to
+LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx", "odt": "odf.opendocument"}
+MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .pptx, .odt, .epub) may unpack to
+XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
 
 @dataclass
@@ -64,9 +72,15 @@ def read_file(name: str, data: bytes) -> FileText:
     format not translated here, or a file that is not what its name says (text that is not
     UTF-8, say)."""
     kind = FORMATS.get(Path(name).suffix.lower())
+    if Path(name).suffix.lower() == ".pdf":
+        raise MTError(f"'{name}': file format not supported: a PDF holds positioned glyphs, "
+                      "not paragraphs a translation could replace; translate the document it "
+                      "was made from (.docx, .odt, .html)")
     if kind is None:
         raise MTError(f"'{name}': file format not supported; translate "
                       f"{', '.join(FORMATS)} files")
+    if kind == "epub":
+        return _epub(name, data)
     if kind in OFFICE:
         return _office(name, data, kind)
     try:
@@ -94,26 +108,35 @@ def _subtitles(name: str, text: str) -> FileText:
     return FileText([" ".join(s.content.split()) for s in subtitles], False, rebuild)
 
 
-OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation"}
+OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
+          "odt": "an OpenDocument text", "epub": "an EPUB book"}
 
 
-def _office(name: str, data: bytes, kind: str) -> FileText:
-    """A Word document or a PowerPoint presentation: its paragraphs' runs, in groups formatted
-    alike; the translation of a group goes into its first run."""
-    library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
+def _opened(name: str, data: bytes, kind: str, open_: Callable[[io.BytesIO], Any]) -> Any:
+    """``open_`` of a zipped document that unpacks to :data:`MOST_UNPACKED` bytes at most (a
+    zip bomb is refused before it opens); one line for one that is not what its name says."""
     try:
         members = zipfile.ZipFile(io.BytesIO(data)).infolist()
         unpacked = sum(m.file_size for m in members)
         if unpacked > MOST_UNPACKED or len(members) > 10_000:
             raise MTError(f"'{name}' unpacks to {unpacked:,} bytes in {len(members):,} files; "
                           f"at most {MOST_UNPACKED:,} here")
-        document = (library.Document if kind == "docx" else library.Presentation)(
-            io.BytesIO(data))
+        return open_(io.BytesIO(data))
     except MTError:
         raise
     except Exception as exc:  # not a zip, not such a document, damaged XML
         raise MTError(f"'{name}' is not {OFFICE[kind]} (.{kind}): "
                       f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
+
+
+def _office(name: str, data: bytes, kind: str) -> FileText:
+    """A Word document, a PowerPoint presentation or an OpenDocument text: its paragraphs'
+    runs, in groups formatted alike; the translation of a group goes into its first run."""
+    library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
+    if kind == "odt":
+        return _odt(_opened(name, data, kind, library.load))
+    document = _opened(name, data, kind, library.Document if kind == "docx"
+                       else library.Presentation)
     paragraphs = _paragraphs(document) if kind == "docx" else _slide_paragraphs(document)
     groups = [group for paragraph in paragraphs for group in _alike(paragraph)]
 
@@ -127,6 +150,80 @@ def _office(name: str, data: bytes, kind: str) -> FileText:
         return out.getvalue()
 
     return FileText(["".join(run.text for run in group) for group in groups], False, rebuild)
+
+
+def _odt(document: Any) -> FileText:
+    """An OpenDocument text's paragraphs and headings (each found on its own, wherever it is),
+    their text nodes in groups of neighbours inside the same spans."""
+    text = imported("odf.text", "an OpenDocument text (.odt)")
+    groups: list[list[Any]] = []
+    for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
+        runs: list[tuple[tuple[str, ...], Any]] = []
+        _odf_runs(paragraph, (), runs)
+        last = None
+        for style, node in runs:
+            if groups and style == last and groups[-1]:
+                groups[-1].append(node)
+            else:
+                groups.append([node])
+            last = style
+        groups.append([])  # a paragraph's last group ends with it
+    groups = [g for g in groups if "".join(n.data for n in g).strip()]
+
+    def rebuild(translations: list[str]) -> bytes:
+        for group, translation in zip(groups, translations, strict=True):
+            group[0].data = translation
+            for node in group[1:]:
+                node.data = ""
+        out = io.BytesIO()
+        document.write(out)
+        return out.getvalue()
+
+    return FileText(["".join(n.data for n in g) for g in groups], False, rebuild)
+
+
+# what holds paragraphs of its own (found on their own) or no text to translate
+ODF_APART = {"text:p", "text:h", "draw:frame", "text:note", "office:annotation",
+             "text:tracked-changes", "text:bookmark-ref", "text:sequence-ref"}
+
+
+def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[tuple[str, ...], Any]]
+              ) -> None:
+    """The text nodes inside ``element``, each with the spans it is in (their names and
+    attributes: its formatting), in order."""
+    for child in element.childNodes:
+        if child.nodeType == child.TEXT_NODE:
+            out.append((style, child))
+        elif child.tagName not in ODF_APART:
+            attributes = sorted((str(k), str(v)) for k, v in child.attributes.items())
+            _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
+
+
+def _epub(name: str, data: bytes) -> FileText:
+    """An EPUB book: its XHTML documents as HTML; the zip rewritten with each member as it was
+    (``mimetype`` first, stored), those documents translated."""
+    book = _opened(name, data, "epub", zipfile.ZipFile)
+    if "mimetype" not in book.namelist() or book.read("mimetype").strip() != \
+            b"application/epub+zip":
+        raise MTError(f"'{name}' is not an EPUB book (.epub): its mimetype is not "
+                      "application/epub+zip")
+    documents = [m for m in book.infolist() if m.filename.lower().endswith(XHTML)]
+    try:
+        texts = [book.read(m).decode("utf-8-sig") for m in documents]
+    except UnicodeDecodeError:
+        raise MTError(f"'{name}' holds a document that is not UTF-8") from None
+
+    def rebuild(translations: list[str]) -> bytes:
+        translated = {m.filename: t for m, t in zip(documents, translations, strict=True)}
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as written:
+            for member in book.infolist():
+                kept = translated.get(member.filename)
+                written.writestr(member, book.read(member) if kept is None
+                                 else kept.encode("utf-8"))
+        return out.getvalue()
+
+    return FileText(texts, True, rebuild)
 
 
 def _slide_paragraphs(presentation: Any) -> list[Any]:

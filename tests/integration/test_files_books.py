@@ -1,0 +1,165 @@
+"""OpenDocument texts and EPUB books translated whole (translate/files.py), read back by their
+own libraries (odfpy, ebooklib): the same paragraphs, spans, chapters and members, every text
+translated; a PDF refused in one line."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+import pytest
+
+from tests.helpers import local_client, run_cli
+
+pytest.importorskip("fastapi")
+odf = pytest.importorskip("odf")
+epub = pytest.importorskip("ebooklib.epub")
+
+from odf import opendocument, style, table, text  # noqa: E402
+
+from transformer_mt.errors import MTError  # noqa: E402
+from transformer_mt.serve.app import create_app  # noqa: E402
+from transformer_mt.serve.settings import ServeOptions  # noqa: E402
+from transformer_mt.translate.files import read_file, translate_file  # noqa: E402
+
+CHAPTER = ('<h1>Ein Hund</h1><p>Ein Mann fährt <b>Fahrrad</b>. Zwei Hunde spielen.</p>'
+           '<p translate="no">Ein Hund.</p><ul><li>Eine Frau liest.</li></ul>')
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    from transformer_mt.translate import Translator
+
+    return Translator.load(trained_run[0] / "best.pt", "cpu")
+
+
+def odt_document() -> bytes:
+    """A heading, a paragraph with a bold span, a table cell, an empty paragraph."""
+    doc = opendocument.OpenDocumentText()
+    bold = style.Style(name="Bold", family="text")
+    bold.addElement(style.TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    doc.text.addElement(text.H(outlinelevel=1, text="Ein Hund läuft."))
+    p = text.P(text="Ein Mann fährt ")
+    p.addElement(text.Span(stylename=bold, text="Fahrrad"))
+    p.addText(". Zwei Hunde spielen im Schnee.")
+    doc.text.addElement(p)
+    grid = table.Table(name="T")
+    grid.addElement(table.TableColumn())
+    row = table.TableRow()
+    cell = table.TableCell()
+    cell.addElement(text.P(text="Eine Frau liest ein Buch."))
+    row.addElement(cell)
+    grid.addElement(row)
+    doc.text.addElement(grid)
+    doc.text.addElement(text.P())
+    out = io.BytesIO()
+    doc.write(out)
+    return out.getvalue()
+
+
+def odt_texts(data: bytes) -> tuple[list, list[str]]:
+    """Each paragraph's and heading's kind and spans (their style), and its text, in order."""
+    doc = opendocument.load(io.BytesIO(data))
+    found = []
+    for node in doc.text.getElementsByType(text.P) + doc.text.getElementsByType(text.H):
+        spans = [str(s.getAttribute("stylename")) for s in node.getElementsByType(text.Span)]
+        found.append(((node.tagName, spans), "".join(
+            str(t) for t in node.childNodes if t.nodeType == t.TEXT_NODE) + "|".join(
+            str(s) for s in node.getElementsByType(text.Span))))
+    return [f[0] for f in found], [f[1] for f in found]
+
+
+def epub_book(path) -> bytes:
+    book = epub.EpubBook()
+    book.set_identifier("id-1")
+    book.set_title("Hunde")
+    book.set_language("de")
+    chapter = epub.EpubHtml(title="Kapitel 1", file_name="chap_01.xhtml", lang="de")
+    chapter.content = CHAPTER
+    book.add_item(chapter)
+    book.add_item(epub.EpubItem(uid="css", file_name="style.css", media_type="text/css",
+                                content=b"p { color: red }"))
+    book.toc = (epub.Link("chap_01.xhtml", "Kapitel 1", "c1"),)
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", chapter]
+    epub.write_epub(str(path), book)
+    return path.read_bytes()
+
+
+def test_an_odt_keeps_its_paragraphs_and_spans_and_translates_every_text(translator):
+    source = odt_document()
+    out = translate_file(translator, "letter.odt", source)
+    shape, texts = odt_texts(out)
+    their_shape, their_texts = odt_texts(source)
+    assert shape == their_shape and ("text:p", ["Bold"]) in shape
+    segments = ["Ein Hund läuft.", "Ein Mann fährt ", ". Zwei Hunde spielen im Schnee.",
+                "Fahrrad", "Eine Frau liest ein Buch."]
+    expected = translator.translate_text(segments)
+    heading = texts[shape.index(("text:h", []))]
+    assert heading == expected[0]
+    assert "".join(expected[1:3]) + expected[3] in texts  # the text around the span, the span
+    assert expected[4] in texts and "" in texts  # the cell; the empty paragraph stays empty
+    assert not set(texts) & set(their_texts) - {""}
+
+
+def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_path):
+    source = epub_book(tmp_path / "in.epub")
+    out = translate_file(translator, "book.epub", source)
+    (tmp_path / "out.epub").write_bytes(out)
+    ours, theirs = (epub.read_epub(str(tmp_path / n)) for n in ("out.epub", "in.epub"))
+    assert [(i.get_id(), i.file_name, i.media_type) for i in ours.get_items()] == [
+        (i.get_id(), i.file_name, i.media_type) for i in theirs.get_items()]
+    assert ours.spine == theirs.spine and ours.get_metadata("DC", "title") == [("Hunde", {})]
+    written, given = zipfile.ZipFile(io.BytesIO(out)), zipfile.ZipFile(io.BytesIO(source))
+    assert written.infolist()[0].filename == "mimetype"
+    assert written.infolist()[0].compress_type == zipfile.ZIP_STORED
+    for member in given.namelist():
+        if member.endswith(".xhtml"):  # each document as translate_text translates it
+            assert written.read(member).decode() == translator.translate_text(
+                [given.read(member).decode()], html=True)[0]
+        else:
+            assert written.read(member) == given.read(member)
+    chapter = written.read("EPUB/chap_01.xhtml").decode()
+    assert '<p translate="no">Ein Hund.</p>' in chapter and "Ein Mann" not in chapter
+
+
+def test_the_cli_and_the_server_take_both(trained_run, translator, tmp_path):
+    (tmp_path / "letter.odt").write_bytes(odt_document())
+    result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input",
+                      str(tmp_path / "letter.odt"), "--output", str(tmp_path / "out.odt")])
+    assert result.returncode == 0, result.stderr
+    assert odt_texts((tmp_path / "out.odt").read_bytes()) == odt_texts(
+        translate_file(translator, "letter.odt", odt_document()))
+    book = epub_book(tmp_path / "in.epub")
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("book.epub", book)})
+        assert answer.status_code == 200, answer.text
+        assert client.get(answer.json()["translatedFileUrl"]).content == translate_file(
+            translator, "book.epub", book)
+        formats = client.get("/frontend/settings").json()["supportedFilesFormat"]
+        assert {".odt", ".epub"} <= set(formats) and ".pdf" not in formats
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("paper.pdf", b"%PDF-1.7\n")})
+        assert answer.status_code == 400 and "a PDF holds positioned glyphs" in \
+            answer.json()["error"]
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("letter.odt", b"PK\x03\x04 not a zip", "is not an OpenDocument text (.odt)"),
+    ("book.epub", b"not a zip", "is not an EPUB book (.epub)"),
+    ("book.epub", None, "its mimetype is not application/epub+zip"),
+    ("book.epub", b"", "its mimetype is not application/epub+zip"),
+])
+def test_a_file_that_is_not_what_its_name_says_is_one_line(name, data, message):
+    if not data:  # a zip that is not an EPUB: another mimetype (None), or none at all (b"")
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("mimetype" if data is None else "a.txt", "application/zip")
+        data = out.getvalue()
+    with pytest.raises(MTError, match=re.escape(message)) as caught:
+        read_file(name, data)
+    assert "\n" not in str(caught.value)
