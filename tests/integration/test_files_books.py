@@ -163,3 +163,26 @@ def test_a_file_that_is_not_what_its_name_says_is_one_line(name, data, message):
     with pytest.raises(MTError, match=re.escape(message)) as caught:
         read_file(name, data)
     assert "\n" not in str(caught.value)
+
+
+def test_an_odt_entity_bomb_is_refused_at_once():
+    """Billion laughs in content.xml: odfpy's parser (defusedxml) refuses entities; one line."""
+    import time
+
+    laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+              + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1
+                                                       else b"&lol;") * 10)
+                         for i in range(1, 10))
+              + b']><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:'
+              b'xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0">'
+              b'<office:body><office:text><text:p>&lol9;</text:p></office:text></office:body>'
+              b'</office:document-content>')
+    real = zipfile.ZipFile(io.BytesIO(odt_document()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for member in real.infolist():
+            z.writestr(member, laughs if member.filename == "content.xml" else real.read(member))
+    start = time.monotonic()
+    with pytest.raises(MTError, match=r"is not an OpenDocument text \(\.odt\): Entities"):
+        read_file("laughs.odt", out.getvalue())
+    assert time.monotonic() - start < 10
