@@ -138,18 +138,26 @@ def _office(name: str, data: bytes, kind: str) -> FileText:
     document = _opened(name, data, kind, library.Document if kind == "docx"
                        else library.Presentation)
     paragraphs = _paragraphs(document) if kind == "docx" else _slide_paragraphs(document)
-    groups = [group for paragraph in paragraphs for group in _alike(paragraph)]
+    return _in_runs([group for paragraph in paragraphs for group in _alike(paragraph)], "text",
+                    document.save)
 
+
+def _in_runs(groups: list[list[Any]], attribute: str,
+             save: Callable[[io.BytesIO], None]) -> FileText:
+    """A document's texts as groups of runs (each run's text its ``attribute``): the
+    translation of a group goes into its first run, the others are emptied, and ``save``
+    writes the document."""
     def rebuild(translations: list[str]) -> bytes:
-        for group, text in zip(groups, translations, strict=True):
-            group[0].text = text
+        for group, translation in zip(groups, translations, strict=True):
+            setattr(group[0], attribute, translation)
             for run in group[1:]:
-                run.text = ""
+                setattr(run, attribute, "")
         out = io.BytesIO()
-        document.save(out)
+        save(out)
         return out.getvalue()
 
-    return FileText(["".join(run.text for run in group) for group in groups], False, rebuild)
+    return FileText(["".join(getattr(run, attribute) for run in group) for group in groups],
+                    False, rebuild)
 
 
 def _odt(document: Any) -> FileText:
@@ -168,18 +176,8 @@ def _odt(document: Any) -> FileText:
                 groups.append([node])
             last = style
         groups.append([])  # a paragraph's last group ends with it
-    groups = [g for g in groups if "".join(n.data for n in g).strip()]
-
-    def rebuild(translations: list[str]) -> bytes:
-        for group, translation in zip(groups, translations, strict=True):
-            group[0].data = translation
-            for node in group[1:]:
-                node.data = ""
-        out = io.BytesIO()
-        document.write(out)
-        return out.getvalue()
-
-    return FileText(["".join(n.data for n in g) for g in groups], False, rebuild)
+    return _in_runs([g for g in groups if "".join(n.data for n in g).strip()], "data",
+                    document.write)
 
 
 # what holds paragraphs of its own (found on their own) or no text to translate
