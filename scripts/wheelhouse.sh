@@ -6,12 +6,15 @@
 #
 # Usage: scripts/wheelhouse.sh DIR [PYTHON_VERSION [PLATFORM]]
 #   PYTHON_VERSION  e.g. 3.12 (default: this Python's)
-#   PLATFORM        e.g. manylinux_2_28_x86_64 (default: this machine's); with either of these
+#   PLATFORM        e.g. manylinux_2_28_x86_64,manylinux_2_17_x86_64 (default: this
+#                   machine's; several, comma-separated: wheels of any); with either of these
 #                   two, only binary wheels are taken (pip cannot build for another machine)
 #   WHEEL_TORCH     none: no torch (the target has one, e.g. a GPU image: then create the venv
 #                   with VENV_ARGS=--system-site-packages); cpu (default): the CPU build;
 #                   cu126, cu128, ...: that CUDA build (several GB)
 #   TORCH_VERSION   default 2.13.0
+#   WHEEL_EXTRAS    e.g. serve,shared: the package's own dependencies and these extras only
+#                   (default: everything the tests need too; deploy/build.sh's image: serve)
 set -euo pipefail
 DIR=${1:?usage: scripts/wheelhouse.sh DIR [PYTHON_VERSION [PLATFORM]]}
 PYVER=${2:-}
@@ -26,20 +29,23 @@ target=()
 if [ -n "$PYVER" ] || [ -n "$PLATFORM" ]; then
   target=(--only-binary=:all:)
   [ -n "$PYVER" ] && target+=(--python-version "$PYVER" --implementation cp)
-  [ -n "$PLATFORM" ] && target+=(--platform "$PLATFORM")
+  for platform in ${PLATFORM//,/ }; do  # several: any of them (older manylinux tags too)
+    target+=(--platform "$platform")
+  done
 fi
 
 # the project's dependencies (and the dev extras the tests need), read from pyproject.toml
 requirements=$(mktemp)
 trap 'rm -f "$requirements"' EXIT
-"$PY" - "$requirements" <<'EOF'
+"$PY" - "$requirements" "${WHEEL_EXTRAS:-}" <<'EOF'
 import sys
 import tomllib
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 needs = [r for r in project["dependencies"] if not r.startswith("torch")]
-for r in extras["dev"]:
+wanted = [f"transformer_mt[{sys.argv[2]}]"] if sys.argv[2] else extras["dev"]
+for r in wanted:
     if r.startswith("transformer_mt["):  # the dev extra names other extras: theirs too
         for name in r[len("transformer_mt["):].rstrip("]").split(","):
             needs += extras[name.strip()]
