@@ -60,7 +60,7 @@ def test_two_containers_share_one_limit_and_one_cache(trained_run, tmp_path):
         path.chmod(0o755 if path.is_dir() else 0o644)
     ports = [free_port(), free_port()]
     env.update(IMAGE=IMAGE, MODEL_DIR=str(model), MT1_PORT=str(ports[0]),
-               MT2_PORT=str(ports[1]), RATE_LIMIT="4")
+               MT2_PORT=str(ports[1]), RATE_LIMIT="4", ALLOWED_HOST="127.0.0.1")
     compose = [sys.executable, "-m", "podman_compose", "-f", "deploy/compose.yaml", "-p",
                f"mt{ports[0]}"]
     subprocess.run([*compose, "up", "-d"], cwd=REPO, env=env, check=True, timeout=300,
