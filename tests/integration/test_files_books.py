@@ -24,7 +24,8 @@ from transformer_mt.serve.settings import ServeOptions  # noqa: E402
 from transformer_mt.translate.files import read_file, translate_file  # noqa: E402
 
 CHAPTER = ('<h1>Ein Hund</h1><p>Ein Mann fährt <b>Fahrrad</b>. Zwei Hunde spielen.</p>'
-           '<p translate="no">Ein Hund.</p><ul><li>Eine Frau liest.</li></ul>')
+           '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>Ein Bild'
+           '</title></svg><p translate="no">Ein Hund.</p><ul><li>Eine Frau liest.</li></ul>')
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,13 @@ def epub_book(path) -> bytes:
     book.add_item(epub.EpubNav())
     book.spine = ["nav", chapter]
     epub.write_epub(str(path), book)
-    return path.read_bytes()
+    written = zipfile.ZipFile(io.BytesIO(path.read_bytes()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:  # SVG's viewBox as books have it (ebooklib wrote it
+        for member in written.infolist():  # as HTML, lowercased)
+            z.writestr(member, written.read(member).replace(b"viewbox=", b"viewBox="))
+    path.write_bytes(out.getvalue())
+    return out.getvalue()
 
 
 def test_an_odt_keeps_its_paragraphs_and_spans_and_translates_every_text(translator):
@@ -119,11 +126,12 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
     for member in given.namelist():
         if member.endswith(".xhtml"):  # each document as translate_text translates it
             assert written.read(member).decode() == translator.translate_text(
-                [given.read(member).decode()], html=True)[0]
+                [given.read(member).decode()], html="xml")[0]
         else:
             assert written.read(member) == given.read(member)
     chapter = written.read("EPUB/chap_01.xhtml").decode()
     assert '<p translate="no">Ein Hund.</p>' in chapter and "Ein Mann" not in chapter
+    assert 'viewBox="0 0 10 10"' in chapter  # read as XML: the case of names kept
 
 
 def test_the_cli_and_the_server_take_both(trained_run, translator, tmp_path):
@@ -185,4 +193,20 @@ def test_an_odt_entity_bomb_is_refused_at_once():
     start = time.monotonic()
     with pytest.raises(MTError, match=r"is not an OpenDocument text \(\.odt\): Entities"):
         read_file("laughs.odt", out.getvalue())
+    assert time.monotonic() - start < 10
+
+
+def test_an_xhtml_entity_bomb_is_not_expanded():
+    """An EPUB's documents are read as XML (lxml): billion laughs stays unexpanded, at once."""
+    import time
+
+    from transformer_mt.translate.documents import split_document
+
+    laughs = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+              + "".join(f'<!ENTITY lol{i} "{(f"&lol{i - 1};" if i > 1 else "&lol;") * 10}">'
+                        for i in range(1, 10))
+              + ']><html xmlns="http://www.w3.org/1999/xhtml"><body><p>&lol9;</p></body></html>')
+    start = time.monotonic()
+    document = split_document(laughs, "de", "xml")
+    assert all(len(s) < 1000 for s in document.sentences)
     assert time.monotonic() - start < 10

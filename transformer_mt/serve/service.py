@@ -212,7 +212,7 @@ class Service:
 
     # ------------------------------------------------------------------ translating
 
-    async def prepare_off_loop(self, texts: list[str], html: bool,
+    async def prepare_off_loop(self, texts: list[str], html: bool | str,
                                max_sentences: int | None = None) -> Prepared:
         """:meth:`prepare` on a thread of its own, one request at a time: splitting a large
         HTML request takes seconds, which the event loop (``/health``, every other request)
@@ -220,7 +220,7 @@ class Service:
         return await asyncio.get_running_loop().run_in_executor(
             self._preparing, self.prepare, texts, html, max_sentences)
 
-    def prepare(self, texts: list[str], html: bool,
+    def prepare(self, texts: list[str], html: bool | str,
                 max_sentences: int | None = None) -> Prepared:
         """Split ``texts`` into sentences and tokenize them; a 400 where a sentence is longer
         than the model takes, or a request holds more than ``max_sentences`` (default: the

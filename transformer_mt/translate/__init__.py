@@ -193,13 +193,14 @@ class Translator:
             sentences, 1, beam_size, progress=progress, scores=False, prefix=prefix,
             glossary=glossary, **settings)]
 
-    def translate_text(self, texts: Sequence[str], html: bool = False,
+    def translate_text(self, texts: Sequence[str], html: bool | str = False,
                        beam_size: int | None = None, glossary: Glossary | None = None,
                        **settings: Any) -> list[str]:
         """Translate texts that may hold several sentences (a paragraph, lines) or, with
         ``html=True``, HTML: each is split into sentences (``documents.py``), all of them are
         translated in one batch, and each text is put back together with its own spacing, line
-        breaks and markup. ``glossary`` and ``settings`` as for :meth:`translate`."""
+        breaks and markup (``html="xml"``: XHTML, read as XML). ``glossary`` and
+        ``settings`` as for :meth:`translate`."""
         from transformer_mt.translate.documents import translate_documents
 
         if isinstance(texts, str):

@@ -118,13 +118,15 @@ def _translated(node: Any) -> bool:
     return not said or said[0] != "no"
 
 
-def split_html(text: str, lang: str) -> Document:
-    """An HTML document or fragment: the sentences of its text nodes; rebuilding puts the
+def split_html(text: str, lang: str, xml: bool = False) -> Document:
+    """An HTML document or fragment (``xml``: an XHTML document, read as XML: the case of its
+    names kept, SVG's ``viewBox`` say): the sentences of its text nodes; rebuilding puts the
     translations into the same markup (entities re-escaped where needed)."""
     from bs4 import BeautifulSoup, NavigableString
 
     # an attribute given twice: the first holds, as in browsers (html.parser keeps the last)
-    soup = BeautifulSoup(text, "html.parser", on_duplicate_attribute="ignore")
+    soup = BeautifulSoup(text, "xml") if xml else BeautifulSoup(
+        text, "html.parser", on_duplicate_attribute="ignore")
     nodes: list[Any] = []
     pieces: list[Document] = []
     for node in soup.find_all(string=True):
@@ -152,12 +154,13 @@ def split_html(text: str, lang: str) -> Document:
     return Document([s for p in pieces for s in p.sentences], rebuild)
 
 
-def split_document(text: str, lang: str, html: bool = False) -> Document:
-    """``text`` (plain, or HTML with ``html=True``) as a :class:`Document`."""
-    return split_html(text, lang) if html else split_text(text, lang)
+def split_document(text: str, lang: str, html: bool | str = False) -> Document:
+    """``text`` (plain; HTML with ``html=True``; XHTML with ``html="xml"``) as a
+    :class:`Document`."""
+    return split_html(text, lang, html == "xml") if html else split_text(text, lang)
 
 
-def translate_documents(texts: Sequence[str], lang: str, html: bool,
+def translate_documents(texts: Sequence[str], lang: str, html: bool | str,
                         translate: Callable[[list[str]], list[str]]) -> list[str]:
     """Each text translated whole: all their sentences in one call of ``translate`` (one
     batch), put back in place."""

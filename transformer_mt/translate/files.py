@@ -20,8 +20,8 @@ server's ``/translate_file``.
   headers and footers), spans formatted alike together, as for Word; ``odfpy`` (the ``files``
   extra), the same limits.
 - EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
-  translated as HTML, every other member (styles, images, the package file) copied as it was;
-  the same limits.
+  translated as HTML read as XML (SVG's ``viewBox`` keeps its case), every other member
+  (styles, images, the package file) copied as it was; the same limits.
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
 here (PDF, older office formats), is refused in one line before anything is translated: a
@@ -57,7 +57,7 @@ class FileText:
     their translations (one a text)."""
 
     texts: list[str]
-    html: bool
+    html: bool | str  # plain text, HTML, or "xml": XHTML (``documents.split_document``)
     rebuild: Callable[[list[str]], bytes]
 
 
@@ -221,7 +221,7 @@ def _epub(name: str, data: bytes) -> FileText:
                                  else kept.encode("utf-8"))
         return out.getvalue()
 
-    return FileText(texts, True, rebuild)
+    return FileText(texts, "xml", rebuild)
 
 
 def _slide_paragraphs(presentation: Any) -> list[Any]:
