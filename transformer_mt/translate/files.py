@@ -21,7 +21,8 @@ server's ``/translate_file``.
   extra), the same limits.
 - EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
   translated as HTML read as XML (SVG's ``viewBox`` keeps its case), every other member
-  (styles, images, the package file) copied as it was; the same limits.
+  (styles, images, the package file, an EPUB 2 ``toc.ncx``: its labels stay) copied as it
+  was; the same limits.
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
 here (PDF, older office formats), is refused in one line before anything is translated: a
