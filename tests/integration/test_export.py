@@ -85,6 +85,14 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
     refused = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
                        "--nbest", "2", "Ein Hund."])
     assert refused.returncode != 0 and "PyTorch engine" in refused.stderr
+    refused = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
+                       "--keep-spans", "Ein Hund sieht 3 Katzen."])  # constraints: ours only
+    assert refused.returncode == 2 and "CTranslate2 cannot constrain its search" in \
+        refused.stderr and "Traceback" not in refused.stderr
+    kept = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
+                    "--keep-spans", "Ein Hund."])  # nothing to keep: translated as ever
+    assert kept.returncode == 0 and kept.stdout == run_cli(
+        ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]).stdout
 
 
 def test_export_never_replaces_what_is_not_an_earlier_export(trained_run, tmp_path):
