@@ -9,9 +9,9 @@ import itertools
 import pytest
 import torch
 
-from tests.toy import lone_sources, make_model, train_toy_model
+from tests.toy import lone_sources, make_model, toy_sources, train_toy_model
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import EOS_ID
+from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode.constraints import constrained_search
 from transformer_mt.decode.search import beam_search
 
@@ -37,7 +37,8 @@ def test_without_constraints_it_is_beam_search(weak_model, beam):
     for src in lone_sources(8):
         mask = source_mask(src)
         plain = beam_search(weak_model, src, mask, beam, nbest=beam, use_cache=True)[0]
-        held = constrained_search(weak_model, src, mask, [], beam, nbest=beam, use_cache=True)
+        held = constrained_search(weak_model, src, mask, [[]], beam, nbest=beam,
+                                  use_cache=True)[0]
         assert [h.tokens for h in held] == [h.tokens for h in plain]
         assert [h.score for h in held] == pytest.approx([h.score for h in plain], rel=1e-5)
 
@@ -49,8 +50,8 @@ def test_every_output_holds_its_constraints(weak_model, beam, use_cache):
     for n, src in enumerate(lone_sources(6)):
         constraints = [torch.randint(4, 14, (1 + (n + j) % 3,), generator=gen).tolist()
                        for j in range(1 + n % 3)]
-        hyps = constrained_search(weak_model, src, source_mask(src), constraints, beam,
-                                  nbest=2, use_cache=use_cache)
+        hyps = constrained_search(weak_model, src, source_mask(src), [constraints], beam,
+                                  nbest=2, use_cache=use_cache)[0]
         assert len(hyps) == 2
         for h in hyps:
             _holds(h.tokens, h.spans, constraints)
@@ -62,8 +63,8 @@ def test_the_length_limit_appends_what_is_missing():
     model = make_model()
     for src in lone_sources(4):
         constraints = [[7, 8, 9], [11]]
-        hyps = constrained_search(model, src, source_mask(src), constraints, 2,
-                                  max_len_a=0.0, max_len_b=1, nbest=2)
+        hyps = constrained_search(model, src, source_mask(src), [constraints], 2,
+                                  max_len_a=0.0, max_len_b=1, nbest=2)[0]
         for h in hyps:
             _holds(h.tokens, h.spans, constraints)
 
@@ -74,7 +75,7 @@ def test_a_constraint_the_model_writes_anyway_changes_nothing(toy_model, beam):
         mask = source_mask(src)
         plain = beam_search(toy_model, src, mask, beam, use_cache=True)[0][0]
         middle = plain.tokens[1:3]
-        held = constrained_search(toy_model, src, mask, [middle], beam, use_cache=True)[0]
+        held = constrained_search(toy_model, src, mask, [[middle]], beam, use_cache=True)[0][0]
         assert held.tokens == plain.tokens
         assert held.spans == [(0, 1, 3)]
 
@@ -85,8 +86,40 @@ def test_no_glued_token_right_after_a_constraint(weak_model):
     glued = frozenset(range(4, 10))
     for src in lone_sources(6):
         constraints = [[12], [10, 11]]
-        for h in constrained_search(weak_model, src, source_mask(src), constraints, 3,
-                                    nbest=3, glued=glued):
+        for h in constrained_search(weak_model, src, source_mask(src), [constraints], 3,
+                                    nbest=3, glued=glued)[0]:
             _holds(h.tokens, h.spans, constraints)
             assert all(h.tokens[end] not in glued for _, _, end in h.spans
                        if end < len(h.tokens))
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_batch_is_searched_as_beam_search_searches_it(weak_model, beam):
+    """Sentences searched together, without constraints: beam search's outputs and scores."""
+    src = toy_sources(10, seed=5)
+    mask = source_mask(src)
+    plain = beam_search(weak_model, src, mask, beam, nbest=beam, use_cache=True)
+    held = constrained_search(weak_model, src, mask, [[]] * 10, beam, nbest=beam,
+                              use_cache=True)
+    assert [[h.tokens for h in hs] for hs in held] == [[h.tokens for h in hs] for hs in plain]
+    assert [h.score for hs in held for h in hs] == pytest.approx(
+        [h.score for hs in plain for h in hs], rel=1e-5)
+
+
+def test_a_sentence_in_a_batch_is_searched_as_alone(toy_model):
+    """Each sentence searches its own width, whatever the others' constraints: in a batch it
+    finds what it finds alone."""
+    sources = lone_sources(6)
+    constraints = [[[5]], [], [[6, 7], [8]], [[9, 10, 11, 12]], [], [[13]]]
+    alone = [constrained_search(toy_model, src, source_mask(src), [c], 2, nbest=2,
+                                use_cache=True)[0] for src, c in zip(sources, constraints,
+                                                                     strict=True)]
+    batch = torch.nn.utils.rnn.pad_sequence([s[0] for s in sources], batch_first=True,
+                                            padding_value=PAD_ID)
+    together = constrained_search(toy_model, batch, source_mask(batch), constraints, 2,
+                                  nbest=2, use_cache=True)
+    assert [[(h.tokens, h.spans) for h in hs] for hs in together] == [
+        [(h.tokens, h.spans) for h in hs] for hs in alone]
+    for hs, c in zip(together, constraints, strict=True):
+        for h in hs:
+            _holds(h.tokens, h.spans, c)

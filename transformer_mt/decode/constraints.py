@@ -12,8 +12,8 @@ hypothesis a level (``constraint tokens + 1``, up to :data:`MOST_BANKS`), whatev
 asked; at the length limit (raised by the constraint tokens) an unfinished hypothesis gets its
 missing constraints appended, so that every output holds every constraint.
 
-A sentence is searched alone (its beam is its batch): the search is the plain one
-(``decode/search.py``'s) with a different choice of hypotheses, kept on the host.
+Sentences are searched in batches, as the plain search does (``decode/search.py``), with a
+different choice of hypotheses, made on the host, a sentence at a time.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from transformer_mt.decode.search import (
     Hypothesis,
     length_penalty,
@@ -161,57 +161,108 @@ def _allocate(ranked: list[Ranked], k: int, banks: int,
     return (kept + rest)[:k]
 
 
+@dataclass
+class _Sentence:
+    """One sentence's search: its constraints, its length limit, its beam (``k`` slots, None
+    for a dead one) and what ended, (written whole, score to rank by, the hypothesis)."""
+
+    constraints: Sequence[Sequence[int]]
+    limit: int
+    k: int
+    beam: list[_Hyp | None] = field(default_factory=list)
+    finished: list[tuple[bool, float, _Hyp]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.beam = [_Hyp((), 0.0, (False,) * len(self.constraints))] + [None] * (self.k - 1)
+
+    def advance(self, logp: Tensor, step: int, alpha: float,
+                glued: frozenset[int]) -> list[int] | None:
+        """A step, from the next-token log-probabilities (k, V) of its rows: the row each of
+        its next hypotheses extends (``k``, 0 for a dead one), or None once it is done."""
+        ends, kept = _choose(self.beam, logp, self.constraints, self.k, step == self.limit,
+                             glued)
+        penalty = float(length_penalty(step + 1, alpha))
+        self.finished += [(True, h.score / penalty, h) for h in ends]
+        if len(self.finished) >= self.k or not kept:
+            return None
+        self.beam = [h for h, _ in kept] + [None] * (self.k - len(kept))
+        return [row for _, row in kept] + [0] * (self.k - len(kept))
+
+    def best(self, nbest: int, alpha: float) -> list[Placed]:
+        """Its ``nbest`` best outputs, best first: those that ended, then (at the length limit)
+        the live ones with their missing constraints appended."""
+        if len(self.finished) < nbest:
+            for h in (h for h in self.beam if h is not None and not h.complete()):
+                done = h.finished(self.constraints)
+                self.finished.append((False, done.score / float(
+                    length_penalty(len(done.tokens), alpha)), done))
+        best = sorted(self.finished, key=lambda f: (not f[0], -f[1]))[:nbest]
+        return [Placed(list(h.tokens), score, list(h.spans)) for _, score, h in best]
+
+
 @torch.inference_mode()
 def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
-                       constraints: Sequence[Sequence[int]], beam_size: int = 5,
+                       constraints: Sequence[Sequence[Sequence[int]]], beam_size: int = 5,
                        alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                        nbest: int = 1, use_cache: bool = False,
-                       glued: frozenset[int] = frozenset()) -> list[Placed]:
-    """The ``nbest`` best outputs of one source (src (1, S), src_mask (1, 1, 1, S)) that
-    contain every constraint (a sequence of target ids), best first. ``glued``: the tokens
-    that would go on with the word a constraint ends (subword pieces), never next to one."""
-    total = sum(len(c) for c in constraints)
-    k = max(beam_size, nbest, min(total + 1, MOST_BANKS))
-    limit = min(int(max_output_lengths(src_mask, max_len_a, max_len_b)[0]) + total,
-                model.cfg.max_output_tokens)  # tokens before <eos>
-    state = start_decoding(model, src, src_mask, k, use_cache)  # K rows; dead ones: None
-    beam: list[_Hyp | None] = [_Hyp((), 0.0, (False,) * len(constraints))] + [None] * (k - 1)
-    finished: list[tuple[bool, float, _Hyp]] = []  # (written whole, score to rank by, it)
-    for step in range(limit + 1):
-        prefix = torch.tensor([[BOS_ID, *(h or beam[0]).tokens] for h in beam],  # type: ignore
-                              device=src.device)  # (K, t + 1)
-        logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (K, V)
-        ends, kept = _choose(beam, logp, constraints, k, step == limit, glued)
-        penalty = float(length_penalty(step + 1, alpha))
-        finished += [(True, h.score / penalty, h) for h in ends]
-        if len(finished) >= k or not kept:
+                       glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
+    """The ``nbest`` best outputs of each source (src (B, S), src_mask (B, 1, 1, S)) that
+    contain every one of its constraints (sequences of target ids), best first. A sentence
+    searches ``max(beam_size, nbest, its constraint tokens + 1)`` hypotheses (at most
+    :data:`MOST_BANKS` for its constraints), whatever the others in the batch. ``glued``: the
+    tokens that would go on with the word a constraint ends (subword pieces), never next to
+    one."""
+    cap = model.cfg.max_output_tokens
+    sentences = [_Sentence(c, min(int(n) + sum(map(len, c)), cap),
+                           max(beam_size, nbest, min(sum(map(len, c)) + 1, MOST_BANKS)))
+                 for c, n in zip(constraints, max_output_lengths(src_mask, max_len_a,
+                                                                 max_len_b).tolist(),
+                                 strict=True)]
+    k = max(s.k for s in sentences)  # rows a sentence in the batch (beyond its own k: dead)
+    state = start_decoding(model, src, src_mask, k, use_cache)
+    alive, step = list(range(len(sentences))), 0
+    while alive:
+        prefix = torch.tensor([[BOS_ID, *(h or s.beam[0]).tokens]  # type: ignore[union-attr]
+                               for s in (sentences[i] for i in alive)
+                               for h in s.beam + [None] * (k - s.k)],
+                              device=src.device)  # (N*K, t + 1)
+        logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (N*K, V)
+        rows, kept = [], []  # the rows continued (N'*K), the sentences still searched (N')
+        for n, i in enumerate(alive):
+            chosen = sentences[i].advance(logp[n * k:n * k + sentences[i].k], step, alpha,
+                                          glued)
+            if chosen is not None:
+                rows += [n * k + row for row in chosen] + [n * k] * (k - sentences[i].k)
+                kept.append(n)
+        if not kept:
             break
-        beam = [h for h, _ in kept] + [None] * (k - len(kept))
-        state.select(torch.tensor([row for _, row in kept] + [0] * (k - len(kept)),
-                                  device=src.device))
-    if len(finished) < nbest:  # at the length limit: the live ones end, constraints added
-        for h in (h for h in beam if h is not None and not h.complete()):
-            done = h.finished(constraints)
-            finished.append((False, done.score / float(length_penalty(len(done.tokens), alpha)),
-                             done))
-    best = sorted(finished, key=lambda f: (not f[0], -f[1]))[:nbest]
-    return [Placed(list(h.tokens), score, list(h.spans)) for _, score, h in best]
+        state.select(torch.tensor(rows, device=src.device),
+                     torch.tensor(kept, device=src.device) if len(kept) < len(alive) else None)
+        alive, step = [alive[n] for n in kept], step + 1
+    return [s.best(nbest, alpha) for s in sentences]
 
 
 def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
                        constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
                        device: torch.device, nbest: int = 1,
                        glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
-    """The ``nbest`` best outputs of each source (ids) holding its constraints, a sentence at
-    a time, at ``cfg``'s beam, length limits and precision (``glued``: as
-    :func:`constrained_search`'s)."""
+    """The ``nbest`` best outputs of each source (ids) holding its constraints, in batches
+    of ``cfg.batch_size`` sorted by length, at ``cfg``'s beam, length limits and precision
+    (``glued``: as :func:`constrained_search`'s)."""
     precision = resolve_precision(cfg.precision, device)
     model = for_decoding(model, precision, device)
-    out = []
-    for ids, required in zip(src_ids, constraints, strict=True):
-        src = torch.tensor([list(ids)], dtype=torch.long, device=device)  # (1, S)
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    out: list[list[Placed]] = [[] for _ in src_ids]
+    for start in range(0, len(order), cfg.batch_size):
+        chunk = order[start:start + cfg.batch_size]
+        src = torch.nn.utils.rnn.pad_sequence(
+            [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
+            padding_value=PAD_ID).to(device)  # (B, S)
         with autocast(device, precision):
-            out.append(constrained_search(model, src, source_mask(src), required,
-                                          cfg.beam_size, cfg.alpha, cfg.max_len_a,
-                                          cfg.max_len_b, nbest, True, glued))
+            found = constrained_search(model, src, source_mask(src),
+                                       [constraints[i] for i in chunk], cfg.beam_size,
+                                       cfg.alpha, cfg.max_len_a, cfg.max_len_b, nbest, True,
+                                       glued)
+        for i, placed in zip(chunk, found, strict=True):
+            out[i] = placed
     return out
