@@ -75,7 +75,8 @@ def test_documents_hold_the_terms_and_keep_markup(translator):
 
 def test_the_cli_reads_a_tsv_glossary(trained_run, tmp_path):
     tsv = tmp_path / "terms.tsv"
-    tsv.write_text("# source\ttarget\nHunde\thounds\n\nPark\tTiergarten\n", encoding="utf-8")
+    tsv.write_text("\ufeffHunde\thounds\n# source\ttarget\n\nPark\tTiergarten\n",
+                   encoding="utf-8")  # as Windows' editors save it: a byte-order mark first
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
                       "--glossary", str(tsv), "--keep-spans", "--beam", "3",
                       "Zwei Hunde schwimmen im Park.", "Ein Kind sieht 7 Hunde."])

@@ -60,7 +60,7 @@ class Glossary:
         lines starting with ``#`` are skipped."""
         terms: dict[str, str] = {}
         try:
-            with open(path, encoding="utf-8", newline="") as f:
+            with open(path, encoding="utf-8-sig", newline="") as f:  # a BOM dropped
                 for n, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE),
                                         start=1):
                     if not row or not "".join(row).strip() or row[0].startswith("#"):
