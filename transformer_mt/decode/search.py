@@ -303,7 +303,7 @@ def _ended(ends: Tensor, top_beam: Tensor, top_scores: Tensor, prefix: Tensor, k
     with its row: its prefix (without ``<bos>``) and its score divided by the length penalty."""
     where = ends.nonzero()  # (E, 2): row, rank among the candidates
     beams = top_beam[where[:, 0], where[:, 1]]  # (E,)
-    # E lists of t tokens, read at once (row by row: ~35 against ~9 us for 20 of them)
+    # E lists of t tokens, read at once (one transfer, not one a row)
     ended = prefix[where[:, 0] * k + beams, 1:].tolist()
     ended_scores = top_scores[where[:, 0], where[:, 1]].tolist()
     return [(row, Hypothesis(ended[e], ended_scores[e] / penalty))
