@@ -270,3 +270,18 @@ def post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
             return r.status, json.load(r)
     except urllib.error.HTTPError as exc:
         return exc.code, json.load(exc)
+
+
+def assert_servers_agree(a: str, b: str, sentence: str, limit: int = 4) -> None:
+    """Two servers (base URLs) on one shared storage, each fresh, with ``--rate-limit``
+    ``limit``: a sentence one translated is the other's cache hit, and this client's requests
+    to either count towards one limit."""
+    status, first = post(a + "/v1/translate", {"text": sentence})
+    status_b, second = post(b + "/v1/translate", {"text": sentence})
+    assert status == status_b == 200 and first == second
+    with urllib.request.urlopen(b + "/metrics") as r:
+        assert "mt_cache_hits_total 1.0" in r.read().decode()
+    for n in range(2, limit):
+        assert post((a, b)[n % 2] + "/v1/translate", {"text": "Ein Hund."})[0] == 200
+    assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 429  # over the limit
+    assert post(b + "/v1/translate", {"text": "Ein Hund."})[0] == 429

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, free_port, post
+from tests.helpers import REPO, assert_servers_agree, free_port
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("MT_CONTAINER_TESTS") != "1" or shutil.which("podman") is None,
@@ -70,15 +70,7 @@ def test_two_containers_share_one_limit_and_one_cache(trained_run, tmp_path):
         deadline = time.monotonic() + 180
         _up(a, deadline)
         _up(b, deadline)
-        status, first = post(a + "/v1/translate", {"text": SENTENCE})
-        status_b, second = post(b + "/v1/translate", {"text": SENTENCE})
-        assert status == status_b == 200 and first == second
-        with urllib.request.urlopen(b + "/metrics") as r:
-            assert "mt_cache_hits_total 1.0" in r.read().decode()
-        assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 200
-        assert post(b + "/v1/translate", {"text": "Ein Hund."})[0] == 200
-        assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 429  # the fifth
-        assert post(b + "/v1/translate", {"text": "Ein Hund."})[0] == 429
+        assert_servers_agree(a, b, SENTENCE, limit=4)
     finally:
         logs = subprocess.run([*compose, "logs"], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=120)

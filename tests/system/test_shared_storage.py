@@ -11,11 +11,17 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
-from tests.helpers import free_port, local_client, post, run_cli, start_server
+from tests.helpers import (
+    assert_servers_agree,
+    free_port,
+    local_client,
+    post,
+    run_cli,
+    start_server,
+)
 
 pytest.importorskip("fastapi")
 pytest.importorskip("redis")
@@ -134,14 +140,7 @@ def test_two_server_processes_agree(trained_run, redis_server):
     servers = [start_server(trained_run[0] / "best.pt", *shared) for _ in range(2)]
     try:
         (_, a), (_, b) = servers
-        status, first = post(a + "/v1/translate", {"text": SENTENCE})
-        status_b, second = post(b + "/v1/translate", {"text": SENTENCE})
-        assert status == status_b == 200 and first == second
-        with urllib.request.urlopen(b + "/metrics") as r:
-            assert "mt_cache_hits_total 1.0" in r.read().decode()
-        assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 200
-        assert post(b + "/v1/translate", {"text": "Ein Hund."})[0] == 200
-        assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 429  # the fifth
+        assert_servers_agree(a, b, SENTENCE, limit=4)
     finally:
         for proc, _ in servers:
             proc.send_signal(signal.SIGTERM)
