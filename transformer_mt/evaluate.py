@@ -87,11 +87,10 @@ def decode_and_score(translator: Translator, references: Sequence[str],
     cfg = translator.settings(beam_size=beam_size, precision=precision)
     start = time.perf_counter()
     if ids is None:
-        results = translator.translate_with(cfg, sources or [], progress=progress,
-                                            scores=False)
+        hypotheses = translator.translate(sources or [], cfg, progress=progress)
     else:
-        results = translator.translate_ids(ids, cfg, progress=progress, scores=False)
-    hypotheses = [r[0].text for r in results]
+        hypotheses = [r[0].text for r in translator.translate_ids(ids, cfg, progress=progress,
+                                                                  scores=False)]
     seconds = time.perf_counter() - start
     if translator.config.data.lowercase:
         references = [r.lower() for r in references]

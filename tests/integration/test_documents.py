@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import run_cli
+from transformer_mt.errors import MTError
 from transformer_mt.translate.documents import split_document, split_html, split_text
 
 PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee. Eine Frau liest ein Buch."
@@ -61,19 +62,24 @@ def test_html_reads_translate_and_repeated_attributes_as_browsers_do():
     assert 'translate="yes">A dog.</p>' in doc.rebuild(["A dog.", "A text."])
 
 
-def test_translate_text_is_the_sentences_translated_one_by_one(trained_run):
+def test_texts_translate_as_their_sentences_one_by_one(trained_run):
     from transformer_mt.translate import Translator
 
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
     texts = [PARAGRAPH + "\nEin Hund.", "", "<p>Ein Hund. <i>Zwei Katzen.</i></p>"]
-    got = translator.translate_text(texts[:2]) + translator.translate_text(texts[2:], html=True)
+    got = translator.translate(texts[:2], form="text") + translator.translate(texts[2:],
+                                                                               form="html")
     one_by_one = translator.translate([*split_text(PARAGRAPH, "de").sentences, "Ein Hund."])
     assert got[0] == " ".join(one_by_one[:3]) + "\n" + one_by_one[3]
     assert got[1] == ""
     dog, cats = translator.translate(["Ein Hund.", "Zwei Katzen."])
     assert got[2] == f"<p>{dog} <i>{cats}</i></p>".replace("&", "&amp;")
     with pytest.raises(TypeError):
-        translator.translate_text("Ein Hund.")
+        translator.translate("Ein Hund.", form="text")
+    with pytest.raises(MTError, match="per sentence"):
+        translator.translate(texts[:1], form="text", nbest=2)
+    with pytest.raises(MTError, match="unknown form"):
+        translator.translate(texts[:1], form="pdf")  # type: ignore[call-overload]
 
 
 def test_mt_translate_split_sentences(trained_run, tmp_path):
@@ -90,7 +96,7 @@ def test_mt_translate_split_sentences(trained_run, tmp_path):
     refused = run_cli(["translate", "--checkpoint", ckpt, "--split-sentences", "--nbest", "2",
                        "Ein Hund."])
     assert refused.returncode != 0 and "--split-sentences" in refused.stderr
-    assert split_document("<b>x</b>", "de", html=True).sentences == ["x"]
+    assert split_document("<b>x</b>", "de", "html").sentences == ["x"]
 
 
 def test_list_markers_and_zero_width_characters_are_kept_out_of_sentences():

@@ -127,20 +127,20 @@ class Tags(html.parser.HTMLParser):
 def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     out = {name: translate_file(translator, name, text.encode()).decode()
            for name, text in FILES.items()}
-    # text: the same lines, blank lines and leading spaces; each line as translate_text has it
+    # text: the same lines, blank lines and leading spaces; each line as form="text" has it
     lines = out["doc.txt"].split("\n")
     assert len(lines) == len(TEXT.split("\n")) and lines[1] == "" and lines[2].startswith("  ")
-    assert out["doc.txt"] == translator.translate_text([TEXT])[0]
+    assert out["doc.txt"] == translator.translate([TEXT], form="text")[0]
     # HTML: the same tags and attributes in the same order; translate="no" and style as they were
     assert Tags(out["page.html"]).tags == Tags(HTML).tags
     assert '<p translate="no">Ein Hund.</p>' in out["page.html"]
     assert "p {color: red}" in out["page.html"] and "Ein Mann" not in out["page.html"]
-    assert out["page.html"] == translator.translate_text([HTML], html=True)[0]
+    assert out["page.html"] == translator.translate([HTML], form="html")[0]
     # subtitles: numbers and timings as they were, each text the translation of its lines
     ours, theirs = list(srt.parse(out["film.srt"])), list(srt.parse(SRT))
     assert [(s.index, s.start, s.end) for s in ours] == [(s.index, s.start, s.end)
                                                          for s in theirs]
-    expected = translator.translate_text([" ".join(s.content.split()) for s in theirs])
+    expected = translator.translate([" ".join(s.content.split()) for s in theirs], form="text")
     assert [" ".join(s.content.split()) for s in ours] == expected
     assert ours[0].content.count("\n") == 1  # two lines in, two lines out
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
@@ -152,7 +152,7 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     assert (shape, rows) == (their_shape, their_rows) and (True, None) in shape[1]
     segments = ["Ein Hund läuft.", "Ein Mann fährt ", "Fahrrad", ". Zwei Hunde spielen im Schnee.",
                 "Eine Frau liest ein Buch.", "Zwei Männer spielen Fußball.", "Zwei Hunde spielen."]
-    expected = translator.translate_text(segments)
+    expected = translator.translate(segments, form="text")
     assert texts[0] == expected[0] and texts[1] == "".join(expected[1:4])
     assert texts[-1] == expected[-1] and expected[4] in texts and texts.count("") == 1
     # PowerPoint: the same shapes, runs (the bold word bold), table and notes, all translated
@@ -161,7 +161,7 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     assert shape == their_shape and [t == "" for t in texts] == [t == "" for t in their_texts]
     segments = [t for t in their_texts if t]
     segments[2:3] = ["Ein Mann fährt ", "Fahrrad"]
-    expected = translator.translate_text(segments)
+    expected = translator.translate(segments, form="text")
     assert [t for t in texts if t] == [*expected[:2], "".join(expected[2:4]), *expected[4:]]
 
 

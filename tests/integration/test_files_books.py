@@ -104,7 +104,7 @@ def test_an_odt_keeps_its_paragraphs_and_spans_and_translates_every_text(transla
     assert shape == their_shape and ("text:p", ["Bold"]) in shape
     segments = ["Ein Hund läuft.", "Ein Mann fährt ", ". Zwei Hunde spielen im Schnee.",
                 "Fahrrad", "Eine Frau liest ein Buch."]
-    expected = translator.translate_text(segments)
+    expected = translator.translate(segments, form="text")
     heading = texts[shape.index(("text:h", []))]
     assert heading == expected[0]
     assert "".join(expected[1:3]) + expected[3] in texts  # the text around the span, the span
@@ -124,9 +124,9 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
     assert written.infolist()[0].filename == "mimetype"
     assert written.infolist()[0].compress_type == zipfile.ZIP_STORED
     for member in given.namelist():
-        if member.endswith(".xhtml"):  # each document as translate_text translates it
-            assert written.read(member).decode() == translator.translate_text(
-                [given.read(member).decode()], html="xml")[0]
+        if member.endswith(".xhtml"):  # each document as translate translates XHTML
+            assert written.read(member).decode() == translator.translate(
+                [given.read(member).decode()], form="xhtml")[0]
         else:
             assert written.read(member) == given.read(member)
     chapter = written.read("EPUB/chap_01.xhtml").decode()
@@ -207,6 +207,6 @@ def test_an_xhtml_entity_bomb_is_not_expanded():
                         for i in range(1, 10))
               + ']><html xmlns="http://www.w3.org/1999/xhtml"><body><p>&lol9;</p></body></html>')
     start = time.monotonic()
-    document = split_document(laughs, "de", "xml")
+    document = split_document(laughs, "de", "xhtml")
     assert all(len(s) < 1000 for s in document.sentences)
     assert time.monotonic() - start < 10

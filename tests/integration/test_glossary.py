@@ -56,7 +56,7 @@ def test_kept_spans_come_out_exactly(translator, beam):
 
 
 def test_each_of_the_n_best_holds_the_terms(translator):
-    hyps = translator.translate_nbest(SOURCES[:2], nbest=3, beam_size=3,
+    hyps = translator.translate(SOURCES[:2], nbest=3, beam_size=3,
                                       glossary=Glossary(TERMS))
     assert all(len(h) == 3 for h in hyps)
     assert all("hounds" in h.text and "Tiergarten" in h.text for h in hyps[0])
@@ -64,12 +64,12 @@ def test_each_of_the_n_best_holds_the_terms(translator):
 
 
 def test_documents_hold_the_terms_and_keep_markup(translator):
-    text = translator.translate_text(["Zwei Hunde schwimmen. Ein Kind lacht.\nDrei Hunde."],
-                                     glossary=Glossary({"Hunde": "hounds"}))[0]
+    text = translator.translate(["Zwei Hunde schwimmen. Ein Kind lacht.\nDrei Hunde."],
+                                form="text", glossary=Glossary({"Hunde": "hounds"}))[0]
     assert text.count("hounds") >= 2 and "\n" in text
-    html = translator.translate_text(['<p>Zwei <b>Hunde</b> im Park. <span translate="no">'
-                                      'Hunde</span></p>'], html=True,
-                                     glossary=Glossary({"Park": "Tiergarten"}))[0]
+    html = translator.translate(['<p>Zwei <b>Hunde</b> im Park. <span translate="no">'
+                                 'Hunde</span></p>'], form="html",
+                                glossary=Glossary({"Park": "Tiergarten"}))[0]
     assert "Tiergarten" in html and '<span translate="no">Hunde</span>' in html
 
 

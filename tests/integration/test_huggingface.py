@@ -63,7 +63,7 @@ def test_transformers_computes_what_we_compute(exported, variant):
     translator = Translator.load(checkpoint, "cpu")
     ids = translator.encode(SENTENCES)
     assert [tokenizer(s)["input_ids"] for s in SENTENCES] == ids  # the same ids, <eos> too
-    greedy = translator.translate_nbest(SENTENCES, 1, beam_size=1, precision="fp32")
+    greedy = translator.translate(SENTENCES, nbest=1, beam_size=1, precision="fp32")
     allowed = torch.ones(len(translator.tgt_vocab), dtype=torch.bool)
     allowed[[PAD_ID, BOS_ID]] = False  # -inf on both sides: never produced
     for x, hyps in zip(ids, greedy, strict=True):
@@ -204,7 +204,7 @@ def test_an_opus_mt_style_model_imports_computes_the_same_and_fine_tunes(tmp_pat
     sentences = SENTENCES[:20]
     ids = translator.encode(sentences)
     assert [[ours_of[i] for i in tokenizer(s)["input_ids"]] for s in sentences] == ids
-    greedy = translator.translate_nbest(sentences, 1, beam_size=1, precision="fp32")
+    greedy = translator.translate(sentences, nbest=1, beam_size=1, precision="fp32")
     for x, hyps, sentence in zip(ids, greedy, sentences, strict=True):
         src = torch.tensor([x])
         tgt_in = torch.tensor([[BOS_ID, *hyps[0].ids]])
@@ -307,7 +307,7 @@ def test_ctranslate2s_own_converter_takes_the_pegasus_export(exported, tmp_path)
     checkpoint, directory = exported["pre-norm, one vocabulary"]
     TransformersConverter(str(directory)).convert(str(tmp_path / "ct2"))
     translator = Translator.load(checkpoint, "cpu")
-    ours = translator.translate_nbest(SENTENCES, 1, beam_size=1, precision="fp32")
+    ours = translator.translate(SENTENCES, nbest=1, beam_size=1, precision="fp32")
     engine = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu",
                                     compute_type="float32")
     ids = translator.encode(SENTENCES)

@@ -48,9 +48,9 @@ def test_cross_attention_weights_are_distributions(run_dir):
 
     translator = Translator.load(run_dir / "best.pt", "cpu")
     src, out, weights, text = cross_attention(translator, "Ein Hund läuft.")
-    assert text == translator.translate(["Ein Hund läuft."], 1)[0]
+    assert text == translator.translate(["Ein Hund läuft."], beam_size=1)[0]
     # the API gives the same weights with the translation
-    full = translator.translate_nbest(["Ein Hund läuft."], beam_size=1, attention=True)[0][0]
+    full = translator.translate(["Ein Hund läuft."], nbest=1, beam_size=1, attention=True)[0][0]
     assert torch.equal(full.attention, weights)
     assert src[-1] == "<eos>" and out[-1] == "<eos>"
     assert weights.shape == (len(out), len(src))

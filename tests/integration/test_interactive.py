@@ -28,13 +28,13 @@ def test_a_prefix_of_the_models_own_words_gives_its_translation(translator):
     """The model's own greedy output, cut after k tokens (and k tokens plus the first letters of
     the next: a word to finish), forced as a prefix: the same translation and score."""
     sources = _sources()
-    plain = translator.translate_nbest(sources, beam_size=1, precision="fp32")
+    plain = translator.translate(sources, nbest=1, beam_size=1, precision="fp32")
     for cut in (1, 2, 4):
         whole = [" ".join(h[0].tokens[:cut]) + " " for h in plain]
         partial = [" ".join([*h[0].tokens[:cut], h[0].tokens[cut][:2]])
                    if len(h[0].tokens) > cut else "" for h in plain]
         for prefixes in (whole, partial):
-            forced = translator.translate_nbest(sources, beam_size=1, precision="fp32",
+            forced = translator.translate(sources, nbest=1, beam_size=1, precision="fp32",
                                                 prefix=prefixes)
             assert [h[0].tokens for h in forced] == [h[0].tokens for h in plain]
             assert [h[0].score for h in forced] == pytest.approx(
@@ -48,7 +48,7 @@ def test_forced_words_begin_the_translation_and_are_scored(translator):
     limits = [int(1.5 * len(x)) + 10 for x in translator.encode(sources)]
     compared = 0
     for beam in (1, 3):
-        found = translator.translate_nbest(sources, beam_size=beam, prefix=prefixes,
+        found = translator.translate(sources, nbest=1, beam_size=beam, prefix=prefixes,
                                            precision="fp32")
         scored = translator.score(sources, [h[0].text for h in found], precision="fp32")
         for prefix, hyps, s, limit in zip(prefixes, found, scored, limits, strict=True):
@@ -98,7 +98,7 @@ def _spm_config(tmp_path):
 def test_alternatives_begin_with_greedys_and_match_ctranslate2(translator, trained_run,
                                                                tmp_path):
     sources = _sources(8)
-    greedy = translator.translate_nbest(sources, beam_size=1, precision="fp32")
+    greedy = translator.translate(sources, nbest=1, beam_size=1, precision="fp32")
     for source, hyps in zip(sources, greedy, strict=True):
         found = translator.alternatives(source, "", 3, beam_size=1, precision="fp32")
         assert found[0].translation.tokens == hyps[0].tokens
@@ -126,7 +126,7 @@ def test_alternatives_begin_with_greedys_and_match_ctranslate2(translator, train
 def test_the_command_line_finishes_offers_and_aligns(trained_run, translator, tmp_path):
     ckpt = str(trained_run[0] / "best.pt")
     source = _sources(1)[0]
-    best = translator.translate_nbest([source], beam_size=1)[0][0]
+    best = translator.translate([source], nbest=1, beam_size=1)[0][0]
     prefix = best.tokens[0] + " "
     done = run_cli(["translate", "--checkpoint", ckpt, "--beam-size", "1", "--prefix", prefix,
                     source])
@@ -182,7 +182,7 @@ def test_prefixes_alternatives_and_alignments_over_http(translator):
     from transformer_mt.serve.settings import ServeOptions
 
     sources = _sources(3)
-    best = translator.translate_nbest(sources, beam_size=1)
+    best = translator.translate(sources, nbest=1, beam_size=1)
     prefixes = [h[0].tokens[0] + " " for h in best]
     with local_client(create_app(translator, ServeOptions())) as client:
         got = client.post("/v1/translate", json={

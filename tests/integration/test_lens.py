@@ -135,7 +135,7 @@ def test_one_sentence_across_the_training_run(tmp_path):
     early, late = (Translator.load(run / name) for name in ("kept_0000002.pt", "best.pt"))
     sides = side_by_side([early, late], "Ein Hund läuft.")
     for model, side, other in ((early, sides[0], sides[1]), (late, sides[1], sides[0])):
-        own = model.translate_nbest(["Ein Hund läuft."], beam_size=1)[0][0]
+        own = model.translate(["Ein Hund läuft."], nbest=1, beam_size=1)[0][0]
         assert side.text == own.text and side.log_prob == pytest.approx(
             model.score(["Ein Hund läuft."], [own.text])[0].log_prob)
         assert side.of_other == pytest.approx(

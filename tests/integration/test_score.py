@@ -21,7 +21,7 @@ def test_scores_are_what_beam_search_gives_and_ctranslate2_agrees(trained_run, t
     ckpt = str(trained_run[0] / "best.pt")
     translator = Translator.load(ckpt, "cpu")
     sources = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:12]
-    best = translator.translate_nbest(sources, 1, beam_size=3, precision="fp32")
+    best = translator.translate(sources, nbest=1, beam_size=3, precision="fp32")
     translations = [h[0].text for h in best]
     src, hyp = _files(tmp_path, sources, translations)
     result = run_cli(["score", "--checkpoint", ckpt, "--src", src, "--hyp", hyp, "--json",

@@ -46,7 +46,7 @@ def test_translations_over_http_are_the_translators(client, translator):
     answer = client.post("/v1/translate", json={"text": SENTENCES, "beam": 3, "nbest": 2})
     assert answer.status_code == 200
     got = answer.json()["translations"]
-    expected = translator.translate_nbest(SENTENCES, nbest=2, beam_size=3)
+    expected = translator.translate(SENTENCES, nbest=2, beam_size=3)
     assert [t["text"] for t in got] == [e[0].text for e in expected]
     assert [[h["text"] for h in t.get("nbest", [t])] for t in got[:1]] == [
         [h.text for h in expected[0]]]
@@ -60,7 +60,7 @@ def test_precision_is_a_setting_of_each_request(translator):
     """``precision`` per request, and the server's own (``mt serve --precision``): fp32 gives
     the scores of the fp32 model (what the exports compute), bf16 those of the bf16 copy."""
     sentences = SENTENCES[:1] + SENTENCES[2:]
-    expected = {p: [t[0].score for t in translator.translate_nbest(sentences, precision=p)]
+    expected = {p: [t[0].score for t in translator.translate(sentences, nbest=1, precision=p)]
                 for p in ("fp32", "bf16")}
     with local_client(create_app(translator, ServeOptions())) as client:
         for precision, scores in expected.items():
@@ -80,14 +80,14 @@ def test_alternatives_are_as_many_as_asked_on_a_subword_model(subword_run):
     translator = Translator.load(subword_run / "best.pt", "cpu")
     toy = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()
     # a sentence whose beam of 4 holds fewer than 4 texts: alternatives 3 gave 2 before
-    text = next(s for s in toy if len({h.text for h in translator.translate_nbest(
+    text = next(s for s in toy if len({h.text for h in translator.translate(
         [s], nbest=4, beam_size=4)[0]}) < 4)
     with local_client(create_app(translator, ServeOptions())) as client:
         got = client.post("/translate", json={"q": text, "source": "de", "target": "en",
                                               "alternatives": 3}).json()
     assert len(got["alternatives"]) == 3
     assert len({got["translatedText"], *got["alternatives"]}) == 4
-    assert got["translatedText"] == translator.translate_text([text], beam_size=5)[0]
+    assert got["translatedText"] == translator.translate([text], form="text", beam_size=5)[0]
 
 
 def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
@@ -393,7 +393,7 @@ def test_the_beams_kept_at_each_step_lead_to_the_output(client, translator):
     got = client.post("/v1/translate", json={"text": [SENTENCES[0]], "beam": 3,
                                              "beam_steps": True}).json()["translations"][0]
     steps, output = got["beam_steps"], got["tokens"]
-    assert output == translator.translate_nbest([SENTENCES[0]], beam_size=3)[0][0].tokens
+    assert output == translator.translate([SENTENCES[0]], nbest=1, beam_size=3)[0][0].tokens
     assert len(steps) >= len(output)
     for t, kept in enumerate(steps):
         assert 1 <= len(kept) <= 3 and all(len(h["tokens"]) == t + 1 for h in kept)

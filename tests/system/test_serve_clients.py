@@ -42,8 +42,8 @@ def expected(trained_run):
 
 def test_libretranslatepy(server, expected):
     api = libretranslatepy.LibreTranslateAPI(server, api_key="k1")
-    assert api.translate(PARAGRAPH, "de", "en") == expected.translate_text([PARAGRAPH])[0]
-    assert api.translate(PARAGRAPH, "auto", "en") == expected.translate_text([PARAGRAPH])[0]
+    assert api.translate(PARAGRAPH, "de", "en") == expected.translate([PARAGRAPH], form="text")[0]
+    assert api.translate(PARAGRAPH, "auto", "en") == expected.translate([PARAGRAPH], form="text")[0]
     detected = api.detect("Un chien court dans la neige.")
     assert detected[0]["language"] == "fr" and detected[0]["confidence"] > 50
     assert api.languages()[0] == {"code": "de", "name": "German", "targets": ["en"]}
@@ -63,9 +63,9 @@ def test_deep_translator(server, expected):
     from deep_translator.exceptions import AuthorizationException
 
     client = LibreTranslator(source="de", target="en", api_key="k2", custom_url=server + "/")
-    assert client.translate(PARAGRAPH) == expected.translate_text([PARAGRAPH])[0]
+    assert client.translate(PARAGRAPH) == expected.translate([PARAGRAPH], form="text")[0]
     assert client.translate_batch(["Ein Hund.", "Zwei Katzen. Drei Mäuse."]) == \
-        expected.translate_text(["Ein Hund.", "Zwei Katzen. Drei Mäuse."])
+        expected.translate(["Ein Hund.", "Zwei Katzen. Drei Mäuse."], form="text")
     with pytest.raises(AuthorizationException):
         LibreTranslator(source="de", target="en", api_key="bad",
                         custom_url=server + "/").translate("Ein Hund.")
@@ -82,15 +82,15 @@ def test_json_lists_html_alternatives(server, expected):
     got = _post(server + "/translate", {"q": [PARAGRAPH, "", "Ein Hund."], "source": "auto",
                                         "target": "en", "api_key": "k1", "alternatives": 2})
     # alternatives: 2 searches with a beam of 3
-    assert got["translatedText"] == expected.translate_text([PARAGRAPH, "", "Ein Hund."],
-                                                            beam_size=3)
+    assert got["translatedText"] == expected.translate([PARAGRAPH, "", "Ein Hund."],
+                                                       form="text", beam_size=3)
     assert [d["language"] for d in got["detectedLanguage"]] == ["de"] * 3
-    nbest = expected.translate_nbest(["Ein Hund."], nbest=3, beam_size=3)[0]
+    nbest = expected.translate(["Ein Hund."], nbest=3, beam_size=3)[0]
     assert got["alternatives"][2] == [h.text for h in nbest[1:] if h.text != nbest[0].text][:2]
     html = '<p class="x">Ein Mann. <b>Zwei Hunde</b> spielen.</p><br><code>Hund.</code>'
     got = _post(server + "/translate", {"q": html, "source": "de", "target": "en",
                                         "format": "html", "api_key": "k1"})
-    assert got["translatedText"] == expected.translate_text([html], html=True)[0]
+    assert got["translatedText"] == expected.translate([html], form="html")[0]
     assert got["translatedText"].startswith('<p class="x">')
     assert got["translatedText"].endswith("</p><br/><code>Hund.</code>")
     with urllib.request.urlopen(server + "/frontend/settings", timeout=10) as answer:
@@ -118,7 +118,7 @@ def test_readme_curl_examples(server, expected):
     assert answers[0]["translations"][0]["text"] == expected.translate(
         ["Ein Hund läuft."], beam_size=5)[0]
     text = "Ein Mann fährt Fahrrad. Zwei Hunde spielen."
-    assert answers[1]["translatedText"] == expected.translate_text([text])[0]
+    assert answers[1]["translatedText"] == expected.translate([text], form="text")[0]
     kept = subprocess.run(["curl", "-s", server + "/translate", "-d", "q=<code>fährt</code>",
                            "-d", "format=html", "-d", "source=de", "-d", "target=en", "-d",
                            "api_key=k1"], capture_output=True, timeout=60, check=True)

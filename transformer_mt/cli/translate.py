@@ -194,15 +194,15 @@ def _translations(translator: Translator, args: argparse.Namespace, chunk: list[
 
     if not args.split_sentences:
         prefix = [args.prefix] * len(chunk) if args.prefix else None
-        results = translator.translate_nbest(chunk, args.nbest, scores=args.nbest > 1,
-                                             progress=progress, prefix=prefix)
+        results = translator.translate(chunk, nbest=args.nbest, scores=args.nbest > 1,
+                                       progress=progress, prefix=prefix)
         if args.align:
             for line, hyps in zip(chunk, results, strict=True):
                 for h in hyps:
                     h.alignment = translator.align(line, h, args.layer, args.head) \
                         if line.strip() else []
         return results
-    return [[Translation(text, [], math.nan)] for text in translator.translate_text(chunk)]
+    return [[Translation(text, [], math.nan)] for text in translator.translate(chunk, form="text")]
 
 
 def _rendered(args: argparse.Namespace, index: int, hyps: list[Translation]) -> list[str]:

@@ -247,7 +247,7 @@ def across_training(run_dir: str | Path, sentence: str, device: str = "auto") ->
     snapshots = []
     for path in paths:
         translator = Translator.load(path, device)
-        best = translator.translate_nbest([sentence], beam_size=1)[0][0]
+        best = translator.translate([sentence], nbest=1, beam_size=1)[0][0]
         step = int(load_checkpoint(path).get("progress", {}).get("step", 0))
         snapshots.append(Snapshot(path.name, step, best.text, best.score,
                                   translator.align(sentence, best),
@@ -278,7 +278,7 @@ class Compared:
 def side_by_side(models: Sequence[Translator], sentence: str) -> list[Compared]:
     """Two (or more) models on one sentence: each translation (greedy), each model's score
     of each other's (as ``mt score``), and where their cross-attention links words."""
-    best = [m.translate_nbest([sentence], beam_size=1)[0][0] for m in models]
+    best = [m.translate([sentence], nbest=1, beam_size=1)[0][0] for m in models]
     sides = []
     for n, model in enumerate(models):
         other = best[(n + 1) % len(models)].text

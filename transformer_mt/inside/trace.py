@@ -35,7 +35,7 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     translation."""
     translator.one_model("attention weights are")
     src_ids = translator.encode([sentence])[0]
-    result = translator.translate_nbest([sentence], beam_size=1)[0][0]
+    result = translator.translate([sentence], nbest=1, beam_size=1)[0][0]
     weights = translator.cross_attention(src_ids, result.ids, layer, head)  # (T_out + 1, S)
     src_tokens = [translator.src_vocab.itos[i] for i in src_ids]
     return src_tokens, [*result.tokens, "<eos>"], weights, result.text

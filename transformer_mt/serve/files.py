@@ -61,7 +61,7 @@ async def translated(svc: ServiceDep, who: CallerDep, name: str, data: bytes, so
         raise RequestError(400, f"'{name}' holds {chars:,} characters; at most "
                            f"{svc.limits.max_file_chars:,} a file here: split it")
     svc.charge(who.client, chars)
-    prepared = await svc.prepare_off_loop(doc.texts, doc.html, max_sentences=chars)
+    prepared = await svc.prepare_off_loop(doc.texts, doc.form, max_sentences=chars)
     results = await svc.decode(prepared, svc.translator.settings(), 1, waiting=who.left,
                                queued=who.queued)
     out = doc.rebuild([r.text() for r in results])

@@ -45,7 +45,7 @@ async def translate(svc: Service, req: TranslateRequest, who: Caller) -> Transla
     except (MTError, ValueError, TypeError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     svc.charge(who.client, sum(map(len, texts)))
-    prepared = await svc.prepare_off_loop(texts, req.format == "html")
+    prepared = await svc.prepare_off_loop(texts, req.format)
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
     choices: list[list[Choice]] = []
@@ -225,7 +225,7 @@ async def libre_translate(svc: Service, req: LibreTranslateRequest,
         raise RequestError(400, "Invalid request: alternatives parameter must be <= "
                            f"{svc.limits.max_alternatives}")
     svc.charge(who.client, sum(map(len, texts)))
-    prepared = await svc.prepare_off_loop(texts, req.format == "html")
+    prepared = await svc.prepare_off_loop(texts, req.format)
     detected = None
     if req.source == "auto":
         language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])

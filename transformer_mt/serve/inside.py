@@ -112,7 +112,7 @@ async def _on_worker(svc: Service, req: Sentence, request: Request, key: str | N
         raise RequestError(422, "looking inside needs a PyTorch checkpoint (.pt), not an "
                            "exported model")
     svc.charge(client_id(request, key), len(req.text))
-    prepared = await svc.prepare_off_loop([req.text], False)
+    prepared = await svc.prepare_off_loop([req.text], "text")
     if len(prepared.docs[0].sentences) != 1:
         raise RequestError(422, f"the text holds {len(prepared.docs[0].sentences)} sentences; "
                            "send one")

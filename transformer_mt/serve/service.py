@@ -31,7 +31,7 @@ from transformer_mt.serve.file_store import FileStore
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
-from transformer_mt.translate.documents import Document, split_document
+from transformer_mt.translate.documents import Document, TextForm, split_document
 
 log = logging.getLogger("transformer_mt.serve")
 
@@ -130,8 +130,9 @@ class Service:
         start = time.perf_counter()
         self.translator.tokenizers[0].prime(self.translator.src_vocab.itos)
         cfg = self.translator.settings()
-        for texts, html in ((["x."], False), (["x.", "y."], True)):
-            for hyps in self.translator.engine.decode(self.prepare(texts, html).ids, cfg):
+        forms: tuple[tuple[list[str], TextForm], ...] = ((["x."], "text"), (["x.", "y."], "html"))
+        for texts, form in forms:
+            for hyps in self.translator.engine.decode(self.prepare(texts, form).ids, cfg):
                 self.translator.detokenize(self.translator.tgt_vocab.decode(hyps[0].tokens))
         # a lone source of each length up to WARM_LENGTHS, one output token each: a length's
         # first translation made oneDNN's kernels for its shapes (the encoder's products;
@@ -212,24 +213,25 @@ class Service:
 
     # ------------------------------------------------------------------ translating
 
-    async def prepare_off_loop(self, texts: list[str], html: bool | str,
+    async def prepare_off_loop(self, texts: list[str], form: TextForm,
                                max_sentences: int | None = None) -> Prepared:
         """:meth:`prepare` on a thread of its own, one request at a time: splitting a large
         HTML request takes seconds, which the event loop (``/health``, every other request)
         does not wait for."""
         return await asyncio.get_running_loop().run_in_executor(
-            self._preparing, self.prepare, texts, html, max_sentences)
+            self._preparing, self.prepare, texts, form, max_sentences)
 
-    def prepare(self, texts: list[str], html: bool | str,
+    def prepare(self, texts: list[str], form: TextForm,
                 max_sentences: int | None = None) -> Prepared:
         """Split ``texts`` into sentences and tokenize them; a 400 where a sentence is longer
         than the model takes, or a request holds more than ``max_sentences`` (default: the
         limit of a request)."""
         try:
-            docs = [split_document(t, self.src_lang, html) for t in texts]
+            docs = [split_document(t, self.src_lang, form) for t in texts]
         except Exception as exc:  # a parser failing on odd input fails this request only
-            raise RequestError(400, f"the text could not be read as {'HTML' if html else 'text'}"
-                               f": {str(exc).splitlines()[0] if str(exc) else exc}") from None
+            raise RequestError(400, f"the text could not be read as "
+                               f"{'text' if form == 'text' else form.upper()}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences
         if len(sentences) > most:

@@ -25,6 +25,7 @@ from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
+from transformer_mt.translate.documents import TextForm
 from transformer_mt.translate.engines import (
     CTranslate2Engine,
     Engine,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from transformer_mt.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
+Form = typing.Literal["sentences", TextForm]  # what each text is
 
 
 class Translator:
@@ -60,8 +62,8 @@ class Translator:
         translator = Translator.load("runs/quickstart/best.pt")
         translator.translate(["Ein Hund läuft."])              # ['A dog is running.']
         translator.translate(sentences, beam_size=5, alpha=1.0)
-        translator.translate_nbest(sentences, nbest=3, attention=True)  # Translation objects
-        translator.translate_text(["Ein Mann. Zwei Hunde.\nEine Frau."])  # several sentences
+        translator.translate(sentences, nbest=3, attention=True)  # Translation objects
+        translator.translate(["Ein Mann. Zwei Hunde.\nEine Frau."], form="text")  # paragraphs
 
     Several checkpoints of one vocabulary translate as an ensemble (their probabilities
     averaged at every step); ``engine="ctranslate2"`` loads ``mt export``'s directory instead.
@@ -164,8 +166,9 @@ class Translator:
             ids.append(self.src_vocab.encode(tokens))
         return ids
 
-    def settings(self, **changes: Any) -> DecodeConfig:
-        """The checkpoint's decoding settings with ``changes`` (None keeps a setting), checked."""
+    def settings(self, base: DecodeConfig | None = None, **changes: Any) -> DecodeConfig:
+        """``base`` (by default the checkpoint's decoding settings) with ``changes`` (None keeps
+        a setting), checked."""
         types = typing.get_type_hints(DecodeConfig)
         unknown = sorted(set(changes) - set(types))
         if unknown:
@@ -175,61 +178,77 @@ class Translator:
                    if v is not None}
         if changes.get("sample_topk") or changes.get("top_p", 1.0) < 1.0:  # one draw: no beam
             changes.setdefault("beam_size", 1)
-        cfg = dataclasses.replace(self.config.decode, **changes)
+        cfg = dataclasses.replace(base or self.config.decode, **changes)
         cfg.validate()
         return cfg
 
-    def translate(self, sentences: Sequence[str], beam_size: int | None = None,
-                  progress: bool = False, prefix: Sequence[str] | None = None,
-                  glossary: Glossary | None = None, **settings: Any) -> list[str]:
-        """Translate raw sentences into detokenized text, one per sentence (an empty line
-        gives an empty translation). ``settings`` override the checkpoint's ``decode``
-        settings for this call: ``alpha``, ``max_len_a``, ``max_len_b``, ``sample_topk``,
-        ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``, ``precision``.
-        ``prefix``: how each translation must begin (one per sentence, "" for none; an
-        unfinished last word is finished by the model: ``prefix.py``). ``glossary``: terms
-        each translation must hold, and spans kept as they are (``glossary.py``)."""
-        return [hyps[0].text for hyps in self.translate_nbest(
-            sentences, 1, beam_size, progress=progress, scores=False, prefix=prefix,
-            glossary=glossary, **settings)]
+    @typing.overload
+    def translate(self, texts: Sequence[str], settings: DecodeConfig | None = None, *,
+                  nbest: None = None, form: Form = "sentences", attention: bool = False,
+                  scores: bool = True, prefix: Sequence[str] | None = None,
+                  glossary: Glossary | None = None, progress: bool = False,
+                  **changes: Any) -> list[str]: ...
 
-    def translate_text(self, texts: Sequence[str], html: bool | str = False,
-                       beam_size: int | None = None, glossary: Glossary | None = None,
-                       **settings: Any) -> list[str]:
-        """Translate texts that may hold several sentences (a paragraph, lines) or, with
-        ``html=True``, HTML: each is split into sentences (``documents.py``), all of them are
-        translated in one batch, and each text is put back together with its own spacing, line
-        breaks and markup (``html="xml"``: XHTML, read as XML). ``glossary`` and
-        ``settings`` as for :meth:`translate`."""
-        from transformer_mt.translate.documents import translate_documents
+    @typing.overload
+    def translate(self, texts: Sequence[str], settings: DecodeConfig | None = None, *,
+                  nbest: int, form: Form = "sentences", attention: bool = False,
+                  scores: bool = True, prefix: Sequence[str] | None = None,
+                  glossary: Glossary | None = None, progress: bool = False,
+                  **changes: Any) -> list[list[Translation]]: ...
 
-        if isinstance(texts, str):
-            raise TypeError("translate a list of texts, e.g. translate_text([\"Ein Hund.\"])")
-        return translate_documents(texts, self.config.data.src_lang, html, lambda sentences:
-                                   self.translate(sentences, beam_size, glossary=glossary,
-                                                  **settings))
+    def translate(self, texts: Sequence[str], settings: DecodeConfig | None = None, *,
+                  nbest: int | None = None, form: Form = "sentences", attention: bool = False,
+                  scores: bool = True, prefix: Sequence[str] | None = None,
+                  glossary: Glossary | None = None, progress: bool = False,
+                  **changes: Any) -> list[str] | list[list[Translation]]:
+        """Translate ``texts``: one translation (detokenized text) per text, an empty text
+        giving an empty one; with ``nbest=k``, the k best of each as :class:`Translation`
+        objects, best first, with their scores (``scores=False`` spares greedy decoding them,
+        a tenth of its time) and their cross-attention weights with ``attention=True``.
 
-    def translate_nbest(self, sentences: Sequence[str], nbest: int = 1,
-                        beam_size: int | None = None, attention: bool = False,
-                        progress: bool = False, scores: bool = True,
-                        prefix: Sequence[str] | None = None, glossary: Glossary | None = None,
-                        **settings: Any) -> list[list[Translation]]:
-        """The ``nbest`` best translations of each sentence, best first, with their scores (and
-        their cross-attention weights with ``attention=True``). ``scores=False`` spares greedy
-        decoding the scores (NaN then), a tenth of its time. ``prefix``, ``glossary``: as for
-        :meth:`translate`."""
-        if isinstance(sentences, str) or not isinstance(sentences, Sequence) or not all(
-                isinstance(s, str) for s in sentences):
-            raise TypeError("translate a list of sentences (strings), e.g. "
+        ``settings``: the decoding settings (:meth:`settings`; by default the checkpoint's),
+        with ``changes`` on top: ``beam_size``, ``alpha``, ``max_len_a``, ``max_len_b``,
+        ``sample_topk``, ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``,
+        ``precision``. ``form``: each text is one sentence (``"sentences"``), or text of
+        several sentences and lines (``"text"``), HTML (``"html"``) or XHTML read as XML
+        (``"xhtml"``), split into sentences that translate in one batch and put back together
+        with their spacing and markup (``documents.py``). ``prefix``: how each translation
+        must begin (one per sentence, "" for none; an unfinished last word is finished by the
+        model: ``prefix.py``). ``glossary``: terms each translation must hold, and spans kept
+        as they are (``glossary.py``)."""
+        if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(
+                isinstance(s, str) for s in texts):
+            raise TypeError("translate a list of texts (strings), e.g. "
                             "translate([\"Ein Hund.\"])")
-        return self.translate_with(self.settings(beam_size=beam_size, **settings), sentences,
-                                   nbest, attention, progress, scores, prefix, glossary)
+        cfg = self.settings(settings, **changes)
+        if form != "sentences":
+            return self._documents(texts, cfg, form, nbest, attention, prefix, glossary)
+        found = self._translations(texts, cfg, nbest or 1, attention, progress,
+                                   scores and nbest is not None, prefix, glossary)
+        return found if nbest is not None else [hyps[0].text for hyps in found]
 
-    def translate_with(self, cfg: DecodeConfig, sentences: Sequence[str], nbest: int = 1,
-                       attention: bool = False, progress: bool = False,
-                       scores: bool = True, prefix: Sequence[str] | None = None,
-                       glossary: Glossary | None = None) -> list[list[Translation]]:
-        """:meth:`translate_nbest` with the decoding settings ``cfg`` (see :meth:`settings`)."""
+    def _documents(self, texts: Sequence[str], cfg: DecodeConfig, form: Form, nbest: int | None,
+                   attention: bool, prefix: Sequence[str] | None,
+                   glossary: Glossary | None) -> list[str]:
+        """Texts of several sentences (``form``) translated sentence by sentence, in one
+        batch."""
+        from transformer_mt.translate.documents import FORMS, translate_documents
+
+        if form not in FORMS:
+            raise MTError(f"unknown form {form!r}; use 'sentences', "
+                          f"{', '.join(map(repr, FORMS))}")
+        if nbest is not None or attention or prefix is not None:
+            raise MTError("n-best lists, attention and prefixes are given per sentence: "
+                          "translate with form=\"sentences\"")
+        return translate_documents(texts, self.config.data.src_lang, form, lambda
+                                   sentences: [h[0].text for h in self._translations(
+                                       sentences, cfg, 1, False, False, False, None, glossary)])
+
+    def _translations(self, sentences: Sequence[str], cfg: DecodeConfig, nbest: int,
+                      attention: bool, progress: bool, scores: bool,
+                      prefix: Sequence[str] | None,
+                      glossary: Glossary | None) -> list[list[Translation]]:
+        """The ``nbest`` translations of each sentence (:meth:`translate`)."""
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(sentences)):
             raise MTError(f"give one prefix per sentence ({len(sentences)}), \"\" for none")
         nonempty = [i for i, s in enumerate(sentences) if s.strip()]

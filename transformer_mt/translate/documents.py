@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import functools
 import re
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from transformer_mt.data.tokenize import spacy_pipeline
 from transformer_mt.errors import DataError
@@ -154,16 +155,19 @@ def split_html(text: str, lang: str, xml: bool = False) -> Document:
     return Document([s for p in pieces for s in p.sentences], rebuild)
 
 
-def split_document(text: str, lang: str, html: bool | str = False) -> Document:
-    """``text`` (plain; HTML with ``html=True``; XHTML with ``html="xml"``) as a
-    :class:`Document`."""
-    return split_html(text, lang, html == "xml") if html else split_text(text, lang)
+TextForm = Literal["text", "html", "xhtml"]  # what a text holding several sentences may be
+FORMS: tuple[TextForm, ...] = typing.get_args(TextForm)
 
 
-def translate_documents(texts: Sequence[str], lang: str, html: bool | str,
+def split_document(text: str, lang: str, form: TextForm = "text") -> Document:
+    """``text`` (``form``: plain text, HTML, or XHTML read as XML) as a :class:`Document`."""
+    return split_text(text, lang) if form == "text" else split_html(text, lang, form == "xhtml")
+
+
+def translate_documents(texts: Sequence[str], lang: str, form: TextForm,
                         translate: Callable[[list[str]], list[str]]) -> list[str]:
     """Each text translated whole: all their sentences in one call of ``translate`` (one
     batch), put back in place."""
-    docs = [split_document(t, lang, html) for t in texts]
+    docs = [split_document(t, lang, form) for t in texts]
     translations = iter(translate([s for d in docs for s in d.sentences]))
     return [d.rebuild([next(translations) for _ in d.sentences]) for d in docs]

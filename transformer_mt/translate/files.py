@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
+from transformer_mt.translate.documents import TextForm
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -58,7 +59,7 @@ class FileText:
     their translations (one a text)."""
 
     texts: list[str]
-    html: bool | str  # plain text, HTML, or "xml": XHTML (``documents.split_document``)
+    form: TextForm  # plain text, HTML or XHTML (``documents.split_document``)
     rebuild: Callable[[list[str]], bytes]
 
 
@@ -90,7 +91,8 @@ def read_file(name: str, data: bytes) -> FileText:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind == "srt":
         return _subtitles(name, text)
-    return FileText([text], kind == "html", lambda out: out[0].encode("utf-8"))
+    return FileText([text], "html" if kind == "html" else "text",
+                    lambda out: out[0].encode("utf-8"))
 
 
 def _subtitles(name: str, text: str) -> FileText:
@@ -106,7 +108,7 @@ def _subtitles(name: str, text: str) -> FileText:
                             s.proprietary) for s, t in zip(subtitles, translations, strict=True)]
         return str(srt.compose(out, reindex=False)).encode("utf-8")
 
-    return FileText([" ".join(s.content.split()) for s in subtitles], False, rebuild)
+    return FileText([" ".join(s.content.split()) for s in subtitles], "text", rebuild)
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
@@ -158,7 +160,7 @@ def _in_runs(groups: list[list[Any]], attribute: str,
         return out.getvalue()
 
     return FileText(["".join(getattr(run, attribute) for run in group) for group in groups],
-                    False, rebuild)
+                    "text", rebuild)
 
 
 def _odt(document: Any) -> FileText:
@@ -222,7 +224,7 @@ def _epub(name: str, data: bytes) -> FileText:
                                  else kept.encode("utf-8"))
         return out.getvalue()
 
-    return FileText(texts, "xml", rebuild)
+    return FileText(texts, "xhtml", rebuild)
 
 
 def _slide_paragraphs(presentation: Any) -> list[Any]:
@@ -305,4 +307,4 @@ def translate_file(translator: Translator, name: str, data: bytes, **settings: A
     """The file ``name`` (holding ``data``) translated, its format kept (``settings`` as for
     :meth:`Translator.translate`)."""
     doc = read_file(name, data)
-    return doc.rebuild(translator.translate_text(doc.texts, html=doc.html, **settings))
+    return doc.rebuild(translator.translate(doc.texts, form=doc.form, **settings))
