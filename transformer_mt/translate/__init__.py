@@ -25,7 +25,7 @@ from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
-from transformer_mt.translate.documents import TextForm
+from transformer_mt.translate.documents import FORMS, TextForm, translate_documents
 from transformer_mt.translate.engines import (
     CTranslate2Engine,
     Engine,
@@ -222,44 +222,24 @@ class Translator:
                             "translate([\"Ein Hund.\"])")
         cfg = self.settings(settings, **changes)
         if form != "sentences":
-            return self._documents(texts, cfg, form, nbest, attention, prefix, glossary)
-        found = self._translations(texts, cfg, nbest or 1, attention, progress,
-                                   scores and nbest is not None, prefix, glossary)
-        return found if nbest is not None else [hyps[0].text for hyps in found]
-
-    def _documents(self, texts: Sequence[str], cfg: DecodeConfig, form: Form, nbest: int | None,
-                   attention: bool, prefix: Sequence[str] | None,
-                   glossary: Glossary | None) -> list[str]:
-        """Texts of several sentences (``form``) translated sentence by sentence, in one
-        batch."""
-        from transformer_mt.translate.documents import FORMS, translate_documents
-
-        if form not in FORMS:
-            raise MTError(f"unknown form {form!r}; use 'sentences', "
-                          f"{', '.join(map(repr, FORMS))}")
-        if nbest is not None or attention or prefix is not None:
-            raise MTError("n-best lists, attention and prefixes are given per sentence: "
-                          "translate with form=\"sentences\"")
-        return translate_documents(texts, self.config.data.src_lang, form, lambda
-                                   sentences: [h[0].text for h in self._translations(
-                                       sentences, cfg, 1, False, False, False, None, glossary)])
-
-    def _translations(self, sentences: Sequence[str], cfg: DecodeConfig, nbest: int,
-                      attention: bool, progress: bool, scores: bool,
-                      prefix: Sequence[str] | None,
-                      glossary: Glossary | None) -> list[list[Translation]]:
-        """The ``nbest`` translations of each sentence (:meth:`translate`)."""
-        if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(sentences)):
-            raise MTError(f"give one prefix per sentence ({len(sentences)}), \"\" for none")
-        nonempty = [i for i, s in enumerate(sentences) if s.strip()]
-        ids = self.encode([sentences[i] for i in nonempty])
-        forcing = None if prefix is None else self.forcing([prefix[i] for i in nonempty])
+            if form not in FORMS:
+                raise MTError(f"unknown form {form!r}; use 'sentences', "
+                              f"{', '.join(map(repr, FORMS))}")
+            if nbest is not None or attention or prefix is not None:
+                raise MTError("n-best lists, attention and prefixes are given per sentence: "
+                              "translate with form=\"sentences\"")
+            return translate_documents(texts, self.config.data.src_lang, form, lambda sentences:
+                                       self.translate(sentences, cfg, glossary=glossary))
+        if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
+            raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
+        nonempty = [i for i, s in enumerate(texts) if s.strip()]
         glossary = self.glossary if glossary is None else glossary
-        required = None if not glossary else self.required([sentences[i] for i in nonempty],
-                                                           glossary)
-        return self.translate_ids(ids, cfg, nbest, attention, progress, scores,
-                                  into=(len(sentences), nonempty), forcing=forcing,
-                                  required=required)
+        found = self.translate_ids(
+            self.encode([texts[i] for i in nonempty]), cfg, nbest or 1, attention, progress,
+            scores and nbest is not None, into=(len(texts), nonempty),
+            forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]),
+            required=self.required([texts[i] for i in nonempty], glossary) if glossary else None)
+        return found if nbest is not None else [hyps[0].text for hyps in found]
 
     def required(self, sentences: Sequence[str], glossary: Glossary) -> list[list[Required]]:
         """What each sentence's translation must hold (``glossary.py``): each text with its
