@@ -14,7 +14,8 @@ them all; ``make test-fast`` (for the edit-test loop) the first two.
 
 Both share the modules out to one process a core (pytest-xdist, ``--dist loadfile``: a module's
 fixtures stay in one process); the session's fixtures are made once for all of them
-(:func:`made_once`), and each process has a cache of its own.
+(:func:`made_once`), and all of them one cache (its entries are locked while made: a graph
+that two modules compile, compiles once).
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ T = TypeVar("T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The whole session (subprocesses too) uses a private cache and the local Multi30k copy."""
+    """The whole session (its workers and subprocesses too) uses one private cache and the
+    local Multi30k copy. (pytest-xdist's workers start with the controller's environment.)"""
     import tempfile
 
-    os.environ["MT_CACHE_DIR"] = tempfile.mkdtemp(prefix="mt-test-cache-")
+    if "PYTEST_XDIST_WORKER" not in os.environ or "MT_TEST_CACHE_DIR" not in os.environ:
+        os.environ["MT_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="mt-test-cache-")
+    os.environ["MT_CACHE_DIR"] = os.environ["MT_TEST_CACHE_DIR"]
     if DATA_DIR is not None:
         os.environ["MT_DATA_DIR"] = str(DATA_DIR)
     share_cores()
@@ -75,6 +79,16 @@ def toy_model(tmp_path_factory):
     from tests.toy import train_toy_model
 
     return made_once(tmp_path_factory, "toy-model", lambda directory: train_toy_model())
+
+
+@pytest.fixture(scope="session")
+def one_layer_toy(tmp_path_factory):
+    """The reversal toy with one layer each side: the model whose graphs the tests of
+    ``--compile`` compile (the fast tier's few, the system tier's all), made once for all."""
+    from tests.toy import train_toy_model
+
+    return made_once(tmp_path_factory, "one-layer-toy",
+                     lambda directory: train_toy_model(300, layers=1))
 
 
 @pytest.fixture(scope="session")

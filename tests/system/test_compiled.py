@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.helpers import REPO, local_client, run_cli
-from tests.toy import lone_sources, make_model, toy_accuracy, toy_sources, train_toy_model
+from tests.toy import lone_sources, make_model, toy_accuracy, toy_sources
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
@@ -44,9 +44,9 @@ BEAM = 3
 
 
 @pytest.fixture(scope="module")
-def toy():
+def toy(one_layer_toy):
     """The reversal toy model with one layer each side."""
-    return train_toy_model(300, layers=1)
+    return one_layer_toy
 
 
 @pytest.fixture(scope="module")

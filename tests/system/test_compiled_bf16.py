@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 import torch
 
-from tests.toy import lone_sources, toy_sources, train_toy_model
+from tests.toy import lone_sources, toy_sources
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode import incremental
@@ -26,9 +26,9 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
-def bf16():
+def bf16(one_layer_toy):
     """The one-layer toy's bf16 decoding copy, and its graphs compiled in bf16."""
-    toy = train_toy_model(300, layers=1)
+    toy = one_layer_toy
     model = for_decoding(toy, "bf16")
     decoding = CompiledDecoding(model, model)
     decoding.warm_up("bf16", BEAM, batches=True)

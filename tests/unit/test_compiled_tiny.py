@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.toy import lone_sources, toy_accuracy, train_toy_model
+from tests.toy import lone_sources, toy_accuracy
 from transformer_mt.data.batch import source_mask
 from transformer_mt.decode import compiled as compiled_module
 from transformer_mt.decode import incremental
@@ -17,10 +17,11 @@ from transformer_mt.internals import torch_private
 from transformer_mt.precision import for_decoding
 
 
-def test_a_tiny_models_compiled_greedy_steps_translate_as_the_model_does(monkeypatch):
+def test_a_tiny_models_compiled_greedy_steps_translate_as_the_model_does(one_layer_toy,
+                                                                      monkeypatch):
     if not torch_private.compile_usable():
         pytest.skip("--compile is off on this torch (internals/torch_private.py)")
-    toy = train_toy_model(200, layers=1)
+    toy = one_layer_toy  # (its graphs compile once: tests/system/test_compiled.py's too)
     assert toy_accuracy(toy) > 0.5  # decisive enough that rounding flips no token
     decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     decoding.warm_up("fp32", beam_size=1, lone=True)
