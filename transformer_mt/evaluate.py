@@ -3,6 +3,7 @@ and chrF on detokenized text."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -98,13 +99,15 @@ def decode_and_score(translator: Translator, references: Sequence[str],
                        cfg.beam_size, seconds)
 
 
-def read_test_set(translator: Translator, name: str, max_sentences: int | None = None
-                  ) -> tuple[list[str], list[str]]:
+def read_test_set(translator: Translator, name: str, max_sentences: int | None = None,
+                  data_dir: str | None = None) -> tuple[list[str], list[str]]:
     """Sources and references of a named set of the checkpoint's config (``valid`` or a
-    ``data.test`` name), the first ``max_sentences`` of them."""
+    ``data.test`` name), the first ``max_sentences`` of them; Multi30k's read from
+    ``data_dir`` where one is given."""
     from transformer_mt.data.prepare import corpus_of
 
-    corpus = corpus_of(translator.config.data, name)
+    data = translator.config.data
+    corpus = corpus_of(dataclasses.replace(data, data_dir=data_dir) if data_dir else data, name)
     sides = []
     for side in ("src", "tgt"):
         lines = corpus.lines(side)

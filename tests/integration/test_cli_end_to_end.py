@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.helpers import REPO, TINY_OVERRIDES, run_cli, tiny_train_args
+from tests.helpers import DATA_DIR, REPO, TINY_OVERRIDES, needs_data, run_cli, tiny_train_args
 
 
 def test_train_writes_checkpoints_metrics_and_config(trained_run):
@@ -107,6 +107,32 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):
                       "--max-sentences", "10"])
     assert result.returncode == 0, result.stderr
     assert "BLEU = " in result.stdout and "chrF2 = " in result.stdout
+
+
+@needs_data
+def test_evaluate_reads_multi30k_from_data_dir_over_the_checkpoints(trained_run, tmp_path):
+    """``--data-dir`` is where Multi30k's sets are looked for first, before the directory the
+    checkpoint's config names (here one holding a damaged copy); the checkpoint is not
+    changed."""
+    from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
+
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    for name in ("test_2016_flickr.de.gz", "test_2016_flickr.en.gz"):
+        (damaged / name).write_bytes(b"not the file")
+    ckpt = load_checkpoint(trained_run[0] / "best.pt")
+    ckpt["config"]["data"].update(train={"multi30k": "train"}, test=None,  # Multi30k's sets
+                                  data_dir=str(damaged))
+    path = tmp_path / "multi30k.pt"
+    save_checkpoint(ckpt, path)
+    args = ["evaluate", "--checkpoint", str(path), "--split", "test_2016_flickr",
+            "--max-sentences", "5", "--json"]
+    refused = run_cli(args)
+    assert refused.returncode != 0 and "is corrupt" in refused.stderr
+    result = run_cli([*args, "--data-dir", str(DATA_DIR)])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sentences"] == 5
+    assert load_checkpoint(path)["config"]["data"]["data_dir"] == str(damaged)
 
 
 def test_info_and_average(trained_run, tmp_path):

@@ -80,9 +80,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_evaluate_args(args, checkpoints)
     refuse_same_file(args.output, [*checkpoints, *hyp_files, args.src, args.ref])
     translators = [Translator.load(c, args.device) for c in checkpoints]
-    for t in translators:
-        if args.data_dir:
-            t.config.data.data_dir = args.data_dir
     name, sources, refs = _test_set(args, translators)
     from transformer_mt.compare import System
     from transformer_mt.evaluate import score
@@ -152,7 +149,7 @@ def _test_set(args: argparse.Namespace, translators: list[Translator],
                       "and --ref files, or --split valid")
     if name == "val" and "val" not in tests:
         name = "valid"
-    sources, refs = read_test_set(translators[0], name, args.max_sentences)
+    sources, refs = read_test_set(translators[0], name, args.max_sentences, args.data_dir)
     return name, sources, refs
 
 
