@@ -10,13 +10,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from transformer_mt.errors import MTError
 
 if TYPE_CHECKING:
+    from transformer_mt.config import DecodeConfig
     from transformer_mt.translate import Translator
 
 log = logging.getLogger(__name__)
@@ -70,14 +71,14 @@ def score(hypotheses: Sequence[str], references: Sequence[str],
 class SplitResult:
     hypotheses: list[str]  # detokenized translations, in the corpus's order
     scores: Scores
-    beam_size: int
+    settings: DecodeConfig  # what decoded them
     seconds: float  # translation time
 
 
 def decode_and_score(translator: Translator, references: Sequence[str],
                      sources: Sequence[str] | None = None,
-                     ids: Sequence[Sequence[int]] | None = None, beam_size: int | None = None,
-                     progress: bool = False, precision: str | None = None) -> SplitResult:
+                     ids: Sequence[Sequence[int]] | None = None, progress: bool = False,
+                     **settings: Any) -> SplitResult:
     """Translate ``sources`` (text, or already ``ids``) and score the translations against
     ``references``: what validation during training and ``mt evaluate`` both do. The
     references of a lowercasing run (``data.lowercase``) are lowercased as its output is."""
@@ -85,7 +86,7 @@ def decode_and_score(translator: Translator, references: Sequence[str],
     if n != len(references):
         raise MTError(f"{n:,} source lines but {len(references):,} references; "
                       "they must be parallel line by line")
-    cfg = translator.settings(beam_size=beam_size, precision=precision)
+    cfg = translator.settings(**settings)  # the checkpoint's, with what the caller sets
     start = time.perf_counter()
     if ids is None:
         hypotheses = translator.translate(sources or [], cfg, progress=progress)
@@ -96,7 +97,7 @@ def decode_and_score(translator: Translator, references: Sequence[str],
     if translator.config.data.lowercase:
         references = [r.lower() for r in references]
     return SplitResult(hypotheses, score(hypotheses, references, translator.config.data.tgt_lang),
-                       cfg.beam_size, seconds)
+                       cfg, seconds)
 
 
 def read_test_set(translator: Translator, name: str, max_sentences: int | None = None,

@@ -7,7 +7,15 @@ import os
 import subprocess
 import sys
 
-from tests.helpers import DATA_DIR, REPO, TINY_OVERRIDES, needs_data, run_cli, tiny_train_args
+from tests.helpers import (
+    DATA_DIR,
+    REPO,
+    TINY_OVERRIDES,
+    TOY_DE_EN,
+    needs_data,
+    run_cli,
+    tiny_train_args,
+)
 
 
 def test_train_writes_checkpoints_metrics_and_config(trained_run):
@@ -107,6 +115,19 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):
                       "--max-sentences", "10"])
     assert result.returncode == 0, result.stderr
     assert "BLEU = " in result.stdout and "chrF2 = " in result.stdout
+    # every decoding setting of mt translate: the same translations as it gives
+    settings = ["--beam-size", "3", "--alpha", "1.5", "--max-len-b", "7"]
+    result = run_cli(["evaluate", "--checkpoint", str(run_dir / "best.pt"), "--split", "val",
+                      "--max-sentences", "8", "--output", str(hyp), "--json", *settings])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["alpha"] == 1.5
+    sources = tmp_path / "val.de"
+    sources.write_text("".join((TOY_DE_EN / "valid.de").read_text(encoding="utf-8")
+                               .splitlines(True)[:8]),
+                       encoding="utf-8")
+    translated = run_cli(["translate", "--checkpoint", str(run_dir / "best.pt"), "--input",
+                          str(sources), *settings])
+    assert translated.stdout == hyp.read_text(encoding="utf-8")
 
 
 @needs_data

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt.cli.flags import DEVICE_HELP, add_decoding_flags
+from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
 from transformer_mt.logs import bars_enabled
@@ -44,7 +45,7 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")
     p.add_argument("--ref", help="the references of --src, line by line")
     p.add_argument("--output", help="write the detokenized translations here")
-    add_decoding_flags(p, ["beam_size", "precision"])
+    add_decoding_flags(p)
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
     p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
@@ -86,13 +87,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     systems: list[System] = []
     scores: list[Scores | None] = []
-    beam = None
+    beam = alpha = None
+    settings = {f.name: getattr(args, f.name) for f in per_call_settings()}
     for path, translator in zip(checkpoints, translators, strict=True):
-        result = decode_and_score(translator, refs, sources, beam_size=args.beam_size,
-                                  progress=bars_enabled(), precision=args.precision)
+        result = decode_and_score(translator, refs, sources, progress=bars_enabled(),
+                                  **settings)
         systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
         scores.append(result.scores)
-        beam = result.beam_size
+        beam, alpha = result.settings.beam_size, result.settings.alpha
     for f in hyp_files:  # a file is scored as it is, against the references as they are
         systems.append(System(str(f), _lines(f, "--hyp", args.max_sentences)))
         scores.append(None)
@@ -105,7 +107,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     s = scores[0] or score(systems[0].hypotheses, refs, lang)
     lowercased = systems[0].lowercase
     summary = {("checkpoint" if checkpoints else "hypotheses"): systems[0].name, "split": name,
-               "sentences": len(refs), "beam_size": beam,
+               "sentences": len(refs), "beam_size": beam, "alpha": alpha,
                "references": "lowercased" if lowercased else "as given", **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
