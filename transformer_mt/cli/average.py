@@ -4,14 +4,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transformer_mt.errors import MTError
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:

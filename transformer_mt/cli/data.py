@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transformer_mt.cli.flags import config_from_args
 from transformer_mt.logs import bars_enabled
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:

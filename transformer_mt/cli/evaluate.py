@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 
-
-
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt evaluate`` and ``mt score``."""
     _add_evaluate(sub, common)

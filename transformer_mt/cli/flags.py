@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from transformer_mt.config import Config
 
 
-
 DEVICE_HELP = "auto (a GPU where PyTorch sees one, else the CPU), cpu, cuda, cuda:N or mps"
 
 

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
-
+from typing import Any
 
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 
-
 log = logging.getLogger(__name__)
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transformer_mt.cli.flags import DEVICE_HELP
 from transformer_mt.errors import MTError
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -6,15 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transformer_mt.cli.flags import config_from_args
 from transformer_mt.config import START_MODES
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:

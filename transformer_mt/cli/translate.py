@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translation, Translator
 
 
-
-
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt translate``."""
     p = sub.add_parser("translate", parents=[common], help="translate sentences, a file or stdin")

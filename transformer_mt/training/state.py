@@ -40,7 +40,6 @@ class Progress:
         return t.patience is not None and self.bad_evals >= t.patience
 
 
-
 @dataclass
 class Run:
     """Everything one training run holds, made by :meth:`Trainer.setup` before the first step."""
