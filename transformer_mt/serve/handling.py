@@ -89,8 +89,8 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
                                         glossary) if glossary else None
         hyps = translator.translate_ids(prepared.ids, cfg, req.nbest, required=required,
                                         forcing=forcing if req.prefix is not None else None)
-        found = [translator.alternatives_with(cfg, x, prefix, req.alternatives)
-                 for x, prefix in zip(prepared.ids, per_sentence, strict=True)
+        found = [translator.alternatives(doc.sentences[0], prefix, req.alternatives, cfg)
+                 for doc, prefix in zip(prepared.docs, per_sentence, strict=True)
                  ] if req.alternatives else []  # a sentence a text, here
         return hyps, found
 

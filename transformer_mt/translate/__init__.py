@@ -320,21 +320,17 @@ class Translator:
         return Translation(text, tokens, h.score, h.tokens, weights)
 
     def alternatives(self, sentence: str, prefix: str = "", k: int = 5,
-                     **settings: Any) -> list[Choice]:
+                     settings: DecodeConfig | None = None, **changes: Any) -> list[Choice]:
         """The ``k`` most probable tokens after ``prefix`` in the translation of
         ``sentence``, most probable first, each with the translation search completes from
-        it (greedy, beam or sampling, as ``settings`` say)."""
+        it (greedy, beam or sampling, as the settings say: ``settings`` and ``changes`` as
+        for :meth:`translate`)."""
         if not sentence.strip():
             raise MTError("there is no sentence to translate")
-        return self.alternatives_with(self.settings(**settings), self.encode([sentence])[0],
-                                      prefix, k)
-
-    def alternatives_with(self, cfg: DecodeConfig, src_ids: Sequence[int], prefix: str,
-                          k: int) -> list[Choice]:
-        """:meth:`alternatives` of a source already as ids, with the settings ``cfg``."""
         if k < 1:
             raise MTError(f"ask for at least one alternative, not {k}")
-        found = self.engine.alternatives(src_ids, self.forcing([prefix]), k, cfg)
+        found = self.engine.alternatives(self.encode([sentence])[0], self.forcing([prefix]), k,
+                                         self.settings(settings, **changes))
         return [Choice(self.tgt_vocab.itos[a.token], a.log_prob, self._translation(a.completion))
                 for a in found]
 
