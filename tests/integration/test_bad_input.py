@@ -52,7 +52,7 @@ def test_translating_from_python_says_what_was_expected(trained_run):
 
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
     for bad in ([1, 2], (s for s in ["Ein Hund."]), "Ein Hund."):
-        with pytest.raises(TypeError, match="list of sentences"):
+        with pytest.raises(TypeError, match="list of texts"):
             translator.translate(bad)
     with pytest.raises(ValueError, match=r"decode.sample_topk' must be of type int"):
         translator.translate(["Ein Hund."], sample_topk="5")
