@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from transformer_mt.config import ModelConfig
+from transformer_mt.checkpoint import make_checkpoint, save_checkpoint
+from transformer_mt.config import Config, ModelConfig
 from transformer_mt.data.batch import Batch, source_mask
-from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, Vocab
 from transformer_mt.decode.search import greedy
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.training.schedule import learning_rate
 
 N_SYMBOLS = 10  # ids 4 .. 13
 VOCAB = 4 + N_SYMBOLS
+SYMBOLS = [f"s{i}" for i in range(N_SYMBOLS)]  # the symbols as words: "s3 s1 s4" -> "s4 s1 s3"
 
 
 def toy_pairs(n: int, gen: torch.Generator, min_len: int = 3, max_len: int = 8):
@@ -81,3 +85,13 @@ def lone_sources(n: int = 10) -> list[torch.Tensor]:
     """Sources one at a time (1, S), of different lengths, without their padding."""
     batch = toy_sources(n, seed=11)
     return [row[row != PAD_ID][None] for row in batch]
+
+
+def save_toy_checkpoint(model: Transformer, path: Path, **decode: object) -> Path:
+    """A toy model as a checkpoint that the CLI, the server and the exports read: both
+    vocabularies :data:`SYMBOLS` (spaCy's words), ``decode`` its decoding settings."""
+    vocab = Vocab([*SPECIALS, *SYMBOLS])
+    ckpt = make_checkpoint(model, Config(model=model.cfg), vocab, vocab, {"step": 0})
+    ckpt["config"]["decode"].update(decode)
+    save_checkpoint(ckpt, path)
+    return path

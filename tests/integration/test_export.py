@@ -6,11 +6,10 @@ import pytest
 import torch
 
 from tests.helpers import run_cli
-from tests.toy import VOCAB, toy_pairs, train_toy_model
-from transformer_mt.checkpoint import make_checkpoint, save_checkpoint
-from transformer_mt.config import Config, ModelConfig
+from tests.toy import SYMBOLS, VOCAB, save_toy_checkpoint, toy_pairs, train_toy_model
+from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, Vocab
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 from transformer_mt.decode.search import greedy, next_token_logprobs
 from transformer_mt.model.transformer import Transformer
 
@@ -19,14 +18,9 @@ pytest.importorskip("ctranslate2")
 from transformer_mt.formats.ctranslate2 import export_ctranslate2
 from transformer_mt.translate.engines import CTranslate2Engine, load_exported
 
-SYMBOLS = [f"s{i}" for i in range(VOCAB - len(SPECIALS))]  # the toy task's ids 4..13
-
 
 def _export(model: Transformer, tmp_path, name: str) -> CTranslate2Engine:
-    vocab = Vocab([*SPECIALS, *SYMBOLS])
-    ckpt = make_checkpoint(model, Config(model=model.cfg), vocab, vocab, {"step": 0})
-    save_checkpoint(ckpt, tmp_path / f"{name}.pt")
-    out = export_ctranslate2(tmp_path / f"{name}.pt", tmp_path / name)
+    out = export_ctranslate2(save_toy_checkpoint(model, tmp_path / f"{name}.pt"), tmp_path / name)
     return load_exported(out, "cpu").engine  # type: ignore[return-value]
 
 

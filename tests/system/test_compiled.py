@@ -22,8 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.helpers import REPO, local_client, run_cli
-from tests.toy import lone_sources, make_model, toy_accuracy, toy_sources
-from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
+from tests.toy import lone_sources, make_model, save_toy_checkpoint, toy_accuracy, toy_sources
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import EOS_ID, PAD_ID
@@ -435,7 +434,7 @@ def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
     assert decoding._one in runs
 
 
-TEXT = "zwei männer spielen ."
+TEXT = "s3 s1 s4 s7 s2"  # the toy's symbols as words: it reverses them
 
 
 @pytest.fixture(scope="module")
@@ -443,7 +442,8 @@ def fresh_translate(fp32_checkpoint):
     """``mt translate --compile`` of a sentence in a fresh process, as a user runs it, started
     before the toy model compiles so that the two compile side by side (each is mostly one C++
     compiler at work, and this machine has two cores); a test reads what it printed. It leaves
-    the compiled graphs in the session's cache, where ``mt serve``'s test finds them."""
+    the compiled graphs in the session's cache, where the toy's warm-up and ``mt serve``'s
+    test find them (the same weights: the same graphs)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint",
          str(fp32_checkpoint), "--compile", TEXT], cwd=REPO, stdout=subprocess.PIPE,
@@ -455,14 +455,11 @@ def fresh_translate(fp32_checkpoint):
 
 
 @pytest.fixture(scope="module")
-def fp32_checkpoint(trained_run, tmp_path_factory):
-    """The tiny run's checkpoint set to decode in fp32, where compiled and eager decoding
+def fp32_checkpoint(toy, tmp_path_factory):
+    """The toy model as a checkpoint that decodes in fp32, where compiled and eager decoding
     compute alike on any CPU."""
-    ckpt = load_checkpoint(trained_run[0] / "best.pt")
-    ckpt["config"]["decode"]["precision"] = "fp32"
-    path = tmp_path_factory.mktemp("fp32") / "fp32.pt"
-    save_checkpoint(ckpt, path)
-    return path
+    return save_toy_checkpoint(toy, tmp_path_factory.mktemp("fp32") / "fp32.pt",
+                               precision="fp32")
 
 
 def test_mt_translate_compile_translates_as_without(fp32_checkpoint, fresh_translate):
@@ -472,7 +469,7 @@ def test_mt_translate_compile_translates_as_without(fp32_checkpoint, fresh_trans
     assert fresh_translate.returncode == 0, err
     plain = run_cli(["translate", "--checkpoint", str(fp32_checkpoint), TEXT])
     assert plain.returncode == 0, plain.stderr
-    assert out == plain.stdout and plain.stdout.strip()
+    assert out == plain.stdout == " ".join(reversed(TEXT.split())) + "\n"
 
 
 def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
@@ -482,7 +479,7 @@ def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.settings import ServeOptions
 
-    texts = [TEXT, "ein hund läuft .", "eine frau mit einem roten hut singt ."]
+    texts = [TEXT, "s0 s9 s5", "s8 s8 s6 s1 s2 s0 s4"]
     plain = Translator.load(fp32_checkpoint, "cpu")
     translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
     with local_client(create_app(translator, ServeOptions())) as client:
@@ -508,10 +505,12 @@ def test_compile_refusals_are_one_line(trained_run):
         assert "Traceback" not in result.stderr
 
 
-def test_no_compiler_is_a_one_line_error(monkeypatch, tmp_path):
-    """Where inductor finds no C++ compiler, loading says so in a line, and what to do (the
-    compiling processes' inductor reads ``CXX``); the cache keeps nothing of it."""
-    monkeypatch.setenv("CXX", "/nonexistent/g++")
+@pytest.mark.parametrize("cxx", ["/nonexistent/g++", "false"])
+def test_no_compiler_is_a_one_line_error(monkeypatch, tmp_path, cxx):
+    """Where there is no C++ compiler (``CXX``, which the compiling processes' inductor reads,
+    names none: said before compiling) or inductor finds it does not work (said by the
+    compiling process), loading says so in a line, and what to do; the cache keeps nothing."""
+    monkeypatch.setenv("CXX", cxx)
     monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path))
     model = make_model(n_encoder_layers=1, n_decoder_layers=1)
     decoding = CompiledDecoding(for_decoding(model, "fp32"), model)
