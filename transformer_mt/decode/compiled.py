@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -263,7 +264,12 @@ class CompiledDecoding(DecodingModel):
     def _build(self, directory: Path, name: str, precision: str,
                slots: threading.BoundedSemaphore) -> None:
         """Compile the graph ``name`` into ``directory`` in a process of its own
-        (:func:`build_graph`), once one of ``slots`` is free."""
+        (:func:`build_graph`), once one of ``slots`` is free; at once if there is no C++
+        compiler (inductor runs ``CXX``, else ``g++``: it would fail only after ~15 s)."""
+        cxx = os.environ.get("CXX") or "g++"
+        if shutil.which(cxx) is None and not os.environ.get("TORCH_INDUCTOR_INSTALL_GXX"):
+            raise MTError(f"--compile could not compile the decoder: no C++ compiler ({cxx} "
+                          "not found: install g++ or set CXX); translate without --compile")
         with slots:
             log.info("compiling the %s graph of decoding (once for this model; ~20-40 s)",
                      name)
