@@ -20,7 +20,9 @@ that two modules compile, compiles once).
 
 from __future__ import annotations
 
+import gc
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +35,7 @@ from tests.helpers import DATA_DIR, run_cli, tiny_train_args
 from transformer_mt.fileio import file_lock
 
 T = TypeVar("T")
+MADE_CACHE = pytest.StashKey[str]()  # the private cache this process made (and removes)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,10 +45,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if "PYTEST_XDIST_WORKER" not in os.environ or "MT_TEST_CACHE_DIR" not in os.environ:
         os.environ["MT_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="mt-test-cache-")
+        config.stash[MADE_CACHE] = os.environ["MT_TEST_CACHE_DIR"]
     os.environ["MT_CACHE_DIR"] = os.environ["MT_TEST_CACHE_DIR"]
     if DATA_DIR is not None:
         os.environ["MT_DATA_DIR"] = str(DATA_DIR)
     share_cores()
+
+
+def pytest_sessionfinish() -> None:
+    """What the modules' fixtures held goes before the process does: a compiled graph's
+    loader removes the folder it unpacked its library into (in /tmp) only when it is freed,
+    and pytest-xdist's workers end without freeing what is left."""
+    gc.collect()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The private cache goes with the session that made it (its workers are gone by now)."""
+    made = config.stash.get(MADE_CACHE, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def share_cores() -> None:
