@@ -4,6 +4,7 @@ translated; a PDF refused in one line."""
 
 from __future__ import annotations
 
+import html
 import io
 import re
 import zipfile
@@ -127,8 +128,14 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
         if member.endswith(".xhtml"):  # each document as translate translates XHTML
             assert written.read(member).decode() == translator.translate(
                 [given.read(member).decode()], form="xhtml")[0]
-        else:
+        elif not member.endswith(".ncx"):
             assert written.read(member) == given.read(member)
+    label = translator.translate(["Kapitel 1"])[0]  # the EPUB 2 table of contents' entry
+    ncx = given.read("EPUB/toc.ncx").decode()
+    assert "<text>Hunde</text>" in ncx and "<text>Kapitel 1</text>" in ncx  # title, entry
+    assert written.read("EPUB/toc.ncx").decode() == ncx.replace(
+        "<text>Kapitel 1</text>", f"<text>{html.escape(label, quote=False)}</text>")
+    assert [link.title for link in ours.toc] == [label]
     chapter = written.read("EPUB/chap_01.xhtml").decode()
     assert '<p translate="no">Ein Hund.</p>' in chapter and "Ein Mann" not in chapter
     assert 'viewBox="0 0 10 10"' in chapter  # read as XML: the case of names kept

@@ -20,9 +20,9 @@ server's ``/translate_file``.
   headers and footers), spans formatted alike together, as for Word; ``odfpy`` (the ``files``
   extra), the same limits.
 - EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
-  translated as HTML read as XML (SVG's ``viewBox`` keeps its case), every other member
-  (styles, images, the package file, an EPUB 2 ``toc.ncx``: its labels stay) copied as it
-  was; the same limits.
+  translated as HTML read as XML (SVG's ``viewBox`` keeps its case), and the labels of an EPUB
+  2 table of contents (``toc.ncx``: its entries', not the book's title or author); every other
+  member (styles, images, the package file) copied as it was; the same limits.
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
 here (PDF, older office formats), is refused in one line before anything is translated: a
@@ -32,6 +32,8 @@ PDF's text has no paragraphs to put a translation back into, only positioned gly
 from __future__ import annotations
 
 import io
+import itertools
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -208,14 +210,16 @@ def _epub(name: str, data: bytes) -> FileText:
             b"application/epub+zip":
         raise MTError(f"'{name}' is not an EPUB book (.epub): its mimetype is not "
                       "application/epub+zip")
-    documents = [m for m in book.infolist() if m.filename.lower().endswith(XHTML)]
+    documents = [m for m in book.infolist() if m.filename.lower().endswith((*XHTML, ".ncx"))]
     try:
         texts = [book.read(m).decode("utf-8-sig") for m in documents]
     except UnicodeDecodeError:
         raise MTError(f"'{name}' holds a document that is not UTF-8") from None
+    contents = [m.filename.lower().endswith(".ncx") for m in documents]
 
     def rebuild(translations: list[str]) -> bytes:
-        translated = {m.filename: t for m, t in zip(documents, translations, strict=True)}
+        translated = {m.filename: _labels_back(text, t) if ncx else t for m, text, t, ncx
+                      in zip(documents, texts, translations, contents, strict=True)}
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w") as written:
             for member in book.infolist():
@@ -224,7 +228,31 @@ def _epub(name: str, data: bytes) -> FileText:
                                  else kept.encode("utf-8"))
         return out.getvalue()
 
-    return FileText(texts, "xhtml", rebuild)
+    return FileText([_labels_page(t) if ncx else t for t, ncx in zip(texts, contents,
+                                                                     strict=True)],
+                    "xhtml", rebuild)
+
+
+# an entry's label in an EPUB 2 table of contents (toc.ncx), its text escaped as XML; and that
+# text as a paragraph of the page its labels are translated in
+NCX_LABEL = re.compile(r"(<navLabel\b[^>]*>\s*<text\b[^>]*>)(.*?)(</text>)", re.S)
+PAGE_LABEL = re.compile(r'<p id="label-(\d+)">(.*?)</p>', re.S)
+
+
+def _labels_page(ncx: str) -> str:
+    """A table of contents' labels, each a paragraph of an XHTML page (translated as a
+    chapter is: a label is text, not an XML document)."""
+    labels = "".join(f'<p id="label-{i}">{match.group(2)}</p>'
+                     for i, match in enumerate(NCX_LABEL.finditer(ncx)))
+    return f'<html xmlns="http://www.w3.org/1999/xhtml"><body>{labels}</body></html>'
+
+
+def _labels_back(ncx: str, page: str) -> str:
+    """The table of contents ``ncx`` with its labels' translations from ``page``."""
+    found, count = dict(PAGE_LABEL.findall(page)), itertools.count()
+    if len(found) != len(NCX_LABEL.findall(ncx)):
+        raise MTError("the translated labels of the book's toc.ncx could not be put back")
+    return NCX_LABEL.sub(lambda m: m.group(1) + found[str(next(count))] + m.group(3), ncx)
 
 
 def _slide_paragraphs(presentation: Any) -> list[Any]:
