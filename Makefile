@@ -38,9 +38,10 @@ demo: setup
 	$(VENV)/bin/mt translate --checkpoint runs/quickstart/best.pt "Ein Mann fährt Fahrrad." \
 		"Zwei Hunde spielen im Schnee."
 
-# the test modules shared out to one process a core (pytest-xdist; TEST_WORKERS=0: one process)
+# the test modules shared out to one process a core (pytest-xdist; TEST_WORKERS=0: one process),
+# the longest first (tests/conftest.py)
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint
 	$(PYTEST)

@@ -20,7 +20,6 @@ that two modules compile, compiles once).
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import subprocess
@@ -40,23 +39,21 @@ MADE_CACHE = pytest.StashKey[str]()  # the private cache this process made (and 
 
 def pytest_configure(config: pytest.Config) -> None:
     """The whole session (its workers and subprocesses too) uses one private cache and the
-    local Multi30k copy. (pytest-xdist's workers start with the controller's environment.)"""
+    local Multi30k copy. (pytest-xdist's workers start with the controller's environment.)
+    Their temporary files (``TMPDIR``: what a compiled graph's loader unpacks, a server's
+    downloads) go into that cache too, which the session removes (:func:`pytest_unconfigure`):
+    a worker ends without freeing what its fixtures' threads still hold."""
     import tempfile
 
     if "PYTEST_XDIST_WORKER" not in os.environ or "MT_TEST_CACHE_DIR" not in os.environ:
         os.environ["MT_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="mt-test-cache-")
         config.stash[MADE_CACHE] = os.environ["MT_TEST_CACHE_DIR"]
+        os.environ["TMPDIR"] = os.path.join(os.environ["MT_TEST_CACHE_DIR"], "tmp")
+        os.mkdir(os.environ["TMPDIR"])
     os.environ["MT_CACHE_DIR"] = os.environ["MT_TEST_CACHE_DIR"]
     if DATA_DIR is not None:
         os.environ["MT_DATA_DIR"] = str(DATA_DIR)
     share_cores()
-
-
-def pytest_sessionfinish() -> None:
-    """What the modules' fixtures held goes before the process does: a compiled graph's
-    loader removes the folder it unpacked its library into (in /tmp) only when it is freed,
-    and pytest-xdist's workers end without freeing what is left."""
-    gc.collect()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -79,11 +76,19 @@ def share_cores() -> None:
     torch.set_num_threads(threads)
 
 
+# the modules that take longest (``--durations``: compiling graphs, the benchmarks' runs)
+FIRST = ("test_compiled_bf16.py", "test_compiled.py", "test_bench.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tier is the folder: the tests under ``tests/system`` are marked ``system``."""
+    """The tier is the folder: the tests under ``tests/system`` are marked ``system``. The
+    longest modules run first, each on a worker of its own, so that the workers end together
+    (``make test`` hands the modules out in this order: ``--no-loadscope-reorder``)."""
     for item in items:
         if item.path.parent.name == "system":
             item.add_marker(pytest.mark.system)
+    items.sort(key=lambda item: FIRST.index(item.path.name) if item.path.name in FIRST
+               else len(FIRST))
 
 
 @pytest.fixture(autouse=True)
