@@ -126,15 +126,18 @@ def test_same_seed_gives_the_same_loss_curve(tmp_path, device):
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_non_zero(tmp_path):
+    """The stop's save is last.pt alone: a step file of its own (off the save schedule) would
+    push a scheduled save out of the train.keep_last kept for averaging."""
     run_dir = tmp_path / "run"
     proc = _start(_args(run_dir, "train.max_steps=100000", "train.save_every=100000",
-                        "train.eval_every=100000"))
+                        "train.eval_every=100000", "train.keep_last=3"))
     _wait_for_step(proc, run_dir, 3)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
     step = torch.load(run_dir / "last.pt", weights_only=True)["progress"]["step"]
     assert step >= 3 and _steps(run_dir)[-1] == step
+    assert not list(run_dir.glob("step_*.pt"))
     assert "checkpoint saved to" in err and "Traceback" not in err
 
 

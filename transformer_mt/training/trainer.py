@@ -189,8 +189,8 @@ class Trainer:
         plan = self.epoch_plan(run, p.epoch)
         self.planned_steps = t.total_steps(len(plan))
         self._check_length(self.planned_steps, len(plan))
-        bar = tqdm(total=t.total_steps(len(plan)), initial=p.step, unit="step",
-                   desc="train", disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
+        bar = tqdm(total=self.planned_steps, initial=p.step, unit="step", desc="train",
+                   disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
         last_eval_step = last_save_step = -1
@@ -213,8 +213,9 @@ class Trainer:
                 if p.step % t.eval_every == 0:
                     self._validate_and_keep_best(run)
                     last_eval_step = p.step
-                if p.step % t.save_every == 0 or stop or p.step in t.keep_steps:
-                    self._save_last(run)
+                scheduled = p.step % t.save_every == 0 or p.step in t.keep_steps
+                if scheduled or stop:  # a stop's save: last.pt alone, no step file
+                    self._save_last(run, scheduled)
                     last_save_step = p.step
                 if stop:
                     raise self.stop.error(p.step, self.run_dir / "last.pt")
@@ -228,9 +229,8 @@ class Trainer:
             bar.close()
 
     def _check_length(self, total: int, per_epoch: int) -> None:
-        """Warn when the run ends before its learning rate has left warmup for long: a bigger
-        train.max_tokens (say, raised with the number of GPUs) means fewer steps an epoch, and
-        a budget in epochs then ends inside the warmup."""
+        """Warn when the run ends soon after warmup: a bigger train.max_tokens (say, for more
+        GPUs) means fewer steps an epoch, and a budget in epochs ends inside the warmup."""
         t = self.cfg.train
         if self.is_main and total < 2 * t.warmup_steps:
             log.warning(
@@ -373,28 +373,28 @@ class Trainer:
         self.files.save_best(run_checkpoint(run, self.cfg, self.precision))
 
     def _step_files(self, step: int) -> int:
-        """How many step checkpoints to keep, if this save writes one: only the saves that
-        averaging can still use do. With a fixed budget those are the last ``keep_last``
-        (each is ~a third of ``last.pt``: on a GPU, writing one every save costs as much as
-        the steps between); with early stopping the end is unknown, so every save writes one."""
+        """How many step checkpoints to keep, if this save writes one: the saves averaging can
+        use do, with a fixed budget the last ``keep_last`` (writing one every save costs a GPU
+        as much as the steps between); with early stopping (its end unknown) every save."""
         t = self.cfg.train
         last_window = self.planned_steps - (t.keep_last + 1) * t.save_every
         return t.keep_last if t.patience is not None or step > last_window else 0
 
-    def _save_last(self, run: Run) -> None:
-        """Write ``last.pt`` and, with ``train.keep_last``, a step checkpoint (its weights)."""
+    def _save_last(self, run: Run, step_file: bool = True) -> None:
+        """Write ``last.pt`` and, with ``train.keep_last`` and ``step_file``, a step file."""
         step = run.progress.step
         rng = distributed.gather_objects(rng_state(self.device), self.dist)  # every rank's
         self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
             self.files.save_last(run_checkpoint(run, self.cfg, self.precision, rng), step,
-                                 self._step_files(step), step in self.cfg.train.keep_steps)
+                                 self._step_files(step) if step_file else 0,
+                                 step in self.cfg.train.keep_steps)
         distributed.barrier(self.dist)
 
 
 def train(config: Config, run_dir: str | Path, start: Start = "auto",
           progress: bool | None = None) -> Progress:
     """Train (or resume) the run in ``run_dir``; see :class:`Trainer`. ``start``: ``auto``
-    resumes the run ``run_dir`` holds or starts one; ``resume`` must resume; ``new`` refuses a
-    directory that holds a run; ``overwrite`` deletes an earlier run's files first."""
+    resumes a run there or starts one; ``resume`` must resume; ``new`` refuses a directory
+    holding a run; ``overwrite`` deletes an earlier run's files first."""
     return Trainer(config, run_dir, start, progress).train()
