@@ -12,8 +12,9 @@ from transformer_mt.errors import MTError
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt average``."""
     p = sub.add_parser("average", parents=[common], help="average the weights of checkpoints")
-    p.add_argument("checkpoints", nargs="+")
-    p.add_argument("--output", required=True)
+    p.add_argument("checkpoints", nargs="+", help="two or more checkpoints of one run (its "
+                   "step_*.pt: the last train.keep_last saves)")
+    p.add_argument("--output", required=True, help="the averaged checkpoint to write")
     p.set_defaults(func=cmd_average)
 
 
