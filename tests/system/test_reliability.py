@@ -125,12 +125,15 @@ def test_same_seed_gives_the_same_loss_curve(tmp_path, device):
     assert _losses(tmp_path / "c") != _losses(tmp_path / "a")
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_non_zero(tmp_path):
+@pytest.mark.parametrize("start", ["auto", "overwrite"])
+def test_sigterm_saves_a_checkpoint_and_exits_non_zero(tmp_path, start):
     """The stop's save is last.pt alone: a step file of its own (off the save schedule) would
-    push a scheduled save out of the train.keep_last kept for averaging."""
+    push a scheduled save out of the train.keep_last kept for averaging. Its message says how
+    to resume: the same command again, but not where that command is --start overwrite
+    (which would delete the run) or new (which would refuse it)."""
     run_dir = tmp_path / "run"
-    proc = _start(_args(run_dir, "train.max_steps=100000", "train.save_every=100000",
-                        "train.eval_every=100000", "train.keep_last=3"))
+    sets = ("train.save_every=100000", "train.eval_every=100000", "train.keep_last=3")
+    proc = _start([*_args(run_dir, "train.max_steps=100000", *sets), "--start", start])
     _wait_for_step(proc, run_dir, 3)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -139,6 +142,14 @@ def test_sigterm_saves_a_checkpoint_and_exits_non_zero(tmp_path):
     assert step >= 3 and _steps(run_dir)[-1] == step
     assert not list(run_dir.glob("step_*.pt"))
     assert "checkpoint saved to" in err and "Traceback" not in err
+    if start == "auto":
+        assert err.strip().endswith("run the same command again to resume")
+        return
+    assert "with --start resume in place of --start overwrite" in err
+    resumed = run_cli([*_args(run_dir, f"train.max_steps={step + 1}", *sets),
+                       "--start", "resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert _steps(run_dir)[-2:] == [step, step + 1]  # went on from the stop, not afresh
 
 
 def _one_line_error(result) -> str:

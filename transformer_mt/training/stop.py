@@ -70,9 +70,12 @@ class StopSignals:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
-    def error(self, step: int, last: Path) -> StopRequestedError:
-        """The error that ends the run, once ``last`` is saved."""
+    def error(self, step: int, last: Path, start: str = "auto") -> StopRequestedError:
+        """The error that ends the run, once ``last`` is saved; how to resume it (the same
+        command again would refuse the run with ``--start new``, delete it with ``overwrite``)."""
         signum = self.signum or signal.SIGTERM
+        how = ("run the same command again" if start in ("auto", "resume")
+               else f"run the same command with --start resume in place of --start {start}")
         return StopRequestedError(
             f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint saved to "
-            f"{last}; run the same command again to resume", signum)
+            f"{last}; {how} to resume", signum)

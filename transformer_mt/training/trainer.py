@@ -218,7 +218,7 @@ class Trainer:
                     self._save_last(run, scheduled)
                     last_save_step = p.step
                 if stop:
-                    raise self.stop.error(p.step, self.run_dir / "last.pt")
+                    raise self.stop.error(p.step, self.run_dir / "last.pt", self.start)
             if p.step != last_eval_step:
                 self._validate_and_keep_best(run)
             if p.step != last_save_step:
