@@ -10,11 +10,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 
 from tests.helpers import (
+    REPO,
     assert_servers_agree,
     free_port,
     local_client,
@@ -182,8 +184,27 @@ def test_workers_share_the_port_and_with_redis_one_limit(trained_run, redis_serv
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert err.count("INFO stopped") == 2 and "with 2 worker processes" in err
+    # each stops as a server does, or, still loading its model, at once
+    assert err.count("INFO stopped") + err.count("stopped while starting") == 2, err
+    assert "with 2 worker processes" in err
     deadline = time.monotonic() + 10
     while _running(workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(workers)  # none left behind
+
+
+def test_workers_stopped_while_loading_stop_cleanly(trained_run):
+    """SIGTERM before the workers are ready (they are still loading the model): each one
+    stops at once, the server says so for each and exits 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve", "--checkpoint",
+                             str(trained_run[0] / "best.pt"), "--device", "cpu", "--port",
+                             str(free_port()), "--workers", "2"], cwd=REPO,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert proc.stderr is not None
+    assert "with 2 worker processes" in proc.stderr.readline()  # the workers just started
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "worker mt-serve-0 stopped while starting" in err
+    assert "worker mt-serve-1 stopped while starting" in err

@@ -73,6 +73,9 @@ def run_workers(args: argparse.Namespace) -> int:
                           ended[0].exitcode)
                 code = ended[0].exitcode or 1
                 forward(signal.SIGTERM, None)
+        for worker in workers:  # one still loading when the signal came ended at once
+            if stopping and worker.exitcode == -signal.SIGTERM:
+                log.info("worker %s stopped while starting", worker.name)
         return 0 if code == 0 else code if code > 0 else 1
     finally:
         for s, handler in previous.items():
