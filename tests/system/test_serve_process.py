@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -57,35 +58,42 @@ def test_sigterm_while_compiling_stops_the_compilers_and_exits_0(trained_run, tm
         if "compiling the" in line:
             break
     time.sleep(2)  # export and the C++ compiler at work
-    building = _processes_naming(str(cache))
+    building = [pid for pid in _children(proc.pid)  # the compiling processes
+                if "transformer_mt.decode.compilers" in " ".join(_command(pid))]
     assert building, said
-    groups = {os.getpgid(pid) for pid in building}  # a build, and the C++ compilers it ran
+    groups = {os.getpgid(pid) for pid in building}  # each, and the C++ compilers it ran
+    model_files = [Path(_command(pid)[-4]) for pid in building]  # the model each compiles
+    assert all(path.is_file() for path in model_files), model_files
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "SIGTERM while starting" in err
     time.sleep(0.5)
-    assert not _processes_naming(str(cache)) and not _in_groups(groups)
+    assert not _in_groups(groups) and not any(path.exists() for path in model_files)
     assert not [p for p in (cache / "compiled").iterdir() if p.is_dir()]  # nothing half-built
 
 
 def _processes():
     """(pid, its /proc entry) of each process (Linux)."""
-    from pathlib import Path
-
     return [(int(e.name), e) for e in Path("/proc").iterdir() if e.name.isdigit()]
 
 
-def _processes_naming(text: str) -> list[int]:
-    """The processes whose command line holds ``text``."""
+def _children(parent: int) -> list[int]:
+    """The live processes ``parent`` started."""
     found = []
     for pid, entry in _processes():
         try:
-            if text in (entry / "cmdline").read_text(errors="replace"):
-                found.append(pid)
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            pass
+            continue
+        if fields[0] != "Z" and int(fields[1]) == parent:
+            found.append(pid)
     return found
+
+
+def _command(pid: int) -> list[str]:
+    """A process's command line, its arguments."""
+    return Path(f"/proc/{pid}/cmdline").read_text(errors="replace").split("\0")[:-1]
 
 
 def _in_groups(groups: set[int]) -> list[int]:

@@ -20,8 +20,9 @@ The graphs (``decode/graphs.py``), each for any source length and position: for 
 the encoder, a step of one hypothesis (greedy, and every beam's first step) and, where the beam
 is wider than 1, a step of 2 to ``MAX_ROWS`` (any such beam); for batches, a step of any number
 of sentences with any number of hypotheses each (their encoder runs as ever: once a batch).
-:meth:`CompiledDecoding.warm_up` compiles the ones asked for side by side the first time, each
-in a process of its own (~20-30 s of a core each on a 2-core CPU: ~55 s for three); the packages
+:meth:`CompiledDecoding.warm_up` compiles the ones asked for the first time, in processes apart,
+one a core (``decode/compilers.py``; ~13-20 s of a core a graph, ~30 s more for the first of
+all: inductor's checks of the CPU and its precompiled headers, kept in its cache); the packages
 are kept in the cache (``cache_dir()/compiled``, checked whenever read), under a key of
 everything they depend on (the weights, the precision, this package's source, torch, the CPU's
 flags, the threads), and later starts load them in ~0.1-0.2 s. Anything not compiled (batches
@@ -40,10 +41,7 @@ import logging
 import os
 import platform
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,13 +56,14 @@ from transformer_mt.data.cache import cache_entry
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import Choice, choose
 from transformer_mt.decode.compiled_state import CompiledState
+from transformer_mt.decode.compilers import Compilers, stop_compiling
 from transformer_mt.decode.graphs import BLOCK, MAX_GROUP, exported, loop_attention_copy
 from transformer_mt.decode.incremental import DecoderState, decoder_step
 from transformer_mt.decode.state import DecodingModel
 from transformer_mt.errors import MTError
 from transformer_mt.internals import torch_private
 from transformer_mt.model.transformer import Transformer
-from transformer_mt.precision import cpu_flags, for_decoding, laid_out
+from transformer_mt.precision import cpu_flags, laid_out
 
 log = logging.getLogger(__name__)
 
@@ -242,15 +241,15 @@ class CompiledDecoding(DecodingModel):
         if not names:
             return time.perf_counter() - start
         key = model_key(self._plain[0], precision)
-        # a graph not in the cache compiles in a process of its own (export and inductor are
+        # a graph not in the cache compiles in a process apart (export and inductor are
         # Python, then the C++ compiler: one core each), as many at once as there are cores
-        slots = threading.BoundedSemaphore(os.cpu_count() or 1)
-        with ThreadPoolExecutor(len(names)) as threads:
+        with Compilers(self._plain[0], precision, self.max_rows, os.cpu_count() or 1) as ours, \
+                ThreadPoolExecutor(len(names)) as threads:
             try:
                 paths = list(threads.map(lambda name: cache_entry(
-                    "compiled", json.dumps([key, name]), functools.partial(
-                        self._build, name=name, precision=precision, slots=slots),
-                    (PACKAGE,)), names))
+                    "compiled", json.dumps([key, name]),
+                    functools.partial(self._build, name=name, compilers=ours), (PACKAGE,)),
+                    names))
             except (KeyboardInterrupt, SystemExit):  # Ctrl-C: the compilers go too
                 stop_compiling()
                 raise
@@ -261,39 +260,15 @@ class CompiledDecoding(DecodingModel):
         log.info("loaded the compiled decoding steps in %.1f s", seconds)
         return seconds
 
-    def _build(self, directory: Path, name: str, precision: str,
-               slots: threading.BoundedSemaphore) -> None:
-        """Compile the graph ``name`` into ``directory`` in a process of its own
-        (:func:`build_graph`), once one of ``slots`` is free; at once if there is no C++
-        compiler (inductor runs ``CXX``, else ``g++``: it would fail only after ~15 s)."""
+    def _build(self, directory: Path, name: str, compilers: Compilers) -> None:
+        """Compile the graph ``name`` into ``directory`` in one of ``compilers``' processes;
+        at once a one-line :class:`MTError` if there is no C++ compiler (inductor runs
+        ``CXX``, else ``g++``: it would fail only after ~15 s)."""
         cxx = os.environ.get("CXX") or "g++"
         if shutil.which(cxx) is None and not os.environ.get("TORCH_INDUCTOR_INSTALL_GXX"):
             raise MTError(f"--compile could not compile the decoder: no C++ compiler ({cxx} "
                           "not found: install g++ or set CXX); translate without --compile")
-        with slots:
-            log.info("compiling the %s graph of decoding (once for this model; ~20-40 s)",
-                     name)
-            model_file, error_file = directory / "model.pt", directory / "error.txt"
-            torch.save(self._plain[0], model_file)
-            command = [sys.executable, "-c", "from transformer_mt.decode.compiled import "
-                       "build_graph; build_graph()", str(model_file), name, precision,
-                       str(torch.get_num_threads()), str(self.max_rows), str(directory)]
-            # a session of its own: stopping it stops the C++ compilers it started too
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                output = _output_unless_stopped(process)
-            finally:  # stopped or interrupted: the compilers go too
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.communicate()
-                model_file.unlink()
-        if process.returncode != 0:
-            said = (error_file.read_text(encoding="utf-8") if error_file.is_file() else
-                    f"its process exited with {process.returncode}: "
-                    f"{(output.strip().splitlines() or [''])[-1][:300]}")
-            raise MTError(f"--compile could not compile the decoder: {said}; translate "
-                          "without --compile")
+        compilers.compile(name, directory)
 
     def compile_graph(self, directory: Path, name: str, precision: str) -> None:
         """Export and compile the graph ``name`` (one of ``GRAPHS``) into ``directory``; a
@@ -312,26 +287,6 @@ class CompiledDecoding(DecodingModel):
             sys.setrecursionlimit(recursion_limit)
 
 
-_STOP = threading.Event()
-
-
-def stop_compiling() -> None:
-    """Give up the graphs this process compiles (a signal came): their processes and compilers
-    are killed, and :meth:`CompiledDecoding.warm_up` raises a one-line :class:`MTError`. For
-    good: a process told to stop compiles nothing more."""
-    _STOP.set()
-
-
-def _output_unless_stopped(process: subprocess.Popen[str]) -> str:
-    """``process``'s output once it ends; an :class:`MTError` once :func:`stop_compiling`
-    is called (the caller kills it)."""
-    while True:
-        if _STOP.is_set():
-            raise MTError("--compile stopped: the process was asked to stop while compiling")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return process.communicate(timeout=0.2)[0]
-
-
 def few_row_blocks(name: str) -> contextlib.AbstractContextManager[None]:
     """While the graph ``name`` compiles, inductor's template blocks its products as
     :data:`FEW_ROWS` says (``internals/torch_private.py: template_blocks``)."""
@@ -340,22 +295,6 @@ def few_row_blocks(name: str) -> contextlib.AbstractContextManager[None]:
 
 GRAPHS = ("encode", "one", "beam", "batch", "choose")
 PACKAGE = "step.pt2"
-
-
-def build_graph() -> None:
-    """A process's work for :meth:`CompiledDecoding.warm_up`: compile one graph of the model
-    it saved. Arguments: the model's file, the graph's name, the precision, the threads, the
-    most hypotheses and the directory to write the package (or ``error.txt``) into."""
-    model_file, name, precision, threads, max_rows, directory = sys.argv[1:]
-    torch.set_num_threads(int(threads))  # the compiled code's, as the parent's key says
-    model = torch.load(model_file, weights_only=False)  # written by the parent just now
-    decoding = CompiledDecoding(for_decoding(model, precision), model)
-    decoding.max_rows = int(max_rows)
-    try:
-        decoding.compile_graph(Path(directory), name, precision)
-    except MTError as e:
-        (Path(directory) / "error.txt").write_text(str(e), encoding="utf-8")
-        sys.exit(1)
 
 
 # the package's code the graphs are made of: the model, the decoding step and what it imports

@@ -29,7 +29,7 @@ from typing import Any
 
 import uvicorn
 
-from transformer_mt.decode.compiled import stop_compiling
+from transformer_mt.decode.compilers import stop_compiling
 from transformer_mt.errors import MTError
 from transformer_mt.internals import uvicorn_private
 from transformer_mt.serve.app import create_app
