@@ -28,7 +28,7 @@ from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import candidate_logits, choose
-from transformer_mt.decode.compiled import CompiledDecoding, model_key
+from transformer_mt.decode.compiled import CompiledDecoding, graph_key, model_key
 from transformer_mt.decode.compiled_state import CompiledState
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.graphs import LoopAttention
@@ -36,6 +36,7 @@ from transformer_mt.decode.incremental import decoder_step, encode_source
 from transformer_mt.decode.search import beam_search, greedy
 from transformer_mt.errors import MTError
 from transformer_mt.model.attention import MultiHeadAttention
+from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import for_decoding
 from transformer_mt.translate import Translator
 
@@ -205,6 +206,26 @@ def test_the_cache_key_is_everything_the_graphs_depend_on(toy):
     with torch.no_grad():
         next(changed.decoder.parameters()).view(-1)[0] += 1e-3
     assert model_key(changed, "fp32") != key
+
+
+def test_beam_search_choice_is_one_graph_for_every_model_of_a_vocabulary(toy, compiled):
+    """The choice (``choose``) reads no weight and takes fp32 scores at every precision: the
+    same key for other weights and for bf16 (tests/system/test_compiled_bf16.py checks what
+    it computes there), another for another vocabulary; the models' graphs keep theirs."""
+    decoding, _ = compiled
+    other = copy.deepcopy(toy)  # other weights
+    with torch.no_grad():
+        next(other.decoder.parameters()).view(-1)[0] += 1e-3
+    keys = {(name, precision, id(model)): graph_key(
+        CompiledDecoding(for_decoding(model, precision), model), name,
+        model_key(model, precision)) for name in ("choose", "one") for model in (toy, other)
+        for precision in ("fp32", "bf16")}
+    assert len({key for (name, *_), key in keys.items() if name == "choose"}) == 1
+    assert len({key for (name, *_), key in keys.items() if name == "one"}) == 4
+    assert graph_key(decoding, "choose", "") == keys["choose", "fp32", id(toy)]
+    smaller = Transformer(toy.cfg, toy.tgt_vocab_size, toy.tgt_vocab_size - 2, PAD_ID).eval()
+    assert graph_key(CompiledDecoding(for_decoding(smaller, "fp32"), smaller), "choose",
+                     "") != keys["choose", "fp32", id(toy)]
 
 
 def test_the_decode_benchmark_counts_what_compiling_changed(toy, compiled):

@@ -247,7 +247,7 @@ class CompiledDecoding(DecodingModel):
                 ThreadPoolExecutor(len(names)) as threads:
             try:
                 paths = list(threads.map(lambda name: cache_entry(
-                    "compiled", json.dumps([key, name]),
+                    "compiled", graph_key(self, name, key),
                     functools.partial(self._build, name=name, compilers=ours), (PACKAGE,)),
                     names))
             except (KeyboardInterrupt, SystemExit):  # Ctrl-C: the compilers go too
@@ -322,13 +322,32 @@ def model_key(model: Transformer, precision: str) -> str:
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         digest.update(f"{name} {tuple(tensor.shape)} {tensor.dtype}".encode())
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    _add_code_and_machine(digest, precision)
+    return digest.hexdigest()
+
+
+def _add_code_and_machine(digest: Any, precision: str | None) -> None:
+    """Add to ``digest`` what every graph depends on besides the model: the code, torch, the
+    CPU and the threads, and the precision (None: a graph the same at every precision)."""
     for source in graph_sources():
         digest.update(source.read_bytes())
     facts = [PACKAGE_FORMAT, precision, torch.__version__, platform.machine(), cpu_flags(),
              os.environ.get("ATEN_CPU_CAPABILITY"),  # inductor compiles for it, if set
              torch.get_num_threads()]
     digest.update(json.dumps(facts).encode())
-    return digest.hexdigest()
+
+
+def graph_key(decoding: CompiledDecoding, name: str, model: str) -> str:
+    """The cache key of ``decoding``'s graph ``name``, where ``model`` is its
+    :func:`model_key`. Beam search's choice reads no weight and takes fp32 scores at every
+    precision: it is one graph for every model of its vocabulary's size (each checkpoint of a
+    run, either precision), keyed by that, the code, torch, the CPU and the threads."""
+    if name != "choose":
+        return json.dumps([model, name])
+    digest = hashlib.sha256()
+    _add_code_and_machine(digest, None)
+    return json.dumps([digest.hexdigest(), name, decoding.tgt_vocab_size,
+                       decoding.widest_choice])
 
 
 def check_compilable(device: torch.device, members: int) -> None:
