@@ -69,6 +69,7 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
             first["ctranslate2"]["first_ms"] / first["ours"]["first_ms"], rel=0.01, abs=0.02)
     also = record["first_call_also"]
     assert set(also) == {str(run_dir / "best.pt")}  # the same, for the checkpoints asked for
+    assert also[str(run_dir / "best.pt")] == record["first_call"]  # --checkpoint's: measured
     for first in (record["first_call"], *also.values()):  # fresh mt translate / import torch
         # (either may take longer: mt keeps the collector off torch's objects, which python -c
         # "import torch" does not; docs/measurements/notes-2026-11.md, "The first call")
