@@ -35,7 +35,7 @@ def package(tmp_path_factory):
         tmp / "run", "data.tokenizer=sentencepiece", "data.vocab_size=400",
         "data.shared_vocab=true", "model.d_model=64", "model.n_encoder_layers=2",
         "model.n_decoder_layers=2", "train.max_steps=150", "train.warmup_steps=30",
-        "train.max_tokens=1000"))
+        "train.max_tokens=1000", "train.eval_every=150", "train.save_every=150"))
     assert result.returncode == 0, result.stderr
     result = run_cli(["export", "--format", "argos", str(tmp / "run" / "best.pt"),
                       str(tmp / "de_en.argosmodel")])

@@ -38,7 +38,8 @@ def exported(tmp_path_factory):
             f"model.norm={norm}", f"data.shared_vocab={str(shared).lower()}",
             f"model.tie_embeddings={str(tied).lower()}", "model.d_model=64",
             "model.n_encoder_layers=2", "model.n_decoder_layers=2", "train.max_steps=40",
-            "train.warmup_steps=10", "train.max_tokens=1000"))
+            "train.warmup_steps=10", "train.max_tokens=1000", "train.eval_every=40",
+            "train.save_every=40"))  # one validation and one save: the model exported
         assert result.returncode == 0, result.stderr
         checkpoint = tmp / "run" / "best.pt"
         result = run_cli(["export", "--format", "huggingface", str(checkpoint),
