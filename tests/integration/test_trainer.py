@@ -4,6 +4,7 @@ learning-rate schedules."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 
 import pytest
@@ -150,3 +151,22 @@ def test_a_run_that_ends_inside_its_warmup_is_warned_about(tmp_path, trained_run
     assert "fewer than twice its 100 warmup steps" in result.stderr
     assert "an epoch at train.max_tokens=600" in result.stderr
     assert "warmup steps" not in trained_run[1].stderr  # 6 steps, 2 of warmup: no warning
+
+
+def test_last_checkpoint_holds_the_final_validations_verdict(tmp_path):
+    """A run whose last step is a save step but not a validation step validates once more at
+    the end; last.pt must record that verdict (best BLEU, its step, validations since), or a
+    resumed run would compare against a stale best and could overwrite a better best.pt."""
+    run_dir = tmp_path / "run"
+    result = run_cli(tiny_train_args(run_dir, "train.max_steps=5", "train.eval_every=4",
+                                     "train.save_every=5"))
+    assert result.returncode == 0, result.stderr
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [(m["step"], m["val_bleu"]) for m in metrics if m.get("type") == "valid"]
+    assert [step for step, _ in evals] == [4, 5]
+    best = max(evals, key=lambda e: (e[1], -e[0]))  # the first of the best: only a gain counts
+    progress = torch.load(run_dir / "last.pt", map_location="cpu",
+                          weights_only=False)["progress"]
+    assert (progress["step"], progress["best_bleu"], progress["best_step"]) == (5, *best[::-1])
+    assert progress["bad_evals"] == sum(step > best[0] for step, _ in evals)
+    assert sorted(p.name for p in run_dir.glob("step_*.pt")) == ["step_0000005.pt"]

@@ -219,10 +219,10 @@ class Trainer:
                     last_save_step = p.step
                 if stop:
                     raise self.stop.error(p.step, self.run_dir / "last.pt", self.start)
-            if p.step != last_eval_step:
+            if validated := p.step != last_eval_step:
                 self._validate_and_keep_best(run)
-            if p.step != last_save_step:
-                self._save_last(run)
+            if validated or p.step != last_save_step:  # last.pt holds the final verdict too
+                self._save_last(run, step_file=p.step != last_save_step)
             log.info("done at step %d (epoch %d); best val BLEU %.2f at step %d; checkpoints "
                      "in %s", p.step, p.epoch, p.best_bleu, p.best_step, self.run_dir)
         finally:
