@@ -1,32 +1,52 @@
-"""Translation quality: train a config, then score it on val and the test sets, greedy and beam.
+"""Translation quality: train a config with one seed or several, then score every run on val
+and the test sets, and report each run and the mean over the seeds with its spread.
 
     python bench/quality.py --config config/cpu.yaml [--run-dir runs/cpu] [--set key=value ...]
-    python bench/quality.py --checkpoint runs/cpu/best.pt      # score an existing model only
+    python bench/quality.py --config config/gpu.yaml --seeds 1234,1,2 --jobs 3   # 3 seeds at once
+    python bench/quality.py --checkpoint runs/cpu/avg.pt        # score an existing model only
 
-Prints one JSON record: config, machine, device, training wall time and steps, and for val,
-each test set of the config (Multi30k: test_2016_flickr and test_2017_flickr) the sacreBLEU
-BLEU (cased, detokenized) and chrF with greedy search and with beam search.
-Model selection uses val only; the test sets are only reported.
+Each run is ``mt train`` in a process of its own (several seeds: ``<run-dir>/seed-<S>``;
+``--jobs`` of them at once, e.g. sharing one GPU). ``--train-timeout`` stops a run as Ctrl-C
+does (it saves ``last.pt``; the same command again resumes it) and scores what it saved. The
+last ``--average`` saves (``step_*.pt``) are averaged as ``mt average`` does (0: ``best.pt``),
+and the result is scored as ``mt evaluate`` scores: sacreBLEU BLEU (cased, detokenized) and chrF
+with greedy search and with beam search (the checkpoint's length penalty). Prints one JSON
+record: the machine, each run (seed, steps, training wall time, scores) and, for every set and
+search, the mean BLEU and chrF of the runs with the lowest and highest BLEU. Choose on val only;
+the test sets are only reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import statistics
+import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import torch
+
 from bench.common import machine
+from transformer_mt.average import average_checkpoints
+from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config.file import load_config
 from transformer_mt.evaluate import decode_and_score, read_test_set
-from transformer_mt.training.trainer import train
 from transformer_mt.translate import Translator
+
+STOPPED = 128 + signal.SIGINT  # mt train's exit code once a SIGINT made it save and stop
 
 
 def evaluate_all(checkpoint: Path, beam: int, max_sentences: int | None = None) -> dict:
+    """BLEU and chrF of ``checkpoint`` on val and each test set of its config, greedy and
+    beam; ``bleu_signature`` is sacreBLEU's."""
     translator = Translator.load(checkpoint)
     out = {}
     for split in ["valid", *translator.config.data.test_sets()]:
@@ -40,33 +60,135 @@ def evaluate_all(checkpoint: Path, beam: int, max_sentences: int | None = None) 
     return out
 
 
+def train_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
+    """``mt train`` the run in its own process (its log beside the run directory), stopped by
+    SIGINT after ``--train-timeout`` seconds; what its ``last.pt`` says of the run."""
+    sets = [*args.set, f"train.seed={seed}"]
+    command = [sys.executable, "-m", "transformer_mt", "train", "--config", args.config,
+               "--run-dir", str(run_dir), "--quiet", *(f"--set={s}" for s in sets)]
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    log = run_dir.with_name(run_dir.name + ".log")
+    start = time.perf_counter()
+    with open(log, "a", encoding="utf-8") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            rc = process.wait(timeout=args.train_timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT)  # finish the step, save last.pt, exit 130
+            rc = process.wait()
+    if rc not in (0, STOPPED) or not (run_dir / "last.pt").exists():
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"mt train exited {rc} (log: {log}): {' '.join(tail)}")
+    progress = load_checkpoint(run_dir / "last.pt")["progress"]
+    return {"seed": seed, "run_dir": str(run_dir), "log": str(log), "stopped": rc == STOPPED,
+            "train_wall_s": round(time.perf_counter() - start, 1), "steps": progress["step"],
+            "epochs": progress["epoch"], "best_val_bleu_greedy": progress["best_bleu"],
+            "best_step": progress["best_step"]}
+
+
+def model_to_score(run_dir: Path, average: int) -> tuple[Path, list[str]]:
+    """``best.pt`` (``average`` 0), or the average of the run's last ``average`` saves
+    (written to ``avg.pt``; one save is scored as it is; a run stopped before its last saves
+    has none: its ``last.pt``), and the files it comes from."""
+    if average == 0:
+        return run_dir / "best.pt", [str(run_dir / "best.pt")]
+    saves = sorted(run_dir.glob("step_*.pt"))[-average:] or [run_dir / "last.pt"]
+    if len(saves) == 1:
+        return saves[0], [str(saves[0])]
+    save_checkpoint(average_checkpoints(saves), run_dir / "avg.pt")
+    return run_dir / "avg.pt", [str(p) for p in saves]
+
+
+def one_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
+    """Train, average and score one run: its record, or its error."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        record = train_run(args, seed, run_dir)
+        checkpoint, sources = model_to_score(run_dir, args.average)
+        record.update(checkpoint=str(checkpoint), averaged=sources,
+                      scores=evaluate_all(checkpoint, args.beam, args.max_sentences))
+        return record
+    except Exception as exc:  # one failed run is reported, the others kept
+        return {"seed": seed, "run_dir": str(run_dir), "error": str(exc)}
+
+
+def summary(runs: list[dict]) -> dict:
+    """For each set and search: the mean BLEU and chrF of the scored runs, with the lowest and
+    highest BLEU and how many runs."""
+    scored = [r["scores"] for r in runs if "scores" in r]
+    out = {}
+    for key in (scored[0] if scored else {}):
+        if key == "bleu_signature":
+            continue
+        bleu = [s[key]["bleu"] for s in scored]
+        out[key] = {"bleu": round(statistics.fmean(bleu), 2), "bleu_min": min(bleu),
+                    "bleu_max": max(bleu), "runs": len(bleu),
+                    "chrf": round(statistics.fmean(s[key]["chrf"] for s in scored), 2)}
+    return out
+
+
+def run_all(args: argparse.Namespace) -> list[dict]:
+    """Every seed's run, one after another, or ``--jobs`` at once, each in a process of its own
+    (which trains, then scores on the device while the others may still train)."""
+    config = load_config(args.config, args.set)
+    base = Path(args.run_dir or f"runs/{config.name}")
+    seeds = list(args.seeds or [config.train.seed])
+    dirs = [base / f"seed-{s}" if len(seeds) > 1 else base for s in seeds]
+    if args.jobs > 1 and "OMP_NUM_THREADS" not in os.environ and not torch.cuda.is_available():
+        args.threads = max(1, (os.cpu_count() or 1) // min(args.jobs, len(seeds)))
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # the trainings' share of the cores
+    if args.jobs == 1:
+        return [one_run(args, seed, run_dir) for seed, run_dir in zip(seeds, dirs, strict=True)]
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+        return list(pool.map(one_run, [args] * len(seeds), seeds, dirs))
+
+
+def seed_list(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of whole "
+                                         "numbers") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="train this config first")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--run-dir")
+    parser.add_argument("--run-dir", help="default: runs/<config name>")
+    parser.add_argument("--seeds", type=seed_list, help="train one run a seed, e.g. 1234,1,2 "
+                        "(default: the config's train.seed)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
+    parser.add_argument("--train-timeout", type=float, metavar="SECONDS",
+                        help="stop each training after this long (saved; resumable)")
+    parser.add_argument("--average", type=int, default=3, help="score the average of the last "
+                        "N saves (default 3, as the recipes' figures); 0: best.pt")
     parser.add_argument("--checkpoint", type=Path, help="only score this checkpoint")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--max-sentences", type=int, help="score only the first N sentences of "
                         "each set (a smoke run)")
     args = parser.parse_args()
-    record: dict = {"benchmark": "quality", "machine": machine(),
-                    "date": time.strftime("%Y-%m-%d")}
-    if args.checkpoint is None:
-        if not args.config:
-            parser.error("give --config to train, or --checkpoint to score")
-        config = load_config(args.config, args.set)
-        run_dir = Path(args.run_dir or f"runs/{config.name}")
-        start = time.perf_counter()
-        progress = train(config, run_dir, progress=False)
-        record.update(config=args.config, overrides=args.set,
-                      train_wall_s=round(time.perf_counter() - start, 1), steps=progress.step,
-                      epochs=progress.epoch, best_val_bleu_greedy=progress.best_bleu,
-                      best_step=progress.best_step)
-        args.checkpoint = run_dir / "best.pt"
-    record["checkpoint"] = str(args.checkpoint)
-    record["scores"] = evaluate_all(args.checkpoint, args.beam, args.max_sentences)
+    if args.jobs < 1 or args.average < 0:
+        parser.error("--jobs must be 1 or more, --average 0 or more")
+    args.threads = None
+    record: dict = {"benchmark": "quality", "date": time.strftime("%Y-%m-%d"),
+                    "machine": machine(torch.device("cuda") if torch.cuda.is_available()
+                                       else None)}
+    if args.checkpoint is not None:
+        runs = [{"checkpoint": str(args.checkpoint),
+                 "scores": evaluate_all(args.checkpoint, args.beam, args.max_sentences)}]
+    elif args.config:
+        record.update(config=args.config, overrides=args.set, average=args.average)
+        runs = run_all(args)
+    else:
+        parser.error("give --config to train, or --checkpoint to score")
+    record.update(beam=args.beam, runs=runs, mean=summary(runs))
     print(json.dumps(record, indent=2))
+    failed = [r for r in runs if "error" in r]
+    for r in failed:
+        print(f"quality.py: the run of seed {r['seed']} failed: {r['error']}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

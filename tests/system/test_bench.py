@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.helpers import REPO, needs_data
 
@@ -104,15 +105,49 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
 
 
 @needs_data  # the benchmarks measure Multi30k
-def test_quality_benchmark_trains_then_scores_every_set(tmp_path):
-    sets = [f"--set={s}" for s in (*TINY, "train.max_steps=2", "train.eval_every=2",
-                                   "train.log_every=1")]
-    record = json.loads(_bench("bench/quality.py", "--config", "config/quickstart.yaml", *sets,
-                               "--run-dir", str(tmp_path / "run"), "--beam", "2",
-                               "--max-sentences", "5").stdout)
-    assert record["steps"] == 2 and record["checkpoint"].endswith("best.pt")
-    assert {"valid_greedy", "valid_beam2", "test_2016_flickr_beam2"} <= set(record["scores"])
-    assert all(0 <= v["bleu"] <= 100 for k, v in record["scores"].items() if k != "bleu_signature")
+def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_scores(tmp_path):
+    """Two seeds trained at once, the last 3 saves of each averaged and scored; the mean and
+    spread are the runs', and a run's figure is what ``mt evaluate`` prints for its averaged
+    checkpoint."""
+    record = _quality(tmp_path, "train.max_steps=30", "--seeds", "1,2", "--jobs", "2")
+    runs = record["runs"]
+    assert [r["seed"] for r in runs] == [1, 2] and not any(r["stopped"] for r in runs)
+    for run in runs:
+        run_dir = tmp_path / "runs" / f"seed-{run['seed']}"
+        assert run["run_dir"] == str(run_dir) and run["steps"] == 30
+        avg = torch.load(run_dir / "avg.pt", map_location="cpu", weights_only=False)
+        assert run["averaged"] == avg["progress"]["averaged_from"] \
+            == [str(run_dir / f"step_00000{s}.pt") for s in (20, 25, 30)]
+        assert avg["config"]["train"]["seed"] == run["seed"]
+        assert {"valid_greedy", "valid_beam2", "test_2016_flickr_beam2"} <= set(run["scores"])
+    for key, mean in record["mean"].items():
+        bleu = [r["scores"][key]["bleu"] for r in runs]
+        assert mean["runs"] == 2 and mean["bleu"] == round(sum(bleu) / 2, 2)
+        assert (mean["bleu_min"], mean["bleu_max"]) == (min(bleu), max(bleu))
+    evaluated = json.loads(_bench("-m", "transformer_mt", "evaluate", "--checkpoint",
+                                  runs[0]["checkpoint"], "--split", "valid", "--beam-size", "2",
+                                  "--max-sentences", "5", "--json").stdout)
+    assert round(evaluated["bleu"], 2) == runs[0]["scores"]["valid_beam2"]["bleu"]
+    assert round(evaluated["chrf"], 2) == runs[0]["scores"]["valid_beam2"]["chrf"]
+
+
+@needs_data  # the benchmarks measure Multi30k
+def test_quality_benchmark_stops_a_run_at_its_timeout_and_scores_what_it_saved(tmp_path):
+    record = _quality(tmp_path, "train.max_steps=100000", "--train-timeout", "10")
+    (run,) = record["runs"]
+    assert run["stopped"] and 0 < run["steps"] < 100000 and run["seed"] == 1234
+    assert run["averaged"] == [str(tmp_path / "runs" / "last.pt")]  # no step file yet
+    assert record["mean"]["valid_beam2"]["bleu"] == run["scores"]["valid_beam2"]["bleu"]
+    assert "stopped by SIGINT" in (tmp_path / "runs.log").read_text()
+
+
+def _quality(tmp_path, max_steps: str, *args: str) -> dict:
+    sets = [f"--set={s}" for s in (*TINY, max_steps, "train.max_epochs=null",
+                                   "train.eval_every=50", "train.save_every=5",
+                                   "train.keep_last=3")]
+    return json.loads(_bench("bench/quality.py", "--config", "config/quickstart.yaml", *sets,
+                             "--run-dir", str(tmp_path / "runs"), "--beam", "2",
+                             "--max-sentences", "5", *args).stdout)
 
 
 @needs_data  # the benchmarks measure Multi30k
