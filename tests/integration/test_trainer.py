@@ -1,11 +1,15 @@
-"""The trainer's parts that need no data: optimizer groups, precision, resume state per rank,
-learning-rate schedules."""
+"""The trainer's parts: optimizer groups, precision, resume state per rank, learning-rate
+schedules, stop signals, what the last checkpoint records."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import logging
+import os
+import signal
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +19,10 @@ from tests.toy import make_model
 from transformer_mt.config import TrainConfig
 from transformer_mt.config.file import config_from_dict
 from transformer_mt.precision import resolve_precision
+from transformer_mt.training.distributed import DistInfo
 from transformer_mt.training.resume import check_resumable, rank_rng_state, rng_state
 from transformer_mt.training.schedule import learning_rate
+from transformer_mt.training.stop import StopRequestedError, StopSignals
 from transformer_mt.training.trainer import make_optimizer
 
 
@@ -170,3 +176,26 @@ def test_last_checkpoint_holds_the_final_validations_verdict(tmp_path):
     assert (progress["step"], progress["best_bleu"], progress["best_step"]) == (5, *best[::-1])
     assert progress["bad_evals"] == sum(step > best[0] for step, _ in evals)
     assert sorted(p.name for p in run_dir.glob("step_*.pt")) == ["step_0000005.pt"]
+
+
+def test_a_signal_while_preparing_stops_at_once_and_one_while_stepping_after_the_step():
+    """Preparing the data can take minutes: Ctrl-C then stops at once (nothing to save);
+    once the loop steps, it finishes the step and saves, and a second one stops at once."""
+    stop = StopSignals(DistInfo(), torch.device("cpu"), log_every=1)
+
+    def signal_self(signum: int) -> None:
+        os.kill(os.getpid(), signum)
+        for _ in range(100):  # the handler runs in this thread, between two of these
+            time.sleep(0.01)
+
+    with stop.installed(), pytest.raises(StopRequestedError, match="SIGINT while preparing"
+                                         ) as caught:
+        signal_self(signal.SIGINT)
+    assert caught.value.exit_code == 130 and not stop.agreed(1)
+    stop.stepping = True
+    with stop.installed():
+        signal_self(signal.SIGTERM)
+        assert stop.agreed(1) and "stopped by SIGTERM at step 1" in str(stop.error(1, Path("x")))
+        with pytest.raises(KeyboardInterrupt):
+            signal_self(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back

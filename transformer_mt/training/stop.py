@@ -1,4 +1,5 @@
-"""Stopping a run on SIGINT/SIGTERM: finish the current step, save ``last.pt``, exit 128 + N.
+"""Stopping a run on SIGINT/SIGTERM: finish the current step, save ``last.pt``, exit 128 + N;
+before the first step (preparing the data and the model), stop at once.
 
 The handler only records the signal; the loop asks :meth:`StopSignals.agreed` after each step,
 so a checkpoint is never written half-way through one. Under torchrun the ranks agree (at log
@@ -38,6 +39,7 @@ class StopSignals:
     def __init__(self, dist_info: DistInfo, device: torch.device, log_every: int) -> None:
         self.dist, self.device, self.log_every = dist_info, device, log_every
         self.signum: int | None = None
+        self.stepping = False  # set by the loop; before it (data, model) a signal stops at once
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -55,6 +57,10 @@ class StopSignals:
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.signum is not None:  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
+        if not self.stepping:  # preparing data or the model (minutes, maybe): nothing to save
+            raise StopRequestedError(f"stopped by {signal.Signals(signum).name} while preparing, "
+                                     "before the first step: nothing trained, nothing saved",
+                                     signum)
         self.signum = signum
         log.warning("received %s: finishing the current step, then saving",
                     signal.Signals(signum).name)

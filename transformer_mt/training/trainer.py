@@ -186,6 +186,7 @@ class Trainer:
     def _loop(self, run: Run) -> None:
         t, p = self.cfg.train, run.progress
         run.model.train()
+        self.stop.stepping = True  # from here a signal stops after a step, with a save
         plan = self.epoch_plan(run, p.epoch)
         self.planned_steps = t.total_steps(len(plan))
         self._check_length(self.planned_steps, len(plan))
@@ -394,7 +395,6 @@ class Trainer:
 
 def train(config: Config, run_dir: str | Path, start: Start = "auto",
           progress: bool | None = None) -> Progress:
-    """Train (or resume) the run in ``run_dir``; see :class:`Trainer`. ``start``: ``auto``
-    resumes a run there or starts one; ``resume`` must resume; ``new`` refuses a directory
-    holding a run; ``overwrite`` deletes an earlier run's files first."""
+    """Train (or resume) the run in ``run_dir`` (:class:`Trainer`). ``start``: ``auto`` resumes
+    a run there or starts one; ``resume`` must; ``new`` refuses one; ``overwrite`` deletes it."""
     return Trainer(config, run_dir, start, progress).train()
