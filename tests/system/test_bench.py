@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import REPO, needs_data
+from tests.helpers import REPO, needs_data, run_cli
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
         "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]
@@ -124,9 +124,9 @@ def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_score
         bleu = [r["scores"][key]["bleu"] for r in runs]
         assert mean["runs"] == 2 and mean["bleu"] == round(sum(bleu) / 2, 2)
         assert (mean["bleu_min"], mean["bleu_max"]) == (min(bleu), max(bleu))
-    evaluated = json.loads(_bench("-m", "transformer_mt", "evaluate", "--checkpoint",
-                                  runs[0]["checkpoint"], "--split", "valid", "--beam-size", "2",
-                                  "--max-sentences", "5", "--json").stdout)
+    evaluated = json.loads(run_cli(["evaluate", "--checkpoint", runs[0]["checkpoint"], "--split",
+                                    "valid", "--beam-size", "2", "--max-sentences", "5",
+                                    "--json"]).stdout)
     assert round(evaluated["bleu"], 2) == runs[0]["scores"]["valid_beam2"]["bleu"]
     assert round(evaluated["chrf"], 2) == runs[0]["scores"]["valid_beam2"]["chrf"]
 
