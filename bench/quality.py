@@ -76,6 +76,9 @@ def train_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGINT)  # finish the step, save last.pt, exit 130
             rc = process.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached the training too: let it save
+            process.wait()
+            raise
     if rc not in (0, STOPPED) or not (run_dir / "last.pt").exists():
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
         raise RuntimeError(f"mt train exited {rc} (log: {log}): {' '.join(tail)}")
@@ -180,7 +183,11 @@ def main() -> None:
                  "scores": evaluate_all(args.checkpoint, args.beam, args.max_sentences)}]
     elif args.config:
         record.update(config=args.config, overrides=args.set, average=args.average)
-        runs = run_all(args)
+        try:
+            runs = run_all(args)
+        except KeyboardInterrupt:
+            sys.exit("quality.py: interrupted; each training saved where it stopped (last.pt), "
+                     "and the same command resumes them")
     else:
         parser.error("give --config to train, or --checkpoint to score")
     record.update(beam=args.beam, runs=runs, mean=summary(runs))
