@@ -242,8 +242,9 @@ class CompiledDecoding(DecodingModel):
             return time.perf_counter() - start
         key = model_key(self._plain[0], precision)
         # a graph not in the cache compiles in a process apart (export and inductor are
-        # Python, then the C++ compiler: one core each), as many at once as there are cores
-        with Compilers(self._plain[0], precision, self.max_rows, os.cpu_count() or 1) as ours, \
+        # Python, then the C++ compiler: one core each), as many at once as this process has
+        # threads (its share of the cores: mt serve --workers 2 on 2 cores, one each)
+        with Compilers(self._plain[0], precision, self.max_rows, torch.get_num_threads()) as ours, \
                 ThreadPoolExecutor(len(names)) as threads:
             try:
                 paths = list(threads.map(lambda name: cache_entry(

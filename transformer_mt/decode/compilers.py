@@ -3,10 +3,11 @@
 
 A graph compiles in a process apart (export and inductor are Python, then the C++ compiler:
 one core each, and a process can be stopped, its compilers with it). There are as many as
-there are cores at most, started when a graph not in the cache is first asked for; each loads
-the model once and compiles the graphs handed to it one after another. Starting one costs
-~6-9 s of a core (torch, inductor, the model): the five graphs of ``--compile --beam-size 5``
-on two cores start two, not five.
+the asking process has threads at most (its share of the cores: each of ``mt serve --workers
+2``'s processes on two cores starts one), started when a graph not in the cache is first
+asked for; each loads the model once and compiles the graphs handed to it one after another.
+Starting one costs ~6-9 s of a core (torch, inductor, the model): the five graphs of
+``--compile --beam-size 5`` on two cores start two, not five.
 
 A process told to stop (:func:`stop_compiling`: a signal came) kills them and the C++
 compilers they started, and compiles nothing more.
