@@ -10,7 +10,8 @@ Each run is ``mt train`` in a process of its own (several seeds: ``<run-dir>/see
 does (it saves ``last.pt``; the same command again resumes it) and scores what it saved. The
 last ``--average`` saves (``step_*.pt``) are averaged as ``mt average`` does (0: ``best.pt``),
 and the result is scored as ``mt evaluate`` scores: sacreBLEU BLEU (cased, detokenized) and chrF
-with greedy search and with beam search (the checkpoint's length penalty). Prints one JSON
+with greedy search and with beam search (the checkpoint's length penalty; ``--alphas``: beam
+search also with each of these, to choose one on val: ``<set>_beam<N>_alpha<A>``). Prints one JSON
 record: the machine, each run (seed, steps, training wall time, scores) and, for every set and
 search, the mean BLEU and chrF of the runs with the lowest and highest BLEU. Choose on val only;
 the test sets are only reported.
@@ -26,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -37,6 +39,7 @@ import torch
 from bench.common import machine
 from transformer_mt.average import average_checkpoints
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
+from transformer_mt.config import DECODE_RANGES
 from transformer_mt.config.file import load_config
 from transformer_mt.evaluate import decode_and_score, read_test_set
 from transformer_mt.translate import Translator
@@ -44,15 +47,20 @@ from transformer_mt.translate import Translator
 STOPPED = 128 + signal.SIGINT  # mt train's exit code once a SIGINT made it save and stop
 
 
-def evaluate_all(checkpoint: Path, beam: int, max_sentences: int | None = None) -> dict:
+def evaluate_all(checkpoint: Path, beam: int, max_sentences: int | None = None,
+                 alphas: Sequence[float] = ()) -> dict:
     """BLEU and chrF of ``checkpoint`` on val and each test set of its config, greedy and
-    beam; ``bleu_signature`` is sacreBLEU's."""
+    beam (the checkpoint's length penalty, and each of ``alphas``); ``bleu_signature`` is
+    sacreBLEU's."""
     translator = Translator.load(checkpoint)
+    searches: list[tuple[str, dict]] = [("greedy", {"beam_size": 1}),
+                                        (f"beam{beam}", {"beam_size": beam})]
+    searches += [(f"beam{beam}_alpha{a:g}", {"beam_size": beam, "alpha": a}) for a in alphas]
     out = {}
     for split in ["valid", *translator.config.data.test_sets()]:
         sources, refs = read_test_set(translator, split, max_sentences)
-        for name, size in (("greedy", 1), (f"beam{beam}", beam)):
-            r = decode_and_score(translator, refs, sources, beam_size=size)
+        for name, settings in searches:
+            r = decode_and_score(translator, refs, sources, **settings)
             out[f"{split}_{name}"] = {"bleu": round(r.scores.bleu, 2),
                                       "chrf": round(r.scores.chrf, 2),
                                       "seconds": round(r.seconds, 1)}
@@ -110,7 +118,8 @@ def one_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
         record = train_run(args, seed, run_dir)
         checkpoint, sources = model_to_score(run_dir, args.average)
         record.update(checkpoint=str(checkpoint), averaged=sources,
-                      scores=evaluate_all(checkpoint, args.beam, args.max_sentences))
+                      scores=evaluate_all(checkpoint, args.beam, args.max_sentences,
+                                          args.alphas))
         return record
     except Exception as exc:  # one failed run is reported, the others kept
         return {"seed": seed, "run_dir": str(run_dir), "error": str(exc)}
@@ -155,6 +164,18 @@ def seed_list(text: str) -> list[int]:
                                          "numbers") from None
 
 
+def alpha_list(text: str) -> list[float]:
+    low, high = DECODE_RANGES["alpha"]  # what decode.alpha accepts: refused now, not after
+    try:                                # the trainings
+        alphas = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        alphas = [-1.0]
+    if not alphas or any(not low <= a <= high for a in alphas):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of length "
+                                         f"penalties from {low:g} to {high:g}")
+    return alphas
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="train this config first")
@@ -169,6 +190,8 @@ def main() -> None:
                         "N saves (default 3, as the recipes' figures); 0: best.pt")
     parser.add_argument("--checkpoint", type=Path, help="only score this checkpoint")
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--alphas", type=alpha_list, default=[], help="beam search also with "
+                        "each of these length penalties, e.g. 1.0,1.3,1.6,2.0 (choose on val)")
     parser.add_argument("--max-sentences", type=int, help="score only the first N sentences of "
                         "each set (a smoke run)")
     args = parser.parse_args()
@@ -180,7 +203,8 @@ def main() -> None:
                                        else None)}
     if args.checkpoint is not None:
         runs = [{"checkpoint": str(args.checkpoint),
-                 "scores": evaluate_all(args.checkpoint, args.beam, args.max_sentences)}]
+                 "scores": evaluate_all(args.checkpoint, args.beam, args.max_sentences,
+                                        args.alphas)}]
     elif args.config:
         record.update(config=args.config, overrides=args.set, average=args.average)
         try:

@@ -108,8 +108,9 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
 def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_scores(tmp_path):
     """Two seeds trained at once, the last 3 saves of each averaged and scored; the mean and
     spread are the runs', and a run's figure is what ``mt evaluate`` prints for its averaged
-    checkpoint."""
-    record = _quality(tmp_path, "train.max_steps=30", "--seeds", "1,2", "--jobs", "2")
+    checkpoint, with the checkpoint's length penalty (0.6) and with each of ``--alphas``."""
+    record = _quality(tmp_path, "train.max_steps=30", "--seeds", "1,2", "--jobs", "2",
+                      "--alphas", "0.6,2")
     runs = record["runs"]
     assert [r["seed"] for r in runs] == [1, 2] and not any(r["stopped"] for r in runs)
     for run in runs:
@@ -119,16 +120,21 @@ def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_score
         assert run["averaged"] == avg["progress"]["averaged_from"] \
             == [str(run_dir / f"step_00000{s}.pt") for s in (20, 25, 30)]
         assert avg["config"]["train"]["seed"] == run["seed"]
-        assert {"valid_greedy", "valid_beam2", "test_2016_flickr_beam2"} <= set(run["scores"])
+        assert {"valid_greedy", "valid_beam2", "test_2016_flickr_beam2", "valid_beam2_alpha2",
+                "test_2016_flickr_beam2_alpha0.6"} <= set(run["scores"])
+        for split in ("valid", "test_2016_flickr"):  # the checkpoint's own, asked for again
+            assert run["scores"][f"{split}_beam2_alpha0.6"]["bleu"] \
+                == run["scores"][f"{split}_beam2"]["bleu"]
     for key, mean in record["mean"].items():
         bleu = [r["scores"][key]["bleu"] for r in runs]
         assert mean["runs"] == 2 and mean["bleu"] == round(sum(bleu) / 2, 2)
         assert (mean["bleu_min"], mean["bleu_max"]) == (min(bleu), max(bleu))
-    evaluated = json.loads(run_cli(["evaluate", "--checkpoint", runs[0]["checkpoint"], "--split",
-                                    "valid", "--beam-size", "2", "--max-sentences", "5",
-                                    "--json"]).stdout)
-    assert round(evaluated["bleu"], 2) == runs[0]["scores"]["valid_beam2"]["bleu"]
-    assert round(evaluated["chrf"], 2) == runs[0]["scores"]["valid_beam2"]["chrf"]
+    for key, alpha in (("valid_beam2", []), ("valid_beam2_alpha2", ["--alpha", "2"])):
+        evaluated = json.loads(run_cli(["evaluate", "--checkpoint", runs[0]["checkpoint"],
+                                        "--split", "valid", "--beam-size", "2", *alpha,
+                                        "--max-sentences", "5", "--json"]).stdout)
+        assert round(evaluated["bleu"], 2) == runs[0]["scores"][key]["bleu"]
+        assert round(evaluated["chrf"], 2) == runs[0]["scores"][key]["chrf"]
 
 
 @needs_data  # the benchmarks measure Multi30k
@@ -139,6 +145,16 @@ def test_quality_benchmark_stops_a_run_at_its_timeout_and_scores_what_it_saved(t
     assert run["averaged"] == [str(tmp_path / "runs" / "last.pt")]  # no step file yet
     assert record["mean"]["valid_beam2"]["bleu"] == run["scores"]["valid_beam2"]["bleu"]
     assert "stopped by SIGINT" in (tmp_path / "runs.log").read_text()
+
+
+def test_quality_benchmark_refuses_a_bad_length_penalty_before_it_trains(tmp_path):
+    result = subprocess.run([sys.executable, "bench/quality.py", "--config",
+                             "config/quickstart.yaml", "--run-dir", str(tmp_path / "runs"),
+                             "--alphas", "1.0,11"], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and "'1.0,11' is not a comma-separated list of length " \
+        "penalties from 0 to 10" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "runs").exists()
 
 
 def _quality(tmp_path, max_steps: str, *args: str) -> dict:
