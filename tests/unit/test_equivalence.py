@@ -227,6 +227,34 @@ def test_reused_buffers_change_no_translation(toy_model, monkeypatch):
     assert [b.numel() for b in pool.free] == [3, 5, 9]
 
 
+def test_a_buffer_given_back_under_no_grad_is_written_where_grad_mode_is_on(monkeypatch):
+    """The decoder stepped where grad mode is on (a learner's notebook: the weights require
+    grad) after a decoding under ``no_grad`` gave its buffers back: a step takes one and
+    computes what a fresh buffer does (a view made under ``no_grad`` may not be written
+    there: the pool makes its views when it hands a buffer out)."""
+    pool = incremental.BufferPool()
+    monkeypatch.setattr(incremental, "BUFFERS", pool)
+    monkeypatch.setattr(incremental, "MIN_CAPACITY", 2)  # so that buffers grow
+    model = make_model(n_encoder_layers=1, n_decoder_layers=1).eval()
+    assert all(p.requires_grad for p in model.parameters())
+    src = toy_sources(5)
+
+    def logits() -> torch.Tensor:  # (steps, B, V)
+        state = start_decoding(model, src, source_mask(src))
+        prefix, out = torch.full((5, 1), BOS_ID), []
+        for _ in range(4):
+            out.append(decode_step(state, prefix[:, -1]).detach())
+            prefix = torch.cat([prefix, out[-1].argmax(-1, keepdim=True)], dim=1)
+        return torch.stack(out)
+
+    fresh = logits()
+    pool.free.clear()
+    with torch.no_grad():
+        logits()
+    assert pool.free  # the buffers it outgrew
+    assert torch.equal(logits(), fresh)
+
+
 def test_beams_share_the_encoder_keys_and_values(toy_model, monkeypatch):
     """Incremental cross-attention with one key/value row per sentence (its hypotheses' queries
     side by side) equals the reference with a memory row per hypothesis."""

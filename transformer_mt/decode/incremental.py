@@ -54,12 +54,14 @@ class BufferPool(threading.local):
 
     def take(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
         """A buffer of ``shape`` with ``like``'s dtype and device, not zeroed (one made in
-        inference mode only in inference mode, where it can be written: and the other way)."""
+        inference mode only in inference mode, where it can be written: and the other way).
+        Its view is made here, in this call's grad mode: a view made under ``no_grad`` may not
+        be written where grad mode is on."""
         size, inference = math.prod(shape), torch.is_inference_mode_enabled()
         for i, buffer in enumerate(self.free):  # the smallest that is large enough
             if (buffer.numel() >= size and buffer.dtype == like.dtype
                     and buffer.device == like.device and buffer.is_inference() == inference):
-                return self.free.pop(i)[:size].view(shape)
+                return self.free.pop(i).view(-1)[:size].view(shape)
         return like.new_empty(shape)
 
     def give(self, buffer: Tensor | None) -> None:
@@ -69,7 +71,7 @@ class BufferPool(threading.local):
         whole = buffer if buffer._base is None else buffer._base
         if any(whole.data_ptr() == kept.data_ptr() for kept in self.free):
             return
-        self.free = sorted([*self.free, whole.view(-1)], key=Tensor.numel)[-self.KEEP:]
+        self.free = sorted([*self.free, whole], key=Tensor.numel)[-self.KEEP:]
 
 
 BUFFERS = BufferPool()
