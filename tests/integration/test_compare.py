@@ -83,6 +83,36 @@ def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, 
     assert a["BLEU"]["score"] == b["BLEU"]["score"] and a["TER"]["score"] == b["TER"]["score"]
 
 
+def test_an_ensemble_is_scored_as_mt_translate_translates_with_its_checkpoints(trained_run,
+                                                                             tmp_path):
+    """``--ensemble``: the checkpoints are one system, which translates as ``mt translate``
+    with the same checkpoints does (their probabilities averaged) and is scored as its
+    translations are as a file; without it, the same checkpoints are two systems compared."""
+    run_dir = trained_run[0]
+    steps = [str(run_dir / "step_0000003.pt"), str(run_dir / "step_0000006.pt")]
+    checkpoints = [arg for path in steps for arg in ("--checkpoint", path)]
+    hyp, settings = tmp_path / "ensemble.txt", ["--beam", "2", "--max-sentences", "8"]
+    result = run_cli(["evaluate", "--ensemble", *checkpoints, "--split", "val", *settings,
+                      "--output", str(hyp), "--json"])
+    assert result.returncode == 0, result.stderr
+    ensemble = json.loads(result.stdout)
+    assert ensemble["ensemble"] == steps and ensemble["sentences"] == 8
+    sources, refs = tmp_path / "val.de", tmp_path / "val.en"
+    for lang, path in (("de", sources), ("en", refs)):
+        path.write_text("".join((TOY_DE_EN / f"valid.{lang}").read_text(encoding="utf-8")
+                                .splitlines(True)[:8]), encoding="utf-8")
+    translated = run_cli(["translate", *checkpoints, "--beam", "2", "--input", str(sources)])
+    assert translated.stdout == hyp.read_text(encoding="utf-8")
+    as_file = json.loads(run_cli(["evaluate", "--hyp", str(hyp), "--ref", str(refs),
+                                  "--json"]).stdout)
+    assert (as_file["bleu"], as_file["chrf"]) == (ensemble["bleu"], ensemble["chrf"])
+    text = run_cli(["evaluate", "--ensemble", *checkpoints, "--split", "val", *settings])
+    assert "beam 2, an ensemble of 2 models" in text.stdout
+    compared = json.loads(run_cli(["evaluate", *checkpoints, "--split", "val", *settings,
+                                   "--json"]).stdout)
+    assert [s["name"] for s in compared["systems"]] == steps
+
+
 @pytest.mark.parametrize("args, message", [
     (["--hyp", "A"], "pass --ref"),
     (["--hyp", "A", "--checkpoint", "C", "--output", "O", "--checkpoint", "C"],
@@ -90,6 +120,7 @@ def test_checkpoints_and_files_compare_on_the_checkpoints_test_set(trained_run, 
     (["--hyp", "A", "--hyp", "A", "--ref", "R"], "same name"),
     (["--hyp", "A", "--hyp", "SHORT", "--ref", "R"], "every system must translate the same"),
     ([], "give --checkpoint"),
+    (["--ensemble", "--checkpoint", "C"], "--ensemble averages the probabilities of two"),
 ])
 def test_comparing_wrong_things_is_one_line(systems, tmp_path, args, message):
     """Each a one-line error: nothing is translated or written."""

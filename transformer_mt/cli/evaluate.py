@@ -34,7 +34,10 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="score a checkpoint with sacreBLEU, or compare several")
     p.add_argument("--checkpoint", action="append",
                    help="a checkpoint to translate and score; repeat it to compare checkpoints "
-                   "(paired bootstrap resampling against the first)")
+                   "(paired bootstrap resampling against the first), or with --ensemble")
+    p.add_argument("--ensemble", action="store_true", help="score the --checkpoint models as "
+                   "one ensemble (their probabilities averaged, as mt translate does with "
+                   "several), not each apart")
     p.add_argument("--hyp", action="append",
                    help="a file of translations to score (or compare) as they are, against "
                    "--ref or the checkpoints' references; repeatable")
@@ -78,7 +81,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     checkpoints, hyp_files = args.checkpoint or [], args.hyp or []
     _check_evaluate_args(args, checkpoints)
     refuse_same_file(args.output, [*checkpoints, *hyp_files, args.src, args.ref])
-    translators = [Translator.load(c, args.device) for c in checkpoints]
+    if args.ensemble:  # one system: the models' probabilities averaged
+        names = ["ensemble of " + ", ".join(checkpoints)]
+        translators = [Translator.load(checkpoints, args.device)]
+    else:
+        names, translators = checkpoints, [Translator.load(c, args.device) for c in checkpoints]
     name, sources, refs = _test_set(args, translators)
     from transformer_mt.compare import System
     from transformer_mt.evaluate import score
@@ -87,7 +94,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     scores: list[Scores | None] = []
     beam = alpha = None
     settings = {f.name: getattr(args, f.name) for f in per_call_settings()}
-    for path, translator in zip(checkpoints, translators, strict=True):
+    for path, translator in zip(names, translators, strict=True):
         result = decode_and_score(translator, refs, sources, progress=bars_enabled(),
                                   **settings)
         systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
@@ -104,13 +111,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return _print_comparison(systems, refs, lang, name, beam, args.json)
     s = scores[0] or score(systems[0].hypotheses, refs, lang)
     lowercased = systems[0].lowercase
-    summary = {("checkpoint" if checkpoints else "hypotheses"): systems[0].name, "split": name,
+    scored = {"ensemble": checkpoints} if args.ensemble else {
+        ("checkpoint" if checkpoints else "hypotheses"): systems[0].name}
+    summary = {**scored, "split": name,
                "sentences": len(refs), "beam_size": beam, "alpha": alpha,
                "references": "lowercased" if lowercased else "as given", **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
         return 0
     print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
+          + (f", an ensemble of {len(checkpoints)} models" if args.ensemble else "")
           + (", references lowercased as the model's output is):" if lowercased else "):"))
     print(f"  {s.bleu_text}")
     print(f"  chrF2 = {s.chrf:.2f}")
@@ -129,8 +139,11 @@ def _check_evaluate_args(args: argparse.Namespace, checkpoints: list[str]) -> No
         raise MTError("pass either --split NAME or --src/--ref files, not both")
     if not checkpoints and args.ref is None:
         raise MTError("--hyp files are scored against references: pass --ref")
-    if args.output and len(checkpoints) != 1:
-        raise MTError("--output writes the translations of one --checkpoint")
+    if args.ensemble and len(checkpoints) < 2:
+        raise MTError("--ensemble averages the probabilities of two or more --checkpoint models")
+    if args.output and len(checkpoints) != 1 and not args.ensemble:
+        raise MTError("--output writes the translations of one --checkpoint (or of an "
+                      "--ensemble)")
 
 
 def _test_set(args: argparse.Namespace, translators: list[Translator],
