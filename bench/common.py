@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 import resource
@@ -119,3 +121,26 @@ def nominal_flops(device: torch.device, precision: str) -> float | None:
 # ------------------------------------------------------------------ a server to measure
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def check_out(parser: argparse.ArgumentParser, out: Path | None) -> None:
+    """Refuse an ``--out`` that cannot be written (a folder; a folder that cannot be made)
+    before minutes of work, not after them."""
+    if out is None:
+        return
+    if out.is_dir():
+        parser.error(f"--out {out} is a directory; name the JSON file to write")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {out}: cannot create its folder ({exc.strerror or exc})")
+
+
+def write_out(out: Path | None, record: dict, to_come: list[str] | None = None) -> None:
+    """Write ``record`` to ``out`` whole or not at all; while parts are still ``to_come``,
+    they are named in it (a run that a time limit stops keeps the parts it finished)."""
+    if out is not None:
+        from transformer_mt.fileio import atomic_write_text
+
+        extra = {"parts_to_come": to_come} if to_come else {}
+        atomic_write_text(out, json.dumps({**record, **extra}, indent=2, default=str) + "\n")

@@ -41,12 +41,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, matmul_flops, nominal_flops
+from bench.common import check_out, machine, matmul_flops, nominal_flops, write_out
 from bench.train_speed import SIZES, SMOKE_SIZES, measure_training
 from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import cuda_problem
-from transformer_mt.fileio import atomic_write_text
 from transformer_mt.precision import CUDA_ATTENTION_KERNELS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -260,13 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes; the speed part runs on the CPU too (for the tests)")
     args = parser.parse_args(argv)
-    if args.out is not None:  # before minutes of checks, not after them
-        if args.out.is_dir():
-            parser.error(f"--out {args.out} is a directory; name the JSON file to write")
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            parser.error(f"--out {args.out}: cannot create its folder ({exc.strerror or exc})")
+    check_out(parser, args.out)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     steps = 3 if args.smoke else args.steps
@@ -286,13 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             report[name] = {"status": "fail", "error": f"{type(exc).__name__}: {exc}"[:300]}
         report[name]["seconds"] = round(time.perf_counter() - begin, 1)
         print(f"gpu_check: {name}: {report[name]['status']}", file=sys.stderr, flush=True)
-        if args.out and i + 1 < len(parts):  # a run stopped by a time limit keeps what it found
-            to_come = {"parts_to_come": [later for later, _ in parts[i + 1:]]}
-            atomic_write_text(args.out, json.dumps({**report, **to_come}, indent=2, default=str))
-    text = json.dumps(report, indent=2, default=str)
-    print(text)
-    if args.out:
-        atomic_write_text(args.out, text + "\n")
+        write_out(args.out, report, [later for later, _ in parts[i + 1:]])
+    print(json.dumps(report, indent=2, default=str))
     failed = [name for name, _ in parts if report[name]["status"] == "fail"]
     if failed:
         print(f"gpu_check: failed: {', '.join(failed)}", file=sys.stderr)

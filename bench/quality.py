@@ -4,6 +4,7 @@ and the test sets, and report each run and the mean over the seeds with its spre
     python bench/quality.py --config config/cpu.yaml [--run-dir runs/cpu] [--set key=value ...]
     python bench/quality.py --config config/gpu.yaml --seeds 1234,1,2 --jobs 3   # 3 seeds at once
     python bench/quality.py --checkpoint runs/cpu/avg.pt        # score an existing model only
+    python bench/quality.py --checkpoint a.pt --checkpoint b.pt --ensemble   # and the two as one
 
 Each run is ``mt train`` in a process of its own (several seeds: ``<run-dir>/seed-<S>``;
 ``--jobs`` of them at once, e.g. sharing one GPU). ``--train-timeout`` stops a run as Ctrl-C
@@ -13,8 +14,9 @@ and the result is scored as ``mt evaluate`` scores: sacreBLEU BLEU (cased, detok
 with greedy search and with beam search (the checkpoint's length penalty; ``--alphas``: beam
 search also with each of these, to choose one on val: ``<set>_beam<N>_alpha<A>``). Prints one JSON
 record: the machine, each run (seed, steps, training wall time, scores) and, for every set and
-search, the mean BLEU and chrF of the runs with the lowest and highest BLEU. Choose on val only;
-the test sets are only reported.
+search, the mean BLEU and chrF of the runs with the lowest and highest BLEU; with ``--ensemble``,
+the scores of the runs' models as one ensemble (their probabilities averaged, as ``mt evaluate
+--ensemble`` scores them). Choose on val only; the test sets are only reported.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from bench.common import machine
+from bench.common import check_out, machine, write_out
 from transformer_mt.average import average_checkpoints
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DECODE_RANGES
@@ -47,11 +49,11 @@ from transformer_mt.translate import Translator
 STOPPED = 128 + signal.SIGINT  # mt train's exit code once a SIGINT made it save and stop
 
 
-def evaluate_all(checkpoint: Path, beam: int, max_sentences: int | None = None,
+def evaluate_all(checkpoint: Path | Sequence[Path], beam: int, max_sentences: int | None = None,
                  alphas: Sequence[float] = ()) -> dict:
-    """BLEU and chrF of ``checkpoint`` on val and each test set of its config, greedy and
-    beam (the checkpoint's length penalty, and each of ``alphas``); ``bleu_signature`` is
-    sacreBLEU's."""
+    """BLEU and chrF of ``checkpoint`` (or of an ensemble of several) on val and each test set
+    of its config, greedy and beam (the checkpoint's length penalty, and each of ``alphas``);
+    ``bleu_signature`` is sacreBLEU's."""
     translator = Translator.load(checkpoint)
     searches: list[tuple[str, dict]] = [("greedy", {"beam_size": 1}),
                                         (f"beam{beam}", {"beam_size": beam})]
@@ -140,20 +142,62 @@ def summary(runs: list[dict]) -> dict:
     return out
 
 
-def run_all(args: argparse.Namespace) -> list[dict]:
-    """Every seed's run, one after another, or ``--jobs`` at once, each in a process of its own
-    (which trains, then scores on the device while the others may still train)."""
-    config = load_config(args.config, args.set)
-    base = Path(args.run_dir or f"runs/{config.name}")
-    seeds = list(args.seeds or [config.train.seed])
+def run_all(args: argparse.Namespace, seeds: list[int]) -> Iterator[dict]:
+    """Every seed's run as it ends: one after another, or ``--jobs`` at once, each in a
+    process of its own (which trains, then scores on the device while the others may still
+    train)."""
+    base = Path(args.run_dir or f"runs/{load_config(args.config, args.set).name}")
     dirs = [base / f"seed-{s}" if len(seeds) > 1 else base for s in seeds]
     if args.jobs > 1 and "OMP_NUM_THREADS" not in os.environ and not torch.cuda.is_available():
         args.threads = max(1, (os.cpu_count() or 1) // min(args.jobs, len(seeds)))
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # the trainings' share of the cores
     if args.jobs == 1:
-        return [one_run(args, seed, run_dir) for seed, run_dir in zip(seeds, dirs, strict=True)]
+        yield from (one_run(args, seed, run_dir) for seed, run_dir in zip(seeds, dirs,
+                                                                           strict=True))
+        return
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-        return list(pool.map(one_run, [args] * len(seeds), seeds, dirs))
+        yield from (f.result() for f in as_completed([pool.submit(one_run, args, seed, run_dir)
+                                                      for seed, run_dir in zip(seeds, dirs,
+                                                                               strict=True)]))
+
+
+def score_all(args: argparse.Namespace, record: dict) -> list[dict]:
+    """Train and score each seed's run (or score each ``--checkpoint``), then the ensemble;
+    ``record`` holds what is done after each (and ``--out`` is written)."""
+    if args.checkpoint is not None:
+        names, parts = [str(p) for p in args.checkpoint], ({
+            "checkpoint": str(path), "scores": evaluate_all(path, args.beam, args.max_sentences,
+                                                            args.alphas)}
+            for path in args.checkpoint)
+    else:
+        seeds = list(args.seeds or [load_config(args.config, args.set).train.seed])
+        names, parts = [f"seed {s}" for s in seeds], run_all(args, seeds)
+        record.update(config=args.config, overrides=args.set, average=args.average)
+    to_come = [*names, *(["ensemble"] if args.ensemble else [])]
+    runs: list[dict] = []
+    for run in parts:
+        runs.append(run)
+        runs.sort(key=lambda r: names.index(f"seed {r['seed']}" if "seed" in r
+                                            else r["checkpoint"]))
+        to_come.remove(f"seed {run['seed']}" if "seed" in run else run["checkpoint"])
+        record.update(beam=args.beam, runs=runs, mean=summary(runs))
+        write_out(args.out, record, to_come)
+    if args.ensemble:
+        record["ensemble"] = ensemble(args, runs)
+    write_out(args.out, record)
+    return runs
+
+
+def ensemble(args: argparse.Namespace, runs: list[dict]) -> dict:
+    """The scores of the scored runs' models as one ensemble (or why there are none)."""
+    paths = [Path(r["checkpoint"]) for r in runs if "scores" in r]
+    if len(paths) < 2:
+        return {"error": f"{len(paths)} run(s) scored; an ensemble needs two or more"}
+    try:
+        return {"checkpoints": [str(p) for p in paths],
+                "scores": evaluate_all(paths, args.beam, args.max_sentences, args.alphas)}
+    except Exception as exc:  # the runs' own scores are still reported
+        return {"checkpoints": [str(p) for p in paths], "error": str(exc)}
 
 
 def seed_list(text: str) -> list[int]:
@@ -188,37 +232,40 @@ def main() -> None:
                         help="stop each training after this long (saved; resumable)")
     parser.add_argument("--average", type=int, default=3, help="score the average of the last "
                         "N saves (default 3, as the recipes' figures); 0: best.pt")
-    parser.add_argument("--checkpoint", type=Path, help="only score this checkpoint")
+    parser.add_argument("--checkpoint", type=Path, action="append", help="only score this "
+                        "checkpoint (repeatable: each, and their mean)")
+    parser.add_argument("--ensemble", action="store_true", help="also score the runs' models "
+                        "(or the --checkpoint ones) as one ensemble")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--alphas", type=alpha_list, default=[], help="beam search also with "
                         "each of these length penalties, e.g. 1.0,1.3,1.6,2.0 (choose on val)")
     parser.add_argument("--max-sentences", type=int, help="score only the first N sentences of "
                         "each set (a smoke run)")
+    parser.add_argument("--out", type=Path, help="also write the JSON here (after each run and "
+                        "the ensemble: a call cut short keeps what it finished, the rest in "
+                        "parts_to_come)")
     args = parser.parse_args()
     if args.jobs < 1 or args.average < 0:
         parser.error("--jobs must be 1 or more, --average 0 or more")
+    if not args.config and args.checkpoint is None:
+        parser.error("give --config to train, or --checkpoint to score")
+    check_out(parser, args.out)
+    if args.ensemble and len(args.checkpoint or args.seeds or []) < 2:
+        parser.error("--ensemble needs two or more --seeds or --checkpoint models")
     args.threads = None
     record: dict = {"benchmark": "quality", "date": time.strftime("%Y-%m-%d"),
                     "machine": machine(torch.device("cuda") if torch.cuda.is_available()
                                        else None)}
-    if args.checkpoint is not None:
-        runs = [{"checkpoint": str(args.checkpoint),
-                 "scores": evaluate_all(args.checkpoint, args.beam, args.max_sentences,
-                                        args.alphas)}]
-    elif args.config:
-        record.update(config=args.config, overrides=args.set, average=args.average)
-        try:
-            runs = run_all(args)
-        except KeyboardInterrupt:
-            sys.exit("quality.py: interrupted; each training saved where it stopped (last.pt), "
-                     "and the same command resumes them")
-    else:
-        parser.error("give --config to train, or --checkpoint to score")
-    record.update(beam=args.beam, runs=runs, mean=summary(runs))
+    try:
+        runs = score_all(args, record)
+    except KeyboardInterrupt:
+        sys.exit("quality.py: interrupted; each training saved where it stopped (last.pt), "
+                 "and the same command resumes them")
     print(json.dumps(record, indent=2))
-    failed = [r for r in runs if "error" in r]
+    failed = [r for r in [*runs, record.get("ensemble", {})] if "error" in r]
     for r in failed:
-        print(f"quality.py: the run of seed {r['seed']} failed: {r['error']}", file=sys.stderr)
+        what = f"the run of seed {r['seed']}" if "seed" in r else "the ensemble"
+        print(f"quality.py: {what} failed: {r['error']}", file=sys.stderr)
     sys.exit(1 if failed else 0)
 
 

@@ -108,9 +108,11 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
 def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_scores(tmp_path):
     """Two seeds trained at once, the last 3 saves of each averaged and scored; the mean and
     spread are the runs', and a run's figure is what ``mt evaluate`` prints for its averaged
-    checkpoint, with the checkpoint's length penalty (0.6) and with each of ``--alphas``."""
+    checkpoint, with the checkpoint's length penalty (0.6) and with each of ``--alphas``; the
+    ensemble's, what ``mt evaluate --ensemble`` prints for the runs' checkpoints."""
     record = _quality(tmp_path, "train.max_steps=30", "--seeds", "1,2", "--jobs", "2",
-                      "--alphas", "0.6,2")
+                      "--alphas", "0.6,2", "--ensemble", "--out", str(tmp_path / "q.json"))
+    assert json.loads((tmp_path / "q.json").read_text()) == record  # no parts_to_come
     runs = record["runs"]
     assert [r["seed"] for r in runs] == [1, 2] and not any(r["stopped"] for r in runs)
     for run in runs:
@@ -135,6 +137,15 @@ def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_score
                                         "--max-sentences", "5", "--json"]).stdout)
         assert round(evaluated["bleu"], 2) == runs[0]["scores"][key]["bleu"]
         assert round(evaluated["chrf"], 2) == runs[0]["scores"][key]["chrf"]
+    ensemble = record["ensemble"]
+    assert ensemble["checkpoints"] == [r["checkpoint"] for r in runs]
+    assert set(ensemble["scores"]) == set(runs[0]["scores"])
+    checkpoints = [arg for r in runs for arg in ("--checkpoint", r["checkpoint"])]
+    evaluated = json.loads(run_cli(["evaluate", "--ensemble", *checkpoints, "--split",
+                                    "test_2016_flickr", "--beam-size", "2", "--alpha", "2",
+                                    "--max-sentences", "5", "--json"]).stdout)
+    assert round(evaluated["bleu"], 2) == ensemble["scores"]["test_2016_flickr_beam2_alpha2"][
+        "bleu"]
 
 
 @needs_data  # the benchmarks measure Multi30k
@@ -147,13 +158,40 @@ def test_quality_benchmark_stops_a_run_at_its_timeout_and_scores_what_it_saved(t
     assert "stopped by SIGINT" in (tmp_path / "runs.log").read_text()
 
 
-def test_quality_benchmark_refuses_a_bad_length_penalty_before_it_trains(tmp_path):
+def test_quality_benchmark_cut_short_keeps_the_models_it_scored(trained_run, tmp_path,
+                                                                  monkeypatch):
+    """A time limit that stops the benchmark while it scores the ensemble leaves --out holding
+    each model's scores and their mean, and naming the ensemble as still to come."""
+    from bench import quality
+
+    def killed(*args, **kwargs):
+        raise SystemExit(124)  # what `timeout` does to the process, as far as the file goes
+
+    monkeypatch.setattr(quality, "ensemble", killed)
+    models = [str(trained_run[0] / name) for name in ("step_0000003.pt", "best.pt")]
+    out = tmp_path / "quality.json"
+    monkeypatch.setattr(sys, "argv", ["quality.py", *(a for m in models for a in (
+        "--checkpoint", m)), "--ensemble", "--beam", "2", "--max-sentences", "4", "--out",
+        str(out)])
+    with pytest.raises(SystemExit):
+        quality.main()
+    report = json.loads(out.read_text())
+    assert report["parts_to_come"] == ["ensemble"] and "ensemble" not in report
+    assert [r["checkpoint"] for r in report["runs"]] == models
+    assert report["mean"]["toy_test_beam2"]["runs"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--alphas", "1.0,11"], "'1.0,11' is not a comma-separated list of length penalties "
+                             "from 0 to 10"),
+    (["--ensemble", "--seeds", "1"], "--ensemble needs two or more --seeds or --checkpoint"),
+])
+def test_quality_benchmark_refuses_what_it_cannot_do_before_it_trains(tmp_path, args,
+                                                                       message):
     result = subprocess.run([sys.executable, "bench/quality.py", "--config",
                              "config/quickstart.yaml", "--run-dir", str(tmp_path / "runs"),
-                             "--alphas", "1.0,11"], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 2 and "'1.0,11' is not a comma-separated list of length " \
-        "penalties from 0 to 10" in result.stderr.splitlines()[-1]
+                             *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and message in result.stderr.splitlines()[-1]
     assert not (tmp_path / "runs").exists()
 
 
