@@ -397,6 +397,23 @@ def test_an_ensemble_of_one_or_of_copies_equals_the_model(toy_model):
         assert len(mixed) == 30
 
 
+def test_an_ensembles_next_token_log_probabilities_are_its_members_mean_probability(toy_model):
+    """log of the mean of the members' softmaxes, computed plainly in float64, for three
+    different models (the decoding states' logits, every prefix row)."""
+    from transformer_mt.decode.ensemble import Ensemble
+    from transformer_mt.decode.search import start_decoding as start
+
+    members = [toy_model, train_toy_model(steps=30, seed=1), train_toy_model(steps=10, seed=2)]
+    src = toy_sources(5, seed=7)
+    mask = source_mask(src)
+    prefix = torch.cat([torch.full((5, 1), BOS_ID), src[:, :3]], dim=1)  # (5, 4)
+    with torch.no_grad():
+        ours = start(Ensemble(members), src, mask).next_logits(prefix)  # (5, V)
+        probs = [start(m, src, mask).next_logits(prefix).double().softmax(-1) for m in members]
+    expected = torch.stack(probs).mean(0).log()
+    assert ours.dtype == torch.float32 and torch.allclose(ours.double(), expected, atol=1e-5)
+
+
 
 @settings(max_examples=200, deadline=None)
 @given(rows=st.integers(1, 6), vocab=st.integers(1, 24 * BLOCK), count=st.integers(1, 20),

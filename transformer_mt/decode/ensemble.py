@@ -30,9 +30,13 @@ class EnsembleState(StepByStep):
 
     def next_logits(self, prefix: Tensor) -> Tensor:
         """(N, t) prefixes -> (N, V) log of the members' mean next-token probabilities."""
-        logits = [state.next_logits(prefix) for state in self.states]
-        log_probs = torch.stack([z.float().log_softmax(dim=-1) for z in logits])  # (M, N, V)
-        return torch.logsumexp(log_probs, dim=0) - math.log(len(logits))  # (N, V)
+        total: Tensor | None = None  # log of the members' probabilities summed so far
+        for state in self.states:
+            log_probs = state.next_logits(prefix).float().log_softmax(dim=-1)  # (N, V)
+            # log(p + q) from log p and log q, one pass (no (M, N, V) stack to reduce)
+            total = log_probs if total is None else torch.logaddexp(total, log_probs, out=total)
+        assert total is not None  # an ensemble has members
+        return total - math.log(len(self.states))  # (N, V)
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         for state in self.states:
