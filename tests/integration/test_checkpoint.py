@@ -25,6 +25,14 @@ def small_checkpoint(seed: int = 0) -> dict:
     return ck.make_checkpoint(model, cfg, vocab, vocab, {"step": seed})
 
 
+def later_save(ckpt: dict, step: int) -> dict:
+    """``ckpt`` as a later save of its run: the same model, its weights moved a little."""
+    gen = torch.Generator().manual_seed(step)
+    model = {k: v + 0.01 * torch.randn(v.shape, generator=gen) if v.is_floating_point()
+             else v.clone() for k, v in ckpt["model"].items()}
+    return {**ckpt, "model": model, "progress": {"step": step}}
+
+
 def test_round_trip_rebuilds_the_model(tmp_path):
     ckpt = small_checkpoint()
     ck.save_checkpoint(ckpt, tmp_path / "m.pt")
@@ -144,8 +152,9 @@ def test_weights_that_do_not_fit_the_vocabulary_are_refused(tmp_path):
         build.model_from_checkpoint(ckpt)
 
 
-def test_average_of_identical_checkpoints_is_the_same_model(tmp_path):
-    a, b = small_checkpoint(0), small_checkpoint(1)
+def test_the_average_is_the_mean_of_the_weights_with_the_latest_progress(tmp_path):
+    a = small_checkpoint(0)
+    b = later_save(a, 1)
     ck.save_checkpoint(a, tmp_path / "a.pt")
     ck.save_checkpoint(b, tmp_path / "b.pt")
     avg = average.average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
@@ -223,6 +232,29 @@ def test_averaging_checkpoints_of_different_tensors_is_refused(tmp_path):
             average.average_checkpoints([tmp_path / "a.pt", tmp_path / f"{name}.pt"])
 
 
+def test_averaging_trainings_that_started_apart_is_refused_and_names_the_ensemble(tmp_path):
+    """Two trainings of one config from other seeds have unrelated weights (their average
+    translates nothing): refused in one line that says to decode them as an ensemble, nothing
+    written; saves of one run average (the cosine similarity of their weights is near 1)."""
+    first, other = small_checkpoint(0), small_checkpoint(1)
+    assert average.similarity(other["model"], first["model"]) < 0.1
+    assert average.similarity(later_save(first, 5)["model"], first["model"]) > 0.9
+    for name, ckpt in (("a", first), ("b", other), ("later", later_save(first, 5))):
+        ck.save_checkpoint(ckpt, tmp_path / f"{name}.pt")
+    out = tmp_path / "avg.pt"
+    result = run_cli(["average", str(tmp_path / "a.pt"), str(tmp_path / "later.pt"),
+                      str(tmp_path / "b.pt"), "--output", str(out)])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "'" + str(tmp_path / "b.pt") + "' comes from another training" in line
+    assert "as an ensemble instead (mt translate --checkpoint A --checkpoint B)" in line
+    assert not out.exists()
+    result = run_cli(["average", str(tmp_path / "a.pt"), str(tmp_path / "later.pt"),
+                      "--output", str(out)])
+    assert result.returncode == 0, result.stderr
+    assert out.exists()
+
+
 def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_path):
     """A real write failure (a file-size limit stands in for a full disk): torch.save raises
     RuntimeError, and the user gets one line; the previous output is intact, no temporary left."""
@@ -232,8 +264,8 @@ def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_pa
 
     from tests.helpers import REPO
 
-    for seed in (0, 1):
-        ck.save_checkpoint(small_checkpoint(seed), tmp_path / f"{seed}.pt")
+    ck.save_checkpoint(small_checkpoint(0), tmp_path / "0.pt")
+    ck.save_checkpoint(later_save(small_checkpoint(0), 1), tmp_path / "1.pt")
     out = tmp_path / "avg.pt"
     out.write_bytes(b"previous")
     limit = 20_000  # bytes: smaller than a checkpoint
