@@ -5,6 +5,7 @@ allocating anything (the trainer's memory check)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from transformer_mt.checkpoint import (
 from transformer_mt.config import Config
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import PAD_ID, Vocab
-from transformer_mt.errors import CheckpointError, DataError
+from transformer_mt.errors import CheckpointError, DataError, MTError
 from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import use_precision_policy
 
@@ -119,3 +120,19 @@ def model_from_checkpoint(ckpt: dict[str, Any], path: str | Path = "checkpoint",
         raise CheckpointError(f"'{path}' holds NaN or infinite weights (the training diverged); "
                               "use an earlier checkpoint")
     return model.to(device).eval(), config, src_vocab, tgt_vocab
+
+
+def check_ensemble(paths: Sequence[str | Path],
+                   members: Sequence[tuple[Config, Vocab, Vocab]]) -> None:
+    """Refuse, in one line, models that cannot decode as one ensemble (``members``: each
+    checkpoint's config and vocabularies): other vocabularies, or the other direction (one joint
+    vocabulary serves both ways)."""
+    config, src_vocab, tgt_vocab = members[0]
+    way = f"{config.data.src_lang}->{config.data.tgt_lang}"
+    for path, (cfg, src, tgt) in zip(paths[1:], members[1:], strict=True):
+        if (src, tgt) != (src_vocab, tgt_vocab):
+            raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
+                          "needs models trained on the same vocabularies")
+        if f"{cfg.data.src_lang}->{cfg.data.tgt_lang}" != way:
+            raise MTError(f"'{path}' translates {cfg.data.src_lang}->{cfg.data.tgt_lang}, "
+                          f"'{paths[0]}' {way}; an ensemble's models must translate the same way")

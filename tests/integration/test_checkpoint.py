@@ -255,6 +255,26 @@ def test_averaging_trainings_that_started_apart_is_refused_and_names_the_ensembl
     assert out.exists()
 
 
+def test_an_ensemble_of_models_that_do_not_translate_alike_is_refused(trained_run,
+                                                                     subword_run, tmp_path):
+    """Models of other vocabularies, or of the other direction (a joint vocabulary serves
+    both: an en->de model's probabilities would be averaged with a de->en one's), are refused in
+    one line, naming the file; each alone translates."""
+    model = trained_run[0] / "best.pt"
+    reverse = ck.load_checkpoint(model)
+    reverse["config"]["data"].update(src_lang="en", tgt_lang="de")
+    ck.save_checkpoint(reverse, tmp_path / "en-de.pt")
+    for other, says in ((subword_run / "best.pt", "has other vocabularies than"),
+                        (tmp_path / "en-de.pt", "translates en->de, '" + str(model) + "' de->en; "
+                         "an ensemble's models must translate the same way")):
+        result = run_cli(["translate", "--checkpoint", str(model), "--checkpoint", str(other),
+                          "Ein Hund."])
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        line = result.stderr.strip().splitlines()[-1]
+        assert f"'{other}'" in line and says in line
+        assert run_cli(["translate", "--checkpoint", str(other), "Ein Hund."]).returncode == 0
+
+
 def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_path):
     """A real write failure (a file-size limit stands in for a full disk): torch.save raises
     RuntimeError, and the user gets one line; the previous output is intact, no temporary left."""

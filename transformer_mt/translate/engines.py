@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from transformer_mt.build import model_from_checkpoint, tokenizers_from_checkpoint
+from transformer_mt.build import check_ensemble, model_from_checkpoint, tokenizers_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint
 from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config.file import config_from_dict
@@ -230,10 +230,7 @@ def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "au
     loaded += [model_from_checkpoint(load_checkpoint(p), p, dev) for p in paths[1:]]
     _, config, src_vocab, tgt_vocab = loaded[0]
     tokenizers = tokenizers_from_checkpoint(first, config, paths[0])
-    for path, (_, _, src, tgt) in zip(paths[1:], loaded[1:], strict=True):
-        if (src, tgt) != (src_vocab, tgt_vocab):
-            raise MTError(f"'{path}' has other vocabularies than '{paths[0]}'; an ensemble "
-                          "needs models trained on the same vocabularies")
+    check_ensemble(paths, [(cfg, src, tgt) for _, cfg, src, tgt in loaded])
     return Loaded(TorchEngine([m for m, *_ in loaded], dev, compile=compile), config,
                   src_vocab, tgt_vocab, tokenizers)
 
