@@ -58,6 +58,13 @@ def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, Any]:
     paths = [Path(p) for p in paths]
     if not paths:
         raise CheckpointError("no checkpoints to average; pass two or more .pt files")
+    seen: dict[Path, Path] = {}
+    for given in paths:  # a file named twice would count twice
+        where = Path(given).resolve()
+        if where in seen:
+            raise CheckpointError(f"'{given}' is the same file as '{seen[where]}'; each "
+                                  "checkpoint counts once in an average")
+        seen[where] = Path(given)
     first = load_checkpoint(paths[0])
     total = {k: v.double() if v.is_floating_point() else v.clone()
              for k, v in first["model"].items()}

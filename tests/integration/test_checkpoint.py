@@ -249,6 +249,10 @@ def test_averaging_trainings_that_started_apart_is_refused_and_names_the_ensembl
     assert "'" + str(tmp_path / "b.pt") + "' comes from another training" in line
     assert "as an ensemble instead (mt translate --checkpoint A --checkpoint B)" in line
     assert not out.exists()
+    twice = run_cli(["average", str(tmp_path / "a.pt"), str(tmp_path / "later.pt"),
+                     str(tmp_path / "." / "a.pt"), "--output", str(out)])
+    assert twice.returncode != 0 and "is the same file as" in twice.stderr.splitlines()[-1]
+    assert not out.exists()  # a file named twice would have counted twice
     result = run_cli(["average", str(tmp_path / "a.pt"), str(tmp_path / "later.pt"),
                       "--output", str(out)])
     assert result.returncode == 0, result.stderr
