@@ -111,3 +111,26 @@ def test_a_server_without_a_run_or_a_second_model_says_how_to_start_one(models):
         for path, flag in (("/v1/run", "--run-dir"), ("/v1/compare", "--compare")):
             answer = bare.post(path, json={"text": SENTENCE})
             assert answer.status_code == 422 and flag in answer.json()["error"]
+
+
+def test_what_reads_one_model_is_a_422_from_an_ensemble_that_translates(trained_run):
+    """Served as an ensemble, the requests that read one model's insides (attention, the next
+    tokens' candidates, the beam's steps, alignment, the lens, switches) get a 422 naming what
+    they read; translations and a forced prefix's alternatives are the ensemble's."""
+    best = trained_run[0] / "best.pt"
+    ensemble = Translator.load([best, best], "cpu")
+    with local_client(create_app(ensemble, ServeOptions())) as client:
+        for path, extra, what in (
+                ("/v1/translate", {"attention": True}, "attention weights"),
+                ("/v1/translate", {"topk": 2}, "attention weights"),
+                ("/v1/translate", {"align": True}, "attention weights"),
+                ("/v1/translate", {"beam_steps": True, "beam_size": 2}, "the beam's steps"),
+                ("/v1/lens", {}, "the logit lens"),
+                ("/v1/switch", {"switches": ["cross:1:1"]}, "switches")):
+            answer = client.post(path, json={"text": SENTENCE, **extra})
+            assert answer.status_code == 422, (path, extra)
+            assert answer.json()["error"] == f"{what}: not for an ensemble (2 models); load " \
+                "one checkpoint"
+        plain = client.post("/v1/translate", json={"text": SENTENCE})
+        assert plain.status_code == 200
+        assert plain.json()["translations"][0]["text"] == ensemble.translate([SENTENCE])[0]

@@ -75,7 +75,7 @@ def logit_lens(translator: Translator, src_ids: list[int], out_ids: list[int],
                k: int = 5) -> Lens:
     """The lens of the output ``out_ids`` (ids without ``<bos>``/``<eos>``) for the source
     ``src_ids`` (ending in ``<eos>``), the whole output read at once (teacher forcing)."""
-    model = translator.one_model("the logit lens is")
+    model = translator.one_model("the logit lens")
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)  # (1, T + 1)
     probs = lens_log_probs(model, src, tgt_in).exp()  # (L + 1, T + 1, V)
@@ -168,7 +168,7 @@ def decode_switched(translator: Translator, sentence: str,
                     switches: Sequence[Switch] = ()) -> tuple[Decoded, float]:
     """The greedy translation of ``sentence`` with ``switches`` on, and the log-probability
     that model gives the translation made without them (what the switches cost it)."""
-    model = translator.one_model("switches are")
+    model = translator.one_model("switches")
     src_ids = translator.encode([sentence])[0]
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     mask = source_mask(src)

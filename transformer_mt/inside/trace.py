@@ -33,7 +33,7 @@ def cross_attention(translator: Translator, sentence: str, layer: int = -1,
     """Translate greedily, then return source tokens, output tokens, the cross-attention
     weights ``(T_out, S)`` of one decoder layer (one head, or the mean over heads) and the
     translation."""
-    translator.one_model("attention weights are")
+    translator.one_model("attention weights")
     src_ids = translator.encode([sentence])[0]
     result = translator.translate([sentence], nbest=1, beam_size=1)[0][0]
     weights = translator.cross_attention(src_ids, result.ids, layer, head)  # (T_out + 1, S)
@@ -63,7 +63,7 @@ def look_inside(translator: Translator, src_ids: list[int], out_ids: list[int],
     """One forward pass over ``out_ids`` (ids without <bos>/<eos>) for the source ``src_ids``
     (ending in <eos>) at ``precision`` (that of the decoding it explains): the attention maps
     and next-token candidates ``mt trace`` draws and the server's page shows."""
-    model = translator.one_model("attention weights are")
+    model = translator.one_model("attention weights")
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=translator.device)  # (1, T + 1)
     att = AttentionWeights()
@@ -98,7 +98,7 @@ def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig,
                forcing: Forcing | None = None) -> BeamSteps:
     """Beam search over one source (ids ending in <eos>), with the settings ``cfg`` (and a
     prefix's ``forcing``), recording what it kept and what ended at each step."""
-    model = translator.one_model("the beam's steps are")
+    model = translator.one_model("the beam's steps")
     precision = resolve_precision(cfg.precision, translator.device)
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     itos = translator.tgt_vocab.itos
@@ -160,7 +160,7 @@ def _trace_encoder(translator: Translator, sentence: str, src_ids: list[int],
                    src_tokens: list[str], emit: Callable[[str], None]) -> list[Tensor]:
     """Stages 1-4: tokens, embedding, positions, the encoder's layers; returns each encoder
     layer's attention weights (H, S, S)."""
-    model = translator.one_model("the steps of a trace are")
+    model = translator.one_model("a trace")
     cfg = model.cfg
     d = cfg.d_model
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
@@ -210,7 +210,7 @@ def _trace_decoder(translator: Translator, src_ids: list[int], src_tokens: list[
     """Stage 5: greedy decoding a token at a time, with the cross-attention and the five most
     probable next tokens of each step (the prefix's tokens forced, ``forcing``); returns the
     output tokens."""
-    model = translator.one_model("the steps of a trace are")
+    model = translator.one_model("a trace")
     cfg = model.cfg
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     mask = source_mask(src)  # (1, 1, 1, S)
@@ -260,7 +260,7 @@ def _trace_figures(translator: Translator, figures: Path, src_ids: list[int],
     """The positional encoding and every layer's and head's attention maps, as images."""
     from transformer_mt.inside.plots import plot_attention, pyplot, save_figure
 
-    model, plt = translator.one_model("the steps of a trace are"), pyplot()
+    model, plt = translator.one_model("a trace"), pyplot()
     figures.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
     image = ax.imshow(model.encoder.pos.table[:50].cpu().numpy(), cmap="RdBu",

@@ -130,6 +130,7 @@ async def lens(req: LensRequest, request: Request, svc: ServiceDep,
     t = svc.translator
 
     def run(sentence: str) -> LensResponse:
+        t.one_model("the logit lens")  # said before the greedy translation it may need
         tokens = req.tokens if req.tokens is not None else decode_switched(t, sentence)[0].tokens
         unknown = [tok for tok in tokens if tok not in t.tgt_vocab.stoi]
         if unknown:

@@ -132,7 +132,7 @@ class Translator:
         return self._torch_engine().model
 
     def one_model(self, what: str) -> Transformer:
-        """The PyTorch model, where ``what`` needs one ("attention weights are", say)."""
+        """The PyTorch model, where ``what`` reads one ("attention weights", say)."""
         return self._torch_engine().one_model(what)
 
     def _torch_engine(self) -> TorchEngine:

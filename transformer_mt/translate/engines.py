@@ -190,9 +190,10 @@ class TorchEngine:
         return min(m.cfg.max_source_tokens for m in self.members)
 
     def one_model(self, what: str) -> Transformer:
-        """The model, where ``what`` needs one: "attention weights are", say."""
+        """The model, where ``what`` reads one ("attention weights", say)."""
         if len(self.members) > 1:
-            raise MTError(f"{what} those of one model; pass one checkpoint")
+            raise MTError(f"{what}: not for an ensemble ({len(self.members)} models); load "
+                          "one checkpoint")
         return self.members[0]
 
     @torch.no_grad()
@@ -200,7 +201,7 @@ class TorchEngine:
                         head: int | None = None) -> Tensor:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
-        model = self.one_model("attention weights are")
+        model = self.one_model("attention weights")
         n_layers = len(model.decoder.layers)
         if not -n_layers <= layer < n_layers:
             raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
