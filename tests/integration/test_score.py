@@ -55,6 +55,25 @@ def test_scores_are_what_beam_search_gives_and_ctranslate2_agrees(trained_run, t
         assert other["token_log_probs"] == pytest.approx(ours["token_log_probs"], abs=1e-3)
 
 
+def test_checkpoint_repeated_scores_with_the_ensemble(trained_run, tmp_path):
+    """``--checkpoint`` repeated scores as the ensemble of those models scores in Python (its
+    mean probability: tests/unit/test_equivalence.py), which neither model alone gives."""
+    steps = [str(trained_run[0] / f"step_000000{s}.pt") for s in (3, 6)]
+    sources, translations = ["Ein Mädchen läuft in der Stadt.", "Zwei Männer stehen im "
+                             "Schnee."], ["A girl runs in the city.", "Two men in the snow."]
+    src, hyp = _files(tmp_path, sources, translations)
+    result = run_cli(["score", "--checkpoint", steps[0], "--checkpoint", steps[1], "--src", src,
+                      "--hyp", hyp, "--json"])
+    assert result.returncode == 0, result.stderr
+    together = [json.loads(line)["token_log_probs"] for line in result.stdout.splitlines()]
+    ensemble = Translator.load(steps, "cpu").score(sources, translations)
+    assert together == [pytest.approx(s.log_probs, abs=1e-4) for s in ensemble]
+    for step in steps:
+        alone = Translator.load(step, "cpu").score(sources, translations)
+        assert max(abs(a - b) for s, t in zip(alone, together, strict=True)
+                   for a, b in zip(s.log_probs, t, strict=True)) > 0.01
+
+
 def test_bad_input_is_one_line(trained_run, tmp_path):
     ckpt = str(trained_run[0] / "best.pt")
     src, hyp = _files(tmp_path, ["Ein Hund.", "Zwei Katzen."], ["A dog."])

@@ -58,8 +58,9 @@ def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt score``."""
     p = sub.add_parser("score", parents=[common],
                        help="how probable a model finds given translations, token by token")
-    p.add_argument("--checkpoint", required=True, help="a checkpoint (.pt), or an exported "
-                   "model directory with --engine ctranslate2")
+    p.add_argument("--checkpoint", required=True, action="append", help="a checkpoint (.pt), "
+                   "or an exported model directory with --engine ctranslate2; repeat it to "
+                   "score with an ensemble (the models' mean probability)")
     p.add_argument("--src", required=True, help="the source sentences, one a line")
     p.add_argument("--hyp", required=True, help="their translations to score, line by line")
     add_decoding_flags(p, ["alpha", "precision"])
