@@ -1,7 +1,7 @@
 """The deployment docs/serve.md shows, run as it ships: deploy/build.sh's image and
 deploy/compose.yaml's two servers on one Redis, in containers (podman, podman-compose). A
 translation made by one server is the other's cache hit; a client over the rate limit is
-refused by either.
+refused by either; the page and the files it loads are served as the package has them.
 
 Building the image takes minutes, so this runs only when asked: ``MT_CONTAINER_TESTS=1``, as
 root, with podman, runc and debootstrap installed (``apt install podman runc debootstrap``)
@@ -48,6 +48,18 @@ def _up(url: str, deadline: float) -> None:
         time.sleep(1)
 
 
+def _serves_the_page(url: str) -> None:
+    """The page and each file it loads, as the package has them (an installed package lacked
+    look.js: GET /look.js was a 500)."""
+    from transformer_mt.serve.routes import PAGE_FILES
+
+    for name in ("", *PAGE_FILES):
+        with urllib.request.urlopen(f"{url}/{name}", timeout=30) as r:
+            served = r.read().decode()
+        assert served == (REPO / "transformer_mt/serve" / (name or "page.html")).read_text(
+            encoding="utf-8"), name
+
+
 def test_two_containers_share_one_limit_and_one_cache(trained_run, tmp_path):
     conf = tmp_path / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
@@ -70,6 +82,7 @@ def test_two_containers_share_one_limit_and_one_cache(trained_run, tmp_path):
         deadline = time.monotonic() + 180
         _up(a, deadline)
         _up(b, deadline)
+        _serves_the_page(a)
         assert_servers_agree(a, b, SENTENCE, limit=4)
     finally:
         logs = subprocess.run([*compose, "logs"], cwd=REPO, env=env, capture_output=True,
