@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -130,3 +134,29 @@ def test_export_replaces_an_earlier_export_only_with_overwrite(trained_run, tmp_
     assert replaced.returncode == 0, replaced.stderr
     assert (out / "model.bin").read_bytes() != model
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]  # nothing left beside it
+
+
+PROBE_THREADS = """import os, sys, torch
+torch.set_num_threads(int(sys.argv[2]))
+from transformer_mt.translate.engines import load_exported
+engine = load_exported(sys.argv[1], "cpu").engine
+before = len(os.listdir("/proc/self/task"))
+engine.translate_tokens([sys.argv[3].split()] * 16, [40] * 16, 5, 16)
+print(len(os.listdir("/proc/self/task")) - before)"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_the_engine_decodes_with_as_many_threads_as_torch_has(tmp_path):
+    """The exported model decodes with torch's thread count (a server worker's share of the
+    cores), not CTranslate2's default of every core in every process: the threads its first
+    translation starts are its OpenMP helpers, one fewer than its threads."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64,
+                      dropout=0.0, max_positions=64)
+    model = Transformer(cfg, VOCAB, VOCAB, PAD_ID).eval()
+    out = export_ctranslate2(save_toy_checkpoint(model, tmp_path / "m.pt"), tmp_path / "m")
+    sentence = " ".join(SYMBOLS[:8])
+    started = {n: int(subprocess.run([sys.executable, "-c", PROBE_THREADS, str(out), str(n),
+                                      sentence], check=True, capture_output=True, text=True,
+                                     timeout=120).stdout.split()[-1]) for n in (1, 2)}
+    assert started == {1: 0, 2: 1}

@@ -253,7 +253,10 @@ NEVER_PRODUCED = [[PAD], [BOS]]
 
 class CTranslate2Engine:
     """A model exported by ``mt export``, decoding in CTranslate2 as our decoder batches:
-    sorted by source length, ``batch_size`` a batch, no output longer than search allows."""
+    sorted by source length, ``batch_size`` a batch, no output longer than search allows;
+    with ``threads`` OpenMP threads, by default as many as torch's in this process (all the
+    cores, ``OMP_NUM_THREADS``, or a server worker's share of them), not its own default (as
+    many as the cores, in each process: ``mt serve --workers 2`` ran 2 x 2 on 2 cores)."""
 
     can_inspect = False
 
@@ -268,7 +271,7 @@ class CTranslate2Engine:
         self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
         self.translator = ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
                                          else "cpu", compute_type=compute_type,
-                                         intra_threads=threads)
+                                         intra_threads=threads or torch.get_num_threads())
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
