@@ -9,7 +9,9 @@ Translates the checkpoint's first test set (``--split``; Multi30k: test_2016_fli
 translations, and prints one JSON record with sentences/s and output tokens/s for each setting,
 ``cache_speedup`` (cached / uncached, beam 5, batch N) and, with CTranslate2, ``vs_ctranslate2``
 (engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
-call: the same batches, length limits and threads, translations only, best of 3 turns each),
+call: the same batches and length limits, translations only, best of 3 turns each; ours at
+``--threads``, the engine at its better thread count of ``--engine-threads``, default 1 to
+ours: ``ours_threads``, ``ctranslate2_threads`` and each count's ``ctranslate2_by_threads``),
 ``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
 ``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints),
 ``first_translation`` (with CTranslate2: a fresh process's first translation of a sentence
@@ -34,6 +36,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from unittest import mock
 
@@ -42,6 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, synchronize
+from bench.first_call import first_call, first_translations
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import pick_device
 from transformer_mt.evaluate import read_test_set
@@ -63,16 +67,21 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
 
 def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
                       sentence: str = "") -> dict:
-    """CTranslate2 on the same sentences, greedy and beam 5, fp32, as many threads as ours,
-    timed in turns with ``ours(beam, batch)`` (seconds of our decoding of the same batches),
-    best of ``ROUNDS`` each (``LONE_ROUNDS`` for the lone sentences, whose turns are short), so
-    that a slow moment of the machine does not favour either side: batches of 32 (sorted by
-    length), and one sentence a call (the first ``LONE`` sentences, in milliseconds a sentence:
-    a lone request's latency; with ``compiled``, ours also with the compiled steps). Both get
-    the same batches and the same per-sentence length limits and return translations only. (That
-    both compute the same is tested in tests/integration/test_export.py.)
+    """CTranslate2 on the same sentences, greedy and beam 5, fp32, at each of
+    ``args.engine_threads`` (default: 1 to ours) in a process of its own, timed in turns with
+    ``ours(beam, batch)`` (seconds of our decoding of the same batches at our threads), best of
+    ``ROUNDS`` each (``LONE_ROUNDS`` for the lone sentences, whose turns are short), so that a
+    slow moment of the machine does not favour either side: batches of 32 (sorted by length),
+    and one sentence a call (the first ``LONE`` sentences, in milliseconds a sentence: a lone
+    request's latency; with ``compiled``, ours also with the compiled steps). Both get the same
+    batches and the same per-sentence length limits and return translations only. (That both
+    compute the same is tested in tests/integration/test_export.py.) Each row compares ours
+    with the engine at its better thread count for that row (``ctranslate2_threads``; every
+    count's figures in ``ctranslate2_by_threads``): its OpenMP runtime has run several times
+    slower at 2 threads than at 1 on some VMs, and a ratio against a crippled engine says
+    nothing.
 
-    The engine runs in a process of its own, as it would for a user: CTranslate2 brings its
+    The engine runs in processes of its own, as it would for a user: CTranslate2 brings its
     own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone
     sentence ~1.8x slower (25 against 46 ms a sentence measured here), which would time the
     two runtimes' contention, not our decoder."""
@@ -86,47 +95,56 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
 
     if args.checkpoint is None or not args.checkpoint.exists():
         return {}
-    out: dict = {"ctranslate2": {}, "ours": {}, "vs_ctranslate2": {}}
+    out: dict = {"ours_threads": torch.get_num_threads(), "ctranslate2": {},
+                 "ctranslate2_threads": {}, "ctranslate2_by_threads": {}, "ours": {},
+                 "vs_ctranslate2": {}}
     lone = min(LONE, len(src_tok))
     ways = [(False, "")] + ([(True, "_compiled")] if compiled else [])
-    with tempfile.TemporaryDirectory() as tmp:
+    counts = args.engine_threads or list(range(1, torch.get_num_threads() + 1))
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         export_ctranslate2(args.checkpoint, tmp)
         context = multiprocessing.get_context("spawn")
-        with context.Pool(1, _engine_start, (tmp, device.type, torch.get_num_threads(),
-                                             args.engine_env)) as pool:
-            for beam in (1, 5):
-                name = "greedy" if beam == 1 else "beam5"
-                for batch in (32, 1):
-                    theirs: list[float] = []
-                    mine: dict[str, list[float]] = {suffix: [] for _, suffix in ways}
-                    # in turns: ours (eager, compiled), the engine
-                    for _ in range(ROUNDS if batch > 1 else LONE_ROUNDS):
-                        for use_compiled, suffix in ways:
-                            mine[suffix].append(ours(beam, batch, use_compiled))
-                        theirs.append(pool.apply(_engine_time, (src_tok, limits, beam, batch,
-                                                                lone)))
-                    _record(out, f"{name}_batch{batch}", theirs, mine,
-                            lone if batch == 1 else len(src_tok), batch == 1)
+        pools = {n: stack.enter_context(context.Pool(1, _engine_start, (
+            tmp, device.type, n, args.engine_env))) for n in counts}
+        for beam in (1, 5):
+            name = "greedy" if beam == 1 else "beam5"
+            for batch in (32, 1):
+                theirs: dict[int, list[float]] = {n: [] for n in counts}
+                mine: dict[str, list[float]] = {suffix: [] for _, suffix in ways}
+                # in turns: ours (eager, compiled), the engine at each thread count
+                for _ in range(ROUNDS if batch > 1 else LONE_ROUNDS):
+                    for use_compiled, suffix in ways:
+                        mine[suffix].append(ours(beam, batch, use_compiled))
+                    for n, pool in pools.items():
+                        theirs[n].append(pool.apply(_engine_time, (src_tok, limits, beam,
+                                                                   batch, lone)))
+                _record(out, f"{name}_batch{batch}", theirs, mine,
+                        lone if batch == 1 else len(src_tok), batch == 1)
         if sentence and args.first_call_rounds:
             out["first_translation"] = first_translations(
                 args.checkpoint, tmp, sentence, src_tok[0], limits[0], device,
-                args.first_call_rounds)
+                args.first_call_rounds, out["ctranslate2_threads"]["greedy_batch1"])
     return out
 
 
-def _record(out: dict, key: str, theirs: list[float], mine: dict[str, list[float]],
-            sentences: int, lone: bool) -> None:
+def _record(out: dict, key: str, theirs: dict[int, list[float]],
+            mine: dict[str, list[float]], sentences: int, lone: bool) -> None:
     """The best of each side's times as milliseconds a sentence (``lone``) or sentences a
-    second, and each of ours against the engine's."""
+    second: the engine's at each thread count and at its best one, ours each way, and each of
+    ours against the engine at its best."""
     def figure(seconds: float) -> float:
         return round(1000 * seconds / sentences, 2) if lone else round(sentences / seconds, 1)
 
     unit = "_ms" if lone else ""
-    out["ctranslate2"][key + unit] = figure(min(theirs))
+    for n, times in theirs.items():
+        out["ctranslate2_by_threads"].setdefault(str(n), {})[key + unit] = figure(min(times))
+    best = min(theirs, key=lambda n: min(theirs[n]))
+    out["ctranslate2"][key + unit] = figure(min(theirs[best]))
+    out["ctranslate2_threads"][key] = best
     for suffix, times in mine.items():
         if times:
             out["ours"][key + suffix + unit] = figure(min(times))
-            out["vs_ctranslate2"][key + suffix] = round(min(theirs) / min(times), 2)
+            out["vs_ctranslate2"][key + suffix] = round(min(theirs[best]) / min(times), 2)
 
 
 _ENGINE: list = []  # the engine process's CTranslate2 engine
@@ -151,82 +169,6 @@ def _engine_time(src_tok, limits, beam: int, batch: int, lone: int) -> float:
     return time.perf_counter() - start
 
 
-def first_call(checkpoint: Path, sentence: str, device: torch.device, rounds: int) -> dict:
-    """What a user waits for one sentence: ``mt translate --checkpoint C SENTENCE`` in a fresh
-    process against ``python -c "import torch"`` (the floor every PyTorch command pays), best
-    of ``rounds`` each, in turns."""
-    import subprocess
-
-    def timed(argv: list[str]) -> float:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, *argv], check=True, capture_output=True)
-        return time.perf_counter() - start
-
-    translate = ["-m", "transformer_mt", "translate", "--quiet", "--checkpoint",
-                 str(checkpoint), "--device", str(device), sentence]
-    ours, floor = [], []
-    for _ in range(rounds):
-        floor.append(timed(["-c", "import torch"]))
-        ours.append(timed(translate))
-    floor_s, ours_s = round(min(floor), 3), round(min(ours), 3)  # the ratio of what is printed
-    return {"import_torch_s": floor_s, "mt_translate_s": ours_s,
-            "ratio_to_import_torch": round(ours_s / floor_s, 2)}
-
-
-# a fresh process's first and second translation of one sentence: ours (Translator, the
-# tokenizer included) and the engine's (CTranslate2 given the tokens), seconds each
-OURS_PROBE = """import json, sys, time
-from transformer_mt.translate import Translator
-translator, times = Translator.load(sys.argv[1], sys.argv[2]), []
-for _ in range(2):
-    start = time.perf_counter()
-    translator.translate([sys.argv[3]], beam_size=1)
-    times.append(time.perf_counter() - start)
-print(json.dumps(times))"""
-ENGINE_PROBE = """import json, sys, time
-import ctranslate2
-path, device, threads, tokens, limit, never = sys.argv[1:7]
-engine, times = ctranslate2.Translator(path, device, intra_threads=int(threads)), []
-for _ in range(2):
-    start = time.perf_counter()
-    engine.translate_batch([json.loads(tokens)], beam_size=1, return_scores=False,
-                           max_decoding_length=int(limit) + 1,
-                           suppress_sequences=json.loads(never))
-    times.append(time.perf_counter() - start)
-print(json.dumps(times))"""
-
-
-def first_translations(checkpoint: Path, exported: str, sentence: str, tokens: list[str],
-                       limit: int, device: torch.device, rounds: int) -> dict:
-    """The first call against the second, in a fresh process each, ours and the engine's (best
-    of ``rounds`` processes each, in turns), in milliseconds; and the engine's first ÷ ours
-    (> 1: ours faster); greedy, both."""
-    import subprocess
-
-    from transformer_mt.translate.engines import NEVER_PRODUCED
-
-    def probe(code: str, *argv: object) -> list[float]:
-        done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], check=True,
-                              capture_output=True, text=True)
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    ours, theirs = [], []
-    for _ in range(rounds):
-        ours.append(probe(OURS_PROBE, checkpoint, device, sentence))
-        theirs.append(probe(ENGINE_PROBE, exported, device.type, torch.get_num_threads(),
-                            json.dumps(tokens), limit, json.dumps(NEVER_PRODUCED)))
-    out: dict = {}
-    for name, times in (("ours", ours), ("ctranslate2", theirs)):
-        # to the microsecond, and the ratio of what is printed (a tiny model's second call
-        # takes ~0.1 ms, where rounding to 0.01 ms would move the ratio by 5 %)
-        first, second = (round(1000 * min(t[i] for t in times), 3) for i in (0, 1))
-        out[name] = {"first_ms": first, "second_ms": second,
-                     "first_vs_second": round(first / second, 2)}
-    out["vs_ctranslate2_first"] = round(out["ctranslate2"]["first_ms"]
-                                        / out["ours"]["first_ms"], 2)
-    return out
-
-
 ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
 LONE_ROUNDS = 5  # the same for the lone sentences' rows (short turns)
 LONE = 40  # sentences translated one a call for the latency rows
@@ -247,7 +189,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", help="the test set to translate (default: the checkpoint's "
                         "first, test_2016_flickr for Multi30k)")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0, help="ours (default: torch's)")
+    parser.add_argument("--engine-threads", type=_counts, default=[], metavar="N,M",
+                        help="CTranslate2's thread counts to time, each row compared with the "
+                        "better (default: 1 to ours)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="skip the lone sentences decoded with --compile's compiled steps "
@@ -262,6 +207,16 @@ def _parser() -> argparse.ArgumentParser:
                         "rounding differs between the two (GPU kernels differ by shape), so the "
                         "differences are counted")
     return parser
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = sorted({int(n) for n in text.split(",")})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not thread counts such as 1,2")
+    return counts
 
 
 def _setting(text: str) -> tuple[str, str]:

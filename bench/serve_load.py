@@ -11,7 +11,8 @@ threads, each sending one sentence of the checkpoint's first test set (``--split
 test_2016_flickr) per request, one request after another,
 until the sentences or ``--seconds`` run out. Prints one JSON record; ``ratio`` is batched /
 unbatched throughput at the most clients, our engine (target: >= 5x on a 2-core CPU);
-``workers_vs_one``: the throughput of ``mt serve --workers N`` at the most clients against one.
+``workers_vs_one``: for each engine, the throughput of ``mt serve --workers N`` at the most
+clients against one.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="CTranslate2's only where the package is installed; "
                         "torch-compiled: mt serve --compile (compiling takes ~15-30 s a server)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
-                        help="mt serve --workers to compare (our engine, batched, the most "
+                        help="mt serve --workers to compare (each engine, batched, the most "
                         "clients); none: no comparison")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds, our engine (for the tests)")
@@ -157,23 +158,28 @@ def main(argv: list[str] | None = None) -> None:
                                      "first_vs_after_idle": round(first_ms / idle_ms, 2),
                                      "lone_p50_ms": lone,
                                      "first_vs_p50": round(first_ms / lone, 2)}
-    most = -1
-    # one worker is the batched setting of our engine, measured above
-    by_workers = {n: results["torch"]["batched"][most] if n == 1 and "torch" in results else
-                  measure(args.checkpoint, "torch", True, sentences, args.clients[-1:],
-                          args.seconds, n)[3][0] for n in args.workers}
-    ratios = {engine: round(r["batched"][most]["sentences_per_s"]
-                            / max(r["unbatched"][most]["sentences_per_s"], 1e-9), 2)
+        by_workers = {engine: workers(args, engine, path, results[engine]["batched"][-1],
+                                      sentences) for engine, path in engines.items()}
+    ratios = {engine: round(r["batched"][-1]["sentences_per_s"]
+                            / max(r["unbatched"][-1]["sentences_per_s"], 1e-9), 2)
               for engine, r in results.items()}
     record = {"benchmark": "serve_load", "machine": machine(), "date": time.strftime("%Y-%m-%d"),
               "checkpoint": str(args.checkpoint), "seconds_per_setting": args.seconds,
               "results": results, "first_request": first, "batched_vs_unbatched": ratios,
               "workers": by_workers, "workers_vs_one": {
-                  n: round(r["sentences_per_s"] / max(by_workers[min(by_workers)]
-                                                      ["sentences_per_s"], 1e-9), 2)
-                  for n, r in by_workers.items()},
+                  engine: {n: round(r["sentences_per_s"] / max(by_n[min(by_n)]
+                                                               ["sentences_per_s"], 1e-9), 2)
+                           for n, r in by_n.items()} for engine, by_n in by_workers.items()},
               "ratio": ratios.get("torch", next(iter(ratios.values())))}
     print(json.dumps(record, indent=2))
+
+
+def workers(args: argparse.Namespace, engine: str, path: Path, one: dict,
+            sentences: list[str]) -> dict[int, dict]:
+    """``mt serve --workers N`` for each of ``args.workers``, batched, at the most clients;
+    one worker is ``one``, the batched setting measured before."""
+    return {n: one if n == 1 else measure(path, engine, True, sentences, args.clients[-1:],
+                                          args.seconds, n)[3][0] for n in args.workers}
 
 
 if __name__ == "__main__":

@@ -42,13 +42,15 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
 def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_run):
     """bench/decode_speed.py on a few sentences: cached and uncached decoding translate alike
     in fp32 (the bench asserts it), and the ratio is ours against CTranslate2 when it is
-    installed, else the cache's speed-up."""
+    installed (each row against the engine at its better thread count), else the cache's
+    speed-up."""
     run_dir, _ = trained_run
     record = json.loads(_bench("bench/decode_speed.py", "--checkpoint", str(run_dir / "best.pt"),
                                "--sentences", "8", "--batch", "4", "--threads", "1",
                                "--first-call-rounds", "1", "--no-compile",
                                "--first-call-checkpoint", str(run_dir / "best.pt"),
-                               "--engine-env", "ONEDNN_VERBOSE=0").stdout)
+                               "--engine-env", "ONEDNN_VERBOSE=0",
+                               "--engine-threads", "2,1").stdout)
     assert record["identical_with_and_without_cache"]
     assert record["engine_env"] == {"ONEDNN_VERBOSE": "0"}
     assert {"greedy_batch4_cached", "beam5_batch1_uncached"} <= set(record["results"])
@@ -61,6 +63,15 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
         assert set(record["vs_ctranslate2"]) == {"greedy_batch32", "greedy_batch1",
                                                  "beam5_batch32", "beam5_batch1"}
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
+        # each row against the engine at its better thread count, each count's figure kept
+        assert record["ours_threads"] == 1
+        by_threads = record["ctranslate2_by_threads"]
+        assert set(by_threads) == {"1", "2"}
+        for row, best in record["ctranslate2_threads"].items():
+            key = row + ("_ms" if row.endswith("batch1") else "")
+            figures = [by_threads[n][key] for n in ("1", "2")]
+            assert record["ctranslate2"][key] == by_threads[str(best)][key] == (
+                min(figures) if key.endswith("_ms") else max(figures))
         first = record["first_translation"]  # a fresh process's first translation, and second
         for side in (first["ours"], first["ctranslate2"]):
             assert side["first_ms"] > 0 < side["second_ms"]
@@ -102,6 +113,9 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
     result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "'AVX2' is not KEY=VALUE" in result.stderr
+    result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-threads", "0,2"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "'0,2' is not thread counts" in result.stderr
 
 
 @needs_data  # the benchmarks measure Multi30k
@@ -311,11 +325,12 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
         first["first_request_ms"] / first["again_ms"], abs=0.02)
     assert first["after_idle_ms"] > 0 and first["first_vs_after_idle"] == pytest.approx(
         first["first_request_ms"] / first["after_idle_ms"], abs=0.02)
-    workers = record["workers"]  # mt serve --workers 1 and 2, at the most clients
+    workers = record["workers"]["torch"]  # mt serve --workers 1 and 2, at the most clients
     assert sorted(workers) == ["1", "2"] and all(w["failed"] == 0 and w["sentences"] > 0
                                                  for w in workers.values())
-    assert record["workers_vs_one"]["2"] == round(workers["2"]["sentences_per_s"]
-                                                  / workers["1"]["sentences_per_s"], 2)
+    assert workers["1"] == torch_results["batched"][-1]  # one worker: the batched setting
+    assert record["workers_vs_one"]["torch"]["2"] == round(
+        workers["2"]["sentences_per_s"] / workers["1"]["sentences_per_s"], 2)
 
 
 def test_glossary_benchmark_holds_every_term_and_reports_a_ratio(trained_run):
