@@ -66,7 +66,7 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
 
 
 def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
-                      sentence: str = "") -> dict:
+                      sentence: str = "", alpha: float = 0.0) -> dict:
     """CTranslate2 on the same sentences, greedy and beam 5, fp32, at each of
     ``args.engine_threads`` (default: 1 to ours) in a process of its own, timed in turns with
     ``ours(beam, batch)`` (seconds of our decoding of the same batches at our threads), best of
@@ -74,12 +74,12 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
     slow moment of the machine does not favour either side: batches of 32 (sorted by length),
     and one sentence a call (the first ``LONE`` sentences, in milliseconds a sentence: a lone
     request's latency; with ``compiled``, ours also with the compiled steps). Both get the same
-    batches and the same per-sentence length limits and return translations only. (That both
-    compute the same is tested in tests/integration/test_export.py.) Each row compares ours
-    with the engine at its better thread count for that row (``ctranslate2_threads``; every
-    count's figures in ``ctranslate2_by_threads``): its OpenMP runtime has run several times
-    slower at 2 threads than at 1 on some VMs, and a ratio against a crippled engine says
-    nothing.
+    batches, the same per-sentence length limits and length penalty (``alpha``) and return
+    translations only. (That both compute the same is tested in
+    tests/integration/test_export.py.) Each row compares ours with the engine at its better
+    thread count for that row (``ctranslate2_threads``; every count's figures in
+    ``ctranslate2_by_threads``): its OpenMP runtime has run several times slower at 2 threads
+    than at 1 on some VMs, and a ratio against a crippled engine says nothing.
 
     The engine runs in processes of its own, as it would for a user: CTranslate2 brings its
     own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone
@@ -117,7 +117,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
                         mine[suffix].append(ours(beam, batch, use_compiled))
                     for n, pool in pools.items():
                         theirs[n].append(pool.apply(_engine_time, (src_tok, limits, beam,
-                                                                   batch, lone)))
+                                                                   batch, lone, alpha)))
                 _record(out, f"{name}_batch{batch}", theirs, mine,
                         lone if batch == 1 else len(src_tok), batch == 1)
         if sentence and args.first_call_rounds:
@@ -157,15 +157,15 @@ def _engine_start(model_dir: str, device: str, threads: int, env: dict[str, str]
     _ENGINE.append(load_exported(model_dir, device, threads=threads).engine)
 
 
-def _engine_time(src_tok, limits, beam: int, batch: int, lone: int) -> float:
+def _engine_time(src_tok, limits, beam: int, batch: int, lone: int, alpha: float) -> float:
     """In the engine's process: seconds to translate the batches (or the lone sentences)."""
     engine = _ENGINE[0]
     start = time.perf_counter()
     if batch == 1:
         for k in range(lone):
-            engine.translate_tokens(src_tok[k:k + 1], limits[k:k + 1], beam, 1)
+            engine.translate_tokens(src_tok[k:k + 1], limits[k:k + 1], beam, 1, alpha=alpha)
     else:
-        engine.translate_tokens(src_tok, limits, beam, batch_size=32)
+        engine.translate_tokens(src_tok, limits, beam, batch_size=32, alpha=alpha)
     return time.perf_counter() - start
 
 
@@ -268,7 +268,7 @@ def main() -> None:
 
     limits = output_limits(src_ids, cfg.decode, cfg.model.max_output_tokens)
     engine = engine_comparison(args, src_tok[:n], limits, ours, device, bool(compiled),
-                               src_text[0])
+                               src_text[0], cfg.decode.alpha)
     if compiled:
         engine["compile_s"], engine["load_compiled_s"] = compiled["seconds"], compiled["load_s"]
         engine["sentences_differing_compiled"] = _differing_compiled(

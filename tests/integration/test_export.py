@@ -14,7 +14,7 @@ from tests.toy import SYMBOLS, VOCAB, save_toy_checkpoint, toy_pairs, train_toy_
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS
-from transformer_mt.decode.search import greedy, next_token_logprobs
+from transformer_mt.decode.search import beam_search, greedy, next_token_logprobs
 from transformer_mt.model.transformer import Transformer
 
 pytest.importorskip("ctranslate2")
@@ -66,6 +66,22 @@ def test_exported_model_decodes_greedily_like_ours(tmp_path):
     limits = [int(len(s) * 1.5) + 10 for s, _ in pairs]
     theirs = engine.translate_tokens([_tokens(s[:-1].tolist()) for s, _ in pairs], limits)
     assert [_tokens(h.tokens) for h in ours] == theirs
+
+
+def test_exported_model_beam_search_uses_our_length_penalty(tmp_path):
+    """``decode.alpha`` reaches the engine as its length penalty (the same GNMT formula):
+    without one (alpha 0) its beam search translates as ours; told nothing, it divided by its
+    own default penalty (1.0), and 3 of these 300 sentences came out otherwise."""
+    model = train_toy_model(steps=150, seed=2)
+    engine = _export(model, tmp_path, "toy")
+    pairs = toy_pairs(300, torch.Generator().manual_seed(4))
+    src = torch.nn.utils.rnn.pad_sequence([s for s, _ in pairs], batch_first=True,
+                                          padding_value=PAD_ID)
+    ours = beam_search(model, src, source_mask(src), 5, alpha=0.0, max_len_a=1.5, max_len_b=10)
+    limits = [int(len(s) * 1.5) + 10 for s, _ in pairs]
+    theirs = engine.translate_tokens([_tokens(s[:-1].tolist()) for s, _ in pairs], limits, 5,
+                                     alpha=0.0)
+    assert [_tokens(h[0].tokens) for h in ours] == theirs
 
 
 def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):

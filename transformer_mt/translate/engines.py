@@ -285,7 +285,7 @@ class CTranslate2Engine:
         if prefixes is not None:
             limits = [max(n, len(p)) for n, p in zip(limits, prefixes, strict=True)]
         outputs = self.translate_tokens(sources, limits, cfg.beam_size, cfg.batch_size,
-                                        prefixes)
+                                        prefixes, cfg.alpha)
         return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), math.nan)]  # no score
                 for tokens in outputs]
 
@@ -293,7 +293,8 @@ class CTranslate2Engine:
                      cfg: DecodeConfig) -> list[Alternative]:
         """CTranslate2's own ``return_alternatives``: the tokens at the position, each
         completed by its search (greedy: as ours, ``tests/integration/test_interactive.py``; its
-        beam search divides scores by the length, not by the GNMT penalty, and may differ)."""
+        beam search, with our length penalty, stops when its best hypothesis ends where ours
+        waits for ``beam_size`` finished ones, and may differ)."""
         if cfg.samples:
             raise MTError(self.CANNOT)
         prefix = self._prefixes(forcing)[0]
@@ -301,7 +302,8 @@ class CTranslate2Engine:
                     len(prefix) + 1)
         result = self.translator.translate_batch(
             [[self.src_vocab.itos[i] for i in ids[:-1]]], target_prefix=[prefix],
-            beam_size=cfg.beam_size, num_hypotheses=k, return_alternatives=True,
+            beam_size=cfg.beam_size, length_penalty=cfg.alpha, num_hypotheses=k,
+            return_alternatives=True,
             return_scores=False, max_decoding_length=limit + 1, min_decoding_length=0,
             suppress_sequences=NEVER_PRODUCED)[0]
         found = []
@@ -333,9 +335,12 @@ class CTranslate2Engine:
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
                          beam_size: int = 1, batch_size: int = 32,
-                         prefixes: Sequence[Sequence[str]] | None = None) -> list[list[str]]:
+                         prefixes: Sequence[Sequence[str]] | None = None,
+                         alpha: float = 0.0) -> list[list[str]]:
         """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``), at
-        most ``limits[i]`` of them, each beginning with its ``prefixes[i]`` if given."""
+        most ``limits[i]`` of them, each beginning with its ``prefixes[i]`` if given; a beam
+        ranks finished hypotheses by log-probability over the GNMT length penalty with
+        ``alpha``, as ours (CTranslate2's ``length_penalty``; its own default is 1)."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         outputs: list[list[str]] = [[] for _ in sources]
         for start in range(0, len(order), batch_size):
@@ -343,7 +348,7 @@ class CTranslate2Engine:
             results = self.translator.translate_batch(
                 [list(sources[i]) for i in chunk],
                 target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
-                beam_size=beam_size,
+                beam_size=beam_size, length_penalty=alpha,
                 max_decoding_length=max(limits[i] for i in chunk) + 1, return_scores=False,
                 min_decoding_length=0,  # as ours, <eos> may come first (its default: 1)
                 suppress_sequences=NEVER_PRODUCED)
