@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformer_mt.cli.flags import DEVICE_HELP, add_decoding_flags
+from transformer_mt.cli.flags import DEVICE_HELP, ENGINE_HELP, ENGINES, add_decoding_flags
 from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
@@ -33,8 +33,9 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("evaluate", parents=[common],
                        help="score a checkpoint with sacreBLEU, or compare several")
     p.add_argument("--checkpoint", action="append",
-                   help="a checkpoint to translate and score; repeat it to compare checkpoints "
-                   "(paired bootstrap resampling against the first), or with --ensemble")
+                   help="a checkpoint to translate and score, or a directory mt export wrote "
+                   "(decoded with CTranslate2); repeat it to compare them (paired bootstrap "
+                   "resampling against the first), or with --ensemble")
     p.add_argument("--ensemble", action="store_true", help="score the --checkpoint models as "
                    "one ensemble (their probabilities averaged, as mt translate does with "
                    "several), not each apart")
@@ -59,12 +60,12 @@ def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("score", parents=[common],
                        help="how probable a model finds given translations, token by token")
     p.add_argument("--checkpoint", required=True, action="append", help="a checkpoint (.pt), "
-                   "or an exported model directory with --engine ctranslate2; repeat it to "
-                   "score with an ensemble (the models' mean probability)")
+                   "or a directory mt export wrote; repeat it to score with an ensemble (the "
+                   "models' mean probability)")
     p.add_argument("--src", required=True, help="the source sentences, one a line")
     p.add_argument("--hyp", required=True, help="their translations to score, line by line")
     add_decoding_flags(p, ["alpha", "precision"])
-    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch")
+    p.add_argument("--engine", choices=ENGINES, default="auto", help=ENGINE_HELP)
     p.add_argument("--max-sentences", type=int, help="score only the first N pairs")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--json", action="store_true", help="a JSON record a line: log_prob, score, "

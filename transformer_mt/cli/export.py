@@ -79,8 +79,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     out = export_ctranslate2(args.checkpoint, args.output_dir, args.quantization,
                              args.overwrite)
-    print(f"exported {args.checkpoint} to {out}; translate with: mt translate --engine "
-          f"ctranslate2 --checkpoint {out} ...")
+    print(f"exported {args.checkpoint} to {out}; translate with: mt translate --checkpoint "
+          f"{out} ...; compare: mt evaluate --checkpoint {args.checkpoint} --checkpoint {out}")
     return 0
 
 

@@ -14,14 +14,16 @@ if TYPE_CHECKING:
     from transformer_mt.config import Config
 
 
+ENGINES = ["auto", "torch", "ctranslate2"]  # as translate/engines.py (not imported: torch)
+ENGINE_HELP = ("decode with our PyTorch model or with CTranslate2 (a model exported by mt "
+               "export: --checkpoint is then its directory); auto (default): CTranslate2 for "
+               "such a directory, else PyTorch")
 DEVICE_HELP = "auto (a GPU where PyTorch sees one, else the CPU), cpu, cuda, cuda:N or mps"
 
 
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
     """What decodes, and on what: ``--engine``, ``--device`` and ``--compile``."""
-    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
-                   help="decode with our PyTorch model, or with a model exported by mt export "
-                   "(--checkpoint is then its directory)")
+    p.add_argument("--engine", choices=ENGINES, default="auto", help=ENGINE_HELP)
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--compile", action="store_true",
                    help="compile the decoding steps (CPU, one model; ~1 minute the first "

@@ -167,6 +167,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from transformer_mt.device import pick_device
 
     _check_numbers(args)
+    from transformer_mt.translate.engines import engine_for
+
+    args.engine = engine_for(args.checkpoint, args.engine)  # what "auto" is for this model
     if args.port > 65535:
         raise MTError("--port must be at most 65535")
     try:

@@ -31,6 +31,7 @@ from transformer_mt.translate.engines import (
     Engine,
     Loaded,
     TorchEngine,
+    engine_for,
     load_checkpoints,
     load_exported,
 )
@@ -66,7 +67,7 @@ class Translator:
         translator.translate(["Ein Mann. Zwei Hunde.\nEine Frau."], form="text")  # paragraphs
 
     Several checkpoints of one vocabulary translate as an ensemble (their probabilities
-    averaged at every step); ``engine="ctranslate2"`` loads ``mt export``'s directory instead.
+    averaged at every step); ``mt export``'s directory loads with CTranslate2 instead.
     """
 
     def __init__(self, engine: Engine, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -80,11 +81,13 @@ class Translator:
 
     @classmethod
     def load(cls, paths: str | Path | Sequence[str | Path], device: str = "auto",
-             engine: str = "torch", compile: bool = False) -> Translator:
+             engine: str = "auto", compile: bool = False) -> Translator:
         """A translator for one checkpoint, or an ensemble of several of one vocabulary (the
-        first one's config gives the decoding settings); with ``engine="ctranslate2"``, for the
-        directory ``mt export`` wrote. ``compile``: a lone sentence's decoding steps compiled
+        first one's config gives the decoding settings); for the directory ``mt export``
+        wrote, with CTranslate2 (``engine``: ``"auto"`` tells them apart, ``"torch"`` or
+        ``"ctranslate2"`` insists). ``compile``: a lone sentence's decoding steps compiled
         (``decode/compiled.py``; CPU, one model), at the first translation."""
+        engine = engine_for(paths, engine)
         if compile and engine != "torch":
             raise MTError("--compile compiles our decoder; the CTranslate2 engine has its own")
         if engine == "ctranslate2":
@@ -92,8 +95,6 @@ class Translator:
             if len(paths) > 1:
                 raise MTError("--engine ctranslate2 translates with one exported model")
             return cls.of(load_exported(paths[0], device))
-        if engine != "torch":
-            raise MTError(f"unknown engine {engine!r}; use 'torch' or 'ctranslate2'")
         return cls.of(load_checkpoints(paths, device, compile))
 
     @classmethod

@@ -364,6 +364,25 @@ class CTranslate2Engine:
         return [list(r.log_probs) for r in results]
 
 
+ENGINES = ("auto", "torch", "ctranslate2")
+
+
+def engine_for(paths: str | Path | Sequence[str | Path], engine: str = "auto") -> str:
+    """The engine that decodes ``paths``: ``engine`` as given, or for ``"auto"`` CTranslate2
+    where the one path is a directory holding a CTranslate2 model (``mt export``'s), our
+    PyTorch model otherwise."""
+    if engine not in ENGINES:
+        raise MTError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if engine != "auto":
+        return engine
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    exported = [p for p in paths if (Path(p) / "model.bin").is_file()]
+    if exported and len(paths) > 1:
+        raise MTError(f"'{exported[0]}' is a CTranslate2 export: an ensemble decodes "
+                      "checkpoints (.pt) together, and the engine decodes one export alone")
+    return "ctranslate2" if exported else "torch"
+
+
 def _check_exported(model_dir: str | Path) -> Any:
     """The ctranslate2 module, once ``model_dir`` is known to hold an exported model."""
     from transformer_mt.formats.ctranslate2 import require_ctranslate2
