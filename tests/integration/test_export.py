@@ -199,7 +199,8 @@ def test_the_engine_decodes_with_as_many_threads_as_torch_has(tmp_path):
 def test_mt_evaluate_compares_a_checkpoint_with_its_exports(trained_run, tmp_path):
     """`mt evaluate --checkpoint A.pt --checkpoint EXPORT/` scores the export with CTranslate2
     (what int8 costs, with paired bootstrap): in fp32 it translates as the checkpoint, so the
-    two score alike; an ensemble of a checkpoint and an export is refused in one line."""
+    two score alike, and the int8 export decodes in int8; an ensemble of a checkpoint and an
+    export is refused in one line."""
     run_dir, _ = trained_run
     best = str(run_dir / "best.pt")
     for name, extra in (("fp32", []), ("int8", ["--quantization", "int8"])):
@@ -212,6 +213,10 @@ def test_mt_evaluate_compares_a_checkpoint_with_its_exports(trained_run, tmp_pat
     assert fp32["name"] == str(tmp_path / "fp32") and int8["name"] == str(tmp_path / "int8")
     assert fp32["BLEU"]["score"] == ours["BLEU"]["score"] and fp32["BLEU"]["p_value"] == 1.0
     assert 0 < int8["BLEU"]["score"] <= 100
+    # each decodes in its own type (the int8 export was widened to float32 as it loaded)
+    assert load_exported(tmp_path / "fp32", "cpu").engine.translator.compute_type == "float32"
+    assert load_exported(tmp_path / "int8", "cpu").engine.translator.compute_type.startswith(
+        "int8")
     refused = run_cli(["evaluate", "--checkpoint", best, "--checkpoint", str(tmp_path / "fp32"),
                        "--ensemble", "--split", "val"])
     assert refused.returncode == 2 and "is a CTranslate2 export" in refused.stderr

@@ -253,10 +253,12 @@ NEVER_PRODUCED = [[PAD], [BOS]]
 
 class CTranslate2Engine:
     """A model exported by ``mt export``, decoding in CTranslate2 as our decoder batches:
-    sorted by source length, ``batch_size`` a batch, no output longer than search allows;
-    with ``threads`` OpenMP threads, by default as many as torch's in this process (all the
-    cores, ``OMP_NUM_THREADS``, or a server worker's share of them), not its own default (as
-    many as the cores, in each process: ``mt serve --workers 2`` ran 2 x 2 on 2 cores)."""
+    sorted by source length, ``batch_size`` a batch, no output longer than search allows; in
+    the export's own type by default (``mt export --quantization int8`` decodes in int8: at
+    ``"float32"``, the engine widens its weights as it loads them), with ``threads`` OpenMP
+    threads, by default as many as torch's in this process (all the cores, ``OMP_NUM_THREADS``,
+    or a server worker's share of them), not its own default (as many as the cores, in each
+    process: ``mt serve --workers 2`` ran 2 x 2 on 2 cores)."""
 
     can_inspect = False
 
@@ -264,7 +266,7 @@ class CTranslate2Engine:
               "weights or sampling; use the PyTorch engine for those")
 
     def __init__(self, model_dir: str | Path, config: Config, src_vocab: Vocab,
-                 tgt_vocab: Vocab, device: torch.device, compute_type: str = "float32",
+                 tgt_vocab: Vocab, device: torch.device, compute_type: str = "default",
                  threads: int = 0) -> None:
         ct2 = _check_exported(model_dir)
         self.device = device
@@ -394,7 +396,7 @@ def _check_exported(model_dir: str | Path) -> Any:
     return ct2
 
 
-def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str = "float32",
+def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str = "default",
                   threads: int = 0) -> Loaded:
     """``mt export``'s directory: the CTranslate2 model with our config, vocabularies and
     SentencePiece models beside it."""
