@@ -152,7 +152,7 @@ _ENGINE: list = []  # the engine process's CTranslate2 engine
 
 def _engine_start(model_dir: str, device: str, threads: int, env: dict[str, str]) -> None:
     os.environ.update(env)  # before the engine's libraries read them (--engine-env)
-    from transformer_mt.translate.engines import load_exported
+    from transformer_mt.translate.exported import load_exported
 
     _ENGINE.append(load_exported(model_dir, device, threads=threads).engine)
 

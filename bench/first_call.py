@@ -63,7 +63,7 @@ def first_translations(checkpoint: Path, exported: str, sentence: str, tokens: l
     """The first call against the second, in a fresh process each, ours (at torch's threads)
     and the engine's (at ``engine_threads``), best of ``rounds`` processes each, in turns, in
     milliseconds; and the engine's first ÷ ours (> 1: ours faster); greedy, both."""
-    from transformer_mt.translate.engines import NEVER_PRODUCED
+    from transformer_mt.translate.exported import NEVER_PRODUCED
 
     def probe(code: str, *argv: object) -> list[float]:
         done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], check=True,

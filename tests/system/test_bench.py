@@ -104,7 +104,7 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
         seen["isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
         return SimpleNamespace(engine="engine")
 
-    monkeypatch.setattr("transformer_mt.translate.engines.load_exported", load)
+    monkeypatch.setattr("transformer_mt.translate.exported.load_exported", load)
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)  # restored after the test
     monkeypatch.setattr(decode_speed, "_ENGINE", [])
     decode_speed._engine_start("model", "cpu", 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})

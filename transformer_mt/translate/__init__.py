@@ -27,14 +27,13 @@ from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.translate.documents import FORMS, TextForm, translate_documents
 from transformer_mt.translate.engines import (
-    CTranslate2Engine,
     Engine,
     Loaded,
     TorchEngine,
     engine_for,
     load_checkpoints,
-    load_exported,
 )
+from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary
 from transformer_mt.translate.prefix import forcing_of
 from transformer_mt.translate.results import (

@@ -1,0 +1,226 @@
+"""A model exported by ``mt export`` (``formats/ctranslate2.py``), decoded by CTranslate2,
+OpenNMT's C++ inference engine, as our search decodes: the same batches, length limits, length
+penalty, n-best and scores (``tests/integration/test_export.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from transformer_mt.config import Config, DecodeConfig
+from transformer_mt.config.file import config_from_dict
+from transformer_mt.data.tokenize import make_tokenizer
+from transformer_mt.data.vocab import BOS, EOS_ID, PAD, Vocab
+from transformer_mt.decode.alternatives import Alternative
+from transformer_mt.decode.forcing import Forcing
+from transformer_mt.decode.search import Hypothesis, length_penalty
+from transformer_mt.device import pick_device
+from transformer_mt.errors import MTError
+from transformer_mt.translate.engines import Loaded, output_limits
+
+# as in our search (decode/search.py: _allowed); exports bar them in their projection's bias
+# too, but those of earlier versions do not
+NEVER_PRODUCED = [[PAD], [BOS]]
+
+
+class CTranslate2Engine:
+    """A model exported by ``mt export``, decoding in CTranslate2 as our decoder batches:
+    sorted by source length, ``batch_size`` a batch, no output longer than search allows; in
+    the export's own type by default (``mt export --quantization int8`` decodes in int8: at
+    ``"float32"``, the engine widens its weights as it loads them), with ``threads`` OpenMP
+    threads, by default as many as torch's in this process (all the cores, ``OMP_NUM_THREADS``,
+    or a server worker's share of them), not its own default (as many as the cores, in each
+    process: ``mt serve --workers 2`` ran 2 x 2 on 2 cores)."""
+
+    can_inspect = False
+
+    CANNOT = ("the CTranslate2 engine translates without attention weights or sampling; use "
+              "the PyTorch engine for those")
+
+    def __init__(self, model_dir: str | Path, config: Config, src_vocab: Vocab,
+                 tgt_vocab: Vocab, device: torch.device, compute_type: str = "default",
+                 threads: int = 0) -> None:
+        ct2 = _check_exported(model_dir)
+        self.device = device
+        self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
+        self.translator = ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
+                                         else "cpu", compute_type=compute_type,
+                                         intra_threads=threads or torch.get_num_threads())
+
+    def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
+               progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
+               stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+        """(``stop`` is not asked: CTranslate2 decodes a batch in one call.)"""
+        if cfg.samples:
+            raise MTError(self.CANNOT)
+        sources = [[self.src_vocab.itos[i] for i in s[:-1]] for s in ids]  # without <eos>
+        limits = output_limits(ids, cfg, self.config.model.max_output_tokens)
+        prefixes = None if forcing is None else self._prefixes(forcing)
+        if prefixes is not None:
+            limits = [max(n, len(p)) for n, p in zip(limits, prefixes, strict=True)]
+        found = self.search(sources, limits, cfg.beam_size, cfg.batch_size, prefixes, cfg.alpha,
+                            nbest)
+        return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), score)
+                 for tokens, score in hyps] for hyps in found]
+
+    def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
+                     cfg: DecodeConfig) -> list[Alternative]:
+        """CTranslate2's own ``return_alternatives``: the tokens at the position, each
+        completed by its search (greedy: as ours, ``tests/integration/test_interactive.py``; its
+        beam search, with our length penalty, stops when its best hypothesis ends where ours
+        waits for ``beam_size`` finished ones, and may differ)."""
+        if cfg.samples:
+            raise MTError(self.CANNOT)
+        prefix = self._prefixes(forcing)[0]
+        limit = max(output_limits([ids], cfg, self.config.model.max_output_tokens)[0],
+                    len(prefix) + 1)
+        result = self.translator.translate_batch(
+            [[self.src_vocab.itos[i] for i in ids[:-1]]], target_prefix=[prefix],
+            beam_size=cfg.beam_size, length_penalty=cfg.alpha, num_hypotheses=k,
+            return_alternatives=True,
+            return_scores=False, max_decoding_length=limit + 1, min_decoding_length=0,
+            suppress_sequences=NEVER_PRODUCED)[0]
+        found = []
+        for tokens in result.hypotheses:
+            out = self.tgt_vocab.encode(tokens[:limit], eos=False)
+            token = out[len(prefix)] if len(out) > len(prefix) else EOS_ID  # it ends there
+            found.append(Alternative(token, math.nan, Hypothesis(out, math.nan)))
+        return found
+
+    def _prefixes(self, forcing: Forcing) -> list[list[str]]:
+        """The forced tokens as CTranslate2's target prefixes; it cannot finish a word."""
+        if any(then is not None for then in forcing.then):
+            raise MTError("the CTranslate2 engine continues whole words: end the prefix with "
+                          "a space, or use the PyTorch engine")
+        return [[self.tgt_vocab.itos[i] for i in tokens] for tokens in forcing.tokens]
+
+    @property
+    def max_source_tokens(self) -> int:
+        return self.config.model.max_source_tokens
+
+    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
+                        head: int | None = None) -> Tensor:
+        raise MTError(self.CANNOT)
+
+    def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+              cfg: DecodeConfig) -> list[list[float]]:
+        return self.score_tokens([[self.src_vocab.itos[i] for i in x[:-1]] for x in ids],
+                                 [[self.tgt_vocab.itos[i] for i in o] for o in outputs])
+
+    def translate_tokens(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
+                         beam_size: int = 1, batch_size: int = 32,
+                         prefixes: Sequence[Sequence[str]] | None = None,
+                         alpha: float = 0.0) -> list[list[str]]:
+        """Output tokens (without ``<eos>``) of each source token list (without ``<eos>``):
+        the best of :meth:`search`."""
+        return [hyps[0][0] for hyps in self.search(sources, limits, beam_size, batch_size,
+                                                   prefixes, alpha)]
+
+    def search(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
+               beam_size: int = 1, batch_size: int = 32,
+               prefixes: Sequence[Sequence[str]] | None = None, alpha: float = 0.0,
+               nbest: int = 1) -> list[list[tuple[list[str], float]]]:
+        """The ``nbest`` best outputs (at most ``beam_size``; tokens without ``<eos>``) of each
+        source token list (without ``<eos>``), at most ``limits[i]`` tokens each, each beginning
+        with its ``prefixes[i]`` if given, best first, with their scores as ours: the
+        log-probability, over the GNMT length penalty ``((5 + length) / 6) ** alpha`` in a
+        beam. CTranslate2 ranks a beam's finished hypotheses by log-probability over
+        ``length ** alpha`` and stops when its best one has ended; asked for all ``beam_size``
+        of them, it searches on until that many have ended, as ours does, and they are ranked
+        here as ours ranks them (test_2016_flickr, beam 5: 2-11 of 1,000 translations then
+        differ from ours at alpha 0.6-1.6, against 45-202 taking its own best)."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        found: list[list[tuple[list[str], float]]] = [[] for _ in sources]
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            results = self.translator.translate_batch(
+                [list(sources[i]) for i in chunk],
+                target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
+                beam_size=beam_size, length_penalty=alpha, num_hypotheses=beam_size,
+                return_scores=True, max_decoding_length=max(limits[i] for i in chunk) + 1,
+                min_decoding_length=0,  # as ours, <eos> may come first (its default: 1)
+                suppress_sequences=NEVER_PRODUCED)
+            for i, result in zip(chunk, results, strict=True):
+                # its score: the log-probability over length ** alpha
+                found[i] = [(tokens, _our_score(score * (len(tokens) + 1) ** alpha,
+                                                len(tokens) + 1, alpha, beam_size))
+                            for tokens, score in zip(result.hypotheses, result.scores,
+                                                     strict=True)]
+        self._cut_to_limits(sources, limits, found, alpha, beam_size)
+        return [sorted(hyps, key=lambda h: -h[1])[:nbest] for hyps in found]
+
+    def _cut_to_limits(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
+                       found: list[list[tuple[list[str], float]]], alpha: float,
+                       beam_size: int) -> None:
+        """Outputs past their sentence's limit (a batch shares the longest one) cut there and
+        scored as ours, which ends them there with ``<eos>``, the only token it may then
+        produce (log-probability 0); rare: a limit is 1.5 times the source and 10 more."""
+        long = [(i, n) for i, hyps in enumerate(found) for n, (tokens, _) in enumerate(hyps)
+                if len(tokens) > limits[i]]
+        if not long:
+            return
+        cut = [found[i][n][0][:limits[i]] for i, n in long]
+        log_probs = self.score_tokens([sources[i] for i, _ in long], cut)
+        for (i, n), tokens, lp in zip(long, cut, log_probs, strict=True):
+            found[i][n] = (tokens, _our_score(sum(lp[:-1]), len(tokens) + 1, alpha, beam_size))
+
+    def score_tokens(self, sources: Sequence[Sequence[str]],
+                     targets: Sequence[Sequence[str]]) -> list[list[float]]:
+        """Per-token log-probabilities of each target (and its ``<eos>``) given its source."""
+        results = self.translator.score_batch([list(s) for s in sources],
+                                              [list(t) for t in targets])
+        return [list(r.log_probs) for r in results]
+
+
+def _our_score(log_prob: float, length: int, alpha: float, beam_size: int) -> float:
+    """The score ours gives an output of ``length`` tokens (``<eos>`` included): in a beam the
+    log-probability over the GNMT penalty, in greedy search the log-probability."""
+    return log_prob if beam_size == 1 else log_prob / float(length_penalty(length, alpha))
+
+
+def _check_exported(model_dir: str | Path) -> Any:
+    """The ctranslate2 module, once ``model_dir`` is known to hold an exported model."""
+    from transformer_mt.formats.ctranslate2 import require_ctranslate2
+
+    ct2 = require_ctranslate2()
+    if not (Path(model_dir) / "model.bin").is_file():
+        raise MTError(f"'{model_dir}' holds no CTranslate2 model; make one with "
+                      "mt export --format ctranslate2 CKPT DIR")
+    return ct2
+
+
+def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str = "default",
+                  threads: int = 0) -> Loaded:
+    """``mt export``'s directory: the CTranslate2 model with our config, vocabularies and
+    SentencePiece models beside it."""
+    from transformer_mt.formats.ctranslate2 import CONFIG_NAME
+
+    model_dir = Path(model_dir)
+    dev = pick_device(device)
+    _check_exported(model_dir)
+    try:
+        config = config_from_dict(json.loads((model_dir / CONFIG_NAME).read_text()))
+        vocabs, models = [], []
+        for side in ("source", "target"):
+            path = model_dir / f"{side}_vocabulary.json"
+            if not path.is_file():  # CTranslate2 writes one file for equal vocabularies
+                path = model_dir / "shared_vocabulary.json"
+            vocabs.append(Vocab(json.loads(path.read_text(encoding="utf-8"))))
+            spm_path = model_dir / f"{side}.spm"
+            models.append(spm_path.read_bytes() if spm_path.is_file() else None)
+        tokenizers = (make_tokenizer(config.data, "src", models[0]),
+                      make_tokenizer(config.data, "tgt", models[1]))
+        engine = CTranslate2Engine(model_dir, config, vocabs[0], vocabs[1], dev, compute_type,
+                                   threads)
+    except (OSError, ValueError, RuntimeError, TypeError, MTError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MTError(f"'{model_dir}' is not a complete export ({reason}); export the "
+                      "checkpoint again with mt export") from exc
+    return Loaded(engine, config, vocabs[0], vocabs[1], tokenizers)
