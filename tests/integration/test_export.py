@@ -58,75 +58,59 @@ def test_exported_model_scores_like_ours(tmp_path, norm):
         assert torch.allclose(ours, torch.tensor(theirs), atol=1e-4)
 
 
-def test_exported_model_decodes_greedily_like_ours(tmp_path):
-    model = train_toy_model(steps=150, seed=2)  # imperfect: its mistakes must match too
-    engine = _export(model, tmp_path, "toy")
-    pairs = toy_pairs(300, torch.Generator().manual_seed(4))
-    src = torch.nn.utils.rnn.pad_sequence([s for s, _ in pairs], batch_first=True,
-                                          padding_value=PAD_ID)
-    ours = greedy(model, src, source_mask(src), max_len_a=1.5, max_len_b=10)
-    limits = [int(len(s) * 1.5) + 10 for s, _ in pairs]
-    theirs = engine.translate_tokens([_tokens(s[:-1].tolist()) for s, _ in pairs], limits)
-    assert [_tokens(h.tokens) for h in ours] == theirs
-
-
-def test_exported_model_beam_search_uses_our_length_penalty(tmp_path):
-    """``decode.alpha`` reaches the engine as its length penalty (the same GNMT formula; told
-    nothing, it divided by its own default, 1.0, whatever alpha was asked), and its beam
-    search then translates nearly all sentences as ours: the two stop differently (it when its
-    best hypothesis ends, and an ended hypothesis takes a place in its beam), so a few may
-    differ (0-2 of these 300, by how the toy trained)."""
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A toy model trained a little (imperfect: its mistakes must match too), its export, and
+    300 sources: (model, engine, padded sources, sources as tokens, their length limits)."""
     model = train_toy_model(steps=150, seed=2)
-    engine = _export(model, tmp_path, "toy")
+    engine = _export(model, tmp_path_factory.mktemp("toy"), "toy")
     pairs = toy_pairs(300, torch.Generator().manual_seed(4))
     src = torch.nn.utils.rnn.pad_sequence([s for s, _ in pairs], batch_first=True,
                                           padding_value=PAD_ID)
-    limits = [int(len(s) * 1.5) + 10 for s, _ in pairs]
+    return (model, engine, src, [_tokens(s[:-1].tolist()) for s, _ in pairs],
+            [int(len(s) * 1.5) + 10 for s, _ in pairs])
+
+
+def test_exported_model_decodes_greedily_like_ours(toy):
+    model, engine, src, sources, limits = toy
+    ours = greedy(model, src, source_mask(src), max_len_a=1.5, max_len_b=10)
+    assert [_tokens(h.tokens) for h in ours] == engine.translate_tokens(sources, limits)
+
+
+def test_exported_model_searches_and_scores_as_ours(toy):
+    """The engine's n-best: the hypotheses ours finds, in our order, with our scores, but for
+    the few sentences its other stopping rule decodes otherwise. ``decode.alpha`` reaches it
+    as its length penalty (told nothing, it divided by its own default, 1.0, whatever alpha
+    was asked); it divides by ``length ** alpha``, ours by the GNMT penalty: it is asked for
+    the whole beam, which it then searches until it has, as ours does, and its hypotheses are
+    ranked and scored here as ours."""
+    model, engine, src, sources, limits = toy
     asked, translate_batch = [], engine.translator.translate_batch
 
     def spy(*args, **kwargs):
         asked.append(kwargs["length_penalty"])
         return translate_batch(*args, **kwargs)
 
-    engine.translator = mock.Mock(wraps=engine.translator, translate_batch=spy)
-    for alpha in (0.0, 2.0):
-        ours = beam_search(model, src, source_mask(src), 5, alpha, max_len_a=1.5, max_len_b=10)
-        theirs = engine.translate_tokens([_tokens(s[:-1].tolist()) for s, _ in pairs], limits,
-                                         5, alpha=alpha)
-        assert set(asked) == {alpha}
-        asked.clear()
-        same = sum(_tokens(h[0].tokens) == t for h, t in zip(ours, theirs, strict=True))
-        assert same >= 295, f"alpha {alpha}: {300 - same} of 300 differ"
-
-
-def test_exported_model_nbest_is_ours_with_our_scores(tmp_path):
-    """The engine's n-best of a beam: the hypotheses ours finds, in our order, with our scores
-    (log-probability over the GNMT penalty; it divides by length ** alpha, and is asked for the
-    whole beam, which it then searches until it has, as ours does), but for the few sentences
-    its other stopping rule decodes otherwise."""
-    model = train_toy_model(steps=150, seed=2)
-    engine = _export(model, tmp_path, "toy")
-    pairs = toy_pairs(300, torch.Generator().manual_seed(4))
-    src = torch.nn.utils.rnn.pad_sequence([s for s, _ in pairs], batch_first=True,
-                                          padding_value=PAD_ID)
-    limits = [int(len(s) * 1.5) + 10 for s, _ in pairs]
-    for beam, alpha in ((1, 0.6), (5, 0.6), (5, 2.0)):
-        nbest = min(beam, 3)
-        ours = (greedy(model, src, source_mask(src), max_len_a=1.5, max_len_b=10)
-                if beam == 1 else None)
-        ours_nbest = [[h] for h in ours] if ours is not None else beam_search(
-            model, src, source_mask(src), beam, alpha, max_len_a=1.5, max_len_b=10,
-            nbest=nbest)
-        theirs = engine.search([_tokens(s[:-1].tolist()) for s, _ in pairs], limits, beam,
-                               alpha=alpha, nbest=nbest)
-        same = best = 0
-        for mine, found in zip(ours_nbest, theirs, strict=True):
-            best += _tokens(mine[0].tokens) == found[0][0]
-            if [_tokens(h.tokens) for h in mine] == [t for t, _ in found]:
-                same += 1
-                assert [h.score for h in mine] == pytest.approx([s for _, s in found], abs=1e-4)
-        # (measured: 0-2 of 300 best ones differ, 0-11 n-best lists, with 1 or 2 threads)
-        assert best >= 292 and same >= 280, f"beam {beam}, alpha {alpha}: {best}, {same}"
+    with mock.patch.object(engine, "translator", mock.Mock(wraps=engine.translator,
+                                                           translate_batch=spy)):
+        for beam, alpha in ((1, 0.6), (5, 0.0), (5, 0.6), (5, 2.0)):
+            nbest = min(beam, 3)
+            ours = [[h] for h in greedy(model, src, source_mask(src), max_len_a=1.5,
+                                        max_len_b=10)] if beam == 1 else beam_search(
+                model, src, source_mask(src), beam, alpha, max_len_a=1.5, max_len_b=10,
+                nbest=nbest)
+            theirs = engine.search(sources, limits, beam, alpha=alpha, nbest=nbest)
+            assert set(asked) == {alpha}
+            asked.clear()
+            same = best = 0
+            for mine, found in zip(ours, theirs, strict=True):
+                best += _tokens(mine[0].tokens) == found[0][0]
+                if [_tokens(h.tokens) for h in mine] == [t for t, _ in found]:
+                    same += 1
+                    assert [h.score for h in mine] == pytest.approx([s for _, s in found],
+                                                                    abs=1e-4)
+            # (measured: 0-2 of 300 best ones differ, 0-11 n-best lists, with 1 or 2 threads)
+            assert best >= 292 and same >= 280, f"beam {beam}, alpha {alpha}: {best}, {same}"
 
 
 def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
