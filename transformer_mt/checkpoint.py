@@ -100,6 +100,10 @@ def _shared_sides_once(ckpt: dict[str, Any]) -> dict[str, Any]:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read and check a checkpoint without executing anything stored in it."""
     path = Path(path)
+    if (path / "model.bin").is_file():
+        raise CheckpointError(f"'{path}' is a CTranslate2 export (mt export), not a checkpoint: "
+                              "mt translate, evaluate, score and serve decode it (--engine auto"
+                              "); this command reads the checkpoint (.pt) it was exported from")
     why = not_a_file(path)
     if why:
         raise CheckpointError(f"checkpoint '{path}' {why}; train one with 'mt train' or pass "
