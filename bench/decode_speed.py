@@ -18,7 +18,9 @@ ours: ``ours_threads``, ``ctranslate2_threads`` and each count's ``ctranslate2_b
 against its second, ours and the engine's, and the engine's first ÷ ours) and
 ``ratio``, the smallest of the ``vs_ctranslate2`` values (without CTranslate2: the cache
 speedup). ``--engine-env KEY=VALUE`` sets an environment variable in the engine's process only
-(recorded as ``engine_env``): the engine as tuned for the machine, not only as it comes.
+(recorded as ``engine_env``): the engine as tuned for the machine, not only as it comes;
+``--engine-quantization int8`` exports its model quantized (``engine_quantization``), e.g.
+against ours in bf16 (``--precision auto``): each engine at its fastest.
 On the CPU the sentences are also decoded with ``--compile``'s compiled steps
 (``decode/compiled.py``; ``*_compiled`` rows, lone sentences and batches of 32; ``compile_s``
 the first warm-up (it compiles the graphs, into a cache of its own), ``load_compiled_s`` a
@@ -67,19 +69,20 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
 
 def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
                       sentence: str = "", alpha: float = 0.0) -> dict:
-    """CTranslate2 on the same sentences, greedy and beam 5, fp32, at each of
-    ``args.engine_threads`` (default: 1 to ours) in a process of its own, timed in turns with
-    ``ours(beam, batch)`` (seconds of our decoding of the same batches at our threads), best of
-    ``ROUNDS`` each (``LONE_ROUNDS`` for the lone sentences, whose turns are short), so that a
-    slow moment of the machine does not favour either side: batches of 32 (sorted by length),
-    and one sentence a call (the first ``LONE`` sentences, in milliseconds a sentence: a lone
-    request's latency; with ``compiled``, ours also with the compiled steps). Both get the same
-    batches, the same per-sentence length limits and length penalty (``alpha``) and return
-    translations only. (That both compute the same is tested in
-    tests/integration/test_export.py.) Each row compares ours with the engine at its better
-    thread count for that row (``ctranslate2_threads``; every count's figures in
-    ``ctranslate2_by_threads``): its OpenMP runtime has run several times slower at 2 threads
-    than at 1 on some VMs, and a ratio against a crippled engine says nothing.
+    """CTranslate2 on the same sentences, greedy and beam 5, fp32 (or as
+    ``--engine-quantization`` exports it), at each of ``args.engine_threads`` (default: 1 to
+    ours) in a process of its own, timed in turns with ``ours(beam, batch)`` (seconds of our
+    decoding of the same batches at our threads), best of ``ROUNDS`` each (``LONE_ROUNDS`` for
+    the lone sentences, whose turns are short), so that a slow moment of the machine does not
+    favour either side: batches of 32 (sorted by length), and one sentence a call (the first
+    ``LONE`` sentences, in milliseconds a sentence: a lone request's latency; with
+    ``compiled``, ours also with the compiled steps). Both get the same batches, the same
+    per-sentence length limits and length penalty (``alpha``) and return translations only.
+    (That both compute the same is tested in tests/integration/test_export.py.) Each row
+    compares ours with the engine at its better thread count for that row
+    (``ctranslate2_threads``; every count's figures in ``ctranslate2_by_threads``): its OpenMP
+    runtime has run several times slower at 2 threads than at 1 on some VMs, and a ratio
+    against a crippled engine says nothing.
 
     The engine runs in processes of its own, as it would for a user: CTranslate2 brings its
     own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone
@@ -102,7 +105,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
     ways = [(False, "")] + ([(True, "_compiled")] if compiled else [])
     counts = args.engine_threads or list(range(1, torch.get_num_threads() + 1))
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        export_ctranslate2(args.checkpoint, tmp)
+        export_ctranslate2(args.checkpoint, tmp, args.engine_quantization)
         context = multiprocessing.get_context("spawn")
         pools = {n: stack.enter_context(context.Pool(1, _engine_start, (
             tmp, device.type, n, args.engine_env))) for n in counts}
@@ -201,6 +204,10 @@ def _parser() -> argparse.ArgumentParser:
                         metavar="KEY=VALUE", help="set in CTranslate2's process only, e.g. "
                         "ONEDNN_MAX_CPU_ISA=AVX2 (on an AMD Zen 4 its oneDNN GEMM runs ~30%% "
                         "faster so, ours slower); repeatable")
+    parser.add_argument("--engine-quantization", choices=["int8", "int8_float32", "bfloat16",
+                                                          "float16"],
+                        help="export for the engine so (mt export --quantization; default "
+                        "float32), e.g. int8 against our bf16: each at its fastest")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"],
                         help="default: fp32 on the CPU, where cached and uncached decoding must "
                         "translate identically; auto on a GPU, as users decode there. Elsewhere "
@@ -289,6 +296,7 @@ def main() -> None:
               "sentences_differing_with_and_without_cache": differing,
               "results": results, "cache_speedup": cache_speedup, **engine,
               **({"engine_env": args.engine_env} if args.engine_env else {}),
+              "engine_quantization": args.engine_quantization or "float32",
               "ratio": (min(engine["vs_ctranslate2"].values()) if "vs_ctranslate2" in engine
                         else cache_speedup)}
     print(json.dumps(record, indent=2))

@@ -50,9 +50,11 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
                                "--first-call-rounds", "1", "--no-compile",
                                "--first-call-checkpoint", str(run_dir / "best.pt"),
                                "--engine-env", "ONEDNN_VERBOSE=0",
-                               "--engine-threads", "2,1").stdout)
+                               "--engine-threads", "2,1", "--engine-quantization",
+                               "int8").stdout)
     assert record["identical_with_and_without_cache"]
     assert record["engine_env"] == {"ONEDNN_VERBOSE": "0"}
+    assert record["engine_quantization"] == "int8"
     assert {"greedy_batch4_cached", "beam5_batch1_uncached"} <= set(record["results"])
     expected = (min(record["vs_ctranslate2"].values()) if "vs_ctranslate2" in record
                 else record["cache_speedup"])
