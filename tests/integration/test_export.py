@@ -233,10 +233,17 @@ def test_mt_evaluate_compares_a_checkpoint_with_its_exports(trained_run, tmp_pat
     assert fp32["name"] == str(tmp_path / "fp32") and int8["name"] == str(tmp_path / "int8")
     assert fp32["BLEU"]["score"] == ours["BLEU"]["score"] and fp32["BLEU"]["p_value"] == 1.0
     assert 0 < int8["BLEU"]["score"] <= 100
-    # each decodes in its own type (the int8 export was widened to float32 as it loaded)
-    assert load_exported(tmp_path / "fp32", "cpu").engine.translator.compute_type == "float32"
-    assert load_exported(tmp_path / "int8", "cpu").engine.translator.compute_type.startswith(
-        "int8")
+    # each decodes in its own type (the int8 export was widened to float32 as it loaded), as
+    # mt info says, with the checkpoint's vocabularies
+    told = {name: json.loads(run_cli(["info", "--json", str(tmp_path / name)]).stdout)
+            for name in ("fp32", "int8")}
+    checkpoint = json.loads(run_cli(["info", "--json", best]).stdout)
+    assert told["fp32"]["compute_type"] == "float32"
+    assert told["int8"]["compute_type"].startswith("int8")
+    for info in told.values():
+        assert info["engine"].startswith("CTranslate2 ") and info["config"] == checkpoint["config"]
+        assert (info["src_vocab"], info["tgt_vocab"]) == (checkpoint["src_vocab"],
+                                                          checkpoint["tgt_vocab"])
     refused = run_cli(["evaluate", "--checkpoint", best, "--checkpoint", str(tmp_path / "fp32"),
                        "--ensemble", "--split", "val"])
     assert refused.returncode == 2 and "is a CTranslate2 export" in refused.stderr

@@ -1,4 +1,5 @@
-"""``mt info``: what a checkpoint holds (config, sizes, step, best BLEU).
+"""``mt info``: what a checkpoint holds (config, sizes, step, best BLEU), or an export
+(``mt export``'s directory: the engine, the type it decodes in, sizes, config).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt info``."""
-    p = sub.add_parser("info", parents=[common], help="describe a checkpoint")
+    p = sub.add_parser("info", parents=[common], help="describe a checkpoint (or an export)")
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
@@ -19,7 +20,10 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     from transformer_mt.build import model_from_checkpoint
     from transformer_mt.checkpoint import load_checkpoint
+    from transformer_mt.translate.engines import engine_for
 
+    if engine_for(args.checkpoint) == "ctranslate2":
+        return _print(_export_info(args.checkpoint), args.json)
     ckpt = load_checkpoint(args.checkpoint)
     model, config, src_vocab, tgt_vocab = model_from_checkpoint(ckpt, args.checkpoint)
     p = ckpt["progress"]
@@ -37,7 +41,25 @@ def cmd_info(args: argparse.Namespace) -> int:
         corpora = ckpt["data"].get("corpora") or []
         if len(corpora) > 1:  # each corpus: its pairs, weight, tag and what was removed
             info["training_corpora"] = corpora
-    if args.json:
+    return _print(info, args.json)
+
+
+def _export_info(path: str) -> dict[str, Any]:
+    """What ``mt export`` wrote: the engine, the type it decodes in here, the vocabularies and
+    the config it was exported with."""
+    from transformer_mt.translate.exported import load_exported
+
+    loaded = load_exported(path, "cpu")  # (says how to install CTranslate2 where it is not)
+    import ctranslate2
+
+    return {"export": str(path), "engine": f"CTranslate2 {ctranslate2.__version__}",
+            "compute_type": loaded.engine.translator.compute_type,  # type: ignore[attr-defined]
+            "src_vocab": len(loaded.src_vocab), "tgt_vocab": len(loaded.tgt_vocab),
+            "config": loaded.config.to_dict()}
+
+
+def _print(info: dict[str, Any], as_json: bool) -> int:
+    if as_json:
         print(json.dumps(info, indent=2))
         return 0
     for key, value in info.items():
