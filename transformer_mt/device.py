@@ -13,6 +13,8 @@ import torch
 from transformer_mt.errors import ConfigError, TrainingError
 
 log = logging.getLogger(__name__)
+# the flag of each command that decodes, and of mt train
+USE_CPU = "--device cpu (mt train: --set train.device=cpu), or auto"
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
@@ -29,17 +31,17 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
                           "cuda:N or mps")
     if name == "mps" and not _mps():
         raise ConfigError("device 'mps' asks for Apple's GPU, which PyTorch does not see here; "
-                          "use --set train.device=cpu (or auto)")
+                          f"use {USE_CPU}")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
             why = cuda_problem() or "no CUDA GPU is visible to PyTorch"
-            raise ConfigError(f"train.device={name!r} asks for CUDA, which PyTorch cannot use "
-                              f"here: {why}. To use the CPU: --set train.device=cpu (or auto)")
+            raise ConfigError(f"device {name!r} asks for CUDA, which PyTorch cannot use "
+                              f"here: {why}. To use the CPU: {USE_CPU}")
         if name == "cuda":
             name = f"cuda:{local_rank}"
         index = int(name.split(":")[1])
         if index >= torch.cuda.device_count():
-            raise ConfigError(f"train.device={name!r}: only {torch.cuda.device_count()} GPU(s) "
+            raise ConfigError(f"device {name!r}: only {torch.cuda.device_count()} GPU(s) "
                               "are visible")
     return torch.device(name)
 

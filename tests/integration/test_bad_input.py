@@ -46,6 +46,16 @@ def test_decoding_settings_are_bounded_at_the_edge(trained_run, option, value, e
     assert expected in _error_line(result)
 
 
+def test_a_gpu_where_there_is_none_names_the_commands_flag(trained_run):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
+                      "--device", "cuda", "Ein Hund läuft."])
+    line = _error_line(result)
+    assert line.startswith("mt translate: error: device 'cuda' asks for CUDA")
+    assert "To use the CPU: --device cpu" in line
+
+
 def test_translating_from_python_says_what_was_expected(trained_run):
     from transformer_mt.training.trainer import train
     from transformer_mt.translate import Translator
