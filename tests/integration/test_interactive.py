@@ -112,10 +112,14 @@ def test_alternatives_begin_with_greedys_and_match_ctranslate2(translator, train
     prefix = " ".join(greedy[0][0].tokens[:2]) + " "
     for source in sources:
         for p in ("", prefix):
-            ours = [(c.token, c.translation.tokens) for c in translator.alternatives(
-                source, p, 4, beam_size=1, precision="fp32") if c.token != "<eos>"]
-            other = theirs.alternatives(source, p, 4, beam_size=1)  # never ends there
-            assert ours == [(c.token, c.translation.tokens) for c in other][:len(ours)]
+            found = [c for c in translator.alternatives(source, p, 4, beam_size=1,
+                                                         precision="fp32") if c.token != "<eos>"]
+            other = theirs.alternatives(source, p, 4, beam_size=1)[:len(found)]  # never ends
+            assert [(c.token, c.translation.tokens) for c in found] == [
+                (c.token, c.translation.tokens) for c in other]
+            for mine, its in zip(found, other, strict=True):  # scored as ours
+                assert its.log_prob == pytest.approx(mine.log_prob, abs=1e-4)
+                assert its.translation.score == pytest.approx(mine.translation.score, abs=1e-4)
     assert translator.translate(sources, beam_size=1, precision="fp32",
                                 prefix=[prefix] * len(sources)) == theirs.translate(
         sources, beam_size=1, prefix=[prefix] * len(sources))

@@ -6,7 +6,6 @@ penalty, n-best and scores (``tests/integration/test_export.py``).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,9 +72,10 @@ class CTranslate2Engine:
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:
         """CTranslate2's own ``return_alternatives``: the tokens at the position, each
-        completed by its search (greedy: as ours, ``tests/integration/test_interactive.py``; its
-        beam search, with our length penalty, stops when its best hypothesis ends where ours
-        waits for ``beam_size`` finished ones, and may differ)."""
+        completed by its search and scored as ours (``score_batch``). Greedy completions are
+        ours (``tests/integration/test_interactive.py``); its beam search, with our length
+        penalty, stops when its best hypothesis ends where ours waits for ``beam_size``
+        finished ones, and may differ."""
         if cfg.samples:
             raise MTError(self.CANNOT)
         prefix = self._prefixes(forcing)[0]
@@ -87,11 +87,16 @@ class CTranslate2Engine:
             return_alternatives=True,
             return_scores=False, max_decoding_length=limit + 1, min_decoding_length=0,
             suppress_sequences=NEVER_PRODUCED)[0]
-        found = []
-        for tokens in result.hypotheses:
-            out = self.tgt_vocab.encode(tokens[:limit], eos=False)
+        outputs = [tokens[:limit] for tokens in result.hypotheses]
+        source = [self.src_vocab.itos[i] for i in ids[:-1]]
+        found = []  # each scored as ours: its token's log-probability there, its search's score
+        for tokens, cut, lp in zip(outputs, result.hypotheses, self.score_tokens(
+                [source] * len(outputs), outputs), strict=True):
+            out = self.tgt_vocab.encode(tokens, eos=False)
             token = out[len(prefix)] if len(out) > len(prefix) else EOS_ID  # it ends there
-            found.append(Alternative(token, math.nan, Hypothesis(out, math.nan)))
+            total = sum(lp[:-1]) if len(cut) > limit else sum(lp)  # cut: <eos> forced, p 1
+            found.append(Alternative(token, lp[len(prefix)], Hypothesis(
+                out, _our_score(total, len(out) + 1, cfg.alpha, cfg.beam_size))))
         return found
 
     def _prefixes(self, forcing: Forcing) -> list[list[str]]:
