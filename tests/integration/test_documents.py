@@ -3,7 +3,10 @@ their spacing, line breaks and markup; nothing lost."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import torch
 
 from tests.helpers import run_cli
 from transformer_mt.errors import MTError
@@ -43,12 +46,13 @@ def test_html_keeps_its_markup_and_translates_only_prose():
             '<script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'
             '<code>x = 1.</code><p translate="no">Ein Name.</p>A &amp; B')
     doc = split_html(html, "de")
-    assert doc.sentences == ["Ein Mann.", "Zwei", "Hunde", "A & B"]
-    out = doc.rebuild(["One man.", "Two", "dogs", "A < B"])
+    assert doc.sentences == ["Ein Mann.", "Zwei Hunde.", "A & B"]  # one sentence across <b>
+    assert doc.cuts == [[], [5, 10], []]
+    out = doc.rebuild(["One man.", "Two dogs.", "A < B"])  # no links: by relative position
     assert out == ('<!DOCTYPE html>\n<p class="a" title="Ein Titel.">One man. Two <b>dogs</b>.'
                    '</p><script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'
                    '<code>x = 1.</code><p translate="no">Ein Name.</p>A &lt; B')
-    assert doc.rebuild(["Q"] * 4).count("Q") == 4  # rebuilding twice works (alternatives)
+    assert doc.rebuild(["Q"] * 3).count("Q") == 3  # rebuilding twice works (alternatives)
 
 
 def test_html_reads_translate_and_repeated_attributes_as_browsers_do():
@@ -80,6 +84,42 @@ def test_texts_translate_as_their_sentences_one_by_one(trained_run):
         translator.translate(texts[:1], form="text", nbest=2)
     with pytest.raises(MTError, match="unknown form"):
         translator.translate(texts[:1], form="pdf")  # type: ignore[call-overload]
+
+
+def test_a_sentence_across_inline_markup_is_translated_whole(trained_run, subword_run):
+    """"Ein Mann fährt <b>Fahrrad</b>." is one sentence: its translation is the sentence's,
+    shared out around and inside the <b> along the model's attention (words or subwords)."""
+    import html as html_lib
+
+    from transformer_mt.translate import Translator
+    from transformer_mt.translate.inline import attention_links
+
+    page = "<p>Ein Mann fährt <b>Fahrrad</b>. Zwei Hunde spielen.</p>"
+    sentences = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen."]
+    for run in (trained_run[0], subword_run):
+        translator = Translator.load(run / "best.pt", "cpu")
+        out = translator.translate([page], form="html")[0]
+        first, second = translator.translate(sentences)
+        whole = f"{first} {second}"
+        assert html_lib.unescape(re.sub("<[^>]+>", "", out)) == whole
+        if len(re.findall(r"\w+|[^\w\s]", first)) >= 2:  # enough to give <b> a word
+            assert re.fullmatch(r"<p>.+<b>\S.*</b>.*</p>", out, re.S), out
+        links = attention_links(translator, sentences[:1], [whole])[0]
+        assert links and all(0 <= o < len(whole) and 0 <= s < len(sentences[0])
+                             for o, s in links)
+    # the weights of a padded batch are each pair's alone (padding masked, then cut off)
+    texts = [*sentences, "Ein Hund.", PARAGRAPH]  # of different lengths
+    sources = translator.encode(texts)
+    outputs = [h[0].ids for h in translator.translate(texts[::-1], nbest=1)]
+    for batched, src, out in zip(translator.engine.cross_attention(sources, outputs, 0, 1),
+                                 sources, outputs, strict=True):
+        alone = translator.cross_attention(src, out, 0, 1)  # (a layer and a head)
+        assert batched.shape == alone.shape == (len(out) + 1, len(src))
+        torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-4)
+    two = Translator.load([trained_run[0] / "best.pt"] * 2, "cpu")  # no one attention to read
+    assert attention_links(two, sentences[:1], ["A man."]) is None
+    assert re.sub("<[^>]+>", "", two.translate([page], form="html")[0]) == html_lib.escape(
+        " ".join(two.translate(sentences)), quote=False)
 
 
 def test_mt_translate_split_sentences(trained_run, tmp_path):

@@ -144,25 +144,31 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     assert [" ".join(s.content.split()) for s in ours] == expected
     assert ours[0].content.count("\n") == 1  # two lines in, two lines out
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
-    # translated, runs formatted alike together and the bold word alone
+    # translated, the sentence the bold word is in whole, its translation shared out among
+    # the runs (the bold one given a word)
     source = word_document()
     translated = translate_file(translator, "letter.docx", source)
     (shape, rows), texts = word_texts(translated)
     (their_shape, their_rows), _ = word_texts(source)
     assert (shape, rows) == (their_shape, their_rows) and (True, None) in shape[1]
-    segments = ["Ein Hund läuft.", "Ein Mann fährt ", "Fahrrad", ". Zwei Hunde spielen im Schnee.",
+    segments = ["Ein Hund läuft.", "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee.",
                 "Eine Frau liest ein Buch.", "Zwei Männer spielen Fußball.", "Zwei Hunde spielen."]
     expected = translator.translate(segments, form="text")
-    assert texts[0] == expected[0] and texts[1] == "".join(expected[1:4])
-    assert texts[-1] == expected[-1] and expected[4] in texts and texts.count("") == 1
+    assert texts[0] == expected[0] and texts[1] == expected[1]
+    assert texts[-1] == expected[-1] and expected[2] in texts and texts.count("") == 1
+    bold = [r.text for r in docx.Document(io.BytesIO(translated)).paragraphs[0].runs if r.bold]
+    assert len(bold) == 1 and bold[0].strip()
     # PowerPoint: the same shapes, runs (the bold word bold), table and notes, all translated
-    shape, texts = slide_texts(translate_file(translator, "talk.pptx", slides()))
+    translated = translate_file(translator, "talk.pptx", slides())
+    shape, texts = slide_texts(translated)
     their_shape, their_texts = slide_texts(slides())
     assert shape == their_shape and [t == "" for t in texts] == [t == "" for t in their_texts]
-    segments = [t for t in their_texts if t]
-    segments[2:3] = ["Ein Mann fährt ", "Fahrrad"]
-    expected = translator.translate(segments, form="text")
-    assert [t for t in texts if t] == [*expected[:2], "".join(expected[2:4]), *expected[4:]]
+    expected = translator.translate([t for t in their_texts if t], form="text")
+    assert [t for t in texts if t] == expected
+    bold = [r.text for shape in pptx.Presentation(io.BytesIO(translated)).slides[0].shapes
+            if shape.has_text_frame for p in shape.text_frame.paragraphs for r in p.runs
+            if r.font.bold]
+    assert len(bold) == 1 and bold[0].strip()
 
 
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):
@@ -258,7 +264,7 @@ def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
     monkeypatch.setattr(files, "MOST_UNPACKED", 2**20)
     bomb = zipfile_bytes({"word/document.xml": b"\0" * (4 * 2**20)})
     with pytest.raises(MTError, match=r"unpacks to 4,194,304 bytes in 1 files; at most"):
-        files.read_file("bomb.docx", bomb)
+        files.read_file("bomb.docx", bomb, "de")
     laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
               + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1
                                                        else b"&lol;") * 10)
@@ -271,8 +277,8 @@ def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
     members["word/document.xml"] = laughs
     start = time.monotonic()
     try:
-        doc = files.read_file("laughs.docx", zipfile_bytes(members))
-        assert all(len(t) < 1000 for t in doc.texts)  # nothing expanded
+        doc = files.read_file("laughs.docx", zipfile_bytes(members), "de")
+        assert all(len(t) < 1000 for d in doc.documents for t in d.sentences)  # not expanded
     except MTError as exc:
         assert "is not a Word document" in str(exc)
     assert time.monotonic() - start < 10

@@ -347,3 +347,18 @@ def test_glossary_benchmark_holds_every_term_and_reports_a_ratio(trained_run):
         assert record[f"{search}_plain"]["terms_held"] <= record["with_a_term"]
     plain, held = record["beam3_plain"]["bleu"], record["beam3_glossary"]["bleu"]
     assert record["ratio"] == (round(held / plain, 3) if plain else None)
+
+
+def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
+    """bench/inline_markup.py on the toy test set: each page's text is its sentence's
+    translation (the bench asserts it, so their BLEU is equal), the pieces translated apart
+    score otherwise, and ``ratio`` is the quotient of the two BLEUs."""
+    record = json.loads(_bench("bench/inline_markup.py", "--checkpoint",
+                               str(trained_run[0] / "best.pt"), "--set", "toy_test",
+                               "--max-sentences", "8").stdout)
+    assert record["sentences"] == 8 and record["ours"]["bleu"] == record["plain"]["bleu"]
+    assert set(record["placement"]) == {"attention", "position", "pieces"}
+    for found in record["placement"].values():
+        assert 0 <= found["exact"] <= found["within2"] <= 1
+    ours, theirs = record["ours"]["bleu"], record["pieces"]["bleu"]
+    assert record["ratio"] == (round(ours / theirs, 3) if theirs else None)

@@ -169,7 +169,7 @@ def test_attention_aligns_a_reversal_model_where_the_words_are_known(toy_model):
         ids = [x for x in row if x != 1]  # without padding; <eos> last
         known = [len(ids) - 2 - j for j in range(len(hyp.tokens))]
         for layer in right:
-            links = token_links(engine.cross_attention(ids, hyp.tokens, layer))
+            links = token_links(engine.cross_attention([ids], [hyp.tokens], layer)[0])
             right[layer] += sum(a == b for a, b in zip(links, known, strict=True))
         total += len(hyp.tokens)
     assert right[-1] / total > 0.8

@@ -21,7 +21,7 @@ from transformer_mt.errors import MTError
 from transformer_mt.serve.deps import CallerDep, ServiceDep, libre_key
 from transformer_mt.serve.file_store import KEEP_S
 from transformer_mt.serve.service import RequestError
-from transformer_mt.translate.files import read_file
+from transformer_mt.translate.files import FileText, read_file
 
 
 class TranslatedFile(BaseModel):
@@ -52,20 +52,26 @@ async def translated(svc: ServiceDep, who: CallerDep, name: str, data: bytes, so
     if target != tgt or source not in (src, "auto"):
         raise RequestError(400, f"this model translates {src} into {tgt}, not {source} into "
                            f"{target}")
-    try:
-        doc = read_file(name, data)
-    except MTError as exc:
-        raise RequestError(400, f"Invalid request: {exc}") from None
-    chars = sum(map(len, doc.texts))
-    if chars > svc.limits.max_file_chars:
-        raise RequestError(400, f"'{name}' holds {chars:,} characters; at most "
-                           f"{svc.limits.max_file_chars:,} a file here: split it")
-    svc.charge(who.client, chars)
-    prepared = await svc.prepare_off_loop(doc.texts, doc.form, max_sentences=chars)
+    doc = await svc.off_loop(_read, svc, name, data)
+    svc.charge(who.client, doc.chars)
+    prepared = await svc.off_loop(svc.prepared, doc.documents, doc.chars)
     results = await svc.decode(prepared, svc.translator.settings(), 1, waiting=who.left,
                                queued=who.queued)
     out = doc.rebuild([r.text() for r in results])
     return await asyncio.get_running_loop().run_in_executor(None, svc.files.put, name, out)
+
+
+def _read(svc: ServiceDep, name: str, data: bytes) -> FileText:
+    """The file's texts, split into sentences (seconds for a large one: off the event loop);
+    a 400 for a file not read here, or one larger than a file may be."""
+    try:
+        doc = read_file(name, data, svc.src_lang)
+    except MTError as exc:
+        raise RequestError(400, f"Invalid request: {exc}") from None
+    if doc.chars > svc.limits.max_file_chars:
+        raise RequestError(400, f"'{name}' holds {doc.chars:,} characters; at most "
+                           f"{svc.limits.max_file_chars:,} a file here: split it")
+    return doc
 
 
 @router.get("/download_file/{key}", summary="LibreTranslate: a translated file",

@@ -15,10 +15,10 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -31,7 +31,10 @@ from transformer_mt.serve.file_store import FileStore
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
-from transformer_mt.translate.documents import Document, TextForm, split_document
+from transformer_mt.translate.documents import Document, Links, TextForm, split_document
+from transformer_mt.translate.inline import attention_links
+
+T = TypeVar("T")
 
 log = logging.getLogger("transformer_mt.serve")
 
@@ -50,7 +53,7 @@ class RequestError(Exception):
 class Prepared:
     """A request's texts cut into sentences, and those sentences as source ids."""
 
-    docs: list[Document]
+    docs: Sequence[Document[Any]]
     ids: list[list[int]]
 
 
@@ -58,12 +61,14 @@ class Prepared:
 class TextResult:
     """One text's sentences with their translations (each a list of hypotheses, best first)."""
 
-    doc: Document
+    doc: Document[Any]
     hyps: list[list[Translation]]
+    links: list[Links] | None = None  # where each best translation reads (inline.py)
 
-    def text(self, k: int = 0) -> str:
+    def text(self, k: int = 0) -> Any:
         """The text rebuilt with the ``k``-th hypothesis of each sentence (or its last)."""
-        return self.doc.rebuild([h[min(k, len(h) - 1)].text for h in self.hyps])
+        return self.doc.rebuild([h[min(k, len(h) - 1)].text for h in self.hyps],
+                                self.links if k == 0 else None)
 
     def alternatives(self, n: int, best: str | None = None) -> list[str]:
         """Up to ``n`` translations of the whole text other than ``best`` (default: its own
@@ -218,8 +223,11 @@ class Service:
         """:meth:`prepare` on a thread of its own, one request at a time: splitting a large
         HTML request takes seconds, which the event loop (``/health``, every other request)
         does not wait for."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._preparing, self.prepare, texts, form, max_sentences)
+        return await self.off_loop(self.prepare, texts, form, max_sentences)
+
+    async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args)`` on the thread that prepares requests, one at a time."""
+        return await asyncio.get_running_loop().run_in_executor(self._preparing, work, *args)
 
     def prepare(self, texts: list[str], form: TextForm,
                 max_sentences: int | None = None) -> Prepared:
@@ -232,6 +240,12 @@ class Service:
             raise RequestError(400, f"the text could not be read as "
                                f"{'text' if form == 'text' else form.upper()}: "
                                f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
+        return self.prepared(docs, max_sentences)
+
+    def prepared(self, docs: Sequence[Document[Any]], max_sentences: int | None = None
+                 ) -> Prepared:
+        """Split documents' sentences tokenized: a 400 where one is longer than the model
+        takes, or they are more than ``max_sentences`` (default: the limit of a request)."""
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences
         if len(sentences) > most:
@@ -272,7 +286,26 @@ class Service:
             n = len(doc.sentences)
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
+        await self._link(results, waiting)
         return results
+
+    async def _link(self, results: list[TextResult],
+                    waiting: Callable[[], Any] | None = None) -> None:
+        """Where the best translation of each sentence that inline markup cuts reads in it
+        (``inline.attention_links``, on the worker, which owns the model), for rebuilding;
+        by relative position where the engine has no attention weights."""
+        cut = [(r, i) for r in results for i, c in enumerate(r.doc.cuts) if c]
+        if not cut or not self.translator.engine.can_inspect:
+            return
+        sources = [r.doc.sentences[i] for r, i in cut]
+        outputs = [r.hyps[i][0].text for r, i in cut]
+        translator = self.translator
+        found = await self.wait(self.worker().call(
+            lambda: attention_links(translator, sources, outputs)), waiting)
+        for (result, i), links in zip(cut, found or [None] * len(cut), strict=True):
+            if result.links is None:
+                result.links = [None] * len(result.doc.sentences)
+            result.links[i] = links
 
     async def alternatives(self, prepared: Prepared, results: list[TextResult], n: int,
                            cfg: DecodeConfig, **wait: Any) -> list[list[str]]:

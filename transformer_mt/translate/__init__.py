@@ -35,6 +35,7 @@ from transformer_mt.translate.engines import (
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary
+from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.prefix import forcing_of
 from transformer_mt.translate.results import (
     Choice,
@@ -228,8 +229,10 @@ class Translator:
             if nbest is not None or attention or prefix is not None:
                 raise MTError("n-best lists, attention and prefixes are given per sentence: "
                               "translate with form=\"sentences\"")
-            return translate_documents(texts, self.config.data.src_lang, form, lambda sentences:
-                                       self.translate(sentences, cfg, glossary=glossary))
+            return translate_documents(
+                texts, self.config.data.src_lang, form,
+                lambda sentences: self.translate(sentences, cfg, glossary=glossary),
+                lambda sources, translations: attention_links(self, sources, translations))
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]
@@ -379,4 +382,4 @@ class Translator:
                         head: int | None = None) -> Tensor:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
-        return self.engine.cross_attention(src_ids, out_ids, layer, head)
+        return self.engine.cross_attention([src_ids], [out_ids], layer, head)[0]

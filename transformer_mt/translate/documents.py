@@ -11,34 +11,51 @@ sentences to translate and everything around them (spaces, line breaks, markup),
 
 Sentences are found by spaCy's rule-based ``sentencizer`` on the language's blank pipeline
 (its tokenizer knows the language's abbreviations: "Dr.", "z.B.", "3. Mai" do not end a
-sentence); no model is downloaded. HTML is parsed by Beautiful Soup: each text node is split
-and translated, tags, attributes, comments, scripts, styles and code are kept as they are.
-A sentence cut by inline markup ("Ein <b>Hund</b> läuft.") is translated in its pieces.
+sentence); no model is downloaded. HTML is parsed by Beautiful Soup: its text is split and
+translated, tags, attributes, comments, scripts, styles and code are kept as they are.
+A sentence cut by inline markup ("Ein <b>Hund</b> läuft.") is translated whole, and its
+translation shared out among the pieces (``inline.py``).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from transformer_mt.data.tokenize import spacy_pipeline
 from transformer_mt.errors import DataError
+from transformer_mt.translate.inline import Link, share
+
+T = TypeVar("T")
 
 # text inside these elements is not prose: kept as it is
 KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
                         "noscript", "template", "math", "svg"})
 
 
+Links = Sequence[Link] | None  # where a sentence's translation reads in it (None: unknown)
+
+
 @dataclass
-class Document:
-    """The sentences of a text, and how to put their translations back in its place."""
+class Document(Generic[T]):
+    """The sentences of a text, and how to put their translations back in its place (a text;
+    a flow's pieces, :func:`split_flow`). ``cuts``: for each sentence, where inline markup
+    cuts it into pieces (offsets in it; mostly none), its translation shared out among them
+    along ``links`` (``inline.py``)."""
 
     sentences: list[str]
-    rebuild: Callable[[Sequence[str]], str]  # one translation per sentence -> the text
+    cuts: list[list[int]]
+    rebuild_with: Callable[[Sequence[str], Sequence[Links]], T]
+
+    def rebuild(self, translations: Sequence[str], links: Sequence[Links] | None = None) -> T:
+        """The text (or pieces) with one translation per sentence in place."""
+        return self.rebuild_with(translations, links or [None] * len(translations))
 
 
 @functools.lru_cache(maxsize=8)
@@ -87,25 +104,44 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     return spans
 
 
-def split_text(text: str, lang: str) -> Document:
+def split_flow(pieces: Sequence[str], lang: str) -> Document[list[str]]:
+    """Text in pieces that run on (a paragraph's text nodes or runs, formatted apart): the
+    sentences of the pieces joined; rebuilding gives each piece its text again, the spacing
+    between sentences kept and a sentence across pieces shared out among them."""
+    text = "".join(pieces)
+    ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
+    spans = sentence_spans(text, lang)
+    cuts = [[e - a for e in ends if a < e < b] for a, b in spans]
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
+        out = [""] * len(pieces)
+        at = 0
+        for (a, b), cut, translation, link in zip(spans, cuts, translations, links, strict=True):
+            _keep(text[at:a], at, ends, out)
+            first = bisect.bisect_right(ends, a)  # the piece the sentence begins in
+            shares = share(text[a:b], cut, translation, link) if cut else [translation]
+            for i, part in enumerate(shares):
+                out[first + i] += part
+            at = b
+        _keep(text[at:], at, ends, out)
+        return out
+
+    return Document([text[a:b] for a, b in spans], cuts, rebuild)
+
+
+def _keep(kept: str, at: int, ends: Sequence[int], out: list[str]) -> None:
+    """Text between sentences (``kept``, from offset ``at``) back in the pieces it was in."""
+    while kept:
+        piece = bisect.bisect_right(ends, at)
+        n = ends[piece] - at
+        out[piece] += kept[:n]
+        kept, at = kept[n:], at + n
+
+
+def split_text(text: str, lang: str) -> Document[str]:
     """A plain text: its sentences, and the spacing between them kept on rebuilding."""
-    parts: list[str] = []
-    slots: list[int] = []  # which parts are sentences
-    at = 0
-    for start, end in sentence_spans(text, lang):
-        parts.append(text[at:start])
-        slots.append(len(parts))
-        parts.append(text[start:end])
-        at = end
-    parts.append(text[at:])
-
-    def rebuild(translations: Sequence[str]) -> str:
-        out = list(parts)
-        for slot, translation in zip(slots, translations, strict=True):
-            out[slot] = translation
-        return "".join(out)
-
-    return Document([parts[i] for i in slots], rebuild)
+    flow = split_flow([text], lang)
+    return Document(flow.sentences, flow.cuts, lambda t, links: flow.rebuild_with(t, links)[0])
 
 
 def _translated(node: Any) -> bool:
@@ -119,55 +155,99 @@ def _translated(node: Any) -> bool:
     return not said or said[0] != "no"
 
 
-def split_html(text: str, lang: str, xml: bool = False) -> Document:
+def split_html(text: str, lang: str, xml: bool = False) -> Document[str]:
     """An HTML document or fragment (``xml``: an XHTML document, read as XML: the case of its
-    names kept, SVG's ``viewBox`` say): the sentences of its text nodes; rebuilding puts the
-    translations into the same markup (entities re-escaped where needed)."""
+    names kept, SVG's ``viewBox`` say): the sentences of its text, each run of text nodes
+    that only inline elements separate read as one flow (:func:`split_flow`: "Ein Mann fährt
+    <b>Fahrrad</b>." is one sentence); rebuilding puts the translations into the same markup
+    (entities re-escaped where needed)."""
     from bs4 import BeautifulSoup, NavigableString
 
     # an attribute given twice: the first holds, as in browsers (html.parser keeps the last)
     soup = BeautifulSoup(text, "xml") if xml else BeautifulSoup(
         text, "html.parser", on_duplicate_attribute="ignore")
-    nodes: list[Any] = []
-    pieces: list[Document] = []
-    for node in soup.find_all(string=True):
-        if type(node) is not NavigableString:  # comments, doctype, CDATA, script strings
-            continue
-        if not _translated(node):
-            continue
-        piece = split_text(str(node), lang)
-        if piece.sentences:
-            nodes.append(node)
-            pieces.append(piece)
+    flows = [(nodes, split_flow([str(n) for n in nodes], lang)) for nodes in _flows(soup)]
+    flows = [(nodes, flow) for nodes, flow in flows if flow.sentences]
 
-    def rebuild(translations: Sequence[str]) -> str:
-        if len(translations) != sum(len(p.sentences) for p in pieces):
-            raise ValueError("one translation per sentence")
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
         at = 0
-        for i, piece in enumerate(pieces):
-            n = len(piece.sentences)
-            new = NavigableString(piece.rebuild(translations[at:at + n]))
-            nodes[i].replace_with(new)
-            nodes[i] = new
+        for nodes, flow in flows:
+            n = len(flow.sentences)
+            texts = flow.rebuild_with(translations[at:at + n], links[at:at + n])
+            for i, new in enumerate(texts):
+                if new != str(nodes[i]):
+                    nodes[i].replace_with(replaced := NavigableString(new))
+                    nodes[i] = replaced
             at += n
+        if at != len(translations):
+            raise ValueError("one translation per sentence")
         return soup.decode(formatter="minimal")
 
-    return Document([s for p in pieces for s in p.sentences], rebuild)
+    return Document([s for _, f in flows for s in f.sentences],
+                    [c for _, f in flows for c in f.cuts], rebuild)
+
+
+# elements inside a sentence: the text around them runs on (a <br>, an image, a block ends it)
+INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em",
+                    "font", "i", "ins", "label", "mark", "q", "s", "small", "span", "strong",
+                    "sub", "sup", "time", "tt", "u"})
+
+
+def _flows(soup: Any) -> list[list[Any]]:
+    """The text nodes to translate, in runs that only inline elements separate (a comment,
+    any other element, text kept as it is, or another block ends one)."""
+    from bs4 import NavigableString, Tag
+
+    flows: list[list[Any]] = [[]]
+    home = None
+    for element in soup.descendants:
+        if type(element) is NavigableString and _translated(element):
+            block = next(p for p in element.parents if p.name not in INLINE)
+            if block is not home:
+                flows.append([])
+            flows[-1].append(element)
+            home = block
+        elif not (isinstance(element, Tag) and element.name in INLINE):
+            flows.append([])
+    return [f for f in flows if f]
 
 
 TextForm = Literal["text", "html", "xhtml"]  # what a text holding several sentences may be
 FORMS: tuple[TextForm, ...] = typing.get_args(TextForm)
 
 
-def split_document(text: str, lang: str, form: TextForm = "text") -> Document:
+def split_document(text: str, lang: str, form: TextForm = "text") -> Document[str]:
     """``text`` (``form``: plain text, HTML, or XHTML read as XML) as a :class:`Document`."""
     return split_text(text, lang) if form == "text" else split_html(text, lang, form == "xhtml")
 
 
+LinksOf = Callable[[list[str], list[str]], "Sequence[Links] | None"]
+
+
+def translate_split(docs: Sequence[Document[T]], translate: Callable[[list[str]], list[str]],
+                    links: LinksOf | None = None) -> list[T]:
+    """Documents translated: all their sentences in one call of ``translate`` (one batch),
+    put back in place; ``links``: where each translation of a sentence that inline markup
+    cuts reads in it (None: by relative position), asked once for them all."""
+    sentences = [s for d in docs for s in d.sentences]
+    translations = translate(sentences)
+    cut = [i for i, c in enumerate(c for d in docs for c in d.cuts) if c]
+    found: list[Links] = [None] * len(sentences)
+    if cut and links is not None:
+        for i, link in zip(cut, links([sentences[i] for i in cut],
+                                      [translations[i] for i in cut]) or [None] * len(cut),
+                           strict=True):
+            found[i] = link
+    out, at = [], 0
+    for d in docs:
+        n = len(d.sentences)
+        out.append(d.rebuild(translations[at:at + n], found[at:at + n]))
+        at += n
+    return out
+
+
 def translate_documents(texts: Sequence[str], lang: str, form: TextForm,
-                        translate: Callable[[list[str]], list[str]]) -> list[str]:
-    """Each text translated whole: all their sentences in one call of ``translate`` (one
-    batch), put back in place."""
-    docs = [split_document(t, lang, form) for t in texts]
-    translations = iter(translate([s for d in docs for s in d.sentences]))
-    return [d.rebuild([next(translations) for _ in d.sentences]) for d in docs]
+                        translate: Callable[[list[str]], list[str]],
+                        links: LinksOf | None = None) -> list[str]:
+    """Each text translated whole (:func:`translate_split`)."""
+    return translate_split([split_document(t, lang, form) for t in texts], translate, links)

@@ -71,11 +71,12 @@ class Engine(Protocol):
         """For one source, the ``k`` best tokens after its forced prefix, each completed."""
         ...
 
-    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
-                        head: int | None = None) -> Tensor:
-        """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
-        heads) while the model reads ``out_ids`` (teacher forcing) for the source
-        ``src_ids``."""
+    def cross_attention(self, sources: Sequence[Sequence[int]],
+                        outputs: Sequence[Sequence[int]], layer: int = -1,
+                        head: int | None = None) -> list[Tensor]:
+        """For each source (ids ending in ``<eos>``) and output (ids), the cross-attention
+        ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over heads) while the
+        model reads the output (teacher forcing)."""
         ...
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
@@ -199,10 +200,12 @@ class TorchEngine:
         return self.members[0]
 
     @torch.no_grad()
-    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
-                        head: int | None = None) -> Tensor:
+    def cross_attention(self, sources: Sequence[Sequence[int]],
+                        outputs: Sequence[Sequence[int]], layer: int = -1,
+                        head: int | None = None) -> list[Tensor]:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
-        heads) while the model reads ``out_ids`` (teacher forcing) for the source ``src_ids``."""
+        heads) while the model reads each output (teacher forcing) for its source, in batches
+        of 32 (padded: padding is masked, and its rows and columns cut off)."""
         model = self.one_model("attention weights")
         n_layers = len(model.decoder.layers)
         if not -n_layers <= layer < n_layers:
@@ -210,12 +213,23 @@ class TorchEngine:
         if head is not None and not 0 <= head < model.cfg.n_heads:
             raise MTError(f"--head {head} is out of range: the model has {model.cfg.n_heads} "
                           "heads")
-        src = torch.tensor([list(src_ids)], device=self.device)  # (1, S)
-        tgt_in = torch.tensor([[BOS_ID, *out_ids]], device=self.device)  # (1, T_out + 1)
-        weights = AttentionWeights()
-        model(src, tgt_in, source_mask(src), attention=weights)
-        cross = weights.cross[layer][0]  # (H, T_out + 1, S)
-        return (cross.mean(0) if head is None else cross[head]).float().cpu()
+        found: list[Tensor] = []
+        for at in range(0, len(sources), 32):
+            pairs = list(zip(sources[at:at + 32], outputs[at:at + 32], strict=True))
+            src = _padded([list(s) for s, _ in pairs], self.device)  # (B, S)
+            tgt_in = _padded([[BOS_ID, *o] for _, o in pairs], self.device)  # (B, T_out + 1)
+            weights = AttentionWeights()
+            model(src, tgt_in, source_mask(src), attention=weights)
+            cross = weights.cross[layer]  # (B, H, T_out + 1, S)
+            cross = (cross.mean(1) if head is None else cross[:, head]).float().cpu()
+            found += [c[:len(o) + 1, :len(s)] for c, (s, o) in zip(cross, pairs, strict=True)]
+        return found
+
+
+def _padded(rows: list[list[int]], device: torch.device) -> Tensor:
+    """Rows of ids as one (B, longest) tensor, padded with ``<pad>``."""
+    return pad_sequence([torch.tensor(r) for r in rows], batch_first=True,
+                        padding_value=PAD_ID).to(device)
 
 
 def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "auto",

@@ -110,8 +110,9 @@ class CTranslate2Engine:
     def max_source_tokens(self) -> int:
         return self.config.model.max_source_tokens
 
-    def cross_attention(self, src_ids: Sequence[int], out_ids: Sequence[int], layer: int = -1,
-                        head: int | None = None) -> Tensor:
+    def cross_attention(self, sources: Sequence[Sequence[int]],
+                        outputs: Sequence[Sequence[int]], layer: int = -1,
+                        head: int | None = None) -> list[Tensor]:
         raise MTError(self.CANNOT)
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],

@@ -9,8 +9,9 @@ server's ``/translate_file``.
   translated whole (its lines joined, and the translation wrapped on as many lines again);
   read and written by the ``srt`` package (the ``files`` extra).
 - Word documents (``.docx``): every paragraph of the body, its tables (nested ones too), and
-  the headers and footers, with each run's formatting: runs formatted alike are translated
-  together, a run formatted apart (a bold word) on its own. Read and written by
+  the headers and footers, with each run's formatting: a paragraph's runs, in groups
+  formatted alike, read as one flow, a sentence across groups (a bold word in it) translated
+  whole and shared out among them (``documents.split_flow``). Read and written by
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
@@ -35,14 +36,21 @@ import io
 import itertools
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import TextForm
+from transformer_mt.translate.documents import (
+    Document,
+    split_document,
+    split_flow,
+    split_text,
+    translate_split,
+)
+from transformer_mt.translate.inline import attention_links
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -57,12 +65,13 @@ XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
 @dataclass
 class FileText:
-    """A file's texts to translate (plain, or HTML), and how to write the file back around
-    their translations (one a text)."""
+    """A file's texts to translate, split into sentences (``documents.py``: texts, HTML,
+    paragraphs in runs), how many characters they hold, and how to write the file back
+    around them translated (each :class:`Document` rebuilt)."""
 
-    texts: list[str]
-    form: TextForm  # plain text, HTML or XHTML (``documents.split_document``)
-    rebuild: Callable[[list[str]], bytes]
+    documents: Sequence[Document[Any]]
+    chars: int
+    rebuild: Callable[[list[Any]], bytes]
 
 
 def is_document(name: str | Path) -> bool:
@@ -71,8 +80,9 @@ def is_document(name: str | Path) -> bool:
     return FORMATS.get(Path(name).suffix.lower()) not in (None, "text")
 
 
-def read_file(name: str, data: bytes) -> FileText:
-    """The texts of the file ``name`` holding ``data``; a one-line :class:`MTError` for a
+def read_file(name: str, data: bytes, lang: str) -> FileText:
+    """The texts of the file ``name`` holding ``data`` (in the language ``lang``, split into
+    its sentences); a one-line :class:`MTError` for a
     format not translated here, or a file that is not what its name says (text that is not
     UTF-8, say)."""
     kind = FORMATS.get(Path(name).suffix.lower())
@@ -84,20 +94,20 @@ def read_file(name: str, data: bytes) -> FileText:
         raise MTError(f"'{name}': file format not supported; translate "
                       f"{', '.join(FORMATS)} files")
     if kind == "epub":
-        return _epub(name, data)
+        return _epub(name, data, lang)
     if kind in OFFICE:
-        return _office(name, data, kind)
+        return _office(name, data, kind, lang)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind == "srt":
-        return _subtitles(name, text)
-    return FileText([text], "html" if kind == "html" else "text",
-                    lambda out: out[0].encode("utf-8"))
+        return _subtitles(name, text, lang)
+    return FileText([split_document(text, lang, "html" if kind == "html" else "text")],
+                    len(text), lambda out: out[0].encode("utf-8"))
 
 
-def _subtitles(name: str, text: str) -> FileText:
+def _subtitles(name: str, text: str, lang: str) -> FileText:
     srt = imported("srt", "subtitles (.srt)")
     try:
         subtitles = list(srt.parse(text))
@@ -110,7 +120,8 @@ def _subtitles(name: str, text: str) -> FileText:
                             s.proprietary) for s, t in zip(subtitles, translations, strict=True)]
         return str(srt.compose(out, reindex=False)).encode("utf-8")
 
-    return FileText([" ".join(s.content.split()) for s in subtitles], "text", rebuild)
+    texts = [" ".join(s.content.split()) for s in subtitles]
+    return FileText([split_text(t, lang) for t in texts], sum(map(len, texts)), rebuild)
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
@@ -134,55 +145,63 @@ def _opened(name: str, data: bytes, kind: str, open_: Callable[[io.BytesIO], Any
                       f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
 
 
-def _office(name: str, data: bytes, kind: str) -> FileText:
+def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
     """A Word document, a PowerPoint presentation or an OpenDocument text: its paragraphs'
     runs, in groups formatted alike; the translation of a group goes into its first run."""
     library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
     if kind == "odt":
-        return _odt(_opened(name, data, kind, library.load))
+        return _odt(_opened(name, data, kind, library.load), lang)
     document = _opened(name, data, kind, library.Document if kind == "docx"
                        else library.Presentation)
     paragraphs = _paragraphs(document) if kind == "docx" else _slide_paragraphs(document)
-    return _in_runs([group for paragraph in paragraphs for group in _alike(paragraph)], "text",
-                    document.save)
+    return _in_runs([_alike(paragraph) for paragraph in paragraphs], "text", document.save,
+                    lang)
 
 
-def _in_runs(groups: list[list[Any]], attribute: str,
-             save: Callable[[io.BytesIO], None]) -> FileText:
-    """A document's texts as groups of runs (each run's text its ``attribute``): the
-    translation of a group goes into its first run, the others are emptied, and ``save``
-    writes the document."""
-    def rebuild(translations: list[str]) -> bytes:
-        for group, translation in zip(groups, translations, strict=True):
-            setattr(group[0], attribute, translation)
-            for run in group[1:]:
-                setattr(run, attribute, "")
+def _in_runs(paragraphs: list[list[list[Any]]], attribute: str,
+             save: Callable[[io.BytesIO], None], lang: str) -> FileText:
+    """A document's paragraphs as groups of runs (each run's text its ``attribute``), each
+    paragraph a flow of its groups' texts (``documents.split_flow``: a sentence across groups,
+    a bold word in it say, is translated whole and shared out among them): the translation of
+    a group goes into its first run, the others are emptied, and ``save`` writes the
+    document."""
+    paragraphs = [p for p in paragraphs if p]
+    texts = [["".join(getattr(run, attribute) for run in group) for group in groups]
+             for groups in paragraphs]
+
+    def rebuild(translations: list[list[str]]) -> bytes:
+        for groups, pieces in zip(paragraphs, translations, strict=True):
+            for group, translation in zip(groups, pieces, strict=True):
+                setattr(group[0], attribute, translation)
+                for run in group[1:]:
+                    setattr(run, attribute, "")
         out = io.BytesIO()
         save(out)
         return out.getvalue()
 
-    return FileText(["".join(getattr(run, attribute) for run in group) for group in groups],
-                    "text", rebuild)
+    return FileText([split_flow(pieces, lang) for pieces in texts],
+                    sum(len(t) for pieces in texts for t in pieces), rebuild)
 
 
-def _odt(document: Any) -> FileText:
+def _odt(document: Any, lang: str) -> FileText:
     """An OpenDocument text's paragraphs and headings (each found on its own, wherever it is),
     their text nodes in groups of neighbours inside the same spans."""
     text = imported("odf.text", "an OpenDocument text (.odt)")
-    groups: list[list[Any]] = []
+    paragraphs: list[list[list[Any]]] = []
     for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
         runs: list[tuple[tuple[str, ...], Any]] = []
         _odf_runs(paragraph, (), runs)
+        groups: list[list[Any]] = []
         last = None
         for style, node in runs:
-            if groups and style == last and groups[-1]:
+            if groups and style == last:
                 groups[-1].append(node)
             else:
                 groups.append([node])
             last = style
-        groups.append([])  # a paragraph's last group ends with it
-    return _in_runs([g for g in groups if "".join(n.data for n in g).strip()], "data",
-                    document.write)
+        if "".join(n.data for g in groups for n in g).strip():
+            paragraphs.append(groups)
+    return _in_runs(paragraphs, "data", document.write, lang)
 
 
 # what holds paragraphs of its own (found on their own) or no text to translate
@@ -202,7 +221,7 @@ def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[tuple[str, .
             _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
 
 
-def _epub(name: str, data: bytes) -> FileText:
+def _epub(name: str, data: bytes, lang: str) -> FileText:
     """An EPUB book: its XHTML documents as HTML; the zip rewritten with each member as it was
     (``mimetype`` first, stored), those documents translated."""
     book = _opened(name, data, "epub", zipfile.ZipFile)
@@ -228,9 +247,9 @@ def _epub(name: str, data: bytes) -> FileText:
                                  else kept.encode("utf-8"))
         return out.getvalue()
 
-    return FileText([_labels_page(t) if ncx else t for t, ncx in zip(texts, contents,
-                                                                     strict=True)],
-                    "xhtml", rebuild)
+    pages = [_labels_page(t) if ncx else t for t, ncx in zip(texts, contents, strict=True)]
+    return FileText([split_document(page, lang, "xhtml") for page in pages],
+                    sum(map(len, pages)), rebuild)
 
 
 # an entry's label in an EPUB 2 table of contents (toc.ncx), its text escaped as XML; and that
@@ -316,7 +335,7 @@ def _alike(paragraph: Any) -> list[list[Any]]:
             else:
                 groups.append([run])
             last = style
-    return [group for group in groups if "".join(r.text for r in group).strip()]
+    return groups if "".join(r.text for group in groups for r in group).strip() else []
 
 
 def _wrap(text: str, lines: int) -> str:
@@ -334,5 +353,7 @@ def _wrap(text: str, lines: int) -> str:
 def translate_file(translator: Translator, name: str, data: bytes, **settings: Any) -> bytes:
     """The file ``name`` (holding ``data``) translated, its format kept (``settings`` as for
     :meth:`Translator.translate`)."""
-    doc = read_file(name, data)
-    return doc.rebuild(translator.translate(doc.texts, form=doc.form, **settings))
+    doc = read_file(name, data, translator.config.data.src_lang)
+    return doc.rebuild(translate_split(
+        doc.documents, lambda sentences: translator.translate(sentences, **settings),
+        lambda sources, translations: attention_links(translator, sources, translations)))

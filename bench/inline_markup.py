@@ -1,0 +1,128 @@
+"""Inline markup: a test set's sentences as HTML, one word of each in <b>, translated whole and
+shared out (ours) against each piece translated on its own (the way a translator of text
+nodes works, and ours did before).
+
+    python bench/inline_markup.py --checkpoint runs/cpu/avg.pt [--set test_2016_flickr]
+
+The word in <b> is a noun of a small German-English lexicon where the sentence holds one (then
+where it lands is scored: the <b> holds its translation alone, ``exact``, or with one more word,
+``within2``, among the outputs that hold that translation once), else a word drawn at random
+(not the first). Prints one JSON record: BLEU and chrF of the pages' text (tags removed)
+against the references, the plain sentences' for comparison, the placement, and ``ratio``: the
+BLEU of ours against the pieces', measured in the same run. Asserts that each page's text is its
+sentence's translation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine
+from transformer_mt.evaluate import read_test_set, score
+from transformer_mt.translate import Translator
+from transformer_mt.translate.documents import split_html, translate_split
+
+LEXICON = dict(  # German nouns of Multi30k with one usual English translation
+    Mann="man", Frau="woman", Hund="dog", Kind="child", Mädchen="girl", Junge="boy",
+    Männer="men", Frauen="women", Hunde="dogs", Kinder="children", Ball="ball", Straße="street",
+    Wasser="water", Hemd="shirt", Hut="hat", Gruppe="group", Menschen="people", Person="person",
+    Gebäude="building", Wand="wall", Tisch="table", Baum="tree", Strand="beach", Schnee="snow",
+    Gras="grass", Jacke="jacket", Auto="car", Boot="boat", Gitarre="guitar", Kamera="camera",
+    Bühne="stage", Feld="field", Pferd="horse", Buch="book", Küche="kitchen", Stadt="city",
+    Park="park", Menge="crowd", Sonnenbrille="sunglasses", Brille="glasses", Himmel="sky",
+    Berg="mountain", Fenster="window", Tür="door", Stuhl="chair", Bank="bench", Zaun="fence",
+    Brücke="bridge", Flugzeug="plane", Zug="train", Bus="bus", Essen="food", Pferde="horses",
+    Hose="pants", Kleid="dress", Helm="helmet", Rucksack="backpack", Tasche="bag")
+
+
+def pages_of(sources: list[str], seed: int = 1) -> list[tuple[str, str, str, str | None]]:
+    """Each sentence as (before, word, after, the word's translation if in the lexicon)."""
+    rng, out = random.Random(seed), []
+    for sentence in sources:
+        words = sentence.split(" ")
+        known = [i for i, w in enumerate(words) if i and w in LEXICON]
+        i = known[0] if len(known) == 1 else rng.randrange(1, len(words)) if len(words) > 1 \
+            else 0
+        out.append((" ".join(words[:i]) + " " * (i > 0), words[i],
+                    " " * (i < len(words) - 1) + " ".join(words[i + 1:]),
+                    LEXICON[words[i]] if len(known) == 1 else None))
+    return out
+
+
+def placed(pages: list[str], gold: list[str | None]) -> dict:
+    """Where the <b> landed, among the outputs that hold the gold translation once."""
+    exact = within2 = eligible = 0
+    for page, word in zip(pages, gold, strict=True):
+        text = html.unescape(re.sub("<[^>]+>", "", page)).lower()
+        if word is None or len(re.findall(rf"\b{word}\b", text)) != 1:
+            continue
+        eligible += 1
+        bold = re.findall(r"\w+", " ".join(re.findall(r"<b>(.*?)</b>", page, re.S)).lower())
+        exact += bold == [word]
+        within2 += word in bold and len(bold) <= 2
+    return {"eligible": eligible, "exact": round(exact / max(eligible, 1), 3),
+            "within2": round(within2 / max(eligible, 1), 3)}
+
+
+def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
+    cases = pages_of(sources)
+    marked = [html.escape(a, False) + f"<b>{html.escape(w, False)}</b>" + html.escape(b, False)
+              for a, w, b, _ in cases]
+    lang, src_lang = translator.config.data.tgt_lang, translator.config.data.src_lang
+    start = time.perf_counter()
+    plain = translator.translate(sources, form="text")  # as a page's text is split
+    plain_s = time.perf_counter() - start
+    start = time.perf_counter()
+    ours = translator.translate(marked, form="html")
+    ours_s = time.perf_counter() - start
+    by_position = translate_split([split_html(m, src_lang) for m in marked],
+                                  lambda s: translator.translate(s))
+    pieces = [p for a, w, b, _ in cases for p in (a, w, b)]
+    alone = iter(translator.translate(pieces, form="text"))
+    theirs = [f"{html.escape(next(alone), False)}<b>{html.escape(next(alone), False)}</b>"
+              f"{html.escape(next(alone), False)}" for _ in cases]
+    text = [html.unescape(re.sub("<[^>]+>", "", p)) for p in ours]
+    assert [" ".join(t.split()) for t in text] == [" ".join(t.split()) for t in plain]
+    out: dict = {"sentences": len(sources), "plain": _scores(plain, refs, lang, plain_s)}
+    for name, found in (("ours", ours), ("pieces", theirs)):
+        texts = [" ".join(html.unescape(re.sub("<[^>]+>", "", p)).split()) for p in found]
+        out[name] = _scores(texts, refs, lang, ours_s if name == "ours" else None)
+    gold = [g for *_, g in cases]
+    out["placement"] = {"attention": placed(ours, gold), "position": placed(by_position, gold),
+                        "pieces": placed(theirs, gold)}
+    out["ratio"] = round(out["ours"]["bleu"] / out["pieces"]["bleu"], 3) \
+        if out["pieces"]["bleu"] else None
+    return out
+
+
+def _scores(texts: list[str], refs: list[str], lang: str, seconds: float | None) -> dict:
+    s = score(texts, refs, lang)
+    return {"bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2),
+            **({"seconds": round(seconds, 2)} if seconds is not None else {})}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--set", default="test_2016_flickr", help="a test set of the config")
+    parser.add_argument("--max-sentences", type=int, help="the first N sentences (a smoke run)")
+    args = parser.parse_args()
+    translator = Translator.load(args.checkpoint)
+    sources, refs = read_test_set(translator, args.set, args.max_sentences)
+    record = {"benchmark": "inline_markup", "machine": machine(translator.device),
+              "date": time.strftime("%Y-%m-%d"), "checkpoint": str(args.checkpoint),
+              "set": args.set, **run(translator, sources, refs)}
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""A sentence that inline markup cuts into pieces is translated whole and its translation shared
+out among the pieces (``translate/inline.py``, ``documents.split_flow``)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_mt.translate.documents import split_flow, split_html
+from transformer_mt.translate.inline import share
+
+WORDS = st.text(alphabet="abcdefgÄöß0123", min_size=1, max_size=6)
+MARKS = st.sampled_from([".", ",", "!", "?", ":", "-", "'", ""])
+
+
+@st.composite
+def cut_sentences(draw) -> tuple[str, list[int]]:
+    """A sentence of words and marks, cut between words (each piece with a word in it); the
+    space at a cut on one side or the other."""
+    words = draw(st.lists(st.tuples(WORDS, MARKS), min_size=1, max_size=12))
+    text, cuts = "", []
+    for i, (word, mark) in enumerate(words):
+        if i:
+            space_before_cut = draw(st.booleans())
+            cut = i > 0 and draw(st.booleans())
+            if cut and space_before_cut:
+                text += " "
+                cuts.append(len(text))
+            elif cut:
+                cuts.append(len(text))
+                text += " "
+            else:
+                text += " "
+        text += word + mark
+    return text, cuts
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut_sentences())
+def test_a_translation_that_is_its_source_comes_back_in_the_sources_pieces(case):
+    source, cuts = case
+    pieces = _pieces(source, cuts)
+    assert share(source, cuts, source) == pieces  # by relative position: each word its own
+    links = [(i, i) for i in range(len(source))]  # read where it stands
+    assert share(source, cuts, source, links) == pieces
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut_sentences(), st.text(max_size=60),
+       st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=30))
+def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, translation, links):
+    source, cuts = case
+    for given_links in (None, links):
+        shares = share(source, cuts, translation, given_links)
+        assert "".join(shares) == translation and len(shares) == len(cuts) + 1
+        worded = [any(c.isalnum() for c in p) for p in _pieces(source, cuts)]
+        words = [w for w in re.findall(r"\w+|[^\w\s]", translation) if w.isalnum()]
+        if len(words) >= sum(worded):  # enough to go round: each worded piece gets a word
+            assert all(any(c.isalnum() for c in s)
+                       for s, w in zip(shares, worded, strict=True) if w)
+
+
+def _pieces(source: str, cuts: list[int]) -> list[str]:
+    bounds = [0, *cuts, len(source)]
+    return [source[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def test_links_say_which_words_go_where_in_order():
+    source = "Ein Mann fährt Fahrrad."  # pieces: "Ein Mann fährt " | <b>"Fahrrad"</b> | "."
+    translation = "A man is riding a bike."
+    # each output word reads the source word it translates; "is" and "a" read "fährt"
+    reads = {"A": 0, "man": 4, "is": 9, "riding": 9, "a": 9, "bike": 15, ".": 22}
+    links = [(o, reads[w]) for w, o in _offsets(translation)]
+    assert share(source, [15, 22], translation, links) == ["A man is riding a ", "bike", "."]
+    # a word the translation moves: the pieces keep their order, the bold one keeps a word
+    source = "Gestern ging ich nach Hause."  # <b>Gestern</b> ging ich nach Hause.
+    translation = "I went home yesterday."
+    reads = {"I": 13, "went": 8, "home": 22, "yesterday": 0, ".": 27}
+    links = [(o, reads[w]) for w, o in _offsets(translation)]
+    bold, rest = share(source, [7], translation, links)
+    assert bold + rest == translation and bold.strip()
+
+
+def _offsets(text: str) -> list[tuple[str, int]]:
+    return [(m.group(), i) for m in re.finditer(r"\w+|[^\w\s]", text)
+            for i in range(m.start(), m.end())]
+
+
+def test_a_flow_rebuilds_each_piece_and_keeps_what_lies_between_sentences():
+    pieces = ["Ein Mann fährt ", "Fahrrad", ". Zwei Hunde ", "spielen", ".\n  Eine Frau."]
+    flow = split_flow(pieces, "de")
+    assert flow.sentences == ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.", "Eine Frau."]
+    assert flow.cuts == [[15, 22], [11, 18], []]
+    assert flow.rebuild(flow.sentences) == pieces  # as they were
+    out = flow.rebuild(["A man rides a bike.", "Two dogs play.", "A woman."])
+    assert "".join(out) == "A man rides a bike. Two dogs play.\n  A woman."
+    assert out[1] == "bike" and out[3] == "play" and out[4].endswith(".\n  A woman.")
+
+
+def test_html_reads_a_sentence_across_inline_elements_but_not_across_blocks():
+    html = ('<div><p>Ein <a href="x"><b>Hund</b></a> läuft.</p> Zwei Katzen.<br/>Eine Frau '
+            '<code>x</code> liest.<span translate="no">Name</span> Ende.</div>')
+    doc = split_html(html, "de")
+    assert doc.sentences == ["Ein Hund läuft.", "Zwei Katzen.", "Eine Frau", "liest.", "Ende."]
+    assert doc.cuts == [[4, 8], [], [], [], []]
+    assert doc.rebuild(doc.sentences) == html

@@ -1,0 +1,175 @@
+"""Inline markup carried across a translation.
+
+Formatting may cut a sentence into pieces: "Ein Mann fährt <b>Fahrrad</b>." is three text nodes
+in HTML, three runs in a Word document. Each piece translated on its own gives three
+translations of fragments ("Ein Mann fährt" alone is not a sentence); so the sentence is
+translated whole, and its translation cut into as many pieces again, each written where its
+source piece was: "A man is riding a <b>bike</b>."
+
+Which output words go into which piece: each output token is linked to a position in the source
+(the source token it attends to most, read off cross-attention as ``decode/align.py`` does, or,
+without attention weights, the same relative position), and each word to the piece most of its
+tokens are linked into. The pieces keep their order (a word the model moved is placed as well as
+order allows), every piece that holds a word in the source gets one in the output, and nothing is
+added or lost: the pieces joined are the translation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from transformer_mt.decode.align import token_links
+from transformer_mt.errors import MTError
+
+if TYPE_CHECKING:
+    from transformer_mt.translate import Translator
+
+Link = tuple[int, int]  # an output character offset, and the source character offset it reads
+UNIT = re.compile(r"\w+|[^\w\s]")  # what is never cut: a word, or one mark of punctuation
+
+
+def share(source: str, cuts: Sequence[int], translation: str,
+          links: Sequence[Link] | None = None) -> list[str]:
+    """``translation`` cut into ``len(cuts) + 1`` pieces, the pieces ``source`` is cut into at
+    the character offsets ``cuts`` (increasing, inside it), in the same order; ``links``: where
+    in the source the output reads (None: at the same relative position)."""
+    bounds = [0, *cuts, len(source)]
+    units = [m.span() for m in UNIT.finditer(translation)]
+    if links is None:
+        scale = len(source) / max(len(translation), 1)
+        links = [(o, int(o * scale)) for start, end in units for o in range(start, end)]
+    # each unit's preference: the share of its links that read from each piece
+    links = sorted([*_marks(source, translation), *links])
+    outs = [o for o, _ in links]
+    prefer: list[dict[int, float]] = []
+    for start, end in units:
+        reads = [bisect.bisect_right(cuts, s) for _, s in
+                 links[bisect.bisect_left(outs, start):bisect.bisect_left(outs, end)]]
+        prefer.append({p: reads.count(p) / len(reads) for p in set(reads)})
+    if not units:
+        return [translation] + [""] * len(cuts)
+    sources = [source[a:b] for a, b in itertools.pairwise(bounds)]
+    worded = [any(c.isalnum() for c in text) for text in sources]
+    words = [any(c.isalnum() for c in translation[a:b]) for a, b in units]
+    if sum(worded) > sum(words):  # too few words to give each piece one
+        worded = [False] * len(worded)
+    return _cut(translation, units, _in_order(prefer, words, worded), sources)
+
+
+def _marks(source: str, translation: str) -> list[Link]:
+    """Punctuation read where the source has it: the k-th of a mark the translation holds as
+    often as the source linked to the source's k-th (attention, at a full stop, often looks at
+    the last word), counted four times over."""
+    out: list[Link] = []
+    for mark in {c for c in translation if not (c.isalnum() or c.isspace() or c == "_")}:
+        mine = [i for i, c in enumerate(translation) if c == mark]
+        theirs = [i for i, c in enumerate(source) if c == mark]
+        if len(mine) == len(theirs):
+            out += [(o, s) for o, s in zip(mine, theirs, strict=True) for _ in range(4)]
+    return out
+
+
+def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bool]
+              ) -> list[int]:
+    """The piece of each unit: in order (never decreasing), every ``worded`` piece given at
+    least one unit that is a word (``words``), and as many of the units' ``prefer``-ences met
+    as that allows: a dynamic programme over the units, its states a piece and whether it
+    has a word yet."""
+    m, inf = len(worded), float("inf")
+    before = [0, *itertools.accumulate(worded)]  # worded pieces before each piece
+
+    def free(q: int, p: int) -> bool:  # no worded piece strictly between q and p
+        return before[p] - before[q + 1] <= 0
+
+    cost = [[inf, inf] for _ in range(m)]  # [piece][has a word]
+    for p in range(m):
+        if before[p] == 0:
+            cost[p][words[0]] = _miss(prefer[0], p)
+    back: list[list[list[tuple[int, int]]]] = [[[(-1, -1)] * 2 for _ in range(m)]]
+    for k in range(1, len(prefer)):
+        new = [[inf, inf] for _ in range(m)]
+        arrows = [[(-1, -1)] * 2 for _ in range(m)]
+        for q, w in ((q, w) for q in range(m) for w in (0, 1) if cost[q][w] < inf):
+            for p in range(q, m):
+                if p > q and ((worded[q] and not w) or not free(q, p)):
+                    continue
+                state = w or words[k] if p == q else words[k]
+                total = cost[q][w] + _miss(prefer[k], p)
+                if total < new[p][state]:
+                    new[p][state], arrows[p][state] = total, (q, w)
+        cost = new
+        back.append(arrows)
+    ends = [(cost[p][w], p, w) for p in range(m) for w in (0, 1)
+            if (w or not worded[p]) and before[m] - before[p + 1] <= 0]
+    _, p, w = min(ends)
+    out = [p]
+    for k in range(len(prefer) - 1, 0, -1):
+        p, w = back[k][p][w]
+        out.append(p)
+    return out[::-1]
+
+
+def _miss(want: dict[int, float], piece: int) -> float:
+    """What putting a unit in ``piece`` costs: the share of its links that read elsewhere."""
+    return 1.0 - want.get(piece, 0.0) if want else 0.0
+
+
+def _cut(translation: str, units: list[tuple[int, int]], pieces: list[int],
+         sources: list[str]) -> list[str]:
+    """The translation's text given to the pieces its units went to: the spaces between two
+    pieces go where the source had them (before the cut if the earlier piece ended with one)."""
+    out = [""] * len(sources)
+    start = 0
+    for k in range(1, len(units)):
+        if pieces[k] != pieces[k - 1]:
+            gap_end = units[k][0]
+            cut = gap_end if sources[pieces[k - 1]][-1:].isspace() else units[k - 1][1]
+            out[pieces[k - 1]] += translation[start:cut]
+            start = cut
+    out[pieces[-1]] += translation[start:]
+    return out
+
+
+def attention_links(translator: Translator, sources: list[str],
+                    translations: list[str]) -> list[list[Link]] | None:
+    """Where each translation reads in its source: each output token's characters linked to
+    the middle of the source token it attends to most (the last decoder layer, its heads
+    averaged, as ``mt translate --align``), the translation tokenized again; None where the
+    engine has no attention weights to read (a CTranslate2 export, an ensemble)."""
+    src_tok, out_tok = translator.tokenizers
+    tokens = [t[:translator.max_source_tokens] for t in src_tok.tokenize(sources)]
+    written = list(out_tok.tokenize(translations))
+    try:
+        weights = translator.engine.cross_attention(
+            [translator.src_vocab.encode(t) for t in tokens],
+            [translator.tgt_vocab.encode(w, eos=False) for w in written])
+    except MTError:
+        return None
+    out = []
+    for source, translation, src, out_tokens, weight in zip(sources, translations, tokens,
+                                                             written, weights, strict=True):
+        src_spans = _located(source, [src_tok.detokenize([t]).strip() for t in src])
+        out_spans = _located(translation, [out_tok.detokenize([t]).strip() for t in out_tokens])
+        out.append([(o, (src_spans[i][0] + src_spans[i][1]) // 2)
+                    for (start, end), i in zip(out_spans, token_links(weight), strict=True)
+                    for o in range(start, max(end, start + 1))])
+    return out
+
+
+def _located(text: str, surfaces: Sequence[str]) -> list[tuple[int, int]]:
+    """The character span of each token (its text ``surfaces``, in order) in ``text``: found
+    from where the last one ended, or, where it is not found near (text normalised by the
+    tokenizer), an empty span there."""
+    spans, at = [], 0
+    for surface in surfaces:
+        found = text.find(surface, at, at + len(surface) + 8) if surface else -1
+        if found < 0:
+            spans.append((at, at))
+            continue
+        spans.append((found, found + len(surface)))
+        at = found + len(surface)
+    return spans
