@@ -119,6 +119,41 @@ def test_an_odt_keeps_its_paragraphs_and_spans_and_translates_every_text(transla
     assert not set(texts) & set(their_texts) - {""}
 
 
+def test_line_breaks_tabs_and_spaces_held_as_elements_stay_where_they_were(translator):
+    """An .odt paragraph's line break and tab (elements, not text) end where they were, between
+    the translations of the sentences around them (they were read as nothing: the sentences
+    ran together, all translated into the first text node, the breaks after them); spaces
+    (``text:s``) inside a sentence read as spaces. A slide's line break (``a:br``) alike."""
+    import pptx
+
+    doc = opendocument.OpenDocumentText()
+    paragraph = text.P()
+    paragraph.addText("Ein Hund läuft.")
+    paragraph.addElement(text.LineBreak())
+    paragraph.addText("Zwei Katzen schlafen.")
+    paragraph.addElement(text.Tab())
+    paragraph.addText("Ein")
+    paragraph.addElement(text.S(c=3))
+    paragraph.addText("Mann.")
+    doc.text.addElement(paragraph)
+    source = io.BytesIO()
+    doc.write(source)
+    out = translate_file(translator, "breaks.odt", source.getvalue())
+    dog, cats, man = translator.translate(["Ein Hund läuft.", "Zwei Katzen schlafen.",
+                                           "Ein Mann."])
+    written = opendocument.load(io.BytesIO(out)).text.getElementsByType(text.P)[0]
+    kinds = [c.tagName if c.nodeType != c.TEXT_NODE else str(c) for c in written.childNodes]
+    assert kinds[:4] == [dog, "text:line-break", cats, "text:tab"]
+    assert "".join(kinds[4:]) == man
+    presentation = pptx.Presentation()
+    frame = presentation.slides.add_slide(presentation.slide_layouts[1]).placeholders[1]
+    frame.text_frame.text = "Ein Hund läuft.\vZwei Katzen schlafen."  # \v: a line break
+    source = io.BytesIO()
+    presentation.save(source)
+    out = pptx.Presentation(io.BytesIO(translate_file(translator, "b.pptx", source.getvalue())))
+    assert out.slides[0].placeholders[1].text_frame.text == f"{dog}\v{cats}"
+
+
 def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_path):
     source = epub_book(tmp_path / "in.epub")
     out = translate_file(translator, "book.epub", source)

@@ -51,6 +51,7 @@ from transformer_mt.translate.documents import (
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
+from transformer_mt.translate.office import odt_runs, slide_runs, word_runs
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -147,15 +148,15 @@ def _opened(name: str, data: bytes, kind: str, open_: Callable[[io.BytesIO], Any
 
 def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
     """A Word document, a PowerPoint presentation or an OpenDocument text: its paragraphs'
-    runs, in groups formatted alike; the translation of a group goes into its first run."""
+    runs, in groups formatted alike (``office.py``)."""
     library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
     if kind == "odt":
-        return _odt(_opened(name, data, kind, library.load), lang)
+        document = _opened(name, data, kind, library.load)
+        return _in_runs(odt_runs(document), "data", document.write, lang)
     document = _opened(name, data, kind, library.Document if kind == "docx"
                        else library.Presentation)
-    paragraphs = _paragraphs(document) if kind == "docx" else _slide_paragraphs(document)
-    return _in_runs([_alike(paragraph) for paragraph in paragraphs], "text", document.save,
-                    lang)
+    return _in_runs(word_runs(document) if kind == "docx" else slide_runs(document), "text",
+                    document.save, lang)
 
 
 def _in_runs(paragraphs: list[list[list[Any]]], attribute: str,
@@ -181,44 +182,6 @@ def _in_runs(paragraphs: list[list[list[Any]]], attribute: str,
 
     return FileText([split_flow(pieces, lang) for pieces in texts],
                     sum(len(t) for pieces in texts for t in pieces), rebuild)
-
-
-def _odt(document: Any, lang: str) -> FileText:
-    """An OpenDocument text's paragraphs and headings (each found on its own, wherever it is),
-    their text nodes in groups of neighbours inside the same spans."""
-    text = imported("odf.text", "an OpenDocument text (.odt)")
-    paragraphs: list[list[list[Any]]] = []
-    for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
-        runs: list[tuple[tuple[str, ...], Any]] = []
-        _odf_runs(paragraph, (), runs)
-        groups: list[list[Any]] = []
-        last = None
-        for style, node in runs:
-            if groups and style == last:
-                groups[-1].append(node)
-            else:
-                groups.append([node])
-            last = style
-        if "".join(n.data for g in groups for n in g).strip():
-            paragraphs.append(groups)
-    return _in_runs(paragraphs, "data", document.write, lang)
-
-
-# what holds paragraphs of its own (found on their own) or no text to translate
-ODF_APART = {"text:p", "text:h", "draw:frame", "text:note", "office:annotation",
-             "text:tracked-changes", "text:bookmark-ref", "text:sequence-ref"}
-
-
-def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[tuple[str, ...], Any]]
-              ) -> None:
-    """The text nodes inside ``element``, each with the spans it is in (their names and
-    attributes: its formatting), in order."""
-    for child in element.childNodes:
-        if child.nodeType == child.TEXT_NODE:
-            out.append((style, child))
-        elif child.tagName not in ODF_APART:
-            attributes = sorted((str(k), str(v)) for k, v in child.attributes.items())
-            _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
 
 
 def _epub(name: str, data: bytes, lang: str) -> FileText:
@@ -272,70 +235,6 @@ def _labels_back(ncx: str, page: str) -> str:
     if len(found) != len(NCX_LABEL.findall(ncx)):
         raise MTError("the translated labels of the book's toc.ncx could not be put back")
     return NCX_LABEL.sub(lambda m: m.group(1) + found[str(next(count))] + m.group(3), ncx)
-
-
-def _slide_paragraphs(presentation: Any) -> list[Any]:
-    """Every paragraph of a presentation: its slides' shapes (inside groups too), tables'
-    cells, and the speaker notes."""
-    found: list[Any] = []
-
-    def walk(shapes: Any) -> None:
-        for shape in shapes:
-            if hasattr(shape, "shapes"):  # a group
-                walk(shape.shapes)
-            if shape.has_text_frame:
-                found.extend(shape.text_frame.paragraphs)
-            if getattr(shape, "has_table", False):
-                for cell in shape.table.iter_cells():
-                    found.extend(cell.text_frame.paragraphs)
-
-    for slide in presentation.slides:
-        walk(slide.shapes)
-        if slide.has_notes_slide:
-            found.extend(slide.notes_slide.notes_text_frame.paragraphs)
-    return found
-
-
-def _paragraphs(document: Any) -> list[Any]:
-    """Every paragraph of a Word document, once: its body's, its tables' cells' (a merged cell
-    is one), its headers' and footers'."""
-    found: dict[int, Any] = {}
-
-    def walk(container: Any) -> None:
-        for paragraph in container.paragraphs:
-            found.setdefault(id(paragraph._p), paragraph)
-        for table in container.tables:
-            for row in table.rows:
-                for cell in row.cells:
-                    walk(cell)
-
-    walk(document)
-    for section in document.sections:
-        for part in (section.header, section.footer):
-            if not part.is_linked_to_previous:
-                walk(part)
-    return list(found.values())
-
-
-def _alike(paragraph: Any) -> list[list[Any]]:
-    """A paragraph's runs with text (a Word paragraph's links' too), in groups of neighbours
-    formatted alike."""
-    groups: list[list[Any]] = []
-    last = None
-    items = (paragraph.iter_inner_content() if hasattr(paragraph, "iter_inner_content")
-             else paragraph.runs)
-    for item in items:
-        for run in getattr(item, "runs", [item]):  # a hyperlink holds runs
-            if not run.text:
-                continue
-            properties = run._r.rPr
-            style = "" if properties is None else properties.xml
-            if groups and style == last:
-                groups[-1].append(run)
-            else:
-                groups.append([run])
-            last = style
-    return groups if "".join(r.text for group in groups for r in group).strip() else []
 
 
 def _wrap(text: str, lines: int) -> str:

@@ -1,0 +1,174 @@
+"""The runs of office documents' paragraphs (``files.py``'s Word, PowerPoint and OpenDocument
+texts): each paragraph's runs with text, in groups of neighbours formatted alike, which
+``documents.split_flow`` reads as one flow (a sentence across groups, a bold word in it, is
+translated whole and shared out among them). Spacing a paragraph holds as an element (a line
+break, a tab, ODF's spaces) is a group of its own, kept where it was: a line break ends a
+sentence in the file as in a text."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from transformer_mt.packages import imported
+
+
+def word_runs(document: Any) -> list[list[list[Any]]]:
+    """A Word document's paragraphs (``_paragraphs``) as groups of runs."""
+    return [_alike(paragraph) for paragraph in _paragraphs(document)]
+
+
+def slide_runs(presentation: Any) -> list[list[list[Any]]]:
+    """A presentation's paragraphs (``_slide_paragraphs``) as groups of runs."""
+    return [_alike(paragraph) for paragraph in _slide_paragraphs(presentation)]
+
+
+def odt_runs(document: Any) -> list[list[list[Any]]]:
+    """An OpenDocument text's paragraphs and headings (each found on its own, wherever it is):
+    their text nodes (and spacing elements) in groups of neighbours inside the same spans."""
+    text = imported("odf.text", "an OpenDocument text (.odt)")
+    paragraphs: list[list[list[Any]]] = []
+    for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
+        runs: list[tuple[object, Any]] = []
+        _odf_runs(paragraph, (), runs)
+        paragraphs.append(_grouped(runs, "data"))
+    return paragraphs
+
+
+class _Spacing:
+    """Spacing a paragraph holds as an element (a line break, a tab, ODF's ``text:s`` for
+    spaces), read as its text; given another text (spaces inside a sentence get a share of
+    its translation), the element gives way to that text (``replace``)."""
+
+    def __init__(self, spacing: str, replace: Callable[[str], None]) -> None:
+        self.spacing, self._replace = spacing, replace
+
+    @property
+    def text(self) -> str:
+        return self.spacing
+
+    @text.setter
+    def text(self, value: str) -> None:
+        if value != self.spacing:
+            self._replace(value)
+            self.spacing = value
+
+    data = text  # what ODF's text nodes call it
+
+
+def _grouped(runs: list[tuple[object, Any]], attribute: str) -> list[list[Any]]:
+    """A paragraph's runs with text (each with its formatting, its text ``attribute``) in
+    groups of neighbours formatted alike, spacing held as an element each a group of its own;
+    none for a paragraph without text."""
+    groups: list[list[Any]] = []
+    last: object = None
+    for style, run in runs:
+        if not getattr(run, attribute):
+            continue
+        if groups and style == last and not isinstance(run, _Spacing):
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+        last = None if isinstance(run, _Spacing) else style
+    return groups if "".join(getattr(r, attribute) for g in groups for r in g).strip() else []
+
+
+ODF_SPACING = {"text:line-break": "\n", "text:tab": "\t", "text:s": " "}
+
+
+def _odf_replace(element: Any, text: str) -> None:
+    """An ODF element in a paragraph replaced by a text node holding ``text``."""
+    if text:
+        node = imported("odf.element", "an OpenDocument text (.odt)").Text(text)
+        element.parentNode.insertBefore(node, element)
+    element.parentNode.removeChild(element)
+
+
+# what holds paragraphs of its own (found on their own) or no text to translate
+ODF_APART = {"text:p", "text:h", "draw:frame", "text:note", "office:annotation",
+             "text:tracked-changes", "text:bookmark-ref", "text:sequence-ref"}
+
+
+def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[object, Any]]) -> None:
+    """The text nodes inside ``element``, each with the spans it is in (their names and
+    attributes: its formatting), and its spacing elements, in order."""
+    for child in element.childNodes:
+        if child.nodeType == child.TEXT_NODE:
+            out.append((style, child))
+        elif child.tagName in ODF_SPACING:
+            spaces = int(child.getAttribute("c") or 1) if child.tagName == "text:s" else 1
+            out.append((style, _Spacing(ODF_SPACING[child.tagName] * spaces,
+                                        functools.partial(_odf_replace, child))))
+        elif child.tagName not in ODF_APART:
+            attributes = sorted((str(k), str(v)) for k, v in child.attributes.items())
+            _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
+
+
+def _slide_paragraphs(presentation: Any) -> list[Any]:
+    """Every paragraph of a presentation: its slides' shapes (inside groups too), tables'
+    cells, and the speaker notes."""
+    found: list[Any] = []
+
+    def walk(shapes: Any) -> None:
+        for shape in shapes:
+            if hasattr(shape, "shapes"):  # a group
+                walk(shape.shapes)
+            if shape.has_text_frame:
+                found.extend(shape.text_frame.paragraphs)
+            if getattr(shape, "has_table", False):
+                for cell in shape.table.iter_cells():
+                    found.extend(cell.text_frame.paragraphs)
+
+    for slide in presentation.slides:
+        walk(slide.shapes)
+        if slide.has_notes_slide:
+            found.extend(slide.notes_slide.notes_text_frame.paragraphs)
+    return found
+
+
+def _paragraphs(document: Any) -> list[Any]:
+    """Every paragraph of a Word document, once: its body's, its tables' cells' (a merged cell
+    is one), its headers' and footers'."""
+    found: dict[int, Any] = {}
+
+    def walk(container: Any) -> None:
+        for paragraph in container.paragraphs:
+            found.setdefault(id(paragraph._p), paragraph)
+        for table in container.tables:
+            for row in table.rows:
+                for cell in row.cells:
+                    walk(cell)
+
+    walk(document)
+    for section in document.sections:
+        for part in (section.header, section.footer):
+            if not part.is_linked_to_previous:
+                walk(part)
+    return list(found.values())
+
+
+def _alike(paragraph: Any) -> list[list[Any]]:
+    """A paragraph's runs with text (a Word paragraph's links' too; a slide's line breaks), in
+    groups of neighbours formatted alike (``_grouped``)."""
+    runs: list[tuple[object, Any]] = []
+    for item in _inner(paragraph):
+        for run in getattr(item, "runs", [item]):  # a hyperlink holds runs
+            properties = None if isinstance(run, _Spacing) else run._r.rPr
+            runs.append(("" if properties is None else properties.xml, run))
+    return _grouped(runs, "text")
+
+
+def _inner(paragraph: Any) -> list[Any]:
+    """A Word paragraph's runs and hyperlinks, or a slide paragraph's runs and line breaks
+    (``a:br``, which python-pptx's runs leave out), in order."""
+    if hasattr(paragraph, "iter_inner_content"):
+        return list(paragraph.iter_inner_content())
+    from pptx.text.text import _Run
+
+    def gone(br: Any, text: str) -> None:  # a line break ends a sentence: never shared
+        br.getparent().remove(br)
+
+    return [_Run(child, paragraph) if child.tag.endswith("}r") else
+            _Spacing("\n", functools.partial(gone, child))
+            for child in paragraph._p if child.tag.endswith(("}r", "}br"))]
