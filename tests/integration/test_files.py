@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html.parser
 import io
+import re
 import zipfile
 
 import pytest
@@ -169,6 +170,23 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
             if shape.has_text_frame for p in shape.text_frame.paragraphs for r in p.runs
             if r.font.bold]
     assert len(bold) == 1 and bold[0].strip()
+
+
+def test_subtitles_keep_their_tags_around_their_words(translator):
+    """A subtitle's tags (italics, bold, a position override) are kept as they are, not read
+    as words (the model was given "<i>" and wrote what it made of it); the text between them
+    is the sentence's translation; an ampersand stays one."""
+    subtitles = ("1\n00:00:01,000 --> 00:00:03,000\n{\\an8}<i>Ein Hund läuft.</i>\n\n"
+                 "2\n00:00:04,000 --> 00:00:06,000\nEin Mann fährt <b>Fahrrad</b>\n"
+                 "und <font color=\"red\">Tom & Jerry</font> spielen.\n\n")
+    out = list(srt.parse(translate_file(translator, "tags.srt", subtitles.encode()).decode()))
+    dog, man = translator.translate(["Ein Hund läuft.",
+                                     "Ein Mann fährt Fahrrad und Tom & Jerry spielen."])
+    assert out[0].content == "{\\an8}<i>" + dog + "</i>"
+    tags = re.findall(r"<[^>]+>", out[1].content)
+    assert tags == ["<b>", "</b>", '<font color="red">', "</font>"]
+    assert " ".join(re.sub(r"<[^>]+>", "", out[1].content).split()) == man
+    assert "&amp;" not in out[1].content
 
 
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):

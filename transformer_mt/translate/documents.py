@@ -144,6 +144,25 @@ def split_text(text: str, lang: str) -> Document[str]:
     return Document(flow.sentences, flow.cuts, lambda t, links: flow.rebuild_with(t, links)[0])
 
 
+# a subtitle's markup: SubRip's HTML-like tags (<i>, <b>, <u>, <font color="...">) and the
+# override tags players read ({\an8})
+TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|\{\\[^{}]*\})")
+
+
+def split_tagged(text: str, lang: str) -> Document[str]:
+    """Text with inline tags (a subtitle's: not HTML, its ``&`` is an ampersand): the text
+    between the tags as one flow (:func:`split_flow`), the tags kept as they are."""
+    parts = TAG.split(text)  # text, tag, text, ..., text
+    flow = split_flow(parts[0::2], lang)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
+        out = list(parts)
+        out[0::2] = flow.rebuild_with(translations, links)
+        return "".join(out)
+
+    return Document(flow.sentences, flow.cuts, rebuild)
+
+
 def _translated(node: Any) -> bool:
     """Whether a text node is to be translated: not inside an element kept as it is (code,
     script, ...), and the nearest ``translate`` attribute around it (its keywords in any

@@ -6,7 +6,8 @@ server's ``/translate_file``.
 - HTML (``.html``, ``.htm``): the markup as it was, text in ``translate="no"``, scripts and
   styles untouched (``documents.py``).
 - SubRip subtitles (``.srt``): each subtitle's number and timings as they were, its text
-  translated whole (its lines joined, and the translation wrapped on as many lines again);
+  translated whole (its lines joined, and the translation wrapped on as many lines again),
+  its tags (``<i>``, ``<b>``, ``<font>``, ``{\\an8}``) kept around their words;
   read and written by the ``srt`` package (the ``files`` extra).
 - Word documents (``.docx``): every paragraph of the body, its tables (nested ones too), and
   the headers and footers, with each run's formatting: a paragraph's runs, in groups
@@ -47,7 +48,7 @@ from transformer_mt.translate.documents import (
     Document,
     split_document,
     split_flow,
-    split_text,
+    split_tagged,
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
@@ -122,7 +123,7 @@ def _subtitles(name: str, text: str, lang: str) -> FileText:
         return str(srt.compose(out, reindex=False)).encode("utf-8")
 
     texts = [" ".join(s.content.split()) for s in subtitles]
-    return FileText([split_text(t, lang) for t in texts], sum(map(len, texts)), rebuild)
+    return FileText([split_tagged(t, lang) for t in texts], sum(map(len, texts)), rebuild)
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
