@@ -17,7 +17,8 @@ from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS
 from transformer_mt.decode.search import beam_search, greedy, next_token_logprobs
-from transformer_mt.model.transformer import Transformer
+from transformer_mt.errors import MTError
+from transformer_mt.model.transformer import AttentionWeights, Transformer
 
 pytest.importorskip("ctranslate2")
 
@@ -113,6 +114,26 @@ def test_exported_model_searches_and_scores_as_ours(toy):
             assert best >= 292 and same >= 280, f"beam {beam}, alpha {alpha}: {best}, {same}"
 
 
+def test_the_engines_attention_is_ours(toy):
+    """What the export's ``return_attention`` gives (its alignment heads, set by mt export to
+    all of the last layer's, averaged) is our last layer's cross-attention, the heads averaged,
+    read while each output is forced; another layer or one head is refused in one line."""
+    model, engine, src, _, _ = toy
+    outputs = [h.tokens for h in greedy(model, src[:40], source_mask(src[:40]))]
+    ids = [[x for x in row if x != PAD_ID] for row in src[:40].tolist()]
+    for row, out, theirs in zip(ids, outputs, engine.cross_attention(ids, outputs),
+                                strict=True):
+        weights = AttentionWeights()
+        with torch.no_grad():
+            source = torch.tensor([row])
+            model(source, torch.tensor([[BOS_ID, *out]]), source_mask(source), attention=weights)
+        ours = weights.cross[-1][0].mean(0)  # (T_out + 1, S)
+        assert theirs.shape == ours.shape
+        torch.testing.assert_close(theirs[:-1, :-1], ours[:-1, :-1], atol=1e-5, rtol=1e-4)
+    with pytest.raises(MTError, match="last layer's attention, the heads averaged"):
+        engine.cross_attention(ids[:1], outputs[:1], 0)
+
+
 def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
     run_dir, _ = trained_run
     out = tmp_path / "ct2"
@@ -135,7 +156,13 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
     assert float(rows[0][1]) >= float(rows[1][1]) and float(rows[2][1]) >= float(rows[3][1])
     assert [rows[0][2], rows[2][2]] == run_cli(["translate", "--checkpoint", str(out), "--beam",
                                                 "2", *sentences[::2]]).stdout.splitlines()
-    refused = run_cli(["translate", "--checkpoint", str(out), "--align", "Ein Hund."])
+    aligned = run_cli(["translate", "--checkpoint", str(out), "--beam", "1", "--align",
+                       "Ein Hund läuft."])  # its attention is ours
+    assert aligned.returncode == 0 and aligned.stdout == run_cli(
+        ["translate", "--checkpoint", str(run_dir / "best.pt"), "--beam", "1", "--align",
+         "Ein Hund läuft."]).stdout
+    refused = run_cli(["translate", "--checkpoint", str(out), "--align", "--head", "0",
+                       "Ein Hund."])
     assert refused.returncode != 0 and "PyTorch engine" in refused.stderr
     refused = run_cli(["translate", "--engine", "ctranslate2", "--checkpoint", str(out),
                        "--keep-spans", "Ein Hund sieht 3 Katzen."])  # constraints: ours only

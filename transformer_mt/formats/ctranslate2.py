@@ -110,7 +110,8 @@ def export_ctranslate2(checkpoint: str | Path, out_dir: str | Path,
                   "silu": common_spec.Activation.SWISH}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
         (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads,
-        pre_norm=cfg.norm == "pre", activation=activation)
+        pre_norm=cfg.norm == "pre", activation=activation,
+        alignment_heads=cfg.n_heads)  # return_attention: the last layer's heads averaged
     _set_stack(spec.encoder, model.encoder)
     _set_stack(spec.decoder, model.decoder)
     spec.decoder.projection.weight = _array(model.decoder.project.weight)

@@ -293,9 +293,9 @@ class Service:
                     waiting: Callable[[], Any] | None = None) -> None:
         """Where the best translation of each sentence that inline markup cuts reads in it
         (``inline.attention_links``, on the worker, which owns the model), for rebuilding;
-        by relative position where the engine has no attention weights."""
+        by relative position where the engine gives no attention weights (an ensemble)."""
         cut = [(r, i) for r in results for i, c in enumerate(r.doc.cuts) if c]
-        if not cut or not self.translator.engine.can_inspect:
+        if not cut:
             return
         sources = [r.doc.sentences[i] for r, i in cut]
         outputs = [r.hyps[i][0].text for r, i in cut]

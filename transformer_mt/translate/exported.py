@@ -40,8 +40,8 @@ class CTranslate2Engine:
 
     can_inspect = False
 
-    CANNOT = ("the CTranslate2 engine translates without attention weights or sampling; use "
-              "the PyTorch engine for those")
+    CANNOT = ("the CTranslate2 engine does not sample (--sample-topk, --top-p); use the "
+              "PyTorch engine for that")
 
     def __init__(self, model_dir: str | Path, config: Config, src_vocab: Vocab,
                  tgt_vocab: Vocab, device: torch.device, compute_type: str = "default",
@@ -113,7 +113,26 @@ class CTranslate2Engine:
     def cross_attention(self, sources: Sequence[Sequence[int]],
                         outputs: Sequence[Sequence[int]], layer: int = -1,
                         head: int | None = None) -> list[Tensor]:
-        raise MTError(self.CANNOT)
+        """The last decoder layer's cross-attention, its heads averaged (what ``mt export``
+        makes CTranslate2 return: its alignment heads), as ours: ``(T_out + 1, S)`` with the
+        ``<eos>`` row and column, which CTranslate2 leaves out, zero. Other layers or one head:
+        a one-line error."""
+        n_layers = self.config.model.n_decoder_layers
+        if layer not in (-1, n_layers - 1) or head is not None:
+            raise MTError("a CTranslate2 export gives its last layer's attention, the heads "
+                          "averaged, alone: for other layers or heads use the PyTorch engine")
+        results = self.translator.translate_batch(
+            [[self.src_vocab.itos[i] for i in s[:-1]] for s in sources],
+            target_prefix=[[self.tgt_vocab.itos[i] for i in o] for o in outputs],
+            beam_size=1, return_attention=True, max_batch_size=32, min_decoding_length=0,
+            max_decoding_length=max((len(o) for o in outputs), default=0) + 1)
+        found = []
+        for result, src, out in zip(results, sources, outputs, strict=True):
+            weights = torch.zeros(len(out) + 1, len(src))
+            read = torch.tensor(result.attention[0], dtype=torch.float32)[:len(out)]
+            weights[:read.size(0), :read.size(1)] = read[:, :len(src) - 1]
+            found.append(weights)
+        return found
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
               cfg: DecodeConfig) -> list[list[float]]:
