@@ -124,7 +124,7 @@ class CTranslate2Engine:
         results = self.translator.translate_batch(
             [[self.src_vocab.itos[i] for i in s[:-1]] for s in sources],
             target_prefix=[[self.tgt_vocab.itos[i] for i in o] for o in outputs],
-            beam_size=1, return_attention=True, max_batch_size=32, min_decoding_length=0,
+            beam_size=1, return_attention=True, max_batch_size=512, min_decoding_length=0,
             max_decoding_length=max((len(o) for o in outputs), default=0) + 1)
         found = []
         for result, src, out in zip(results, sources, outputs, strict=True):
