@@ -37,8 +37,9 @@ def share(source: str, cuts: Sequence[int], translation: str,
     """``translation`` cut into ``len(cuts) + 1`` pieces, the pieces ``source`` is cut into at
     the character offsets ``cuts`` (increasing, inside it), in the same order; ``links``: where
     in the source the output reads (None: at the same relative position)."""
-    bounds = [0, *cuts, len(source)]
     units = [m.span() for m in UNIT.finditer(translation)]
+    if not units:
+        return [translation] + [""] * len(cuts)
     if links is None:
         scale = len(source) / max(len(translation), 1)
         links = [(o, int(o * scale)) for start, end in units for o in range(start, end)]
@@ -50,9 +51,7 @@ def share(source: str, cuts: Sequence[int], translation: str,
         reads = [bisect.bisect_right(cuts, s) for _, s in
                  links[bisect.bisect_left(outs, start):bisect.bisect_left(outs, end)]]
         prefer.append({p: reads.count(p) / len(reads) for p in set(reads)})
-    if not units:
-        return [translation] + [""] * len(cuts)
-    sources = [source[a:b] for a, b in itertools.pairwise(bounds)]
+    sources = [source[a:b] for a, b in itertools.pairwise([0, *cuts, len(source)])]
     worded = [any(c.isalnum() for c in text) for text in sources]
     words = [any(c.isalnum() for c in translation[a:b]) for a, b in units]
     if sum(worded) > sum(words):  # too few words to give each piece one
@@ -143,7 +142,8 @@ def attention_links(translator: Translator, sources: list[str],
     as ours: ``exported.py``)."""
     src_tok, out_tok = translator.tokenizers
     tokens = [t[:translator.max_source_tokens] for t in src_tok.tokenize(sources)]
-    written = list(out_tok.tokenize(translations))
+    most = translator.config.model.max_output_tokens  # (tokenized again, it may be longer)
+    written = [w[:most] for w in out_tok.tokenize(translations)]
     try:
         weights = translator.engine.cross_attention(
             [translator.src_vocab.encode(t) for t in tokens],
