@@ -115,15 +115,15 @@ def test_a_server_without_a_run_or_a_second_model_says_how_to_start_one(models):
 
 def test_what_reads_one_model_is_a_422_from_an_ensemble_that_translates(trained_run):
     """Served as an ensemble, the requests that read one model's insides (attention, the next
-    tokens' candidates, the beam's steps, alignment, the lens, switches) get a 422 naming what
-    they read; translations and a forced prefix's alternatives are the ensemble's."""
+    tokens' candidates, the beam's steps, the lens, switches) get a 422 naming what they read;
+    translations, a forced prefix's alternatives and alignments (the members' last layers'
+    attention averaged) are the ensemble's."""
     best = trained_run[0] / "best.pt"
     ensemble = Translator.load([best, best], "cpu")
     with local_client(create_app(ensemble, ServeOptions())) as client:
         for path, extra, what in (
                 ("/v1/translate", {"attention": True}, "attention weights"),
                 ("/v1/translate", {"topk": 2}, "attention weights"),
-                ("/v1/translate", {"align": True}, "attention weights"),
                 ("/v1/translate", {"beam_steps": True, "beam_size": 2}, "the beam's steps"),
                 ("/v1/lens", {}, "the logit lens"),
                 ("/v1/switch", {"switches": ["cross:1:1"]}, "switches")):
@@ -134,3 +134,8 @@ def test_what_reads_one_model_is_a_422_from_an_ensemble_that_translates(trained_
         plain = client.post("/v1/translate", json={"text": SENTENCE})
         assert plain.status_code == 200
         assert plain.json()["translations"][0]["text"] == ensemble.translate([SENTENCE])[0]
+        aligned = client.post("/v1/translate", json={"text": SENTENCE, "align": True})
+        one = Translator.load(best, "cpu")  # two copies of one model: its own alignment
+        best_one = one.translate([SENTENCE], nbest=1)[0][0]
+        assert aligned.status_code == 200 and aligned.json()["translations"][0][
+            "alignment"] == [list(p) for p in one.align(SENTENCE, best_one)]

@@ -293,7 +293,7 @@ class Service:
                     waiting: Callable[[], Any] | None = None) -> None:
         """Where the best translation of each sentence that inline markup cuts reads in it
         (``inline.attention_links``, on the worker, which owns the model), for rebuilding;
-        by relative position where the engine gives no attention weights (an ensemble)."""
+        by relative position where the engine gives no attention weights."""
         cut = [(r, i) for r in results for i, c in enumerate(r.doc.cuts) if c]
         if not cut:
             return

@@ -205,25 +205,34 @@ class TorchEngine:
                         head: int | None = None) -> list[Tensor]:
         """Cross-attention ``(T_out + 1, S)`` of one decoder layer (one head, or the mean over
         heads) while the model reads each output (teacher forcing) for its source, in batches
-        of 32 (padded: padding is masked, and its rows and columns cut off)."""
-        model = self.one_model("attention weights")
-        n_layers = len(model.decoder.layers)
+        of 32 (padded: padding is masked, and its rows and columns cut off). An ensemble's: the
+        mean of its members' last layers' (other layers or one head: one model's alone)."""
+        models = self.members if layer == -1 and head is None else [
+            self.one_model("one layer's or one head's attention weights")]
+        n_layers = len(models[0].decoder.layers)
         if not -n_layers <= layer < n_layers:
             raise MTError(f"--layer {layer} is out of range: the decoder has {n_layers} layers")
-        if head is not None and not 0 <= head < model.cfg.n_heads:
-            raise MTError(f"--head {head} is out of range: the model has {model.cfg.n_heads} "
-                          "heads")
+        if head is not None and not 0 <= head < models[0].cfg.n_heads:
+            raise MTError(f"--head {head} is out of range: the model has "
+                          f"{models[0].cfg.n_heads} heads")
         found: list[Tensor] = []
         for at in range(0, len(sources), 32):
             pairs = list(zip(sources[at:at + 32], outputs[at:at + 32], strict=True))
             src = _padded([list(s) for s, _ in pairs], self.device)  # (B, S)
             tgt_in = _padded([[BOS_ID, *o] for _, o in pairs], self.device)  # (B, T_out + 1)
-            weights = AttentionWeights()
-            model(src, tgt_in, source_mask(src), attention=weights)
-            cross = weights.cross[layer]  # (B, H, T_out + 1, S)
-            cross = (cross.mean(1) if head is None else cross[:, head]).float().cpu()
+            cross = torch.stack([_cross(m, src, tgt_in, layer, head) for m in models]).mean(0)
             found += [c[:len(o) + 1, :len(s)] for c, (s, o) in zip(cross, pairs, strict=True)]
         return found
+
+
+def _cross(model: Transformer, src: Tensor, tgt_in: Tensor, layer: int,
+           head: int | None) -> Tensor:
+    """(B, T_out + 1, S) cross-attention of one decoder layer of ``model``, one head or the
+    heads' mean, as fp32 on the CPU, while it reads ``tgt_in`` for ``src``."""
+    weights = AttentionWeights()
+    model(src, tgt_in, source_mask(src), attention=weights)
+    cross = weights.cross[layer]  # (B, H, T_out + 1, S)
+    return (cross.mean(1) if head is None else cross[:, head]).float().cpu()
 
 
 def _padded(rows: list[list[int]], device: torch.device) -> Tensor:

@@ -138,8 +138,8 @@ def attention_links(translator: Translator, sources: list[str],
     """Where each translation reads in its source: each output token's characters linked to
     the middle of the source token it attends to most (the last decoder layer, its heads
     averaged, as ``mt translate --align``), the translation tokenized again; None where the
-    engine has no attention weights to give (an ensemble; a CTranslate2 export gives the same
-    as ours: ``exported.py``)."""
+    engine gives no attention weights (an ensemble's is its members' mean; a CTranslate2
+    export gives the same as ours: ``exported.py``)."""
     src_tok, out_tok = translator.tokenizers
     tokens = [t[:translator.max_source_tokens] for t in src_tok.tokenize(sources)]
     most = translator.config.model.max_output_tokens  # (tokenized again, it may be longer)
