@@ -229,8 +229,8 @@ def _cross(model: Transformer, src: Tensor, tgt_in: Tensor, layer: int,
            head: int | None) -> Tensor:
     """(B, T_out + 1, S) cross-attention of one decoder layer of ``model``, one head or the
     heads' mean, as fp32 on the CPU, while it reads ``tgt_in`` for ``src``."""
-    weights = AttentionWeights()
-    model(src, tgt_in, source_mask(src), attention=weights)
+    weights, mask = AttentionWeights(), source_mask(src)
+    model.decoder(tgt_in, model.encode(src, mask), mask, weights)  # (no logits needed)
     cross = weights.cross[layer]  # (B, H, T_out + 1, S)
     return (cross.mean(1) if head is None else cross[:, head]).float().cpu()
 
