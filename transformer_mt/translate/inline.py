@@ -119,16 +119,24 @@ def _miss(want: dict[int, float], piece: int) -> float:
 
 def _cut(translation: str, units: list[tuple[int, int]], pieces: list[int],
          sources: list[str]) -> list[str]:
-    """The translation's text given to the pieces its units went to: the spaces between two
-    pieces go where the source had them (before the cut if the earlier piece ended with one)."""
+    """The translation's text given to the pieces its units went to; the spaces between two
+    pieces go where the source had them: to the earlier piece if it ended with a space, else
+    to a piece of spaces alone between them, else to the later one."""
     out = [""] * len(sources)
     start = 0
     for k in range(1, len(units)):
-        if pieces[k] != pieces[k - 1]:
-            gap_end = units[k][0]
-            cut = gap_end if sources[pieces[k - 1]][-1:].isspace() else units[k - 1][1]
-            out[pieces[k - 1]] += translation[start:cut]
-            start = cut
+        p, q = pieces[k - 1], pieces[k]
+        if p == q:
+            continue
+        end, gap_end = units[k - 1][1], units[k][0]
+        spaces = [r for r in range(p + 1, q) if sources[r].isspace()]
+        home = p if sources[p][-1:].isspace() else spaces[0] if spaces else q
+        out[p] += translation[start:end]
+        if home == q:
+            start = end
+        else:
+            out[home] += translation[end:gap_end]
+            start = gap_end
     out[pieces[-1]] += translation[start:]
     return out
 
