@@ -8,6 +8,7 @@ import os
 import platform
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -144,3 +145,26 @@ def write_out(out: Path | None, record: dict, to_come: list[str] | None = None) 
 
         extra = {"parts_to_come": to_come} if to_come else {}
         atomic_write_text(out, json.dumps({**record, **extra}, indent=2, default=str) + "\n")
+
+
+def on_a_test_set(name: str, description: str, run: Callable[..., dict],
+                  options: Callable[[argparse.ArgumentParser], object] | None = None) -> None:
+    """A benchmark of a checkpoint on a test set of its config (``--checkpoint``, ``--set``,
+    ``--max-sentences``, and the ``options`` it adds, given to ``run`` by name): prints its
+    one JSON record, ``run(translator, sources, references, **options)`` with the machine."""
+    from transformer_mt.evaluate import read_test_set
+    from transformer_mt.translate import Translator
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--set", default="test_2016_flickr", help="a test set of the config")
+    parser.add_argument("--max-sentences", type=int, help="the first N sentences (a smoke run)")
+    if options is not None:
+        options(parser)
+    args = vars(parser.parse_args())
+    checkpoint, test_set = args.pop("checkpoint"), args.pop("set")
+    translator = Translator.load(checkpoint)
+    sources, refs = read_test_set(translator, test_set, args.pop("max_sentences"))
+    print(json.dumps({"benchmark": name, "machine": machine(translator.device),
+                      "date": time.strftime("%Y-%m-%d"), "checkpoint": str(checkpoint),
+                      "set": test_set, **run(translator, sources, refs, **args)}))

@@ -13,8 +13,6 @@ constrained beam search against the plain one, measured in the same run.
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import sys
 import time
@@ -22,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine
-from transformer_mt.evaluate import read_test_set, score
+from bench.common import on_a_test_set
+from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
 from transformer_mt.translate.results import Required
 
@@ -66,18 +64,8 @@ def run(translator: Translator, sources: list[str], refs: list[str], beam: int) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--set", default="test_2016_flickr", help="a test set of the config")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--max-sentences", type=int, help="the first N sentences (a smoke run)")
-    args = parser.parse_args()
-    translator = Translator.load(args.checkpoint)
-    sources, refs = read_test_set(translator, args.set, args.max_sentences)
-    record = {"benchmark": "glossary", "machine": machine(translator.device),
-              "date": time.strftime("%Y-%m-%d"), "checkpoint": str(args.checkpoint),
-              "set": args.set, **run(translator, sources, refs, args.beam)}
-    print(json.dumps(record))
+    on_a_test_set("glossary", __doc__.split("\n\n")[0], run,
+                  lambda parser: parser.add_argument("--beam", type=int, default=5))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ sentence's translation.
 
 from __future__ import annotations
 
-import argparse
 import html
-import json
 import random
 import re
 import sys
@@ -26,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine
-from transformer_mt.evaluate import read_test_set, score
+from bench.common import on_a_test_set
+from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
 from transformer_mt.translate.documents import split_html, translate_split
 
@@ -111,17 +109,7 @@ def _scores(texts: list[str], refs: list[str], lang: str, seconds: float | None)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--set", default="test_2016_flickr", help="a test set of the config")
-    parser.add_argument("--max-sentences", type=int, help="the first N sentences (a smoke run)")
-    args = parser.parse_args()
-    translator = Translator.load(args.checkpoint)
-    sources, refs = read_test_set(translator, args.set, args.max_sentences)
-    record = {"benchmark": "inline_markup", "machine": machine(translator.device),
-              "date": time.strftime("%Y-%m-%d"), "checkpoint": str(args.checkpoint),
-              "set": args.set, **run(translator, sources, refs)}
-    print(json.dumps(record))
+    on_a_test_set("inline_markup", __doc__.split("\n\n")[0], run, None)
 
 
 if __name__ == "__main__":
