@@ -117,6 +117,9 @@ def test_a_sentence_across_inline_markup_is_translated_whole(trained_run, subwor
         assert batched.shape == alone.shape == (len(out) + 1, len(src))
         torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-4)
     one = Translator.load(trained_run[0] / "best.pt", "cpu")
+    # inline code: read in its sentence, kept as it is (the words that read it left out)
+    coded = one.translate(['<p>Ein Mann <code>x = f(1)</code> läuft.</p>'], form="html")[0]
+    assert re.fullmatch(r"<p>[^<]*<code>x = f\(1\)</code>[^<]*</p>", coded), coded
     two = Translator.load([trained_run[0] / "best.pt"] * 2, "cpu")  # their attention: averaged
     assert attention_links(two, sentences[:1], ["A man."]) == attention_links(
         one, sentences[:1], ["A man."])

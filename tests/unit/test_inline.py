@@ -100,12 +100,13 @@ def test_a_flow_rebuilds_each_piece_and_keeps_what_lies_between_sentences():
     assert out[1] == "bike" and out[3] == "play" and out[4].endswith(".\n  A woman.")
 
 
-def test_html_reads_a_sentence_across_inline_elements_but_not_across_blocks():
+def test_html_reads_a_sentence_across_inline_elements_and_code_but_not_across_blocks():
     html = ('<div><p>Ein <a href="x"><b>Hund</b></a> läuft.</p> Zwei Katzen.<br/>Eine Frau '
             '<code>x</code> liest.<span translate="no">Name</span> Ende.</div>')
-    doc = split_html(html, "de")
-    assert doc.sentences == ["Ein Hund läuft.", "Zwei Katzen.", "Eine Frau", "liest.", "Ende."]
-    assert doc.cuts == [[4, 8], [], [], [], []]
+    doc = split_html(html, "de")  # code and translate="no" inline: read, and kept
+    assert doc.sentences == ["Ein Hund läuft.", "Zwei Katzen.", "Eine Frau x liest.",
+                             "Name Ende."]
+    assert doc.cuts == [[4, 8], [], [10, 11], [4]]
     assert doc.rebuild(doc.sentences) == html
 
 

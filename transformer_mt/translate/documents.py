@@ -104,13 +104,18 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     return spans
 
 
-def split_flow(pieces: Sequence[str], lang: str) -> Document[list[str]]:
+def split_flow(pieces: Sequence[str], lang: str,
+               kept: Sequence[bool] = ()) -> Document[list[str]]:
     """Text in pieces that run on (a paragraph's text nodes or runs, formatted apart): the
     sentences of the pieces joined; rebuilding gives each piece its text again, the spacing
-    between sentences kept and a sentence across pieces shared out among them."""
+    between sentences kept and a sentence across pieces shared out among them. A ``kept``
+    piece (inline code) is read as part of its sentence and comes back as it was, the words
+    of the translation that read it left out; text in kept pieces alone is no sentence."""
     text = "".join(pieces)
     ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
-    spans = sentence_spans(text, lang)
+    keep = [bool(k) for k in kept] or [False] * len(pieces)
+    spans = [(a, b) for a, b in sentence_spans(text, lang) if not all(
+        keep[bisect.bisect_right(ends, a):bisect.bisect_right(ends, b - 1) + 1])]
     cuts = [[e - a for e in ends if a < e < b] for a, b in spans]
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
@@ -119,14 +124,30 @@ def split_flow(pieces: Sequence[str], lang: str) -> Document[list[str]]:
         for (a, b), cut, translation, link in zip(spans, cuts, translations, links, strict=True):
             _keep(text[at:a], at, ends, out)
             first = bisect.bisect_right(ends, a)  # the piece the sentence begins in
-            shares = share(text[a:b], cut, translation, link) if cut else [translation]
+            shares = share(text[a:b], cut, translation, link,
+                           keep[first:first + len(cut) + 1]) if cut else [translation]
             for i, part in enumerate(shares):
                 out[first + i] += part
             at = b
         _keep(text[at:], at, ends, out)
-        return out
+        return _around_kept(pieces, out, keep)
 
     return Document([text[a:b] for a, b in spans], cuts, rebuild)
+
+
+def _around_kept(pieces: Sequence[str], out: list[str], keep: list[bool]) -> list[str]:
+    """Kept pieces as they were, with a space beside them wherever the source had one (the
+    words that read one are left out, or the translation has none: "A woman <code>Maria</code>
+    reads", not "A woman <code>Maria</code>reads")."""
+    out = [piece if k else o for piece, o, k in zip(pieces, out, keep, strict=True)]
+    for i in (i for i, k in enumerate(keep) if k):
+        if i > 0 and not keep[i - 1] and pieces[i - 1][-1:].isspace() and out[i - 1] \
+                and not out[i - 1][-1:].isspace():
+            out[i - 1] += " "
+        if i + 1 < len(out) and not keep[i + 1] and pieces[i + 1][:1].isspace() \
+                and out[i + 1] and not out[i + 1][:1].isspace():
+            out[i + 1] = " " + out[i + 1]
+    return out
 
 
 def _keep(kept: str, at: int, ends: Sequence[int], out: list[str]) -> None:
@@ -163,38 +184,29 @@ def split_tagged(text: str, lang: str) -> Document[str]:
     return Document(flow.sentences, flow.cuts, rebuild)
 
 
-def _translated(node: Any) -> bool:
-    """Whether a text node is to be translated: not inside an element kept as it is (code,
-    script, ...), and the nearest ``translate`` attribute around it (its keywords in any
-    case, as HTML reads them) is not "no"."""
-    parents = [p for p in node.parents if p.name]
-    if any(p.name in KEEP_AS_IS for p in parents):
-        return False
-    said = [str(p["translate"]).strip().lower() for p in parents if p.has_attr("translate")]
-    return not said or said[0] != "no"
-
-
 def split_html(text: str, lang: str, xml: bool = False) -> Document[str]:
     """An HTML document or fragment (``xml``: an XHTML document, read as XML: the case of its
     names kept, SVG's ``viewBox`` say): the sentences of its text, each run of text nodes
     that only inline elements separate read as one flow (:func:`split_flow`: "Ein Mann fährt
-    <b>Fahrrad</b>." is one sentence); rebuilding puts the translations into the same markup
+    <b>Fahrrad</b>." is one sentence; inline code, ``translate="no"`` inline, is read in its
+    sentence and kept as it is); rebuilding puts the translations into the same markup
     (entities re-escaped where needed)."""
     from bs4 import BeautifulSoup, NavigableString
 
     # an attribute given twice: the first holds, as in browsers (html.parser keeps the last)
     soup = BeautifulSoup(text, "xml") if xml else BeautifulSoup(
         text, "html.parser", on_duplicate_attribute="ignore")
-    flows = [(nodes, split_flow([str(n) for n in nodes], lang)) for nodes in _flows(soup)]
-    flows = [(nodes, flow) for nodes, flow in flows if flow.sentences]
+    read = [(nodes, split_flow([n.get_text() if k else str(n) for n, k in nodes], lang,
+                               [k for _, k in nodes])) for nodes in _flows(soup)]
+    flows = [([n for n, _ in nodes], flow) for nodes, flow in read if flow.sentences]
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
         at = 0
         for nodes, flow in flows:
             n = len(flow.sentences)
             texts = flow.rebuild_with(translations[at:at + n], links[at:at + n])
-            for i, new in enumerate(texts):
-                if new != str(nodes[i]):
+            for i, new in enumerate(texts):  # (a kept element is no string: never replaced)
+                if isinstance(nodes[i], NavigableString) and new != str(nodes[i]):
                     nodes[i].replace_with(replaced := NavigableString(new))
                     nodes[i] = replaced
             at += n
@@ -212,23 +224,58 @@ INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del"
                     "sub", "sup", "time", "tt", "u"})
 
 
-def _flows(soup: Any) -> list[list[Any]]:
-    """The text nodes to translate, in runs that only inline elements separate (a comment,
-    any other element, text kept as it is, or another block ends one)."""
+# inline elements kept as they are inside a sentence: read with it, never translated
+KEPT_INLINE = frozenset({"code", "kbd", "samp", "var"})
+
+
+def _flows(soup: Any) -> list[list[tuple[Any, bool]]]:
+    """The text to translate, in runs that only inline elements separate (a block, a comment,
+    a <br>, text not translated ends one): its text nodes, and the inline elements kept as
+    they are inside a sentence (code, ``translate="no"``), each with whether it is kept. The
+    tree walked with a stack of its own (a page nested deeper than Python recurses is read)."""
+    flows: list[list[tuple[Any, bool]]] = [[]]
+
+    def end() -> None:
+        if flows[-1]:
+            flows.append([])
+
+    stack = [(iter(soup.children), True, False)]  # children, translated, a block
+    while stack:
+        children, translate, block = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if block:
+                end()
+        else:
+            kind, inner = _kind(child, translate)
+            if kind in ("text", "kept"):
+                flows[-1].append((child, kind == "kept"))
+                continue
+            if kind != "inline":
+                end()
+            if kind in ("inline", "block"):
+                stack.append((iter(child.children), inner, kind == "block"))
+    return [f for f in flows if f]
+
+
+def _kind(node: Any, translate: bool) -> tuple[str, bool]:
+    """What a flow makes of a node, in text ``translate``-d or not: ``text`` to translate, a
+    ``break`` (a comment, text not translated), an element ``kept`` as it is inside a sentence,
+    ``inline`` (the text runs on), a ``block`` or kept ``apart`` (it ends the text before it);
+    and whether the text inside it is translated (an element's ``translate`` attribute, its
+    keywords in any case, as HTML reads them)."""
     from bs4 import NavigableString, Tag
 
-    flows: list[list[Any]] = [[]]
-    home = None
-    for element in soup.descendants:
-        if type(element) is NavigableString and _translated(element):
-            block = next(p for p in element.parents if p.name not in INLINE)
-            if block is not home:
-                flows.append([])
-            flows[-1].append(element)
-            home = block
-        elif not (isinstance(element, Tag) and element.name in INLINE):
-            flows.append([])
-    return [f for f in flows if f]
+    if not isinstance(node, Tag):
+        return "text" if translate and type(node) is NavigableString else "break", translate
+    said = node.get("translate")
+    inner = translate if said is None else str(said).strip().lower() != "no"
+    if node.name in KEPT_INLINE or (node.name in INLINE and translate and not inner):
+        return "kept", inner
+    if node.name in INLINE:
+        return "inline", inner
+    return ("apart" if node.name in KEEP_AS_IS else "block"), inner
 
 
 TextForm = Literal["text", "html", "xhtml"]  # what a text holding several sentences may be

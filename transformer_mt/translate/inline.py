@@ -33,10 +33,11 @@ UNIT = re.compile(r"\w+|[^\w\s]")  # what is never cut: a word, or one mark of p
 
 
 def share(source: str, cuts: Sequence[int], translation: str,
-          links: Sequence[Link] | None = None) -> list[str]:
+          links: Sequence[Link] | None = None, kept: Sequence[bool] = ()) -> list[str]:
     """``translation`` cut into ``len(cuts) + 1`` pieces, the pieces ``source`` is cut into at
     the character offsets ``cuts`` (increasing, inside it), in the same order; ``links``: where
-    in the source the output reads (None: at the same relative position)."""
+    in the source the output reads (None: at the same relative position); ``kept`` pieces
+    (which the caller keeps as they were) get the words that read them and no others."""
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
@@ -52,7 +53,8 @@ def share(source: str, cuts: Sequence[int], translation: str,
                  links[bisect.bisect_left(outs, start):bisect.bisect_left(outs, end)]]
         prefer.append({p: reads.count(p) / len(reads) for p in set(reads)})
     sources = [source[a:b] for a, b in itertools.pairwise([0, *cuts, len(source)])]
-    worded = [any(c.isalnum() for c in text) for text in sources]
+    worded = [any(c.isalnum() for c in text) and not (kept and kept[i])
+              for i, text in enumerate(sources)]
     words = [any(c.isalnum() for c in translation[a:b]) for a, b in units]
     if sum(worded) > sum(words):  # too few words to give each piece one
         worded = [False] * len(worded)
