@@ -154,6 +154,47 @@ def test_line_breaks_tabs_and_spaces_held_as_elements_stay_where_they_were(trans
     assert out.slides[0].placeholders[1].text_frame.text == f"{dog}\v{cats}"
 
 
+def test_fields_inside_a_sentence_stay_where_they_were(translator):
+    """A slide's field (a date) and an .odt's page number inside a sentence are read with it
+    and kept as they are, in place (they were left out: the sentence lost them and the field
+    ended after its translation)."""
+    import pptx
+    from lxml import etree
+
+    presentation = pptx.Presentation()
+    paragraph = presentation.slides.add_slide(presentation.slide_layouts[1]).placeholders[
+        1].text_frame.paragraphs[0]
+    paragraph.add_run().text = "Ein Hund läuft am "
+    main = "http://schemas.openxmlformats.org/drawingml/2006/main"
+    field = etree.SubElement(paragraph._p, f"{{{main}}}fld", id="{B6F15528-21DE-4FAA-801E-"
+                             "634DDDAF4B2B}", type="datetime1")
+    etree.SubElement(field, f"{{{main}}}t").text = "Montag"
+    paragraph.add_run().text = " über die Wiese."
+    source = io.BytesIO()
+    presentation.save(source)
+    out = pptx.Presentation(io.BytesIO(translate_file(translator, "f.pptx", source.getvalue())))
+    written = out.slides[0].placeholders[1].text_frame.paragraphs[0]._p
+    kinds = [c.tag.rsplit("}", 1)[1] for c in written if c.tag.rsplit("}", 1)[1] != "pPr"]
+    assert kinds[:3] == ["r", "fld", "r"] and written.find(f"{{{main}}}fld").text == "Montag"
+    after = out.slides[0].placeholders[1].text_frame.paragraphs[0].runs[1].text
+    assert after.strip()  # the sentence goes on after the field (all went before it)
+    doc = opendocument.OpenDocumentText()
+    odt_paragraph = text.P()
+    odt_paragraph.addText("Auf Seite ")
+    number = text.PageNumber(selectpage="current")
+    number.addText("7")
+    odt_paragraph.addElement(number)
+    odt_paragraph.addText(" spielen zwei Hunde.")
+    doc.text.addElement(odt_paragraph)
+    source = io.BytesIO()
+    doc.write(source)
+    out = translate_file(translator, "p.odt", source.getvalue())
+    written = opendocument.load(io.BytesIO(out)).text.getElementsByType(text.P)[0]
+    kinds = [c.tagName if c.nodeType != c.TEXT_NODE else "text" for c in written.childNodes]
+    assert kinds == ["text", "text:page-number", "text"] and str(
+        written.getElementsByType(text.PageNumber)[0]) == "7"
+
+
 def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_path):
     source = epub_book(tmp_path / "in.epub")
     out = translate_file(translator, "book.epub", source)

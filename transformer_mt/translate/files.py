@@ -181,7 +181,8 @@ def _in_runs(paragraphs: list[list[list[Any]]], attribute: str,
         save(out)
         return out.getvalue()
 
-    return FileText([split_flow(pieces, lang) for pieces in texts],
+    kept = [[getattr(group[0], "kept", False) for group in groups] for groups in paragraphs]
+    return FileText([split_flow(pieces, lang, k) for pieces, k in zip(texts, kept, strict=True)],
                     sum(len(t) for pieces in texts for t in pieces), rebuild)
 
 

@@ -36,23 +36,24 @@ def odt_runs(document: Any) -> list[list[list[Any]]]:
     return paragraphs
 
 
-class _Spacing:
-    """Spacing a paragraph holds as an element (a line break, a tab, ODF's ``text:s`` for
-    spaces), read as its text; given another text (spaces inside a sentence get a share of
-    its translation), the element gives way to that text (``replace``)."""
+class _Held:
+    """What a paragraph holds as an element, read as its text: spacing (a line break, a tab,
+    ODF's ``text:s``) which, given another text (spaces inside a sentence get a share of its
+    translation), gives way to it (``replace``); or a field (a date, a page number; no
+    ``replace``), ``kept`` as it is (``documents.split_flow`` reads it in its sentence)."""
 
-    def __init__(self, spacing: str, replace: Callable[[str], None]) -> None:
-        self.spacing, self._replace = spacing, replace
+    def __init__(self, text: str, replace: Callable[[str], None] | None = None) -> None:
+        self.held, self._replace, self.kept = text, replace, replace is None
 
     @property
     def text(self) -> str:
-        return self.spacing
+        return self.held
 
     @text.setter
     def text(self, value: str) -> None:
-        if value != self.spacing:
+        if self._replace is not None and value != self.held:
             self._replace(value)
-            self.spacing = value
+            self.held = value
 
     data = text  # what ODF's text nodes call it
 
@@ -66,15 +67,24 @@ def _grouped(runs: list[tuple[object, Any]], attribute: str) -> list[list[Any]]:
     for style, run in runs:
         if not getattr(run, attribute):
             continue
-        if groups and style == last and not isinstance(run, _Spacing):
+        if groups and style == last and not isinstance(run, _Held):
             groups[-1].append(run)
         else:
             groups.append([run])
-        last = None if isinstance(run, _Spacing) else style
+        last = None if isinstance(run, _Held) else style
     return groups if "".join(getattr(r, attribute) for g in groups for r in g).strip() else []
 
 
 ODF_SPACING = {"text:line-break": "\n", "text:tab": "\t", "text:s": " "}
+# fields whose text the application writes (a date, a page number): kept as they are
+ODF_FIELDS = {"text:date", "text:time", "text:page-number", "text:page-count", "text:chapter",
+              "text:file-name", "text:sequence", "text:variable-get", "text:user-field-get"}
+
+
+def teletype(element: Any) -> str:
+    """The text inside an ODF element."""
+    return "".join(str(n) if n.nodeType == n.TEXT_NODE else teletype(n)
+                   for n in element.childNodes)
 
 
 def _odf_replace(element: Any, text: str) -> None:
@@ -98,8 +108,10 @@ def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[object, Any]
             out.append((style, child))
         elif child.tagName in ODF_SPACING:
             spaces = int(child.getAttribute("c") or 1) if child.tagName == "text:s" else 1
-            out.append((style, _Spacing(ODF_SPACING[child.tagName] * spaces,
-                                        functools.partial(_odf_replace, child))))
+            out.append((style, _Held(ODF_SPACING[child.tagName] * spaces,
+                                     functools.partial(_odf_replace, child))))
+        elif child.tagName in ODF_FIELDS:
+            out.append((style, _Held(teletype(child))))
         elif child.tagName not in ODF_APART:
             attributes = sorted((str(k), str(v)) for k, v in child.attributes.items())
             _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
@@ -154,14 +166,14 @@ def _alike(paragraph: Any) -> list[list[Any]]:
     runs: list[tuple[object, Any]] = []
     for item in _inner(paragraph):
         for run in getattr(item, "runs", [item]):  # a hyperlink holds runs
-            properties = None if isinstance(run, _Spacing) else run._r.rPr
+            properties = None if isinstance(run, _Held) else run._r.rPr
             runs.append(("" if properties is None else properties.xml, run))
     return _grouped(runs, "text")
 
 
 def _inner(paragraph: Any) -> list[Any]:
-    """A Word paragraph's runs and hyperlinks, or a slide paragraph's runs and line breaks
-    (``a:br``, which python-pptx's runs leave out), in order."""
+    """A Word paragraph's runs and hyperlinks, or a slide paragraph's runs, line breaks and
+    fields (``a:br``, ``a:fld``, which python-pptx's runs leave out), in order."""
     if hasattr(paragraph, "iter_inner_content"):
         return list(paragraph.iter_inner_content())
     from pptx.text.text import _Run
@@ -170,5 +182,6 @@ def _inner(paragraph: Any) -> list[Any]:
         br.getparent().remove(br)
 
     return [_Run(child, paragraph) if child.tag.endswith("}r") else
-            _Spacing("\n", functools.partial(gone, child))
-            for child in paragraph._p if child.tag.endswith(("}r", "}br"))]
+            _Held("\n", functools.partial(gone, child)) if child.tag.endswith("}br") else
+            _Held(child.text or "")  # a field (a date, the slide's number): kept
+            for child in paragraph._p if child.tag.endswith(("}r", "}br", "}fld"))]
