@@ -155,9 +155,9 @@ def test_line_breaks_tabs_and_spaces_held_as_elements_stay_where_they_were(trans
 
 
 def test_fields_inside_a_sentence_stay_where_they_were(translator):
-    """A slide's field (a date) and an .odt's page number inside a sentence are read with it
-    and kept as they are, in place (they were left out: the sentence lost them and the field
-    ended after its translation)."""
+    """A slide's field (a date), a Word footer's page number and an .odt's inside a sentence
+    are read with it and kept as they are, in place (the slide's and Word's were left out:
+    the sentence lost them and the field ended after its translation)."""
     import pptx
     from lxml import etree
 
@@ -178,6 +178,22 @@ def test_fields_inside_a_sentence_stay_where_they_were(translator):
     assert kinds[:3] == ["r", "fld", "r"] and written.find(f"{{{main}}}fld").text == "Montag"
     after = out.slides[0].placeholders[1].text_frame.paragraphs[0].runs[1].text
     assert after.strip()  # the sentence goes on after the field (all went before it)
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    word = docx.Document()
+    footer = word.sections[0].footer.paragraphs[0]  # "Page {PAGE} of ten pages."
+    footer.add_run("Seite ")
+    footer._p.append(parse_xml(f'<w:fldSimple {nsdecls("w")} w:instr="PAGE"><w:r><w:t>3'
+                               '</w:t></w:r></w:fldSimple>'))
+    footer.add_run(" von zehn Seiten.")
+    source = io.BytesIO()
+    word.save(source)
+    out = docx.Document(io.BytesIO(translate_file(translator, "f.docx", source.getvalue())))
+    written = out.sections[0].footer.paragraphs[0]
+    kinds = [c.tag.rsplit("}", 1)[1] for c in written._p if not c.tag.endswith("}pPr")]
+    assert kinds == ["r", "fldSimple", "r"] and written.runs[1].text.strip()
     doc = opendocument.OpenDocumentText()
     odt_paragraph = text.P()
     odt_paragraph.addText("Auf Seite ")

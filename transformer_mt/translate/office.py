@@ -172,10 +172,11 @@ def _alike(paragraph: Any) -> list[list[Any]]:
 
 
 def _inner(paragraph: Any) -> list[Any]:
-    """A Word paragraph's runs and hyperlinks, or a slide paragraph's runs, line breaks and
-    fields (``a:br``, ``a:fld``, which python-pptx's runs leave out), in order."""
+    """A Word paragraph's runs, hyperlinks and fields (``_word_inner``), or a slide
+    paragraph's runs, line breaks and fields (``a:br``, ``a:fld``, which python-pptx's runs
+    leave out), in order."""
     if hasattr(paragraph, "iter_inner_content"):
-        return list(paragraph.iter_inner_content())
+        return _word_inner(paragraph)
     from pptx.text.text import _Run
 
     def gone(br: Any, text: str) -> None:  # a line break ends a sentence: never shared
@@ -185,3 +186,21 @@ def _inner(paragraph: Any) -> list[Any]:
             _Held("\n", functools.partial(gone, child)) if child.tag.endswith("}br") else
             _Held(child.text or "")  # a field (a date, the slide's number): kept
             for child in paragraph._p if child.tag.endswith(("}r", "}br", "}fld"))]
+
+
+def _word_inner(paragraph: Any) -> list[Any]:
+    """A Word paragraph's runs and hyperlinks (as python-docx's ``iter_inner_content``), and
+    its simple fields (``w:fldSimple``: a page number, which it leaves out), in order."""
+    from docx.oxml.ns import qn
+    from docx.text.hyperlink import Hyperlink
+    from docx.text.run import Run
+
+    found: list[Any] = []
+    for child in paragraph._p:
+        if child.tag == qn("w:r"):
+            found.append(Run(child, paragraph))
+        elif child.tag == qn("w:hyperlink"):
+            found.append(Hyperlink(child, paragraph))
+        elif child.tag == qn("w:fldSimple"):  # kept, as a slide's field
+            found.append(_Held("".join(t.text or "" for t in child.iter(qn("w:t")))))
+    return found
