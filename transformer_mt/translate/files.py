@@ -9,8 +9,10 @@ server's ``/translate_file``.
   translated whole (its lines joined, and the translation wrapped on as many lines again),
   its tags (``<i>``, ``<b>``, ``<font>``, ``{\\an8}``) kept around their words;
   read and written by the ``srt`` package (the ``files`` extra).
-- Word documents (``.docx``): every paragraph of the body, its tables (nested ones too), and
-  the headers and footers, with each run's formatting: a paragraph's runs, in groups
+- Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
+  controls, text boxes, every header and footer, footnotes, endnotes, comments), with each
+  run's formatting and what else it holds (a footnote's reference, a picture), fields kept
+  as they are (a page number; a link's text translated): a paragraph's runs, in groups
   formatted alike, read as one flow, a sentence across groups (a bold word in it) translated
   whole and shared out among them (``documents.split_flow``). Read and written by
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
@@ -52,7 +54,7 @@ from transformer_mt.translate.documents import (
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
-from transformer_mt.translate.office import odt_runs, slide_runs, word_runs
+from transformer_mt.translate.office import odt_runs, open_word, slide_runs, word_runs
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -154,8 +156,7 @@ def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
     if kind == "odt":
         document = _opened(name, data, kind, library.load)
         return _in_runs(odt_runs(document), "data", document.write, lang)
-    document = _opened(name, data, kind, library.Document if kind == "docx"
-                       else library.Presentation)
+    document = _opened(name, data, kind, open_word if kind == "docx" else library.Presentation)
     return _in_runs(word_runs(document) if kind == "docx" else slide_runs(document), "text",
                     document.save, lang)
 

@@ -16,7 +16,7 @@ from transformer_mt.packages import imported
 
 def word_runs(document: Any) -> list[list[list[Any]]]:
     """A Word document's paragraphs (``_paragraphs``) as groups of runs."""
-    return [_alike(paragraph) for paragraph in _paragraphs(document)]
+    return [_grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)]
 
 
 def slide_runs(presentation: Any) -> list[list[list[Any]]]:
@@ -139,44 +139,47 @@ def _slide_paragraphs(presentation: Any) -> list[Any]:
     return found
 
 
+# Word's parts that hold text to translate, by the end of their content type
+WORD_PARTS = ("document.main+xml", "header+xml", "footer+xml", "footnotes+xml",
+              "endnotes+xml", "comments+xml")
+
+
+def open_word(stream: Any) -> Any:
+    """A Word document (python-docx's ``Document``), its footnotes and endnotes read as XML
+    parts too (python-docx keeps them as bytes)."""
+    docx = imported("docx", "a Word document (.docx)")
+    from docx.opc.constants import CONTENT_TYPE
+    from docx.opc.part import PartFactory, XmlPart
+
+    for content_type in (CONTENT_TYPE.WML_FOOTNOTES, CONTENT_TYPE.WML_ENDNOTES):
+        PartFactory.part_type_for.setdefault(content_type, XmlPart)
+    return docx.Document(stream)
+
+
 def _paragraphs(document: Any) -> list[Any]:
-    """Every paragraph of a Word document, once: its body's, its tables' cells' (a merged cell
-    is one), its headers' and footers'."""
-    found: dict[int, Any] = {}
+    """Every paragraph (``w:p``) of a Word document wherever it is: in its body (tables,
+    content controls, text boxes), in every header and footer, in its footnotes, endnotes and
+    comments, in order."""
+    from docx.oxml.ns import qn
 
-    def walk(container: Any) -> None:
-        for paragraph in container.paragraphs:
-            found.setdefault(id(paragraph._p), paragraph)
-        for table in container.tables:
-            for row in table.rows:
-                for cell in row.cells:
-                    walk(cell)
-
-    walk(document)
-    for section in document.sections:
-        for part in (section.header, section.footer):
-            if not part.is_linked_to_previous:
-                walk(part)
-    return list(found.values())
+    return [p for part in document.part.package.iter_parts()
+            if part.content_type.endswith(WORD_PARTS) and hasattr(part, "element")
+            for p in part.element.iter(qn("w:p"))]
 
 
 def _alike(paragraph: Any) -> list[list[Any]]:
-    """A paragraph's runs with text (a Word paragraph's links' too; a slide's line breaks), in
-    groups of neighbours formatted alike (``_grouped``)."""
+    """A slide paragraph's runs with text, line breaks and fields (``_inner``), in groups of
+    neighbours formatted alike (``_grouped``)."""
     runs: list[tuple[object, Any]] = []
-    for item in _inner(paragraph):
-        for run in getattr(item, "runs", [item]):  # a hyperlink holds runs
-            properties = None if isinstance(run, _Held) else run._r.rPr
-            runs.append(("" if properties is None else properties.xml, run))
+    for run in _inner(paragraph):
+        properties = None if isinstance(run, _Held) else run._r.rPr
+        runs.append(("" if properties is None else properties.xml, run))
     return _grouped(runs, "text")
 
 
 def _inner(paragraph: Any) -> list[Any]:
-    """A Word paragraph's runs, hyperlinks and fields (``_word_inner``), or a slide
-    paragraph's runs, line breaks and fields (``a:br``, ``a:fld``, which python-pptx's runs
-    leave out), in order."""
-    if hasattr(paragraph, "iter_inner_content"):
-        return _word_inner(paragraph)
+    """A slide paragraph's runs, line breaks and fields (``a:br``, ``a:fld``, which
+    python-pptx's runs leave out), in order."""
     from pptx.text.text import _Run
 
     def gone(br: Any, text: str) -> None:  # a line break ends a sentence: never shared
@@ -188,19 +191,97 @@ def _inner(paragraph: Any) -> list[Any]:
             for child in paragraph._p if child.tag.endswith(("}r", "}br", "}fld"))]
 
 
-def _word_inner(paragraph: Any) -> list[Any]:
-    """A Word paragraph's runs and hyperlinks (as python-docx's ``iter_inner_content``), and
-    its simple fields (``w:fldSimple``: a page number, which it leaves out), in order."""
-    from docx.oxml.ns import qn
-    from docx.text.hyperlink import Hyperlink
-    from docx.text.run import Run
+# what holds a Word paragraph's runs inside it (a link, a content control, a tracked insertion)
+WORD_INSIDE = {"hyperlink", "sdt", "sdtContent", "ins", "moveTo", "smartTag", "customXml",
+               "dir", "bdo"}
+# a run's elements that are its text (python-docx's ``Run.text``), a line break's alone
+WORD_TEXT = {"t", "tab", "cr", "noBreakHyphen", "ptab"}
 
-    found: list[Any] = []
-    for child in paragraph._p:
-        if child.tag == qn("w:r"):
-            found.append(Run(child, paragraph))
-        elif child.tag == qn("w:hyperlink"):
-            found.append(Hyperlink(child, paragraph))
-        elif child.tag == qn("w:fldSimple"):  # kept, as a slide's field
-            found.append(_Held("".join(t.text or "" for t in child.iter(qn("w:t")))))
+
+def _name(element: Any) -> str:
+    return str(element.tag).rpartition("}")[2]
+
+
+class _WordRun:
+    """A Word run whose text is replaced where it is: what else it holds (a footnote's
+    reference, a picture, a page break) stays (python-docx's ``Run.text`` drops it)."""
+
+    kept = False
+
+    def __init__(self, r: Any) -> None:
+        self.r = r
+
+    @property
+    def text(self) -> str:
+        return str(self.r.text)
+
+    @text.setter
+    def text(self, value: str) -> None:
+        from docx.oxml.ns import qn
+        from docx.oxml.parser import OxmlElement
+
+        texts = [e for e in self.r if _name(e) in WORD_TEXT or (_name(e) == "br" and
+                 e.get(qn("w:type")) in (None, "textWrapping"))]
+        place = self.r.index(texts[0]) if texts else len(self.r)
+        for element in texts:
+            self.r.remove(element)
+        made = OxmlElement("w:r")
+        made.text = value
+        for offset, element in enumerate(list(made)):
+            self.r.insert(place + offset, element)
+
+
+class _Fields:
+    """The complex fields a paragraph's runs are in, as Word writes them: ``begin``, the
+    instruction, ``separate``, its result's runs, ``end``."""
+
+    def __init__(self) -> None:
+        self.open: list[list[Any]] = []  # [instruction, shown, serial] each
+        self.made = 0
+
+    def run(self, r: Any) -> tuple[tuple[int, ...], Any]:
+        """The fields ``r`` is in (a link's), and ``r``: its text kept (``_Held``) where it
+        shows a field's result (a page number, a date; not a link's), else ``_WordRun``."""
+        from docx.oxml.ns import qn
+
+        for element in r:
+            kind = element.get(qn("w:fldCharType")) if _name(element) == "fldChar" else None
+            if kind == "begin":
+                self.made += 1
+                self.open.append(["", False, self.made])
+            elif self.open and _name(element) == "instrText":
+                self.open[-1][0] += element.text or ""
+            elif self.open and kind == "separate":
+                self.open[-1][1] = True
+            elif self.open and kind == "end":
+                self.open.pop()
+        where = tuple(serial for _, _, serial in self.open)
+        if self.open and self.open[-1][1] and self.open[-1][0].split()[:1] != ["HYPERLINK"]:
+            return where, _Held(str(r.text))
+        return where, _WordRun(r)
+
+
+def _word_inner(paragraph: Any) -> list[tuple[object, Any]]:
+    """A Word paragraph's (``w:p``) runs (inside links, content controls and tracked
+    insertions too), each with what it is in and its formatting, and its fields, kept as they
+    are: a simple one (``w:fldSimple``, a page number, which python-docx's runs leave out)
+    and a complex one's result (``_Fields``; a link's is translated)."""
+    found: list[tuple[object, Any]] = []
+    fields = _Fields()
+
+    def walk(element: Any, where: tuple[Any, ...]) -> None:
+        for child in element:
+            name = _name(child)
+            if name == "fldSimple":
+                found.append((where, _Held("".join(t.text or "" for t in child.iter(
+                    "{*}t")))))
+            elif name in WORD_INSIDE:
+                walk(child, (*where, child))
+            elif name == "r":
+                inside, run = fields.run(child)
+                properties = child.rPr
+                found.append(((*where, inside, "" if properties is None else properties.xml),
+                              run))
+
+    walk(paragraph, ())
     return found

@@ -1,0 +1,139 @@
+"""A Word document's text wherever Word keeps it (translate/office.py): content controls,
+text boxes, footnotes, a first page's header, comments, links and fields inside a sentence;
+read back as XML from the written zip, not through the code under test."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+docx = pytest.importorskip("docx")
+
+from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE  # noqa: E402
+from docx.opc.packuri import PackURI  # noqa: E402
+from docx.opc.part import XmlPart  # noqa: E402
+from docx.oxml import parse_xml  # noqa: E402
+from docx.oxml.ns import nsdecls  # noqa: E402
+from lxml import etree  # noqa: E402
+
+from transformer_mt.translate.files import translate_file  # noqa: E402
+
+W = nsdecls("w")
+NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main"}
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    from transformer_mt.translate import Translator
+
+    return Translator.load(trained_run[0] / "best.pt", "cpu")
+
+
+def run(text: str, extra: str = "") -> str:
+    return f'<w:r {W}><w:t xml:space="preserve">{text}</w:t>{extra}</w:r>'
+
+
+def field(instruction: str, result: str) -> list[str]:
+    """A complex field's runs: begin, instruction, separate, result, end."""
+    char = '<w:r {}><w:fldChar w:fldCharType="{}"/></w:r>'
+    return [char.format(W, "begin"), f'<w:r {W}><w:instrText>{instruction}</w:instrText></w:r>',
+            char.format(W, "separate"), run(result), char.format(W, "end")]
+
+
+def hidden_places() -> bytes:
+    """A sentence in each place python-docx's paragraphs do not reach, and inside sentences
+    what its runs leave out."""
+    document = docx.Document()
+    body = document.element.body
+    block = parse_xml(f'<w:sdt {W}><w:sdtPr><w:alias w:val="Titel"/></w:sdtPr><w:sdtContent>'
+                      f'<w:p>{run("Eine Frau liest ein Buch.")}</w:p></w:sdtContent></w:sdt>')
+    box = parse_xml(f'<w:p {W}>{run("Ein Mann fährt Fahrrad.")}<w:r><w:pict><v:shape '
+                    'xmlns:v="urn:schemas-microsoft-com:vml"><v:textbox><w:txbxContent><w:p>'
+                    f'{run("Zwei Hunde spielen im Schnee.")}</w:p></w:txbxContent></v:textbox>'
+                    '</v:shape></w:pict></w:r></w:p>')
+    inline = parse_xml(f'<w:p {W}>{run("Ein Hund ")}<w:sdt><w:sdtContent>{run("läuft")}'
+                       f'</w:sdtContent></w:sdt>{run(" über die Wiese.")}</w:p>')
+    reference = '<w:footnoteReference w:id="1"/>'
+    noted = parse_xml(f'<w:p {W}>{run("Ein Mädchen singt.", reference)}</w:p>')
+    linked = "".join(field(' HYPERLINK "https://x.org" ', "einen Vogel"))
+    link = parse_xml(f'<w:p {W}>{run("Ein Kind sieht ")}{linked}{run(".")}</w:p>')
+    for element in (block, box, inline, noted, link):
+        body.insert(len(body) - 1, element)  # before the section's properties
+    notes = (f'<w:footnotes {W}><w:footnote w:id="1"><w:p><w:r><w:footnoteRef/></w:r>'
+             f'{run(" Ein Junge springt ins Wasser.")}</w:p></w:footnote></w:footnotes>')
+    document.part.relate_to(XmlPart(PackURI("/word/footnotes.xml"), CONTENT_TYPE.WML_FOOTNOTES,
+                                    parse_xml(notes), document.part.package),
+                            RELATIONSHIP_TYPE.FOOTNOTES)
+    section = document.sections[0]
+    section.different_first_page_header_footer = True
+    section.first_page_header.paragraphs[0].text = "Ein Hund schläft."
+    footer = section.footer.paragraphs[0]._p  # "Page {PAGE} of ten pages."
+    for xml in [run("Seite "), *field(" PAGE ", "3"), run(" von zehn Seiten.")]:
+        footer.append(parse_xml(xml))
+    commented = document.add_paragraph("Der Himmel ist blau.").runs
+    document.add_comment(commented, text="Ein Mann schläft.", author="T")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def parts(data: bytes) -> dict[str, etree._Element]:
+    with zipfile.ZipFile(io.BytesIO(data)) as book:
+        return {name: etree.fromstring(book.read(name)) for name in book.namelist()
+                if name.startswith("word/") and name.endswith(".xml")}
+
+
+def texts(element: etree._Element, path: str) -> list[str]:
+    """The text of each paragraph at ``path``."""
+    return ["".join(p.itertext()) for p in element.xpath(path, namespaces=NS)]
+
+
+PLACES = [  # (part, paragraphs), each holding one German sentence
+    ("word/document.xml", "//w:sdt[w:sdtPr]/w:sdtContent/w:p"),
+    ("word/document.xml", "//w:txbxContent/w:p"),
+    ("word/footnotes.xml", "//w:footnote/w:p"),
+    ("word/comments.xml", "//w:comment/w:p"),
+]
+
+
+def test_every_place_word_keeps_text_in_is_translated(translator):
+    source = hidden_places()
+    before, after = parts(source), parts(translate_file(translator, "notes.docx", source))
+    for name, path in PLACES:
+        old, new = texts(before[name], path), texts(after[name], path)
+        assert len(new) == len(old) == 1 and new[0].strip() and new[0] != old[0], (name, path)
+    headers = [n for n in after if n.startswith("word/header")]
+    assert any("Ein Hund schläft." in texts(before[n], "//w:p") for n in headers)
+    assert not any("Ein Hund schläft." in texts(after[n], "//w:p") for n in headers)
+    body = after["word/document.xml"]
+    assert texts(body, "//w:body/w:p[1]//w:t/..")[0] != "Ein Mann fährt Fahrrad."
+    written = "".join(body.itertext()) + "".join(after["word/footnotes.xml"].itertext())
+    for german in ("läuft", "Mädchen", "einen Vogel", "Junge", "Kind"):
+        assert german not in written
+
+
+def test_what_a_sentence_holds_stays_in_place(translator):
+    """A footnote's reference stays after its run's new text; a page number's field keeps
+    its instruction and result between translated words; a content control inside a
+    sentence and a link's field get their share of its translation."""
+    after = parts(translate_file(translator, "notes.docx", hidden_places()))
+    body = after["word/document.xml"]
+    noted = body.xpath("//w:r[w:footnoteReference]", namespaces=NS)[0]
+    assert [etree.QName(c).localname for c in noted] == ["t", "footnoteReference"]
+    assert noted[0].text.strip()
+    inline = body.xpath("//w:p[w:sdt]", namespaces=NS)[0]
+    assert "".join(inline.xpath("w:sdt//w:t/text()", namespaces=NS)).strip()
+    link = body.xpath("//w:p[.//w:instrText]", namespaces=NS)[0]
+    shown = link.xpath("w:r[preceding-sibling::w:r/w:fldChar[@w:fldCharType='separate'] and "
+                       "following-sibling::w:r/w:fldChar[@w:fldCharType='end']]//w:t/text()",
+                       namespaces=NS)
+    assert "".join(shown).strip() and "Vogel" not in "".join(shown)
+    footer = next(after[n] for n in after if n.startswith("word/footer")
+                  and after[n].xpath("//w:instrText", namespaces=NS))
+    kinds = [etree.QName(c[-1]).localname + (c[-1].text or "") for c in footer.xpath(
+        "//w:p/w:r", namespaces=NS)]
+    assert kinds[1:5] == ["fldChar", "instrText PAGE ", "fldChar", "t3"]
+    words = footer.xpath("//w:p/w:r/w:t/text()", namespaces=NS)
+    assert words[0] != "Seite " and words[-1] != " von zehn Seiten." and words[-1].strip()
