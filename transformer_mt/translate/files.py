@@ -18,7 +18,7 @@ server's ``/translate_file``.
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
-  tables and speaker notes, runs as for Word; ``python-pptx`` (the ``files`` extra), the same
+  tables, charts' titles, SmartArt graphics and speaker notes, runs as for Word; ``python-pptx`` (the ``files`` extra), the same
   limits.
 - OpenDocument text (``.odt``): every paragraph and heading (body, tables, frames, notes,
   headers and footers), spans formatted alike together, as for Word; ``odfpy`` (the ``files``
@@ -54,7 +54,13 @@ from transformer_mt.translate.documents import (
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
-from transformer_mt.translate.office import odt_runs, open_word, slide_runs, word_runs
+from transformer_mt.translate.office import (
+    odt_runs,
+    open_slides,
+    open_word,
+    slide_runs,
+    word_runs,
+)
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -156,7 +162,7 @@ def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
     if kind == "odt":
         document = _opened(name, data, kind, library.load)
         return _in_runs(odt_runs(document), "data", document.write, lang)
-    document = _opened(name, data, kind, open_word if kind == "docx" else library.Presentation)
+    document = _opened(name, data, kind, open_word if kind == "docx" else open_slides)
     return _in_runs(word_runs(document) if kind == "docx" else slide_runs(document), "text",
                     document.save, lang)
 

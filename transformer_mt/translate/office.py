@@ -117,26 +117,31 @@ def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[object, Any]
             _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
 
 
+# a presentation's parts that hold text to translate (not its masters' and layouts')
+SLIDE_PARTS = ("presentationml.slide+xml", "presentationml.notesSlide+xml",
+               "drawingml.chart+xml", "drawingml.diagramData+xml", "drawingml.diagramDrawing+xml")
+
+
+def open_slides(stream: Any) -> Any:
+    """A PowerPoint presentation (python-pptx's ``Presentation``), its SmartArt graphics' text
+    and drawing read as XML parts too (python-pptx keeps them as bytes)."""
+    pptx = imported("pptx", "a PowerPoint presentation (.pptx)")
+    from pptx.opc.constants import CONTENT_TYPE
+    from pptx.opc.package import PartFactory, XmlPart
+
+    for content_type in (CONTENT_TYPE.DML_DIAGRAM_DATA, CONTENT_TYPE.DML_DIAGRAM_DRAWING):
+        PartFactory.part_type_for.setdefault(content_type, XmlPart)
+    return pptx.Presentation(stream)
+
+
 def _slide_paragraphs(presentation: Any) -> list[Any]:
-    """Every paragraph of a presentation: its slides' shapes (inside groups too), tables'
-    cells, and the speaker notes."""
-    found: list[Any] = []
+    """Every paragraph (``a:p``) of a presentation's slides wherever it is (shapes, groups,
+    tables), of its speaker notes, charts' titles and SmartArt graphics."""
+    from pptx.oxml.ns import qn
 
-    def walk(shapes: Any) -> None:
-        for shape in shapes:
-            if hasattr(shape, "shapes"):  # a group
-                walk(shape.shapes)
-            if shape.has_text_frame:
-                found.extend(shape.text_frame.paragraphs)
-            if getattr(shape, "has_table", False):
-                for cell in shape.table.iter_cells():
-                    found.extend(cell.text_frame.paragraphs)
-
-    for slide in presentation.slides:
-        walk(slide.shapes)
-        if slide.has_notes_slide:
-            found.extend(slide.notes_slide.notes_text_frame.paragraphs)
-    return found
+    return [p for part in presentation.part.package.iter_parts()
+            if part.content_type.endswith(SLIDE_PARTS) and hasattr(part, "_element")
+            for p in part._element.iter(qn("a:p"))]
 
 
 # Word's parts that hold text to translate, by the end of their content type
@@ -178,7 +183,7 @@ def _alike(paragraph: Any) -> list[list[Any]]:
 
 
 def _inner(paragraph: Any) -> list[Any]:
-    """A slide paragraph's runs, line breaks and fields (``a:br``, ``a:fld``, which
+    """A slide paragraph's (``a:p``) runs, line breaks and fields (``a:br``, ``a:fld``, which
     python-pptx's runs leave out), in order."""
     from pptx.text.text import _Run
 
@@ -188,7 +193,7 @@ def _inner(paragraph: Any) -> list[Any]:
     return [_Run(child, paragraph) if child.tag.endswith("}r") else
             _Held("\n", functools.partial(gone, child)) if child.tag.endswith("}br") else
             _Held(child.text or "")  # a field (a date, the slide's number): kept
-            for child in paragraph._p if child.tag.endswith(("}r", "}br", "}fld"))]
+            for child in paragraph if child.tag.endswith(("}r", "}br", "}fld"))]
 
 
 # what holds a Word paragraph's runs inside it (a link, a content control, a tracked insertion)

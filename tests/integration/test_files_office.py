@@ -1,6 +1,7 @@
-"""A Word document's text wherever Word keeps it (translate/office.py): content controls,
-text boxes, footnotes, a first page's header, comments, links and fields inside a sentence;
-read back as XML from the written zip, not through the code under test."""
+"""Office documents' text wherever their applications keep it (translate/office.py): Word's
+content controls, text boxes, footnotes, a first page's header, comments, links and fields
+inside a sentence; a presentation's charts and SmartArt. Read back as XML from the written
+zip, not through the code under test."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from lxml import etree  # noqa: E402
 from transformer_mt.translate.files import translate_file  # noqa: E402
 
 W = nsdecls("w")
-NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main"}
+NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+      "a": "http://schemas.openxmlformats.org/drawingml/2006/main"}
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +81,10 @@ def hidden_places() -> bytes:
     return out.getvalue()
 
 
-def parts(data: bytes) -> dict[str, etree._Element]:
+def parts(data: bytes, folder: str = "word/") -> dict[str, etree._Element]:
     with zipfile.ZipFile(io.BytesIO(data)) as book:
         return {name: etree.fromstring(book.read(name)) for name in book.namelist()
-                if name.startswith("word/") and name.endswith(".xml")}
+                if name.startswith(folder) and name.endswith(".xml")}
 
 
 def texts(element: etree._Element, path: str) -> list[str]:
@@ -137,3 +139,58 @@ def test_what_a_sentence_holds_stays_in_place(translator):
     assert kinds[1:5] == ["fldChar", "instrText PAGE ", "fldChar", "t3"]
     words = footer.xpath("//w:p/w:r/w:t/text()", namespaces=NS)
     assert words[0] != "Seite " and words[-1] != " von zehn Seiten." and words[-1].strip()
+
+
+def slides_with_graphics() -> bytes:
+    """A slide with a chart (its title) and a SmartArt graphic (its text and its drawing)."""
+    pptx = pytest.importorskip("pptx")
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.opc.constants import CONTENT_TYPE as CT
+    from pptx.opc.constants import RELATIONSHIP_TYPE as RT
+    from pptx.opc.package import XmlPart as SlideXmlPart
+    from pptx.opc.packuri import PackURI as SlideURI
+    from pptx.oxml import parse_xml as parse_slide_xml
+    from pptx.util import Inches
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[6])
+    data = CategoryChartData()
+    data.categories, _ = ["a", "b"], data.add_series("s", (1, 2))
+    chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, 0, 0, Inches(4), Inches(3),
+                                   data).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Zwei Hunde spielen im Schnee."
+    a = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+    smart = {  # the graphic's text, and the drawing PowerPoint shows of it
+        (CT.DML_DIAGRAM_DATA, RT.DIAGRAM_DATA, "data1"): (
+            '<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram"'
+            f' {a}><dgm:ptLst><dgm:pt modelId="1"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Ein Mann '
+            'fährt Fahrrad.</a:t></a:r></a:p></dgm:t></dgm:pt></dgm:ptLst></dgm:dataModel>'),
+        (CT.DML_DIAGRAM_DRAWING, "http://schemas.microsoft.com/office/2007/relationships/"
+         "diagramDrawing", "drawing1"): (
+            '<dsp:drawing xmlns:dsp="http://schemas.microsoft.com/office/drawing/2008/diagram" '
+            f'{a}><dsp:spTree><dsp:sp><dsp:txBody><a:p><a:r><a:t>Ein Mann fährt Fahrrad.'
+            '</a:t></a:r></a:p></dsp:txBody></dsp:sp></dsp:spTree></dsp:drawing>')}
+    for (content_type, relation, name), xml in smart.items():
+        part = SlideXmlPart(SlideURI(f"/ppt/diagrams/{name}.xml"), content_type,
+                            presentation.part.package, parse_slide_xml(xml))
+        slide.part.relate_to(part, relation)
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def test_a_presentations_charts_and_smartart_are_translated(translator):
+    """A chart's title and a SmartArt graphic's text, in its data and in the drawing shown,
+    are translated (python-pptx's shapes do not reach them: they stayed in German)."""
+    source = slides_with_graphics()
+    before, after = (parts(data, "ppt/") for data in (
+        source, translate_file(translator, "talk.pptx", source)))
+    found = 0
+    for name in before:
+        if name.startswith(("ppt/charts/chart", "ppt/diagrams/")):
+            old, new = (texts(x[name], "//a:p[.//a:t]") for x in (before, after))
+            assert len(new) == len(old) == 1 and new[0].strip() and new[0] != old[0], name
+            found += 1
+    assert found == 3
