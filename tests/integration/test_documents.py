@@ -46,13 +46,34 @@ def test_html_keeps_its_markup_and_translates_only_prose():
             '<script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'
             '<code>x = 1.</code><p translate="no">Ein Name.</p>A &amp; B')
     doc = split_html(html, "de")
-    assert doc.sentences == ["Ein Mann.", "Zwei Hunde.", "A & B"]  # one sentence across <b>
-    assert doc.cuts == [[], [5, 10], []]
-    out = doc.rebuild(["One man.", "Two dogs.", "A < B"])  # no links: by relative position
-    assert out == ('<!DOCTYPE html>\n<p class="a" title="Ein Titel.">One man. Two <b>dogs</b>.'
+    assert doc.sentences == ["Ein Mann.", "Zwei Hunde.", "A & B", "Ein Titel."]  # <b> inside
+    assert doc.cuts == [[], [5, 10], [], []]
+    out = doc.rebuild(["One man.", "Two dogs.", "A < B", "A title."])  # no links: by position
+    assert out == ('<!DOCTYPE html>\n<p class="a" title="A title.">One man. Two <b>dogs</b>.'
                    '</p><script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'
                    '<code>x = 1.</code><p translate="no">Ein Name.</p>A &lt; B')
-    assert doc.rebuild(["Q"] * 3).count("Q") == 3  # rebuilding twice works (alternatives)
+    assert doc.rebuild(["Q"] * 4).count("Q") == 4  # rebuilding twice works (alternatives)
+
+
+def test_html_attributes_for_people_are_translated_in_place():
+    """HTML's translatable attributes (an image's alt text, a title, a placeholder, a
+    button's value, a page's description) and aria-label, where the element is translated;
+    attributes in their order, a quote in a translation quoted; others as they were."""
+    html = ('<head><meta name="description" content="Ein Hund läuft."><meta name="viewport" '
+            'content="width=device-width"></head><img src="a.png" alt="Zwei Hunde." id="x">'
+            '<input type="text" value="Hallo" placeholder="Ihr Name"><input type="submit" '
+            'value="Senden"><button aria-label="Schließen">x</button><div translate="no">'
+            '<img alt="Kein Text." title="Kein Titel."></div><a href="y" title=" ">z</a>')
+    doc = split_html(html, "de")
+    assert doc.sentences == ["x", "z", "Ein Hund läuft.", "Zwei Hunde.", "Ihr Name", "Senden",
+                             "Schließen"]
+    out = doc.rebuild(["x", "z", "A dog runs.", 'Two "dogs".', "Your name", "Send", "Close"])
+    assert out == ('<head><meta name="description" content="A dog runs."/><meta name="viewport" '
+                   'content="width=device-width"/></head><img src="a.png" alt=\'Two "dogs".\' '
+                   'id="x"/><input type="text" value="Hallo" placeholder="Your name"/>'
+                   '<input type="submit" value="Send"/><button aria-label="Close">x</button>'
+                   '<div translate="no"><img alt="Kein Text." title="Kein Titel."/></div>'
+                   '<a href="y" title=" ">z</a>')
 
 
 def test_html_reads_translate_and_repeated_attributes_as_browsers_do():

@@ -11,8 +11,9 @@ sentences to translate and everything around them (spaces, line breaks, markup),
 
 Sentences are found by spaCy's rule-based ``sentencizer`` on the language's blank pipeline
 (its tokenizer knows the language's abbreviations: "Dr.", "z.B.", "3. Mai" do not end a
-sentence); no model is downloaded. HTML is parsed by Beautiful Soup: its text is split and
-translated, tags, attributes, comments, scripts, styles and code are kept as they are.
+sentence); no model is downloaded. HTML is parsed by Beautiful Soup: its text and the
+attributes that hold text for people (an image's ``alt``, a ``title``) are split and
+translated, tags, other attributes, comments, scripts, styles and code are kept as they are.
 A sentence cut by inline markup ("Ein <b>Hund</b> läuft.") is translated whole, and its
 translation shared out among the pieces (``inline.py``).
 """
@@ -191,31 +192,81 @@ def split_html(text: str, lang: str, xml: bool = False) -> Document[str]:
     <b>Fahrrad</b>." is one sentence; inline code, ``translate="no"`` inline, is read in its
     sentence and kept as it is); rebuilding puts the translations into the same markup
     (entities re-escaped where needed)."""
-    from bs4 import BeautifulSoup, NavigableString
+    from bs4 import BeautifulSoup
 
     # an attribute given twice: the first holds, as in browsers (html.parser keeps the last)
     soup = BeautifulSoup(text, "xml") if xml else BeautifulSoup(
         text, "html.parser", on_duplicate_attribute="ignore")
-    read = [(nodes, split_flow([n.get_text() if k else str(n) for n, k in nodes], lang,
-                               [k for _, k in nodes])) for nodes in _flows(soup)]
-    flows = [([n for n, _ in nodes], flow) for nodes, flow in read if flow.sentences]
+    translated: list[Any] = []  # the elements in text translated: their attributes are
+    read = [(split_flow([n.get_text() if k else str(n) for n, k in nodes], lang,
+                        [k for _, k in nodes]), functools.partial(_put_text, [n for n, _ in nodes]))
+            for nodes in _flows(soup, translated)]
+    read += [(split_flow([str(tag[name])], lang), functools.partial(_put_attribute, tag, name))
+             for tag in translated for name in _translatable(tag)]
+    flows = [(flow, put) for flow, put in read if flow.sentences]
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
         at = 0
-        for nodes, flow in flows:
+        for flow, put in flows:
             n = len(flow.sentences)
-            texts = flow.rebuild_with(translations[at:at + n], links[at:at + n])
-            for i, new in enumerate(texts):  # (a kept element is no string: never replaced)
-                if isinstance(nodes[i], NavigableString) and new != str(nodes[i]):
-                    nodes[i].replace_with(replaced := NavigableString(new))
-                    nodes[i] = replaced
+            put(flow.rebuild_with(translations[at:at + n], links[at:at + n]))
             at += n
         if at != len(translations):
             raise ValueError("one translation per sentence")
-        return soup.decode(formatter="minimal")
+        return soup.decode(formatter=_as_written(xml))
 
-    return Document([s for _, f in flows for s in f.sentences],
-                    [c for _, f in flows for c in f.cuts], rebuild)
+    return Document([s for f, _ in flows for s in f.sentences],
+                    [c for f, _ in flows for c in f.cuts], rebuild)
+
+
+@functools.lru_cache(maxsize=2)
+def _as_written(xml: bool) -> Any:
+    """Beautiful Soup's "minimal" formatter (``&``, ``<``, ``>`` escaped) that writes each
+    element's attributes in their order (it sorts them)."""
+    from bs4.dammit import EntitySubstitution
+    from bs4.formatter import HTMLFormatter, XMLFormatter
+
+    base: Any = XMLFormatter if xml else HTMLFormatter
+
+    class InOrder(base):
+        def attributes(self, tag: Any) -> list[tuple[str, Any]]:
+            return list((tag.attrs or {}).items())
+
+    return InOrder(entity_substitution=EntitySubstitution.substitute_xml)
+
+
+def _put_text(nodes: list[Any], texts: list[str]) -> None:
+    """A flow's text nodes given their new texts (a kept element is no string: never
+    replaced)."""
+    from bs4 import NavigableString
+
+    for i, new in enumerate(texts):
+        if isinstance(nodes[i], NavigableString) and new != str(nodes[i]):
+            nodes[i].replace_with(replaced := NavigableString(new))
+            nodes[i] = replaced
+
+
+def _put_attribute(tag: Any, name: str, texts: list[str]) -> None:
+    tag[name] = texts[0]
+
+
+# attributes that hold text for people (HTML's translatable attributes, and aria-label): on
+# every element (None), or on these
+TRANSLATABLE: dict[str, frozenset[str] | None] = {
+    "title": None, "aria-label": None, "alt": frozenset({"img", "area", "input"}),
+    "placeholder": frozenset({"input", "textarea"}), "abbr": frozenset({"th"}),
+    "label": frozenset({"optgroup", "option", "track"})}
+
+
+def _translatable(tag: Any) -> list[str]:
+    """The attributes of ``tag`` whose text is translated: HTML's translatable attributes (a
+    button's ``value``, a page's description and keywords), and ``aria-label``."""
+    names = [n for n, on in TRANSLATABLE.items() if on is None or tag.name in on]
+    if tag.name == "input" and str(tag.get("type", "")).lower() in ("button", "reset", "submit"):
+        names.append("value")
+    if tag.name == "meta" and str(tag.get("name", "")).lower() in ("description", "keywords"):
+        names.append("content")
+    return [n for n in names if isinstance(tag.get(n), str)]
 
 
 # elements inside a sentence: the text around them runs on (a <br>, an image, a block ends it)
@@ -228,11 +279,12 @@ INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del"
 KEPT_INLINE = frozenset({"code", "kbd", "samp", "var"})
 
 
-def _flows(soup: Any) -> list[list[tuple[Any, bool]]]:
+def _flows(soup: Any, translated: list[Any]) -> list[list[tuple[Any, bool]]]:
     """The text to translate, in runs that only inline elements separate (a block, a comment,
     a <br>, text not translated ends one): its text nodes, and the inline elements kept as
-    they are inside a sentence (code, ``translate="no"``), each with whether it is kept. The
-    tree walked with a stack of its own (a page nested deeper than Python recurses is read)."""
+    they are inside a sentence (code, ``translate="no"``), each with whether it is kept; the
+    elements in text translated to ``translated`` (their attributes are). The tree walked
+    with a stack of its own (a page nested deeper than Python recurses is read)."""
     flows: list[list[tuple[Any, bool]]] = [[]]
 
     def end() -> None:
@@ -249,6 +301,8 @@ def _flows(soup: Any) -> list[list[tuple[Any, bool]]]:
                 end()
         else:
             kind, inner = _kind(child, translate)
+            if inner and kind != "text" and kind != "break":
+                translated.append(child)
             if kind in ("text", "kept"):
                 flows[-1].append((child, kind == "kept"))
                 continue
