@@ -19,6 +19,7 @@ from docx.oxml import parse_xml  # noqa: E402
 from docx.oxml.ns import nsdecls  # noqa: E402
 from lxml import etree  # noqa: E402
 
+from transformer_mt.errors import MTError  # noqa: E402
 from transformer_mt.translate.files import translate_file  # noqa: E402
 
 W = nsdecls("w")
@@ -194,3 +195,56 @@ def test_a_presentations_charts_and_smartart_are_translated(translator):
             assert len(new) == len(old) == 1 and new[0].strip() and new[0] != old[0], name
             found += 1
     assert found == 3
+
+
+def odf_presentation() -> bytes:
+    """An .odp: a slide's text box with a sentence a span cuts, and its speaker notes."""
+    pytest.importorskip("odf")
+    from odf import draw, presentation, style, text
+    from odf.opendocument import OpenDocumentPresentation
+
+    doc = OpenDocumentPresentation()
+    layout = style.PageLayout(name="L")
+    doc.automaticstyles.addElement(layout)
+    master = style.MasterPage(name="M", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    page = draw.Page(masterpagename=master)
+    doc.presentation.addElement(page)
+    slide, notes = text.P(), text.P()
+    slide.addText("Ein Mann fährt ")
+    slide.addElement(text.Span(text="Fahrrad"))
+    slide.addText(".")
+    notes.addText("Zwei Hunde spielen im Schnee.")
+    speaker = presentation.Notes()
+    for holder, paragraph in ((page, slide), (speaker, notes)):
+        frame = draw.Frame(width="9cm", height="2cm", x="1cm", y="1cm")
+        box = draw.TextBox()
+        box.addElement(paragraph)
+        frame.addElement(box)
+        holder.addElement(frame)
+    page.addElement(speaker)
+    out = io.BytesIO()
+    doc.write(out)
+    return out.getvalue()
+
+
+def test_an_odp_keeps_its_slides_and_spans_and_translates_every_text(translator):
+    source = odf_presentation()
+    written = translate_file(translator, "talk.odp", source)
+    with zipfile.ZipFile(io.BytesIO(written)) as book:
+        assert book.infolist()[0].filename == "mimetype" and book.read("mimetype") == \
+            b"application/vnd.oasis.opendocument.presentation"
+    odf_ns = {"text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0"}
+    before, after = (parts(data, "content")["content.xml"] for data in (source, written))
+    old, new = (x.xpath("//text:p", namespaces=odf_ns) for x in (before, after))
+    assert len(new) == len(old) == 2
+    for o, n in zip(old, new, strict=True):
+        assert "".join(n.itertext()).strip() and "".join(n.itertext()) != "".join(o.itertext())
+    assert [len(p.xpath("text:span", namespaces=odf_ns)) for p in new] == [1, 0]
+    assert "".join(new[0].xpath("text:span//text()", namespaces=odf_ns)).strip()
+
+
+def test_an_odp_named_odt_is_refused_in_one_line(translator):
+    with pytest.raises(MTError, match=r"^'talk.odt' is not an OpenDocument text \(.odt\): its "
+                       r"type is application/vnd.oasis.opendocument.presentation$"):
+        translate_file(translator, "talk.odt", odf_presentation())

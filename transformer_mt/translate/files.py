@@ -20,9 +20,9 @@ server's ``/translate_file``.
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
   tables, charts' titles, SmartArt graphics and speaker notes, runs as for Word;
   ``python-pptx`` (the ``files`` extra), the same limits.
-- OpenDocument text (``.odt``): every paragraph and heading (body, tables, frames, notes,
-  headers and footers), spans formatted alike together, as for Word; ``odfpy`` (the ``files``
-  extra), the same limits.
+- OpenDocument texts (``.odt``) and presentations (``.odp``): every paragraph and heading
+  (body, tables, frames, notes, headers and footers; slides and their speaker notes), spans
+  formatted alike together, as for Word; ``odfpy`` (the ``files`` extra), the same limits.
 - EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
   translated as HTML read as XML (SVG's ``viewBox`` keeps its case), and the labels of an EPUB
   2 table of contents (``toc.ncx``: its entries', not the book's title or author); every other
@@ -55,7 +55,7 @@ from transformer_mt.translate.documents import (
 )
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.office import (
-    odt_runs,
+    odf_runs,
     open_slides,
     open_word,
     slide_runs,
@@ -66,10 +66,11 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx",
-           ".pptx": "pptx", ".odt": "odt", ".epub": "epub"}
+           ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
-LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx", "odt": "odf.opendocument"}
-MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .pptx, .odt, .epub) may unpack to
+LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx", "odt": "odf.opendocument",
+             "odp": "odf.opendocument"}
+MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .pptx, .odt, .odp, .epub) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
 
@@ -135,7 +136,10 @@ def _subtitles(name: str, text: str, lang: str) -> FileText:
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
-          "odt": "an OpenDocument text", "epub": "an EPUB book"}
+          "odt": "an OpenDocument text", "odp": "an OpenDocument presentation",
+          "epub": "an EPUB book"}
+ODF = {"odt": "application/vnd.oasis.opendocument.text",
+       "odp": "application/vnd.oasis.opendocument.presentation"}
 
 
 def _opened(name: str, data: bytes, kind: str, open_: Callable[[io.BytesIO], Any]) -> Any:
@@ -159,9 +163,12 @@ def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
     """A Word document, a PowerPoint presentation or an OpenDocument text: its paragraphs'
     runs, in groups formatted alike (``office.py``)."""
     library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
-    if kind == "odt":
+    if kind in ODF:
         document = _opened(name, data, kind, library.load)
-        return _in_runs(odt_runs(document), "data", document.write, lang)
+        if document.mimetype != ODF[kind]:
+            raise MTError(f"'{name}' is not {OFFICE[kind]} (.{kind}): its type is "
+                          f"{document.mimetype or 'not given'}")
+        return _in_runs(odf_runs(document), "data", document.write, lang)
     document = _opened(name, data, kind, open_word if kind == "docx" else open_slides)
     return _in_runs(word_runs(document) if kind == "docx" else slide_runs(document), "text",
                     document.save, lang)

@@ -24,10 +24,11 @@ def slide_runs(presentation: Any) -> list[list[list[Any]]]:
     return [_alike(paragraph) for paragraph in _slide_paragraphs(presentation)]
 
 
-def odt_runs(document: Any) -> list[list[list[Any]]]:
-    """An OpenDocument text's paragraphs and headings (each found on its own, wherever it is):
-    their text nodes (and spacing elements) in groups of neighbours inside the same spans."""
-    text = imported("odf.text", "an OpenDocument text (.odt)")
+def odf_runs(document: Any) -> list[list[list[Any]]]:
+    """An OpenDocument text's or presentation's paragraphs and headings (each found on its own,
+    wherever it is: a table, a frame, a slide, its notes, a note, a header): their text nodes
+    (and spacing elements) in groups of neighbours inside the same spans."""
+    text = imported("odf.text", "an OpenDocument file (.odt, .odp)")
     paragraphs: list[list[list[Any]]] = []
     for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
         runs: list[tuple[object, Any]] = []
@@ -90,7 +91,7 @@ def teletype(element: Any) -> str:
 def _odf_replace(element: Any, text: str) -> None:
     """An ODF element in a paragraph replaced by a text node holding ``text``."""
     if text:
-        node = imported("odf.element", "an OpenDocument text (.odt)").Text(text)
+        node = imported("odf.element", "an OpenDocument file (.odt, .odp)").Text(text)
         element.parentNode.insertBefore(node, element)
     element.parentNode.removeChild(element)
 
