@@ -71,9 +71,9 @@ def test_deep_translator(server, expected):
                         custom_url=server + "/").translate("Ein Hund.")
 
 
-def _post(url: str, body: dict) -> dict:
-    request = urllib.request.Request(url, json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
+def _post(url: str, body: dict, key: str | None = None) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {
+        "Content-Type": "application/json", **({"X-API-Key": key} if key else {})})
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.load(answer)
 
@@ -99,6 +99,33 @@ def test_json_lists_html_alternatives(server, expected):
         spec = json.load(answer)
     body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("LibreTranslateRequest")
+
+
+def test_markup_follows_attention_in_alternatives_and_glossaries(server, expected):
+    """HTML's alternatives (LibreTranslate's ``alternatives``) and glossary translations
+    (``/v1/translate``) share each sentence out among its pieces along the attention of the
+    translation they hold, as the best one does (they were shared by relative position)."""
+    from transformer_mt.translate.documents import split_html
+    from transformer_mt.translate.glossary import Glossary
+    from transformer_mt.translate.inline import attention_links
+
+    html = ("<p>Ein Mann mit <b>rotem Hut</b> fährt mit <i>zwei Hunden</i> durch den "
+            "<a href='x'>Park</a>.</p>")
+    got = _post(server + "/translate", {"q": html, "source": "de", "target": "en",
+                                        "format": "html", "api_key": "k1", "alternatives": 2})
+    doc = split_html(html, "de")
+    hyps = expected.translate(doc.sentences, nbest=3, beam_size=3)[0]
+    texts = [doc.rebuild([h.text], [attention_links(expected, doc.sentences, [h.text])[0]])
+             for h in hyps]
+    assert got["translatedText"] == texts[0] == expected.translate([html], form="html",
+                                                                   beam_size=3)[0]
+    assert got["alternatives"] == [t for t in dict.fromkeys(texts) if t != texts[0]][:2]
+    assert len(got["alternatives"]) == 2
+    terms = {"Hut": "cap"}
+    steered = _post(server + "/v1/translate", {"text": html, "format": "html",
+                                               "glossary": terms}, key="k1")
+    assert steered["translations"][0]["text"] == expected.translate(
+        [html], form="html", glossary=Glossary(terms))[0]
 
 
 def test_readme_curl_examples(server, expected):

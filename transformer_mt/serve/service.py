@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -63,12 +63,15 @@ class TextResult:
 
     doc: Document[Any]
     hyps: list[list[Translation]]
-    links: list[Links] | None = None  # where each best translation reads (inline.py)
+    # where a hypothesis reads in its sentence, by (sentence, hypothesis), for the sentences
+    # that inline markup cuts (inline.py)
+    links: dict[tuple[int, int], Links] = field(default_factory=dict)
 
     def text(self, k: int = 0) -> Any:
         """The text rebuilt with the ``k``-th hypothesis of each sentence (or its last)."""
-        return self.doc.rebuild([h[min(k, len(h) - 1)].text for h in self.hyps],
-                                self.links if k == 0 else None)
+        picked = [min(k, len(h) - 1) for h in self.hyps]
+        return self.doc.rebuild([h[j].text for h, j in zip(self.hyps, picked, strict=True)],
+                                [self.links.get((i, j)) for i, j in enumerate(picked)])
 
     def alternatives(self, n: int, best: str | None = None) -> list[str]:
         """Up to ``n`` translations of the whole text other than ``best`` (default: its own
@@ -286,26 +289,25 @@ class Service:
             n = len(doc.sentences)
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
-        await self._link(results, waiting)
+        await self.link(results, waiting)
         return results
 
-    async def _link(self, results: list[TextResult],
+    async def link(self, results: list[TextResult],
                     waiting: Callable[[], Any] | None = None) -> None:
-        """Where the best translation of each sentence that inline markup cuts reads in it
-        (``inline.attention_links``, on the worker, which owns the model), for rebuilding;
-        by relative position where the engine gives no attention weights."""
-        cut = [(r, i) for r in results for i, c in enumerate(r.doc.cuts) if c]
+        """Where each translation (each hypothesis) of each sentence that inline markup cuts
+        reads in it (``inline.attention_links``, on the worker, which owns the model), for
+        rebuilding; by relative position where the engine gives no attention weights."""
+        cut = [(r, i, j) for r in results for i, c in enumerate(r.doc.cuts) if c
+               for j in range(len(r.hyps[i]))]
         if not cut:
             return
-        sources = [r.doc.sentences[i] for r, i in cut]
-        outputs = [r.hyps[i][0].text for r, i in cut]
+        sources = [r.doc.sentences[i] for r, i, _ in cut]
+        outputs = [r.hyps[i][j].text for r, i, j in cut]
         translator = self.translator
         found = await self.wait(self.worker().call(
             lambda: attention_links(translator, sources, outputs)), waiting)
-        for (result, i), links in zip(cut, found or [None] * len(cut), strict=True):
-            if result.links is None:
-                result.links = [None] * len(result.doc.sentences)
-            result.links[i] = links
+        for (result, i, j), links in zip(cut, found or [None] * len(cut), strict=True):
+            result.links[i, j] = links
 
     async def alternatives(self, prepared: Prepared, results: list[TextResult], n: int,
                            cfg: DecodeConfig, **wait: Any) -> list[list[str]]:
