@@ -50,11 +50,15 @@ def test_a_translation_that_is_its_source_comes_back_in_the_sources_pieces(case)
 
 @settings(max_examples=300, deadline=None)
 @given(cut_sentences(), st.text(max_size=60),
-       st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=30))
-def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, translation, links):
+       st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=30),
+       st.lists(st.booleans(), max_size=13))
+def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, translation, links,
+                                                                       bare):
+    """Whichever pieces are bare (text outside markup)."""
     source, cuts = case
+    bare = (bare + [False] * (len(cuts) + 1))[:len(cuts) + 1]
     for given_links in (None, links):
-        shares = share(source, cuts, translation, given_links)
+        shares = share(source, cuts, translation, given_links, bare=bare)
         assert "".join(shares) == translation and len(shares) == len(cuts) + 1
         worded = [any(c.isalnum() for c in p) for p in _pieces(source, cuts)]
         words = [w for w in re.findall(r"\w+|[^\w\s]", translation) if w.isalnum()]
@@ -82,6 +86,26 @@ def test_links_say_which_words_go_where_in_order():
     links = [(o, reads[w]) for w, o in _offsets(translation)]
     bold, rest = share(source, [7], translation, links)
     assert bold + rest == translation and bold.strip()
+
+
+def test_a_moved_word_crosses_markup_rather_than_a_wrong_one_going_into_it():
+    """A word moved between bare pieces (text outside markup), across the markup between
+    them, costs less than a wrong word in the markup: "A man in brown <b>is</b> holding"
+    became "A <b>man</b> in brown is holding"; a hyphenated word is never cut."""
+    source = "Ein braun gekleideter Mann hält ein Lichtschwert."
+    translation = "A man in brown is holding a lightsaber."
+    reads = {"A": 0, "man": 22, "in": 10, "brown": 4, "is": 27, "holding": 27, "a": 32,
+             "lightsaber": 36, ".": 48}
+    links = [(o, reads[w]) for w, o in _offsets(translation)]
+    assert share(source, [22, 26], translation, links)[1] != "man"  # all alike: a tie
+    assert share(source, [22, 26], translation, links, bare=[True, False, True]) == [
+        "A ", "man", " in brown is holding a lightsaber."]
+    source = "Zwei Männer mittleren Alters reden."  # Zwei <i>Männer</i> mittleren Alters ...
+    translation = "Two middle-aged men talk."
+    reads = {"Two": 0, "middle": 12, "-": 5, "aged": 5, "men": 5, "talk": 28, ".": 34}
+    links = [(o, reads[w]) for w, o in _offsets(translation)]
+    shares = share(source, [5, 11], translation, links, bare=[True, False, True])
+    assert any("middle-aged" in piece for piece in shares)  # not "middle<i>-aged men</i>"
 
 
 def _offsets(text: str) -> list[tuple[str, int]]:

@@ -105,16 +105,19 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     return spans
 
 
-def split_flow(pieces: Sequence[str], lang: str,
-               kept: Sequence[bool] = ()) -> Document[list[str]]:
+def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
+               bare: Sequence[bool] = ()) -> Document[list[str]]:
     """Text in pieces that run on (a paragraph's text nodes or runs, formatted apart): the
     sentences of the pieces joined; rebuilding gives each piece its text again, the spacing
     between sentences kept and a sentence across pieces shared out among them. A ``kept``
     piece (inline code) is read as part of its sentence and comes back as it was, the words
-    of the translation that read it left out; text in kept pieces alone is no sentence."""
+    of the translation that read it left out; text in kept pieces alone is no sentence. Words
+    the translation moves are moved between ``bare`` pieces (text outside any markup) rather
+    than into markup or out of it (``inline.share``)."""
     text = "".join(pieces)
     ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
     keep = [bool(k) for k in kept] or [False] * len(pieces)
+    loose = [bool(b) for b in bare] or [False] * len(pieces)
     spans = [(a, b) for a, b in sentence_spans(text, lang) if not all(
         keep[bisect.bisect_right(ends, a):bisect.bisect_right(ends, b - 1) + 1])]
     cuts = [[e - a for e in ends if a < e < b] for a, b in spans]
@@ -125,8 +128,9 @@ def split_flow(pieces: Sequence[str], lang: str,
         for (a, b), cut, translation, link in zip(spans, cuts, translations, links, strict=True):
             _keep(text[at:a], at, ends, out)
             first = bisect.bisect_right(ends, a)  # the piece the sentence begins in
-            shares = share(text[a:b], cut, translation, link,
-                           keep[first:first + len(cut) + 1]) if cut else [translation]
+            around = slice(first, first + len(cut) + 1)
+            shares = share(text[a:b], cut, translation, link, keep[around],
+                           loose[around]) if cut else [translation]
             for i, part in enumerate(shares):
                 out[first + i] += part
             at = b
@@ -173,9 +177,12 @@ TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|\{\\[^{}]*\})")
 
 def split_tagged(text: str, lang: str) -> Document[str]:
     """Text with inline tags (a subtitle's: not HTML, its ``&`` is an ampersand): the text
-    between the tags as one flow (:func:`split_flow`), the tags kept as they are."""
+    between the tags as one flow (:func:`split_flow`; the text outside them ``bare``), the tags
+    kept as they are."""
     parts = TAG.split(text)  # text, tag, text, ..., text
-    flow = split_flow(parts[0::2], lang)
+    depth = [0, *itertools.accumulate((tag[:2] != "</") - (tag[:2] == "</") if tag[:1] == "<"
+                                      else 0 for tag in parts[1::2])]
+    flow = split_flow(parts[0::2], lang, bare=[d <= 0 for d in depth])
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
         out = list(parts)
@@ -199,7 +206,8 @@ def split_html(text: str, lang: str, xml: bool = False) -> Document[str]:
         text, "html.parser", on_duplicate_attribute="ignore")
     translated: list[Any] = []  # the elements in text translated: their attributes are
     read = [(split_flow([n.get_text() if k else str(n) for n, k in nodes], lang,
-                        [k for _, k in nodes]), functools.partial(_put_text, [n for n, _ in nodes]))
+                        [k for _, k in nodes], [n.parent.name not in INLINE for n, _ in nodes]),
+             functools.partial(_put_text, [n for n, _ in nodes]))
             for nodes in _flows(soup, translated)]
     read += [(split_flow([str(tag[name])], lang), functools.partial(_put_attribute, tag, name))
              for tag in translated for name in _translatable(tag)]

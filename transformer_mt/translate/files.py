@@ -55,6 +55,7 @@ from transformer_mt.translate.documents import (
 )
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.office import (
+    Group,
     odf_runs,
     open_slides,
     open_word,
@@ -174,13 +175,13 @@ def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
                     document.save, lang)
 
 
-def _in_runs(paragraphs: list[list[list[Any]]], attribute: str,
+def _in_runs(paragraphs: list[list[Group]], attribute: str,
              save: Callable[[io.BytesIO], None], lang: str) -> FileText:
     """A document's paragraphs as groups of runs (each run's text its ``attribute``), each
     paragraph a flow of its groups' texts (``documents.split_flow``: a sentence across groups,
-    a bold word in it say, is translated whole and shared out among them): the translation of
-    a group goes into its first run, the others are emptied, and ``save`` writes the
-    document."""
+    a bold word in it say, is translated whole and shared out among them; those formatted as
+    most of it are ``bare``): the translation of a group goes into its first run, the others
+    are emptied, and ``save`` writes the document."""
     paragraphs = [p for p in paragraphs if p]
     texts = [["".join(getattr(run, attribute) for run in group) for group in groups]
              for groups in paragraphs]
@@ -195,8 +196,9 @@ def _in_runs(paragraphs: list[list[list[Any]]], attribute: str,
         save(out)
         return out.getvalue()
 
-    kept = [[getattr(group[0], "kept", False) for group in groups] for groups in paragraphs]
-    return FileText([split_flow(pieces, lang, k) for pieces, k in zip(texts, kept, strict=True)],
+    return FileText([split_flow(pieces, lang, [getattr(g[0], "kept", False) for g in groups],
+                                [g.bare for g in groups])
+                     for pieces, groups in zip(texts, paragraphs, strict=True)],
                     sum(len(t) for pieces in texts for t in pieces), rebuild)
 
 

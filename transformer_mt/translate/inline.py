@@ -10,8 +10,9 @@ Which output words go into which piece: each output token is linked to a positio
 (the source token it attends to most, read off cross-attention as ``decode/align.py`` does, or,
 without attention weights, the same relative position), and each word to the piece most of its
 tokens are linked into. The pieces keep their order (a word the model moved is placed as well as
-order allows), every piece that holds a word in the source gets one in the output, and nothing is
-added or lost: the pieces joined are the translation.
+order allows: rather moved across markup, between pieces of text outside it, than put into
+markup or out of it), every piece that holds a word in the source gets one in the output, and
+nothing is added or lost: the pieces joined are the translation.
 """
 
 from __future__ import annotations
@@ -29,15 +30,18 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 Link = tuple[int, int]  # an output character offset, and the source character offset it reads
-UNIT = re.compile(r"\w+|[^\w\s]")  # what is never cut: a word, or one mark of punctuation
+UNIT = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")  # never cut: a word ("middle-aged"), or a mark
 
 
 def share(source: str, cuts: Sequence[int], translation: str,
-          links: Sequence[Link] | None = None, kept: Sequence[bool] = ()) -> list[str]:
+          links: Sequence[Link] | None = None, kept: Sequence[bool] = (),
+          bare: Sequence[bool] = ()) -> list[str]:
     """``translation`` cut into ``len(cuts) + 1`` pieces, the pieces ``source`` is cut into at
     the character offsets ``cuts`` (increasing, inside it), in the same order; ``links``: where
     in the source the output reads (None: at the same relative position); ``kept`` pieces
-    (which the caller keeps as they were) get the words that read them and no others."""
+    (which the caller keeps as they were) get the words that read them and no others; a word
+    moved between two ``bare`` pieces (text outside markup) costs half what a word put into
+    markup, or out of it, does."""
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
@@ -58,7 +62,8 @@ def share(source: str, cuts: Sequence[int], translation: str,
     words = [any(c.isalnum() for c in translation[a:b]) for a, b in units]
     if sum(worded) > sum(words):  # too few words to give each piece one
         worded = [False] * len(worded)
-    return _cut(translation, units, _in_order(prefer, words, worded), sources)
+    loose = [bool(bare and bare[i]) for i in range(len(sources))]
+    return _cut(translation, units, _in_order(prefer, words, worded, loose), sources)
 
 
 def _marks(source: str, translation: str) -> list[Link]:
@@ -74,12 +79,13 @@ def _marks(source: str, translation: str) -> list[Link]:
     return out
 
 
-def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bool]
-              ) -> list[int]:
+def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bool],
+              bare: list[bool]) -> list[int]:
     """The piece of each unit: in order (never decreasing), every ``worded`` piece given at
     least one unit that is a word (``words``), and as many of the units' ``prefer``-ences met
-    as that allows: a dynamic programme over the units, its states a piece and whether it
-    has a word yet."""
+    as that allows (``_miss``: a word moved between two ``bare`` pieces, across the markup
+    between them, costs half what a word put into markup, or out of it, does): a dynamic
+    programme over the units, its states a piece and whether it has a word yet."""
     m, inf = len(worded), float("inf")
     before = [0, *itertools.accumulate(worded)]  # worded pieces before each piece
 
@@ -89,7 +95,7 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
     cost = [[inf, inf] for _ in range(m)]  # [piece][has a word]
     for p in range(m):
         if before[p] == 0:
-            cost[p][words[0]] = _miss(prefer[0], p)
+            cost[p][words[0]] = _miss(prefer[0], p, bare)
     back: list[list[list[tuple[int, int]]]] = [[[(-1, -1)] * 2 for _ in range(m)]]
     for k in range(1, len(prefer)):
         new = [[inf, inf] for _ in range(m)]
@@ -99,7 +105,7 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
                 if p > q and ((worded[q] and not w) or not free(q, p)):
                     continue
                 state = w or words[k] if p == q else words[k]
-                total = cost[q][w] + _miss(prefer[k], p)
+                total = cost[q][w] + _miss(prefer[k], p, bare)
                 if total < new[p][state]:
                     new[p][state], arrows[p][state] = total, (q, w)
         cost = new
@@ -114,9 +120,11 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
     return out[::-1]
 
 
-def _miss(want: dict[int, float], piece: int) -> float:
-    """What putting a unit in ``piece`` costs: the share of its links that read elsewhere."""
-    return 1.0 - want.get(piece, 0.0) if want else 0.0
+def _miss(want: dict[int, float], piece: int, bare: list[bool]) -> float:
+    """What putting a unit in ``piece`` costs: the share of its links that read elsewhere,
+    twice where that piece or this one is markup (not ``bare``)."""
+    return sum(share * (1 if bare[piece] and bare[read] else 2)
+               for read, share in want.items() if read != piece)
 
 
 def _cut(translation: str, units: list[tuple[int, int]], pieces: list[int],

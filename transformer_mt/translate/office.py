@@ -14,22 +14,22 @@ from typing import Any
 from transformer_mt.packages import imported
 
 
-def word_runs(document: Any) -> list[list[list[Any]]]:
+def word_runs(document: Any) -> list[list[Group]]:
     """A Word document's paragraphs (``_paragraphs``) as groups of runs."""
     return [_grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)]
 
 
-def slide_runs(presentation: Any) -> list[list[list[Any]]]:
+def slide_runs(presentation: Any) -> list[list[Group]]:
     """A presentation's paragraphs (``_slide_paragraphs``) as groups of runs."""
     return [_alike(paragraph) for paragraph in _slide_paragraphs(presentation)]
 
 
-def odf_runs(document: Any) -> list[list[list[Any]]]:
+def odf_runs(document: Any) -> list[list[Group]]:
     """An OpenDocument text's or presentation's paragraphs and headings (each found on its own,
     wherever it is: a table, a frame, a slide, its notes, a note, a header): their text nodes
     (and spacing elements) in groups of neighbours inside the same spans."""
     text = imported("odf.text", "an OpenDocument file (.odt, .odp)")
-    paragraphs: list[list[list[Any]]] = []
+    paragraphs: list[list[Group]] = []
     for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
         runs: list[tuple[object, Any]] = []
         _odf_runs(paragraph, (), runs)
@@ -59,21 +59,37 @@ class _Held:
     data = text  # what ODF's text nodes call it
 
 
-def _grouped(runs: list[tuple[object, Any]], attribute: str) -> list[list[Any]]:
+class Group(list[Any]):
+    """Neighbouring runs formatted alike; ``bare`` where formatted as most of its paragraph's
+    text is (the text outside its markup: ``documents.split_flow``)."""
+
+    bare = False
+
+
+def _grouped(runs: list[tuple[object, Any]], attribute: str) -> list[Group]:
     """A paragraph's runs with text (each with its formatting, its text ``attribute``) in
     groups of neighbours formatted alike, spacing held as an element each a group of its own;
     none for a paragraph without text."""
-    groups: list[list[Any]] = []
+    groups: list[tuple[object, Group]] = []
     last: object = None
     for style, run in runs:
         if not getattr(run, attribute):
             continue
         if groups and style == last and not isinstance(run, _Held):
-            groups[-1].append(run)
+            groups[-1][1].append(run)
         else:
-            groups.append([run])
+            groups.append((None if isinstance(run, _Held) else style, Group([run])))
         last = None if isinstance(run, _Held) else style
-    return groups if "".join(getattr(r, attribute) for g in groups for r in g).strip() else []
+    if not "".join(getattr(r, attribute) for _, g in groups for r in g).strip():
+        return []
+    chars: list[tuple[object, int]] = []  # each formatting (unhashable: XML), its characters
+    for style, group in groups:
+        n = sum(len(getattr(r, attribute)) for r in group)
+        chars += [(style, n + sum(c for s, c in chars if s == style))] if style is not None else []
+    most = max(chars, key=lambda c: c[1])[0] if chars else None
+    for style, group in groups:
+        group.bare = style is not None and style == most
+    return [group for _, group in groups]
 
 
 ODF_SPACING = {"text:line-break": "\n", "text:tab": "\t", "text:s": " "}
@@ -173,7 +189,7 @@ def _paragraphs(document: Any) -> list[Any]:
             for p in part.element.iter(qn("w:p"))]
 
 
-def _alike(paragraph: Any) -> list[list[Any]]:
+def _alike(paragraph: Any) -> list[Group]:
     """A slide paragraph's runs with text, line breaks and fields (``_inner``), in groups of
     neighbours formatted alike (``_grouped``)."""
     runs: list[tuple[object, Any]] = []
