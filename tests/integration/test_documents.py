@@ -76,6 +76,17 @@ def test_html_attributes_for_people_are_translated_in_place():
                    '<a href="y" title=" ">z</a>')
 
 
+def test_html_translated_says_it_is_in_the_target_language():
+    """``lang`` and ``xml:lang`` that said the source language say the target's where the
+    text is translated (a page still marked German misleads screen readers and spellers)."""
+    html = ('<html lang="de-DE"><p xml:lang="DE">Ein Hund.</p><p lang="de" translate="no">'
+            'Ein Name.</p><p lang="fr">Un chien.</p></html>')
+    out = split_html(html, "de", target="en").rebuild(["A dog.", "A dog."])
+    assert out == ('<html lang="en"><p xml:lang="en">A dog.</p><p lang="de" translate="no">'
+                   'Ein Name.</p><p lang="fr">A dog.</p></html>')
+    assert split_html(html, "de").rebuild(["A dog.", "A dog."]).startswith('<html lang="de-DE">')
+
+
 def test_html_reads_translate_and_repeated_attributes_as_browsers_do():
     """``translate`` keywords in any case, the nearest one deciding; an attribute given twice
     holds its first value."""

@@ -226,6 +226,11 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
         if member.endswith(".xhtml"):  # each document as translate translates XHTML
             assert written.read(member).decode() == translator.translate(
                 [given.read(member).decode()], form="xhtml")[0]
+        elif member.endswith(".opf"):  # the package: its language the translation's
+            package = given.read(member).decode()
+            assert "<dc:language>de</dc:language>" in package
+            assert written.read(member).decode() == package.replace(
+                "<dc:language>de</dc:language>", "<dc:language>en</dc:language>")
         elif not member.endswith(".ncx"):
             assert written.read(member) == given.read(member)
     label = translator.translate(["Kapitel 1"])[0]  # the EPUB 2 table of contents' entry
@@ -236,6 +241,7 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
     assert [link.title for link in ours.toc] == [label]
     chapter = written.read("EPUB/chap_01.xhtml").decode()
     assert '<p translate="no">Ein Hund.</p>' in chapter and "Ein Mann" not in chapter
+    assert 'lang="en"' in chapter and 'lang="de"' not in chapter  # and xml:lang
     assert 'viewBox="0 0 10 10"' in chapter  # read as XML: the case of names kept
 
 

@@ -238,7 +238,7 @@ class Service:
         than the model takes, or a request holds more than ``max_sentences`` (default: the
         limit of a request)."""
         try:
-            docs = [split_document(t, self.src_lang, form) for t in texts]
+            docs = [split_document(t, self.src_lang, form, self.tgt_lang) for t in texts]
         except Exception as exc:  # a parser failing on odd input fails this request only
             raise RequestError(400, f"the text could not be read as "
                                f"{'text' if form == 'text' else form.upper()}: "

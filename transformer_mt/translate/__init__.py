@@ -232,7 +232,8 @@ class Translator:
             return translate_documents(
                 texts, self.config.data.src_lang, form,
                 lambda sentences: self.translate(sentences, cfg, glossary=glossary),
-                lambda sources, translations: attention_links(self, sources, translations))
+                lambda sources, translations: attention_links(self, sources, translations),
+                self.config.data.tgt_lang)
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]

@@ -192,13 +192,15 @@ def split_tagged(text: str, lang: str) -> Document[str]:
     return Document(flow.sentences, flow.cuts, rebuild)
 
 
-def split_html(text: str, lang: str, xml: bool = False) -> Document[str]:
+def split_html(text: str, lang: str, xml: bool = False,
+               target: str | None = None) -> Document[str]:
     """An HTML document or fragment (``xml``: an XHTML document, read as XML: the case of its
     names kept, SVG's ``viewBox`` say): the sentences of its text, each run of text nodes
     that only inline elements separate read as one flow (:func:`split_flow`: "Ein Mann fährt
     <b>Fahrrad</b>." is one sentence; inline code, ``translate="no"`` inline, is read in its
     sentence and kept as it is); rebuilding puts the translations into the same markup
-    (entities re-escaped where needed)."""
+    (entities re-escaped where needed), and, given the ``target`` language, says so where the
+    source's was said (``lang="de"`` becomes ``lang="en"`` where the text is translated)."""
     from bs4 import BeautifulSoup
 
     # an attribute given twice: the first holds, as in browsers (html.parser keeps the last)
@@ -221,6 +223,8 @@ def split_html(text: str, lang: str, xml: bool = False) -> Document[str]:
             at += n
         if at != len(translations):
             raise ValueError("one translation per sentence")
+        for tag in translated if target else []:
+            _relabel(tag, lang, str(target))
         return soup.decode(formatter=_as_written(xml))
 
     return Document([s for f, _ in flows for s in f.sentences],
@@ -252,6 +256,15 @@ def _put_text(nodes: list[Any], texts: list[str]) -> None:
         if isinstance(nodes[i], NavigableString) and new != str(nodes[i]):
             nodes[i].replace_with(replaced := NavigableString(new))
             nodes[i] = replaced
+
+
+def _relabel(tag: Any, lang: str, target: str) -> None:
+    """``tag``'s language (``lang``, ``xml:lang``) said to be ``target`` where it is ``lang``
+    (its region dropped: "de-DE" becomes "en")."""
+    for name in ("lang", "xml:lang"):
+        said = tag.get(name)
+        if isinstance(said, str) and re.split(r"[-_]", said.strip().lower())[0] == lang.lower():
+            tag[name] = target
 
 
 def _put_attribute(tag: Any, name: str, texts: list[str]) -> None:
@@ -344,9 +357,12 @@ TextForm = Literal["text", "html", "xhtml"]  # what a text holding several sente
 FORMS: tuple[TextForm, ...] = typing.get_args(TextForm)
 
 
-def split_document(text: str, lang: str, form: TextForm = "text") -> Document[str]:
-    """``text`` (``form``: plain text, HTML, or XHTML read as XML) as a :class:`Document`."""
-    return split_text(text, lang) if form == "text" else split_html(text, lang, form == "xhtml")
+def split_document(text: str, lang: str, form: TextForm = "text",
+                   target: str | None = None) -> Document[str]:
+    """``text`` (``form``: plain text, HTML, or XHTML read as XML) as a :class:`Document`;
+    ``target``: the language HTML's translation is said to be in (:func:`split_html`)."""
+    return split_text(text, lang) if form == "text" else split_html(text, lang, form == "xhtml",
+                                                                    target)
 
 
 LinksOf = Callable[[list[str], list[str]], "Sequence[Links] | None"]
@@ -376,6 +392,7 @@ def translate_split(docs: Sequence[Document[T]], translate: Callable[[list[str]]
 
 def translate_documents(texts: Sequence[str], lang: str, form: TextForm,
                         translate: Callable[[list[str]], list[str]],
-                        links: LinksOf | None = None) -> list[str]:
-    """Each text translated whole (:func:`translate_split`)."""
-    return translate_split([split_document(t, lang, form) for t in texts], translate, links)
+                        links: LinksOf | None = None, target: str | None = None) -> list[str]:
+    """Each text translated whole (:func:`translate_split`), into ``target``."""
+    return translate_split([split_document(t, lang, form, target) for t in texts], translate,
+                           links)

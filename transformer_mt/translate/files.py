@@ -25,8 +25,9 @@ server's ``/translate_file``.
   formatted alike together, as for Word; ``odfpy`` (the ``files`` extra), the same limits.
 - EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
   translated as HTML read as XML (SVG's ``viewBox`` keeps its case), and the labels of an EPUB
-  2 table of contents (``toc.ncx``: its entries', not the book's title or author); every other
-  member (styles, images, the package file) copied as it was; the same limits.
+  2 table of contents (``toc.ncx``: its entries', not the book's title or author), the
+  package's language (``dc:language``) the translation's; every other member (styles, images)
+  copied as it was; the same limits.
 
 A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
 here (PDF, older office formats), is refused in one line before anything is translated: a
@@ -92,9 +93,10 @@ def is_document(name: str | Path) -> bool:
     return FORMATS.get(Path(name).suffix.lower()) not in (None, "text")
 
 
-def read_file(name: str, data: bytes, lang: str) -> FileText:
+def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> FileText:
     """The texts of the file ``name`` holding ``data`` (in the language ``lang``, split into
-    its sentences); a one-line :class:`MTError` for a
+    its sentences; a page or book translated into ``target`` says so); a one-line
+    :class:`MTError` for a
     format not translated here, or a file that is not what its name says (text that is not
     UTF-8, say)."""
     kind = FORMATS.get(Path(name).suffix.lower())
@@ -106,7 +108,7 @@ def read_file(name: str, data: bytes, lang: str) -> FileText:
         raise MTError(f"'{name}': file format not supported; translate "
                       f"{', '.join(FORMATS)} files")
     if kind == "epub":
-        return _epub(name, data, lang)
+        return _epub(name, data, lang, target)
     if kind in OFFICE:
         return _office(name, data, kind, lang)
     try:
@@ -115,7 +117,7 @@ def read_file(name: str, data: bytes, lang: str) -> FileText:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind == "srt":
         return _subtitles(name, text, lang)
-    return FileText([split_document(text, lang, "html" if kind == "html" else "text")],
+    return FileText([split_document(text, lang, "html" if kind == "html" else "text", target)],
                     len(text), lambda out: out[0].encode("utf-8"))
 
 
@@ -202,9 +204,10 @@ def _in_runs(paragraphs: list[list[Group]], attribute: str,
                     sum(len(t) for pieces in texts for t in pieces), rebuild)
 
 
-def _epub(name: str, data: bytes, lang: str) -> FileText:
+def _epub(name: str, data: bytes, lang: str, target: str | None) -> FileText:
     """An EPUB book: its XHTML documents as HTML; the zip rewritten with each member as it was
-    (``mimetype`` first, stored), those documents translated."""
+    (``mimetype`` first, stored), those documents translated and its package's language
+    ``target`` where it was ``lang``."""
     book = _opened(name, data, "epub", zipfile.ZipFile)
     if "mimetype" not in book.namelist() or book.read("mimetype").strip() != \
             b"application/epub+zip":
@@ -220,6 +223,10 @@ def _epub(name: str, data: bytes, lang: str) -> FileText:
     def rebuild(translations: list[str]) -> bytes:
         translated = {m.filename: _labels_back(text, t) if ncx else t for m, text, t, ncx
                       in zip(documents, texts, translations, contents, strict=True)}
+        for member in book.namelist() if target else []:
+            if member.lower().endswith(".opf"):
+                translated[member] = _relabelled(book.read(member).decode("utf-8-sig"), lang,
+                                                 str(target))
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w") as written:
             for member in book.infolist():
@@ -229,8 +236,18 @@ def _epub(name: str, data: bytes, lang: str) -> FileText:
         return out.getvalue()
 
     pages = [_labels_page(t) if ncx else t for t, ncx in zip(texts, contents, strict=True)]
-    return FileText([split_document(page, lang, "xhtml") for page in pages],
+    return FileText([split_document(page, lang, "xhtml", target) for page in pages],
                     sum(map(len, pages)), rebuild)
+
+
+# an EPUB package's language: its primary subtag (group 2)
+LANGUAGE = re.compile(r"(<dc:language\b[^>]*>\s*)([A-Za-z]+)([-_][\w-]*)?(\s*</dc:language>)")
+
+
+def _relabelled(package: str, lang: str, target: str) -> str:
+    """An EPUB package file whose ``dc:language`` is ``target`` where it was ``lang``."""
+    return LANGUAGE.sub(lambda m: m.group(1) + target + m.group(4) if m.group(2).lower() ==
+                        lang.lower() else m.group(0), package)
 
 
 # an entry's label in an EPUB 2 table of contents (toc.ncx), its text escaped as XML; and that
@@ -270,7 +287,7 @@ def _wrap(text: str, lines: int) -> str:
 def translate_file(translator: Translator, name: str, data: bytes, **settings: Any) -> bytes:
     """The file ``name`` (holding ``data``) translated, its format kept (``settings`` as for
     :meth:`Translator.translate`)."""
-    doc = read_file(name, data, translator.config.data.src_lang)
+    doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang)
     return doc.rebuild(translate_split(
         doc.documents, lambda sentences: translator.translate(sentences, **settings),
         lambda sources, translations: attention_links(translator, sources, translations)))
