@@ -248,3 +248,45 @@ def test_an_odp_named_odt_is_refused_in_one_line(translator):
     with pytest.raises(MTError, match=r"^'talk.odt' is not an OpenDocument text \(.odt\): its "
                        r"type is application/vnd.oasis.opendocument.presentation$"):
         translate_file(translator, "talk.odt", odf_presentation())
+
+
+def test_office_documents_say_they_are_in_the_target_language(translator):
+    """Word's, PowerPoint's and OpenDocument's language tags that said German say English
+    (runs, styles, properties); others as they were."""
+    import pptx
+    from odf import opendocument, style, text
+    from odf.namespaces import FONS
+
+    word = docx.Document()
+    run = word.add_paragraph().add_run("Ein Hund läuft.")
+    run._r.get_or_add_rPr().append(parse_xml(f'<w:lang {W} w:val="de-DE" w:bidi="ar-SA"/>'))
+    word.styles["Normal"].element.get_or_add_rPr().append(parse_xml(
+        f'<w:lang {W} w:val="de-AT"/>'))
+    word.core_properties.language = "de"
+    source = io.BytesIO()
+    word.save(source)
+    out = docx.Document(io.BytesIO(translate_file(translator, "a.docx", source.getvalue())))
+    said = [(e.get(f"{{{NS['w']}}}val"), e.get(f"{{{NS['w']}}}bidi"))
+            for e in out.element.iter(f"{{{NS['w']}}}lang")]
+    normal = out.styles["Normal"].element.find(".//w:lang", NS).get(f"{{{NS['w']}}}val")
+    assert said == [("en", "ar-SA")] and normal == "en" and out.core_properties.language == "en"
+    slides = pptx.Presentation()
+    frame = slides.slides.add_slide(slides.slide_layouts[1]).placeholders[1].text_frame
+    frame.paragraphs[0].add_run().text = "Zwei Hunde spielen."
+    frame.paragraphs[0].runs[0]._r.get_or_add_rPr().set("lang", "de-DE")
+    source = io.BytesIO()
+    slides.save(source)
+    out = parts(translate_file(translator, "a.pptx", source.getvalue()), "ppt/slides/")
+    assert [e.get("lang") for e in out["ppt/slides/slide1.xml"].iter(f"{{{NS['a']}}}rPr")] == [
+        "en"]
+    doc = opendocument.OpenDocumentText()
+    german = style.Style(name="G", family="paragraph")
+    german.addElement(style.TextProperties(language="de", country="DE"))
+    doc.styles.addElement(german)
+    doc.text.addElement(text.P(stylename=german, text="Eine Frau liest."))
+    source = io.BytesIO()
+    doc.write(source)
+    out = opendocument.load(io.BytesIO(translate_file(translator, "a.odt", source.getvalue())))
+    said = [(p.getAttrNS(FONS, "language"), p.getAttrNS(FONS, "country"))
+            for p in out.getElementsByType(style.TextProperties)]
+    assert said == [("en", None)]

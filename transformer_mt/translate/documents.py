@@ -32,6 +32,7 @@ from typing import Any, Generic, Literal, TypeVar
 from transformer_mt.data.tokenize import spacy_pipeline
 from transformer_mt.errors import DataError
 from transformer_mt.translate.inline import Link, share
+from transformer_mt.translate.language_tags import says
 
 T = TypeVar("T")
 
@@ -262,8 +263,7 @@ def _relabel(tag: Any, lang: str, target: str) -> None:
     """``tag``'s language (``lang``, ``xml:lang``) said to be ``target`` where it is ``lang``
     (its region dropped: "de-DE" becomes "en")."""
     for name in ("lang", "xml:lang"):
-        said = tag.get(name)
-        if isinstance(said, str) and re.split(r"[-_]", said.strip().lower())[0] == lang.lower():
+        if says(tag.get(name), lang):
             tag[name] = target
 
 

@@ -36,6 +36,7 @@ PDF's text has no paragraphs to put a translation back into, only positioned gly
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import re
@@ -55,7 +56,10 @@ from transformer_mt.translate.documents import (
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
+from transformer_mt.translate.language_tags import relabel_odf, relabel_slides, relabel_word, says
 from transformer_mt.translate.office import (
+    SLIDE_PARTS,
+    WORD_PARTS,
     Group,
     odf_runs,
     open_slides,
@@ -110,7 +114,7 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
     if kind == "epub":
         return _epub(name, data, lang, target)
     if kind in OFFICE:
-        return _office(name, data, kind, lang)
+        return _office(name, data, kind, lang, target)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -162,19 +166,32 @@ def _opened(name: str, data: bytes, kind: str, open_: Callable[[io.BytesIO], Any
                       f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
 
 
-def _office(name: str, data: bytes, kind: str, lang: str) -> FileText:
+def _office(name: str, data: bytes, kind: str, lang: str, target: str | None) -> FileText:
     """A Word document, a PowerPoint presentation or an OpenDocument text: its paragraphs'
-    runs, in groups formatted alike (``office.py``)."""
+    runs, in groups formatted alike (``office.py``); written saying it is in ``target``
+    (``language_tags.py``)."""
     library = imported(LIBRARIES[kind], f"{OFFICE[kind]} (.{kind})")
     if kind in ODF:
         document = _opened(name, data, kind, library.load)
         if document.mimetype != ODF[kind]:
             raise MTError(f"'{name}' is not {OFFICE[kind]} (.{kind}): its type is "
                           f"{document.mimetype or 'not given'}")
-        return _in_runs(odf_runs(document), "data", document.write, lang)
-    document = _opened(name, data, kind, open_word if kind == "docx" else open_slides)
-    return _in_runs(word_runs(document) if kind == "docx" else slide_runs(document), "text",
-                    document.save, lang)
+        paragraphs, relabel, save = odf_runs(document), relabel_odf, document.write
+    elif kind == "docx":
+        document = _opened(name, data, kind, open_word)
+        paragraphs, save = word_runs(document), document.save
+        relabel = functools.partial(relabel_word, parts=WORD_PARTS)
+    else:
+        document = _opened(name, data, kind, open_slides)
+        paragraphs, save = slide_runs(document), document.save
+        relabel = functools.partial(relabel_slides, parts=SLIDE_PARTS)
+
+    def saved(out: io.BytesIO) -> None:
+        if target:
+            relabel(document, lang=lang, target=target)
+        save(out)
+
+    return _in_runs(paragraphs, "data" if kind in ODF else "text", saved, lang)
 
 
 def _in_runs(paragraphs: list[list[Group]], attribute: str,
@@ -246,8 +263,8 @@ LANGUAGE = re.compile(r"(<dc:language\b[^>]*>\s*)([A-Za-z]+)([-_][\w-]*)?(\s*</d
 
 def _relabelled(package: str, lang: str, target: str) -> str:
     """An EPUB package file whose ``dc:language`` is ``target`` where it was ``lang``."""
-    return LANGUAGE.sub(lambda m: m.group(1) + target + m.group(4) if m.group(2).lower() ==
-                        lang.lower() else m.group(0), package)
+    return LANGUAGE.sub(lambda m: m.group(1) + target + m.group(4) if says(m.group(2), lang)
+                        else m.group(0), package)
 
 
 # an entry's label in an EPUB 2 table of contents (toc.ncx), its text escaped as XML; and that

@@ -1,0 +1,69 @@
+"""What a translated document says its language is: tags that said the source language say the
+target's (a page still marked German misleads screen readers, spell checkers and search
+engines). HTML's ``lang`` is changed by ``documents.py``; office documents' tags here: a Word
+run's or style's ``w:lang``, a slide run's ``lang`` and ``altLang``, an OpenDocument style's
+``fo:language`` (its country dropped), and each document's properties' language."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from transformer_mt.packages import imported
+
+
+def says(tag: object, lang: str) -> bool:
+    """Whether a language ``tag`` ("de", "de-DE", "DE_at") is the language ``lang``."""
+    return isinstance(tag, str) and re.split(r"[-_]", tag.strip().lower())[0] == lang.lower()
+
+
+def relabel_word(document: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
+    """A Word document's ``w:lang`` (in its runs and styles: the parts whose content type ends
+    with one of ``parts``) and its properties' language."""
+    from docx.oxml.ns import qn
+
+    for part in document.part.package.iter_parts():
+        if part.content_type.endswith((*parts, "styles+xml")) and hasattr(part, "element"):
+            for element in part.element.iter(qn("w:lang")):
+                _relabel_attributes(element, (qn("w:val"), qn("w:eastAsia"), qn("w:bidi")),
+                                    lang, target)
+    _relabel_properties(document, lang, target)
+
+
+def relabel_slides(presentation: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
+    """A presentation's runs' ``lang`` and ``altLang`` (in the parts whose content type ends
+    with one of ``parts``) and its properties' language."""
+    for part in presentation.part.package.iter_parts():
+        if part.content_type.endswith(parts) and hasattr(part, "_element"):
+            for element in part._element.iter():
+                _relabel_attributes(element, ("lang", "altLang"), lang, target)
+    _relabel_properties(presentation, lang, target)
+
+
+def relabel_odf(document: Any, lang: str, target: str) -> None:
+    """An OpenDocument file's styles' ``fo:language`` (their ``fo:country`` dropped: it was
+    the source's) and its metadata's ``dc:language``."""
+    style = imported("odf.style", "an OpenDocument file (.odt, .odp)")
+    dc = imported("odf.dc", "an OpenDocument file (.odt, .odp)")
+    fo = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
+    for properties in document.getElementsByType(style.TextProperties):
+        if says(properties.getAttrNS(fo, "language"), lang):
+            properties.setAttrNS(fo, "language", target)
+            if properties.getAttrNS(fo, "country") is not None:
+                properties.removeAttrNS(fo, "country")
+    for language in document.getElementsByType(dc.Language):
+        if says(str(language), lang):
+            for child in list(language.childNodes):
+                language.removeChild(child)
+            language.addText(target)
+
+
+def _relabel_attributes(element: Any, names: tuple[str, ...], lang: str, target: str) -> None:
+    for name in names:
+        if says(element.get(name), lang):
+            element.set(name, target)
+
+
+def _relabel_properties(document: Any, lang: str, target: str) -> None:
+    if says(document.core_properties.language, lang):
+        document.core_properties.language = target
