@@ -60,16 +60,19 @@ def test_html_attributes_for_people_are_translated_in_place():
     button's value, a page's description) and aria-label, where the element is translated;
     attributes in their order, a quote in a translation quoted; others as they were."""
     html = ('<head><meta name="description" content="Ein Hund läuft."><meta name="viewport" '
-            'content="width=device-width"></head><img src="a.png" alt="Zwei Hunde." id="x">'
+            'content="width=device-width"><meta property="og:title" content="Hunde"></head>'
+            '<img src="a.png" alt="Zwei Hunde." id="x">'
             '<input type="text" value="Hallo" placeholder="Ihr Name"><input type="submit" '
             'value="Senden"><button aria-label="Schließen">x</button><div translate="no">'
             '<img alt="Kein Text." title="Kein Titel."></div><a href="y" title=" ">z</a>')
     doc = split_html(html, "de")
-    assert doc.sentences == ["x", "z", "Ein Hund läuft.", "Zwei Hunde.", "Ihr Name", "Senden",
-                             "Schließen"]
-    out = doc.rebuild(["x", "z", "A dog runs.", 'Two "dogs".', "Your name", "Send", "Close"])
+    assert doc.sentences == ["x", "z", "Ein Hund läuft.", "Hunde", "Zwei Hunde.", "Ihr Name",
+                             "Senden", "Schließen"]
+    out = doc.rebuild(["x", "z", "A dog runs.", "Dogs", 'Two "dogs".', "Your name", "Send",
+                       "Close"])
     assert out == ('<head><meta name="description" content="A dog runs."/><meta name="viewport" '
-                   'content="width=device-width"/></head><img src="a.png" alt=\'Two "dogs".\' '
+                   'content="width=device-width"/><meta property="og:title" content="Dogs"/>'
+                   '</head><img src="a.png" alt=\'Two "dogs".\' '
                    'id="x"/><input type="text" value="Hallo" placeholder="Your name"/>'
                    '<input type="submit" value="Send"/><button aria-label="Close">x</button>'
                    '<div translate="no"><img alt="Kein Text." title="Kein Titel."/></div>'

@@ -279,13 +279,20 @@ TRANSLATABLE: dict[str, frozenset[str] | None] = {
     "label": frozenset({"optgroup", "option", "track"})}
 
 
+# a page's metadata that people read: its description, keywords, and what a link to it shows
+META_TEXT = frozenset({"description", "keywords", "og:title", "og:description",
+                       "twitter:title", "twitter:description"})
+
+
 def _translatable(tag: Any) -> list[str]:
     """The attributes of ``tag`` whose text is translated: HTML's translatable attributes (a
-    button's ``value``, a page's description and keywords), and ``aria-label``."""
+    button's ``value``, a page's description and keywords), ``aria-label``, and the title and
+    description a link to the page shows (Open Graph's, Twitter's)."""
     names = [n for n, on in TRANSLATABLE.items() if on is None or tag.name in on]
     if tag.name == "input" and str(tag.get("type", "")).lower() in ("button", "reset", "submit"):
         names.append("value")
-    if tag.name == "meta" and str(tag.get("name", "")).lower() in ("description", "keywords"):
+    said = str(tag.get("name", tag.get("property", ""))).lower()
+    if tag.name == "meta" and said in META_TEXT:
         names.append("content")
     return [n for n in names if isinstance(tag.get(n), str)]
 
