@@ -62,7 +62,9 @@ def hidden_places() -> bytes:
     noted = parse_xml(f'<w:p {W}>{run("Ein Mädchen singt.", reference)}</w:p>')
     linked = "".join(field(' HYPERLINK "https://x.org" ', "einen Vogel"))
     link = parse_xml(f'<w:p {W}>{run("Ein Kind sieht ")}{linked}{run(".")}</w:p>')
-    for element in (block, box, inline, noted, link):
+    toc = "".join(field(' TOC \\o "1-3" ', "Hunde im Schnee"))
+    contents = parse_xml(f"<w:p {W}>{toc}</w:p>")
+    for element in (block, box, inline, noted, link, contents):
         body.insert(len(body) - 1, element)  # before the section's properties
     notes = (f'<w:footnotes {W}><w:footnote w:id="1"><w:p><w:r><w:footnoteRef/></w:r>'
              f'{run(" Ein Junge springt ins Wasser.")}</w:p></w:footnote></w:footnotes>')
@@ -120,7 +122,8 @@ def test_every_place_word_keeps_text_in_is_translated(translator):
 def test_what_a_sentence_holds_stays_in_place(translator):
     """A footnote's reference stays after its run's new text; a page number's field keeps
     its instruction and result between translated words; a content control inside a
-    sentence and a link's field get their share of its translation."""
+    sentence and a link's field get their share of its translation, a table of contents'
+    entry is translated."""
     after = parts(translate_file(translator, "notes.docx", hidden_places()))
     body = after["word/document.xml"]
     noted = body.xpath("//w:r[w:footnoteReference]", namespaces=NS)[0]
@@ -133,6 +136,9 @@ def test_what_a_sentence_holds_stays_in_place(translator):
                        "following-sibling::w:r/w:fldChar[@w:fldCharType='end']]//w:t/text()",
                        namespaces=NS)
     assert "".join(shown).strip() and "Vogel" not in "".join(shown)
+    entry = body.xpath("//w:p[.//w:instrText[contains(., 'TOC')]]//w:t/text()", namespaces=NS)
+    assert "".join(entry).strip() and "Schnee" not in "".join(entry)  # a table of contents'
+
     footer = next(after[n] for n in after if n.startswith("word/footer")
                   and after[n].xpath("//w:instrText", namespaces=NS))
     kinds = [etree.QName(c[-1]).localname + (c[-1].text or "") for c in footer.xpath(

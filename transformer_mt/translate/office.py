@@ -253,6 +253,20 @@ class _WordRun:
             self.r.insert(place + offset, element)
 
 
+# Word's fields whose result the application computes (a page number, a date, a count): kept
+# as they are; any other's (a link's, a table of contents', a cross-reference's) is text
+COMPUTED = frozenset({"PAGE", "NUMPAGES", "SECTIONPAGES", "SECTION", "PAGEREF", "NOTEREF",
+                      "SEQ", "DATE", "TIME", "CREATEDATE", "SAVEDATE", "PRINTDATE", "EDITTIME",
+                      "FILENAME", "FILESIZE", "NUMWORDS", "NUMCHARS", "REVNUM", "AUTONUM",
+                      "AUTONUMLGL", "AUTONUMOUT", "LISTNUM", "BARCODE", "SYMBOL"})
+
+
+def _computed(instruction: str) -> bool:
+    """Whether a field's ``instruction`` computes its result (``COMPUTED``, a formula)."""
+    name = (instruction.split() or [""])[0].upper()
+    return name in COMPUTED or name.startswith("=")
+
+
 class _Fields:
     """The complex fields a paragraph's runs are in, as Word writes them: ``begin``, the
     instruction, ``separate``, its result's runs, ``end``."""
@@ -263,7 +277,8 @@ class _Fields:
 
     def run(self, r: Any) -> tuple[tuple[int, ...], Any]:
         """The fields ``r`` is in (a link's), and ``r``: its text kept (``_Held``) where it
-        shows a field's result (a page number, a date; not a link's), else ``_WordRun``."""
+        shows a computed field's result (a page number, a date; not a link's, nor a table of
+        contents' entries: ``COMPUTED``), else ``_WordRun``."""
         from docx.oxml.ns import qn
 
         for element in r:
@@ -278,7 +293,7 @@ class _Fields:
             elif self.open and kind == "end":
                 self.open.pop()
         where = tuple(serial for _, _, serial in self.open)
-        if self.open and self.open[-1][1] and self.open[-1][0].split()[:1] != ["HYPERLINK"]:
+        if self.open and self.open[-1][1] and _computed(self.open[-1][0]):
             return where, _Held(str(r.text))
         return where, _WordRun(r)
 
@@ -286,18 +301,19 @@ class _Fields:
 def _word_inner(paragraph: Any) -> list[tuple[object, Any]]:
     """A Word paragraph's (``w:p``) runs (inside links, content controls and tracked
     insertions too), each with what it is in and its formatting, and its fields, kept as they
-    are: a simple one (``w:fldSimple``, a page number, which python-docx's runs leave out)
-    and a complex one's result (``_Fields``; a link's is translated)."""
+    are where computed (``COMPUTED``): a simple one's (``w:fldSimple``, a page number, which
+    python-docx's runs leave out) and a complex one's result (``_Fields``); a link's, a table
+    of contents', a cross-reference's translated."""
     found: list[tuple[object, Any]] = []
     fields = _Fields()
 
     def walk(element: Any, where: tuple[Any, ...]) -> None:
         for child in element:
             name = _name(child)
-            if name == "fldSimple":
+            if name == "fldSimple" and _computed(child.get(child.tag[:-9] + "instr", "")):
                 found.append((where, _Held("".join(t.text or "" for t in child.iter(
                     "{*}t")))))
-            elif name in WORD_INSIDE:
+            elif name in WORD_INSIDE or name == "fldSimple":
                 walk(child, (*where, child))
             elif name == "r":
                 inside, run = fields.run(child)
