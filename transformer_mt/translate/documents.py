@@ -32,7 +32,7 @@ from typing import Any, Generic, Literal, TypeVar
 from transformer_mt.data.tokenize import spacy_pipeline
 from transformer_mt.errors import DataError
 from transformer_mt.translate.inline import Link, share
-from transformer_mt.translate.language_tags import says
+from transformer_mt.translate.language_tags import relabel_html
 
 T = TypeVar("T")
 
@@ -225,7 +225,7 @@ def split_html(text: str, lang: str, xml: bool = False,
         if at != len(translations):
             raise ValueError("one translation per sentence")
         for tag in translated if target else []:
-            _relabel(tag, lang, str(target))
+            relabel_html(tag, lang, str(target))
         return soup.decode(formatter=_as_written(xml))
 
     return Document([s for f, _ in flows for s in f.sentences],
@@ -257,14 +257,6 @@ def _put_text(nodes: list[Any], texts: list[str]) -> None:
         if isinstance(nodes[i], NavigableString) and new != str(nodes[i]):
             nodes[i].replace_with(replaced := NavigableString(new))
             nodes[i] = replaced
-
-
-def _relabel(tag: Any, lang: str, target: str) -> None:
-    """``tag``'s language (``lang``, ``xml:lang``) said to be ``target`` where it is ``lang``
-    (its region dropped: "de-DE" becomes "en")."""
-    for name in ("lang", "xml:lang"):
-        if says(tag.get(name), lang):
-            tag[name] = target
 
 
 def _put_attribute(tag: Any, name: str, texts: list[str]) -> None:

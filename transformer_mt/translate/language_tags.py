@@ -1,7 +1,7 @@
 """What a translated document says its language is: tags that said the source language say the
 target's (a page still marked German misleads screen readers, spell checkers and search
-engines). HTML's ``lang`` is changed by ``documents.py``; office documents' tags here: a Word
-run's or style's ``w:lang``, a slide run's ``lang`` and ``altLang``, an OpenDocument style's
+engines): an HTML element's ``lang`` (``documents.py`` asks, where the text is translated), a
+Word run's or style's ``w:lang``, a slide run's ``lang`` and ``altLang``, an OpenDocument style's
 ``fo:language`` (its country dropped), and each document's properties' language."""
 
 from __future__ import annotations
@@ -15,6 +15,14 @@ from transformer_mt.packages import imported
 def says(tag: object, lang: str) -> bool:
     """Whether a language ``tag`` ("de", "de-DE", "DE_at") is the language ``lang``."""
     return isinstance(tag, str) and re.split(r"[-_]", tag.strip().lower())[0] == lang.lower()
+
+
+def relabel_html(tag: Any, lang: str, target: str) -> None:
+    """An HTML element's language (``lang``, ``xml:lang``) said to be ``target`` where it was
+    ``lang`` (its region dropped: "de-DE" becomes "en")."""
+    for name in ("lang", "xml:lang"):
+        if says(tag.get(name), lang):
+            tag[name] = target
 
 
 def relabel_word(document: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
