@@ -204,7 +204,8 @@ def test_a_presentations_charts_and_smartart_are_translated(translator):
 
 
 def odf_presentation() -> bytes:
-    """An .odp: a slide's text box with a sentence a span cuts, and its speaker notes."""
+    """An .odp: a slide's text box with a sentence a span cuts, its speaker notes, and the
+    footer text it shows."""
     pytest.importorskip("odf")
     from odf import draw, presentation, style, text
     from odf.opendocument import OpenDocumentPresentation
@@ -214,7 +215,10 @@ def odf_presentation() -> bytes:
     doc.automaticstyles.addElement(layout)
     master = style.MasterPage(name="M", pagelayoutname=layout)
     doc.masterstyles.addElement(master)
-    page = draw.Page(masterpagename=master)
+    footer = presentation.FooterDecl(name="f1")
+    footer.addText("Nur für den Unterricht")
+    doc.presentation.addElement(footer)
+    page = draw.Page(masterpagename=master, usefootername="f1")
     doc.presentation.addElement(page)
     slide, notes = text.P(), text.P()
     slide.addText("Ein Mann fährt ")
@@ -248,6 +252,9 @@ def test_an_odp_keeps_its_slides_and_spans_and_translates_every_text(translator)
         assert "".join(n.itertext()).strip() and "".join(n.itertext()) != "".join(o.itertext())
     assert [len(p.xpath("text:span", namespaces=odf_ns)) for p in new] == [1, 0]
     assert "".join(new[0].xpath("text:span//text()", namespaces=odf_ns)).strip()
+    footer = after.xpath("//presentation:footer-decl/text()", namespaces={
+        "presentation": "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"})
+    assert footer and footer[0].strip() and "Unterricht" not in footer[0]  # every slide's
 
 
 def test_an_odp_named_odt_is_refused_in_one_line(translator):

@@ -26,11 +26,14 @@ def slide_runs(presentation: Any) -> list[list[Group]]:
 
 def odf_runs(document: Any) -> list[list[Group]]:
     """An OpenDocument text's or presentation's paragraphs and headings (each found on its own,
-    wherever it is: a table, a frame, a slide, its notes, a note, a header): their text nodes
-    (and spacing elements) in groups of neighbours inside the same spans."""
+    wherever it is: a table, a frame, a slide, its notes, a note, a header), and a
+    presentation's header and footer texts: their text nodes (and spacing elements) in groups
+    of neighbours inside the same spans."""
     text = imported("odf.text", "an OpenDocument file (.odt, .odp)")
+    slides = imported("odf.presentation", "an OpenDocument file (.odt, .odp)")
     paragraphs: list[list[Group]] = []
-    for paragraph in document.getElementsByType(text.P) + document.getElementsByType(text.H):
+    for paragraph in [p for kind in (text.P, text.H, slides.HeaderDecl, slides.FooterDecl)
+                      for p in document.getElementsByType(kind)]:
         runs: list[tuple[object, Any]] = []
         _odf_runs(paragraph, (), runs)
         paragraphs.append(_grouped(runs, "data"))
