@@ -57,11 +57,13 @@ def test_html_keeps_its_markup_and_translates_only_prose():
 
 def test_html_attributes_for_people_are_translated_in_place():
     """HTML's translatable attributes (an image's alt text, a title, a placeholder, a
-    button's value, a page's description) and aria-label, where the element is translated;
-    attributes in their order, a quote in a translation quoted; others as they were."""
+    button's value, a page's description, not its keywords) and aria-label, where the element
+    is translated; attributes in their order, a quote in a translation quoted; others as they
+    were."""
     html = ('<head><meta name="description" content="Ein Hund läuft."><meta name="viewport" '
-            'content="width=device-width"><meta property="og:title" content="Hunde"></head>'
-            '<img src="a.png" alt="Zwei Hunde." id="x">'
+            'content="width=device-width"><meta property="og:title" content="Hunde"><meta '
+            'name="keywords" content="Hund, Katze"></head><img src="a.png" alt="Zwei Hunde." '
+            'id="x">'
             '<input type="text" value="Hallo" placeholder="Ihr Name"><input type="submit" '
             'value="Senden"><button aria-label="Schließen">x</button><div translate="no">'
             '<img alt="Kein Text." title="Kein Titel."></div><a href="y" title=" ">z</a>')
@@ -72,7 +74,8 @@ def test_html_attributes_for_people_are_translated_in_place():
                        "Close"])
     assert out == ('<head><meta name="description" content="A dog runs."/><meta name="viewport" '
                    'content="width=device-width"/><meta property="og:title" content="Dogs"/>'
-                   '</head><img src="a.png" alt=\'Two "dogs".\' '
+                   '<meta name="keywords" content="Hund, Katze"/></head><img src="a.png" '
+                   'alt=\'Two "dogs".\' '
                    'id="x"/><input type="text" value="Hallo" placeholder="Your name"/>'
                    '<input type="submit" value="Send"/><button aria-label="Close">x</button>'
                    '<div translate="no"><img alt="Kein Text." title="Kein Titel."/></div>'

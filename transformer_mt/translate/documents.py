@@ -271,14 +271,15 @@ TRANSLATABLE: dict[str, frozenset[str] | None] = {
     "label": frozenset({"optgroup", "option", "track"})}
 
 
-# a page's metadata that people read: its description, keywords, and what a link to it shows
-META_TEXT = frozenset({"description", "keywords", "og:title", "og:description",
-                       "twitter:title", "twitter:description"})
+# a page's metadata that people read: its description, and what a link to it shows (not its
+# keywords: a list, not a sentence, often longer than a sentence the model takes)
+META_TEXT = frozenset({"description", "og:title", "og:description", "twitter:title",
+                       "twitter:description"})
 
 
 def _translatable(tag: Any) -> list[str]:
     """The attributes of ``tag`` whose text is translated: HTML's translatable attributes (a
-    button's ``value``, a page's description and keywords), ``aria-label``, and the title and
+    button's ``value``, a page's description), ``aria-label``, and the title and
     description a link to the page shows (Open Graph's, Twitter's)."""
     names = [n for n, on in TRANSLATABLE.items() if on is None or tag.name in on]
     if tag.name == "input" and str(tag.get("type", "")).lower() in ("button", "reset", "submit"):
