@@ -21,7 +21,7 @@ def word_runs(document: Any) -> list[list[Group]]:
 
 def slide_runs(presentation: Any) -> list[list[Group]]:
     """A presentation's paragraphs (``_slide_paragraphs``) as groups of runs."""
-    return [_alike(paragraph) for paragraph in _slide_paragraphs(presentation)]
+    return [_slide_groups(paragraph) for paragraph in _slide_paragraphs(presentation)]
 
 
 def odf_runs(document: Any) -> list[list[Group]]:
@@ -192,17 +192,17 @@ def _paragraphs(document: Any) -> list[Any]:
             for p in part.element.iter(qn("w:p"))]
 
 
-def _alike(paragraph: Any) -> list[Group]:
-    """A slide paragraph's runs with text, line breaks and fields (``_inner``), in groups of
-    neighbours formatted alike (``_grouped``)."""
+def _slide_groups(paragraph: Any) -> list[Group]:
+    """A slide paragraph's runs with text, line breaks and fields (``_slide_inner``), in
+    groups of neighbours formatted alike (``_grouped``)."""
     runs: list[tuple[object, Any]] = []
-    for run in _inner(paragraph):
+    for run in _slide_inner(paragraph):
         properties = None if isinstance(run, _Held) else run._r.rPr
         runs.append(("" if properties is None else properties.xml, run))
     return _grouped(runs, "text")
 
 
-def _inner(paragraph: Any) -> list[Any]:
+def _slide_inner(paragraph: Any) -> list[Any]:
     """A slide paragraph's (``a:p``) runs, line breaks and fields (``a:br``, ``a:fld``, which
     python-pptx's runs leave out), in order."""
     from pptx.text.text import _Run
