@@ -209,7 +209,8 @@ def split_html(text: str, lang: str, xml: bool = False,
         text, "html.parser", on_duplicate_attribute="ignore")
     translated: list[Any] = []  # the elements in text translated: their attributes are
     read = [(split_flow([n.get_text() if k else str(n) for n, k in nodes], lang,
-                        [k for _, k in nodes], [n.parent.name not in INLINE for n, _ in nodes]),
+                        [k for _, k in nodes],
+                        [not k and n.parent.name not in INLINE for n, k in nodes]),
              functools.partial(_put_text, [n for n, _ in nodes]))
             for nodes in _flows(soup, translated)]
     read += [(split_flow([str(tag[name])], lang), functools.partial(_put_attribute, tag, name))
