@@ -11,7 +11,8 @@ Which output words go into which piece: each output token is linked to a positio
 without attention weights, the same relative position), and each word to the piece most of its
 tokens are linked into. The pieces keep their order (a word the model moved is placed as well as
 order allows: rather moved across markup, between pieces of text outside it, than put into
-markup or out of it), every piece that holds a word in the source gets one in the output, and
+markup or out of it), every piece that holds a word in the source gets one in the output (but
+the text after the last markup, whose words the translation may all have moved before it), and
 nothing is added or lost: the pieces joined are the translation.
 """
 
@@ -41,7 +42,7 @@ def share(source: str, cuts: Sequence[int], translation: str,
     in the source the output reads (None: at the same relative position); ``kept`` pieces
     (which the caller keeps as they were) get the words that read them and no others; a word
     moved between two ``bare`` pieces (text outside markup) costs half what a word put into
-    markup, or out of it, does."""
+    markup, or out of it, does; a last piece that is ``bare`` may go without a word."""
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
@@ -63,7 +64,10 @@ def share(source: str, cuts: Sequence[int], translation: str,
     if sum(worded) > sum(words):  # too few words to give each piece one
         worded = [False] * len(worded)
     loose = [bool(bare and bare[i]) for i in range(len(sources))]
-    return _cut(translation, units, _in_order(prefer, words, worded, loose), sources)
+    # the text after the last markup may go without a word, not after a kept piece (a field
+    # is placed by the words around it alone)
+    open_end = loose[-1] and not (len(sources) > 1 and kept and kept[-2])
+    return _cut(translation, units, _in_order(prefer, words, worded, loose, open_end), sources)
 
 
 def _marks(source: str, translation: str) -> list[Link]:
@@ -80,39 +84,45 @@ def _marks(source: str, translation: str) -> list[Link]:
 
 
 def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bool],
-              bare: list[bool]) -> list[int]:
+              bare: list[bool], open_end: bool) -> list[int]:
     """The piece of each unit: in order (never decreasing), every ``worded`` piece given at
-    least one unit that is a word (``words``), and as many of the units' ``prefer``-ences met
+    least one unit that is a word (``words``; the last piece, if ``open_end``, may go without
+    one at the cost of one word moved), and as many of the units' ``prefer``-ences met
     as that allows (``_miss``: a word moved between two ``bare`` pieces, across the markup
     between them, costs half what a word put into markup, or out of it, does): a dynamic
     programme over the units, its states a piece and whether it has a word yet."""
     m, inf = len(worded), float("inf")
-    before = [0, *itertools.accumulate(worded)]  # worded pieces before each piece
+    # what leaving a piece without a word costs: the words after the last markup may all have
+    # moved before it ("vor einem <b>Gebäude</b> stehen." gives "standing in front of a
+    # <b>building</b>."); any other worded piece needs one (attention often reads a word
+    # ahead: "A" reads "<b>Mann</b>", "man" the word after; freeing them too placed worse)
+    skip = [(1.0 if p == m - 1 and open_end else inf) if worded[p] else 0.0 for p in range(m)]
 
-    def free(q: int, p: int) -> bool:  # no worded piece strictly between q and p
-        return before[p] - before[q + 1] <= 0
+    def between(q: int, p: int) -> float:  # skipping the pieces strictly between q and p
+        return sum(skip[q + 1:p])
 
     cost = [[inf, inf] for _ in range(m)]  # [piece][has a word]
     for p in range(m):
-        if before[p] == 0:
-            cost[p][words[0]] = _miss(prefer[0], p, bare)
+        if between(-1, p) < inf:
+            cost[p][words[0]] = between(-1, p) + _miss(prefer[0], p, bare)
     back: list[list[list[tuple[int, int]]]] = [[[(-1, -1)] * 2 for _ in range(m)]]
     for k in range(1, len(prefer)):
         new = [[inf, inf] for _ in range(m)]
         arrows = [[(-1, -1)] * 2 for _ in range(m)]
         for q, w in ((q, w) for q in range(m) for w in (0, 1) if cost[q][w] < inf):
             for p in range(q, m):
-                if p > q and ((worded[q] and not w) or not free(q, p)):
+                leave = 0.0 if p == q or w else skip[q]
+                step = leave + between(q, p)
+                if step == inf:
                     continue
                 state = w or words[k] if p == q else words[k]
-                total = cost[q][w] + _miss(prefer[k], p, bare)
+                total = cost[q][w] + step + _miss(prefer[k], p, bare)
                 if total < new[p][state]:
                     new[p][state], arrows[p][state] = total, (q, w)
         cost = new
         back.append(arrows)
-    ends = [(cost[p][w], p, w) for p in range(m) for w in (0, 1)
-            if (w or not worded[p]) and before[m] - before[p + 1] <= 0]
-    _, p, w = min(ends)
+    _, p, w = min((total, p, w) for p in range(m) for w in (0, 1) if (
+        total := cost[p][w] + (0.0 if w else skip[p]) + between(p, m)) < inf)
     out = [p]
     for k in range(len(prefer) - 1, 0, -1):
         p, w = back[k][p][w]
