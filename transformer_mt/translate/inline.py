@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from transformer_mt.decode.align import token_links
@@ -98,8 +98,7 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
     # ahead: "A" reads "<b>Mann</b>", "man" the word after; freeing them too placed worse)
     skip = [(1.0 if p == m - 1 and open_end else inf) if worded[p] else 0.0 for p in range(m)]
 
-    def between(q: int, p: int) -> float:  # skipping the pieces strictly between q and p
-        return sum(skip[q + 1:p])
+    between = _skipping(skip)
 
     cost = [[inf, inf] for _ in range(m)]  # [piece][has a word]
     for p in range(m):
@@ -128,6 +127,21 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
         p, w = back[k][p][w]
         out.append(p)
     return out[::-1]
+
+
+def _skipping(skip: list[float]) -> Callable[[int, int], float]:
+    """What leaving the pieces strictly between two pieces without a word costs, each
+    ``skip``-ping one costing its own (infinite: it needs a word)."""
+    inf = float("inf")
+    hard = [0, *itertools.accumulate(c == inf for c in skip)]  # pieces that need a word
+    soft = [0.0, *itertools.accumulate(c if c < inf else 0.0 for c in skip)]
+
+    def between(q: int, p: int) -> float:
+        if p <= q + 1:
+            return 0.0
+        return inf if hard[p] > hard[q + 1] else soft[p] - soft[q + 1]
+
+    return between
 
 
 def _miss(want: dict[int, float], piece: int, bare: list[bool]) -> float:
