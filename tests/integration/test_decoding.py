@@ -24,10 +24,6 @@ def test_tiny_model_learns_to_reverse(toy_model):
     assert toy_accuracy(toy_model) >= 0.9
 
 
-
-
-
-
 def test_greedy_without_scores_translates_the_same(toy_model):
     """Greedy decoding that skips normalising the logits picks the same tokens."""
     src = toy_sources(30, seed=4)
