@@ -46,6 +46,17 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def threads_per_process(processes: int) -> int:
+    """The threads each of ``processes`` processes sharing the cores gets (one at least)."""
+    return max(1, cores() // processes)
+
+
 def cuda_problem() -> str | None:
     """Why PyTorch uses no NVIDIA GPU on a machine where ``nvidia-smi`` lists some, or None
     (no NVIDIA GPU here, or PyTorch uses it)."""

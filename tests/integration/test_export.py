@@ -78,6 +78,22 @@ def test_exported_model_decodes_greedily_like_ours(toy):
     assert [_tokens(h.tokens) for h in ours] == engine.translate_tokens(sources, limits)
 
 
+def test_the_export_decodes_its_batches_side_by_side_as_one_by_one(toy, tmp_path):
+    """--workers 2 with an export: two batches at once (its inter_threads), the same
+    translations and scores, in input order."""
+    model, engine, _, sources, limits = toy
+    out = export_ctranslate2(save_toy_checkpoint(model, tmp_path / "toy.pt"), tmp_path / "toy")
+    two = load_exported(out, "cpu", workers=2).engine
+    assert isinstance(two, CTranslate2Engine) and two.translator.num_translators == 2
+    for beam in (1, 3):
+        theirs, mine = two.search(sources, limits, beam, 16), engine.search(sources, limits,
+                                                                            beam, 16)
+        assert [[t for t, _ in h] for h in theirs] == [[t for t, _ in h] for h in mine]
+        # (its threads differ: 1 each against this process's; rounding with them)
+        assert [s for h in theirs for _, s in h] == pytest.approx(
+            [s for h in mine for _, s in h], abs=1e-4)
+
+
 def test_exported_model_searches_and_scores_as_ours(toy):
     """The engine's n-best: the hypotheses ours finds, in our order, with our scores, but for
     the few sentences its other stopping rule decodes otherwise. ``decode.alpha`` reaches it

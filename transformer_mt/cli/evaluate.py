@@ -10,7 +10,13 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformer_mt.cli.flags import DEVICE_HELP, ENGINE_HELP, ENGINES, add_decoding_flags
+from transformer_mt.cli.flags import (
+    DEVICE_HELP,
+    ENGINE_HELP,
+    ENGINES,
+    add_decoding_flags,
+    add_workers_flag,
+)
 from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file
@@ -51,6 +57,7 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="local directory with the Multi30k .gz files")
     p.add_argument("--max-sentences", type=int, help="score only the first N sentences")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    add_workers_flag(p)
     p.add_argument("--json", action="store_true", help="print one JSON record")
     p.set_defaults(func=cmd_evaluate)
 
@@ -85,9 +92,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     refuse_same_file(args.output, [*checkpoints, *hyp_files, args.src, args.ref])
     if args.ensemble:  # one system: the models' probabilities averaged
         names = ["ensemble of " + ", ".join(checkpoints)]
-        translators = [Translator.load(checkpoints, args.device)]
+        translators = [Translator.load(checkpoints, args.device, workers=args.workers)]
     else:
-        names, translators = checkpoints, [Translator.load(c, args.device) for c in checkpoints]
+        names, translators = checkpoints, [Translator.load(c, args.device, workers=args.workers)
+                                           for c in checkpoints]
     name, sources, refs = _test_set(args, translators)
     from transformer_mt.compare import System
     from transformer_mt.evaluate import score

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags
+from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_workers_flag
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
@@ -40,6 +40,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
     add_decoding_flags(p)
     add_engine_flags(p)
+    add_workers_flag(p)
     p.add_argument("--attention", metavar="PNG",
                    help="save a cross-attention heatmap of the (one) sentence here")
     p.add_argument("--prefix", metavar="TEXT",
@@ -159,7 +160,8 @@ def _translator_for(args: argparse.Namespace) -> Translator:
 
         glossary = Glossary.read(args.glossary, args.keep_spans) if args.glossary else \
             Glossary(keep_spans=True)
-    translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
+    translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile,
+                                 args.workers)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size:  # n best need a beam at least n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)

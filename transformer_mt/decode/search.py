@@ -327,6 +327,22 @@ def decode_batch(model: Decodable, src: Tensor, src_mask: Tensor,
                        cfg.max_len_b, nbest, use_cache, forcing=forcing)
 
 
+def check_width(model: Decodable, beam_size: int, nbest: int) -> None:
+    """A one-line error where the beam (or n-best) is wider than the vocabulary allows."""
+    vocab = model.tgt_vocab_size
+    widest = (vocab - 2) // 2  # beam search ranks 2K candidates of the V - 2 producible tokens
+    if max(beam_size, nbest) > max(widest, 1):
+        raise MTError(f"a beam of {max(beam_size, nbest)} is too wide for a target vocabulary of "
+                      f"{vocab} tokens; use --beam and --nbest of at most {max(widest, 1)}")
+
+
+def batches_of(src_ids: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
+    """The positions of the sources in each batch :func:`decode_corpus` decodes: sorted by
+    length (shorter first; equal lengths in input order), cut every ``batch_size``."""
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    return [order[at:at + batch_size] for at in range(0, len(order), batch_size)]
+
+
 def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
                   cfg: DecodeConfig, device: torch.device, beam_size: int | None = None,
                   nbest: int = 1, use_cache: bool = True, progress: bool = False,
@@ -335,23 +351,17 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
     ``scores=False`` when only the translations are wanted (see :func:`decode_batch`);
     ``forcing``: how each output must begin (a row per sequence)."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
-    vocab = model.tgt_vocab_size
-    widest = (vocab - 2) // 2  # beam search ranks 2K candidates of the V - 2 producible tokens
-    if max(beam_size, nbest) > max(widest, 1):
-        raise MTError(f"a beam of {max(beam_size, nbest)} is too wide for a target vocabulary of "
-                      f"{vocab} tokens; use --beam and --nbest of at most {max(widest, 1)}")
+    check_width(model, beam_size, nbest)
     precision = resolve_precision(cfg.precision, device)
     model = for_decoding(model, precision, device)
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
-    bar = tqdm(total=len(order), desc="translate", unit="sent", disable=not progress,
+    bar = tqdm(total=len(src_ids), desc="translate", unit="sent", disable=not progress,
                leave=False)
     was_training = model.training  # (switched only if need be: a lone sentence's call is short)
     if was_training:
         model.eval()
     try:
-        for start in range(0, len(order), cfg.batch_size):
-            chunk = order[start:start + cfg.batch_size]
+        for chunk in batches_of(src_ids, cfg.batch_size):
             src = torch.nn.utils.rnn.pad_sequence(
                 [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
                 padding_value=PAD_ID).to(device)  # (B, S)

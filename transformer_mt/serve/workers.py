@@ -93,9 +93,10 @@ def _worker(args: argparse.Namespace, sock: socket.socket, n: int) -> None:
     import torch
 
     from transformer_mt.cli import _run
+    from transformer_mt.device import threads_per_process
     from transformer_mt.logs import setup_logging
 
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.workers))
+    torch.set_num_threads(threads_per_process(args.workers))
     setup_logging(args.quiet, args.debug)
     args.socket = sock
     sys.exit(_run(args))

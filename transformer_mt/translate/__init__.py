@@ -81,12 +81,16 @@ class Translator:
 
     @classmethod
     def load(cls, paths: str | Path | Sequence[str | Path], device: str = "auto",
-             engine: str = "auto", compile: bool = False) -> Translator:
+             engine: str = "auto", compile: bool = False, workers: int = 1) -> Translator:
         """A translator for one checkpoint, or an ensemble of several of one vocabulary (the
         first one's config gives the decoding settings); for the directory ``mt export``
         wrote, with CTranslate2 (``engine``: ``"auto"`` tells them apart, ``"torch"`` or
         ``"ctranslate2"`` insists). ``compile``: a lone sentence's decoding steps compiled
-        (``decode/compiled.py``; CPU, one model), at the first translation."""
+        (``decode/compiled.py``; CPU, one model), at the first translation. ``workers``: on
+        the CPU, the batches of a call decoded by that many processes (``processes.py``;
+        CTranslate2: side by side in its own), each with its share of the cores."""
+        if workers < 1:
+            raise MTError(f"workers must be 1 or more, not {workers}")
         engine = engine_for(paths, engine)
         if compile and engine != "torch":
             raise MTError("--compile compiles our decoder; the CTranslate2 engine has its own")
@@ -94,8 +98,8 @@ class Translator:
             paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
             if len(paths) > 1:
                 raise MTError("--engine ctranslate2 translates with one exported model")
-            return cls.of(load_exported(paths[0], device))
-        return cls.of(load_checkpoints(paths, device, compile))
+            return cls.of(load_exported(paths[0], device, workers=workers))
+        return cls.of(load_checkpoints(paths, device, compile, workers))
 
     @classmethod
     def of(cls, loaded: Loaded) -> Translator:

@@ -21,6 +21,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
+from tqdm.auto import tqdm
 
 from transformer_mt.build import check_ensemble, model_from_checkpoint, tokenizers_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint
@@ -36,6 +37,7 @@ from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.score import score_outputs
 from transformer_mt.decode.search import (
     Hypothesis,
+    check_width,
     decode_corpus,
     max_output_lengths,
 )
@@ -46,6 +48,7 @@ from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.internals import torch_private
 from transformer_mt.model.transformer import AttentionWeights, Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
+from transformer_mt.translate.processes import Workers
 
 
 class Engine(Protocol):
@@ -104,7 +107,7 @@ class TorchEngine:
     can_inspect = True
 
     def __init__(self, members: Sequence[Transformer], device: torch.device,
-                 keep_copies: bool = True, compile: bool = False) -> None:
+                 keep_copies: bool = True, compile: bool = False, workers: int = 1) -> None:
         self.members = list(members)
         self.model: Transformer | Ensemble = (self.members[0] if len(self.members) == 1
                                               else Ensemble(self.members))
@@ -116,16 +119,46 @@ class TorchEngine:
             check_compilable(device, len(self.members))
         # decode/compiled.py: decoding steps compiled (on a torch it was tested on)
         self.compile = compile and torch_private.compile_usable()
+        if workers > 1 and device.type != "cpu":
+            raise MTError(f"--workers {workers} shares the CPU's cores out between processes; "
+                          f"on {device.type} one process decodes (--workers 1)")
+        self.workers = workers  # processes decoding a corpus's batches (processes.py)
+        self._pool: Workers | None = None
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
                stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
         if self.device.type == "cuda":
             cfg = dataclasses.replace(cfg, batch_size=max(cfg.batch_size, GPU_DECODE_BATCH))
+        if (self.workers > 1 and forcing is None and stop is None and len(ids) > cfg.batch_size
+                and self._copies is not None):
+            return self._decode_shared(ids, cfg, nbest, progress, scores)
         model = self._decoding_model(cfg, len(ids))
         with stopping(model, stop):
             return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
                                  progress=progress, scores=scores, forcing=forcing)
+
+    def _decode_shared(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int,
+                       progress: bool, scores: bool) -> list[list[Hypothesis]]:
+        """``decode``'s, the batches shared with ``workers - 1`` processes (``processes.py``),
+        this one at its share of the cores meanwhile; after one failed, here alone."""
+        if self._pool is None:
+            self._pool = Workers(self.members, self.compile, self.workers)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self._pool.threads)
+        try:
+            model = self._decoding_model(cfg, len(ids))
+            check_width(model, cfg.beam_size, nbest)
+            if self._pool.broken:
+                return decode_corpus(model, ids, cfg, self.device, cfg.beam_size, nbest,
+                                     progress=progress, scores=scores)
+            with tqdm(total=len(ids), desc="translate", unit="sent", disable=not progress,
+                      leave=False) as bar:
+                return self._pool.decode(ids, cfg, nbest, scores, lambda batch: decode_corpus(
+                    model, batch, cfg, self.device, cfg.beam_size, nbest, scores=scores),
+                                         bar.update)
+        finally:
+            torch.set_num_threads(threads)
 
     def decode_constrained(self, ids: Sequence[Sequence[int]],
                            constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
@@ -242,10 +275,10 @@ def _padded(rows: list[list[int]], device: torch.device) -> Tensor:
 
 
 def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "auto",
-                     compile: bool = False) -> Loaded:
+                     compile: bool = False, workers: int = 1) -> Loaded:
     """One checkpoint, or an ensemble of several of one vocabulary (the first one's config
     gives the decoding settings); ``compile``: lone sentences' decoding steps compiled
-    (``decode/compiled.py``)."""
+    (``decode/compiled.py``); ``workers``: processes decoding a corpus (``processes.py``)."""
     dev = pick_device(device)
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
@@ -257,7 +290,8 @@ def load_checkpoints(paths: str | Path | Sequence[str | Path], device: str = "au
     _, config, src_vocab, tgt_vocab = loaded[0]
     tokenizers = tokenizers_from_checkpoint(first, config, paths[0])
     check_ensemble(paths, [(cfg, src, tgt) for _, cfg, src, tgt in loaded])
-    return Loaded(TorchEngine([m for m, *_ in loaded], dev, compile=compile), config,
+    return Loaded(TorchEngine([m for m, *_ in loaded], dev, compile=compile, workers=workers),
+                  config,
                   src_vocab, tgt_vocab, tokenizers)
 
 

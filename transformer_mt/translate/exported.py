@@ -20,7 +20,7 @@ from transformer_mt.data.vocab import BOS, EOS_ID, PAD, Vocab
 from transformer_mt.decode.alternatives import Alternative
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis, length_penalty
-from transformer_mt.device import pick_device
+from transformer_mt.device import pick_device, threads_per_process
 from transformer_mt.errors import MTError
 from transformer_mt.translate.engines import Loaded, output_limits
 
@@ -45,13 +45,15 @@ class CTranslate2Engine:
 
     def __init__(self, model_dir: str | Path, config: Config, src_vocab: Vocab,
                  tgt_vocab: Vocab, device: torch.device, compute_type: str = "default",
-                 threads: int = 0) -> None:
+                 threads: int = 0, workers: int = 1) -> None:
         ct2 = _check_exported(model_dir)
         self.device = device
         self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
         self.translator = ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
                                          else "cpu", compute_type=compute_type,
-                                         intra_threads=threads or torch.get_num_threads())
+                                         inter_threads=workers, intra_threads=threads or (
+                                             threads_per_process(workers) if workers > 1
+                                             else torch.get_num_threads()))
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
@@ -162,17 +164,19 @@ class CTranslate2Engine:
         here as ours ranks them (test_2016_flickr, beam 5: 2-11 of 1,000 translations then
         differ from ours at alpha 0.6-1.6, against 45-202 taking its own best)."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        chunks = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        # all batches asked for at once: with --workers N, N decode side by side
+        pending = [self.translator.translate_batch(
+            [list(sources[i]) for i in chunk],
+            target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
+            beam_size=beam_size, length_penalty=alpha, num_hypotheses=beam_size,
+            return_scores=True, max_decoding_length=max(limits[i] for i in chunk) + 1,
+            min_decoding_length=0,  # as ours, <eos> may come first (its default: 1)
+            suppress_sequences=NEVER_PRODUCED, asynchronous=True) for chunk in chunks]
         found: list[list[tuple[list[str], float]]] = [[] for _ in sources]
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            results = self.translator.translate_batch(
-                [list(sources[i]) for i in chunk],
-                target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
-                beam_size=beam_size, length_penalty=alpha, num_hypotheses=beam_size,
-                return_scores=True, max_decoding_length=max(limits[i] for i in chunk) + 1,
-                min_decoding_length=0,  # as ours, <eos> may come first (its default: 1)
-                suppress_sequences=NEVER_PRODUCED)
-            for i, result in zip(chunk, results, strict=True):
+        for chunk, results in zip(chunks, pending, strict=True):
+            for i, waiting in zip(chunk, results, strict=True):
+                result = waiting.result()
                 # its score: the log-probability over length ** alpha
                 found[i] = [(tokens, _our_score(score * (len(tokens) + 1) ** alpha,
                                                 len(tokens) + 1, alpha, beam_size))
@@ -222,9 +226,10 @@ def _check_exported(model_dir: str | Path) -> Any:
 
 
 def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str = "default",
-                  threads: int = 0) -> Loaded:
+                  threads: int = 0, workers: int = 1) -> Loaded:
     """``mt export``'s directory: the CTranslate2 model with our config, vocabularies and
-    SentencePiece models beside it."""
+    SentencePiece models beside it; ``workers``: batches decoded side by side (its
+    ``inter_threads``), each with its share of the cores unless ``threads`` says."""
     from transformer_mt.formats.ctranslate2 import CONFIG_NAME
 
     model_dir = Path(model_dir)
@@ -243,7 +248,7 @@ def load_exported(model_dir: str | Path, device: str = "auto", compute_type: str
         tokenizers = (make_tokenizer(config.data, "src", models[0]),
                       make_tokenizer(config.data, "tgt", models[1]))
         engine = CTranslate2Engine(model_dir, config, vocabs[0], vocabs[1], dev, compute_type,
-                                   threads)
+                                   threads, workers)
     except (OSError, ValueError, RuntimeError, TypeError, MTError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MTError(f"'{model_dir}' is not a complete export ({reason}); export the "
