@@ -33,6 +33,7 @@ same sizes, whose outputs run to the length limit: slower, and not what a user s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -49,11 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, synchronize
 from bench.first_call import first_call, first_translations
 from transformer_mt.decode.search import decode_corpus
-from transformer_mt.device import pick_device
+from transformer_mt.device import pick_device, threads_per_process
 from transformer_mt.evaluate import read_test_set
 from transformer_mt.precision import for_decoding, resolve_precision
 from transformer_mt.translate import Translator
-from transformer_mt.translate.engines import output_limits
+from transformer_mt.translate.engines import TorchEngine, output_limits
 
 DEFAULT_CHECKPOINT = Path("runs/quickstart/best.pt")
 
@@ -102,23 +103,30 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
                  "ctranslate2_threads": {}, "ctranslate2_by_threads": {}, "ours": {},
                  "vs_ctranslate2": {}}
     lone = min(LONE, len(src_tok))
-    ways = [(False, "")] + ([(True, "_compiled")] if compiled else [])
-    counts = args.engine_threads or list(range(1, torch.get_num_threads() + 1))
+    ways = [("eager", "")] + ([("compiled", "_compiled")] if compiled else []) + (
+        [("workers", "_compiled_workers" if compiled else "_workers")] if args.workers > 1
+        else [])
+    counts = _configurations(args)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         export_ctranslate2(args.checkpoint, tmp, args.engine_quantization)
         context = multiprocessing.get_context("spawn")
         pools = {n: stack.enter_context(context.Pool(1, _engine_start, (
-            tmp, device.type, n, args.engine_env))) for n in counts}
+            tmp, device.type, threads, workers, args.engine_env)))
+                 for n, (threads, workers) in counts.items()}
         for beam in (1, 5):
             name = "greedy" if beam == 1 else "beam5"
             for batch in (32, 1):
-                theirs: dict[int, list[float]] = {n: [] for n in counts}
-                mine: dict[str, list[float]] = {suffix: [] for _, suffix in ways}
-                # in turns: ours (eager, compiled), the engine at each thread count
+                # a lone sentence is one batch: several at once are the same as one
+                runs = {n: pool for n, pool in pools.items() if batch > 1 or counts[n][1] == 1}
+                theirs: dict[int | str, list[float]] = {n: [] for n in runs}
+                mine: dict[str, list[float]] = {suffix: [] for way, suffix in ways
+                                                if batch > 1 or way != "workers"}
+                # in turns: ours (eager, compiled, in processes), the engine each way
                 for _ in range(ROUNDS if batch > 1 else LONE_ROUNDS):
-                    for use_compiled, suffix in ways:
-                        mine[suffix].append(ours(beam, batch, use_compiled))
-                    for n, pool in pools.items():
+                    for way, suffix in ways:
+                        if suffix in mine:
+                            mine[suffix].append(ours(beam, batch, way))
+                    for n, pool in runs.items():
                         theirs[n].append(pool.apply(_engine_time, (src_tok, limits, beam,
                                                                    batch, lone, alpha)))
                 _record(out, f"{name}_batch{batch}", theirs, mine,
@@ -130,7 +138,19 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
     return out
 
 
-def _record(out: dict, key: str, theirs: dict[int, list[float]],
+def _configurations(args) -> dict[int | str, tuple[int, int]]:
+    """The engine's ways to time, each (threads, batches at once): ``--engine-threads``' counts
+    (default 1 to ours), and with ``--workers N`` (ours: N processes) N batches at once, the
+    cores shared (``NxT``)."""
+    counts: dict[int | str, tuple[int, int]] = {n: (n, 1) for n in args.engine_threads or range(
+        1, torch.get_num_threads() + 1)}
+    if args.workers > 1:
+        threads = threads_per_process(args.workers)
+        counts[f"{args.workers}x{threads}"] = (threads, args.workers)
+    return counts
+
+
+def _record(out: dict, key: str, theirs: dict[int | str, list[float]],
             mine: dict[str, list[float]], sentences: int, lone: bool) -> None:
     """The best of each side's times as milliseconds a sentence (``lone``) or sentences a
     second: the engine's at each thread count and at its best one, ours each way, and each of
@@ -153,11 +173,12 @@ def _record(out: dict, key: str, theirs: dict[int, list[float]],
 _ENGINE: list = []  # the engine process's CTranslate2 engine
 
 
-def _engine_start(model_dir: str, device: str, threads: int, env: dict[str, str]) -> None:
+def _engine_start(model_dir: str, device: str, threads: int, workers: int,
+                  env: dict[str, str]) -> None:
     os.environ.update(env)  # before the engine's libraries read them (--engine-env)
     from transformer_mt.translate.exported import load_exported
 
-    _ENGINE.append(load_exported(model_dir, device, threads=threads).engine)
+    _ENGINE.append(load_exported(model_dir, device, threads=threads, workers=workers).engine)
 
 
 def _engine_time(src_tok, limits, beam: int, batch: int, lone: int, alpha: float) -> float:
@@ -196,6 +217,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine-threads", type=_counts, default=[], metavar="N,M",
                         help="CTranslate2's thread counts to time, each row compared with the "
                         "better (default: 1 to ours)")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="also decode the batches of 32 in N processes (mt translate "
+                        "--workers N; *_workers rows), against the engine decoding N batches "
+                        "at once too (its inter_threads; configuration NxT), each with its "
+                        "share of the cores")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="skip the lone sentences decoded with --compile's compiled steps "
@@ -259,12 +285,17 @@ def main() -> None:
                           / results[f"{key}_uncached"]["sentences_per_s"], 2)
     compiled = compiled_decoding(args, translator, model, device)
 
-    def ours(beam: int, batch: int, use_compiled: bool = False) -> float:
+    shared = workers_engine(args, translator, device, src_ids, cfg.decode, bool(compiled))
+
+    def ours(beam: int, batch: int, way: str = "eager") -> float:
         cfg.decode.batch_size = batch
-        decoding = compiled["model"] if use_compiled else model
+        decoding = compiled["model"] if way == "compiled" else model
         synchronize(device)
         start = time.perf_counter()
-        if batch == 1:  # one call a sentence, as a lone request is decoded
+        if way == "workers":
+            shared.decode(src_ids, dataclasses.replace(cfg.decode, beam_size=beam),
+                          scores=False)
+        elif batch == 1:  # one call a sentence, as a lone request is decoded
             for k in range(min(LONE, len(src_ids))):
                 decode_corpus(decoding, src_ids[k:k + 1], cfg.decode, device, beam,
                               scores=False)
@@ -300,6 +331,21 @@ def main() -> None:
               "ratio": (min(engine["vs_ctranslate2"].values()) if "vs_ctranslate2" in engine
                         else cache_speedup)}
     print(json.dumps(record, indent=2))
+
+
+_CACHES: list[tempfile.TemporaryDirectory] = []  # removed at exit
+
+
+def workers_engine(args, translator, device, src_ids, settings, compiled: bool) -> TorchEngine:
+    """The model decoding in ``--workers`` processes (``mt translate --workers``; compiled
+    where the compiled rows are measured), its processes started (untimed), as a second call
+    finds them; the graphs each compiles (at its threads) in a cache of their own."""
+    shared = TorchEngine([translator.model], device, workers=args.workers, compile=compiled)
+    if args.workers > 1:
+        _CACHES.append(tempfile.TemporaryDirectory())
+        with mock.patch.dict(os.environ, MT_CACHE_DIR=_CACHES[-1].name):
+            shared.decode(src_ids, dataclasses.replace(settings, batch_size=32), scores=False)
+    return shared
 
 
 def compiled_decoding(args, translator, model, device) -> dict:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.helpers import REPO, needs_data, run_cli
+from transformer_mt.device import threads_per_process
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
         "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]
@@ -46,7 +47,8 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     speed-up."""
     run_dir, _ = trained_run
     record = json.loads(_bench("bench/decode_speed.py", "--checkpoint", str(run_dir / "best.pt"),
-                               "--sentences", "8", "--batch", "4", "--threads", "1",
+                               "--sentences", "40", "--batch", "4", "--threads", "1",
+                               "--workers", "2",
                                "--first-call-rounds", "1", "--no-compile",
                                "--first-call-checkpoint", str(run_dir / "best.pt"),
                                "--engine-env", "ONEDNN_VERBOSE=0",
@@ -62,16 +64,21 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way (the
         # compiled rows skipped: compiling takes ~15 s; tests/system/test_compiled.py runs
         # their code)
-        assert set(record["vs_ctranslate2"]) == {"greedy_batch32", "greedy_batch1",
-                                                 "beam5_batch32", "beam5_batch1"}
+        assert set(record["vs_ctranslate2"]) == {
+            "greedy_batch32", "greedy_batch1", "beam5_batch32", "beam5_batch1",
+            "greedy_batch32_workers", "beam5_batch32_workers"}  # (40 sentences: 2 batches)
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
         # each row against the engine at its better thread count, each count's figure kept
         assert record["ours_threads"] == 1
         by_threads = record["ctranslate2_by_threads"]
-        assert set(by_threads) == {"1", "2"}
+        # and 2 batches at once (ours: --workers 2), for the batches of 32
+        replicas = f"2x{threads_per_process(2)}"
+        assert set(by_threads) == {"1", "2", replicas}
         for row, best in record["ctranslate2_threads"].items():
             key = row + ("_ms" if row.endswith("batch1") else "")
-            figures = [by_threads[n][key] for n in ("1", "2")]
+            ways = ("1", "2") if row.endswith("batch1") else ("1", "2", replicas)
+            assert set(ways) == {n for n in by_threads if key in by_threads[n]}
+            figures = [by_threads[n][key] for n in ways]
             assert record["ctranslate2"][key] == by_threads[str(best)][key] == (
                 min(figures) if key.endswith("_ms") else max(figures))
         first = record["first_translation"]  # a fresh process's first translation, and second
@@ -109,7 +116,7 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
     monkeypatch.setattr("transformer_mt.translate.exported.load_exported", load)
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)  # restored after the test
     monkeypatch.setattr(decode_speed, "_ENGINE", [])
-    decode_speed._engine_start("model", "cpu", 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    decode_speed._engine_start("model", "cpu", 1, 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
     assert seen["isa"] == "AVX2" and decode_speed._ENGINE == ["engine"]
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
