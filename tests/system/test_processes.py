@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
-from tests.helpers import TOY_DE_EN, run_cli
+from tests.helpers import REPO, TOY_DE_EN, run_cli
 from tests.toy import toy_pairs, train_toy_model
 from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import MTError
@@ -135,3 +137,44 @@ def test_the_commands_translate_the_same_with_workers(trained_run, tmp_path):
     assert "--workers: '0' is not a number of processes (1 or more)" in bad.stderr
     assert "Traceback" not in bad.stderr
 
+
+
+def test_ctrl_c_stops_every_process_and_writes_nothing(trained_run, tmp_path):
+    """Ctrl-C while the processes decode: exit 130 with one line, no output file, and none of
+    the processes left behind."""
+    run_dir, _ = trained_run
+    source = tmp_path / "many.de"
+    source.write_text((TOY_DE_EN / "test.de").read_text(encoding="utf-8") * 300,
+                      encoding="utf-8")
+    out = tmp_path / "many.en"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint",
+         str(run_dir / "best.pt"), "--input", str(source), "--output", str(out),
+         "--beam-size", "5", "--workers", "2"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:  # the processes have started: decoding is under way
+        lines.append(line)
+        if "decoding the batches in 2 processes" in line:
+            break
+    children = [int(pid) for pid in subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+    assert children, "".join(lines)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130
+    assert rest.strip().splitlines()[-1] == "mt translate: interrupted"
+    assert "Traceback" not in rest
+    assert not out.exists()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children):
+        assert time.monotonic() < deadline, f"left behind: {children}"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

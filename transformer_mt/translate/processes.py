@@ -69,7 +69,7 @@ class Workers:
                  self.threads)
         self.broken = False
         self.decoded_elsewhere = 0  # batches the other processes decoded, all calls together
-        self._finalizer = weakref.finalize(self, _stop, self._procs, self._tasks)
+        self._finalizer = weakref.finalize(self, _stop, self._procs, self._tasks, self._claims)
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int,
                scores: bool, here: Decode, progress: Callable[[int], object]
@@ -144,7 +144,11 @@ def _claim(claims: Any, call: int, batches: int) -> int | None:
         return int(claims[1] - 1)
 
 
-def _stop(procs: list[Any], tasks: list[Any]) -> None:
+def _stop(procs: list[Any], tasks: list[Any], claims: Any) -> None:
+    """Stop the processes: no batch left to take (a call stopped by Ctrl-C had some), then
+    told to end; one still busy after 2 s is killed."""
+    with claims.get_lock():
+        claims[0] = 0
     for q in tasks:
         with contextlib.suppress(Exception):
             q.put(None)
