@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 import torch
@@ -114,11 +115,15 @@ def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(mon
         return SimpleNamespace(engine="engine")
 
     monkeypatch.setattr("transformer_mt.translate.exported.load_exported", load)
-    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)  # restored after the test
     monkeypatch.setattr(decode_speed, "_ENGINE", [])
-    decode_speed._engine_start("model", "cpu", 1, 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    # the whole environment restored after (the processes this worker starts later must not
+    # run oneDNN capped at AVX2)
+    before = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    with mock.patch.dict(os.environ):
+        os.environ.pop("ONEDNN_MAX_CPU_ISA", None)
+        decode_speed._engine_start("model", "cpu", 1, 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
     assert seen["isa"] == "AVX2" and decode_speed._ENGINE == ["engine"]
-    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert os.environ.get("ONEDNN_MAX_CPU_ISA") == before
     result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "'AVX2' is not KEY=VALUE" in result.stderr
