@@ -356,7 +356,7 @@ def compiled_decoding(args, translator, model, device) -> dict:
     from transformer_mt.decode.compiled import CompiledDecoding
 
     precision = resolve_precision(args.precision, device)
-    plain = translator.model if precision == "fp32" else model
+    plain = for_decoding(translator.model, precision, device, pack=False)
     with tempfile.TemporaryDirectory() as cache, mock.patch.dict(os.environ, MT_CACHE_DIR=cache):
         # compiles the graphs of lone sentences and of batches
         seconds = CompiledDecoding(model, plain).warm_up(precision, 5, batches=True)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers import run_cli
 from tests.toy import make_model
 from transformer_mt.decode import compiled
 from transformer_mt.internals import fastapi_private, torch_private, uvicorn_private, versions
@@ -47,6 +48,18 @@ def test_an_untested_torch_decodes_the_plain_way_with_one_warning(trained_run, u
     tested = Translator.load(best)  # the packed layouts, as on a tested torch
     assert tested.translate(SENTENCES, precision="fp32") == first
     assert again == first[:1]
+
+
+def test_bf16_decodes_where_onednn_cannot_pack_bf16(trained_run):
+    """bf16's weights are packed for oneDNN only where oneDNN computes in bf16: capped at AVX2
+    (``ONEDNN_MAX_CPU_ISA``, as on an AVX2 CPU) a bf16 decoding keeps ``nn.Linear`` layers
+    and translates, in a fresh process (oneDNN reads the cap once), as it does uncapped."""
+    best = str(trained_run[0] / "best.pt")
+    args = ["translate", "--checkpoint", best, "--precision", "bf16", *SENTENCES]
+    capped = run_cli(args, env={"ONEDNN_MAX_CPU_ISA": "AVX2"}, fresh_process=True)
+    assert capped.returncode == 0, capped.stderr
+    assert capped.stdout == run_cli(args, fresh_process=True).stdout
+    assert capped.stdout.count("\n") == len(SENTENCES)
 
 
 def test_an_untested_uvicorn_serves_without_the_header_deadline(untested, caplog):

@@ -43,8 +43,8 @@ pytestmark = pytest.mark.skipif(
 def bf16(one_layer_toy):
     """The one-layer toy's bf16 decoding copy, and its graphs compiled in bf16."""
     toy = one_layer_toy
-    model = for_decoding(toy, "bf16")
-    decoding = CompiledDecoding(model, model)
+    model = for_decoding(toy, "bf16")  # its linear layers packed for oneDNN
+    decoding = CompiledDecoding(model, for_decoding(toy, "bf16", pack=False))
     decoding.warm_up("bf16", BEAM, batches=True)
     return toy, model, decoding
 

@@ -314,17 +314,46 @@ def test_first_step_decodes_each_sentence_once(toy_model):
     assert torch.allclose(decode_step(once, fed), decode_step(every, fed), rtol=0, atol=tol)
 
 
-def test_bf16_weight_copy_computes_what_autocast_computes():
-    """Decoding casts the linear weights to bf16 once; under autocast that changes nothing."""
+def test_bf16_weight_copy_computes_what_autocast_computes(toy_model):
+    """Decoding casts the linear weights to bf16 once: kept as ``nn.Linear`` (what compiling
+    reads), under autocast that changes nothing; packed for oneDNN (how the CPU decodes), the
+    same products up to bf16's rounding and the same translations."""
     model = make_model()
-    fast = for_decoding(model, "bf16")
-    assert for_decoding(fast, "bf16") is fast  # converting again is a no-op
-    assert fast.decoder.project.weight.dtype == torch.bfloat16
+    plain = for_decoding(model, "bf16", pack=False)
+    assert for_decoding(plain, "bf16") is plain  # converting again is a no-op
+    assert isinstance(plain.decoder.project, torch.nn.Linear)
+    assert plain.decoder.project.weight.dtype == torch.bfloat16
     assert model.decoder.project.weight.dtype == torch.float32  # the original is untouched
-    assert fast.decoder.embed.embedding.weight.dtype == torch.float32  # untied in the copy
+    assert plain.decoder.embed.embedding.weight.dtype == torch.float32  # untied in the copy
     src, tgt = torch.randint(4, 30, (3, 8)), torch.randint(4, 25, (3, 6))
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        assert torch.equal(fast(src, tgt, source_mask(src)), model(src, tgt, source_mask(src)))
+        assert torch.equal(plain(src, tgt, source_mask(src)), model(src, tgt, source_mask(src)))
+    if not packing_available(torch.device("cpu"), bf16=True):
+        return  # (an AVX2 CPU: nn.Linear layers, as above)
+    packed = for_decoding(toy_model, "bf16")
+    assert for_decoding(packed, "bf16") is packed
+    layers = [m for m in packed.modules() if isinstance(m, (torch.nn.Linear, PackedLinear))]
+    assert layers and all(isinstance(m, PackedLinear) and m.weight.dtype == torch.bfloat16
+                          for m in layers)  # every one, the small ones too
+    plain = for_decoding(toy_model, "bf16", pack=False)
+    src = toy_sources(40, seed=3)
+    mask = source_mask(src)
+    tgt = torch.randint(4, toy_model.tgt_vocab_size, (40, 7))
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        ours, theirs = packed(src, tgt, mask), plain(src, tgt, mask)
+        assert ours.dtype == theirs.dtype
+        assert torch.allclose(ours.float(), theirs.float(), rtol=0,
+                              atol=0.02 * theirs.float().abs().max().item())
+        for beam in (1, 4):
+            assert [h.tokens for h in _best(packed, src, mask, beam)] == [
+                h.tokens for h in _best(plain, src, mask, beam)]
+
+
+def _best(model, src: torch.Tensor, mask: torch.Tensor, beam: int) -> list:
+    """Each sentence's translation, greedy's or the beam's best, as commands decode."""
+    if beam == 1:
+        return greedy(model, src, mask, use_cache=True)
+    return [h[0] for h in beam_search(model, src, mask, beam_size=beam, use_cache=True)]
 
 
 @pytest.mark.skipif(not packing_available(torch.device("cpu")), reason="no oneDNN in this torch")

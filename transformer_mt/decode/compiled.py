@@ -102,9 +102,9 @@ class CompiledDecoding(DecodingModel):
     It offers what search needs of a model (``cfg``, ``tgt_vocab_size``) and brings its own
     decoding state: the incremental decoder's, over ``model`` (the decoding copy,
     ``precision.for_decoding``), whose steps run the graphs :meth:`warm_up` loaded, compiled
-    over ``plain``: the same weights in ``nn.Linear`` layers, which inductor can read
-    (``model``'s oneDNN-packed ones it cannot). Each compiled graph keeps its own packed copy
-    of the decoder's weights.
+    over ``plain``: the same weights in ``nn.Linear`` layers (``for_decoding(..., pack=False)``),
+    which inductor can read (``model``'s oneDNN-packed ones it cannot). Each compiled graph
+    keeps its own packed copy of the decoder's weights.
     """
 
     def __init__(self, model: Transformer, plain: Transformer) -> None:

@@ -29,12 +29,14 @@ def compile_usable() -> bool:
     return tested("torch", TESTED, "--compile", "decoding runs without it")
 
 
-def packing_available(device: torch.device) -> bool:
-    """Whether linear weights are packed for oneDNN on ``device`` (the CPU's decoding
-    layouts; plain ``nn.Linear`` otherwise)."""
+def packing_available(device: torch.device, bf16: bool = False) -> bool:
+    """Whether linear weights (of bf16 with ``bf16``) are packed for oneDNN on ``device`` (the
+    CPU's decoding layouts; plain ``nn.Linear`` otherwise). oneDNN packs bf16 where it
+    computes in bf16 itself: not on an AVX2 CPU, nor where ``ONEDNN_MAX_CPU_ISA`` caps it so."""
     return (device.type == "cpu" and torch.backends.mkldnn.is_available()
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-            and tested("torch", TESTED, "the packed CPU layouts", "plain linear layers"))
+            and tested("torch", TESTED, "the packed CPU layouts", "plain linear layers")
+            and (not bf16 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())))
 
 
 def pack_linear_weight(weight: Tensor, rows_hint: int) -> Tensor:

@@ -195,8 +195,9 @@ class TorchEngine:
             copy = for_decoding(self.model, precision, self.device)
             if self.compile and isinstance(self.model, Transformer):
                 assert isinstance(copy, Transformer)
-                # fp32: the model's own nn.Linear layers (the copy's are packed for oneDNN)
-                compiled = CompiledDecoding(copy, self.model if precision == "fp32" else copy)
+                # compiled over nn.Linear layers (the copy's are packed for oneDNN)
+                compiled = CompiledDecoding(copy, for_decoding(self.model, precision,
+                                                               self.device, pack=False))
                 compiled.warm_up(precision, cfg.beam_size, lone=sentences == 1,
                                  batches=sentences > 1)
                 self._copies[precision] = compiled
