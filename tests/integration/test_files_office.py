@@ -149,7 +149,8 @@ def test_what_a_sentence_holds_stays_in_place(translator):
 
 
 def slides_with_graphics() -> bytes:
-    """A slide with a chart (its title) and a SmartArt graphic (its text and its drawing)."""
+    """A slide with a chart (its title, its categories' and its series' names) and a SmartArt
+    graphic (its text and its drawing)."""
     pptx = pytest.importorskip("pptx")
     from pptx.chart.data import CategoryChartData
     from pptx.enum.chart import XL_CHART_TYPE
@@ -163,7 +164,8 @@ def slides_with_graphics() -> bytes:
     presentation = pptx.Presentation()
     slide = presentation.slides.add_slide(presentation.slide_layouts[6])
     data = CategoryChartData()
-    data.categories, _ = ["a", "b"], data.add_series("s", (1, 2))
+    data.categories = ["Zwei Hunde", "Eine Katze"]
+    data.add_series("Tiere im Schnee", (1, 2))
     chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, 0, 0, Inches(4), Inches(3),
                                    data).chart
     chart.has_title = True
@@ -189,8 +191,9 @@ def slides_with_graphics() -> bytes:
 
 
 def test_a_presentations_charts_and_smartart_are_translated(translator):
-    """A chart's title and a SmartArt graphic's text, in its data and in the drawing shown,
-    are translated (python-pptx's shapes do not reach them: they stayed in German)."""
+    """A chart's title and its categories' and series' names, and a SmartArt graphic's text,
+    in its data and in the drawing shown, are translated (python-pptx's shapes do not reach
+    them: they stayed in German); its numbers stay as they are."""
     source = slides_with_graphics()
     before, after = (parts(data, "ppt/") for data in (
         source, translate_file(translator, "talk.pptx", source)))
@@ -201,6 +204,14 @@ def test_a_presentations_charts_and_smartart_are_translated(translator):
             assert len(new) == len(old) == 1 and new[0].strip() and new[0] != old[0], name
             found += 1
     assert found == 3
+    chart = "ppt/charts/chart1.xml"
+    c = {"c": "http://schemas.openxmlformats.org/drawingml/2006/chart"}
+    labels = [x[chart].xpath("//c:strCache//c:v/text()", namespaces=c) for x in (before, after)]
+    assert labels[0] == ["Tiere im Schnee", "Zwei Hunde", "Eine Katze"]  # series, categories
+    assert len(labels[1]) == 3 and all(new.strip() and new != old
+                                       for old, new in zip(*labels, strict=True)), labels
+    numbers = [x[chart].xpath("//c:numCache//c:v/text()", namespaces=c) for x in (before, after)]
+    assert numbers[0] == numbers[1] == ["1", "2"]  # the data: not text
 
 
 def odf_presentation() -> bytes:

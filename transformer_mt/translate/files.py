@@ -18,7 +18,8 @@ server's ``/translate_file``.
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
-  tables, charts' titles, SmartArt graphics and speaker notes, runs as for Word;
+  tables, charts' titles and their categories' and series' names, SmartArt graphics and
+  speaker notes, runs as for Word;
   ``python-pptx`` (the ``files`` extra), the same limits.
 - OpenDocument texts (``.odt``) and presentations (``.odp``): every paragraph and heading
   (body, tables, frames, notes, headers and footers; slides and their speaker notes), spans

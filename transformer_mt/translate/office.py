@@ -20,8 +20,10 @@ def word_runs(document: Any) -> list[list[Group]]:
 
 
 def slide_runs(presentation: Any) -> list[list[Group]]:
-    """A presentation's paragraphs (``_slide_paragraphs``) as groups of runs."""
-    return [_slide_groups(paragraph) for paragraph in _slide_paragraphs(presentation)]
+    """A presentation's paragraphs (``_slide_paragraphs``) and its charts' labels
+    (``_chart_labels``, each a paragraph of its own) as groups of runs."""
+    return [_slide_groups(paragraph) for paragraph in _slide_paragraphs(presentation)] + [
+        _grouped([(None, label)], "text") for label in _chart_labels(presentation)]
 
 
 def odf_runs(document: Any) -> list[list[Group]]:
@@ -162,6 +164,19 @@ def _slide_paragraphs(presentation: Any) -> list[Any]:
     return [p for part in presentation.part.package.iter_parts()
             if part.content_type.endswith(SLIDE_PARTS) and hasattr(part, "_element")
             for p in part._element.iter(qn("a:p"))]
+
+
+def _chart_labels(presentation: Any) -> list[Any]:
+    """The names a chart shows from its data, its categories' and its series' (each a ``c:v``
+    of a string cache: ``c:strCache``, ``c:multiLvlStrCache`` for categories on several
+    levels), not its numbers. The chart's workbook keeps its own copy of its data: edited
+    there, the chart takes the workbook's names back."""
+    from pptx.oxml.ns import qn
+
+    return [value for part in presentation.part.package.iter_parts()
+            if part.content_type.endswith("drawingml.chart+xml") and hasattr(part, "_element")
+            for cache in part._element.iter(qn("c:strCache"), qn("c:multiLvlStrCache"))
+            for value in cache.iter(qn("c:v"))]
 
 
 # Word's parts that hold text to translate, by the end of their content type
