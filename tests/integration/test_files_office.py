@@ -204,14 +204,53 @@ def test_a_presentations_charts_and_smartart_are_translated(translator):
             assert len(new) == len(old) == 1 and new[0].strip() and new[0] != old[0], name
             found += 1
     assert found == 3
-    chart = "ppt/charts/chart1.xml"
-    c = {"c": "http://schemas.openxmlformats.org/drawingml/2006/chart"}
-    labels = [x[chart].xpath("//c:strCache//c:v/text()", namespaces=c) for x in (before, after)]
-    assert labels[0] == ["Tiere im Schnee", "Zwei Hunde", "Eine Katze"]  # series, categories
-    assert len(labels[1]) == 3 and all(new.strip() and new != old
-                                       for old, new in zip(*labels, strict=True)), labels
-    numbers = [x[chart].xpath("//c:numCache//c:v/text()", namespaces=c) for x in (before, after)]
-    assert numbers[0] == numbers[1] == ["1", "2"]  # the data: not text
+    (names, numbers), (translated, kept) = (chart_labels(x["ppt/charts/chart1.xml"])
+                                            for x in (before, after))
+    assert names == ["Tiere im Schnee", "Zwei Hunde", "Eine Katze"]  # series, categories
+    assert len(translated) == 3 and all(n.strip() and n != o
+                                        for o, n in zip(names, translated, strict=True))
+    assert numbers == kept == ["1", "2"]  # the data: not text
+
+
+CHART_NS = {"c": "http://schemas.openxmlformats.org/drawingml/2006/chart"}
+
+
+def chart_labels(chart: etree._Element) -> tuple[list[str], list[str]]:
+    """A chart's names from its data (its series', its categories') and its numbers."""
+    return tuple(chart.xpath(f"//c:{cache}//c:v/text()", namespaces=CHART_NS)
+                 for cache in ("strCache", "numCache"))
+
+
+def test_a_word_documents_charts_are_translated(translator):
+    """A chart in a Word document (python-docx keeps it as bytes): its title and its
+    categories' and series' names translated, its numbers as they were."""
+    document = docx.Document()
+    document.add_paragraph("Ein Mann fährt Fahrrad.")
+    a = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+    cache = "".join(f'<c:pt idx="{i}"><c:v>{v}</c:v></c:pt>' for i, v in enumerate(
+        ["Zwei Hunde", "Eine Katze"]))
+    xml = (f'<c:chartSpace xmlns:c="{CHART_NS["c"]}" {a}><c:chart><c:title><c:tx><c:rich>'
+           '<a:bodyPr/><a:p><a:r><a:rPr lang="de-DE"/><a:t>Zwei Hunde spielen im Schnee.</a:t>'
+           '</a:r></a:p></c:rich></c:tx></c:title><c:plotArea><c:barChart><c:ser><c:tx>'
+           '<c:strRef><c:strCache><c:pt idx="0"><c:v>Tiere im Schnee</c:v></c:pt></c:strCache>'
+           f'</c:strRef></c:tx><c:cat><c:strRef><c:strCache>{cache}</c:strCache></c:strRef>'
+           '</c:cat><c:val><c:numRef><c:numCache><c:pt idx="0"><c:v>1</c:v></c:pt><c:pt idx="1">'
+           '<c:v>2</c:v></c:pt></c:numCache></c:numRef></c:val></c:ser></c:barChart></c:plotArea>'
+           '</c:chart></c:chartSpace>')
+    document.part.relate_to(XmlPart(PackURI("/word/charts/chart1.xml"), CONTENT_TYPE.DML_CHART,
+                                    parse_xml(xml), document.part.package),
+                            RELATIONSHIP_TYPE.CHART)
+    source = io.BytesIO()
+    document.save(source)
+    before, after = (parts(data)["word/charts/chart1.xml"] for data in (
+        source.getvalue(), translate_file(translator, "report.docx", source.getvalue())))
+    old, new = (texts(x, "//a:p[.//a:t]") for x in (before, after))
+    assert len(new) == 1 and new[0].strip() and new[0] != old[0]
+    (names, numbers), (translated, kept) = chart_labels(before), chart_labels(after)
+    assert names == ["Tiere im Schnee", "Zwei Hunde", "Eine Katze"]
+    assert len(translated) == 3 and all(n.strip() and n != o
+                                        for o, n in zip(names, translated, strict=True))
+    assert numbers == kept == ["1", "2"]
 
 
 def odf_presentation() -> bytes:

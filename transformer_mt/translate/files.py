@@ -10,7 +10,8 @@ server's ``/translate_file``.
   its tags (``<i>``, ``<b>``, ``<font>``, ``{\\an8}``) kept around their words;
   read and written by the ``srt`` package (the ``files`` extra).
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
-  controls, text boxes, every header and footer, footnotes, endnotes, comments), with each
+  controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
+  titles and their categories' and series' names), with each
   run's formatting and what else it holds (a footnote's reference, a picture), fields kept
   as they are (a page number; a link's text translated): a paragraph's runs, in groups
   formatted alike, read as one flow, a sentence across groups (a bold word in it) translated

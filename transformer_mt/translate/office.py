@@ -15,15 +15,20 @@ from transformer_mt.packages import imported
 
 
 def word_runs(document: Any) -> list[list[Group]]:
-    """A Word document's paragraphs (``_paragraphs``) as groups of runs."""
-    return [_grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)]
+    """A Word document's paragraphs (``_paragraphs``) and its charts' (``_chart_runs``) as
+    groups of runs."""
+    return [_grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)
+            ] + _chart_runs([part.element for part in document.part.package.iter_parts()
+                             if part.content_type.endswith(CHART) and hasattr(part, "element")])
 
 
 def slide_runs(presentation: Any) -> list[list[Group]]:
-    """A presentation's paragraphs (``_slide_paragraphs``) and its charts' labels
-    (``_chart_labels``, each a paragraph of its own) as groups of runs."""
-    return [_slide_groups(paragraph) for paragraph in _slide_paragraphs(presentation)] + [
-        _grouped([(None, label)], "text") for label in _chart_labels(presentation)]
+    """A presentation's paragraphs (``_slide_paragraphs``) and its charts' (``_chart_runs``)
+    as groups of runs."""
+    charts = [part._element for part in presentation.part.package.iter_parts()
+              if part.content_type.endswith(CHART) and hasattr(part, "_element")]
+    return [_drawing_groups(paragraph) for paragraph in _slide_paragraphs(presentation)
+            ] + _chart_runs(charts)
 
 
 def odf_runs(document: Any) -> list[list[Group]]:
@@ -158,25 +163,30 @@ def open_slides(stream: Any) -> Any:
 
 def _slide_paragraphs(presentation: Any) -> list[Any]:
     """Every paragraph (``a:p``) of a presentation's slides wherever it is (shapes, groups,
-    tables), of its speaker notes, charts' titles and SmartArt graphics."""
+    tables), of its speaker notes and SmartArt graphics (its charts': ``_chart_runs``)."""
     from pptx.oxml.ns import qn
 
     return [p for part in presentation.part.package.iter_parts()
-            if part.content_type.endswith(SLIDE_PARTS) and hasattr(part, "_element")
+            if part.content_type.endswith(SLIDE_PARTS) and not part.content_type.endswith(CHART)
+            and hasattr(part, "_element")
             for p in part._element.iter(qn("a:p"))]
 
 
-def _chart_labels(presentation: Any) -> list[Any]:
-    """The names a chart shows from its data, its categories' and its series' (each a ``c:v``
-    of a string cache: ``c:strCache``, ``c:multiLvlStrCache`` for categories on several
-    levels), not its numbers. The chart's workbook keeps its own copy of its data: edited
-    there, the chart takes the workbook's names back."""
-    from pptx.oxml.ns import qn
+CHART = "drawingml.chart+xml"  # a chart's part, by the end of its content type
+DRAWING = "{http://schemas.openxmlformats.org/drawingml/2006/main}"  # DrawingML's namespace
+CHARTS = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 
-    return [value for part in presentation.part.package.iter_parts()
-            if part.content_type.endswith("drawingml.chart+xml") and hasattr(part, "_element")
-            for cache in part._element.iter(qn("c:strCache"), qn("c:multiLvlStrCache"))
-            for value in cache.iter(qn("c:v"))]
+
+def _chart_runs(charts: list[Any]) -> list[list[Group]]:
+    """Charts' paragraphs (their titles: ``a:p``) and the names they show from their data, their
+    categories' and their series' (each a ``c:v`` of a string cache: ``c:strCache``,
+    ``c:multiLvlStrCache`` for categories on several levels; each a paragraph of its own), not
+    their numbers. A chart's workbook keeps its own copy of its data: edited there, the chart
+    takes the workbook's names back."""
+    return [_drawing_groups(p) for chart in charts for p in chart.iter(f"{DRAWING}p")] + [
+        _grouped([(None, value)], "text") for chart in charts
+        for cache in chart.iter(f"{CHARTS}strCache", f"{CHARTS}multiLvlStrCache")
+        for value in cache.iter(f"{CHARTS}v")]
 
 
 # Word's parts that hold text to translate, by the end of their content type
@@ -185,13 +195,14 @@ WORD_PARTS = ("document.main+xml", "header+xml", "footer+xml", "footnotes+xml",
 
 
 def open_word(stream: Any) -> Any:
-    """A Word document (python-docx's ``Document``), its footnotes and endnotes read as XML
-    parts too (python-docx keeps them as bytes)."""
+    """A Word document (python-docx's ``Document``), its footnotes, endnotes and charts read as
+    XML parts too (python-docx keeps them as bytes)."""
     docx = imported("docx", "a Word document (.docx)")
     from docx.opc.constants import CONTENT_TYPE
     from docx.opc.part import PartFactory, XmlPart
 
-    for content_type in (CONTENT_TYPE.WML_FOOTNOTES, CONTENT_TYPE.WML_ENDNOTES):
+    for content_type in (CONTENT_TYPE.WML_FOOTNOTES, CONTENT_TYPE.WML_ENDNOTES,
+                         CONTENT_TYPE.DML_CHART):
         PartFactory.part_type_for.setdefault(content_type, XmlPart)
     return docx.Document(stream)
 
@@ -207,28 +218,52 @@ def _paragraphs(document: Any) -> list[Any]:
             for p in part.element.iter(qn("w:p"))]
 
 
-def _slide_groups(paragraph: Any) -> list[Group]:
-    """A slide paragraph's runs with text, line breaks and fields (``_slide_inner``), in
-    groups of neighbours formatted alike (``_grouped``)."""
+def _drawing_groups(paragraph: Any) -> list[Group]:
+    """A DrawingML paragraph's (``a:p``: a slide's, a chart's) runs with text, line breaks and
+    fields (``_drawing_inner``), in groups of neighbours formatted alike (``_grouped``)."""
     runs: list[tuple[object, Any]] = []
-    for run in _slide_inner(paragraph):
-        properties = None if isinstance(run, _Held) else run._r.rPr
-        runs.append(("" if properties is None else properties.xml, run))
+    for run in _drawing_inner(paragraph):
+        properties = None if isinstance(run, _Held) else run.r.find(f"{DRAWING}rPr")
+        runs.append(("" if properties is None else _xml(properties), run))
     return _grouped(runs, "text")
 
 
-def _slide_inner(paragraph: Any) -> list[Any]:
-    """A slide paragraph's (``a:p``) runs, line breaks and fields (``a:br``, ``a:fld``, which
-    python-pptx's runs leave out), in order."""
-    from pptx.text.text import _Run
+def _xml(element: Any) -> str:
+    from lxml import etree
+
+    return str(etree.tostring(element, encoding="unicode"))
+
+
+class _DrawingRun:
+    """A DrawingML run (``a:r``) whose text (its ``a:t``) is replaced where it is."""
+
+    def __init__(self, r: Any) -> None:
+        self.r = r
+
+    @property
+    def text(self) -> str:
+        t = self.r.find(f"{DRAWING}t")
+        return "" if t is None or t.text is None else str(t.text)
+
+    @text.setter
+    def text(self, value: str) -> None:
+        t = self.r.find(f"{DRAWING}t")
+        if t is not None:
+            t.text = value
+
+
+def _drawing_inner(paragraph: Any) -> list[Any]:
+    """A DrawingML paragraph's runs, line breaks and fields (``a:r``, ``a:br``, ``a:fld``), in
+    order."""
 
     def gone(br: Any, text: str) -> None:  # a line break ends a sentence: never shared
         br.getparent().remove(br)
 
-    return [_Run(child, paragraph) if child.tag.endswith("}r") else
-            _Held("\n", functools.partial(gone, child)) if child.tag.endswith("}br") else
+    return [_DrawingRun(child) if child.tag == f"{DRAWING}r" else
+            _Held("\n", functools.partial(gone, child)) if child.tag == f"{DRAWING}br" else
             _Held(child.text or "")  # a field (a date, the slide's number): kept
-            for child in paragraph if child.tag.endswith(("}r", "}br", "}fld"))]
+            for child in paragraph if child.tag in (f"{DRAWING}r", f"{DRAWING}br",
+                                                    f"{DRAWING}fld")]
 
 
 # what holds a Word paragraph's runs inside it (a link, a content control, a tracked insertion)
