@@ -353,3 +353,19 @@ def test_office_documents_say_they_are_in_the_target_language(translator):
     said = [(p.getAttrNS(FONS, "language"), p.getAttrNS(FONS, "country"))
             for p in out.getElementsByType(style.TextProperties)]
     assert said == [("en", None)]
+
+
+def test_a_slide_runs_text_is_written_as_python_pptx_writes_it():
+    """A translation written into a DrawingML run (a slide's, a chart's): a control character,
+    which XML cannot hold, escaped as Office and python-pptx escape it; tabs and newlines as
+    they are."""
+    pytest.importorskip("pptx")
+    from pptx.oxml.text import CT_RegularTextRun
+
+    from transformer_mt.translate.office import _DrawingRun
+
+    text = "Ein" + "".join(map(chr, range(32))) + "Hund läuft."
+    run = _DrawingRun(etree.fromstring(f'<a:r {nsdecls("a")}><a:t>x</a:t></a:r>'))
+    run.text = text
+    assert run.text == CT_RegularTextRun._escape_ctrl_chars(text)
+    assert "\t\n" in run.text and "_x0007_" in run.text

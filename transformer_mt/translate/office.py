@@ -8,6 +8,7 @@ sentence in the file as in a text."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -248,8 +249,8 @@ class _DrawingRun:
     @text.setter
     def text(self, value: str) -> None:
         t = self.r.find(f"{DRAWING}t")
-        if t is not None:
-            t.text = value
+        if t is not None:  # a control character XML cannot hold written as Office writes it
+            t.text = re.sub(r"[\x00-\x08\x0b-\x1f]", lambda c: f"_x{ord(c[0]):04X}_", value)
 
 
 def _drawing_inner(paragraph: Any) -> list[Any]:
