@@ -11,6 +11,12 @@ where it lands is scored: the <b> holds its translation alone, ``exact``, or wit
 against the references, the plain sentences' for comparison, the placement, and ``ratio``: the
 BLEU of ours against the pieces', measured in the same run. Asserts that each page's text is its
 sentence's translation.
+
+And subtitles (``subtitles`` in the record): each sentence of 4 words or more cut at its middle
+word into two subtitles of an .srt, the file translated as ``mt translate --input`` does (a
+sentence across subtitles translated whole, shared out by attention) against each subtitle
+translated on its own; BLEU of each sentence's subtitles joined, their ``ratio``, and how many
+subtitles came out without a word.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import random
 import re
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,6 +35,7 @@ from bench.common import on_a_test_set
 from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
 from transformer_mt.translate.documents import split_html, translate_split
+from transformer_mt.translate.files import translate_file
 
 LEXICON = dict(  # German nouns of Multi30k with one usual English translation
     Mann="man", Frau="woman", Hund="dog", Kind="child", Mädchen="girl", Junge="boy",
@@ -99,6 +107,39 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
                         "pieces": placed(theirs, gold)}
     out["ratio"] = round(out["ours"]["bleu"] / out["pieces"]["bleu"], 3) \
         if out["pieces"]["bleu"] else None
+    out["subtitles"] = subtitles(translator, sources, refs)
+    return out
+
+
+def subtitles(translator: Translator, sources: list[str], refs: list[str]) -> dict:
+    """The sentences as subtitles, two for each of 4 words or more: the .srt translated whole
+    against each subtitle on its own."""
+    import srt
+
+    cues, owner = [], []  # each subtitle's text, and the sentence it is of
+    for i, sentence in enumerate(sources):
+        words = sentence.split()
+        halves = [words] if len(words) < 4 else [words[:len(words) // 2],
+                                                 words[len(words) // 2:]]
+        cues += [" ".join(half) for half in halves]
+        owner += [i] * len(halves)
+    file = srt.compose([srt.Subtitle(n + 1, timedelta(seconds=2 * n),
+                                     timedelta(seconds=2 * n + 1.5), text)
+                        for n, text in enumerate(cues)])
+    start = time.perf_counter()
+    ours = [s.content for s in srt.parse(translate_file(translator, "bench.srt",
+                                                        file.encode()).decode())]
+    seconds = time.perf_counter() - start
+    alone = translator.translate(cues, form="text")
+    out: dict = {"subtitles": len(cues), "sentences_cut": len(cues) - len(sources)}
+    for name, texts in (("ours", ours), ("alone", alone)):
+        joined = [" ".join(" ".join(t for t, o in zip(texts, owner, strict=True) if o == i)
+                           .split()) for i in range(len(sources))]
+        out[name] = {**_scores(joined, refs, translator.config.data.tgt_lang,
+                               seconds if name == "ours" else None),
+                     "wordless": sum(not re.search(r"\w", t) for t in texts)}
+    out["ratio"] = round(out["ours"]["bleu"] / out["alone"]["bleu"], 3) \
+        if out["alone"]["bleu"] else None
     return out
 
 

@@ -189,6 +189,28 @@ def test_subtitles_keep_their_tags_around_their_words(translator):
     assert "&amp;" not in out[1].content
 
 
+def test_a_sentence_across_subtitles_is_translated_whole_and_shared_out(translator):
+    """A sentence that runs on into the next subtitles (up to 3) is translated whole, each of
+    them showing a part of its translation (one with words gets words), timings and tags as
+    they were; a subtitle that ends a sentence is not joined to the next."""
+    cues = ["Ein Mann fährt", "<i>mit dem Fahrrad.</i>", "Zwei Hunde spielen im Schnee.",
+            "Eine Frau", "liest", "ein", "Buch."]
+    subtitles = "".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},900\n{cue}\n\n"
+                        for i, cue in enumerate(cues, 1))
+    out = list(srt.parse(translate_file(translator, "film.srt", subtitles.encode()).decode()))
+    assert [(s.index, s.start, s.end) for s in out] == [
+        (s.index, s.start, s.end) for s in srt.parse(subtitles)]
+    texts = [re.sub(r"<[^>]+>", "", s.content) for s in out]
+    wholes = ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde spielen im Schnee.",
+              "Eine Frau liest ein", "Buch."]  # the third: 3 subtitles at most
+    blocks = [(0, 2), (2, 3), (3, 6), (6, 7)]
+    for (a, b), translation in zip(blocks, translator.translate(wholes), strict=True):
+        assert " ".join(" ".join(texts[a:b]).split()) == translation
+        if len(re.findall(r"\w+", translation)) >= b - a:  # enough words to go round
+            assert all(re.search(r"\w", text) for text in texts[a:b])
+    assert out[1].content.startswith("<i>") and out[1].content.endswith("</i>")
+
+
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):
     for name, text in FILES.items():
         source = tmp_path / name

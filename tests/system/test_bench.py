@@ -364,7 +364,8 @@ def test_glossary_benchmark_holds_every_term_and_reports_a_ratio(trained_run):
 def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     """bench/inline_markup.py on the toy test set: each page's text is its sentence's
     translation (the bench asserts it, so their BLEU is equal), the pieces translated apart
-    score otherwise, and ``ratio`` is the quotient of the two BLEUs."""
+    score otherwise, and ``ratio`` is the quotient of the two BLEUs; the same for the
+    sentences as subtitles."""
     record = json.loads(_bench("bench/inline_markup.py", "--checkpoint",
                                str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                "--max-sentences", "8").stdout)
@@ -374,3 +375,8 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
         assert 0 <= found["exact"] <= found["within2"] <= 1
     ours, theirs = record["ours"]["bleu"], record["pieces"]["bleu"]
     assert record["ratio"] == (round(ours / theirs, 3) if theirs else None)
+    subtitles = record["subtitles"]  # the sentences as subtitles, two for the longer ones
+    assert subtitles["subtitles"] == 8 + subtitles["sentences_cut"] > 8
+    ours, theirs = subtitles["ours"]["bleu"], subtitles["alone"]["bleu"]
+    assert subtitles["ratio"] == (round(ours / theirs, 3) if theirs else None)
+    assert 0 <= subtitles["ours"]["wordless"] <= subtitles["sentences_cut"]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_mt.translate.documents import split_flow, split_html
+from transformer_mt.translate.files import _running_on, split_tagged
 from transformer_mt.translate.inline import UNIT, share
 
 WORDS = st.text(alphabet="abcdefgÄöß0123", min_size=1, max_size=6)
@@ -55,15 +56,15 @@ def test_a_translation_that_is_its_source_comes_back_in_the_sources_pieces(case)
 def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, translation, links,
                                                                        bare):
     """Whichever pieces are bare (text outside markup); the last piece, if bare, may go
-    without a word."""
+    without a word, unless the share is ``closed`` (subtitles)."""
     source, cuts = case
     bare = (bare + [False] * (len(cuts) + 1))[:len(cuts) + 1]
-    for given_links in (None, links):
-        shares = share(source, cuts, translation, given_links, bare=bare)
+    for given_links, closed in itertools.product((None, links), (False, True)):
+        shares = share(source, cuts, translation, given_links, bare=bare, closed=closed)
         assert "".join(shares) == translation and len(shares) == len(cuts) + 1
         worded = [any(c.isalnum() for c in p) for p in _pieces(source, cuts)]
         words = [w for w in UNIT.findall(translation) if any(c.isalnum() for c in w)]
-        needs = [*worded[:-1], worded[-1] and not bare[-1]]
+        needs = [*worded[:-1], worded[-1] and (closed or not bare[-1])]
         if len(words) >= sum(worded):  # enough to go round: each worded piece gets a word
             assert all(any(c.isalnum() for c in s)
                        for s, w in zip(shares, needs, strict=True) if w)
@@ -126,6 +127,8 @@ def test_the_words_after_the_last_markup_may_all_move_before_it():
         "building"  # markup after it (not bare) keeps a word
     shares = share(source, [21, 28], translation, links, [False, True, False], [True, False, True])
     assert re.search(r"\w", shares[2])  # and text after a field: it places the field
+    shares = share(source, [21, 28], translation, links, bare=[True, False, True], closed=True)
+    assert re.search(r"\w", shares[2])  # and a subtitle's: every subtitle shows words
     source = "Ein Mann mit Hut."  # Ein <b>Mann</b> mit Hut.
     translation = "A man with a hat."
     reads = {"A": 4, "man": 9, "with": 13, "a": 13, "hat": 16, ".": 16}  # a word ahead
@@ -148,6 +151,32 @@ def test_a_flow_rebuilds_each_piece_and_keeps_what_lies_between_sentences():
     out = flow.rebuild(["A man rides a bike.", "Two dogs play.", "A woman."])
     assert "".join(out) == "A man rides a bike. Two dogs play.\n  A woman."
     assert out[1] == "bike" and out[3] == "play" and out[4].endswith(".\n  A woman.")
+
+
+def test_subtitles_that_run_on_are_one_flow_each_given_back_with_its_tags():
+    """A sentence across subtitles is one sentence; each subtitle gets its share of the
+    translation (the last one too, as it holds words), its tags where they were."""
+    texts = ["Ein Mann in einem <i>blauen</i> Hemd", "fährt <b>Fahrrad</b>. Zwei", "Hunde."]
+    doc = split_tagged(texts, "de")
+    assert doc.sentences == ["Ein Mann in einem blauen Hemd fährt Fahrrad.", "Zwei Hunde."]
+    assert doc.cuts == [[18, 24, 30, 36, 43], [5]]
+    assert doc.rebuild(doc.sentences) == texts
+    translation = "A man in a blue shirt rides his bike."
+    reads = {"A": 0, "man": 4, "in": 9, "a": 12, "blue": 18, "shirt": 25, "rides": 30,
+             "his": 36, "bike": 36, ".": 43}
+    links = [(o, reads[w]) for w, o in _offsets(translation)]
+    assert doc.rebuild([translation, "Two dogs."], [links, None]) == [
+        "A man in a <i>blue</i> shirt", "rides <b>his bike</b>. Two", "dogs."]
+    # every word read the first subtitle: each still gets words, in order
+    everything_first = [(o, 0) for o, _ in links]
+    out = doc.rebuild([translation, "Two dogs."], [everything_first, [(0, 0), (4, 0)]])
+    assert all(re.search(r"\w", re.sub("<[^>]+>", "", text)) for text in out)
+    assert " ".join(re.sub("<[^>]+>", "", t) for t in out) == f"{translation} Two dogs."
+    assert [re.findall("<[^>]+>", t) for t in out] == [["<i>", "</i>"], ["<b>", "</b>"], []]
+    # which subtitles run on: to the end of a sentence ("..." ends one), 3 at most, one
+    # without words alone
+    texts = ["Ein Mann", "<i>fährt.</i>", "Er", "♪", "fällt...", "a", "b", "c", "d"]
+    assert _running_on(texts) == [(0, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9)]
 
 
 def test_html_reads_a_sentence_across_inline_elements_and_code_but_not_across_blocks():

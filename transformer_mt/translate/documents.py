@@ -107,14 +107,15 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
 
 
 def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
-               bare: Sequence[bool] = ()) -> Document[list[str]]:
+               bare: Sequence[bool] = (), closed: bool = False) -> Document[list[str]]:
     """Text in pieces that run on (a paragraph's text nodes or runs, formatted apart): the
     sentences of the pieces joined; rebuilding gives each piece its text again, the spacing
     between sentences kept and a sentence across pieces shared out among them. A ``kept``
     piece (inline code) is read as part of its sentence and comes back as it was, the words
     of the translation that read it left out; text in kept pieces alone is no sentence. Words
     the translation moves are moved between ``bare`` pieces (text outside any markup) rather
-    than into markup or out of it (``inline.share``)."""
+    than into markup or out of it (``inline.share``); ``closed``: the last piece too gets a
+    word of its sentence if it holds one."""
     text = "".join(pieces)
     ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
     keep = [bool(k) for k in kept] or [False] * len(pieces)
@@ -131,7 +132,7 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
             first = bisect.bisect_right(ends, a)  # the piece the sentence begins in
             around = slice(first, first + len(cut) + 1)
             shares = share(text[a:b], cut, translation, link, keep[around],
-                           loose[around]) if cut else [translation]
+                           loose[around], closed) if cut else [translation]
             for i, part in enumerate(shares):
                 out[first + i] += part
             at = b
@@ -169,28 +170,6 @@ def split_text(text: str, lang: str) -> Document[str]:
     """A plain text: its sentences, and the spacing between them kept on rebuilding."""
     flow = split_flow([text], lang)
     return Document(flow.sentences, flow.cuts, lambda t, links: flow.rebuild_with(t, links)[0])
-
-
-# a subtitle's markup: SubRip's HTML-like tags (<i>, <b>, <u>, <font color="...">) and the
-# override tags players read ({\an8})
-TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|\{\\[^{}]*\})")
-
-
-def split_tagged(text: str, lang: str) -> Document[str]:
-    """Text with inline tags (a subtitle's: not HTML, its ``&`` is an ampersand): the text
-    between the tags as one flow (:func:`split_flow`; the text outside them ``bare``), the tags
-    kept as they are."""
-    parts = TAG.split(text)  # text, tag, text, ..., text
-    depth = [0, *itertools.accumulate((tag[:2] != "</") - (tag[:2] == "</") if tag[:1] == "<"
-                                      else 0 for tag in parts[1::2])]
-    flow = split_flow(parts[0::2], lang, bare=[d <= 0 for d in depth])
-
-    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
-        out = list(parts)
-        out[0::2] = flow.rebuild_with(translations, links)
-        return "".join(out)
-
-    return Document(flow.sentences, flow.cuts, rebuild)
 
 
 def split_html(text: str, lang: str, xml: bool = False,

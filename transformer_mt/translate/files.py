@@ -5,10 +5,12 @@ server's ``/translate_file``.
   sentences (``documents.py``).
 - HTML (``.html``, ``.htm``): the markup as it was, text in ``translate="no"``, scripts and
   styles untouched (``documents.py``).
-- SubRip subtitles (``.srt``): each subtitle's number and timings as they were, its text
-  translated whole (its lines joined, and the translation wrapped on as many lines again),
-  its tags (``<i>``, ``<b>``, ``<font>``, ``{\\an8}``) kept around their words;
-  read and written by the ``srt`` package (the ``files`` extra).
+- SubRip subtitles (``.srt``): each subtitle's number and timings as they were, its lines
+  joined and the translation wrapped on as many lines again, its tags (``<i>``, ``<b>``,
+  ``<font>``, ``{\\an8}``) kept around their words; a sentence that runs on into the next
+  subtitles (up to 3) translated whole and shared out among them along attention (each shows
+  a part of it, :func:`split_tagged`), not each fragment alone; read and written by the
+  ``srt`` package (the ``files`` extra).
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
   controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
   titles and their categories' and series' names), with each
@@ -52,9 +54,9 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
+    Links,
     split_document,
     split_flow,
-    split_tagged,
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
@@ -135,13 +137,68 @@ def _subtitles(name: str, text: str, lang: str) -> FileText:
         raise MTError(f"'{name}' is not a SubRip (.srt) file: "
                       f"{str(exc).splitlines()[0]}") from None
 
-    def rebuild(translations: list[str]) -> bytes:
+    def rebuild(translations: list[list[str]]) -> bytes:
+        texts = [text for block in translations for text in block]
         out = [srt.Subtitle(s.index, s.start, s.end, _wrap(t, s.content.count("\n") + 1),
-                            s.proprietary) for s, t in zip(subtitles, translations, strict=True)]
+                            s.proprietary) for s, t in zip(subtitles, texts, strict=True)]
         return str(srt.compose(out, reindex=False)).encode("utf-8")
 
     texts = [" ".join(s.content.split()) for s in subtitles]
-    return FileText([split_tagged(t, lang) for t in texts], sum(map(len, texts)), rebuild)
+    return FileText([split_tagged(texts[a:b], lang) for a, b in _running_on(texts)],
+                    sum(map(len, texts)), rebuild)
+
+
+# a subtitle's markup: SubRip's HTML-like tags (<i>, <b>, <u>, <font color="...">) and the
+# override tags players read ({\an8})
+TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|\{\\[^{}]*\})")
+
+
+def split_tagged(texts: Sequence[str], lang: str) -> Document[list[str]]:
+    """Texts with inline tags that run on (subtitles, a sentence across them; not HTML: an
+    ``&`` is an ampersand): the text between the tags, a space between the texts, as one flow
+    (:func:`split_flow`; the text outside tags ``bare``; each text that holds a word gets one
+    of its sentence's translation), the tags kept as they are; rebuilding gives each text
+    back."""
+    split = [TAG.split(text) for text in texts]  # each: text, tag, text, ..., text
+    pieces: list[str] = []
+    bare: list[bool] = []
+    for n, parts in enumerate(split):
+        depth = [0, *itertools.accumulate((tag[:2] != "</") - (tag[:2] == "</")
+                                          if tag[:1] == "<" else 0 for tag in parts[1::2])]
+        pieces += parts[0::2]
+        pieces[-1] += " " if n + 1 < len(split) else ""  # between this text and the next
+        bare += [d <= 0 for d in depth]
+    flow = split_flow(pieces, lang, bare=bare, closed=True)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
+        shared, out = iter(flow.rebuild_with(translations, links)), []
+        for parts in split:
+            parts = list(parts)
+            parts[0::2] = [next(shared) for _ in parts[0::2]]
+            out.append("".join(parts).strip())
+        return out
+
+    return Document(flow.sentences, flow.cuts, rebuild)
+
+
+SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a subtitle's last words end a sentence
+MOST_JOINED = 3  # subtitles read as one text at most (a sentence across them)
+
+
+def _running_on(texts: list[str]) -> list[tuple[int, int]]:
+    """The subtitles that run on, (first, past the last): each with the next while its words
+    end no sentence (its tags aside; one that ends "...", as a sentence breaks off, ends
+    one), :data:`MOST_JOINED` at most; one without words (a "♪") on its own."""
+    spans, start = [], 0
+    for i, text in enumerate(texts):
+        if not any(c.isalnum() for c in text):
+            spans += [(start, i)] * (start < i) + [(i, i + 1)]
+        elif SENTENCE_END.search(TAG.sub("", text).rstrip()) or i + 1 - start == MOST_JOINED:
+            spans.append((start, i + 1))
+        else:
+            continue
+        start = i + 1
+    return spans + [(start, len(texts))] * (start < len(texts))
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",

@@ -36,13 +36,14 @@ UNIT = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")  # never cut: a word ("middle-a
 
 def share(source: str, cuts: Sequence[int], translation: str,
           links: Sequence[Link] | None = None, kept: Sequence[bool] = (),
-          bare: Sequence[bool] = ()) -> list[str]:
+          bare: Sequence[bool] = (), closed: bool = False) -> list[str]:
     """``translation`` cut into ``len(cuts) + 1`` pieces, the pieces ``source`` is cut into at
     the character offsets ``cuts`` (increasing, inside it), in the same order; ``links``: where
     in the source the output reads (None: at the same relative position); ``kept`` pieces
     (which the caller keeps as they were) get the words that read them and no others; a word
     moved between two ``bare`` pieces (text outside markup) costs half what a word put into
-    markup, or out of it, does; a last piece that is ``bare`` may go without a word."""
+    markup, or out of it, does; a last piece that is ``bare`` may go without a word, unless
+    ``closed`` (subtitles: every one that holds a word in the source shows one)."""
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
@@ -66,7 +67,7 @@ def share(source: str, cuts: Sequence[int], translation: str,
     loose = [bool(bare and bare[i]) for i in range(len(sources))]
     # the text after the last markup may go without a word, not after a kept piece (a field
     # is placed by the words around it alone)
-    open_end = loose[-1] and not (len(sources) > 1 and kept and kept[-2])
+    open_end = not closed and loose[-1] and not (len(sources) > 1 and kept and kept[-2])
     return _cut(translation, units, _in_order(prefer, words, worded, loose, open_end), sources)
 
 
