@@ -158,13 +158,15 @@ def test_readme_curl_examples(server, expected):
 
 def test_a_file_with_curl_as_libretranslates_docs_show_it(server, expected, tmp_path):
     """``curl -F file=@...`` to /translate_file (the key in the form), then the URL it answers
-    downloaded with curl: the subtitles translated, their timings kept, from a real server."""
+    downloaded with curl: the subtitles translated (a sentence across two, shared out by the
+    worker's attention), their timings kept, from a real server."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
     from transformer_mt.translate.files import translate_file
 
     source = tmp_path / "film.srt"
-    source.write_text("1\n00:00:01,000 --> 00:00:02,000\nEin Hund läuft.\n\n", encoding="utf-8")
+    source.write_text("1\n00:00:01,000 --> 00:00:02,000\nEin Hund läuft\n\n"  # runs on
+                      "2\n00:00:02,100 --> 00:00:03,000\nüber die Wiese.\n\n", encoding="utf-8")
     ran = subprocess.run(["curl", "-s", server + "/translate_file", "-F", f"file=@{source}",
                           "-F", "source=de", "-F", "target=en", "-F", "api_key=k1"],
                          capture_output=True, text=True, timeout=60, check=True)
