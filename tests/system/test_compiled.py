@@ -533,13 +533,22 @@ def test_compile_refusals_are_one_line(trained_run):
 def test_no_compiler_is_a_one_line_error(monkeypatch, tmp_path, cxx):
     """Where there is no C++ compiler (``CXX``, which the compiling processes' inductor reads,
     names none: said before compiling) or inductor finds it does not work (said by the
-    compiling process), loading says so in a line, and what to do; the cache keeps nothing."""
+    compiling process), loading says so in a line, and what to do; the cache keeps nothing.
+    A graph whose turn comes after one failed does not start (the lone sentence's two graphs:
+    as many started as run at once)."""
+    from transformer_mt.decode.compilers import Worker
+
     monkeypatch.setenv("CXX", cxx)
     monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path))
+    started = []
+    compile_ = Worker.compile
+    monkeypatch.setattr(Worker, "compile", lambda self, *args: started.append(args[0])
+                        or compile_(self, *args))
     model = make_model(n_encoder_layers=1, n_decoder_layers=1)
     decoding = CompiledDecoding(for_decoding(model, "fp32"), model)
     with pytest.raises(MTError, match=r"could not compile the decoder: .*C\+\+ compiler"
                        r".*; translate without --compile") as caught:
         decoding.warm_up("fp32")
     assert "\n" not in str(caught.value)
+    assert len(started) == (0 if cxx.startswith("/") else min(torch.get_num_threads(), 2))
     assert not [p for p in (tmp_path / "compiled").iterdir() if p.suffix != ".lock"]

@@ -113,18 +113,23 @@ class Compilers:
         self._all: list[Worker] = []
         self._lock = threading.Lock()
         self._folder: Path | None = None  # the model's file's, made when the first one starts
+        self._failed: MTError | None = None  # a graph that could not compile: start no more
 
     def compile(self, name: str, directory: Path) -> None:
         """Compile the graph ``name`` into ``directory`` in one of the processes, once one is
-        free; a one-line :class:`MTError` if it cannot (the process is retired)."""
+        free; a one-line :class:`MTError` if it cannot (the process is retired), and at once
+        for a graph whose turn comes after one could not (a compiler that does not work fails
+        every graph, each after ~10 s of export and inductor)."""
         with self._slots:
             worker = self._take()
             log.info("compiling the %s graph of decoding (once for this model; ~20-40 s)",
                      name)
             try:
                 worker.compile(name, directory)
-            except BaseException:
+            except BaseException as e:
                 worker.kill()  # its state after a failure is not to be trusted
+                if isinstance(e, MTError):
+                    self._failed = e
                 raise
             with self._lock:
                 self._idle.append(worker)
@@ -133,6 +138,8 @@ class Compilers:
         with self._lock:
             if _STOP.is_set():
                 raise MTError("--compile stopped: the process was asked to stop while compiling")
+            if self._failed is not None:
+                raise MTError(str(self._failed))
             if self._idle:
                 return self._idle.pop()
             if self._folder is None:
