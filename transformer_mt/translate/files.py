@@ -8,9 +8,9 @@ server's ``/translate_file``.
 - SubRip subtitles (``.srt``): each subtitle's number and timings as they were, its lines
   joined and the translation wrapped on as many lines again, its tags (``<i>``, ``<b>``,
   ``<font>``, ``{\\an8}``) kept around their words; a sentence that runs on into the next
-  subtitles (up to 3) translated whole and shared out among them along attention (each shows
-  a part of it, :func:`split_tagged`), not each fragment alone; read and written by the
-  ``srt`` package (the ``files`` extra).
+  subtitles (up to 3, at most 2 s apart) translated whole and shared out among them along
+  attention (each shows a part of it, :func:`split_tagged`), not each fragment alone; read
+  and written by the ``srt`` package (the ``files`` extra).
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
   controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
   titles and their categories' and series' names), with each
@@ -144,7 +144,8 @@ def _subtitles(name: str, text: str, lang: str) -> FileText:
         return str(srt.compose(out, reindex=False)).encode("utf-8")
 
     texts = [" ".join(s.content.split()) for s in subtitles]
-    return FileText([split_tagged(texts[a:b], lang) for a, b in _running_on(texts)],
+    pauses = [(b.start - a.end).total_seconds() for a, b in itertools.pairwise(subtitles)]
+    return FileText([split_tagged(texts[a:b], lang) for a, b in _running_on(texts, pauses)],
                     sum(map(len, texts)), rebuild)
 
 
@@ -183,17 +184,20 @@ def split_tagged(texts: Sequence[str], lang: str) -> Document[list[str]]:
 
 SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a subtitle's last words end a sentence
 MOST_JOINED = 3  # subtitles read as one text at most (a sentence across them)
+LONGEST_PAUSE_S = 2.0  # between subtitles that run on: after a longer one, another utterance
 
 
-def _running_on(texts: list[str]) -> list[tuple[int, int]]:
+def _running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
     """The subtitles that run on, (first, past the last): each with the next while its words
     end no sentence (its tags aside; one that ends "...", as a sentence breaks off, ends
-    one), :data:`MOST_JOINED` at most; one without words (a "♪") on its own."""
+    one) and the ``pauses`` between them (seconds) are :data:`LONGEST_PAUSE_S` at most,
+    :data:`MOST_JOINED` at most; one without words (a "♪") on its own."""
     spans, start = [], 0
     for i, text in enumerate(texts):
         if not any(c.isalnum() for c in text):
             spans += [(start, i)] * (start < i) + [(i, i + 1)]
-        elif SENTENCE_END.search(TAG.sub("", text).rstrip()) or i + 1 - start == MOST_JOINED:
+        elif SENTENCE_END.search(TAG.sub("", text).rstrip()) or i + 1 - start == MOST_JOINED \
+                or i == len(pauses) or pauses[i] > LONGEST_PAUSE_S:
             spans.append((start, i + 1))
         else:
             continue
