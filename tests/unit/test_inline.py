@@ -50,18 +50,22 @@ def test_a_translation_that_is_its_source_comes_back_in_the_sources_pieces(case)
 
 
 @settings(max_examples=300, deadline=None)
-@given(cut_sentences(), st.text(max_size=60),
+@given(cut_sentences(),  # any text, with the unknown word a model writes in it now and then
+       st.lists(st.one_of(st.text(max_size=12), st.sampled_from(["<unk>", " <unk> "])),
+                max_size=6).map("".join),
        st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=30),
        st.lists(st.booleans(), max_size=13))
 def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, translation, links,
                                                                        bare):
     """Whichever pieces are bare (text outside markup); the last piece, if bare, may go
-    without a word, unless the share is ``closed`` (subtitles)."""
+    without a word, unless the share is ``closed`` (subtitles); "<unk>" is never cut (its
+    "<" and ">" in other pieces than its letters would read as markup)."""
     source, cuts = case
     bare = (bare + [False] * (len(cuts) + 1))[:len(cuts) + 1]
     for given_links, closed in itertools.product((None, links), (False, True)):
         shares = share(source, cuts, translation, given_links, bare=bare, closed=closed)
         assert "".join(shares) == translation and len(shares) == len(cuts) + 1
+        assert sum(s.count("<unk>") for s in shares) == translation.count("<unk>")
         worded = [any(c.isalnum() for c in p) for p in _pieces(source, cuts)]
         words = [w for w in UNIT.findall(translation) if any(c.isalnum() for c in w)]
         needs = [*worded[:-1], worded[-1] and (closed or not bare[-1])]

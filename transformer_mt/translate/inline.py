@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from transformer_mt.data.vocab import UNK
 from transformer_mt.decode.align import token_links
 from transformer_mt.errors import MTError
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 Link = tuple[int, int]  # an output character offset, and the source character offset it reads
-UNIT = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")  # never cut: a word ("middle-aged"), or a mark
+# never cut: a word ("middle-aged"), the unknown word a model writes ("<unk>"), or a mark
+UNIT = re.compile(rf"{re.escape(UNK)}|\w+(?:['’-]\w+)*|[^\w\s]")
 
 
 def share(source: str, cuts: Sequence[int], translation: str,
