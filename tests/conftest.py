@@ -143,6 +143,28 @@ def subword_run(tmp_path_factory):
     return made_once(tmp_path_factory, "subword", train)
 
 
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, driven by Playwright (the page's tests, subtitles read as
+    a video's text track); CI must have it (.ci/run installs it), elsewhere it is skipped."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the browser tests: install Debian's chromium (.ci/run does)")
+        pytest.skip("Debian's chromium is not installed (apt install chromium)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True,
+                                    args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str,
               make: Callable[[Path], T]) -> T:
     """``make(directory)``, once for the whole run: ``make test`` runs the modules in two

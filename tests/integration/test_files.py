@@ -1,4 +1,4 @@
-"""Files translated whole, their format kept (translate/files.py): text, HTML and subtitles,
+"""Files translated whole, their format kept (translate/files.py): text, HTML, subtitles,
 with ``mt translate --input FILE`` and LibreTranslate's ``/translate_file`` (a multipart upload
 as its clients send it) and ``/download_file``. Each output's structure is compared with the
 input's, read by the format's own parser, and its texts with the library's translations."""
@@ -22,6 +22,7 @@ pptx = pytest.importorskip("pptx")
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
 from transformer_mt.translate.files import translate_file  # noqa: E402
+from transformer_mt.translate.subtitles import read_vtt  # noqa: E402
 
 TEXT = "Ein Hund läuft über die Wiese. Zwei Männer spielen.\n\n  Eine Frau liest ein Buch.\n"
 HTML = ('<html><head><title>Hunde</title><style>p {color: red}</style></head><body>'
@@ -30,7 +31,11 @@ HTML = ('<html><head><title>Hunde</title><style>p {color: red}</style></head><bo
 SRT = ("1\n00:00:01,000 --> 00:00:03,500\nEin Mann fährt\nmit dem Fahrrad.\n\n"
        "2\n00:00:04,000 --> 00:00:06,250\nZwei Hunde spielen im Schnee.\n\n"
        "7\n01:02:03,004 --> 01:02:05,000\nEine Frau liest ein Buch.\n\n")
-FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT}
+VTT = ("WEBVTT\n\nNOTE nicht übersetzt\n\n"
+       "eins\n00:01.000 --> 00:03.500 align:start\n<v Anna>Ein Mann fährt\n\n"
+       "00:03.600 --> 00:05.000\n<v Anna>mit dem <i>Fahrrad</i>.\n\n"
+       "00:06.000 --> 00:08.250 line:0\nZwei Hunde &amp; eine Katze\nspielen im Schnee.\n")
+FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT}
 
 
 def zipfile_bytes(members: dict[str, bytes]) -> bytes:
@@ -144,6 +149,15 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     expected = translator.translate([" ".join(s.content.split()) for s in theirs], form="text")
     assert [" ".join(s.content.split()) for s in ours] == expected
     assert ours[0].content.count("\n") == 1  # two lines in, two lines out
+    # WebVTT: every byte but the cues' text as it was; a sentence across two cues translated
+    # whole, the text between tags unescaped for the model and escaped back
+    ours, theirs = read_vtt("", out["film.vtt"]), read_vtt("", VTT)
+    assert theirs.write(ours.texts) == out["film.vtt"]
+    shown = [html.unescape(re.sub(r"<[^>]+>", "", text)) for text in ours.texts]
+    assert [" ".join(shown[:2]), shown[2]] == translator.translate(
+        ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde & eine Katze spielen im Schnee."])
+    assert all(text.startswith("<v Anna>") for text in ours.texts[:2])
+    assert "<i>" in ours.texts[1] and out["film.vtt"].count("\n") == VTT.count("\n")
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
     # translated, the sentence the bold word is in whole, its translation shared out among
     # the runs (the bold one given a word)
@@ -253,7 +267,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
         assert word_texts(download.content) == word_texts(
             translate_file(translator, "letter.docx", word_document()))
         settings = client.get("/frontend/settings").json()
-        assert settings["filesTranslation"] and {".srt", ".docx"} <= set(
+        assert settings["filesTranslation"] and {".srt", ".vtt", ".docx"} <= set(
             settings["supportedFilesFormat"])
 
 
@@ -262,6 +276,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("slides.pdf", b"%PDF-1.7", 400, "file format not supported"),
     ("page.html", b"<p>\xff\xfe</p>", 400, "is not UTF-8 text"),
     ("film.srt", b"not subtitles", 400, "is not a SubRip (.srt) file"),
+    ("film.vtt", b"not subtitles", 400, "is not a WebVTT (.vtt) file"),
     ("long.txt", b"Ein Hund. " * 30, 400, "at most 100 a file here"),
     ("big.txt", b"x" * 5_000, 413, ""),
     ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),

@@ -7,7 +7,6 @@ fits a phone's width. Screenshots are kept ($MT_TEST_ARTIFACTS, else the test's 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from pathlib import Path
 
@@ -17,19 +16,7 @@ from tests.helpers import post, start_server
 
 pytest.importorskip("fastapi")
 
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"]
 SOURCE = "Zwei Hunde schwimmen im Park."
-
-
-def _chromium() -> str:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI runs the browser test: install Debian's chromium (.ci/run does)")
-        pytest.skip("Debian's chromium is not installed (apt install chromium)")
-    return chromium
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +30,6 @@ def server(trained_run, subword_run):
     yield url
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium = _chromium()
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True,
-                                    args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
 
 
 def _open(browser, url, **viewport):

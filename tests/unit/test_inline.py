@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_mt.translate.documents import split_flow, split_html
-from transformer_mt.translate.files import _running_on, split_tagged
 from transformer_mt.translate.inline import UNIT, share
+from transformer_mt.translate.subtitles import running_on, split_tagged
 
 WORDS = st.text(alphabet="abcdefgÄöß0123", min_size=1, max_size=6)
 MARKS = st.sampled_from([".", ",", "!", "?", ":", "-", "'", ""])
@@ -181,7 +181,7 @@ def test_subtitles_that_run_on_are_one_flow_each_given_back_with_its_tags():
     # at most, one without words alone
     texts = ["Ein Mann", "<i>fährt.</i>", "Er", "♪", "fällt...", "a", "b", "c", "d", "e", "f"]
     pauses = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 2.5, 2.0]
-    assert _running_on(texts, pauses) == [(0, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9),
+    assert running_on(texts, pauses) == [(0, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9),
                                           (9, 11)]
 
 

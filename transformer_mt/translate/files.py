@@ -5,12 +5,12 @@ server's ``/translate_file``.
   sentences (``documents.py``).
 - HTML (``.html``, ``.htm``): the markup as it was, text in ``translate="no"``, scripts and
   styles untouched (``documents.py``).
-- SubRip subtitles (``.srt``): each subtitle's number and timings as they were, its lines
-  joined and the translation wrapped on as many lines again, its tags (``<i>``, ``<b>``,
-  ``<font>``, ``{\\an8}``) kept around their words; a sentence that runs on into the next
-  subtitles (up to 3, at most 2 s apart) translated whole and shared out among them along
-  attention (each shows a part of it, :func:`split_tagged`), not each fragment alone; read
-  and written by the ``srt`` package (the ``files`` extra).
+- Subtitles, SubRip (``.srt``) and WebVTT (``.vtt``): each cue's number or identifier,
+  timings and settings as they were, its lines joined and the translation wrapped on as
+  many lines again, its tags (``<i>``, ``<b>``, ``<font>``, ``{\\an8}``, ``<c.yellow>``,
+  ``<v Anna>``) kept around their words; a sentence that runs on into the next cues (up to
+  3, at most 2 s apart) translated whole and shared out among them along attention (each
+  shows a part of it), not each fragment alone (``subtitles.py``).
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
   controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
   titles and their categories' and series' names), with each
@@ -54,7 +54,6 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
-    Links,
     split_document,
     split_flow,
     translate_split,
@@ -71,11 +70,13 @@ from transformer_mt.translate.office import (
     slide_runs,
     word_runs,
 )
+from transformer_mt.translate.subtitles import read_srt, read_vtt, running_on, split_tagged
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
-FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx",
+FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt",
+           ".docx": "docx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx", "odt": "odf.opendocument",
@@ -123,86 +124,14 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    if kind == "srt":
-        return _subtitles(name, text, lang)
+    if kind in ("srt", "vtt"):
+        cues = (read_srt if kind == "srt" else read_vtt)(name, text)
+        return FileText([split_tagged(cues.texts[a:b], lang, cues.escaped)
+                         for a, b in running_on(cues.texts, cues.pauses)],
+                        sum(map(len, cues.texts)),
+                        lambda out: cues.write([t for block in out for t in block]).encode())
     return FileText([split_document(text, lang, "html" if kind == "html" else "text", target)],
                     len(text), lambda out: out[0].encode("utf-8"))
-
-
-def _subtitles(name: str, text: str, lang: str) -> FileText:
-    srt = imported("srt", "subtitles (.srt)")
-    try:
-        subtitles = list(srt.parse(text))
-    except (srt.SRTParseError, ValueError) as exc:
-        raise MTError(f"'{name}' is not a SubRip (.srt) file: "
-                      f"{str(exc).splitlines()[0]}") from None
-
-    def rebuild(translations: list[list[str]]) -> bytes:
-        texts = [text for block in translations for text in block]
-        out = [srt.Subtitle(s.index, s.start, s.end, _wrap(t, s.content.count("\n") + 1),
-                            s.proprietary) for s, t in zip(subtitles, texts, strict=True)]
-        return str(srt.compose(out, reindex=False)).encode("utf-8")
-
-    texts = [" ".join(s.content.split()) for s in subtitles]
-    pauses = [(b.start - a.end).total_seconds() for a, b in itertools.pairwise(subtitles)]
-    return FileText([split_tagged(texts[a:b], lang) for a, b in _running_on(texts, pauses)],
-                    sum(map(len, texts)), rebuild)
-
-
-# a subtitle's markup: SubRip's HTML-like tags (<i>, <b>, <u>, <font color="...">) and the
-# override tags players read ({\an8})
-TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|\{\\[^{}]*\})")
-
-
-def split_tagged(texts: Sequence[str], lang: str) -> Document[list[str]]:
-    """Texts with inline tags that run on (subtitles, a sentence across them; not HTML: an
-    ``&`` is an ampersand): the text between the tags, a space between the texts, as one flow
-    (:func:`split_flow`; the text outside tags ``bare``; each text that holds a word gets one
-    of its sentence's translation), the tags kept as they are; rebuilding gives each text
-    back."""
-    split = [TAG.split(text) for text in texts]  # each: text, tag, text, ..., text
-    pieces: list[str] = []
-    bare: list[bool] = []
-    for n, parts in enumerate(split):
-        depth = [0, *itertools.accumulate((tag[:2] != "</") - (tag[:2] == "</")
-                                          if tag[:1] == "<" else 0 for tag in parts[1::2])]
-        pieces += parts[0::2]
-        pieces[-1] += " " if n + 1 < len(split) else ""  # between this text and the next
-        bare += [d <= 0 for d in depth]
-    flow = split_flow(pieces, lang, bare=bare, closed=True)
-
-    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
-        shared, out = iter(flow.rebuild_with(translations, links)), []
-        for parts in split:
-            parts = list(parts)
-            parts[0::2] = [next(shared) for _ in parts[0::2]]
-            out.append("".join(parts).strip())
-        return out
-
-    return Document(flow.sentences, flow.cuts, rebuild)
-
-
-SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a subtitle's last words end a sentence
-MOST_JOINED = 3  # subtitles read as one text at most (a sentence across them)
-LONGEST_PAUSE_S = 2.0  # between subtitles that run on: after a longer one, another utterance
-
-
-def _running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
-    """The subtitles that run on, (first, past the last): each with the next while its words
-    end no sentence (its tags aside; one that ends "...", as a sentence breaks off, ends
-    one) and the ``pauses`` between them (seconds) are :data:`LONGEST_PAUSE_S` at most,
-    :data:`MOST_JOINED` at most; one without words (a "♪") on its own."""
-    spans, start = [], 0
-    for i, text in enumerate(texts):
-        if not any(c.isalnum() for c in text):
-            spans += [(start, i)] * (start < i) + [(i, i + 1)]
-        elif SENTENCE_END.search(TAG.sub("", text).rstrip()) or i + 1 - start == MOST_JOINED \
-                or i == len(pauses) or pauses[i] > LONGEST_PAUSE_S:
-            spans.append((start, i + 1))
-        else:
-            continue
-        start = i + 1
-    return spans + [(start, len(texts))] * (start < len(texts))
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
@@ -350,18 +279,6 @@ def _labels_back(ncx: str, page: str) -> str:
     if len(found) != len(NCX_LABEL.findall(ncx)):
         raise MTError("the translated labels of the book's toc.ncx could not be put back")
     return NCX_LABEL.sub(lambda m: m.group(1) + found[str(next(count))] + m.group(3), ncx)
-
-
-def _wrap(text: str, lines: int) -> str:
-    """``text`` on at most ``lines`` lines of about equal length, broken between words."""
-    words, out = text.split(), []
-    for n in range(lines, 0, -1):
-        left = len(" ".join(words))
-        line: list[str] = []
-        while words and (not line or len(" ".join(line)) < left / n):
-            line.append(words.pop(0))
-        out.append(" ".join(line))
-    return "\n".join(line for line in out if line) or text
 
 
 def translate_file(translator: Translator, name: str, data: bytes, **settings: Any) -> bytes:

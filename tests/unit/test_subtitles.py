@@ -1,0 +1,67 @@
+"""Subtitle files read as cues and written back (``translate/subtitles.py``): a WebVTT file
+keeps every line but its cues' text byte for byte; the text between tags is unescaped to be
+translated and escaped again."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from transformer_mt.errors import MTError
+from transformer_mt.translate.subtitles import read_vtt, split_tagged
+
+# every kind of block, hours left out and given, cue settings, an identifier, a cue with no
+# text, CRLF line endings and no line ending at the end
+VTT = ("WEBVTT - Ein Film\r\nKind: captions\r\n\r\n"
+       "STYLE\r\n::cue(.gelb) { color: yellow }\r\n\r\n"
+       "REGION\r\nid:unten width:40%\r\n\r\n"
+       "NOTE Eine Notiz --> nicht übersetzt\r\nüber zwei Zeilen.\r\n\r\n"
+       "intro\r\n00:01.000 --> 00:02.500 align:start position:10%\r\n"
+       "<v Anna>Ein Mann in einem blauen Hemd\r\n\r\n\r\n"
+       "00:00:02.600 --> 00:00:04.000 line:0\r\n<v Anna>fährt mit dem <c.gelb>Fahrrad</c>\r\n"
+       "durch die Stadt.\r\n\r\n"
+       "leer\r\n00:00:05.000 --> 00:00:06.000\r\n\r\n"
+       "01:00:00.000 --> 01:00:01.000\r\nTom &amp; Jerry &lt;3\r\n\r\n"
+       "01:00:01.000 --> 01:00:03.000\r\nZwei <01:00:01.500>Hunde spielen.")
+
+
+def test_a_webvtt_files_cues_are_their_text_and_writing_replaces_only_that():
+    cues = read_vtt("film.vtt", VTT)
+    assert cues.texts == ["<v Anna>Ein Mann in einem blauen Hemd",
+                          "<v Anna>fährt mit dem <c.gelb>Fahrrad</c> durch die Stadt.",
+                          "Tom &amp; Jerry &lt;3", "Zwei <01:00:01.500>Hunde spielen."]
+    # the cue without text is none: the pause spans it
+    assert cues.pauses == pytest.approx([0.1, 3600 - 4.0, 0.0])
+    assert cues.escaped
+    # every byte as it was but the cues' text, wrapped on as many lines (CRLF between them)
+    expected = VTT
+    for old, new in (("<v Anna>Ein Mann in einem blauen Hemd", "A"),
+                     ("<v Anna>fährt mit dem <c.gelb>Fahrrad</c>\r\ndurch die Stadt.", "B C\r\nD"),
+                     ("Tom &amp; Jerry &lt;3", "E"), ("Zwei <01:00:01.500>Hunde spielen.", "F")):
+        assert expected.count(old) == 1
+        expected = expected.replace(old, new)
+    assert cues.write(["A", "B C D", "E", "F"]) == expected
+
+
+def test_webvtt_text_between_tags_is_unescaped_for_the_model_and_escaped_back():
+    doc = split_tagged(["Tom &amp; Jerry &lt;3 <01:00:01.500><i>spielen</i>"], "de",
+                       escaped=True)
+    assert doc.sentences == ["Tom & Jerry <3 spielen"]  # (a timestamp is markup, not text)
+    assert doc.rebuild(["Tom & Jerry <3 spielen"]) == [
+        "Tom &amp; Jerry &lt;3 <01:00:01.500><i>spielen</i>"]
+    out = doc.rebuild(["Tom & Jerry play <unk>"])[0]
+    assert "<unk>" not in out and "&lt;unk&gt;" in out  # shown as the model wrote it
+    assert re.findall(r"<[^>]*>", out) == ["<01:00:01.500>", "<i>", "</i>"]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("1\n00:00:01,000 --> 00:00:02,000\nEin Hund.\n", "it does not begin with WEBVTT"),
+    ("WEBVTTX\n\n00:01.000 --> 00:02.000\nEin Hund.\n", "it does not begin with WEBVTT"),
+    ("WEBVTT\n\n00:01,000 --> 00:02.000\nEin Hund.\n",
+     "line 3 ('00:01,000 --> 00:02.000') is not a cue's timing"),
+])
+def test_what_is_not_webvtt_is_refused_in_a_line(text, says):
+    with pytest.raises(MTError, match=re.escape(says)) as caught:
+        read_vtt("film.vtt", text)
+    assert "\n" not in str(caught.value) and "film.vtt" in str(caught.value)

@@ -1,0 +1,191 @@
+"""Subtitles: SubRip (``.srt``) and WebVTT (``.vtt``) files, read as cues whose texts are
+translated and written back with everything else as it was (``files.py``).
+
+A cue's lines are read as one text and its translation wrapped on as many lines again; its
+tags (SubRip's ``<i>``, ``<b>``, ``<font>``, ``{\\an8}``; WebVTT's ``<i>``, ``<c.yellow>``,
+``<v Anna>``, ``<00:00:01.500>``) are kept around their words. A cue whose words end no
+sentence runs on into the next (up to :data:`MOST_JOINED`, at most :data:`LONGEST_PAUSE_S`
+apart): the sentence is translated whole and shared out among them along attention
+(:func:`split_tagged`), each showing a part of it, rather than each fragment guessed alone.
+
+SubRip files are read and written by the ``srt`` package (the ``files`` extra). A WebVTT file
+is read as its blocks: only the lines of a cue's text are replaced; its header, cue
+identifiers, timings and settings (``align:start``), ``NOTE``, ``STYLE`` and ``REGION`` blocks
+and line endings stay byte for byte; the text between tags is unescaped (``&amp;``) to be
+translated and escaped again.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from transformer_mt.errors import MTError
+from transformer_mt.packages import imported
+from transformer_mt.translate.documents import Document, Links, split_flow
+
+
+@dataclass
+class Cues:
+    """A subtitle file's cues: each one's text (its lines joined by a space), the pauses
+    between them (seconds), whether the text between tags is escaped (WebVTT's ``&amp;``),
+    and how to write the file with each cue's text replaced (wrapped on as many lines)."""
+
+    texts: list[str]
+    pauses: list[float]
+    escaped: bool
+    write: Callable[[list[str]], str]
+
+
+def read_srt(name: str, text: str) -> Cues:
+    """A SubRip file's cues; a one-line :class:`MTError` for one the ``srt`` package cannot
+    read."""
+    srt = imported("srt", "subtitles (.srt)")
+    try:
+        subtitles = list(srt.parse(text))
+    except (srt.SRTParseError, ValueError) as exc:
+        raise MTError(f"'{name}' is not a SubRip (.srt) file: "
+                      f"{str(exc).splitlines()[0]}") from None
+
+    def write(texts: list[str]) -> str:
+        out = [srt.Subtitle(s.index, s.start, s.end, _wrap(t, s.content.count("\n") + 1),
+                            s.proprietary) for s, t in zip(subtitles, texts, strict=True)]
+        return str(srt.compose(out, reindex=False))
+
+    return Cues([" ".join(s.content.split()) for s in subtitles],
+                [(b.start - a.end).total_seconds() for a, b in itertools.pairwise(subtitles)],
+                False, write)
+
+
+# WebVTT: its signature line, a cue's timing line (its settings after it) and its timestamps
+SIGNATURE = re.compile(r"WEBVTT(?:[ \t].*)?")
+STAMP = r"(?:(\d+):)?([0-5]\d):([0-5]\d)\.(\d{3})"
+TIMING = re.compile(rf"{STAMP}[ \t]+-->[ \t]+{STAMP}(?:[ \t].*)?")
+
+
+def read_vtt(name: str, text: str) -> Cues:
+    """A WebVTT file's cues (a cue: a block whose first or second line holds ``-->``, its
+    text the lines after that; a ``NOTE``, ``STYLE`` or ``REGION`` block is none); writing
+    replaces their text's lines alone. A one-line :class:`MTError` for a file that does not
+    begin with ``WEBVTT`` or a cue whose timing is not WebVTT's."""
+    parts = re.split(r"(\r\n|\r|\n)", text)  # its line endings as they are
+    lines, ends = parts[0::2], [*parts[1::2], ""]
+    if not SIGNATURE.fullmatch(lines[0]):
+        raise MTError(f"'{name}' is not a WebVTT (.vtt) file: it does not begin with WEBVTT")
+    blocks = [(a, b) for a, b in _blocks(lines) if a > 0 and not lines[a].startswith("NOTE")]
+    cues: list[tuple[int, int]] = []  # the lines of each cue's text: (first, past the last)
+    times: list[tuple[float, float]] = []
+    for a, b in blocks:
+        timing = next((n for n in range(a, min(a + 2, b)) if "-->" in lines[n]), None)
+        if timing is None or timing + 1 == b:  # no cue, or one without text: as it is
+            continue
+        found = TIMING.fullmatch(lines[timing])
+        if found is None:
+            raise MTError(f"'{name}' is not a WebVTT (.vtt) file: line {timing + 1} "
+                          f"({lines[timing][:60]!r}) is not a cue's timing")
+        stamps = [int(g or 0) for g in found.groups()]
+        times.append((_seconds(stamps[:4]), _seconds(stamps[4:])))
+        cues.append((timing + 1, b))
+
+    def write(texts: list[str]) -> str:
+        out, at = [], 0
+        for (a, b), translation in zip(cues, texts, strict=True):
+            out += [line + end for line, end in zip(lines[at:a], ends[at:a], strict=True)]
+            out.append(ends[a].join(_wrap(translation, b - a).split("\n")) + ends[b - 1])
+            at = b
+        out += [line + end for line, end in zip(lines[at:], ends[at:], strict=True)]
+        return "".join(out)
+
+    return Cues([" ".join(" ".join(lines[a:b]).split()) for a, b in cues],
+                [b[0] - a[1] for a, b in itertools.pairwise(times)], True, write)
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, int]]:
+    """The blocks of lines between empty lines: (first, past the last)."""
+    starts = [n for n, line in enumerate(lines) if line and (n == 0 or not lines[n - 1])]
+    return [(a, next((n for n in range(a, len(lines)) if not lines[n]), len(lines)))
+            for a in starts]
+
+
+def _seconds(stamp: list[int]) -> float:
+    """(hours, minutes, seconds, milliseconds) -> seconds."""
+    hours, minutes, seconds, millis = stamp
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+# a subtitle's markup: HTML-like tags (<i>, <b>, <u>, <font color="...">, WebVTT's <c.name>,
+# <v Anna>), WebVTT's timestamps (<00:00:01.500>) and the override tags players read ({\an8})
+TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|<\d[\d:.]*>|\{\\[^{}]*\})")
+
+
+def split_tagged(texts: Sequence[str], lang: str, escaped: bool = False
+                 ) -> Document[list[str]]:
+    """Texts with inline tags that run on (subtitles, a sentence across them; ``escaped``:
+    the text between tags escaped as WebVTT's is, else an ``&`` is an ampersand): the text
+    between the tags, a space between the texts, as one flow (:func:`split_flow`; the text
+    outside tags ``bare``; each text that holds a word gets one of its sentence's
+    translation), the tags kept as they are; rebuilding gives each text back."""
+    split = [TAG.split(text) for text in texts]  # each: text, tag, text, ..., text
+    pieces: list[str] = []
+    bare: list[bool] = []
+    for n, parts in enumerate(split):
+        depth = [0, *itertools.accumulate(
+            (tag[1:2].isalpha()) - (tag[:2] == "</") for tag in parts[1::2])]
+        pieces += [html.unescape(part) if escaped else part for part in parts[0::2]]
+        pieces[-1] += " " if n + 1 < len(split) else ""  # between this text and the next
+        bare += [d <= 0 for d in depth]
+    flow = split_flow(pieces, lang, bare=bare, closed=True)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
+        shared, out = iter(flow.rebuild_with(translations, links)), []
+        for parts in split:
+            parts = list(parts)
+            parts[0::2] = [_escape(next(shared)) if escaped else next(shared)
+                           for _ in parts[0::2]]
+            out.append("".join(parts).strip())
+        return out
+
+    return Document(flow.sentences, flow.cuts, rebuild)
+
+
+def _escape(text: str) -> str:
+    """Text between WebVTT's tags: ``&``, ``<`` and ``>`` as character references."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a subtitle's last words end a sentence
+MOST_JOINED = 3  # subtitles read as one text at most (a sentence across them)
+LONGEST_PAUSE_S = 2.0  # between subtitles that run on: after a longer one, another utterance
+
+
+def running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
+    """The subtitles that run on, (first, past the last): each with the next while its words
+    end no sentence (its tags aside; one that ends "...", as a sentence breaks off, ends
+    one) and the ``pauses`` between them (seconds) are :data:`LONGEST_PAUSE_S` at most,
+    :data:`MOST_JOINED` at most; one without words (a "♪") on its own."""
+    spans, start = [], 0
+    for i, text in enumerate(texts):
+        if not any(c.isalnum() for c in text):
+            spans += [(start, i)] * (start < i) + [(i, i + 1)]
+        elif SENTENCE_END.search(TAG.sub("", text).rstrip()) or i + 1 - start == MOST_JOINED \
+                or i == len(pauses) or pauses[i] > LONGEST_PAUSE_S:
+            spans.append((start, i + 1))
+        else:
+            continue
+        start = i + 1
+    return spans + [(start, len(texts))] * (start < len(texts))
+
+
+def _wrap(text: str, lines: int) -> str:
+    """``text`` on at most ``lines`` lines of about equal length, broken between words."""
+    words, out = text.split(), []
+    for n in range(lines, 0, -1):
+        left = len(" ".join(words))
+        line: list[str] = []
+        while words and (not line or len(" ".join(line)) < left / n):
+            line.append(words.pop(0))
+        out.append(" ".join(line))
+    return "\n".join(line for line in out if line) or text
