@@ -55,6 +55,17 @@ def test_webvtt_text_between_tags_is_unescaped_for_the_model_and_escaped_back():
     assert re.findall(r"<[^>]*>", out) == ["<01:00:01.500>", "<i>", "</i>"]
 
 
+def test_a_cue_begins_where_a_browser_begins_one_even_without_an_empty_line():
+    """A line with "-->" in the header, or past a cue's timing, begins the next cue (as
+    Chromium reads it: the WebVTT parser's blocks)."""
+    text = ("WEBVTT\n00:01.000 --> 00:02.000\nEin Hund.\n00:03.000 --> 00:04.000\nZwei\n"
+            "Hunde.\nx\n00:05.000 --> 00:06.000\nDrei Hunde.")
+    cues = read_vtt("film.vtt", text)
+    assert cues.texts == ["Ein Hund.", "Zwei Hunde. x", "Drei Hunde."]
+    assert cues.write(["A", "B C", "D"]) == text.replace("Ein Hund.", "A").replace(
+        "Zwei\nHunde.\nx", "B\nC").replace("Drei Hunde.", "D")
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("1\n00:00:01,000 --> 00:00:02,000\nEin Hund.\n", "it does not begin with WEBVTT"),
     ("WEBVTTX\n\n00:01.000 --> 00:02.000\nEin Hund.\n", "it does not begin with WEBVTT"),

@@ -104,10 +104,23 @@ def read_vtt(name: str, text: str) -> Cues:
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, int]]:
-    """The blocks of lines between empty lines: (first, past the last)."""
-    starts = [n for n, line in enumerate(lines) if line and (n == 0 or not lines[n - 1])]
-    return [(a, next((n for n in range(a, len(lines)) if not lines[n]), len(lines)))
-            for a in starts]
+    """The blocks of lines, (first, past the last), as a browser reads them: a block ends at
+    an empty line, or before a line holding ``-->`` that is not its timing (its first line,
+    or its second after one without ``-->``; the header, the first block, has none)."""
+    out: list[tuple[int, int]] = []
+    start, arrow = -1, False  # the block's first line (-1: between blocks), a "-->" seen
+    for n, line in enumerate(lines):
+        if not line:
+            out += [(start, n)] * (start >= 0)
+            start = -1
+        elif start < 0:
+            start, arrow = n, "-->" in line
+        elif "-->" in line:
+            if start == 0 or arrow or n - start > 1:  # the next cue begins
+                out.append((start, n))
+                start = n
+            arrow = True
+    return out + [(start, len(lines))] * (start >= 0)
 
 
 def _seconds(stamp: list[int]) -> float:
