@@ -18,6 +18,7 @@ pytest.importorskip("fastapi")
 srt = pytest.importorskip("srt")
 docx = pytest.importorskip("docx")
 pptx = pytest.importorskip("pptx")
+pysubs2 = pytest.importorskip("pysubs2")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -35,7 +36,15 @@ VTT = ("WEBVTT\n\nNOTE nicht übersetzt\n\n"
        "eins\n00:01.000 --> 00:03.500 align:start\n<v Anna>Ein Mann fährt\n\n"
        "00:03.600 --> 00:05.000\n<v Anna>mit dem <i>Fahrrad</i>.\n\n"
        "00:06.000 --> 00:08.250 line:0\nZwei Hunde &amp; eine Katze\nspielen im Schnee.\n")
-FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT}
+ASS = ("[Script Info]\nScriptType: v4.00+\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize\n"
+       "Style: Default,Arial,20\n\n[Events]\n"
+       "Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+       "Dialogue: 0,0:00:01.00,0:00:03.50,Default,Anna,0,0,0,,{\\i1}Ein Mann fährt\n"
+       "Comment: 0,0:00:02.00,0:00:03.00,Default,,0,0,0,,Ein Kommentar.\n"
+       "Dialogue: 0,0:00:03.60,0:00:05.00,Default,Anna,0,0,0,,mit dem Fahrrad.{\\i0}\n"
+       "Dialogue: 0,0:00:06.00,0:00:08.25,Default,Ben,10,10,10,,Zwei Hunde, eine Katze\\N"
+       "spielen im Schnee.\n")
+FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT, "film.ass": ASS}
 
 
 def zipfile_bytes(members: dict[str, bytes]) -> bytes:
@@ -158,6 +167,16 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
         ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde & eine Katze spielen im Schnee."])
     assert all(text.startswith("<v Anna>") for text in ours.texts[:2])
     assert "<i>" in ours.texts[1] and out["film.vtt"].count("\n") == VTT.count("\n")
+    # SubStation Alpha, as pysubs2 (subtitle tools' library) reads it: the same events, but
+    # the dialogues' text; the comment as it was
+    ours, theirs = (pysubs2.SSAFile.from_string(text) for text in (out["film.ass"], ASS))
+    assert [(e.type, e.start, e.end, e.style, e.name, e.marginl) for e in ours] == [
+        (e.type, e.start, e.end, e.style, e.name, e.marginl) for e in theirs]
+    assert ours[1].text == "Ein Kommentar." and ours[0].text.startswith("{\\i1}")
+    assert "\\N" in ours[3].text  # two lines in, two out
+    shown = [" ".join(e.plaintext.split()) for e in ours if e.type == "Dialogue"]
+    assert [" ".join(shown[:2]), shown[2]] == translator.translate(
+        ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde, eine Katze spielen im Schnee."])
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
     # translated, the sentence the bold word is in whole, its translation shared out among
     # the runs (the bold one given a word)
@@ -267,7 +286,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
         assert word_texts(download.content) == word_texts(
             translate_file(translator, "letter.docx", word_document()))
         settings = client.get("/frontend/settings").json()
-        assert settings["filesTranslation"] and {".srt", ".vtt", ".docx"} <= set(
+        assert settings["filesTranslation"] and {".srt", ".vtt", ".ass", ".docx"} <= set(
             settings["supportedFilesFormat"])
 
 
@@ -277,6 +296,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("page.html", b"<p>\xff\xfe</p>", 400, "is not UTF-8 text"),
     ("film.srt", b"not subtitles", 400, "is not a SubRip (.srt) file"),
     ("film.vtt", b"not subtitles", 400, "is not a WebVTT (.vtt) file"),
+    ("film.ass", b"not subtitles", 400, "is not an Advanced SubStation Alpha (.ass) file"),
     ("long.txt", b"Ein Hund. " * 30, 400, "at most 100 a file here"),
     ("big.txt", b"x" * 5_000, 413, ""),
     ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),

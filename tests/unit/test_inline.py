@@ -178,11 +178,12 @@ def test_subtitles_that_run_on_are_one_flow_each_given_back_with_its_tags():
     assert " ".join(re.sub("<[^>]+>", "", t) for t in out) == f"{translation} Two dogs."
     assert [re.findall("<[^>]+>", t) for t in out] == [["<i>", "</i>"], ["<b>", "</b>"], []]
     # which subtitles run on: to the end of a sentence ("..." ends one), 3 at most, 2 s apart
-    # at most, one without words alone
-    texts = ["Ein Mann", "<i>fährt.</i>", "Er", "♪", "fällt...", "a", "b", "c", "d", "e", "f"]
-    pauses = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 2.5, 2.0]
+    # at most (overlapping by as much at most), one without words alone
+    texts = ["Ein Mann", "<i>fährt.</i>", "Er", "♪", "fällt...", "a", "b", "c", "d", "e", "f",
+             "g", "h"]
+    pauses = [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 2.5, 2.0, -2.5, -0.1]
     assert running_on(texts, pauses) == [(0, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9),
-                                          (9, 11)]
+                                         (9, 11), (11, 13)]
 
 
 def test_html_reads_a_sentence_across_inline_elements_and_code_but_not_across_blocks():

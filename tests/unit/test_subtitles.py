@@ -9,7 +9,7 @@ import re
 import pytest
 
 from transformer_mt.errors import MTError
-from transformer_mt.translate.subtitles import read_vtt, split_tagged
+from transformer_mt.translate.subtitles import _wrap, read_ass, read_vtt, split_tagged
 
 # every kind of block, hours left out and given, cue settings, an identifier, a cue with no
 # text, CRLF line endings and no line ending at the end
@@ -76,3 +76,57 @@ def test_what_is_not_webvtt_is_refused_in_a_line(text, says):
     with pytest.raises(MTError, match=re.escape(says)) as caught:
         read_vtt("film.vtt", text)
     assert "\n" not in str(caught.value) and "film.vtt" in str(caught.value)
+
+
+ASS = ("[Script Info]\r\nTitle: Ein Film\r\nScriptType: v4.00+\r\n\r\n"
+       "[V4+ Styles]\r\nFormat: Name, Fontname, Fontsize, PrimaryColour\r\n"
+       "Style: Default,Arial,20,&H00FFFFFF\r\n\r\n"
+       "[Events]\r\n"
+       "Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\r\n"
+       "Dialogue: 0,0:00:01.00,0:00:02.50,Default,Anna,0,0,0,,{\\i1}Ein Mann, der\\Nläuft\r\n"
+       "Comment: 0,0:00:02.00,0:00:03.00,Default,,0,0,0,,Ein Kommentar.\r\n"
+       "Dialogue: 0,0:00:02.60,0:00:04.00,Default,Anna,0,0,0,,fährt{Notiz} Rad.\r\n"
+       "Dialogue: 0,0:00:04.00,0:00:05.00,Default,Ben,0,0,0,,Zwei\\hHunde\r\n"
+       "Dialogue: 1,0:00:04.00,0:00:09.00,Default,,0,0,0,,{\\p1}m 0 0 l 10 0 10 10{\\p0}\r\n"
+       "Dialogue: 0,1:00:05.00,1:00:06.00,Default,Ben,0,0,0,,spielen.\r\n\r\n"
+       "[Aegisub Project Garbage]\r\nActive Line: 2")
+
+
+def test_substation_alpha_events_are_their_text_and_writing_replaces_only_that():
+    """Dialogue events (commas and line breaks in their text), not comments or drawings; an
+    event runs on only into the next of the same speaker and style."""
+    cues = read_ass("film.ass", ASS)
+    assert cues.texts == ["{\\i1}Ein Mann, der läuft", "fährt{Notiz} Rad.",
+                          "Zwei Hunde", "spielen."]
+    assert cues.pauses == pytest.approx([0.1, float("inf"), 3600.0])
+    assert not cues.escaped
+    expected = ASS
+    for old, new in (("{\\i1}Ein Mann, der\\Nläuft", "A,\\Nb"), ("fährt{Notiz} Rad.", "C"),
+                     ("Zwei\\hHunde", "D"), ("spielen.", "E")):
+        assert expected.count(old) == 1
+        expected = expected.replace(old, new)
+    assert cues.write(["A, b", "C", "D", "E"]) == expected
+    assert read_ass("film.ssa", ASS.replace("v4.00+", "v4.00")).texts == cues.texts
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("[Events]\nFormat: Start, End, Text\nDialogue: 0:00:01.00,0:00:02.00,Hallo",
+     "it does not begin with [Script Info]"),
+    ("[Script Info]\n[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,Default,,0,0,0,,Hallo",
+     "line 3: no Format line with Start, End and Text last before its first event"),
+    ("[Script Info]\n[Events]\nFormat: Start, End, Text\nDialogue: 0:00:01,0:00:02.00,Hallo",
+     "line 4 is not an event as its Format line says (start, end, text)"),
+])
+def test_what_is_not_substation_alpha_is_refused_in_a_line(text, says):
+    with pytest.raises(MTError, match=re.escape(says)) as caught:
+        read_ass("film.ass", text)
+    assert "\n" not in str(caught.value) and "film.ass" in str(caught.value)
+    assert "Advanced SubStation Alpha (.ass)" in str(caught.value)
+
+
+def test_lines_are_wrapped_near_even_and_never_in_a_tag():
+    assert _wrap("a b c d", 2) == "a b\nc d"
+    assert _wrap('Ein <font color="red">Mann fährt</font> schnell', 2) == \
+        'Ein <font color="red">Mann\nfährt</font> schnell'
+    assert _wrap("<v Anna Maria>Ein Mann fährt", 3) == "<v Anna Maria>Ein\nMann\nfährt"
+    assert _wrap("eins", 2) == "eins" and _wrap("♪", 1) == "♪"

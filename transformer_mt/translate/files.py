@@ -5,12 +5,13 @@ server's ``/translate_file``.
   sentences (``documents.py``).
 - HTML (``.html``, ``.htm``): the markup as it was, text in ``translate="no"``, scripts and
   styles untouched (``documents.py``).
-- Subtitles, SubRip (``.srt``) and WebVTT (``.vtt``): each cue's number or identifier,
-  timings and settings as they were, its lines joined and the translation wrapped on as
-  many lines again, its tags (``<i>``, ``<b>``, ``<font>``, ``{\\an8}``, ``<c.yellow>``,
-  ``<v Anna>``) kept around their words; a sentence that runs on into the next cues (up to
-  3, at most 2 s apart) translated whole and shared out among them along attention (each
-  shows a part of it), not each fragment alone (``subtitles.py``).
+- Subtitles, SubRip (``.srt``), WebVTT (``.vtt``) and (Advanced) SubStation Alpha (``.ass``,
+  ``.ssa``): each cue's number or identifier, timings, settings and style as they were, its
+  lines joined and the translation wrapped on as many lines again, its tags (``<i>``,
+  ``<font>``, ``{\\an8}``, ``<c.yellow>``, ``<v Anna>``, ``{\\i1}``) kept around their words;
+  a sentence that runs on into the next cues (up to 3, at most 2 s apart) translated whole
+  and shared out among them along attention (each shows a part of it), not each fragment
+  alone (``subtitles.py``).
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
   controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
   titles and their categories' and series' names), with each
@@ -70,13 +71,13 @@ from transformer_mt.translate.office import (
     slide_runs,
     word_runs,
 )
-from transformer_mt.translate.subtitles import read_srt, read_vtt, running_on, split_tagged
+from transformer_mt.translate.subtitles import READERS, running_on, split_tagged
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt",
-           ".docx": "docx",
+           ".ass": "ass", ".ssa": "ass", ".docx": "docx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx", "odt": "odf.opendocument",
@@ -124,8 +125,8 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    if kind in ("srt", "vtt"):
-        cues = (read_srt if kind == "srt" else read_vtt)(name, text)
+    if kind in READERS:
+        cues = READERS[kind](name, text)
         return FileText([split_tagged(cues.texts[a:b], lang, cues.escaped)
                          for a, b in running_on(cues.texts, cues.pauses)],
                         sum(map(len, cues.texts)),

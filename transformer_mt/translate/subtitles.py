@@ -1,18 +1,23 @@
-"""Subtitles: SubRip (``.srt``) and WebVTT (``.vtt``) files, read as cues whose texts are
-translated and written back with everything else as it was (``files.py``).
+"""Subtitles: SubRip (``.srt``), WebVTT (``.vtt``) and (Advanced) SubStation Alpha (``.ass``,
+``.ssa``) files, read as cues whose texts are translated and written back with everything
+else as it was (``files.py``).
 
 A cue's lines are read as one text and its translation wrapped on as many lines again; its
 tags (SubRip's ``<i>``, ``<b>``, ``<font>``, ``{\\an8}``; WebVTT's ``<i>``, ``<c.yellow>``,
-``<v Anna>``, ``<00:00:01.500>``) are kept around their words. A cue whose words end no
-sentence runs on into the next (up to :data:`MOST_JOINED`, at most :data:`LONGEST_PAUSE_S`
-apart): the sentence is translated whole and shared out among them along attention
-(:func:`split_tagged`), each showing a part of it, rather than each fragment guessed alone.
+``<v Anna>``, ``<00:00:01.500>``; SubStation Alpha's ``{\\i1}``, ``{\\pos(10,20)}``) are kept
+around their words. A cue whose words end no sentence runs on into the next (up to
+:data:`MOST_JOINED`, at most :data:`LONGEST_PAUSE_S` apart): the sentence is translated whole
+and shared out among them along attention (:func:`split_tagged`), each showing a part of it,
+rather than each fragment guessed alone.
 
-SubRip files are read and written by the ``srt`` package (the ``files`` extra). A WebVTT file
-is read as its blocks: only the lines of a cue's text are replaced; its header, cue
-identifiers, timings and settings (``align:start``), ``NOTE``, ``STYLE`` and ``REGION`` blocks
-and line endings stay byte for byte; the text between tags is unescaped (``&amp;``) to be
-translated and escaped again.
+SubRip files are read and written by the ``srt`` package (the ``files`` extra). The others are
+read as lines, and only the lines (WebVTT) or the field (SubStation Alpha) of a cue's text are
+replaced: a WebVTT file's header, cue identifiers, timings and settings (``align:start``),
+``NOTE``, ``STYLE`` and ``REGION`` blocks, a SubStation Alpha file's sections, styles,
+comments, drawings and every event's other fields, and the line endings, stay byte for byte
+(a library that reads and writes them, ``pysubs2``, writes its own header and drops what it
+does not model). WebVTT's text between tags is unescaped (``&amp;``) to be translated and
+escaped again.
 """
 
 from __future__ import annotations
@@ -129,9 +134,90 @@ def _seconds(stamp: list[int]) -> float:
     return hours * 3600 + minutes * 60 + seconds + millis / 1000
 
 
+# SubStation Alpha: a section's header, a time (hours:minutes:seconds.centiseconds), a vector
+# drawing (an override block that turns drawing on: its "text" is shapes, not words)
+SECTION = re.compile(r"\s*\[(.+)\]\s*")
+CLOCK = re.compile(r"\s*(\d+):([0-5]\d):([0-5]\d)\.(\d{2})\s*")
+DRAWING = re.compile(r"\{[^{}]*\\p[1-9]")
+
+
+def read_ass(name: str, text: str) -> Cues:
+    """An Advanced SubStation Alpha (``.ass``) or SubStation Alpha (``.ssa``) file's
+    dialogue events in order (their text the ``Format`` line's last field; ``\\N`` breaks
+    its lines, ``\\n`` and ``\\h`` read as spaces); writing replaces their text alone.
+    Comments, drawings, styles and every other line stay as they were; an event runs on only
+    into the next of its style and speaker.
+    A one-line :class:`MTError` for a file without ``[Script Info]`` first or an event that
+    is not as its ``Format`` line says."""
+    kind = "an Advanced SubStation Alpha (.ass)" if name.lower().endswith(".ass") else \
+        "a SubStation Alpha (.ssa)"
+    parts = re.split(r"(\r\n|\r|\n)", text)
+    lines, ends = parts[0::2], [*parts[1::2], ""]
+    if lines[0].strip().lower() != "[script info]":
+        raise MTError(f"'{name}' is not {kind} file: it does not begin with [Script Info]")
+    fields, events = _events(lines, f"'{name}' is not {kind} file")
+
+    def write(texts: list[str]) -> str:
+        out = {n: ",".join(values[:-1]) + "," + "\\N".join(
+            _wrap(t, values[-1].count("\\N") + 1).split("\n"))
+            for (n, values), t in zip(events, texts, strict=True)}
+        return "".join(("Dialogue:" + out[n] if n in out else line) + end
+                       for n, (line, end) in enumerate(zip(lines, ends, strict=True)))
+
+    def who(values: list[str]) -> list[str]:  # who says it, and how it is shown
+        return [values[fields.index(k)].strip() for k in ("style", "name", "actor", "layer")
+                if k in fields]
+
+    return Cues(
+        [" ".join(re.sub(r"\\[Nnh]", " ", v[-1]).split())
+         for _, v in events],
+        [_clock(b[fields.index("start")]) - _clock(a[fields.index("end")])
+         if who(a) == who(b) else float("inf") for (_, a), (_, b) in itertools.pairwise(events)],
+        False, write)
+
+
+def _events(lines: list[str], wrong: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The ``[Events]`` section's fields (its ``Format`` line's, lower case) and its dialogue
+    events but drawings: each one's line and its fields' values; ``wrong`` begins the one-line
+    :class:`MTError` for an event that is not as the fields say."""
+    section, fields = "", [""]
+    events: list[tuple[int, list[str]]] = []
+    for n, line in enumerate(lines):
+        header = SECTION.fullmatch(line)
+        key, _, value = line.partition(":")
+        if header or section != "events" or key not in ("Format", "Dialogue"):
+            section = header.group(1).lower() if header else section
+        elif key == "Format":
+            fields = [field.strip().lower() for field in value.split(",")]
+        elif fields[-1] != "text" or not {"start", "end"} <= set(fields):
+            raise MTError(f"{wrong}: line {n + 1}: no Format line with Start, End and Text "
+                          "last before its first event")
+        else:
+            values = value.split(",", len(fields) - 1)
+            if len(values) != len(fields) or not all(
+                    CLOCK.fullmatch(values[fields.index(k)]) for k in ("start", "end")):
+                raise MTError(f"{wrong}: line {n + 1} is not an event as its Format line says "
+                              f"({', '.join(fields)})")
+            if not DRAWING.search(values[-1]):
+                events.append((n, values))
+    return fields, events
+
+
+def _clock(time: str) -> float:
+    """SubStation Alpha's H:MM:SS.cc -> seconds."""
+    found = CLOCK.fullmatch(time)
+    assert found is not None  # (checked when read)
+    hours, minutes, seconds, centis = map(int, found.groups())
+    return _seconds([hours, minutes, seconds, centis * 10])
+
+
+READERS = {"srt": read_srt, "vtt": read_vtt, "ass": read_ass}  # by FORMATS' kind (files.py)
+
+
 # a subtitle's markup: HTML-like tags (<i>, <b>, <u>, <font color="...">, WebVTT's <c.name>,
-# <v Anna>), WebVTT's timestamps (<00:00:01.500>) and the override tags players read ({\an8})
-TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|<\d[\d:.]*>|\{\\[^{}]*\})")
+# <v Anna>), WebVTT's timestamps (<00:00:01.500>) and override blocks ({\an8}; SubStation
+# Alpha's {\i1}, {\pos(10,20)} and its comments in braces)
+TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|<\d[\d:.]*>|\{[^{}]*\})")
 
 
 def split_tagged(texts: Sequence[str], lang: str, escaped: bool = False
@@ -177,14 +263,16 @@ LONGEST_PAUSE_S = 2.0  # between subtitles that run on: after a longer one, anot
 def running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
     """The subtitles that run on, (first, past the last): each with the next while its words
     end no sentence (its tags aside; one that ends "...", as a sentence breaks off, ends
-    one) and the ``pauses`` between them (seconds) are :data:`LONGEST_PAUSE_S` at most,
-    :data:`MOST_JOINED` at most; one without words (a "♪") on its own."""
+    one) and the ``pauses`` between them (seconds) are :data:`LONGEST_PAUSE_S` at most (and
+    they overlap by as much at most: a cue shown long before the one before it ends, or
+    earlier in a file not in order of time, is another utterance), :data:`MOST_JOINED` at
+    most; one without words (a "♪") on its own."""
     spans, start = [], 0
     for i, text in enumerate(texts):
         if not any(c.isalnum() for c in text):
             spans += [(start, i)] * (start < i) + [(i, i + 1)]
         elif SENTENCE_END.search(TAG.sub("", text).rstrip()) or i + 1 - start == MOST_JOINED \
-                or i == len(pauses) or pauses[i] > LONGEST_PAUSE_S:
+                or i == len(pauses) or not abs(pauses[i]) <= LONGEST_PAUSE_S:
             spans.append((start, i + 1))
         else:
             continue
@@ -192,13 +280,19 @@ def running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
     return spans + [(start, len(texts))] * (start < len(texts))
 
 
+# a word, where lines may break around it: text without spaces, tags (spaces in them) within
+WORD = re.compile(rf"(?:{TAG.pattern[1:-1]}|\S)+")
+
+
 def _wrap(text: str, lines: int) -> str:
-    """``text`` on at most ``lines`` lines of about equal length, broken between words."""
-    words, out = text.split(), []
+    """``text`` on at most ``lines`` lines of about equal length (each as near its share as a
+    word more or less makes it), broken between words, never in a tag (``<v Anna>``)."""
+    words, out = WORD.findall(text), []
     for n in range(lines, 0, -1):
-        left = len(" ".join(words))
+        target = len(" ".join(words)) / n  # each line's share of what is left
         line: list[str] = []
-        while words and (not line or len(" ".join(line)) < left / n):
+        while words and (not line or abs(len(" ".join([*line, words[0]])) - target)
+                         <= abs(len(" ".join(line)) - target)):
             line.append(words.pop(0))
         out.append(" ".join(line))
     return "\n".join(line for line in out if line) or text
