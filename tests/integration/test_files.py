@@ -244,6 +244,37 @@ def test_a_sentence_across_subtitles_is_translated_whole_and_shared_out(translat
     assert out[1].content.startswith("<i>") and out[1].content.endswith("</i>")
 
 
+@pytest.mark.parametrize("name", ["film.srt", "film.vtt", "film.ass"])
+def test_a_dialogues_lines_are_translated_apart_each_with_its_speakers_dash(translator, name):
+    """A cue of two speakers (a dash begins a line after the first; with a space after it or
+    none, after a tag or not) shows each line's translation on its line, after its dash,
+    the dash not read as a word; a cue with one dashed line is one text."""
+    cues = [["- Wohin gehst du?", "- Nach Hause."], ["<i>Wer ist das?</i>", "<i>-Ein Mann.</i>"],
+            ["- Ein Mann fährt", "mit dem Fahrrad."]]
+    if name.endswith(".srt"):
+        text = "".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},900\n" + "\n".join(cue) + "\n\n"
+                       for i, cue in enumerate(cues, 1))
+        shown = [s.content.split("\n") for s in srt.parse(translate_file(
+            translator, name, text.encode()).decode())]
+    elif name.endswith(".vtt"):
+        text = "WEBVTT\n\n" + "".join(f"00:0{i}.000 --> 00:0{i}.900\n" + "\n".join(cue) + "\n\n"
+                                      for i, cue in enumerate(cues, 1))
+        out = translate_file(translator, name, text.encode()).decode()
+        shown = [block.split("\n")[1:] for block in out.strip().split("\n\n")[1:]]
+    else:
+        text = ASS.split("Dialogue:")[0] + "".join(
+            f"Dialogue: 0,0:00:0{i}.00,0:00:0{i}.90,Default,,0,0,0,," + "\\N".join(cue) + "\n"
+            for i, cue in enumerate(cues, 1))
+        shown = [e.text.split("\\N") for e in pysubs2.SSAFile.from_string(
+            translate_file(translator, name, text.encode()).decode())]
+    where, home, who, man, rides = translator.translate(
+        ["Wohin gehst du?", "Nach Hause.", "Wer ist das?", "Ein Mann.",
+         "Ein Mann fährt mit dem Fahrrad."])
+    assert shown[0] == [f"- {where}", f"- {home}"]
+    assert shown[1] == [f"<i>{who}</i>", f"<i>-{man}</i>"]
+    assert shown[2][0].startswith("- ") and " ".join(shown[2])[2:] == rides
+
+
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):
     for name, text in FILES.items():
         source = tmp_path / name

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from transformer_mt.errors import MTError
-from transformer_mt.translate.subtitles import _wrap, read_ass, read_vtt, split_tagged
+from transformer_mt.translate.subtitles import _cue_text, _wrap, read_ass, read_vtt, split_tagged
 
 # every kind of block, hours left out and given, cue settings, an identifier, a cue with no
 # text, CRLF line endings and no line ending at the end
@@ -130,3 +130,18 @@ def test_lines_are_wrapped_near_even_and_never_in_a_tag():
         'Ein <font color="red">Mann\nfährt</font> schnell'
     assert _wrap("<v Anna Maria>Ein Mann fährt", 3) == "<v Anna Maria>Ein\nMann\nfährt"
     assert _wrap("eins", 2) == "eins" and _wrap("♪", 1) == "♪"
+
+
+def test_a_dialogue_keeps_its_lines_and_its_dashes_out_of_the_model():
+    """Two speakers: each line's sentences apart, the dashes (and tags before them) kept as
+    markup; an empty line dropped; a dash that does not begin a line is a word."""
+    text = _cue_text(["<i>- Wohin gehst du?</i>", "   ", "—Nach  Hause."])
+    assert text == "<i>- Wohin gehst du?</i>\n—Nach Hause."
+    doc = split_tagged([text], "de")
+    assert doc.sentences == ["Wohin gehst du?", "Nach Hause."]
+    out = doc.rebuild(["Where are you going?", "Home."])
+    assert out == ["<i>- Where are you going?</i>\n—Home."]
+    assert _wrap(out[0], 2) == out[0]  # its lines as they are
+    assert _cue_text(["- Ein Mann", "fährt - schnell."]) == "- Ein Mann fährt - schnell."
+    assert split_tagged(["- Ein Mann fährt - schnell."], "de").sentences == [
+        "Ein Mann fährt - schnell."]

@@ -8,7 +8,8 @@ server's ``/translate_file``.
 - Subtitles, SubRip (``.srt``), WebVTT (``.vtt``) and (Advanced) SubStation Alpha (``.ass``,
   ``.ssa``): each cue's number or identifier, timings, settings and style as they were, its
   lines joined and the translation wrapped on as many lines again, its tags (``<i>``,
-  ``<font>``, ``{\\an8}``, ``<c.yellow>``, ``<v Anna>``, ``{\\i1}``) kept around their words;
+  ``<font>``, ``{\\an8}``, ``<c.yellow>``, ``<v Anna>``, ``{\\i1}``) kept around their words, a
+  dialogue's lines ("- Wohin?" / "- Nach Hause.") each translated on its line after its dash;
   a sentence that runs on into the next cues (up to 3, at most 2 s apart) translated whole
   and shared out among them along attention (each shows a part of it), not each fragment
   alone (``subtitles.py``).

@@ -5,10 +5,12 @@ else as it was (``files.py``).
 A cue's lines are read as one text and its translation wrapped on as many lines again; its
 tags (SubRip's ``<i>``, ``<b>``, ``<font>``, ``{\\an8}``; WebVTT's ``<i>``, ``<c.yellow>``,
 ``<v Anna>``, ``<00:00:01.500>``; SubStation Alpha's ``{\\i1}``, ``{\\pos(10,20)}``) are kept
-around their words. A cue whose words end no sentence runs on into the next (up to
-:data:`MOST_JOINED`, at most :data:`LONGEST_PAUSE_S` apart): the sentence is translated whole
-and shared out among them along attention (:func:`split_tagged`), each showing a part of it,
-rather than each fragment guessed alone.
+around their words; a cue of two speakers (a line after the first begins with a dash:
+"- Wohin?" / "- Nach Hause.") keeps its lines, each line's sentences translated apart after
+its dash. A cue whose words end no sentence runs on into the next (up to :data:`MOST_JOINED`,
+at most :data:`LONGEST_PAUSE_S` apart): the sentence is translated whole and shared out among
+them along attention (:func:`split_tagged`), each showing a part of it, rather than each
+fragment guessed alone.
 
 SubRip files are read and written by the ``srt`` package (the ``files`` extra). The others are
 read as lines, and only the lines (WebVTT) or the field (SubStation Alpha) of a cue's text are
@@ -60,7 +62,7 @@ def read_srt(name: str, text: str) -> Cues:
                             s.proprietary) for s, t in zip(subtitles, texts, strict=True)]
         return str(srt.compose(out, reindex=False))
 
-    return Cues([" ".join(s.content.split()) for s in subtitles],
+    return Cues([_cue_text(s.content.split("\n")) for s in subtitles],
                 [(b.start - a.end).total_seconds() for a, b in itertools.pairwise(subtitles)],
                 False, write)
 
@@ -104,7 +106,7 @@ def read_vtt(name: str, text: str) -> Cues:
         out += [line + end for line, end in zip(lines[at:], ends[at:], strict=True)]
         return "".join(out)
 
-    return Cues([" ".join(" ".join(lines[a:b]).split()) for a, b in cues],
+    return Cues([_cue_text(lines[a:b]) for a, b in cues],
                 [b[0] - a[1] for a, b in itertools.pairwise(times)], True, write)
 
 
@@ -169,8 +171,7 @@ def read_ass(name: str, text: str) -> Cues:
                 if k in fields]
 
     return Cues(
-        [" ".join(re.sub(r"\\[Nnh]", " ", v[-1]).split())
-         for _, v in events],
+        [_cue_text(re.sub(r"\\[nh]", " ", v[-1]).split("\\N")) for _, v in events],
         [_clock(b[fields.index("start")]) - _clock(a[fields.index("end")])
          if who(a) == who(b) else float("inf") for (_, a), (_, b) in itertools.pairwise(events)],
         False, write)
@@ -214,10 +215,22 @@ def _clock(time: str) -> float:
 READERS = {"srt": read_srt, "vtt": read_vtt, "ass": read_ass}  # by FORMATS' kind (files.py)
 
 
+def _cue_text(lines: Sequence[str]) -> str:
+    """A cue's lines as one text: joined by spaces, or, where a line after the first begins
+    with a dash (two speakers, "- Wohin?" / "- Nach Hause."), each line apart: its sentences
+    are translated apart and shown on the lines they were on."""
+    lines = [text for text in (" ".join(line.split()) for line in lines) if text]
+    dialogue = any(DASH.match(line) for line in lines[1:])
+    return "\n".join(lines) if dialogue else " ".join(" ".join(lines).split())
+
+
 # a subtitle's markup: HTML-like tags (<i>, <b>, <u>, <font color="...">, WebVTT's <c.name>,
 # <v Anna>), WebVTT's timestamps (<00:00:01.500>) and override blocks ({\an8}; SubStation
-# Alpha's {\i1}, {\pos(10,20)} and its comments in braces)
-TAG = re.compile(r"(</?[a-zA-Z][^<>]*>|<\d[\d:.]*>|\{[^{}]*\})")
+# Alpha's {\i1}, {\pos(10,20)} and its comments in braces); and a speaker's dash that begins
+# a line, after the tags there ("- Wohin?", "<i>-Nach Hause.</i>")
+TAG = re.compile(r"(^(?:<[a-zA-Z][^<>]*>|\{[^{}]*\})*[-–—][ \t]*|</?[a-zA-Z][^<>]*>|<\d[\d:.]*>"
+                 r"|\{[^{}]*\})", re.M)
+DASH = re.compile(r"(?:<[a-zA-Z][^<>]*>|\{[^{}]*\})*[-–—]")  # a line that begins with a dash
 
 
 def split_tagged(texts: Sequence[str], lang: str, escaped: bool = False
@@ -286,7 +299,10 @@ WORD = re.compile(rf"(?:{TAG.pattern[1:-1]}|\S)+")
 
 def _wrap(text: str, lines: int) -> str:
     """``text`` on at most ``lines`` lines of about equal length (each as near its share as a
-    word more or less makes it), broken between words, never in a tag (``<v Anna>``)."""
+    word more or less makes it), broken between words, never in a tag (``<v Anna>``); a
+    dialogue's text on its lines as they are (:func:`_cue_text`)."""
+    if "\n" in text:
+        return text
     words, out = WORD.findall(text), []
     for n in range(lines, 0, -1):
         target = len(" ".join(words)) / n  # each line's share of what is left
