@@ -44,6 +44,13 @@ def test_a_webvtt_files_cues_are_their_text_and_writing_replaces_only_that():
     assert cues.write(["A", "B C D", "E", "F"]) == expected
 
 
+def test_a_webvtt_cue_runs_on_only_into_one_of_the_same_voice():
+    text = ("WEBVTT\n\n00:01.000 --> 00:02.000\n<v Anna>Ich gehe\n\n"
+            "00:02.100 --> 00:03.000\n<v.laut Ben>nach\n\n00:03.100 --> 00:04.000\nHause\n\n"
+            "00:04.100 --> 00:05.000\n<v Ben>und\n\n00:05.100 --> 00:06.000\n<v Ben>schlafe.")
+    assert read_vtt("film.vtt", text).pauses == pytest.approx([float("inf"), 0.1, 0.1, 0.1])
+
+
 def test_webvtt_text_between_tags_is_unescaped_for_the_model_and_escaped_back():
     doc = split_tagged(["Tom &amp; Jerry &lt;3 <01:00:01.500><i>spielen</i>"], "de",
                        escaped=True)

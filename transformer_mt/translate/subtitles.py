@@ -76,7 +76,8 @@ TIMING = re.compile(rf"{STAMP}[ \t]+-->[ \t]+{STAMP}(?:[ \t].*)?")
 def read_vtt(name: str, text: str) -> Cues:
     """A WebVTT file's cues (a cue: a block whose first or second line holds ``-->``, its
     text the lines after that; a ``NOTE``, ``STYLE`` or ``REGION`` block is none); writing
-    replaces their text's lines alone. A one-line :class:`MTError` for a file that does not
+    replaces their text's lines alone. A cue does not run on into one another voice speaks
+    (``<v Anna>``, ``<v Ben>``). A one-line :class:`MTError` for a file that does not
     begin with ``WEBVTT`` or a cue whose timing is not WebVTT's."""
     parts = re.split(r"(\r\n|\r|\n)", text)  # its line endings as they are
     lines, ends = parts[0::2], [*parts[1::2], ""]
@@ -106,8 +107,15 @@ def read_vtt(name: str, text: str) -> Cues:
         out += [line + end for line, end in zip(lines[at:], ends[at:], strict=True)]
         return "".join(out)
 
-    return Cues([_cue_text(lines[a:b]) for a, b in cues],
-                [b[0] - a[1] for a, b in itertools.pairwise(times)], True, write)
+    texts = [_cue_text(lines[a:b]) for a, b in cues]
+    voices = [VOICE.match(text) for text in texts]  # who speaks, where a cue says
+    return Cues(texts, [b[0] - a[1] if not (v and w and v[1] != w[1]) else float("inf")
+                        for (a, b), (v, w) in zip(itertools.pairwise(times),
+                                                  itertools.pairwise(voices), strict=True)],
+                True, write)
+
+
+VOICE = re.compile(r"<v(?:\.[^\s>]*)?[ \t]+([^>]*)>")  # WebVTT's voice span: its speaker
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, int]]:
