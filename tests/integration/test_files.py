@@ -32,7 +32,7 @@ HTML = ('<html><head><title>Hunde</title><style>p {color: red}</style></head><bo
 SRT = ("1\n00:00:01,000 --> 00:00:03,500\nEin Mann fährt\nmit dem Fahrrad.\n\n"
        "2\n00:00:04,000 --> 00:00:06,250\nZwei Hunde spielen im Schnee.\n\n"
        "7\n01:02:03,004 --> 01:02:05,000\nEine Frau liest ein Buch.\n\n")
-VTT = ("WEBVTT\n\nNOTE nicht übersetzt\n\n"
+VTT = ("WEBVTT\nKind: captions\nLanguage: de\n\nNOTE nicht übersetzt\n\n"
        "eins\n00:01.000 --> 00:03.500 align:start\n<v Anna>Ein Mann fährt\n\n"
        "00:03.600 --> 00:05.000\n<v Anna>mit dem <i>Fahrrad</i>.\n\n"
        "00:06.000 --> 00:08.250 line:0\nZwei Hunde &amp; eine Katze\nspielen im Schnee.\n")
@@ -158,10 +158,12 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     expected = translator.translate([" ".join(s.content.split()) for s in theirs], form="text")
     assert [" ".join(s.content.split()) for s in ours] == expected
     assert ours[0].content.count("\n") == 1  # two lines in, two lines out
-    # WebVTT: every byte but the cues' text as it was; a sentence across two cues translated
-    # whole, the text between tags unescaped for the model and escaped back
+    # WebVTT: every byte but the cues' text and the header's language as it was; a sentence
+    # across two cues translated whole, the text between tags unescaped for the model and
+    # escaped back
     ours, theirs = read_vtt("", out["film.vtt"]), read_vtt("", VTT)
-    assert theirs.write(ours.texts) == out["film.vtt"]
+    assert theirs.write(ours.texts).replace("Language: de\n", "Language: en\n", 1) == \
+        out["film.vtt"]
     shown = [html.unescape(re.sub(r"<[^>]+>", "", text)) for text in ours.texts]
     assert [" ".join(shown[:2]), shown[2]] == translator.translate(
         ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde & eine Katze spielen im Schnee."])

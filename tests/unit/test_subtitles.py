@@ -9,6 +9,7 @@ import re
 import pytest
 
 from transformer_mt.errors import MTError
+from transformer_mt.translate.language_tags import relabel_vtt
 from transformer_mt.translate.subtitles import _cue_text, _wrap, read_ass, read_vtt, split_tagged
 
 # every kind of block, hours left out and given, cue settings, an identifier, a cue with no
@@ -152,3 +153,12 @@ def test_a_dialogue_keeps_its_lines_and_its_dashes_out_of_the_model():
     assert _cue_text(["- Ein Mann", "fährt - schnell."]) == "- Ein Mann fährt - schnell."
     assert split_tagged(["- Ein Mann fährt - schnell."], "de").sentences == [
         "Ein Mann fährt - schnell."]
+
+
+def test_a_webvtt_header_says_the_target_language_where_it_said_the_source():
+    """YouTube's "Language: de" in the header (CRLF line endings too); a cue's text that
+    happens to say so, or another language, as it was."""
+    text = ("WEBVTT\r\nKind: captions\r\nLanguage: de-DE\r\n\r\n"
+            "00:01.000 --> 00:02.000\r\nLanguage: de\r\n")
+    assert relabel_vtt(text, "de", "en") == text.replace("de-DE", "en", 1)
+    assert relabel_vtt("WEBVTT\nLanguage: fr\n", "de", "en") == "WEBVTT\nLanguage: fr\n"

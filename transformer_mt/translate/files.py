@@ -12,7 +12,7 @@ server's ``/translate_file``.
   dialogue's lines ("- Wohin?" / "- Nach Hause.") each translated on its line after its dash;
   a sentence that runs on into the next cues (up to 3, at most 2 s apart) translated whole
   and shared out among them along attention (each shows a part of it), not each fragment
-  alone (``subtitles.py``).
+  alone (``subtitles.py``); a WebVTT header's ``Language:`` the translation's.
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
   controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
   titles and their categories' and series' names), with each
@@ -61,7 +61,13 @@ from transformer_mt.translate.documents import (
     translate_split,
 )
 from transformer_mt.translate.inline import attention_links
-from transformer_mt.translate.language_tags import relabel_odf, relabel_slides, relabel_word, says
+from transformer_mt.translate.language_tags import (
+    relabel_odf,
+    relabel_slides,
+    relabel_vtt,
+    relabel_word,
+    says,
+)
 from transformer_mt.translate.office import (
     SLIDE_PARTS,
     WORD_PARTS,
@@ -72,7 +78,7 @@ from transformer_mt.translate.office import (
     slide_runs,
     word_runs,
 )
-from transformer_mt.translate.subtitles import READERS, running_on, split_tagged
+from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_tagged
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -127,13 +133,21 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
     except UnicodeDecodeError as exc:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind in READERS:
-        cues = READERS[kind](name, text)
-        return FileText([split_tagged(cues.texts[a:b], lang, cues.escaped)
-                         for a, b in running_on(cues.texts, cues.pauses)],
-                        sum(map(len, cues.texts)),
-                        lambda out: cues.write([t for block in out for t in block]).encode())
+        return _subtitles(READERS[kind](name, text), lang, target if kind == "vtt" else None)
     return FileText([split_document(text, lang, "html" if kind == "html" else "text", target)],
                     len(text), lambda out: out[0].encode("utf-8"))
+
+
+def _subtitles(cues: Cues, lang: str, target: str | None) -> FileText:
+    """Subtitles' cues, those that run on each a flow (``subtitles.py``); written saying they
+    are in ``target`` where the file's header said ``lang`` (WebVTT's ``Language:``)."""
+    def rebuild(out: list[list[str]]) -> bytes:
+        written = cues.write([text for block in out for text in block])
+        return (relabel_vtt(written, lang, target) if target else written).encode("utf-8")
+
+    return FileText([split_tagged(cues.texts[a:b], lang, cues.escaped)
+                     for a, b in running_on(cues.texts, cues.pauses)],
+                    sum(map(len, cues.texts)), rebuild)
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",

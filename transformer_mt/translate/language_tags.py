@@ -25,6 +25,20 @@ def relabel_html(tag: Any, lang: str, target: str) -> None:
             tag[name] = target
 
 
+# a WebVTT header's language (YouTube's "Language: de"): the header is what comes before the
+# first empty line
+VTT_HEADER = re.compile(r"(?s)\A.*?(?:(?:\r\n|\r(?!\n)|\n){2}|\Z)")
+VTT_LANGUAGE = re.compile(r"(?m)^(Language:[ \t]*)(\S+)")
+
+
+def relabel_vtt(text: str, lang: str, target: str) -> str:
+    """A WebVTT file whose header's ``Language:`` is ``target`` where it was ``lang``."""
+    header = VTT_HEADER.match(text)
+    assert header is not None  # (it matches anything)
+    return VTT_LANGUAGE.sub(lambda m: m[1] + target if says(m[2], lang) else m[0],
+                            header[0]) + text[header.end():]
+
+
 def relabel_word(document: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
     """A Word document's ``w:lang`` (in its runs and styles: the parts whose content type ends
     with one of ``parts``) and its properties' language."""
