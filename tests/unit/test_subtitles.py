@@ -94,7 +94,7 @@ ASS = ("[Script Info]\r\nTitle: Ein Film\r\nScriptType: v4.00+\r\n\r\n"
        "Dialogue: 0,0:00:01.00,0:00:02.50,Default,Anna,0,0,0,,{\\i1}Ein Mann, der\\Nläuft\r\n"
        "Comment: 0,0:00:02.00,0:00:03.00,Default,,0,0,0,,Ein Kommentar.\r\n"
        "Dialogue: 0,0:00:02.60,0:00:04.00,Default,Anna,0,0,0,,fährt{Notiz} Rad.\r\n"
-       "Dialogue: 0,0:00:04.00,0:00:05.00,Default,Ben,0,0,0,,Zwei\\hHunde\r\n"
+       " Dialogue: 0,0:00:04.00,0:00:05.00,Default,Ben,0,0,0,,Zwei\\hHunde\r\n"
        "Dialogue: 1,0:00:04.00,0:00:09.00,Default,,0,0,0,,{\\p1}m 0 0 l 10 0 10 10{\\p0}\r\n"
        "Dialogue: 0,1:00:05.00,1:00:06.00,Default,Ben,0,0,0,,spielen.\r\n\r\n"
        "[Aegisub Project Garbage]\r\nActive Line: 2")

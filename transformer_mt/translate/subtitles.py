@@ -37,8 +37,9 @@ from transformer_mt.translate.documents import Document, Links, split_flow
 
 @dataclass
 class Cues:
-    """A subtitle file's cues: each one's text (its lines joined by a space), the pauses
-    between them (seconds), whether the text between tags is escaped (WebVTT's ``&amp;``),
+    """A subtitle file's cues: each one's text (its lines joined by a space; a dialogue's by
+    line breaks, :func:`_cue_text`), the pauses between them (seconds; infinite where another
+    speaker's cue follows), whether the text between tags is escaped (WebVTT's ``&amp;``),
     and how to write the file with each cue's text replaced (wrapped on as many lines)."""
 
     texts: list[str]
@@ -171,7 +172,7 @@ def read_ass(name: str, text: str) -> Cues:
         out = {n: ",".join(values[:-1]) + "," + "\\N".join(
             _wrap(t, values[-1].count("\\N") + 1).split("\n"))
             for (n, values), t in zip(events, texts, strict=True)}
-        return "".join(("Dialogue:" + out[n] if n in out else line) + end
+        return "".join((line[:line.index(":") + 1] + out[n] if n in out else line) + end
                        for n, (line, end) in enumerate(zip(lines, ends, strict=True)))
 
     def who(values: list[str]) -> list[str]:  # who says it, and how it is shown
@@ -194,6 +195,7 @@ def _events(lines: list[str], wrong: str) -> tuple[list[str], list[tuple[int, li
     for n, line in enumerate(lines):
         header = SECTION.fullmatch(line)
         key, _, value = line.partition(":")
+        key = key.strip()
         if header or section != "events" or key not in ("Format", "Dialogue"):
             section = header.group(1).lower() if header else section
         elif key == "Format":
