@@ -74,18 +74,6 @@ def test_a_cue_begins_where_a_browser_begins_one_even_without_an_empty_line():
         "Zwei\nHunde.\nx", "B\nC").replace("Drei Hunde.", "D")
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("1\n00:00:01,000 --> 00:00:02,000\nEin Hund.\n", "it does not begin with WEBVTT"),
-    ("WEBVTTX\n\n00:01.000 --> 00:02.000\nEin Hund.\n", "it does not begin with WEBVTT"),
-    ("WEBVTT\n\n00:01,000 --> 00:02.000\nEin Hund.\n",
-     "line 3 ('00:01,000 --> 00:02.000') is not a cue's timing"),
-])
-def test_what_is_not_webvtt_is_refused_in_a_line(text, says):
-    with pytest.raises(MTError, match=re.escape(says)) as caught:
-        read_vtt("film.vtt", text)
-    assert "\n" not in str(caught.value) and "film.vtt" in str(caught.value)
-
-
 ASS = ("[Script Info]\r\nTitle: Ein Film\r\nScriptType: v4.00+\r\n\r\n"
        "[V4+ Styles]\r\nFormat: Name, Fontname, Fontsize, PrimaryColour\r\n"
        "Style: Default,Arial,20,&H00FFFFFF\r\n\r\n"
@@ -117,19 +105,26 @@ def test_substation_alpha_events_are_their_text_and_writing_replaces_only_that()
     assert read_ass("film.ssa", ASS.replace("v4.00+", "v4.00")).texts == cues.texts
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("[Events]\nFormat: Start, End, Text\nDialogue: 0:00:01.00,0:00:02.00,Hallo",
+@pytest.mark.parametrize(("name", "text", "says"), [
+    ("film.vtt", "1\n00:00:01,000 --> 00:00:02,000\nEin Hund.\n", "it does not begin with WEBVTT"),
+    ("film.vtt", "WEBVTTX\n\n00:01.000 --> 00:02.000\nEin Hund.\n",
+     "it does not begin with WEBVTT"),
+    ("film.vtt", "WEBVTT\n\n00:01,000 --> 00:02.000\nEin Hund.\n",
+     "line 3 ('00:01,000 --> 00:02.000') is not a cue's timing"),
+    ("film.ass", "[Events]\nFormat: Start, End, Text\nDialogue: 0:00:01.00,0:00:02.00,Hallo",
      "it does not begin with [Script Info]"),
-    ("[Script Info]\n[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,Default,,0,0,0,,Hallo",
+    ("film.ass", "[Script Info]\n[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,Default,,,Hallo",
      "line 3: no Format line with Start, End and Text last before its first event"),
-    ("[Script Info]\n[Events]\nFormat: Start, End, Text\nDialogue: 0:00:01,0:00:02.00,Hallo",
+    ("film.ass", "[Script Info]\n[Events]\nFormat: Start, End, Text\n"
+     "Dialogue: 0:00:01,0:00:02.00,Hallo",
      "line 4 is not an event as its Format line says (start, end, text)"),
 ])
-def test_what_is_not_substation_alpha_is_refused_in_a_line(text, says):
+def test_what_is_not_such_subtitles_is_refused_in_a_line(name, text, says):
     with pytest.raises(MTError, match=re.escape(says)) as caught:
-        read_ass("film.ass", text)
-    assert "\n" not in str(caught.value) and "film.ass" in str(caught.value)
-    assert "Advanced SubStation Alpha (.ass)" in str(caught.value)
+        (read_vtt if name.endswith(".vtt") else read_ass)(name, text)
+    assert "\n" not in str(caught.value) and name in str(caught.value)
+    assert ("WebVTT (.vtt)" if name.endswith(".vtt") else "Advanced SubStation Alpha (.ass)") \
+        in str(caught.value)
 
 
 def test_lines_are_wrapped_near_even_and_never_in_a_tag():
