@@ -72,6 +72,16 @@ def test_a_cue_begins_where_a_browser_begins_one_even_without_an_empty_line():
     assert cues.texts == ["Ein Hund.", "Zwei Hunde. x", "Drei Hunde."]
     assert cues.write(["A", "B C", "D"]) == text.replace("Ein Hund.", "A").replace(
         "Zwei\nHunde.\nx", "B\nC").replace("Drei Hunde.", "D")
+    # "NOTE" before a timing line is a cue's identifier; a comment with "-->" no cue
+    text = ("WEBVTT\n\nNOTE\n00:01.000 --> 00:02.000\nHallo\n\nNOTE a --> b\nnichts\n\n"
+            "00:03.000 --> 00:04.000\n&nbsp;\n")
+    assert read_vtt("film.vtt", text).texts == ["Hallo", "&nbsp;"]
+
+
+def test_a_cue_of_a_non_breaking_space_keeps_it():
+    """(Not stripped away as the space between two cues' texts is: the cue would be empty.)"""
+    doc = split_tagged(["Ein Hund", "&nbsp;"], "de", escaped=True)
+    assert doc.rebuild(doc.sentences) == ["Ein Hund", "\u00a0"]
 
 
 ASS = ("[Script Info]\r\nTitle: Ein Film\r\nScriptType: v4.00+\r\n\r\n"

@@ -84,13 +84,12 @@ def read_vtt(name: str, text: str) -> Cues:
     lines, ends = parts[0::2], [*parts[1::2], ""]
     if not SIGNATURE.fullmatch(lines[0]):
         raise MTError(f"'{name}' is not a WebVTT (.vtt) file: it does not begin with WEBVTT")
-    blocks = [(a, b) for a, b in _blocks(lines) if a > 0 and not lines[a].startswith("NOTE")]
     cues: list[tuple[int, int]] = []  # the lines of each cue's text: (first, past the last)
     times: list[tuple[float, float]] = []
-    for a, b in blocks:
+    for a, b in _blocks(lines)[1:]:  # (the first: the header)
         timing = next((n for n in range(a, min(a + 2, b)) if "-->" in lines[n]), None)
-        if timing is None or timing + 1 == b:  # no cue, or one without text: as it is
-            continue
+        if timing is None or timing + 1 == b or (timing == a and lines[a].startswith("NOTE")):
+            continue  # no cue (a comment, a style, a region), or one without text: as it is
         found = TIMING.fullmatch(lines[timing])
         if found is None:
             raise MTError(f"'{name}' is not a WebVTT (.vtt) file: line {timing + 1} "
@@ -267,7 +266,7 @@ def split_tagged(texts: Sequence[str], lang: str, escaped: bool = False
             parts = list(parts)
             parts[0::2] = [_escape(next(shared)) if escaped else next(shared)
                            for _ in parts[0::2]]
-            out.append("".join(parts).strip())
+            out.append("".join(parts).strip(" "))  # (the space between texts; not a U+00A0)
         return out
 
     return Document(flow.sentences, flow.cuts, rebuild)
