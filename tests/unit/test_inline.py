@@ -196,6 +196,15 @@ def test_html_reads_a_sentence_across_inline_elements_and_code_but_not_across_bl
     assert doc.rebuild(doc.sentences) == html
 
 
+def test_kept_code_keeps_its_space_where_the_piece_beside_it_gets_no_word():
+    """The space between kept code and a link is a piece of its own; the translation gives it
+    no word, and it stays ("<code>x</code><a>link</a>" read "xlink")."""
+    doc = split_html('<p>Ein <b>großer</b> Titel und <i>noch</i> mehr <code>x</code> '
+                     '<a href="a">Link</a></p>', "de")
+    out = doc.rebuild(["A big title and more code link"])
+    assert "<code>x</code> <a href" in out
+
+
 @st.composite
 def inline_pages(draw) -> str:
     """A paragraph or two of words, marks and spaces, some in inline elements (nested too),

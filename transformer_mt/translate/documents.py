@@ -148,11 +148,13 @@ def _around_kept(pieces: Sequence[str], out: list[str], keep: list[bool]) -> lis
     reads", not "A woman <code>Maria</code>reads")."""
     out = [piece if k else o for piece, o, k in zip(pieces, out, keep, strict=True)]
     for i in (i for i, k in enumerate(keep) if k):
-        if i > 0 and not keep[i - 1] and pieces[i - 1][-1:].isspace() and out[i - 1] \
-                and not out[i - 1][-1:].isspace():
+        before = "".join(out[:i])  # (a piece between left empty: the text beyond it)
+        if i > 0 and not keep[i - 1] and pieces[i - 1][-1:].isspace() and before \
+                and not before[-1:].isspace():
             out[i - 1] += " "
-        if i + 1 < len(out) and not keep[i + 1] and pieces[i + 1][:1].isspace() \
-                and out[i + 1] and not out[i + 1][:1].isspace():
+        after = "".join(out[i + 1:])
+        if i + 1 < len(out) and not keep[i + 1] and pieces[i + 1][:1].isspace() and after \
+                and not after[:1].isspace():
             out[i + 1] = " " + out[i + 1]
     return out
 
