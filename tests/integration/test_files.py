@@ -19,6 +19,7 @@ srt = pytest.importorskip("srt")
 docx = pytest.importorskip("docx")
 pptx = pytest.importorskip("pptx")
 pysubs2 = pytest.importorskip("pysubs2")
+markdown_it = pytest.importorskip("markdown_it")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -44,7 +45,10 @@ ASS = ("[Script Info]\nScriptType: v4.00+\n\n[V4+ Styles]\nFormat: Name, Fontnam
        "Dialogue: 0,0:00:03.60,0:00:05.00,Default,Anna,0,0,0,,mit dem Fahrrad.{\\i0}\n"
        "Dialogue: 0,0:00:06.00,0:00:08.25,Default,Ben,10,10,10,,Zwei Hunde, eine Katze\\N"
        "spielen im Schnee.\n")
-FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT, "film.ass": ASS}
+MD = ("# Ein Hund\n\nEin Mann fährt\nmit dem **Fahrrad**. Zwei Hunde spielen.\n\n"
+      "- Eine Frau liest ein Buch.\n\n```\nEin Hund.\n```\n")
+FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT, "film.ass": ASS,
+         "read.md": MD}
 
 
 def zipfile_bytes(members: dict[str, bytes]) -> bytes:
@@ -139,6 +143,12 @@ class Tags(html.parser.HTMLParser):
         self.tags.append(("end", tag))
 
 
+def _shown(inline) -> str:
+    """The text a Markdown paragraph shows (its line breaks as spaces)."""
+    return "".join(c.content if c.type in ("text", "code_inline") else " " * (
+        c.type == "softbreak") for c in inline.children)
+
+
 def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     out = {name: translate_file(translator, name, text.encode()).decode()
            for name, text in FILES.items()}
@@ -179,6 +189,16 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     shown = [" ".join(e.plaintext.split()) for e in ours if e.type == "Dialogue"]
     assert [" ".join(shown[:2]), shown[2]] == translator.translate(
         ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde, eine Katze spielen im Schnee."])
+    # Markdown, as markdown-it-py reads it: the same blocks, the bold word bold, the code as
+    # it was; each paragraph's text the translation of its lines
+    theirs, ours = (markdown_it.MarkdownIt().parse(text) for text in (MD, out["read.md"]))
+    assert [(t.type, t.tag) for t in ours] == [(t.type, t.tag) for t in theirs]
+    bold = [n for n, c in enumerate(ours[4].children) if c.type == "strong_open"]
+    assert len(bold) == 1 and ours[4].children[bold[0] + 1].content.strip()  # a word in it
+    assert [_shown(t) for t in ours if t.type == "inline"] == translator.translate(
+        ["Ein Hund", "Ein Mann fährt mit dem Fahrrad. Zwei Hunde spielen.",
+         "Eine Frau liest ein Buch."], form="text")
+    assert out["read.md"].endswith("```\nEin Hund.\n```\n")
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
     # translated, the sentence the bold word is in whole, its translation shared out among
     # the runs (the bold one given a word)
@@ -319,7 +339,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
         assert word_texts(download.content) == word_texts(
             translate_file(translator, "letter.docx", word_document()))
         settings = client.get("/frontend/settings").json()
-        assert settings["filesTranslation"] and {".srt", ".vtt", ".ass", ".docx"} <= set(
+        assert settings["filesTranslation"] and {".srt", ".vtt", ".ass", ".md", ".docx"} <= set(
             settings["supportedFilesFormat"])
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from transformer_mt.errors import MTError
 from transformer_mt.translate.language_tags import relabel_vtt
-from transformer_mt.translate.subtitles import _cue_text, _wrap, read_ass, read_vtt, split_tagged
+from transformer_mt.translate.subtitles import _cue_text, read_ass, read_vtt, split_tagged, wrap
 
 # every kind of block, hours left out and given, cue settings, an identifier, a cue with no
 # text, CRLF line endings and no line ending at the end
@@ -138,11 +138,11 @@ def test_what_is_not_such_subtitles_is_refused_in_a_line(name, text, says):
 
 
 def test_lines_are_wrapped_near_even_and_never_in_a_tag():
-    assert _wrap("a b c d", 2) == "a b\nc d"
-    assert _wrap('Ein <font color="red">Mann fährt</font> schnell', 2) == \
+    assert wrap("a b c d", 2) == "a b\nc d"
+    assert wrap('Ein <font color="red">Mann fährt</font> schnell', 2) == \
         'Ein <font color="red">Mann\nfährt</font> schnell'
-    assert _wrap("<v Anna Maria>Ein Mann fährt", 3) == "<v Anna Maria>Ein\nMann\nfährt"
-    assert _wrap("eins", 2) == "eins" and _wrap("♪", 1) == "♪"
+    assert wrap("<v Anna Maria>Ein Mann fährt", 3) == "<v Anna Maria>Ein\nMann\nfährt"
+    assert wrap("eins", 2) == "eins" and wrap("♪", 1) == "♪"
 
 
 def test_a_dialogue_keeps_its_lines_and_its_dashes_out_of_the_model():
@@ -154,7 +154,7 @@ def test_a_dialogue_keeps_its_lines_and_its_dashes_out_of_the_model():
     assert doc.sentences == ["Wohin gehst du?", "Nach Hause."]
     out = doc.rebuild(["Where are you going?", "Home."])
     assert out == ["<i>- Where are you going?</i>\n—Home."]
-    assert _wrap(out[0], 2) == out[0]  # its lines as they are
+    assert wrap(out[0], 2) == out[0]  # its lines as they are
     assert _cue_text(["- Ein Mann", "fährt - schnell."]) == "- Ein Mann fährt - schnell."
     assert split_tagged(["- Ein Mann fährt - schnell."], "de").sentences == [
         "Ein Mann fährt - schnell."]

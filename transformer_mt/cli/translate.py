@@ -31,7 +31,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, action="append",
                    help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
                    "that averages the models' probabilities")
-    p.add_argument("--input", help="file with one sentence per line; a .html, .htm, .srt, "
+    p.add_argument("--input", help="file with one sentence per line; a .html, .htm, .md, .srt, "
                    ".vtt, .ass, .ssa, .docx, .pptx, .odt, .odp or .epub file is translated "
                    "whole, its format kept")
     p.add_argument("--split-sentences", action="store_true",

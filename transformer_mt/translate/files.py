@@ -5,6 +5,9 @@ server's ``/translate_file``.
   sentences (``documents.py``).
 - HTML (``.html``, ``.htm``): the markup as it was, text in ``translate="no"``, scripts and
   styles untouched (``documents.py``).
+- Markdown (``.md``, ``.markdown``): only the text of paragraphs, headings, table cells and
+  HTML blocks replaced, inline markup kept around its words, code and front matter as they
+  were, each paragraph wrapped on as many lines (``markdown.py``).
 - Subtitles, SubRip (``.srt``), WebVTT (``.vtt``) and (Advanced) SubStation Alpha (``.ass``,
   ``.ssa``): each cue's number or identifier, timings, settings and style as they were, its
   lines joined and the translation wrapped on as many lines again, its tags (``<i>``,
@@ -68,6 +71,7 @@ from transformer_mt.translate.language_tags import (
     relabel_word,
     says,
 )
+from transformer_mt.translate.markdown import read_markdown
 from transformer_mt.translate.office import (
     SLIDE_PARTS,
     WORD_PARTS,
@@ -83,12 +87,13 @@ from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
-FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt",
-           ".ass": "ass", ".ssa": "ass", ".docx": "docx",
+FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
+           ".markdown": "markdown", ".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ass",
+           ".docx": "docx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
-LIBRARIES = {"srt": "srt", "docx": "docx", "pptx": "pptx", "odt": "odf.opendocument",
-             "odp": "odf.opendocument"}
+LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "docx": "docx", "pptx": "pptx",
+             "odt": "odf.opendocument", "odp": "odf.opendocument"}
 MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .pptx, .odt, .odp, .epub) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
@@ -134,6 +139,9 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind in READERS:
         return _subtitles(READERS[kind](name, text), lang, target if kind == "vtt" else None)
+    if kind == "markdown":
+        documents, write = read_markdown(name, text, lang)
+        return FileText(documents, len(text), lambda out: write(out).encode("utf-8"))
     return FileText([split_document(text, lang, "html" if kind == "html" else "text", target)],
                     len(text), lambda out: out[0].encode("utf-8"))
 

@@ -59,7 +59,7 @@ def read_srt(name: str, text: str) -> Cues:
                       f"{str(exc).splitlines()[0]}") from None
 
     def write(texts: list[str]) -> str:
-        out = [srt.Subtitle(s.index, s.start, s.end, _wrap(t, s.content.count("\n") + 1),
+        out = [srt.Subtitle(s.index, s.start, s.end, wrap(t, s.content.count("\n") + 1),
                             s.proprietary) for s, t in zip(subtitles, texts, strict=True)]
         return str(srt.compose(out, reindex=False))
 
@@ -102,7 +102,7 @@ def read_vtt(name: str, text: str) -> Cues:
         out, at = [], 0
         for (a, b), translation in zip(cues, texts, strict=True):
             out += [line + end for line, end in zip(lines[at:a], ends[at:a], strict=True)]
-            out.append(ends[a].join(_wrap(translation, b - a).split("\n")) + ends[b - 1])
+            out.append(ends[a].join(wrap(translation, b - a).split("\n")) + ends[b - 1])
             at = b
         out += [line + end for line, end in zip(lines[at:], ends[at:], strict=True)]
         return "".join(out)
@@ -169,7 +169,7 @@ def read_ass(name: str, text: str) -> Cues:
 
     def write(texts: list[str]) -> str:
         out = {n: ",".join(values[:-1]) + "," + "\\N".join(
-            _wrap(t, values[-1].count("\\N") + 1).split("\n"))
+            wrap(t, values[-1].count("\\N") + 1).split("\n"))
             for (n, values), t in zip(events, texts, strict=True)}
         return "".join((line[:line.index(":") + 1] + out[n] if n in out else line) + end
                        for n, (line, end) in enumerate(zip(lines, ends, strict=True)))
@@ -306,13 +306,13 @@ def running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
 WORD = re.compile(rf"(?:{TAG.pattern[1:-1]}|\S)+")
 
 
-def _wrap(text: str, lines: int) -> str:
+def wrap(text: str, lines: int, word: re.Pattern[str] = WORD) -> str:
     """``text`` on at most ``lines`` lines of about equal length (each as near its share as a
-    word more or less makes it), broken between words, never in a tag (``<v Anna>``); a
-    dialogue's text on its lines as they are (:func:`_cue_text`)."""
+    word more or less makes it), broken between words (``word``: never in a tag, ``<v
+    Anna>``); a dialogue's text on its lines as they are (:func:`_cue_text`)."""
     if "\n" in text:
         return text
-    words, out = WORD.findall(text), []
+    words, out = word.findall(text), []
     for n in range(lines, 0, -1):
         target = len(" ".join(words)) / n  # each line's share of what is left
         line: list[str] = []

@@ -1,0 +1,168 @@
+"""Markdown files (translate/markdown.py): only the texts change, every other byte stays, and
+the translation renders as the source did, read by markdown-it-py (what renders Markdown in
+Python tools) with the same elements, attributes, code and links."""
+
+from __future__ import annotations
+
+import html.parser
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+markdown_it = pytest.importorskip("markdown_it")
+
+from transformer_mt.translate.documents import translate_split  # noqa: E402
+from transformer_mt.translate.markdown import read_markdown  # noqa: E402
+
+SAMPLE = """---
+title: Ein Test
+---
+# Ein **großer** Titel #
+
+## 1. Einleitung
+
+Ein Mann mit *rotem* Hut geht über die [Straße](http://x.de "Titel").
+Er trägt `Code` und \\*Sterne\\*, snake_case bleibt.<two spaces>
+Eine neue Zeile &amp; mehr mit <kbd>Strg</kbd>.
+
+> Ein Zitat mit
+weiter darin.
+
+- Ein Punkt
+- Ein Punkt mit
+  mehr Text.
+
+1. Ein Hund schläft.
+
+| Eine Spalte | Noch \\| eine |
+|---|:---:|
+| Ein Hund | ![Eine Katze](katze.png) |
+
+Ein Titel
+=========
+
+<p align="center">Ein <b>Bild</b> hier.</p>
+
+<div align="center">
+
+Ein Absatz darin.
+
+</div>
+
+<details>
+<summary>Mehr lesen</summary>
+
+Siehe [Garten] oder <https://example.org> heute.
+
+</details>
+
+```python
+x = "Ein Hund"
+```
+
+    eingerückter Code
+
+[Garten]: http://g.de
+""".replace("<two spaces>", "  ")  # (a hard line break)
+KEPT = ["---", "title: Ein Test", "|---|:---:|", '<div align="center">', "</div>", "</details>",
+        "```python", 'x = "Ein Hund"', "```", "    eingerückter Code", "[Garten]: http://g.de",
+        "=========", "<details>"]
+
+
+class Rendered(html.parser.HTMLParser):
+    """A rendering's elements with their attributes, in order, and its text outside code
+    (an image's text among it)."""
+
+    def __init__(self, markdown: str) -> None:
+        super().__init__()
+        self.tags: list[tuple] = []
+        self.texts: list[str] = []
+        self.code = 0
+        self.feed(markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"])
+                  .render(markdown))
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, tuple((k, v) for k, v in attrs if k != "alt")))
+        self.texts += [" ".join(v.split()) for k, v in attrs if k == "alt"]
+        self.code += tag in ("code", "pre")
+
+    def handle_endtag(self, tag):
+        self.tags.append(("/" + tag,))
+        self.code -= tag in ("code", "pre")
+
+    def handle_data(self, data):
+        if data.strip() and not self.code:
+            self.texts.append(" ".join(data.split()))
+
+
+def translated(source: str, translate=lambda sentences: [s.upper() for s in sentences]) -> str:
+    documents, write = read_markdown("page.md", source, "de")
+    return write(translate_split(documents, translate))
+
+
+def test_only_the_texts_change_and_the_page_renders_as_the_source_did():
+    out = translated(SAMPLE)
+    assert [line for line in out.split("\n") if line in KEPT] == [
+        line for line in SAMPLE.split("\n") if line in KEPT]  # each as it was, in its place
+    assert out.count("\n") == SAMPLE.count("\n")
+    assert "# EIN **GROSSER** TITEL #\n" in out and "## 1. EINLEITUNG\n" in out
+    assert "[STRASSE](http://x.de \"Titel\")" in out and " `Code` " in out
+    assert "\\*STERNE\\*" in out and "SNAKE_CASE" in out and " <kbd>Strg</kbd>.\n" in out
+    assert "\\*, SNAKE_CASE BLEIBT.  \n" in out  # hard break
+    assert "| EIN HUND | ![EINE KATZE](katze.png) |" in out and "NOCH &#124; EINE" in out
+    assert "[Garten] ODER <https://example.org> HEUTE" in out  # a label and an autolink kept
+    theirs, ours = Rendered(SAMPLE), Rendered(out)
+    assert ours.tags == theirs.tags  # the same elements, attributes, links and images
+    kept = {"title: Ein Test", "Garten", "https://example.org", "Strg"}  # front matter, ...
+    assert all(text == text.upper() for text in ours.texts if text not in kept)
+    assert '<p align="center">EIN <b>BILD</b> HIER.</p>' in out  # an HTML block as HTML
+
+
+def test_line_endings_and_a_file_without_text_stay_as_they_were():
+    assert translated(SAMPLE.replace("\n", "\r\n")) == translated(SAMPLE).replace("\n", "\r\n")
+    code = "```\nEin Hund.\n```\n\n[Ein Link]: http://x\n"
+    assert read_markdown("code.md", code, "de")[0] == [] and translated(code) == code
+
+
+BLOCKS = "# Titel\n\nEin Hund läuft über die Wiese und\nspringt.\n\n- Eine Katze\n  schläft.\n\n" \
+         "> Ein Mann\n> liest.\n\n| Ein Hund |\n|---|\n| Eine Katze |\n\nEin Titel\n---\n"
+MARKS = ["-", "+", "*", "1.", "2)", "#", "##", ">", "=", "==", "---", "***", "_", "`", "[", "]",
+         "](x)", "<b>", "</b>", "<unk>", "|", "\\", "&amp;", "&", "~~~", "~~", "!", "Hund", "ein"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(MARKS), min_size=1, max_size=12))
+@example(["-"]).via("a list item's marker, once")
+@example(["|"]).via("a table's header, once")
+def test_any_translation_shows_as_it_is_and_makes_no_block_of_its_own(words):
+    """Whatever the model writes (list markers, #, >, a line of dashes, <unk>, backslashes,
+    pipes) shows as the text it is, in the block of its source: never a list, a heading, a
+    rule, a tag or a table cell of its own."""
+    translation = " ".join(words)
+    out = translated(BLOCKS, lambda sentences: [translation] * len(sentences))
+    theirs, ours = Rendered(BLOCKS), Rendered(out)
+    assert ours.tags == theirs.tags, out
+    assert ours.texts == [" ".join(translation.split())] * len(theirs.texts), out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([*MARKS, "Garten", "Code", "x    y"]), min_size=1, max_size=16))
+@example(["!"]).via("an image, once")
+@example(["~~~", "-"]).via("strikethrough, once")
+def test_any_translation_keeps_the_pages_links_images_code_and_blocks(words):
+    """The same for the sample page: its elements, links, images and code stay whatever the
+    translation holds (a "!" before a link does not make it an image); only emphasis around a
+    piece left without words goes."""
+    out = translated(SAMPLE, lambda sentences: [" ".join(words)] * len(sentences))
+    theirs, ours = Rendered(SAMPLE), Rendered(out)
+    assert [t for t in ours.tags if t[0].strip("/") not in ("em", "strong")] == [
+        t for t in theirs.tags if t[0].strip("/") not in ("em", "strong")], out
+
+
+def test_emphasis_around_no_words_is_left_out_not_shown():
+    out = translated("Ein **großer** Titel und *noch* mehr `x` [Link](http://a)\n",
+                     lambda sentences: ["Title"])
+    shown = " ".join(Rendered(out).texts)
+    assert shown.startswith("Title") and "*" not in shown  # not "Title******"
+    assert "`x`" in out and "](http://a)" in out

@@ -1,0 +1,331 @@
+"""Markdown (``.md``, ``.markdown``), read by ``markdown-it-py`` (CommonMark with GitHub's
+tables and strikethrough; the ``files`` extra): only the text of paragraphs, headings and table
+cells is replaced, every other byte stays as it was (front matter, code blocks and fences, link
+reference definitions, list and quote markers, indentation, line endings).
+
+A paragraph's lines are read as one text (a hard line break ends one: its marker stays), and
+its translation wrapped on as many lines again (fewer where it is shorter), no line beginning
+with what would make it a list item, a heading or a quote. Inline markup is kept around its
+words as an HTML page's is (``documents.split_flow``): emphasis and strikethrough, inline HTML,
+links' and images' text translated and their destinations kept; code spans and autolinks are
+read in their sentence and come back as they were, and so does a link to a reference by its
+label (``[Garten]``: the label names the reference). Text is unescaped for the model (``\\*``,
+``&amp;``) and the translation's Markdown characters escaped. An HTML block with text is
+translated as HTML (``documents.split_html``); the closing tags of elements it leaves open (for
+Markdown between them) are not added.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+from transformer_mt.errors import MTError
+from transformer_mt.packages import imported
+from transformer_mt.translate.documents import (
+    KEPT_INLINE,
+    Document,
+    Links,
+    split_flow,
+    split_html,
+)
+from transformer_mt.translate.subtitles import wrap
+
+Place = tuple[int, int, int]  # where a text stands: its line, its first and past its last column
+
+# inline markup, in the order tried: code spans and autolinks (kept as they are); an escaped
+# character or an entity (text); inline HTML; a link's or image's opening bracket, and its
+# closing one with what follows (destination and title, or reference); delimiter runs
+INLINE = re.compile(
+    r"(?P<kept>(`+)(?:.+?)(?<!`)\2(?!`)|<[a-zA-Z][\w+.-]{1,31}:[^\s<>]*>|<[^\s<>@]+@[^\s<>]+>)"
+    r"|(?P<text>\\[!-/:-@\[-`{-~]|&(?:#\d{1,7}|#[xX][\da-fA-F]{1,6}|[a-zA-Z][a-zA-Z\d]{1,31});)"
+    r"|(?P<tag></?[a-zA-Z][^<>]*>|<!--.*?-->)"
+    r"|(?P<open>!?\[)"
+    r"|(?P<close>\]\(\s*(?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)|\]\[[^\[\]]*\]|\])"
+    r"|(?P<run>\*+|_+|~~)", re.S)
+ELEMENT = re.compile(r"<(/?)([a-zA-Z][\w-]*)[^<>]*?(/?)>")  # an HTML tag: closing, name, empty
+VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+                  "source", "track", "wbr"})  # elements without content: opened, never closed
+LABEL = re.compile(r"([^\[\]]+)\](?:\[\])?(?![(\[])")  # after "[": a link by its label alone
+# escaped in a translation (an underscore within a word is no emphasis: as it is), a pipe
+# and an ampersand as entities (markdown-it reads a line with "\|" before "---" as a table)
+ENTITIES = {"&": "&amp;", "|": "&#124;"}
+SPECIAL = re.compile(r"[\\`*~\[\]<|]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
+# what would begin a block at a paragraph line's start: a list item, a heading, a quote, a
+# setext heading's underline, a fence, a thematic break (escaped there)
+BLOCK_START = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|#{1,6}(?:[ \t]|$)|>|=+[ \t]*$|~~~"
+                         r"|(?:[-*_][ \t]*){3,}$")
+# a word, where lines may break around it: tags, destinations and code spans within
+WORD = re.compile(r"(?:<[^<>]*>|\]\([^()]*\)|`[^`]*`|\S)+")
+
+
+def read_markdown(name: str, text: str, lang: str) -> tuple[list[Document[str]], Any]:
+    """The texts of a Markdown file (each a :class:`Document` whose rebuilding gives its
+    Markdown), and the function that writes the file with their translations in place."""
+    markdown_it = imported("markdown_it", "Markdown (.md)")
+    parts = re.split(r"(\r\n|\r|\n)", text)
+    lines, ends = parts[0::2], [*parts[1::2], ""]
+    front = _front_matter(lines)  # read as blank lines: their numbers kept
+    env: dict[str, Any] = {}
+    tokens = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(
+        "\n" * front + "\n".join(lines[front:]), env)
+    labels = {key.upper() for key in env.get("references", {})}
+    texts: list[tuple[Document[str], list[Place], str]] = []
+    row, at = -1, 0  # a table row's line and where its last cell ended
+    for before, token in zip([None, *tokens], tokens, strict=False):
+        if token.type == "html_block" and token.map:
+            a, b = token.map
+            block = "\n".join(lines[a:b]).rstrip("\n")
+            texts.append((_html(block, lang), [(n, 0, -1) for n in range(a, b)], "html"))
+        elif token.type == "inline" and token.map and before is not None:
+            if before.type in ("th_open", "td_open"):
+                raw = token.content.replace("|", "\\|")
+                at = lines[token.map[0]].find(raw, at if token.map[0] == row else 0)
+                row = token.map[0]
+                if at < 0:
+                    raise MTError(f"'{name}': line {row + 1}: a table cell could not be placed")
+                places, at = [(row, at, at + len(raw))], at + len(raw)
+                texts.append((_split(raw, lang, labels), places, "cell"))
+            else:
+                kind = "atx" if before.markup.startswith("#") else "paragraph"
+                texts += [(_split(words, lang, labels), places, kind)
+                          for words, places in _segments(name, lines, token)]
+    texts = [text for text in texts if text[0].sentences]  # (the others: as they were)
+    return [document for document, _, _ in texts], _writer(lines, ends, texts)
+
+
+def _front_matter(lines: list[str]) -> int:
+    """How many lines a YAML (``---``) or TOML (``+++``) front matter takes at the start."""
+    fence = lines[0].rstrip() if lines else ""
+    if fence in ("---", "+++"):
+        for n, line in enumerate(lines[1:], 2):
+            if line.rstrip() in (fence, "..."):
+                return n
+    return 0
+
+
+def _segments(name: str, lines: list[str], token: Any) -> list[tuple[str, list[Place]]]:
+    """A paragraph's or heading's texts (its lines up to each hard line break) and where each
+    line of them stands: the parser's content is each line without its indentation and
+    markers (the last without its trailing spaces), so it ends where the line ends."""
+    out: list[tuple[str, list[Place]]] = []
+    words: list[str] = []
+    places: list[Place] = []
+    content = token.content.split("\n")
+    for n, (number, piece) in enumerate(zip(range(*token.map), content, strict=False)):
+        line, piece = lines[number].rstrip(), piece.rstrip()
+        start = line.rfind(piece) if piece else len(line)
+        if start < 0 and (start := line.rfind(piece.lstrip())) >= 0:
+            piece = piece.lstrip()
+        if start < 0:
+            raise MTError(f"'{name}': line {number + 1}: its text could not be placed")
+        hard = n + 1 < len(content) and (content[n].endswith("  ") or re.search(
+            r"(?<!\\)(?:\\\\)*\\$", piece) is not None)
+        end = start + len(piece) - (hard and piece.endswith("\\"))
+        words.append(lines[number][start:end])
+        places.append((number, start, end))
+        if hard or n + 1 == len(content):
+            out.append((" ".join(w.strip() for w in words if w.strip()), places))
+            words, places = [], []
+    return out
+
+
+def _writer(lines: list[str], ends: list[str],
+            texts: list[tuple[Document[str], list[Place], str]]) -> Any:
+    """The function that writes the file with each text's translation at its places (where
+    it takes fewer lines than the source's, the lines after it go and its last line ends as
+    the source's last did: a hard break's marker)."""
+    def write(translations: list[str]) -> str:
+        edits: dict[int, list[tuple[int, int, str]]] = {}
+        gone: set[int] = set()
+        for translation, (_, places, kind) in zip(translations, texts, strict=True):
+            shown = _shown(translation, len(places), kind)
+            if len(shown) < len(places):  # its last line's end (a hard break) on its last
+                number, a, _ = places[len(shown) - 1]
+                shown[-1] += lines[places[-1][0]][places[-1][2]:]
+                gone.update(place[0] for place in places[len(shown):])
+                places = [*places[:len(shown) - 1], (number, a, len(lines[number]))]
+            elif len(shown) > len(places):  # (an HTML block's translation: more lines)
+                shown = [*shown[:len(places) - 1], ends[places[-1][0]].join(
+                    shown[len(places) - 1:])]
+            for (number, a, b), new in zip(places, shown, strict=True):
+                edits.setdefault(number, []).append((a, len(lines[number]) if b < 0 else b, new))
+        out = []
+        for number, (line, end) in enumerate(zip(lines, ends, strict=True)):
+            for a, b, new in sorted(edits.get(number, []), reverse=True):
+                line = line[:a] + new + line[b:]
+            out.append("" if number in gone else line + end)
+        return "".join(out)
+
+    return write
+
+
+def _shown(translation: str, lines: int, kind: str) -> list[str]:
+    """A text's translation on the lines it takes: a table cell's and an ATX heading's
+    (``# Title``) on its line, an HTML block's as it is, a paragraph's (or setext heading's)
+    wrapped on as many lines as its source's at most, none beginning a block."""
+    if kind == "html":
+        return translation.split("\n")
+    if kind == "cell":
+        return [translation]
+    if kind == "atx":  # (a closing sequence of #s would end it)
+        return [re.sub(r"(^|[ \t])(#+[ \t]*)$", r"\1\\\2", translation)]
+    return [_safe(line) for line in wrap(translation, lines, WORD).split("\n")]
+
+
+def _safe(line: str) -> str:
+    """A line of a paragraph's translation that begins no block (a list item, a heading, a
+    quote, ...): its first character escaped where it would (``1\\.`` for a number)."""
+    if not BLOCK_START.match(line):
+        return line
+    digits = len(line) - len(line.lstrip("0123456789"))
+    return line[:digits] + "\\" + line[digits:]
+
+
+def _html(block: str, lang: str) -> Document[str]:
+    """An HTML block as :func:`documents.split_html` reads it; rebuilt without the closing
+    tags the parser adds for the elements it leaves open."""
+    document = split_html(block, lang)
+    opened = sum(-1 if slash else not (closed or name.lower() in VOID)
+                 for slash, name, closed in ELEMENT.findall(block))
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
+        written = document.rebuild_with(translations, links).rstrip()
+        for _ in range(max(opened, 0)):
+            if (found := re.search(r"\s*</[a-zA-Z][^<>]*>\Z", written)) is None:
+                break
+            written = written[:found.start()]
+        return written
+
+    return Document(document.sentences, document.cuts, rebuild)
+
+
+def _split(text: str, lang: str, labels: set[str]) -> Document[str]:
+    """A text's sentences, read between its markup as one flow (:func:`split_flow`; the text
+    outside markup ``bare``); rebuilding gives its Markdown: the markup as it was, the
+    translation's special characters escaped."""
+    pieces, markup, kept, bare = _marked(text, labels)
+    flow = split_flow(pieces, lang, list(map(bool, kept)), bare)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
+        out = flow.rebuild_with(translations, links)
+        written = [k or _escape(p) for p, k in zip(out, kept, strict=True)]
+        tags = ["".join(raw for raw, _ in m) for m in _around_words(out, markup)]
+        markdown = ""
+        for piece, tag in zip(written, [*tags, ""], strict=True):
+            markdown += piece
+            if tag.startswith("[") and markdown.endswith("!"):  # a link, not an image
+                markdown = markdown[:-1] + "\\!"
+            markdown += tag
+        return markdown.strip()
+
+    return Document(flow.sentences, flow.cuts, rebuild)
+
+
+def _escape(text: str) -> str:
+    return SPECIAL.sub(lambda m: ENTITIES.get(m[0], "\\" + m[0]), text)
+
+
+Markup = list[tuple[str, int]]  # markup between two pieces: each tag, and 1 (-1) where it is a
+# delimiter run that opens (closes) emphasis
+
+
+def _around_words(pieces: list[str], markup: list[Markup]) -> list[Markup]:
+    """``markup`` without the emphasis around a piece the translation left without words
+    (``****`` would show)."""
+    markup = [list(m) for m in markup]
+    for n in range(1, len(markup)):
+        before, after = markup[n - 1], markup[n]
+        while not pieces[n].strip() and before and after and before[-1][1] == 1 and \
+                after[0][1] == -1 and before[-1][0][0] == after[0][0][0]:
+            before.pop()
+            after.pop(0)
+    return markup
+
+
+def _marked(text: str, labels: set[str]) -> tuple[list[str], list[Markup], list[str],
+                                                   list[bool]]:
+    """The pieces of a text between its markup (escapes and entities read as what they
+    stand for; a code span, an autolink or a link by a label read as its text), the markup
+    between them, each piece's Markdown where it is kept as it is ("" where it is not), and
+    which pieces stand outside any markup."""
+    pieces, kept, bare = [""], [""], [True]
+    markup: list[Markup] = []
+    depth, at, runs = 0, 0, list[str]()
+
+    def tag(raw: str, change: int = 0, run: bool = False) -> None:  # a new piece after it
+        nonlocal depth
+        depth += change
+        if pieces[-1] or kept[-1] or len(pieces) == 1:
+            markup.append([])
+            pieces.append("")
+            kept.append("")
+        markup[-1].append((raw, change if run else 0))
+        bare[len(pieces) - 1:] = [depth <= 0]
+
+    def keep(raw: str, shown: str) -> None:  # a piece kept as it is, read as ``shown``
+        if pieces[-1] or kept[-1]:
+            tag("")
+        pieces[-1], kept[-1] = shown, raw
+        tag("")
+
+    while found := INLINE.search(text, at):
+        pieces[-1] += text[at:found.start()]
+        kind, raw, at = found.lastgroup, found[0], found.end()
+        if whole := _kept(text, found, labels):
+            at = found.start() + len(whole[0])
+            keep(*whole)
+        elif kind in ("tag", "open", "close"):
+            element = ELEMENT.match(raw) if kind == "tag" else None
+            opens = kind == "open" or (element is not None and not (
+                element[1] or element[3] or element[2].lower() in VOID))
+            tag(raw, opens - (kind == "close" or raw.startswith("</")))
+        elif kind == "run" and (change := _run(text, found.start(), at, runs)):
+            tag(raw, change, run=True)
+        else:
+            pieces[-1] += html.unescape(raw[1:] if raw.startswith("\\") else raw)
+    pieces[-1] += text[at:]
+    return pieces, markup, kept, bare
+
+
+def _kept(text: str, found: re.Match[str], labels: set[str]) -> tuple[str, str] | None:
+    """The Markdown kept as it is from ``found`` on, and the text it shows: a code span, an
+    autolink, a link by a reference's label alone, inline code in HTML (``<kbd>Strg</kbd>``)."""
+    kind, raw, at = found.lastgroup, found[0], found.end()
+    if kind == "kept":
+        code = raw.strip("`")
+        return raw, (code[1:-1] if code[:1] == code[-1:] == " " and code.strip() else
+                     code if raw[0] == "`" else raw[1:-1])
+    label = LABEL.match(text, at) if kind == "open" else None
+    if label and " ".join(label[1].split()).upper() in labels:
+        return raw + label[0], label[1]
+    element = ELEMENT.match(raw) if kind == "tag" else None
+    if element and element[2].lower() in KEPT_INLINE and (end := re.compile(
+            rf"</{element[2]}\s*>", re.I).search(text, at)):
+        return text[found.start():end.end()], html.unescape(
+            re.sub("<[^<>]*>", "", text[at:end.start()]))
+    return None
+
+
+def _run(text: str, a: int, b: int, open_runs: list[str]) -> int:
+    """Whether the delimiter run ``text[a:b]`` opens emphasis (1), closes it (-1) or is text
+    (0), by CommonMark's flanking rules (``_`` never within a word)."""
+    before, after = text[a - 1] if a else " ", text[b] if b < len(text) else " "
+    left = not after.isspace() and (not _punct(after) or before.isspace() or _punct(before))
+    right = not before.isspace() and (not _punct(before) or after.isspace() or _punct(after))
+    opens, closes = (left and (not right or _punct(before)), right and (
+        not left or _punct(after))) if text[a] == "_" else (left, right)
+    if closes and text[a] in open_runs:
+        del open_runs[len(open_runs) - 1 - open_runs[::-1].index(text[a])]
+        return -1
+    if opens:
+        open_runs.append(text[a])
+    return int(opens)
+
+
+def _punct(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PS"
