@@ -1,6 +1,7 @@
 """Markdown files (translate/markdown.py): only the texts change, every other byte stays, and
-the translation renders as the source did, read by markdown-it-py (what renders Markdown in
-Python tools) with the same elements, attributes, code and links."""
+the translation renders as the source did, with the same elements, attributes, code and links,
+by markdown-it-py (what reads it here, and renders Markdown in Python tools) and by GitHub's
+cmark-gfm (cmarkgfm)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 markdown_it = pytest.importorskip("markdown_it")
+cmarkgfm = pytest.importorskip("cmarkgfm")
 
 from transformer_mt.translate.documents import translate_split  # noqa: E402
 from transformer_mt.translate.markdown import read_markdown  # noqa: E402
@@ -70,17 +72,23 @@ KEPT = ["---", "title: Ein Test", "|---|:---:|", '<div align="center">', "</div>
         "=========", "<details>"]
 
 
+RENDERERS = {
+    "markdown-it": lambda text: markdown_it.MarkdownIt("commonmark").enable(
+        ["table", "strikethrough"]).render(text),
+    "github": lambda text: cmarkgfm.github_flavored_markdown_to_html(
+        text, options=cmarkgfm.cmark.Options.CMARK_OPT_UNSAFE)}  # (its HTML as it is)
+
+
 class Rendered(html.parser.HTMLParser):
     """A rendering's elements with their attributes, in order, and its text outside code
     (an image's text among it)."""
 
-    def __init__(self, markdown: str) -> None:
+    def __init__(self, markdown: str, renderer: str = "markdown-it") -> None:
         super().__init__()
         self.tags: list[tuple] = []
         self.texts: list[str] = []
         self.code = 0
-        self.feed(markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"])
-                  .render(markdown))
+        self.feed(RENDERERS[renderer](markdown))
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, tuple((k, v) for k, v in attrs if k != "alt")))
@@ -112,10 +120,11 @@ def test_only_the_texts_change_and_the_page_renders_as_the_source_did():
     assert "\\*, SNAKE_CASE BLEIBT.  \n" in out  # hard break
     assert "| EIN HUND | ![EINE KATZE](katze.png) |" in out and "NOCH &#124; EINE" in out
     assert "[Garten] ODER <https://example.org> HEUTE" in out  # a label and an autolink kept
-    theirs, ours = Rendered(SAMPLE), Rendered(out)
-    assert ours.tags == theirs.tags  # the same elements, attributes, links and images
-    kept = {"title: Ein Test", "Garten", "https://example.org", "Strg"}  # front matter, ...
-    assert all(text == text.upper() for text in ours.texts if text not in kept)
+    for renderer in RENDERERS:
+        theirs, ours = Rendered(SAMPLE, renderer), Rendered(out, renderer)
+        assert ours.tags == theirs.tags, renderer  # the same elements, attributes, links
+        kept = {"title: Ein Test", "Garten", "https://example.org", "Strg"}  # front matter, ...
+        assert all(text == text.upper() for text in ours.texts if text not in kept), renderer
     assert '<p align="center">EIN <b>BILD</b> HIER.</p>' in out  # an HTML block as HTML
 
 
@@ -141,9 +150,10 @@ def test_any_translation_shows_as_it_is_and_makes_no_block_of_its_own(words):
     rule, a tag or a table cell of its own."""
     translation = " ".join(words)
     out = translated(BLOCKS, lambda sentences: [translation] * len(sentences))
-    theirs, ours = Rendered(BLOCKS), Rendered(out)
-    assert ours.tags == theirs.tags, out
-    assert ours.texts == [" ".join(translation.split())] * len(theirs.texts), out
+    for renderer in RENDERERS:
+        theirs, ours = Rendered(BLOCKS, renderer), Rendered(out, renderer)
+        assert ours.tags == theirs.tags, (renderer, out)
+        assert ours.texts == [" ".join(translation.split())] * len(theirs.texts), (renderer, out)
 
 
 @settings(max_examples=40, deadline=None)
@@ -155,14 +165,16 @@ def test_any_translation_keeps_the_pages_links_images_code_and_blocks(words):
     translation holds (a "!" before a link does not make it an image); only emphasis around a
     piece left without words goes."""
     out = translated(SAMPLE, lambda sentences: [" ".join(words)] * len(sentences))
-    theirs, ours = Rendered(SAMPLE), Rendered(out)
-    assert [t for t in ours.tags if t[0].strip("/") not in ("em", "strong")] == [
-        t for t in theirs.tags if t[0].strip("/") not in ("em", "strong")], out
+    for renderer in RENDERERS:
+        theirs, ours = Rendered(SAMPLE, renderer), Rendered(out, renderer)
+        assert [t for t in ours.tags if t[0].strip("/") not in ("em", "strong")] == [
+            t for t in theirs.tags if t[0].strip("/") not in ("em", "strong")], (renderer, out)
 
 
 def test_emphasis_around_no_words_is_left_out_not_shown():
     out = translated("Ein **großer** Titel und *noch* mehr `x` [Link](http://a)\n",
                      lambda sentences: ["Title"])
-    shown = " ".join(Rendered(out).texts)
-    assert shown.startswith("Title") and "*" not in shown  # not "Title******"
+    for renderer in RENDERERS:
+        shown = " ".join(Rendered(out, renderer).texts)
+        assert shown.startswith("Title") and "*" not in shown  # not "Title******"
     assert "`x`" in out and "](http://a)" in out
