@@ -20,6 +20,7 @@ docx = pytest.importorskip("docx")
 pptx = pytest.importorskip("pptx")
 pysubs2 = pytest.importorskip("pysubs2")
 markdown_it = pytest.importorskip("markdown_it")
+openpyxl = pytest.importorskip("openpyxl")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -227,6 +228,27 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     assert len(bold) == 1 and bold[0].strip()
 
 
+def test_a_workbooks_strings_are_translated_its_numbers_and_formulas_kept(translator):
+    """An .xlsx (strings shared, as Excel writes them) through /translate_file, read back by
+    openpyxl: each string the library's translation, the bold word bold, the rest as it was."""
+    from tests.unit.test_sheets import shared, workbook
+
+    source = shared(workbook())
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("tiere.xlsx", source)})
+        assert answer.status_code == 200, answer.text
+        out = client.get(answer.json()["translatedFileUrl"]).content
+    assert out == translate_file(translator, "tiere.xlsx", source)
+    book = openpyxl.load_workbook(io.BytesIO(out), rich_text=True)["Tiere"]
+    texts = ["Ein Hund läuft.", "Ein Mann fährt Fahrrad. Zwei Hunde spielen.", "Zwei Katzen"]
+    expected = translator.translate(texts, form="text")
+    assert [book["A1"].value, str(book["A2"].value), book["A3"].value.strip()] == expected
+    assert [book["B1"].value, book["C1"].value, book["A1"].font.italic] == [42, "=B1*2", True]
+    assert any(getattr(part, "font", None) and part.font.b and part.text.strip()
+               for part in book["A2"].value)  # the bold word: bold, a word in it
+
+
 def test_subtitles_keep_their_tags_around_their_words(translator):
     """A subtitle's tags (italics, bold, a position override) are kept as they are, not read
     as words (the model was given "<i>" and wrote what it made of it); the text between them
@@ -353,6 +375,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("long.txt", b"Ein Hund. " * 30, 400, "at most 100 a file here"),
     ("big.txt", b"x" * 5_000, 413, ""),
     ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),
+    ("table.xlsx", zipfile_bytes({"a.txt": b"x"}), 400, "is not an Excel workbook (.xlsx)"),
     ("talk.pptx", zipfile_bytes({"a.txt": b"x"}), 400, "is not a PowerPoint presentation"),
 ])
 def test_files_that_cannot_be_translated_get_a_4xx(translator, name, data, status, message):

@@ -25,6 +25,9 @@ server's ``/translate_file``.
   whole and shared out among them (``documents.split_flow``). Read and written by
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
+- Excel workbooks (``.xlsx``): every string of every sheet (shared, or a cell's own) and of
+  comments, rich text's runs as Word's; numbers, formulas and every other part as they were
+  (``sheets.py``, lxml; the same limits).
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
   tables, charts' titles and their categories' and series' names, SmartArt graphics and
   speaker notes, runs as for Word;
@@ -82,6 +85,7 @@ from transformer_mt.translate.office import (
     slide_runs,
     word_runs,
 )
+from transformer_mt.translate.sheets import parse_parts, sheet_runs, written
 from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_tagged
 
 if TYPE_CHECKING:
@@ -89,12 +93,12 @@ if TYPE_CHECKING:
 
 FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
            ".markdown": "markdown", ".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ass",
-           ".docx": "docx",
+           ".docx": "docx", ".xlsx": "xlsx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "docx": "docx", "pptx": "pptx",
-             "odt": "odf.opendocument", "odp": "odf.opendocument"}
-MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .pptx, .odt, .odp, .epub) unpacks to
+             "xlsx": "lxml", "odt": "odf.opendocument", "odp": "odf.opendocument"}
+MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .xlsx, .epub, ...) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
 
@@ -131,6 +135,8 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
                       f"{', '.join(FORMATS)} files")
     if kind == "epub":
         return _epub(name, data, lang, target)
+    if kind == "xlsx":
+        return _workbook(name, data, lang)
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
     try:
@@ -159,6 +165,7 @@ def _subtitles(cues: Cues, lang: str, target: str | None) -> FileText:
 
 
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
+          "xlsx": "an Excel workbook",
           "odt": "an OpenDocument text", "odp": "an OpenDocument presentation",
           "epub": "an EPUB book"}
 ODF = {"odt": "application/vnd.oasis.opendocument.text",
@@ -211,7 +218,7 @@ def _office(name: str, data: bytes, kind: str, lang: str, target: str | None) ->
 
 
 def _in_runs(paragraphs: list[list[Group]], attribute: str,
-             save: Callable[[io.BytesIO], None], lang: str) -> FileText:
+             save: Callable[[io.BytesIO], object], lang: str) -> FileText:
     """A document's paragraphs as groups of runs (each run's text its ``attribute``), each
     paragraph a flow of its groups' texts (``documents.split_flow``: a sentence across groups,
     a bold word in it say, is translated whole and shared out among them; those formatted as
@@ -260,17 +267,38 @@ def _epub(name: str, data: bytes, lang: str, target: str | None) -> FileText:
             if member.lower().endswith(".opf"):
                 translated[member] = _relabelled(book.read(member).decode("utf-8-sig"), lang,
                                                  str(target))
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w") as written:
-            for member in book.infolist():
-                kept = translated.get(member.filename)
-                written.writestr(member, book.read(member) if kept is None
-                                 else kept.encode("utf-8"))
-        return out.getvalue()
+        return _rezipped(book, {member: text.encode("utf-8")
+                                for member, text in translated.items()})
 
     pages = [_labels_page(t) if ncx else t for t, ncx in zip(texts, contents, strict=True)]
     return FileText([split_document(page, lang, "xhtml", target) for page in pages],
                     sum(map(len, pages)), rebuild)
+
+
+def _workbook(name: str, data: bytes, lang: str) -> FileText:
+    """An Excel workbook: the strings of its cells and comments (``sheets.py``) as paragraphs
+    of runs; written with those parts replaced, every other member as it was."""
+    imported(LIBRARIES["xlsx"], f"{OFFICE['xlsx']} (.xlsx)")
+
+    def opened(stream: io.BytesIO) -> tuple[zipfile.ZipFile, dict[str, Any]]:
+        book = zipfile.ZipFile(stream)
+        book.getinfo("xl/workbook.xml")  # (a KeyError where there is none)
+        return book, parse_parts(book.read)
+
+    book, parts = _opened(name, data, "xlsx", opened)
+    return _in_runs(sheet_runs(parts), "text", lambda out: out.write(
+        _rezipped(book, written(parts))), lang)
+
+
+def _rezipped(book: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:
+    """The zip ``book`` again, its members in their order, each as it was but those
+    ``replaced``."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as rezipped:
+        for member in book.infolist():
+            new = replaced.get(member.filename)
+            rezipped.writestr(member, book.read(member) if new is None else new)
+    return out.getvalue()
 
 
 # an EPUB package's language: its primary subtag (group 2)

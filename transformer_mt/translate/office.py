@@ -18,7 +18,7 @@ from transformer_mt.packages import imported
 def word_runs(document: Any) -> list[list[Group]]:
     """A Word document's paragraphs (``_paragraphs``) and its charts' (``_chart_runs``) as
     groups of runs."""
-    return [_grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)
+    return [grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)
             ] + _chart_runs([part.element for part in document.part.package.iter_parts()
                              if part.content_type.endswith(CHART) and hasattr(part, "element")])
 
@@ -44,7 +44,7 @@ def odf_runs(document: Any) -> list[list[Group]]:
                       for p in document.getElementsByType(kind)]:
         runs: list[tuple[object, Any]] = []
         _odf_runs(paragraph, (), runs)
-        paragraphs.append(_grouped(runs, "data"))
+        paragraphs.append(grouped(runs, "data"))
     return paragraphs
 
 
@@ -77,7 +77,7 @@ class Group(list[Any]):
     bare = False
 
 
-def _grouped(runs: list[tuple[object, Any]], attribute: str) -> list[Group]:
+def grouped(runs: list[tuple[object, Any]], attribute: str) -> list[Group]:
     """A paragraph's runs with text (each with its formatting, its text ``attribute``) in
     groups of neighbours formatted alike, spacing held as an element each a group of its own;
     none for a paragraph without text."""
@@ -185,7 +185,7 @@ def _chart_runs(charts: list[Any]) -> list[list[Group]]:
     their numbers. A chart's workbook keeps its own copy of its data: edited there, the chart
     takes the workbook's names back."""
     return [_drawing_groups(p) for chart in charts for p in chart.iter(f"{DRAWING}p")] + [
-        _grouped([(None, value)], "text") for chart in charts
+        grouped([(None, value)], "text") for chart in charts
         for cache in chart.iter(f"{CHARTS}strCache", f"{CHARTS}multiLvlStrCache")
         for value in cache.iter(f"{CHARTS}v")]
 
@@ -221,12 +221,12 @@ def _paragraphs(document: Any) -> list[Any]:
 
 def _drawing_groups(paragraph: Any) -> list[Group]:
     """A DrawingML paragraph's (``a:p``: a slide's, a chart's) runs with text, line breaks and
-    fields (``_drawing_inner``), in groups of neighbours formatted alike (``_grouped``)."""
+    fields (``_drawing_inner``), in groups of neighbours formatted alike (``grouped``)."""
     runs: list[tuple[object, Any]] = []
     for run in _drawing_inner(paragraph):
         properties = None if isinstance(run, _Held) else run.r.find(f"{DRAWING}rPr")
         runs.append(("" if properties is None else _xml(properties), run))
-    return _grouped(runs, "text")
+    return grouped(runs, "text")
 
 
 def _xml(element: Any) -> str:
