@@ -16,6 +16,7 @@ pytest.importorskip("lxml")
 
 from openpyxl.cell.rich_text import CellRichText, TextBlock  # noqa: E402
 from openpyxl.cell.text import InlineFont  # noqa: E402
+from openpyxl.chart import BarChart, Reference  # noqa: E402
 from openpyxl.comments import Comment  # noqa: E402
 
 from transformer_mt.errors import MTError  # noqa: E402
@@ -25,7 +26,8 @@ from transformer_mt.translate.files import read_file  # noqa: E402
 
 def workbook() -> bytes:
     """Two sheets: strings (one in two cells, one with spaces around it, one in rich text
-    with a bold word), a number, a formula, a date, a comment, a literal "_x0041_"."""
+    with a bold word), a number, a formula, a date, a comment, a literal "_x0041_", a chart
+    with a title."""
     book = openpyxl.Workbook()
     animals = book.active
     animals.title = "Tiere"
@@ -38,6 +40,11 @@ def workbook() -> bytes:
     numbers = book.create_sheet("Zahlen")
     numbers["A1"] = "Eine Frau liest ein Buch."
     numbers["A1"].comment = Comment("Bitte prüfen.", "Anna")
+    numbers["A2"], numbers["B2"] = "Hund", 3
+    chart = BarChart()
+    chart.title = "Tiere im Garten"
+    chart.add_data(Reference(numbers, min_col=2, min_row=2, max_row=2))
+    numbers.add_chart(chart, "D2")
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
@@ -106,8 +113,11 @@ def test_every_string_is_translated_and_everything_else_stays(strings):
     assert ours.namelist() == before.namelist()
     changed = [m for m in before.namelist() if ours.read(m) != before.read(m)]
     assert changed == ["xl/worksheets/sheet1.xml", "xl/worksheets/sheet2.xml",
-                       "xl/comments/comment1.xml"] if strings == "inline" else [
-        "xl/comments/comment1.xml", "xl/sharedStrings.xml"]  # (the sheets as they were)
+                       "xl/comments/comment1.xml", "xl/charts/chart1.xml"] if strings == \
+        "inline" else ["xl/comments/comment1.xml", "xl/charts/chart1.xml",
+                       "xl/sharedStrings.xml"]  # (the sheets, the drawing: as they were)
+    chart = ours.read("xl/charts/chart1.xml").decode()
+    assert "<a:t>TIERE IM GARTEN</a:t>" in chart and "<f>'Zahlen'!$B$2</f>" in chart
 
 
 def test_what_is_not_a_workbook_is_refused_in_a_line():

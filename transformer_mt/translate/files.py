@@ -25,9 +25,9 @@ server's ``/translate_file``.
   whole and shared out among them (``documents.split_flow``). Read and written by
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
-- Excel workbooks (``.xlsx``): every string of every sheet (shared, or a cell's own) and of
-  comments, rich text's runs as Word's; numbers, formulas and every other part as they were
-  (``sheets.py``, lxml; the same limits).
+- Excel workbooks (``.xlsx``): every string of every sheet (shared, or a cell's own), of
+  comments, charts and text boxes, rich text's runs as Word's; numbers, formulas and every
+  other part as they were (``sheets.py``, lxml; the same limits).
 - PowerPoint presentations (``.pptx``): every slide's text boxes and shapes (in groups too),
   tables, charts' titles and their categories' and series' names, SmartArt graphics and
   speaker notes, runs as for Word;
@@ -276,8 +276,9 @@ def _epub(name: str, data: bytes, lang: str, target: str | None) -> FileText:
 
 
 def _workbook(name: str, data: bytes, lang: str) -> FileText:
-    """An Excel workbook: the strings of its cells and comments (``sheets.py``) as paragraphs
-    of runs; written with those parts replaced, every other member as it was."""
+    """An Excel workbook: the strings of its cells, comments, charts and text boxes
+    (``sheets.py``) as paragraphs of runs; written with the parts they changed replaced, every
+    other member as it was."""
     imported(LIBRARIES["xlsx"], f"{OFFICE['xlsx']} (.xlsx)")
 
     def opened(stream: io.BytesIO) -> tuple[zipfile.ZipFile, dict[str, Any]]:
@@ -286,8 +287,13 @@ def _workbook(name: str, data: bytes, lang: str) -> FileText:
         return book, parse_parts(book.read)
 
     book, parts = _opened(name, data, "xlsx", opened)
-    return _in_runs(sheet_runs(parts), "text", lambda out: out.write(
-        _rezipped(book, written(parts))), lang)
+    before = written(parts)
+
+    def save(out: io.BytesIO) -> None:  # (a part without text translated: as it was)
+        out.write(_rezipped(book, {name: part for name, part in written(parts).items()
+                                   if part != before[name]}))
+
+    return _in_runs(sheet_runs(parts), "text", save, lang)
 
 
 def _rezipped(book: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:

@@ -16,20 +16,20 @@ from transformer_mt.packages import imported
 
 
 def word_runs(document: Any) -> list[list[Group]]:
-    """A Word document's paragraphs (``_paragraphs``) and its charts' (``_chart_runs``) as
+    """A Word document's paragraphs (``_paragraphs``) and its charts' (``chart_runs``) as
     groups of runs."""
     return [grouped(_word_inner(paragraph), "text") for paragraph in _paragraphs(document)
-            ] + _chart_runs([part.element for part in document.part.package.iter_parts()
+            ] + chart_runs([part.element for part in document.part.package.iter_parts()
                              if part.content_type.endswith(CHART) and hasattr(part, "element")])
 
 
 def slide_runs(presentation: Any) -> list[list[Group]]:
-    """A presentation's paragraphs (``_slide_paragraphs``) and its charts' (``_chart_runs``)
+    """A presentation's paragraphs (``_slide_paragraphs``) and its charts' (``chart_runs``)
     as groups of runs."""
     charts = [part._element for part in presentation.part.package.iter_parts()
               if part.content_type.endswith(CHART) and hasattr(part, "_element")]
-    return [_drawing_groups(paragraph) for paragraph in _slide_paragraphs(presentation)
-            ] + _chart_runs(charts)
+    return [drawing_groups(paragraph) for paragraph in _slide_paragraphs(presentation)
+            ] + chart_runs(charts)
 
 
 def odf_runs(document: Any) -> list[list[Group]]:
@@ -164,7 +164,7 @@ def open_slides(stream: Any) -> Any:
 
 def _slide_paragraphs(presentation: Any) -> list[Any]:
     """Every paragraph (``a:p``) of a presentation's slides wherever it is (shapes, groups,
-    tables), of its speaker notes and SmartArt graphics (its charts': ``_chart_runs``)."""
+    tables), of its speaker notes and SmartArt graphics (its charts': ``chart_runs``)."""
     from pptx.oxml.ns import qn
 
     return [p for part in presentation.part.package.iter_parts()
@@ -178,13 +178,13 @@ DRAWING = "{http://schemas.openxmlformats.org/drawingml/2006/main}"  # DrawingML
 CHARTS = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 
 
-def _chart_runs(charts: list[Any]) -> list[list[Group]]:
+def chart_runs(charts: list[Any]) -> list[list[Group]]:
     """Charts' paragraphs (their titles: ``a:p``) and the names they show from their data, their
     categories' and their series' (each a ``c:v`` of a string cache: ``c:strCache``,
     ``c:multiLvlStrCache`` for categories on several levels; each a paragraph of its own), not
     their numbers. A chart's workbook keeps its own copy of its data: edited there, the chart
     takes the workbook's names back."""
-    return [_drawing_groups(p) for chart in charts for p in chart.iter(f"{DRAWING}p")] + [
+    return [drawing_groups(p) for chart in charts for p in chart.iter(f"{DRAWING}p")] + [
         grouped([(None, value)], "text") for chart in charts
         for cache in chart.iter(f"{CHARTS}strCache", f"{CHARTS}multiLvlStrCache")
         for value in cache.iter(f"{CHARTS}v")]
@@ -219,7 +219,7 @@ def _paragraphs(document: Any) -> list[Any]:
             for p in part.element.iter(qn("w:p"))]
 
 
-def _drawing_groups(paragraph: Any) -> list[Group]:
+def drawing_groups(paragraph: Any) -> list[Group]:
     """A DrawingML paragraph's (``a:p``: a slide's, a chart's) runs with text, line breaks and
     fields (``_drawing_inner``), in groups of neighbours formatted alike (``grouped``)."""
     runs: list[tuple[object, Any]] = []

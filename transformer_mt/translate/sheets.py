@@ -1,22 +1,29 @@
 """Excel workbooks (``.xlsx``, ``files.py``): the text of every cell that holds a string (the
-workbook's shared strings, a cell's inline string) and of every comment, read and written as
-the workbook's XML with lxml (python-docx's parser: the ``files`` extra). A string's runs of
+workbook's shared strings, a cell's inline string), of every comment, chart and text box, read
+and written as the workbook's XML with lxml (the ``files`` extra). A string's runs of
 rich text are a paragraph's (``office.grouped``: a bold word in a sentence translated with it).
-Numbers, dates, formulas and their cached results, styles, sheet names, charts and every other
-part stay byte for byte."""
+Numbers, dates, formulas and their cached results, styles, sheet names, charts' numbers and
+every other part stay byte for byte."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from transformer_mt.translate.office import Group, grouped
+from transformer_mt.translate.office import (
+    CHARTS,
+    DRAWING,
+    Group,
+    chart_runs,
+    drawing_groups,
+    grouped,
+)
 
 MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 # the parts that hold strings to translate, by the end of their content type: shared strings,
-# worksheets (their cells' inline strings), comments
+# worksheets (their cells' inline strings), comments, charts, drawings (text boxes)
 PARTS = ("spreadsheetml.sharedStrings+xml", "spreadsheetml.worksheet+xml",
-         "spreadsheetml.comments+xml")
+         "spreadsheetml.comments+xml", "drawingml.chart+xml", "drawing+xml")
 TYPES = '{http://schemas.openxmlformats.org/package/2006/content-types}Override'
 SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
@@ -54,7 +61,8 @@ def parse_parts(read: Any) -> dict[str, Any]:
 def sheet_runs(parts: dict[str, Any]) -> list[list[Group]]:
     """Each string's (``si``, a shared string; ``is``, a cell's own; a comment's ``text``) runs
     in groups formatted alike: a plain string is one run, rich text a run each (its
-    formatting, ``rPr``, told apart); phonetic readings (``rPh``) are not text."""
+    formatting, ``rPr``, told apart); phonetic readings (``rPh``) are not text. Then charts'
+    titles and names and text boxes' paragraphs, as a presentation's (``office.py``)."""
     from lxml import etree
 
     strings: list[list[Group]] = []
@@ -68,7 +76,10 @@ def sheet_runs(parts: dict[str, Any]) -> list[list[Group]]:
                     style = child.find(f"{MAIN}rPr") if child is not t else None
                     runs.append(("" if style is None else etree.tostring(style), _Text(t)))
             strings.append(grouped(runs, "text"))
-    return strings
+    return strings + chart_runs([root for root in parts.values() if root.tag == f"{CHARTS}"
+                                 "chartSpace"]) + [
+        drawing_groups(p) for root in parts.values() if root.tag.endswith("}wsDr")
+        for p in root.iter(f"{DRAWING}p")]
 
 
 def written(parts: dict[str, Any]) -> dict[str, bytes]:
