@@ -41,6 +41,14 @@ needs_data = pytest.mark.skipif(DATA_DIR is None, reason="Multi30k not found (se
 TOY_DE_EN = REPO / "tests" / "data" / "toy-de-en"  # made up from templates (make.py there)
 
 
+def billion_laughs(root: str) -> bytes:
+    """An XML document, ``root`` as its element, whose entity ``&lol9;`` (in ``root``)
+    expands to 10^9 "lol"s: billion laughs, as a hostile file holds it."""
+    entities = "".join(f'<!ENTITY lol{i} "{(f"&lol{i - 1};" if i > 1 else "&lol;") * 10}">'
+                       for i in range(1, 10))
+    return f'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">{entities}]>{root}'.encode()
+
+
 def toy_corpus(split: str) -> str:
     """A split of the toy German -> English corpus as a ``--set`` value (a corpus mapping)."""
     return f"{{src: '{TOY_DE_EN / split}.de', tgt: '{TOY_DE_EN / split}.en'}}"

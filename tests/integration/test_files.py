@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from tests.helpers import local_client, run_cli
+from tests.helpers import billion_laughs, local_client, run_cli
 
 pytest.importorskip("fastapi")
 srt = pytest.importorskip("srt")
@@ -416,13 +416,9 @@ def test_hostile_word_documents_are_refused_quickly(translator, monkeypatch):
     bomb = zipfile_bytes({"word/document.xml": b"\0" * (4 * 2**20)})
     with pytest.raises(MTError, match=r"unpacks to 4,194,304 bytes in 1 files; at most"):
         files.read_file("bomb.docx", bomb, "de")
-    laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
-              + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1
-                                                       else b"&lol;") * 10)
-                         for i in range(1, 10))
-              + b']><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/'
-              b'2006/main"><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body>'
-              b'</w:document>')
+    laughs = billion_laughs('<w:document xmlns:w="http://schemas.openxmlformats.org/'
+                            'wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>&lol9;</w:t>'
+                            '</w:r></w:p></w:body></w:document>')
     real = zipfile.ZipFile(io.BytesIO(word_document()))
     members = {m: real.read(m) for m in real.namelist()}
     members["word/document.xml"] = laughs

@@ -19,6 +19,7 @@ from openpyxl.cell.text import InlineFont  # noqa: E402
 from openpyxl.chart import BarChart, Reference  # noqa: E402
 from openpyxl.comments import Comment  # noqa: E402
 
+from tests.helpers import billion_laughs  # noqa: E402
 from transformer_mt.errors import MTError  # noqa: E402
 from transformer_mt.translate.documents import translate_split  # noqa: E402
 from transformer_mt.translate.files import read_file  # noqa: E402
@@ -130,12 +131,8 @@ def test_what_is_not_a_workbook_is_refused_in_a_line():
 
 
 def test_an_entity_bomb_in_a_workbook_is_not_expanded():
-    laughs = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
-              + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1
-                                                       else b"&lol;") * 10)
-                         for i in range(1, 10))
-              + b']><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
-              b"<si><t>&lol9;</t></si><si><t>Ein Hund.</t></si></sst>")
+    laughs = billion_laughs('<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
+                            '2006/main"><si><t>&lol9;</t></si><si><t>Ein Hund.</t></si></sst>')
     book = zipfile.ZipFile(io.BytesIO(shared(workbook())))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as z:
