@@ -21,6 +21,7 @@ pptx = pytest.importorskip("pptx")
 pysubs2 = pytest.importorskip("pysubs2")
 markdown_it = pytest.importorskip("markdown_it")
 openpyxl = pytest.importorskip("openpyxl")
+etree = pytest.importorskip("lxml.etree")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -48,8 +49,12 @@ ASS = ("[Script Info]\nScriptType: v4.00+\n\n[V4+ Styles]\nFormat: Name, Fontnam
        "spielen im Schnee.\n")
 MD = ("# Ein Hund\n\nEin Mann fährt\nmit dem **Fahrrad**. Zwei Hunde spielen.\n\n"
       "- Eine Frau liest ein Buch.\n\n```\nEin Hund.\n```\n")
+XLF = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:'
+       'tc:xliff:document:1.2"><file original="a" source-language="de" datatype="plaintext">'
+       '<body><trans-unit id="1"><source>Ein Mann fährt <g id="b">Fahrrad</g>. Zwei Hunde '
+       'spielen.</source></trans-unit></body></file></xliff>\n')
 FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT, "film.ass": ASS,
-         "read.md": MD}
+         "read.md": MD, "units.xlf": XLF}
 
 
 def zipfile_bytes(members: dict[str, bytes]) -> bytes:
@@ -190,16 +195,6 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     shown = [" ".join(e.plaintext.split()) for e in ours if e.type == "Dialogue"]
     assert [" ".join(shown[:2]), shown[2]] == translator.translate(
         ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde, eine Katze spielen im Schnee."])
-    # Markdown, as markdown-it-py reads it: the same blocks, the bold word bold, the code as
-    # it was; each paragraph's text the translation of its lines
-    theirs, ours = (markdown_it.MarkdownIt().parse(text) for text in (MD, out["read.md"]))
-    assert [(t.type, t.tag) for t in ours] == [(t.type, t.tag) for t in theirs]
-    bold = [n for n, c in enumerate(ours[4].children) if c.type == "strong_open"]
-    assert len(bold) == 1 and ours[4].children[bold[0] + 1].content.strip()  # a word in it
-    assert [_shown(t) for t in ours if t.type == "inline"] == translator.translate(
-        ["Ein Hund", "Ein Mann fährt mit dem Fahrrad. Zwei Hunde spielen.",
-         "Eine Frau liest ein Buch."], form="text")
-    assert out["read.md"].endswith("```\nEin Hund.\n```\n")
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
     # translated, the sentence the bold word is in whole, its translation shared out among
     # the runs (the bold one given a word)
@@ -226,6 +221,26 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
             if shape.has_text_frame for p in shape.text_frame.paragraphs for r in p.runs
             if r.font.bold]
     assert len(bold) == 1 and bold[0].strip()
+
+
+def test_markdown_and_xliff_keep_their_structure_and_translate_every_text(translator):
+    out = {name: translate_file(translator, name, FILES[name].encode()).decode()
+           for name in ("read.md", "units.xlf")}
+    # Markdown, as markdown-it-py reads it: the same blocks, the bold word bold, the code as
+    # it was; each paragraph's text the translation of its lines
+    theirs, ours = (markdown_it.MarkdownIt().parse(text) for text in (MD, out["read.md"]))
+    assert [(t.type, t.tag) for t in ours] == [(t.type, t.tag) for t in theirs]
+    bold = [n for n, c in enumerate(ours[4].children) if c.type == "strong_open"]
+    assert len(bold) == 1 and ours[4].children[bold[0] + 1].content.strip()  # a word in it
+    assert [_shown(t) for t in ours if t.type == "inline"] == translator.translate(
+        ["Ein Hund", "Ein Mann fährt mit dem Fahrrad. Zwei Hunde spielen.",
+         "Eine Frau liest ein Buch."], form="text")
+    assert out["read.md"].endswith("```\nEin Hund.\n```\n")
+    # XLIFF: the unit's target the translation of its source, the code around a word of it
+    target = etree.fromstring(out["units.xlf"].encode()).find(".//{*}target")
+    assert "".join(target.itertext()) == translator.translate(
+        ["Ein Mann fährt Fahrrad. Zwei Hunde spielen."], form="text")[0]
+    assert target.find("{*}g").get("id") == "b" and target.find("{*}g").text.strip()
 
 
 def test_a_workbooks_strings_are_translated_its_numbers_and_formulas_kept(translator):
@@ -376,6 +391,7 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("big.txt", b"x" * 5_000, 413, ""),
     ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),
     ("table.xlsx", zipfile_bytes({"a.txt": b"x"}), 400, "is not an Excel workbook (.xlsx)"),
+    ("units.xlf", b"<html><body>Ein Hund.</body></html>", 400, "is not an XLIFF file"),
     ("talk.pptx", zipfile_bytes({"a.txt": b"x"}), 400, "is not a PowerPoint presentation"),
 ])
 def test_files_that_cannot_be_translated_get_a_4xx(translator, name, data, status, message):

@@ -8,6 +8,8 @@ server's ``/translate_file``.
 - Markdown (``.md``, ``.markdown``): only the text of paragraphs, headings, table cells and
   HTML blocks replaced, inline markup kept around its words, code and front matter as they
   were, each paragraph wrapped on as many lines (``markdown.py``).
+- XLIFF (``.xlf``, ``.xliff``), 1.2 and 2.x: each unit's target made from its source, inline
+  codes where they were; a translator's target and ``translate="no"`` kept (``xliff.py``).
 - Subtitles, SubRip (``.srt``), WebVTT (``.vtt``) and (Advanced) SubStation Alpha (``.ass``,
   ``.ssa``): each cue's number or identifier, timings, settings and style as they were, its
   lines joined and the translation wrapped on as many lines again, its tags (``<i>``,
@@ -87,17 +89,19 @@ from transformer_mt.translate.office import (
 )
 from transformer_mt.translate.sheets import parse_parts, sheet_runs, written
 from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_tagged
+from transformer_mt.translate.xliff import read_xliff
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
            ".markdown": "markdown", ".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ass",
-           ".docx": "docx", ".xlsx": "xlsx",
+           ".xlf": "xliff", ".xliff": "xliff", ".docx": "docx", ".xlsx": "xlsx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "docx": "docx", "pptx": "pptx",
-             "xlsx": "lxml", "odt": "odf.opendocument", "odp": "odf.opendocument"}
+             "xlsx": "lxml", "xliff": "lxml", "odt": "odf.opendocument",
+             "odp": "odf.opendocument"}
 MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .xlsx, .epub, ...) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
@@ -137,6 +141,9 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         return _epub(name, data, lang, target)
     if kind == "xlsx":
         return _workbook(name, data, lang)
+    if kind == "xliff":
+        units, write = read_xliff(name, data, lang, target)
+        return FileText(units, len(data), write)
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
     try:

@@ -1,0 +1,142 @@
+"""XLIFF (``.xlf``, ``.xliff``), 1.2 and 2.x: the file translation tools (CAT tools) exchange
+and send out for machine translation. Each unit's source (1.2: a ``trans-unit``'s; 2.x: each
+``segment``'s) is translated into its target, made where there is none; a target that holds
+text already (a translator's) stays as it is, and so does a unit marked ``translate="no"``.
+
+The target is a copy of the source with its inline codes where they were (1.2: ``g``, ``x``,
+``bx``, ``ex``, ``ph``, ``bpt``, ``ept``, ``it``, ``mrk``; 2.x: ``pc``, ``ph``, ``sc``, ``ec``,
+``mrk``, ``sm``, ``em``), the source's text read as one flow (``documents.split_flow``: the
+text inside a paired code, ``g``, ``pc``, ``mrk``, translated in its sentence and a word of the
+translation left in it; the native code inside ``ph``, ``bpt``, ``ept``, ``it`` is no text).
+A target made here says it is machine translation to review (1.2: ``state="needs-review-
+translation"``, ``state-qualifier="leveraged-mt"``; 2.x: its segment's ``state="translated"``
+where it had none), and a file that named no target language names the translation's.
+Read with lxml (the ``files`` extra), no entity expanded.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from transformer_mt.errors import MTError
+from transformer_mt.packages import imported
+from transformer_mt.translate.documents import Document, split_flow
+
+V12 = "urn:oasis:names:tc:xliff:document:1.2"
+V2 = "urn:oasis:names:tc:xliff:document:2."  # 2.0, 2.1, 2.2: the same core
+PAIRED = frozenset({"g", "pc", "mrk"})  # inline codes whose content is text
+Slot = tuple[Any, str]  # where text stands: an element and "text" (inside it) or "tail"
+
+
+def read_xliff(name: str, data: bytes, lang: str, target: str | None
+               ) -> tuple[list[Document[list[str]]], Callable[[list[list[str]]], bytes]]:
+    """The sources to translate of an XLIFF file (one :class:`Document` each, whose pieces
+    are its text slots), and the function that writes the file with their targets."""
+    etree = imported("lxml.etree", "an XLIFF file (.xlf, .xliff)")
+    try:
+        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False,
+                                                      no_network=True))
+    except etree.XMLSyntaxError as exc:
+        raise MTError(f"'{name}' is not an XLIFF file (.xlf, .xliff): {exc}") from None
+    space, _, local = str(root.tag)[1:].rpartition("}")
+    if local != "xliff" or not (space == V12 or space.startswith(V2)):
+        raise MTError(f"'{name}' is not an XLIFF file (.xlf, .xliff): it is not XLIFF 1.2 "
+                      "or 2.x")
+    units = [(source, target_) for source, target_ in _units(root, space)
+             if target_ is None or not "".join(target_.itertext()).strip()]
+    made = [_target(source, space) for source, _ in units]
+    slots = [_slots(element) for element in made]
+    documents = [split_flow([getattr(e, a) or "" for e, a in places], lang,
+                            bare=_bare(element, places))
+                 for element, places in zip(made, slots, strict=True)]
+
+    def write(translations: list[list[str]]) -> bytes:
+        for (source, old), new, places, texts in zip(units, made, slots, translations,
+                                                     strict=True):
+            for (element, attribute), text in zip(places, texts, strict=True):
+                setattr(element, attribute, text or None)
+            _put(source, old, new, space)
+        if target:
+            _name_target(root, space, target)
+        return bytes(etree.tostring(root.getroottree(), xml_declaration=True,
+                                    encoding="UTF-8"))
+
+    return documents, write
+
+
+def _units(root: Any, space: str) -> list[tuple[Any, Any]]:
+    """Each source to translate and its target (None: none yet): a 1.2 ``trans-unit``'s, a
+    2.x ``segment``'s; not where it or what holds it says ``translate="no"``."""
+    ns = f"{{{space}}}"
+    found = [] if space == V12 else [(s.find(f"{ns}source"), s.find(f"{ns}target"))
+                                     for s in root.iter(f"{ns}segment")]
+    found += [(u.find(f"{ns}source"), u.find(f"{ns}target"))
+              for u in root.iter(f"{ns}trans-unit")] if space == V12 else []
+    return [(source, target) for source, target in found if source is not None and not any(
+        a.get("translate") == "no" for a in source.iterancestors())]
+
+
+def _target(source: Any, space: str) -> Any:
+    """A copy of ``source`` as a target (its codes, its text to be replaced)."""
+    made = copy.deepcopy(source)
+    made.tag = f"{{{space}}}target"
+    made.tail = None
+    return made
+
+
+def _local(element: Any) -> str:
+    return str(element.tag).rpartition("}")[2] if isinstance(element.tag, str) else ""
+
+
+def _slots(element: Any) -> list[Slot]:
+    """The places text stands in an element, in order: its own text, the text inside each
+    paired code (``PAIRED``) and after each code (its tail); not inside other codes (native
+    code: ``ph``, ``bpt``, ...) nor comments."""
+    places: list[Slot] = [(element, "text")]
+    for child in element:
+        if _local(child) in PAIRED:
+            places += _slots(child)
+        places.append((child, "tail"))
+    return places
+
+
+def _bare(element: Any, places: Sequence[Slot]) -> list[bool]:
+    """Whether each slot stands outside any paired code (the text formatted as the rest)."""
+    return [(e is element and a == "text") or (a == "tail" and e.getparent() is element)
+            for e, a in places]
+
+
+def _put(source: Any, old: Any, new: Any, space: str) -> None:
+    """``new`` in place of the empty target ``old``, or after ``source`` (and a 1.2
+    ``seg-source``), marked as machine translation to review."""
+    if old is not None:
+        for key, value in old.attrib.items():
+            new.set(key, value)
+        new.tail = old.tail
+        old.getparent().replace(old, new)
+    else:
+        after = source.getnext() if source.getnext() is not None and _local(
+            source.getnext()) == "seg-source" else source
+        before = after.getprevious()  # the indentation it stands at, where it has one
+        indent = after.getparent().text if before is None else before.tail
+        new.tail, after.tail = after.tail, indent if (indent or "x").isspace() else after.tail
+        after.addnext(new)
+    if space == V12:
+        new.set("state", "needs-review-translation")
+        new.set("state-qualifier", "leveraged-mt")
+    elif source.getparent().get("state") in (None, "initial"):
+        source.getparent().set("state", "translated")
+
+
+def _name_target(root: Any, space: str, target: str) -> None:
+    """The target language where the file names none (1.2: each ``file``; 2.x: the root)."""
+    if space != V12:
+        if not root.get("trgLang"):
+            root.set("trgLang", target)
+        return
+    for file in root.iter(f"{{{space}}}file"):
+        if not file.get("target-language"):
+            file.set("target-language", target)
+
