@@ -34,6 +34,11 @@ V12 = """<?xml version="1.0" encoding="UTF-8"?>
       <trans-unit id="4" translate="no">
         <source>Markenname</source>
       </trans-unit>
+      <trans-unit id="5">
+        <source>Ein Hund läuft. Eine Katze schläft.</source>
+        <seg-source><mrk mtype="seg" mid="1">Ein Hund läuft.</mrk> <mrk mtype="seg"
+          mid="2">Eine Katze schläft.</mrk></seg-source>
+      </trans-unit>
     </body>
   </file>
 </xliff>
@@ -83,6 +88,11 @@ def test_xliff_1_2_gets_its_targets_with_the_codes_and_a_translators_target_kept
         "</b>", "") == "DRÜCKE OK JETZT."
     assert [child.tag.rpartition("}")[2] for child in second] == ["source", "target", "note"]
     assert b"<!-- ein Kommentar -->" in out and b"<note>Ein Hinweis.</note>" in out
+    segmented = root.findall(".//x:trans-unit", ns)[4]  # its target keeps the segments
+    assert [child.tag.rpartition("}")[2] for child in segmented] == ["source", "seg-source",
+                                                                     "target"]
+    assert [(m.get("mid"), m.text) for m in segmented.find("x:target", ns)] == [
+        ("1", "EIN HUND LÄUFT."), ("2", "EINE KATZE SCHLÄFT.")]
 
 
 def test_xliff_2_gets_its_segments_targets_and_keeps_what_it_had():

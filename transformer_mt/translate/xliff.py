@@ -67,12 +67,14 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
 
 
 def _units(root: Any, space: str) -> list[tuple[Any, Any]]:
-    """Each source to translate and its target (None: none yet): a 1.2 ``trans-unit``'s, a
+    """Each source to translate and its target (None: none yet): a 1.2 ``trans-unit``'s (its
+    ``seg-source`` where it has one: the target keeps its segments, ``mrk mtype="seg"``), a
     2.x ``segment``'s; not where it or what holds it says ``translate="no"``."""
     ns = f"{{{space}}}"
     found = [] if space == V12 else [(s.find(f"{ns}source"), s.find(f"{ns}target"))
                                      for s in root.iter(f"{ns}segment")]
-    found += [(u.find(f"{ns}source"), u.find(f"{ns}target"))
+    found += [(u.find(f"{ns}seg-source") if u.find(f"{ns}seg-source") is not None else
+               u.find(f"{ns}source"), u.find(f"{ns}target"))
               for u in root.iter(f"{ns}trans-unit")] if space == V12 else []
     return [(source, target) for source, target in found if source is not None and not any(
         a.get("translate") == "no" for a in source.iterancestors())]
@@ -109,8 +111,8 @@ def _bare(element: Any, places: Sequence[Slot]) -> list[bool]:
 
 
 def _put(source: Any, old: Any, new: Any, space: str) -> None:
-    """``new`` in place of the empty target ``old``, or after ``source`` (and a 1.2
-    ``seg-source``), marked as machine translation to review."""
+    """``new`` in place of the empty target ``old``, or after ``source`` (a 1.2 ``source``'s
+    ``seg-source`` where it has one), marked as machine translation to review."""
     if old is not None:
         for key, value in old.attrib.items():
             new.set(key, value)
