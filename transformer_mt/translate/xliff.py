@@ -7,7 +7,8 @@ The target is a copy of the source with its inline codes where they were (1.2: `
 ``bx``, ``ex``, ``ph``, ``bpt``, ``ept``, ``it``, ``mrk``; 2.x: ``pc``, ``ph``, ``sc``, ``ec``,
 ``mrk``, ``sm``, ``em``), the source's text read as one flow (``documents.split_flow``: the
 text inside a paired code, ``g``, ``pc``, ``mrk``, translated in its sentence and a word of the
-translation left in it; the native code inside ``ph``, ``bpt``, ``ept``, ``it`` is no text).
+translation left in it, or kept as it is where the code says ``translate="no"`` or
+``mtype="protected"``; the native code inside ``ph``, ``bpt``, ``ept``, ``it`` is no text).
 A target made here says it is machine translation to review (1.2: ``state="needs-review-
 translation"``, ``state-qualifier="leveraged-mt"``; 2.x: its segment's ``state="translated"``
 where it had none), and a file that named no target language names the translation's.
@@ -49,7 +50,7 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
     made = [_target(source, space) for source, _ in units]
     slots = [_slots(element) for element in made]
     documents = [split_flow([getattr(e, a) or "" for e, a in places], lang,
-                            bare=_bare(element, places))
+                            [_kept(element, e, a) for e, a in places], _bare(element, places))
                  for element, places in zip(made, slots, strict=True)]
 
     def write(translations: list[list[str]]) -> bytes:
@@ -102,6 +103,17 @@ def _slots(element: Any) -> list[Slot]:
             places += _slots(child)
         places.append((child, "tail"))
     return places
+
+
+def _kept(root: Any, element: Any, attribute: str) -> bool:
+    """Whether a slot's text is kept as it is: inside a code marked ``translate="no"`` (2.x)
+    or ``mtype="protected"`` (1.2), read in its sentence."""
+    inside = element if attribute == "text" else element.getparent()
+    while inside is not None and inside is not root:
+        if inside.get("translate") == "no" or inside.get("mtype") == "protected":
+            return True
+        inside = inside.getparent()
+    return False
 
 
 def _bare(element: Any, places: Sequence[Slot]) -> list[bool]:
