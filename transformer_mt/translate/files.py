@@ -143,7 +143,7 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         return _workbook(name, data, lang)
     if kind == "xliff":
         units, write = read_xliff(name, data, lang, target)
-        return FileText(units, len(data), write)
+        return FileText(units, sum(len(s) for unit in units for s in unit.sentences), write)
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
     try:
