@@ -392,6 +392,8 @@ def test_translate_file_as_libretranslate_answers_it(translator):
     ("letter.docx", b"PK\x03\x04 not a zip", 400, "is not a Word document (.docx)"),
     ("table.xlsx", zipfile_bytes({"a.txt": b"x"}), 400, "is not an Excel workbook (.xlsx)"),
     ("units.xlf", b"<html><body>Ein Hund.</body></html>", 400, "is not an XLIFF file"),
+    ("units.xlf", XLF.replace('plaintext"', 'plaintext" target-language="fr"').encode(), 400,
+     'asks for target-language="fr"; this model translates de into en'),
     ("talk.pptx", zipfile_bytes({"a.txt": b"x"}), 400, "is not a PowerPoint presentation"),
 ])
 def test_files_that_cannot_be_translated_get_a_4xx(translator, name, data, status, message):

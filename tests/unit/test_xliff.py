@@ -113,10 +113,14 @@ def test_xliff_2_gets_its_segments_targets_and_keeps_what_it_had():
 @pytest.mark.parametrize("data, says", [
     (b"<html><body>Ein Hund.</body></html>", "it is not XLIFF 1.2 or 2.x"),
     (b"<xliff version='1.2'", "is not an XLIFF file (.xlf, .xliff)"),
+    (V12.replace('source-language="de"', 'source-language="de-AT" target-language="fr"')
+     .encode(), 'asks for target-language="fr"; this model translates de into en'),
+    (V2.replace('srcLang="de"', 'srcLang="en-GB"').encode(),
+     'asks for srcLang="en-GB"; this model translates de into en'),
 ])
 def test_what_is_not_xliff_is_refused_in_a_line(data, says):
     with pytest.raises(MTError, match=None) as caught:
-        read_file("hunde.xlf", data, "de")
+        read_file("hunde.xlf", data, "de", "en")
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
+from transformer_mt.translate.language_tags import says
 
 V12 = "urn:oasis:names:tc:xliff:document:1.2"
 V2 = "urn:oasis:names:tc:xliff:document:2."  # 2.0, 2.1, 2.2: the same core
@@ -45,6 +46,7 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
     if local != "xliff" or not (space == V12 or space.startswith(V2)):
         raise MTError(f"'{name}' is not an XLIFF file (.xlf, .xliff): it is not XLIFF 1.2 "
                       "or 2.x")
+    _same_languages(name, root, space, lang, target)
     units = [(source, target_) for source, target_ in _units(root, space)
              if target_ is None or not "".join(target_.itertext()).strip()]
     made = [_target(source, space) for source, _ in units]
@@ -142,6 +144,20 @@ def _put(source: Any, old: Any, new: Any, space: str) -> None:
         new.set("state-qualifier", "leveraged-mt")
     elif source.getparent().get("state") in (None, "initial"):
         source.getparent().set("state", "translated")
+
+
+def _same_languages(name: str, root: Any, space: str, lang: str, target: str | None) -> None:
+    """A one-line :class:`MTError` where the file asks for another pair of languages than
+    the model's (``source-language``/``target-language`` of a 1.2 ``file``, ``srcLang``/
+    ``trgLang`` of 2.x): its targets would hold the wrong language."""
+    files = [root] if space != V12 else list(root.iter(f"{{{space}}}file"))
+    names = ("srcLang", "trgLang") if space != V12 else ("source-language", "target-language")
+    for file in files:
+        for asked, ours in zip(names, (lang, target), strict=True):
+            said = file.get(asked)
+            if said and ours and not says(said, ours):
+                raise MTError(f"'{name}' asks for {asked}=\"{said}\"; this model translates "
+                              f"{lang} into {target}")
 
 
 def _name_target(root: Any, space: str, target: str) -> None:
