@@ -178,3 +178,34 @@ def test_emphasis_around_no_words_is_left_out_not_shown():
         shown = " ".join(Rendered(out, renderer).texts)
         assert shown.startswith("Title") and "*" not in shown  # not "Title******"
     assert "`x`" in out and "](http://a)" in out
+
+
+PARTS = ["Ein Hund", " läuft", " *rote* ", " **Zwei** ", " `x` ", " [Link](/a) ", " [Garten] ",
+         " <b>Hut</b> ", "\\*", " &amp; ", "  ", "\t", "# ", "- ", "1. ", "> ", "    ", "---",
+         "```\nx\n```\n", "Zwei Katzen.", "<div>", "</div>", "  \n", "\\\n", "\n", "\n\n",
+         "\n[Garten]: /y\n", "\n\n| a | b |\n|---|---|\n| c | d |\n\n", "~~weg~~", "</details>\n",
+         "<details>\n<summary>Mehr</summary>\n\n"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(PARTS), min_size=1, max_size=24).map("".join))
+@example("</details>\nEin Hund</details>\n").via("a closing tag the block did not open, once")
+@example("1. </details>\n").via("an HTML block in a list item, once")
+@example("Ein Hund  \n\t</details>\nEin Hund").via("a line's indentation, once")
+@example(" *rote* </details>\nEin Hund").via("a line that would begin with a tag, once")
+def test_any_page_keeps_its_blocks_links_code_and_html(source):
+    """Pages drawn from Markdown's pieces keep their elements when translated (emphasis
+    aside: around a piece the translation leaves without a word it goes)."""
+    out = translated(source)
+    for renderer in RENDERERS:
+        theirs, ours = Rendered(source, renderer), Rendered(out, renderer)
+        assert [t for t in ours.tags if t[0].strip("/") not in ("em", "strong", "s", "del")] == [
+            t for t in theirs.tags if t[0].strip("/") not in ("em", "strong", "s", "del")], out
+
+
+def test_spaces_the_translation_puts_just_inside_emphasis_move_out_of_it():
+    from transformer_mt.translate.markdown import _hugged
+
+    pieces, markup = ["Ein", " Hund ", " läuft"], [[("**", 1)], [("**", -1)]]
+    _hugged(pieces, markup, ["", "", ""])  # "Ein** Hund **läuft": no emphasis
+    assert pieces == ["Ein ", "Hund", "  läuft"]

@@ -59,8 +59,9 @@ SPECIAL = re.compile(r"[\\`*~\[\]<|]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
 # setext heading's underline, a fence, a thematic break (escaped there)
 BLOCK_START = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|#{1,6}(?:[ \t]|$)|>|=+[ \t]*$|~~~"
                          r"|(?:[-*_][ \t]*){3,}$")
-# a word, where lines may break around it: tags, destinations and code spans within
-WORD = re.compile(r"(?:<[^<>]*>|\]\([^()]*\)|`[^`]*`|\S)+")
+# a word, where lines may break around it: tags, destinations and code spans within; never
+# before a tag (a line that begins with "</details>" would begin an HTML block)
+WORD = re.compile(r"(?:<[^<>]*>|\]\([^()]*\)|`[^`]*`|\S|[ \t]+(?=<))+")
 
 
 def read_markdown(name: str, text: str, lang: str) -> tuple[list[Document[str]], Any]:
@@ -78,9 +79,11 @@ def read_markdown(name: str, text: str, lang: str) -> tuple[list[Document[str]],
     row, at = -1, 0  # a table row's line and where its last cell ended
     for before, token in zip([None, *tokens], tokens, strict=False):
         if token.type == "html_block" and token.map:
-            a, b = token.map
-            block = "\n".join(lines[a:b]).rstrip("\n")
-            texts.append((_html(block, lang), [(n, 0, -1) for n in range(a, b)], "html"))
+            content = token.content.rstrip("\n").split("\n")
+            places = [(n, _start(name, lines, n, piece), len(lines[n]))
+                      for n, piece in zip(range(*token.map), content, strict=False)]
+            texts.append((_html("\n".join(lines[n][a:] for n, a, _ in places), lang), places,
+                          "html"))
         elif token.type == "inline" and token.map and before is not None:
             if before.type in ("th_open", "td_open"):
                 raw = token.content.replace("|", "\\|")
@@ -117,12 +120,7 @@ def _segments(name: str, lines: list[str], token: Any) -> list[tuple[str, list[P
     places: list[Place] = []
     content = token.content.split("\n")
     for n, (number, piece) in enumerate(zip(range(*token.map), content, strict=False)):
-        line, piece = lines[number].rstrip(), piece.rstrip()
-        start = line.rfind(piece) if piece else len(line)
-        if start < 0 and (start := line.rfind(piece.lstrip())) >= 0:
-            piece = piece.lstrip()
-        if start < 0:
-            raise MTError(f"'{name}': line {number + 1}: its text could not be placed")
+        start, piece = _start(name, lines, number, piece), piece.strip()
         hard = n + 1 < len(content) and (content[n].endswith("  ") or re.search(
             r"(?<!\\)(?:\\\\)*\\$", piece) is not None)
         end = start + len(piece) - (hard and piece.endswith("\\"))
@@ -132,6 +130,17 @@ def _segments(name: str, lines: list[str], token: Any) -> list[tuple[str, list[P
             out.append((" ".join(w.strip() for w in words if w.strip()), places))
             words, places = [], []
     return out
+
+
+def _start(name: str, lines: list[str], number: int, piece: str) -> int:
+    """Where the parser's content of a line (``piece``: without the line's indentation and
+    markers) begins in it, its own indentation left out: it ends where the line ends (but
+    for trailing spaces, or an ATX heading's closing ``#``s)."""
+    line, piece = lines[number].rstrip(), piece.strip()
+    start = len(line) - len(piece) if line.endswith(piece) else line.rfind(piece)
+    if start < 0:
+        raise MTError(f"'{name}': line {number + 1}: its text could not be placed")
+    return start
 
 
 def _writer(lines: list[str], ends: list[str],
@@ -153,7 +162,7 @@ def _writer(lines: list[str], ends: list[str],
                 shown = [*shown[:len(places) - 1], ends[places[-1][0]].join(
                     shown[len(places) - 1:])]
             for (number, a, b), new in zip(places, shown, strict=True):
-                edits.setdefault(number, []).append((a, len(lines[number]) if b < 0 else b, new))
+                edits.setdefault(number, []).append((a, b, new))
         out = []
         for number, (line, end) in enumerate(zip(lines, ends, strict=True)):
             for a, b, new in sorted(edits.get(number, []), reverse=True):
@@ -187,19 +196,33 @@ def _safe(line: str) -> str:
 
 
 def _html(block: str, lang: str) -> Document[str]:
-    """An HTML block as :func:`documents.split_html` reads it; rebuilt without the closing
-    tags the parser adds for the elements it leaves open."""
-    document = split_html(block, lang)
-    opened = sum(-1 if slash else not (closed or name.lower() in VOID)
-                 for slash, name, closed in ELEMENT.findall(block))
+    """An HTML block as :func:`documents.split_html` reads it; rebuilt with the closing tags
+    of elements it did not open (an earlier block did: the parser drops them; held meanwhile
+    as comments) and without those the parser adds for the elements it leaves open (Markdown
+    between them follows)."""
+    stray: list[str] = []
+    opened: list[str] = []
+
+    def held(tag: re.Match[str]) -> str:
+        name = tag[2].lower()
+        if not tag[1]:
+            opened.extend([name] if not tag[3] and name not in VOID else [])
+        elif name in opened:
+            del opened[len(opened) - 1 - opened[::-1].index(name):]
+        else:
+            stray.append(tag[0])
+            return f"<!--mt-stray-{len(stray) - 1}-->"
+        return tag[0]
+
+    document = split_html(ELEMENT.sub(held, block), lang)
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
         written = document.rebuild_with(translations, links).rstrip()
-        for _ in range(max(opened, 0)):
+        for _ in opened:
             if (found := re.search(r"\s*</[a-zA-Z][^<>]*>\Z", written)) is None:
                 break
             written = written[:found.start()]
-        return written
+        return re.sub(r"<!--mt-stray-(\d+)-->", lambda m: stray[int(m[1])], written)
 
     return Document(document.sentences, document.cuts, rebuild)
 
@@ -214,7 +237,9 @@ def _split(text: str, lang: str, labels: set[str]) -> Document[str]:
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> str:
         out = flow.rebuild_with(translations, links)
         written = [k or _escape(p) for p, k in zip(out, kept, strict=True)]
-        tags = ["".join(raw for raw, _ in m) for m in _around_words(out, markup)]
+        around = _around_words(out, markup)
+        _hugged(written, around, kept)
+        tags = ["".join(raw for raw, _ in m) for m in around]
         markdown = ""
         for piece, tag in zip(written, [*tags, ""], strict=True):
             markdown += piece
@@ -245,6 +270,19 @@ def _around_words(pieces: list[str], markup: list[Markup]) -> list[Markup]:
             before.pop()
             after.pop(0)
     return markup
+
+
+def _hugged(pieces: list[str], markup: list[Markup], kept: list[str]) -> None:
+    """Spaces just inside emphasis moved out of it (``** word**`` is no emphasis): the
+    translation's space between words may fall to either side of the markup."""
+    for n, tags in enumerate(markup):
+        if tags and tags[0][1] == -1 and not kept[n]:
+            text = pieces[n].rstrip()
+            pieces[n], pieces[n + 1] = text, pieces[n][len(text):] + pieces[n + 1]
+        if tags and tags[-1][1] == 1 and not kept[n + 1]:
+            text = pieces[n + 1].lstrip()
+            pieces[n], pieces[n + 1] = pieces[n] + pieces[n + 1][:len(pieces[n + 1]) - len(
+                text)], text
 
 
 def _marked(text: str, labels: set[str]) -> tuple[list[str], list[Markup], list[str],
