@@ -76,7 +76,8 @@ RENDERERS = {
     "markdown-it": lambda text: markdown_it.MarkdownIt("commonmark").enable(
         ["table", "strikethrough"]).render(text),
     "github": lambda text: cmarkgfm.github_flavored_markdown_to_html(
-        text, options=cmarkgfm.cmark.Options.CMARK_OPT_UNSAFE)}  # (its HTML as it is)
+        text, options=cmarkgfm.cmark.Options.CMARK_OPT_UNSAFE  # (its HTML as it is)
+        | cmarkgfm.cmark.Options.CMARK_OPT_FOOTNOTES)}
 
 
 class Rendered(html.parser.HTMLParser):
@@ -201,6 +202,18 @@ def test_any_page_keeps_its_blocks_links_code_and_html(source):
         theirs, ours = Rendered(source, renderer), Rendered(out, renderer)
         assert [t for t in ours.tags if t[0].strip("/") not in ("em", "strong", "s", "del")] == [
             t for t in theirs.tags if t[0].strip("/") not in ("em", "strong", "s", "del")], out
+
+
+def test_footnotes_keep_their_references_and_labels_out_of_the_model():
+    """GitHub's footnotes: a reference (``[^hund]``) and a definition's label (``[^hund]: ``)
+    are no text to translate (the model would read "^hund"), and come back as they were."""
+    source = "Ein Hund läuft[^hund] über die Wiese.\n\n[^hund]: Ein Hinweis zum Hund.\n"
+    documents, _ = read_markdown("page.md", source, "de")
+    assert [d.sentences for d in documents] == [["Ein Hund läuft über die Wiese."],
+                                                ["Ein Hinweis zum Hund."]]
+    out = translated(source)
+    assert out == "EIN HUND LÄUFT[^hund] ÜBER DIE WIESE.\n\n[^hund]: EIN HINWEIS ZUM HUND.\n"
+    assert Rendered(out, "github").tags == Rendered(source, "github").tags
 
 
 def test_spaces_the_translation_puts_just_inside_emphasis_move_out_of_it():

@@ -36,11 +36,13 @@ from transformer_mt.translate.subtitles import wrap
 
 Place = tuple[int, int, int]  # where a text stands: its line, its first and past its last column
 
-# inline markup, in the order tried: code spans and autolinks (kept as they are); an escaped
-# character or an entity (text); inline HTML; a link's or image's opening bracket, and its
-# closing one with what follows (destination and title, or reference); delimiter runs
+# inline markup, in the order tried: code spans, autolinks and GitHub's footnotes (``[^1]``, a
+# definition's ``[^1]: ``) kept as they are; an escaped character or an entity (text); inline
+# HTML; a link's or image's opening bracket, and its closing one with what follows
+# (destination and title, or reference); delimiter runs
 INLINE = re.compile(
-    r"(?P<kept>(`+)(?:.+?)(?<!`)\2(?!`)|<[a-zA-Z][\w+.-]{1,31}:[^\s<>]*>|<[^\s<>@]+@[^\s<>]+>)"
+    r"(?P<kept>(`+)(?:.+?)(?<!`)\2(?!`)|<[a-zA-Z][\w+.-]{1,31}:[^\s<>]*>|<[^\s<>@]+@[^\s<>]+>"
+    r"|\[\^[^\]\s]+\](?::[ \t]*)?)"
     r"|(?P<text>\\[!-/:-@\[-`{-~]|&(?:#\d{1,7}|#[xX][\da-fA-F]{1,6}|[a-zA-Z][a-zA-Z\d]{1,31});)"
     r"|(?P<tag></?[a-zA-Z][^<>]*>|<!--.*?-->)"
     r"|(?P<open>!?\[)"
@@ -334,6 +336,8 @@ def _kept(text: str, found: re.Match[str], labels: set[str]) -> tuple[str, str] 
     """The Markdown kept as it is from ``found`` on, and the text it shows: a code span, an
     autolink, a link by a reference's label alone, inline code in HTML (``<kbd>Strg</kbd>``)."""
     kind, raw, at = found.lastgroup, found[0], found.end()
+    if kind == "kept" and raw.startswith("[^"):  # a footnote's reference or label: no text
+        return raw, ""
     if kind == "kept":
         code = raw.strip("`")
         return raw, (code[1:-1] if code[:1] == code[-1:] == " " and code.strip() else
