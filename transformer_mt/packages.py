@@ -25,8 +25,8 @@ PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "matplotlib": "'transformer_mt[plot]'", "tensorboard": "'transformer_mt[tensorboard]'",
              "ctranslate2": "'transformer_mt[ct2]'", "py3langid": "'transformer_mt[langid]'",
              "transformers": "'transformer_mt[huggingface]'", "redis": "'transformer_mt[shared]'",
-             **dict.fromkeys(["srt", "markdown_it", "lxml", "docx", "pptx", "odf.opendocument"],
-                             "'transformer_mt[files]'")}
+             **dict.fromkeys(["srt", "markdown_it", "lxml", "polib", "docx", "pptx",
+                              "odf.opendocument"], "'transformer_mt[files]'")}
 
 
 class MissingPackageError(MTError):

@@ -22,6 +22,7 @@ pysubs2 = pytest.importorskip("pysubs2")
 markdown_it = pytest.importorskip("markdown_it")
 openpyxl = pytest.importorskip("openpyxl")
 etree = pytest.importorskip("lxml.etree")
+polib = pytest.importorskip("polib")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.settings import Limits, ServeOptions  # noqa: E402
@@ -53,8 +54,10 @@ XLF = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:
        'tc:xliff:document:1.2"><file original="a" source-language="de" datatype="plaintext">'
        '<body><trans-unit id="1"><source>Ein Mann fährt <g id="b">Fahrrad</g>. Zwei Hunde '
        'spielen.</source></trans-unit></body></file></xliff>\n')
+PO = ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n#, python-format\n'
+      'msgid "Ein Mann mit %(farbe)s Hut fährt Fahrrad."\nmsgstr ""\n')
 FILES = {"doc.txt": TEXT, "page.html": HTML, "film.srt": SRT, "film.vtt": VTT, "film.ass": ASS,
-         "read.md": MD, "units.xlf": XLF}
+         "read.md": MD, "units.xlf": XLF, "app.po": PO}
 
 
 def zipfile_bytes(members: dict[str, bytes]) -> bytes:
@@ -223,9 +226,9 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     assert len(bold) == 1 and bold[0].strip()
 
 
-def test_markdown_and_xliff_keep_their_structure_and_translate_every_text(translator):
+def test_markdown_xliff_and_gettext_keep_their_structure_and_translate_every_text(translator):
     out = {name: translate_file(translator, name, FILES[name].encode()).decode()
-           for name in ("read.md", "units.xlf")}
+           for name in ("read.md", "units.xlf", "app.po")}
     # Markdown, as markdown-it-py reads it: the same blocks, the bold word bold, the code as
     # it was; each paragraph's text the translation of its lines
     theirs, ours = (markdown_it.MarkdownIt().parse(text) for text in (MD, out["read.md"]))
@@ -241,6 +244,10 @@ def test_markdown_and_xliff_keep_their_structure_and_translate_every_text(transl
     assert "".join(target.itertext()) == translator.translate(
         ["Ein Mann fährt Fahrrad. Zwei Hunde spielen."], form="text")[0]
     assert target.find("{*}g").get("id") == "b" and target.find("{*}g").text.strip()
+    # gettext: the message translated, its placeholder kept, marked for review
+    message = polib.pofile(out["app.po"])[0]
+    assert message.msgstr.count("%(farbe)s") == 1 and message.flags == ["fuzzy", "python-format"]
+    assert message.msgstr.replace("%(farbe)s", "").split() and message.msgstr != message.msgid
 
 
 def test_a_workbooks_strings_are_translated_its_numbers_and_formulas_kept(translator):

@@ -107,7 +107,7 @@ class Rendered(html.parser.HTMLParser):
 
 def translated(source: str, translate=lambda sentences: [s.upper() for s in sentences]) -> str:
     documents, write = read_markdown("page.md", source, "de")
-    return write(translate_split(documents, translate))
+    return write(translate_split(documents, translate)).decode()
 
 
 def test_only_the_texts_change_and_the_page_renders_as_the_source_did():

@@ -32,7 +32,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
                    "that averages the models' probabilities")
     p.add_argument("--input", help="file with one sentence per line; a .html, .htm, .md, .srt, "
-                   ".vtt, .ass, .ssa, .xlf, .docx, .pptx, .xlsx, .odt, .odp or .epub file is "
+                   ".vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp or .epub file is "
                    "translated whole, its format kept")
     p.add_argument("--split-sentences", action="store_true",
                    help="a line may hold several sentences (a paragraph): split it, translate "

@@ -34,8 +34,8 @@ router = APIRouter(tags=["LibreTranslate"])
 @router.post("/translate_file", response_model=TranslatedFile,
              dependencies=[Depends(libre_key)],
              summary="LibreTranslate: translate a file (.txt, .html, .md, .srt, .vtt, .ass, "
-             ".ssa, .xlf, .docx, .pptx, .xlsx, .odt, .odp, .epub), its format kept; download it "
-             "from translatedFileUrl")
+             ".ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .epub), its format kept; "
+             "download it from translatedFileUrl")
 async def translate_file(request: Request, svc: ServiceDep, who: CallerDep,
                          file: Annotated[UploadFile | None, File()] = None,
                          source: Annotated[str, Form()] = "auto",

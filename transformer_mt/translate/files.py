@@ -10,6 +10,8 @@ server's ``/translate_file``.
   were, each paragraph wrapped on as many lines (``markdown.py``).
 - XLIFF (``.xlf``, ``.xliff``), 1.2 and 2.x: each unit's target made from its source, inline
   codes where they were; a translator's target and ``translate="no"`` kept (``xliff.py``).
+- Gettext catalogues (``.po``, ``.pot``): each message without a translation given one marked
+  ``fuzzy`` (to review), its placeholders (``%s``, ``{name}``) kept (``po.py``).
 - Subtitles, SubRip (``.srt``), WebVTT (``.vtt``) and (Advanced) SubStation Alpha (``.ass``,
   ``.ssa``): each cue's number or identifier, timings, settings and style as they were, its
   lines joined and the translation wrapped on as many lines again, its tags (``<i>``,
@@ -87,6 +89,7 @@ from transformer_mt.translate.office import (
     slide_runs,
     word_runs,
 )
+from transformer_mt.translate.po import read_po
 from transformer_mt.translate.sheets import parse_parts, sheet_runs, written
 from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_tagged
 from transformer_mt.translate.xliff import read_xliff
@@ -96,11 +99,12 @@ if TYPE_CHECKING:
 
 FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
            ".markdown": "markdown", ".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ass",
-           ".xlf": "xliff", ".xliff": "xliff", ".docx": "docx", ".xlsx": "xlsx",
+           ".xlf": "xliff", ".xliff": "xliff", ".po": "po", ".pot": "po", ".docx": "docx",
+           ".xlsx": "xlsx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "docx": "docx", "pptx": "pptx",
-             "xlsx": "lxml", "xliff": "lxml", "odt": "odf.opendocument",
+             "xlsx": "lxml", "xliff": "lxml", "po": "polib", "odt": "odf.opendocument",
              "odp": "odf.opendocument"}
 MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .xlsx, .epub, ...) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
@@ -142,8 +146,7 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
     if kind == "xlsx":
         return _workbook(name, data, lang)
     if kind == "xliff":
-        units, write = read_xliff(name, data, lang, target)
-        return FileText(units, sum(len(s) for unit in units for s in unit.sentences), write)
+        return _parsed(*read_xliff(name, data, lang, target))
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
     try:
@@ -152,11 +155,21 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind in READERS:
         return _subtitles(READERS[kind](name, text), lang, target if kind == "vtt" else None)
-    if kind == "markdown":
-        documents, write = read_markdown(name, text, lang)
-        return FileText(documents, len(text), lambda out: write(out).encode("utf-8"))
+    if kind in PARSERS:
+        return _parsed(*PARSERS[kind](name, text, lang, target))
     return FileText([split_document(text, lang, "html" if kind == "html" else "text", target)],
                     len(text), lambda out: out[0].encode("utf-8"))
+
+
+# the text formats read by a parser of their own: their texts, and how to write the file
+PARSERS = {"markdown": read_markdown, "po": read_po}
+
+
+def _parsed(documents: Sequence[Document[Any]], write: Callable[[list[Any]], bytes]
+            ) -> FileText:
+    """A file's texts as its own parser read them (XLIFF's units, Markdown's paragraphs, a
+    catalogue's messages), its size the text they hold."""
+    return FileText(documents, sum(len(s) for d in documents for s in d.sentences), write)
 
 
 def _subtitles(cues: Cues, lang: str, target: str | None) -> FileText:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformer_mt.errors import MTError
@@ -66,9 +66,11 @@ BLOCK_START = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|#{1,6}(?:[ \t]|$)|>|
 WORD = re.compile(r"(?:<[^<>]*>|\]\([^()]*\)|`[^`]*`|\S|[ \t]+(?=<))+")
 
 
-def read_markdown(name: str, text: str, lang: str) -> tuple[list[Document[str]], Any]:
+def read_markdown(name: str, text: str, lang: str, target: str | None = None
+                  ) -> tuple[list[Document[str]], Callable[[list[str]], bytes]]:
     """The texts of a Markdown file (each a :class:`Document` whose rebuilding gives its
-    Markdown), and the function that writes the file with their translations in place."""
+    Markdown), and the function that writes the file with their translations in place
+    (``target``: not said in Markdown)."""
     markdown_it = imported("markdown_it", "Markdown (.md)")
     parts = re.split(r"(\r\n|\r|\n)", text)
     lines, ends = parts[0::2], [*parts[1::2], ""]
@@ -145,12 +147,12 @@ def _start(name: str, lines: list[str], number: int, piece: str) -> int:
     return start
 
 
-def _writer(lines: list[str], ends: list[str],
-            texts: list[tuple[Document[str], list[Place], str]]) -> Any:
+def _writer(lines: list[str], ends: list[str], texts: list[tuple[Document[str], list[Place], str]]
+            ) -> Callable[[list[str]], bytes]:
     """The function that writes the file with each text's translation at its places (where
     it takes fewer lines than the source's, the lines after it go and its last line ends as
     the source's last did: a hard break's marker)."""
-    def write(translations: list[str]) -> str:
+    def write(translations: list[str]) -> bytes:
         edits: dict[int, list[tuple[int, int, str]]] = {}
         gone: set[int] = set()
         for translation, (_, places, kind) in zip(translations, texts, strict=True):
@@ -170,7 +172,7 @@ def _writer(lines: list[str], ends: list[str],
             for a, b, new in sorted(edits.get(number, []), reverse=True):
                 line = line[:a] + new + line[b:]
             out.append("" if number in gone else line + end)
-        return "".join(out)
+        return "".join(out).encode("utf-8")
 
     return write
 
