@@ -5,9 +5,10 @@ does not show until then. A message translated already, the header's other field
 comment stay; the header's ``Language`` names the target where it named none. Read and written
 by polib (the ``files`` extra), which wraps long lines as GNU gettext does.
 
-A message's placeholders (``%s``, ``%(count)d``, ``%1$s``, ``{name}``, ``{0}``, ``${HOME}``)
-are read in its sentence and come back as they were, where the translation reads them
-(``documents.split_flow``'s kept pieces); its HTML tags (``<b>``) are kept around their words.
+A message's placeholders (``glossary.PLACEHOLDER``: ``%s``, ``%(count)d``, ``%1$s``,
+``{name}``, ``{0}``, ``${HOME}``) are read in its sentence and come back as they were, where the
+translation reads them (``documents.split_flow``'s kept pieces); its HTML tags (``<b>``) are
+kept around their words.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from collections.abc import Callable, Sequence
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, Links, split_flow
+from transformer_mt.translate.glossary import PLACEHOLDER as PLACEHOLDERS
 from transformer_mt.translate.language_tags import says
 
-PLACEHOLDER = re.compile(r"%(?:\d+\$|\([^)]*\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*"
-                         r"[diouxXeEfFgGcrsa%]|\{[^{}\s]*\}|\$\{?\w+\}?")
+PLACEHOLDER = re.compile(PLACEHOLDERS)
 TAG = re.compile(r"</?[a-zA-Z][^<>]*>")  # an HTML tag in a message: kept around its words
 
 
