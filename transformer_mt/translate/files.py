@@ -103,9 +103,9 @@ FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
            ".xlsx": "xlsx",
            ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
 # the module each format needs (the files extra)
-LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "docx": "docx", "pptx": "pptx",
-             "xlsx": "lxml", "xliff": "lxml", "po": "polib", "odt": "odf.opendocument",
-             "odp": "odf.opendocument"}
+LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "po": "polib", "docx": "docx",
+             "pptx": "pptx", "odt": "odf.opendocument", "odp": "odf.opendocument",
+             **dict.fromkeys(["xlsx", "xliff", "epub"], "lxml")}
 MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .xlsx, .epub, ...) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
@@ -268,6 +268,7 @@ def _epub(name: str, data: bytes, lang: str, target: str | None) -> FileText:
     """An EPUB book: its XHTML documents as HTML; the zip rewritten with each member as it was
     (``mimetype`` first, stored), those documents translated and its package's language
     ``target`` where it was ``lang``."""
+    imported(LIBRARIES["epub"], f"{OFFICE['epub']} (.epub)")  # (its XHTML read as XML)
     book = _opened(name, data, "epub", zipfile.ZipFile)
     if "mimetype" not in book.namelist() or book.read("mimetype").strip() != \
             b"application/epub+zip":

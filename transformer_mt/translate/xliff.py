@@ -36,7 +36,9 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
                ) -> tuple[list[Document[list[str]]], Callable[[list[list[str]]], bytes]]:
     """The sources to translate of an XLIFF file (one :class:`Document` each, whose pieces
     are its text slots), and the function that writes the file with their targets."""
-    etree = imported("lxml.etree", "an XLIFF file (.xlf, .xliff)")
+    imported("lxml", "an XLIFF file (.xlf, .xliff)")
+    from lxml import etree
+
     try:
         root = etree.fromstring(data, etree.XMLParser(resolve_entities=False,
                                                       no_network=True))
