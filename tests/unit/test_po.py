@@ -35,6 +35,9 @@ msgstr ""
 msgid "Klicke <b>hier</b>, um {ziel} zu öffnen."
 msgstr ""
 
+msgid "Willkommen, %name%!"
+msgstr ""
+
 msgid "Eine Frau liest."
 msgstr "A woman is reading."
 
@@ -69,6 +72,7 @@ def test_each_message_without_a_translation_gets_one_to_review():
     link = found["Klicke <b>hier</b>, um {ziel} zu öffnen."].msgstr
     assert "{ziel}" in link and "<b>" in link and "</b>" in link
     assert link.index("<b>") < link.index("</b>")
+    assert found["Willkommen, %name%!"].msgstr == "WILLKOMMEN, %name%!"  # Symfony's
     assert found["Eine Frau liest."].msgstr == "A woman is reading."  # a translator's: kept
     assert found["Zwei Katzen schlafen."].msgstr == "Two cats sleep."  # a suggestion: kept
     assert found["Ein Hund"].msgstr_plural == {0: "EIN HUND", 1: "%d HUNDE"}
@@ -76,6 +80,8 @@ def test_each_message_without_a_translation_gets_one_to_review():
         "hunde 1.0"
     assert [e.msgid for e in out.obsolete_entries()] == ["Alt"]
     assert out.header == "Die Übersetzung des Programms."
+    latin = translated(CATALOGUE.replace("charset=UTF-8", "charset=ISO-8859-1"))
+    assert b"charset=UTF-8" in latin and "ÜBER".encode() in latin  # written as it says
 
 
 def test_a_program_reads_the_catalogue_once_it_is_reviewed():

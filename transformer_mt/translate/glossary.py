@@ -18,10 +18,10 @@ from pathlib import Path
 
 from transformer_mt.errors import MTError
 
-# a program's placeholders: printf's (%s, %(count)d, %1$s, %.2f), Python's and templates' ({name},
-# {0}, {{ name }}), the shell's (${HOME})
-PLACEHOLDER = (r"%(?:\d+\$|\(\w+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
-               r"|\{\{[^{}]+\}\}|\{[^{}\s]*\}|\$\{[^{}\s]+\}")
+# a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
+# and templates' ({name}, {0}, {{ name }}), the shell's (${HOME})
+PLACEHOLDER = (r"%[A-Za-z_]\w+%|%(?:\d+\$|\(\w+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*"
+               r"[diouxXeEfFgGcrsa%]|\{\{[^{}]+\}\}|\{[^{}\s]*\}|\$\{[^{}\s]+\}")
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
 KEPT = re.compile("|".join([
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",  # e-mail addresses

@@ -57,6 +57,9 @@ def read_po(name: str, text: str, lang: str, target: str | None
             entry.flags.insert(0, "fuzzy")  # (where GNU gettext writes it)
         if target and not said:
             catalogue.metadata["Language"] = target
+        kind = catalogue.metadata.get("Content-Type", "")  # written as UTF-8: said so
+        catalogue.metadata["Content-Type"] = re.sub(r"charset=[\w.:-]+", "charset=UTF-8", kind,
+                                                    flags=re.I) or "text/plain; charset=UTF-8"
         return str(catalogue).encode("utf-8")
 
     return [_message(message, lang) for _, message in texts], write
