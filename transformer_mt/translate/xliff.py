@@ -18,17 +18,20 @@ Read with lxml (the ``files`` extra), no entity expanded.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, split_flow
+from transformer_mt.translate.documents import Document, Links, split_flow
+from transformer_mt.translate.glossary import PLACEHOLDER
 from transformer_mt.translate.language_tags import says
 
 V12 = "urn:oasis:names:tc:xliff:document:1.2"
 V2 = "urn:oasis:names:tc:xliff:document:2."  # 2.0, 2.1, 2.2: the same core
 PAIRED = frozenset({"g", "pc", "mrk"})  # inline codes whose content is text
+HELD = re.compile(f"({PLACEHOLDER})")  # a program's placeholder in the text: kept
 Slot = tuple[Any, str]  # where text stands: an element and "text" (inside it) or "tail"
 
 
@@ -53,9 +56,8 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
              if target_ is None or not "".join(target_.itertext()).strip()]
     made = [_target(source, space) for source, _ in units]
     slots = [_slots(element) for element in made]
-    documents = [split_flow([getattr(e, a) or "" for e, a in places], lang,
-                            [_kept(element, e, a) for e, a in places], _bare(element, places))
-                 for element, places in zip(made, slots, strict=True)]
+    documents = [_flow(element, places, lang) for element, places in zip(made, slots,
+                                                                          strict=True)]
 
     def write(translations: list[list[str]]) -> bytes:
         for (source, old), new, places, texts in zip(units, made, slots, translations,
@@ -107,6 +109,33 @@ def _slots(element: Any) -> list[Slot]:
             places += _slots(child)
         places.append((child, "tail"))
     return places
+
+
+def _flow(root: Any, places: Sequence[Slot], lang: str) -> Document[list[str]]:
+    """The text of a target's slots as one flow (:func:`split_flow`): a placeholder in it
+    (``glossary.PLACEHOLDER``: ``%name%``, ``{count}``, ``%s``) a kept piece, as the text of a
+    code marked not to translate; rebuilding gives each slot its text."""
+    pieces: list[str] = []
+    kept: list[bool] = []
+    bare: list[bool] = []
+    owner: list[int] = []  # the slot each piece is of
+    for n, ((element, attribute), outside) in enumerate(zip(places, _bare(root, places),
+                                                            strict=True)):
+        keep = _kept(root, element, attribute)
+        for m, part in enumerate(HELD.split(getattr(element, attribute) or "")):
+            pieces.append(part)
+            kept.append(keep or m % 2 == 1)
+            bare.append(outside)
+            owner.append(n)
+    flow = split_flow(pieces, lang, kept, bare)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
+        out = [""] * len(places)
+        for n, piece in zip(owner, flow.rebuild_with(translations, links), strict=True):
+            out[n] += piece
+        return out
+
+    return Document(flow.sentences, flow.cuts, rebuild)
 
 
 def _kept(root: Any, element: Any, attribute: str) -> bool:
