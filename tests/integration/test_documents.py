@@ -190,3 +190,33 @@ def test_list_markers_and_zero_width_characters_are_kept_out_of_sentences():
         "- A dog.\n1. Two cats.\n2) A man. A woman.\n\u200b* A child.\u200b")
     assert split_text("-5 Grad. 3.5 Meter.", "de").sentences == ["-5 Grad.", "3.5 Meter."]
 
+
+
+def test_a_sentence_longer_than_the_model_takes_is_translated_in_parts(trained_run, caplog):
+    """Past ``decode.max_input_tokens`` a sentence is cut at its clauses and translated part
+    by part, as a text, in a page (its markup across a cut kept) and by ``mt translate``; an
+    n-best list, asked of one sentence, reads its first tokens (with a warning)."""
+    import html as html_lib
+
+    from transformer_mt.translate import Translator
+    from transformer_mt.translate.long_sentences import clause_spans
+
+    loaded = Translator.load(trained_run[0] / "best.pt", "cpu")
+    short = loaded.with_settings(loaded.settings(max_input_tokens=8))
+    long = "Ein Mann fährt Fahrrad, zwei Hunde spielen im Schnee, eine Frau liest ein Buch."
+    parts = [long[a:b] for a, b in clause_spans(long, short.fits)]
+    assert parts == ["Ein Mann fährt Fahrrad,", "zwei Hunde spielen im Schnee,",
+                     "eine Frau liest ein Buch."]
+    one_by_one = short.translate([*parts, "Ein Hund."])
+    with caplog.at_level("WARNING"):
+        assert short.translate([long, "Ein Hund."]) == [" ".join(one_by_one[:3]),
+                                                         one_by_one[3]]
+        assert short.translate([f"{long} Ein Hund."], form="text") == [" ".join(one_by_one)]
+        page = short.translate([long.replace("Fahrrad, zwei", "<b>Fahrrad, zwei</b>")],
+                               form="html")[0]
+    assert html_lib.unescape(re.sub("<[^>]+>", "", page)) == " ".join(one_by_one[:3])
+    assert page.count("<b>") == page.count("</b>") == 1
+    assert "only the first" not in caplog.text
+    with caplog.at_level("WARNING"):
+        short.translate([long], nbest=2)
+    assert "17 tokens; only the first 8" in caplog.text

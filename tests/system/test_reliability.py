@@ -317,9 +317,18 @@ def test_bom_is_stripped_and_too_wide_beams_are_refused(checkpoint, tmp_path):
         assert "too wide" in line and f"at most {(vocab - 2) // 2}" in line
 
 
-def test_very_long_input_is_truncated_with_a_warning(checkpoint):
+def test_very_long_input_is_translated_whole_and_an_nbest_list_reads_its_start(checkpoint):
+    """A sentence far past the model's limit is translated in parts (``long_sentences.py``),
+    what Python's ``translate`` gives; an n-best list reads its first tokens, with a warning."""
+    from transformer_mt.translate import Translator
+
     long_sentence = " ".join(["Hund"] * 3000)
     result = run_cli(["translate", "--checkpoint", str(checkpoint), long_sentence])
     assert result.returncode == 0, result.stderr
+    assert "only the first" not in result.stderr
+    assert result.stdout == Translator.load(checkpoint, "cpu").translate([long_sentence])[0] + "\n"
+    result = run_cli(["translate", "--checkpoint", str(checkpoint), "--nbest", "2",
+                      long_sentence])
+    assert result.returncode == 0, result.stderr
     assert "3000 tokens; only the first" in result.stderr
-    assert len(result.stdout.splitlines()) == 1
+    assert len(result.stdout.splitlines()) == 2

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_workers_flag
 from transformer_mt.config import per_call_settings
@@ -190,10 +190,11 @@ def _given_lines(args: argparse.Namespace) -> list[str] | None:
 def _translations(translator: Translator, args: argparse.Namespace, chunk: list[str],
                   progress: bool = False) -> list[list[Translation]]:
     """The ``--nbest`` translations of each line (one, put back together, with
-    ``--split-sentences``)."""
+    ``--split-sentences``; a line longer than the model takes, translated in parts, where
+    one is asked for without ``--align`` or ``--prefix``)."""
     from transformer_mt.translate import Translation
 
-    if not args.split_sentences:
+    if args.nbest > 1 or args.align or args.prefix:
         prefix = [args.prefix] * len(chunk) if args.prefix else None
         results = translator.translate(chunk, nbest=args.nbest, scores=args.nbest > 1,
                                        progress=progress, prefix=prefix)
@@ -203,7 +204,9 @@ def _translations(translator: Translator, args: argparse.Namespace, chunk: list[
                     h.alignment = translator.align(line, h, args.layer, args.head) \
                         if line.strip() else []
         return results
-    return [[Translation(text, [], math.nan)] for text in translator.translate(chunk, form="text")]
+    form: Literal["text", "sentences"] = "text" if args.split_sentences else "sentences"
+    return [[Translation(text, [], math.nan)]
+            for text in translator.translate(chunk, form=form, progress=progress)]
 
 
 def _rendered(args: argparse.Namespace, index: int, hyps: list[Translation]) -> list[str]:

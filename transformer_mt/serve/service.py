@@ -1,8 +1,8 @@
 """What the routes share: the loaded translator, the options, the decoding worker, the
 translation cache, the rate limits, language identification, API keys and the metrics.
 
-A request's texts become :class:`Prepared` sentences (split, tokenized, checked against the
-model's length limit), are decoded by the worker (or found in the cache), and come back as
+A request's texts become :class:`Prepared` sentences (split, those longer than the model
+takes in parts, tokenized), are decoded by the worker (or found in the cache), and come back as
 :class:`TextResult`\\ s that rebuild each text around its translations.
 """
 
@@ -33,6 +33,7 @@ from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, Links, TextForm, split_document
 from transformer_mt.translate.inline import attention_links
+from transformer_mt.translate.long_sentences import fitted
 
 T = TypeVar("T")
 
@@ -234,9 +235,7 @@ class Service:
 
     def prepare(self, texts: list[str], form: TextForm,
                 max_sentences: int | None = None) -> Prepared:
-        """Split ``texts`` into sentences and tokenize them; a 400 where a sentence is longer
-        than the model takes, or a request holds more than ``max_sentences`` (default: the
-        limit of a request)."""
+        """Split ``texts`` into sentences and tokenize them (:meth:`prepared`)."""
         try:
             docs = [split_document(t, self.src_lang, form, self.tgt_lang) for t in texts]
         except Exception as exc:  # a parser failing on odd input fails this request only
@@ -247,8 +246,10 @@ class Service:
 
     def prepared(self, docs: Sequence[Document[Any]], max_sentences: int | None = None
                  ) -> Prepared:
-        """Split documents' sentences tokenized: a 400 where one is longer than the model
-        takes, or they are more than ``max_sentences`` (default: the limit of a request)."""
+        """Split documents' sentences tokenized, those longer than the model takes in parts
+        (``long_sentences.py``): a 400 where they are more than ``max_sentences`` (default:
+        the limit of a request)."""
+        docs = fitted(docs, self.translator.fits)
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences
         if len(sentences) > most:

@@ -25,7 +25,7 @@ from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
-from transformer_mt.translate.documents import FORMS, TextForm, translate_documents
+from transformer_mt.translate.documents import FORMS, Document, TextForm, split_document
 from transformer_mt.translate.engines import (
     Engine,
     Loaded,
@@ -35,7 +35,7 @@ from transformer_mt.translate.engines import (
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary
-from transformer_mt.translate.inline import attention_links
+from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.prefix import forcing_of
 from transformer_mt.translate.results import (
     Choice,
@@ -155,9 +155,15 @@ class Translator:
         return min(self.config.decode.max_input_tokens,
                    self.engine.max_source_tokens)
 
+    def fits(self, sentences: Sequence[str]) -> list[bool]:
+        """Whether the model takes each sentence whole (``decode.max_input_tokens``)."""
+        limit = self.max_source_tokens
+        return [len(tokens) <= limit for tokens in self.tokenizers[0].tokenize(sentences)]
+
     def encode(self, sentences: Sequence[str], strict: bool = False) -> list[list[int]]:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``
-        (``strict=True``: refusing them, with :class:`InputTooLongError`)."""
+        (``strict=True``: refusing them, with :class:`InputTooLongError`); :meth:`translate`
+        cuts them into parts instead (``long_sentences.py``)."""
         limit = self.max_source_tokens
         ids = []
         for n, tokens in enumerate(self.tokenizers[0].tokenize(sentences), start=1):
@@ -233,11 +239,12 @@ class Translator:
             if nbest is not None or attention or prefix is not None:
                 raise MTError("n-best lists, attention and prefixes are given per sentence: "
                               "translate with form=\"sentences\"")
-            return translate_documents(
-                texts, self.config.data.src_lang, form,
-                lambda sentences: self.translate(sentences, cfg, glossary=glossary),
-                lambda sources, translations: attention_links(self, sources, translations),
-                self.config.data.tgt_lang)
+            src, tgt = self.config.data.src_lang, self.config.data.tgt_lang
+            return translate_documents(self, [split_document(t, src, form, tgt) for t in texts],
+                                       cfg, glossary, progress)
+        if nbest is None and prefix is None and not attention and not all(self.fits(texts)):
+            return translate_documents(self, [Document([t], [[]], lambda tr, _: tr[0])
+                                              for t in texts], cfg, glossary, progress)
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]

@@ -370,11 +370,3 @@ def translate_split(docs: Sequence[Document[T]], translate: Callable[[list[str]]
         out.append(d.rebuild(translations[at:at + n], found[at:at + n]))
         at += n
     return out
-
-
-def translate_documents(texts: Sequence[str], lang: str, form: TextForm,
-                        translate: Callable[[list[str]], list[str]],
-                        links: LinksOf | None = None, target: str | None = None) -> list[str]:
-    """Each text translated whole (:func:`translate_split`), into ``target``."""
-    return translate_split([split_document(t, lang, form, target) for t in texts], translate,
-                           links)

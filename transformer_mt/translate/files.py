@@ -68,9 +68,7 @@ from transformer_mt.translate.documents import (
     Document,
     split_document,
     split_flow,
-    translate_split,
 )
-from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.language_tags import (
     relabel_odf,
     relabel_slides,
@@ -78,6 +76,7 @@ from transformer_mt.translate.language_tags import (
     relabel_word,
     says,
 )
+from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.markdown import read_markdown
 from transformer_mt.translate.office import (
     SLIDE_PARTS,
@@ -361,9 +360,8 @@ def _labels_back(ncx: str, page: str) -> str:
 
 
 def translate_file(translator: Translator, name: str, data: bytes, **settings: Any) -> bytes:
-    """The file ``name`` (holding ``data``) translated, its format kept (``settings`` as for
-    :meth:`Translator.translate`)."""
+    """The file ``name`` (holding ``data``) translated, its format kept (``settings``: decoding
+    settings, as :meth:`Translator.settings` takes them)."""
     doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang)
-    return doc.rebuild(translate_split(
-        doc.documents, lambda sentences: translator.translate(sentences, **settings),
-        lambda sources, translations: attention_links(translator, sources, translations)))
+    return doc.rebuild(translate_documents(translator, doc.documents,
+                                           translator.settings(**settings)))

@@ -1,0 +1,112 @@
+"""Sentences longer than the model takes are cut into parts it takes (translate/long_sentences.py),
+where a translator would cut them, and nothing is lost: the parts and what lies between them
+are the sentence, and a document of parts rebuilds as the document of whole sentences does."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from transformer_mt.translate.documents import split_flow, split_html, split_text
+from transformer_mt.translate.long_sentences import clause_spans, fitted
+
+
+def words_at_most(n: int):
+    """A stand-in for the model's limit: at most ``n`` words (spaces apart) a text."""
+    return lambda texts: [len(t.split()) <= n for t in texts]
+
+
+def parts(text: str, n: int) -> list[str]:
+    return [text[a:b] for a, b in clause_spans(text, words_at_most(n))]
+
+
+def assert_nothing_lost(text: str, spans: list[tuple[int, int]]) -> None:
+    """The parts in order, with only white space between them and around them."""
+    assert spans == sorted(spans) and all(a < b for a, b in spans)
+    gaps = zip([0, *[b for _, b in spans]], [*[a for a, _ in spans], len(text)], strict=True)
+    assert all(not text[a:b].strip() for a, b in gaps), (text, spans)
+
+
+def test_a_sentence_is_cut_at_its_strongest_mark_near_its_middle():
+    clauses = "eins zwei drei; vier fünf sechs, sieben acht neun, zehn elf zwölf"
+    assert parts(clauses, 12) == [clauses]  # it fits: whole
+    assert parts(clauses, 11) == ["eins zwei drei;", "vier fünf sechs, sieben acht neun, "
+                                  "zehn elf zwölf"]
+    assert parts(clauses, 4) == ["eins zwei drei;", "vier fünf sechs,", "sieben acht neun,",
+                                 "zehn elf zwölf"]
+    # a line of sentences: after a sentence's end first
+    assert parts("Ein Mann, ein Hund. Eine Frau, eine Katze.", 3) == [
+        "Ein Mann,", "ein Hund.", "Eine Frau,", "eine Katze."]
+    # no mark: at the space nearest the middle; a dash is a clause's start
+    assert parts("a b c d e f", 3) == ["a b c", "d e f"]
+    assert parts("a b c – d e f g", 5) == ["a b c", "– d e f g"]
+    assert parts("  a b c d  ", 2) == ["a b", "c d"]  # the text's own white space left out
+    assert clause_spans("   ", words_at_most(1)) == []
+
+
+def test_a_script_without_spaces_is_cut_after_its_marks_else_anywhere():
+    def chars_at_most(n):
+        return lambda texts: [len(t) <= n for t in texts]
+
+    text = "一二三四五六，七八九十。"
+    assert [text[a:b] for a, b in clause_spans(text, chars_at_most(7))] == ["一二三四五六，",
+                                                                          "七八九十。"]
+    word = "https://example.com/" + "x" * 40
+    spans = clause_spans(word, chars_at_most(16))
+    assert "".join(word[a:b] for a, b in spans) == word
+    assert all(b - a <= 16 for a, b in spans)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["Hund", "Katze", ",", ";", ".", " ", "  ", "\n", "–", "(",
+                                 ")", "，", "x" * 12]), max_size=40).map("".join),
+       st.integers(1, 6))
+@example("Hund" + "x" * 30, 1).via("one word too long: cut inside it")
+def test_every_part_fits_and_nothing_is_lost(text, most):
+    def fits(texts):  # words, and a word of more than 8 characters counts as two
+        return [sum(1 + (len(w) > 8) for w in t.split()) <= most for t in texts]
+
+    spans = clause_spans(text, fits)
+    assert_nothing_lost(text, spans)
+    assert all(fits([text[a:b]])[0] or b - a == 1 for a, b in spans)
+
+
+def identity(doc, linked: bool):
+    """``doc`` rebuilt with each sentence as its own translation, each character read where it
+    stands (``linked``) or by relative position."""
+    links = [[(o, o) for o in range(len(s))] if linked else None for s in doc.sentences]
+    return doc.rebuild(doc.sentences, links)
+
+
+PIECES = ["Ein Mann mit einem roten Hut, ", "der", " über die Straße geht, und eine Frau, "
+          "die ", "ein Buch", " liest. Zwei Hunde."]
+
+
+def test_a_document_of_parts_rebuilds_as_the_document_of_whole_sentences():
+    for doc in (split_flow(PIECES, "de"),
+                split_html("<p>Ein Mann mit einem <b>roten Hut</b>, der über die Straße geht, "
+                           "und <i>eine Frau, die</i> liest.</p><p>Zwei Hunde.</p>", "de"),
+                split_text("Ein Mann, der geht, und eine Frau, die liest.\nZwei Hunde.", "de")):
+        [parted] = fitted([doc], words_at_most(4))
+        assert len(parted.sentences) > len(doc.sentences)
+        assert all(len(s.split()) <= 4 for s in parted.sentences)
+        for linked in (True, False):
+            assert identity(parted, linked) == identity(doc, linked)
+        # a part's own cuts are the sentence's cuts inside it, from where it begins
+        assert any(parted.cuts) == any(doc.cuts)
+        assert all(0 < x < len(s) for c, s in zip(parted.cuts, parted.sentences, strict=True)
+                   for x in c)
+        assert sum(map(len, parted.cuts)) <= sum(map(len, doc.cuts))
+    fits = split_text("Zwei Hunde. Ein Mann.", "de")
+    assert fitted([fits], words_at_most(4))[0] is fits  # whole sentences: the document itself
+
+
+def test_parts_translations_are_joined_with_a_space_where_the_source_had_one():
+    doc = split_text("a b c, d e f", "de")
+    [parted] = fitted([doc], words_at_most(3))
+    assert parted.sentences == ["a b c,", "d e f"]
+    assert parted.rebuild(["A B C,", "D E F"]) == "A B C, D E F"
+    assert parted.rebuild(["A B C,", ""]) == "A B C,"  # an empty translation adds no space
+    [parted] = fitted([split_text("一二三，四五六", "zh")], lambda ts: [len(t) <= 4 for t in ts])
+    assert parted.sentences == ["一二三，", "四五六"]
+    assert parted.rebuild(["甲，", "乙"]) == "甲，乙"

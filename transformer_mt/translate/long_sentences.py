@@ -1,0 +1,132 @@
+"""Sentences longer than the model takes (``decode.max_input_tokens``), cut into parts it takes.
+
+A text is translated whole or not at all: a sentence past the limit (a list run on with commas,
+a text without full stops, a line of several sentences) is cut where a translator would cut it
+(after a sentence's end, then a clause's ``;`` or ``:``, then a comma, a closing bracket or
+before a dash, then at a space; in a script without spaces, after its own marks, else
+anywhere), near its middle, again until each part fits; the parts are translated as
+sentences and their translations joined where the source had a space (with one) or none
+(without). Inline markup across a cut is shared out as in any sentence: each part's links into
+its source (``inline.py``), moved to where the part stands in the sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from transformer_mt.translate.documents import Document, Links, translate_split
+from transformer_mt.translate.inline import UNIT, attention_links
+
+if TYPE_CHECKING:
+    from transformer_mt.config import DecodeConfig
+    from transformer_mt.translate import Translator
+    from transformer_mt.translate.glossary import Glossary
+
+T = TypeVar("T")
+Fits = Callable[[Sequence[str]], list[bool]]  # whether the model takes each text whole
+
+# where a sentence is cut, strongest first (a match is the gap between two parts)
+BREAKS = [re.compile(p) for p in (
+    r"(?<=[.!?…])\s+|(?<=[。！？])\s*",  # after a sentence's end
+    r"(?<=[;:])\s+|(?<=[；：])\s*",  # after a clause's mark
+    r"(?<=[,)\]])\s+|(?<=[，、）」』])\s*|\s+(?=[–—(\[]|-\s)",  # a comma, a bracket, a dash
+    r"\s+",  # a space
+)]
+# a cut in a run of this much of the middle of a too-long span at least, else a weaker one
+REACH = 0.8
+
+
+def clause_spans(text: str, fits: Fits) -> list[tuple[int, int]]:
+    """(start, end) offsets of the parts of ``text`` (its surrounding whitespace left out)
+    that each fit (``fits``), in order: ``text`` itself where it fits."""
+    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    return _cut(text, start, end, fits) if start < end else []
+
+
+def _cut(text: str, start: int, end: int, fits: Fits) -> list[tuple[int, int]]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end - start < 2 or fits([text[start:end]])[0]:
+        return [(start, end)]
+    margin = (end - start) * (1 - REACH) / 2
+    middle = (start + end) / 2
+    for pattern in BREAKS:
+        gaps = [m.span() for m in pattern.finditer(text, start, end)
+                if start + margin <= m.start() and m.end() <= end - margin]
+        if gaps:
+            a, b = min(gaps, key=lambda gap: abs(sum(gap) / 2 - middle))
+            break
+    else:  # no space near the middle (a script without spaces, a word too long): at it
+        a = b = int(middle)
+    return _cut(text, start, a, fits) + _cut(text, b, end, fits)
+
+
+def fitted(docs: Sequence[Document[T]], fits: Fits) -> list[Document[T]]:
+    """``docs`` with each sentence the model does not take whole (``fits``) cut into parts
+    that it takes (:func:`clause_spans`): the parts are the documents' sentences, and
+    rebuilding joins their translations into the sentence's. Documents whose sentences all
+    fit are returned as they are."""
+    sentences = [s for d in docs for s in d.sentences]
+    ok = iter(fits(sentences))
+    out = []
+    for doc in docs:
+        whole = [next(ok) for _ in doc.sentences]
+        out.append(doc if all(whole) else _parted(doc, [
+            [(0, len(s))] if fit else clause_spans(s, fits)
+            for s, fit in zip(doc.sentences, whole, strict=True)]))
+    return out
+
+
+def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]:
+    """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it)."""
+    parts = [s[a:b] for s, found in zip(doc.sentences, spans, strict=True) for a, b in found]
+    cuts = [[c - a for c in cut if a < c < b] if cut else []
+            for cut, found in zip(doc.cuts, spans, strict=True) for a, b in found]
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> T:
+        joined, linked, at = [], [], 0
+        for found, cut in zip(spans, doc.cuts, strict=True):
+            n = len(found)
+            text, read = _joined(found, translations[at:at + n], links[at:at + n])
+            joined.append(text)
+            linked.append(read if cut else None)
+            at += n
+        return doc.rebuild_with(joined, linked)
+
+    return Document(parts, cuts, rebuild)
+
+
+def _joined(spans: Sequence[tuple[int, int]], translations: Sequence[str],
+            links: Sequence[Links]) -> tuple[str, list[tuple[int, int]]]:
+    """One sentence's translation from its parts' (each after a space where the source had
+    one between them), and where it reads in the sentence: each part's links (by relative
+    position in the part where it has none) moved to where the part stands."""
+    text, read = "", []
+    for k, ((a, b), translation, link) in enumerate(zip(spans, translations, links,
+                                                         strict=True)):
+        if k and text and translation and spans[k - 1][1] < a:  # a space between them
+            text += " "
+        if link is None:  # each unit of the translation read at its relative place
+            scale = (b - a) / max(len(translation), 1)
+            link = [(o, int(o * scale)) for m in UNIT.finditer(translation)
+                    for o in range(*m.span())]
+        read += [(o + len(text), s + a) for o, s in link]
+        text += translation
+    return text, read
+
+
+def translate_documents(translator: Translator, docs: Sequence[Document[T]],
+                        cfg: DecodeConfig | None = None, glossary: Glossary | None = None,
+                        progress: bool = False) -> list[T]:
+    """Documents translated by ``translator`` (``cfg``, ``glossary``: as for
+    :meth:`Translator.translate`): their sentences in one batch, those too long for the model
+    in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
+    return translate_split(
+        fitted(docs, translator.fits),
+        lambda sentences: translator.translate(sentences, cfg, glossary=glossary,
+                                               progress=progress),
+        lambda sources, translations: attention_links(translator, sources, translations))
