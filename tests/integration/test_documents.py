@@ -113,6 +113,9 @@ def test_texts_translate_as_their_sentences_one_by_one(trained_run):
                                                                                form="html")
     one_by_one = translator.translate([*split_text(PARAGRAPH, "de").sentences, "Ein Hund."])
     assert got[0] == " ".join(one_by_one[:3]) + "\n" + one_by_one[3]
+    # a "sentence" that holds several is translated as a text is (its own spacing left out)
+    assert translator.translate([f"  {PARAGRAPH}  "]) == [" ".join(one_by_one[:3])]
+    assert translator.translate([PARAGRAPH], nbest=1)[0][0].text != " ".join(one_by_one[:3])
     assert got[1] == ""
     dog, cats = translator.translate(["Ein Hund.", "Zwei Katzen."])
     assert got[2] == f"<p>{dog} <i>{cats}</i></p>".replace("&", "&amp;")
@@ -164,17 +167,22 @@ def test_a_sentence_across_inline_markup_is_translated_whole(trained_run, subwor
     assert two.translate([page], form="html") == one.translate([page], form="html")
 
 
-def test_mt_translate_split_sentences(trained_run, tmp_path):
+def test_mt_translate_translates_a_line_of_sentences_sentence_by_sentence(trained_run,
+                                                                          tmp_path):
+    """A line that holds several sentences is translated sentence by sentence (a model
+    trained on sentences leaves the later ones out of one translation) and stays one line;
+    ``--split-sentences``, which asked for it before it was the default, is the same."""
     ckpt = str(trained_run[0] / "best.pt")
     source = tmp_path / "in.de"
     source.write_text(PARAGRAPH + "\nEin Hund.\n", encoding="utf-8")
-    split = run_cli(["translate", "--checkpoint", ckpt, "--input", str(source),
-                     "--split-sentences"])
+    split = run_cli(["translate", "--checkpoint", ckpt, "--input", str(source)])
     assert split.returncode == 0, split.stderr
     whole = run_cli(["translate", "--checkpoint", ckpt, *split_text(PARAGRAPH, "de").sentences,
                      "Ein Hund."])
     lines = whole.stdout.splitlines()
     assert split.stdout.splitlines() == [" ".join(lines[:3]), lines[3]]
+    assert run_cli(["translate", "--checkpoint", ckpt, "--input", str(source),
+                    "--split-sentences"]).stdout == split.stdout
     refused = run_cli(["translate", "--checkpoint", ckpt, "--split-sentences", "--nbest", "2",
                        "Ein Hund."])
     assert refused.returncode != 0 and "--split-sentences" in refused.stderr

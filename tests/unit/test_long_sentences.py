@@ -1,13 +1,14 @@
 """Sentences longer than the model takes are cut into parts it takes (translate/long_sentences.py),
 where a translator would cut them, and nothing is lost: the parts and what lies between them
-are the sentence, and a document of parts rebuilds as the document of whole sentences does."""
+are the sentence, and a document of parts rebuilds as the document of whole sentences does.
+A line is read as one sentence without spaCy where spaCy would read one."""
 
 from __future__ import annotations
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from transformer_mt.translate.documents import split_flow, split_html, split_text
+from transformer_mt.translate.documents import SENTENCE_ENDS, split_flow, split_html, split_text
 from transformer_mt.translate.long_sentences import clause_spans, fitted
 
 
@@ -110,3 +111,29 @@ def test_parts_translations_are_joined_with_a_space_where_the_source_had_one():
     [parted] = fitted([split_text("一二三，四五六", "zh")], lambda ts: [len(t) <= 4 for t in ts])
     assert parted.sentences == ["一二三，", "四五六"]
     assert parted.rebuild(["甲，", "乙"]) == "甲，乙"
+
+
+def test_the_marks_that_end_a_sentence_are_spacys():
+    from spacy.pipeline.sentencizer import Sentencizer
+
+    assert frozenset(Sentencizer.default_punct_chars) == SENTENCE_ENDS
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["Ein", "Hund", "z.B.", "3.", "Dr.", " ", "  ", ".", "!", "?",
+                                 "?!", "…", "...", "。", "“", "\"", ")", "-", "😀", "\n", "—",
+                                 "x", "।"]), max_size=14).map("".join))
+@example("Ein Hund. 😀").via("a sentence after the full stop without a letter")
+@example("Ein Hund.\" Zwei").via("a quote after the full stop")
+def test_a_line_read_as_one_sentence_without_spacy_is_what_spacy_reads(text):
+    """A line with no mark before other text is one sentence without asking spaCy's
+    sentencizer (a second to load); asking it gives the same sentences."""
+    from transformer_mt.translate import documents
+
+    quick = documents.sentence_spans(text, "de")
+    one_sentence = documents._one_sentence
+    try:
+        documents._one_sentence = lambda line: False  # spaCy reads every line
+        assert documents.sentence_spans(text, "de") == quick
+    finally:
+        documents._one_sentence = one_sentence

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_workers_flag
 from transformer_mt.config import per_call_settings
@@ -31,12 +31,12 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, action="append",
                    help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
                    "that averages the models' probabilities")
-    p.add_argument("--input", help="file with one sentence per line; a .html, .htm, .md, .srt, "
-                   ".vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp or .epub file is "
-                   "translated whole, its format kept")
-    p.add_argument("--split-sentences", action="store_true",
-                   help="a line may hold several sentences (a paragraph): split it, translate "
-                   "each, and put the line back together")
+    p.add_argument("--input", help="file with a sentence per line (a line of several is "
+                   "translated sentence by sentence, and stays one line); a .html, .htm, .md, "
+                   ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp or .epub "
+                   "file is translated whole, its format kept")
+    p.add_argument("--split-sentences", action="store_true",  # what every line gets now
+                   help=argparse.SUPPRESS)
     p.add_argument("--output", help="write translations here instead of stdout")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
     add_decoding_flags(p)
@@ -139,8 +139,8 @@ def _emit(args: argparse.Namespace, out: list[str]) -> int:
 
 def _translator_for(args: argparse.Namespace) -> Translator:
     """The checked arguments' translator, decoding with this command's settings (the flags
-    named as in DecodeConfig) every way it does: lines, split sentences, the interactive
-    prompt, the attention map."""
+    named as in DecodeConfig) every way it does: lines, the interactive prompt, the
+    attention map."""
     from transformer_mt.fileio import refuse_same_file
     from transformer_mt.translate import Translator
 
@@ -150,7 +150,7 @@ def _translator_for(args: argparse.Namespace) -> Translator:
                                  or args.alternatives):
         raise MTError("--split-sentences gives one translation per line; drop --nbest, "
                       "--attention, --align, --prefix and --alternatives, or give one sentence "
-                      "per line")
+                      "per line (without them a line's sentences are split anyway)")
     if args.attention and (args.prefix or args.alternatives):
         raise MTError("--attention draws the model's own translation; drop --prefix and "
                       "--alternatives")
@@ -189,9 +189,9 @@ def _given_lines(args: argparse.Namespace) -> list[str] | None:
 
 def _translations(translator: Translator, args: argparse.Namespace, chunk: list[str],
                   progress: bool = False) -> list[list[Translation]]:
-    """The ``--nbest`` translations of each line (one, put back together, with
-    ``--split-sentences``; a line longer than the model takes, translated in parts, where
-    one is asked for without ``--align`` or ``--prefix``)."""
+    """The ``--nbest`` translations of each line; where one is asked for without ``--align``
+    or ``--prefix``, a line's sentences (and the parts of one longer than the model takes)
+    each translated, the line put back together."""
     from transformer_mt.translate import Translation
 
     if args.nbest > 1 or args.align or args.prefix:
@@ -204,9 +204,8 @@ def _translations(translator: Translator, args: argparse.Namespace, chunk: list[
                     h.alignment = translator.align(line, h, args.layer, args.head) \
                         if line.strip() else []
         return results
-    form: Literal["text", "sentences"] = "text" if args.split_sentences else "sentences"
     return [[Translation(text, [], math.nan)]
-            for text in translator.translate(chunk, form=form, progress=progress)]
+            for text in translator.translate(chunk, progress=progress)]
 
 
 def _rendered(args: argparse.Namespace, index: int, hyps: list[Translation]) -> list[str]:

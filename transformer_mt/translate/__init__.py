@@ -25,7 +25,7 @@ from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
-from transformer_mt.translate.documents import FORMS, Document, TextForm, split_document
+from transformer_mt.translate.documents import FORMS, TextForm, split_document, split_text
 from transformer_mt.translate.engines import (
     Engine,
     Loaded,
@@ -220,31 +220,31 @@ class Translator:
         ``settings``: the decoding settings (:meth:`settings`; by default the checkpoint's),
         with ``changes`` on top: ``beam_size``, ``alpha``, ``max_len_a``, ``max_len_b``,
         ``sample_topk``, ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``,
-        ``precision``. ``form``: each text is one sentence (``"sentences"``), or text of
-        several sentences and lines (``"text"``), HTML (``"html"``) or XHTML read as XML
-        (``"xhtml"``), split into sentences that translate in one batch and put back together
-        with their spacing and markup (``documents.py``). ``prefix``: how each translation
-        must begin (one per sentence, "" for none; an unfinished last word is finished by the
-        model: ``prefix.py``). ``glossary``: terms each translation must hold, and spans kept
-        as they are (``glossary.py``)."""
+        ``precision``. ``form``: each text is a sentence (``"sentences"``: one translated
+        sentence by sentence where it holds several, in parts where it is longer than the
+        model takes, ``long_sentences.py``; each read alone with ``nbest``, ``attention`` or
+        ``prefix``), or text of several sentences and lines (``"text"``), HTML (``"html"``)
+        or XHTML read as XML (``"xhtml"``), split into sentences that translate in one batch
+        and put back together with their spacing and markup (``documents.py``). ``prefix``:
+        how each translation must begin (one per sentence, "" for none; an unfinished last
+        word is finished by the model: ``prefix.py``). ``glossary``: terms each translation
+        must hold, and spans kept as they are (``glossary.py``)."""
         if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(
                 isinstance(s, str) for s in texts):
             raise TypeError("translate a list of texts (strings), e.g. "
                             "translate([\"Ein Hund.\"])")
         cfg = self.settings(settings, **changes)
-        if form != "sentences":
-            if form not in FORMS:
-                raise MTError(f"unknown form {form!r}; use 'sentences', "
-                              f"{', '.join(map(repr, FORMS))}")
-            if nbest is not None or attention or prefix is not None:
-                raise MTError("n-best lists, attention and prefixes are given per sentence: "
-                              "translate with form=\"sentences\"")
+        if form not in ("sentences", *FORMS):
+            raise MTError(f"unknown form {form!r}; use 'sentences', "
+                          f"{', '.join(map(repr, FORMS))}")
+        if nbest is None and not attention and prefix is None:  # sentences, parts: documents
             src, tgt = self.config.data.src_lang, self.config.data.tgt_lang
-            return translate_documents(self, [split_document(t, src, form, tgt) for t in texts],
-                                       cfg, glossary, progress)
-        if nbest is None and prefix is None and not attention and not all(self.fits(texts)):
-            return translate_documents(self, [Document([t], [[]], lambda tr, _: tr[0])
-                                              for t in texts], cfg, glossary, progress)
+            return translate_documents(self, [
+                split_text(t.strip(), src) if form == "sentences" else
+                split_document(t, src, form, tgt) for t in texts], cfg, glossary, progress)
+        if form != "sentences":
+            raise MTError("n-best lists, attention and prefixes are given per sentence: "
+                          "translate with form=\"sentences\"")
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]

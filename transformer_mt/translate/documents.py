@@ -81,21 +81,37 @@ def _blank(c: str) -> bool:
     return c.isspace() or c in ZERO_WIDTH
 
 
+# the marks spaCy's sentencizer ends a sentence at (its default_punct_chars, spaCy 3.8:
+# tests/unit/test_long_sentences.py compares them): a line without one before other text is
+# one sentence, read without loading spaCy (a second)
+SENTENCE_ENDS = frozenset(
+    "!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷"
+    "꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？𐩖𐩗𑁇𑁈𑂾𑂿𑃀𑃁𑅁𑅂𑅃𑇅𑇆𑇍𑇞𑇟𑈸𑈹𑈻𑈼𑊩𑑋𑑌𑗂𑗃𑗉𑗊𑗋𑗌"
+    "𑗍𑗎𑗏𑗐𑗑𑗒𑗓𑗔𑗕𑗖𑗗𑙁𑙂𑜼𑜽𑜾𑩂𑩃𑪛𑪜𑱁𑱂𖩮𖩯𖫵𖬷𖬸𖭄𛲟𝪈｡。")
+
+
+def _one_sentence(line: str) -> bool:
+    """Whether ``line`` has no mark that may end a sentence with more text after it."""
+    first = next((i for i, c in enumerate(line) if c in SENTENCE_ENDS), len(line))
+    return all(c.isspace() or c in SENTENCE_ENDS for c in line[first:])
+
+
 def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     """(start, end) character offsets of the sentences of ``text``: a line break always ends
     a sentence, surrounding whitespace (and zero-width characters) and a line's list marker
     are not part of one, and a span without a letter or a digit (punctuation between inline
     tags, a line of dashes) is no sentence: it is kept."""
-    nlp = _sentencizer(lang)
     spans: list[tuple[int, int]] = []
     line_start = 0
     for line in text.split("\n"):
         marker = LIST_MARKER.match(line)
         skip = marker.end() if marker else 0
         if line[skip:].strip():
-            for sent in nlp(line[skip:]).sents:
-                start = line_start + skip + sent.start_char
-                end = line_start + skip + sent.end_char
+            found = [(0, len(line) - skip)] if _one_sentence(line[skip:]) else [
+                (s.start_char, s.end_char) for s in _sentencizer(lang)(line[skip:]).sents]
+            for sent_start, sent_end in found:
+                start = line_start + skip + sent_start
+                end = line_start + skip + sent_end
                 while start < end and _blank(text[start]):
                     start += 1
                 while end > start and _blank(text[end - 1]):

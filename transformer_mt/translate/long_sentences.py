@@ -127,6 +127,6 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
     return translate_split(
         fitted(docs, translator.fits),
-        lambda sentences: translator.translate(sentences, cfg, glossary=glossary,
-                                               progress=progress),
+        lambda sentences: [h[0].text for h in translator.translate(
+            sentences, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)],
         lambda sources, translations: attention_links(translator, sources, translations))
