@@ -187,11 +187,15 @@ def _data_parts(data: Any) -> Iterator[Part]:
     """The training set's summary: pairs, what was removed, corpora."""
     yield "data", "a mapping", data, isinstance(data, dict)
     for key, expected, what in (("pairs", int, "a number"), ("removed", dict, "a mapping"),
-                                ("corpora", list, "a list")):
+                                ("corpora", list, "a list"), ("source_tokens", dict,
+                                                               "a mapping")):
         yield f"data.{key}", what, data.get(key), (
             key not in data or isinstance(data[key], expected))
     yield "data.corpora", "a list of mappings", data.get("corpora"), (
         all(isinstance(c, dict) for c in data.get("corpora", [])))
+    lengths = data.get("source_tokens", {})
+    yield "data.source_tokens", "a mapping of numbers", lengths, all(
+        isinstance(n, int) and not isinstance(n, bool) for n in lengths.values())
 
 
 def first_line(exc: BaseException) -> str:
@@ -200,10 +204,17 @@ def first_line(exc: BaseException) -> str:
 
 
 def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> Config:
+    """The config stored in ``ckpt``; where it leaves ``decode.max_sentence_tokens`` to the
+    training (0), as long as the training's sources were (all but their longest thousandth),
+    where the checkpoint records it."""
     try:
-        return config_from_dict(_upgrade(ckpt["config"]))
+        config = config_from_dict(_upgrade(ckpt["config"]))
     except (ConfigError, KeyError) as exc:
         raise CheckpointError(f"the config stored in '{path}' is invalid: {exc}") from exc
+    if not config.decode.max_sentence_tokens:
+        config.decode.max_sentence_tokens = ckpt.get("data", {}).get(
+            "source_tokens", {}).get("99.9%", 0)
+    return config
 
 
 def _upgrade(config: Any) -> dict[str, Any]:

@@ -228,3 +228,32 @@ def test_a_sentence_longer_than_the_model_takes_is_translated_in_parts(trained_r
     with caplog.at_level("WARNING"):
         short.translate([long], nbest=2)
     assert "17 tokens; only the first 8" in caplog.text
+
+
+def test_a_sentence_longer_than_the_training_taught_is_translated_in_parts(trained_run):
+    """``mt train`` records how long the training's sources were (all but the longest
+    thousandth, and the longest); a sentence longer than that is translated in parts
+    (``decode.max_sentence_tokens``, 0: that length), unless a call says otherwise. A
+    checkpoint without the record translates whole what ``max_input_tokens`` allows."""
+    import numpy as np
+
+    from tests.helpers import REPO, TOY_DE_EN
+    from transformer_mt.translate import Translator
+    from transformer_mt.translate.long_sentences import clause_spans
+
+    path = trained_run[0] / "best.pt"
+    translator = Translator.load(path, "cpu")
+    sources = (TOY_DE_EN / "train.de").read_text(encoding="utf-8").splitlines()[:300]
+    lengths = sorted(len(t) for t in translator.tokenizers[0].tokenize(sources))
+    recorded = torch.load(path, weights_only=True)["data"]["source_tokens"]
+    assert recorded == {"99.9%": int(np.percentile(lengths, 99.9, method="higher")),
+                        "max": lengths[-1]}
+    assert translator.config.decode.max_sentence_tokens == recorded["99.9%"]
+    long = "Ein Mann fährt Fahrrad, zwei Hunde spielen im Schnee, eine Frau liest ein Buch."
+    parts = [long[a:b] for a, b in clause_spans(long, translator.fits)]
+    assert len(parts) > 1 and all(translator.fits(parts))
+    assert translator.translate([long]) == [" ".join(translator.translate(parts))]
+    assert translator.translate([long], max_sentence_tokens=250) == [
+        translator.translate([long], nbest=1)[0][0].text]  # whole, as asked
+    old = Translator.load(REPO / "tests/data/checkpoint-0.1/best.pt", "cpu")
+    assert old.config.decode.max_sentence_tokens == 0 and old.fits([long])

@@ -87,7 +87,8 @@ def test_beam_search_agrees_without_a_length_penalty(exported):
     checkpoint, directory = exported["post-norm, two vocabularies"]
     tokenizer, model = _load(directory)
     translator = Translator.load(checkpoint, "cpu")
-    ours = translator.translate(SENTENCES, beam_size=4, alpha=0.0, precision="fp32")
+    ours = translator.translate(SENTENCES, beam_size=4, alpha=0.0, precision="fp32",
+                                max_sentence_tokens=250)  # each whole, as transformers reads it
     for sentence, text in zip(SENTENCES, ours, strict=True):
         batch = tokenizer(sentence, return_tensors="pt")
         limit = int(1.5 * batch["input_ids"].size(1)) + 10
@@ -292,7 +293,8 @@ def test_export_then_import_gives_the_model_back(exported, variant, tmp_path):
     for name, weight in before.model.state_dict().items():
         assert torch.equal(weight, after.model.state_dict()[name]), name
     assert after.config.decode.beam_size == before.config.decode.beam_size  # generation_config
-    same = {"beam_size": 4, "precision": "fp32", "batch_size": 16}
+    # (each sentence whole: the import has no record of how long the training's were)
+    same = {"beam_size": 4, "precision": "fp32", "batch_size": 16, "max_sentence_tokens": 250}
     assert after.translate(SENTENCES, **same) == before.translate(SENTENCES, **same)
 
 

@@ -400,7 +400,8 @@ def test_requests_past_the_grace_period_get_503_not_a_traceback(trained_run, tra
     # the seed is one whose draws run long on this tiny model
     texts = [f"Ein Hund läuft {i} mal über die große grüne Wiese, am Strand, im Park und in "
              "der Stadt vor einem Gebäude." for i in range(120)]
-    sampling = {"top_p": 0.99, "temperature": 10.0, "max_len_b": 200}
+    sampling = {"top_p": 0.99, "temperature": 10.0, "max_len_b": 200,
+                "max_sentence_tokens": 250}  # each whole (longer than the toy's sentences)
     seed = next(seed for seed in range(1, 100) if len(translator.translate(
         texts[:1], translator.settings(**sampling, sample_seed=seed))[0].split()) > 100)
     long = {"text": texts, **sampling, "sample_seed": seed}

@@ -182,7 +182,13 @@ class DecodeConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = per_call(
         "auto", "auto (bf16 where the hardware computes it natively), fp32 (what an export "
         "computes), bf16 or fp16 (a CUDA GPU)")
-    max_input_tokens: int = 250  # longer inputs are truncated with a warning
+    # the most tokens of a sentence the model reads at once: a longer one is translated in
+    # parts (translate/long_sentences.py), or cut off where it is read alone (an n-best list)
+    max_input_tokens: int = 250
+    max_sentence_tokens: int = per_call(
+        0, "a longer sentence is translated in parts, cut at its clauses; 0: as long as the "
+        "training's sources are, all but their longest thousandth (mt train records it), "
+        "else max_input_tokens")
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable
     # ones whose probability adds up to top_p (1 = all), their probabilities sharpened or
@@ -254,5 +260,6 @@ def to_plain(value: Any) -> Any:
 # overflows (a temperature of 1e-300 turns every logit into inf)
 DECODE_RANGES = {"beam_size": (1, 1000), "alpha": (0.0, 10.0), "max_len_a": (0.0, 1000.0),
                  "max_len_b": (0, 1_000_000), "batch_size": (1, 100_000),
-                 "max_input_tokens": (1, 1_000_000), "sample_topk": (0, 1_000_000),
+                 "max_input_tokens": (1, 1_000_000), "max_sentence_tokens": (0, 1_000_000),
+                 "sample_topk": (0, 1_000_000),
                  "temperature": (0.01, 100.0), "top_p": (1e-6, 1.0)}

@@ -111,8 +111,13 @@ class TrainingSet:
         return total
 
     def summary(self) -> dict[str, Any]:
-        """Pairs and pairs removed, all together and per corpus (checkpoints carry it)."""
-        return {"pairs": len(self), "removed": self.removed,
+        """Pairs and pairs removed, all together and per corpus, and how long the sources
+        are in tokens (all but the longest thousandth of them, and the longest): checkpoints
+        carry it."""
+        sources = np.concatenate([c.pairs.lengths[:, 0] - 1 for c in self.corpora])
+        lengths = {"99.9%": int(np.percentile(sources, 99.9, method="higher")),
+                   "max": int(sources.max())} if len(sources) else {}
+        return {"pairs": len(self), "removed": self.removed, "source_tokens": lengths,
                 "corpora": [{"name": c.name, "pairs": len(c.pairs), "removed": c.pairs.removed,
                              "weight": c.weight, "tag": c.tag} for c in self.corpora]}
 

@@ -45,7 +45,7 @@ async def translate(svc: Service, req: TranslateRequest, who: Caller) -> Transla
     except (MTError, ValueError, TypeError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     svc.charge(who.client, sum(map(len, texts)))
-    prepared = await svc.prepare_off_loop(texts, req.format)
+    prepared = await svc.prepare_off_loop(texts, req.format, cfg=cfg)
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
     choices: list[list[Choice]] = []

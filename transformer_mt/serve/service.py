@@ -223,18 +223,19 @@ class Service:
     # ------------------------------------------------------------------ translating
 
     async def prepare_off_loop(self, texts: list[str], form: TextForm,
-                               max_sentences: int | None = None) -> Prepared:
+                               max_sentences: int | None = None,
+                               cfg: DecodeConfig | None = None) -> Prepared:
         """:meth:`prepare` on a thread of its own, one request at a time: splitting a large
         HTML request takes seconds, which the event loop (``/health``, every other request)
         does not wait for."""
-        return await self.off_loop(self.prepare, texts, form, max_sentences)
+        return await self.off_loop(self.prepare, texts, form, max_sentences, cfg)
 
     async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
         """``work(*args)`` on the thread that prepares requests, one at a time."""
         return await asyncio.get_running_loop().run_in_executor(self._preparing, work, *args)
 
-    def prepare(self, texts: list[str], form: TextForm,
-                max_sentences: int | None = None) -> Prepared:
+    def prepare(self, texts: list[str], form: TextForm, max_sentences: int | None = None,
+                cfg: DecodeConfig | None = None) -> Prepared:
         """Split ``texts`` into sentences and tokenize them (:meth:`prepared`)."""
         try:
             docs = [split_document(t, self.src_lang, form, self.tgt_lang) for t in texts]
@@ -242,14 +243,14 @@ class Service:
             raise RequestError(400, f"the text could not be read as "
                                f"{'text' if form == 'text' else form.upper()}: "
                                f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
-        return self.prepared(docs, max_sentences)
+        return self.prepared(docs, max_sentences, cfg)
 
-    def prepared(self, docs: Sequence[Document[Any]], max_sentences: int | None = None
-                 ) -> Prepared:
-        """Split documents' sentences tokenized, those longer than the model takes in parts
-        (``long_sentences.py``): a 400 where they are more than ``max_sentences`` (default:
-        the limit of a request)."""
-        docs = fitted(docs, self.translator.fits)
+    def prepared(self, docs: Sequence[Document[Any]], max_sentences: int | None = None,
+                 cfg: DecodeConfig | None = None) -> Prepared:
+        """Split documents' sentences tokenized, those longer than the model takes (or than
+        ``cfg`` has it translate whole) in parts (``long_sentences.py``): a 400 where they
+        are more than ``max_sentences`` (default: the limit of a request)."""
+        docs = fitted(docs, lambda sentences: self.translator.fits(sentences, cfg))
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences
         if len(sentences) > most:

@@ -155,9 +155,11 @@ class Translator:
         return min(self.config.decode.max_input_tokens,
                    self.engine.max_source_tokens)
 
-    def fits(self, sentences: Sequence[str]) -> list[bool]:
-        """Whether the model takes each sentence whole (``decode.max_input_tokens``)."""
-        limit = self.max_source_tokens
+    def fits(self, sentences: Sequence[str], cfg: DecodeConfig | None = None) -> list[bool]:
+        """Whether each sentence is translated whole (``cfg``'s, by default the checkpoint's,
+        ``max_sentence_tokens``; ``max_input_tokens``), not in parts."""
+        limit = min(self.max_source_tokens,
+                    (cfg or self.config.decode).max_sentence_tokens or self.max_source_tokens)
         return [len(tokens) <= limit for tokens in self.tokenizers[0].tokenize(sentences)]
 
     def encode(self, sentences: Sequence[str], strict: bool = False) -> list[list[int]]:

@@ -126,7 +126,7 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     :meth:`Translator.translate`): their sentences in one batch, those too long for the model
     in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
     return translate_split(
-        fitted(docs, translator.fits),
+        fitted(docs, lambda sentences: translator.fits(sentences, cfg)),
         lambda sentences: [h[0].text for h in translator.translate(
             sentences, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)],
         lambda sources, translations: attention_links(translator, sources, translations))
