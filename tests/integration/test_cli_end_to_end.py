@@ -322,3 +322,7 @@ def test_info_says_how_many_pairs_were_trained_on_and_removed(trained_run):
     info = json.loads(result.stdout)
     assert info["training_pairs"] + sum(info["removed_pairs"].values()) == 300  # max_pairs
     assert set(info["removed_pairs"]) == {"too_long"}  # no filter asked for
+    # how long the sources were, and the sentences translated whole since (the same)
+    lengths = info["source_tokens"]
+    assert 0 < lengths["99.9%"] <= lengths["max"] <= 100  # data.max_len
+    assert info["config"]["decode"]["max_sentence_tokens"] == lengths["99.9%"]

@@ -35,9 +35,10 @@ def cmd_info(args: argparse.Namespace) -> int:
             "resumable": "training_state" in ckpt, "config": config.to_dict()}
     if "averaged_from" in p:
         info["averaged_from"] = p["averaged_from"]
-    if "data" in ckpt:  # pairs trained on, and what each filter removed
+    if "data" in ckpt:  # pairs trained on, what each filter removed, how long the sources were
         info["training_pairs"] = ckpt["data"].get("pairs")
         info["removed_pairs"] = ckpt["data"].get("removed")
+        info["source_tokens"] = ckpt["data"].get("source_tokens")
         corpora = ckpt["data"].get("corpora") or []
         if len(corpora) > 1:  # each corpus: its pairs, weight, tag and what was removed
             info["training_corpora"] = corpora
