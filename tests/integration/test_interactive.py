@@ -205,6 +205,14 @@ def test_prefixes_alternatives_and_alignments_over_http(translator):
         one = client.post("/v1/translate", json={"text": sources[0], "prefix": "",
                                                  "beam_size": 1})
         assert one.json()["translations"][0]["text"] == best[0][0].text
+        # a sentence longer than the training's, steered, is read whole (as mt translate does)
+        long = "Ein Mann fährt Fahrrad, zwei Hunde spielen im Schnee, eine Frau liest ein Buch."
+        assert translator.fits([long]) == [False]
+        steered = client.post("/v1/translate", json={"text": long, "prefix": "A ",
+                                                     "align": True, "beam_size": 1})
+        assert steered.status_code == 200, steered.text
+        assert steered.json()["translations"][0]["text"] == translator.translate(
+            [long], nbest=1, beam_size=1, prefix=["A "])[0][0].text
         for body, message in (
                 ({"text": sources[:2], "prefix": "A "}, "2 texts"),
                 ({"text": "Ein Hund. Eine Katze.", "prefix": "A "}, "holds 2 sentences"),

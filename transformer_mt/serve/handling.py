@@ -5,6 +5,7 @@ route's response model. A route only names its request, the service and the call
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from transformer_mt.config import DecodeConfig
@@ -45,7 +46,10 @@ async def translate(svc: Service, req: TranslateRequest, who: Caller) -> Transla
     except (MTError, ValueError, TypeError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     svc.charge(who.client, sum(map(len, texts)))
-    prepared = await svc.prepare_off_loop(texts, req.format, cfg=cfg)
+    # a prefix, alternatives and what is inspected read each sentence whole (as mt translate)
+    whole = replace(cfg, max_sentence_tokens=cfg.max_input_tokens) \
+        if req.steers or req.inspects else cfg
+    prepared = await svc.prepare_off_loop(texts, req.format, cfg=whole)
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
     choices: list[list[Choice]] = []
