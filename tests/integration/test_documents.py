@@ -183,6 +183,8 @@ def test_mt_translate_translates_a_line_of_sentences_sentence_by_sentence(traine
     assert split.stdout.splitlines() == [" ".join(lines[:3]), lines[3]]
     assert run_cli(["translate", "--checkpoint", ckpt, "--input", str(source),
                     "--split-sentences"]).stdout == split.stdout
+    nbest = run_cli(["translate", "--checkpoint", ckpt, "--input", str(source), "--nbest", "2"])
+    assert nbest.returncode == 0 and "1 line(s) hold several sentences" in nbest.stderr
     refused = run_cli(["translate", "--checkpoint", ckpt, "--split-sentences", "--nbest", "2",
                        "Ein Hund."])
     assert refused.returncode != 0 and "--split-sentences" in refused.stderr

@@ -193,8 +193,15 @@ def _translations(translator: Translator, args: argparse.Namespace, chunk: list[
     or ``--prefix``, a line's sentences (and the parts of one longer than the model takes)
     each translated, the line put back together."""
     from transformer_mt.translate import Translation
+    from transformer_mt.translate.documents import sentence_spans
 
     if args.nbest > 1 or args.align or args.prefix:
+        several = sum(len(sentence_spans(line, translator.config.data.src_lang)) > 1
+                      for line in chunk)
+        if several:
+            log.warning("%d line(s) hold several sentences: --nbest, --align and --prefix read "
+                        "a line as one, and the model may leave the later ones out; give one "
+                        "sentence a line", several)
         prefix = [args.prefix] * len(chunk) if args.prefix else None
         results = translator.translate(chunk, nbest=args.nbest, scores=args.nbest > 1,
                                        progress=progress, prefix=prefix)
