@@ -102,15 +102,21 @@ def test_a_document_of_parts_rebuilds_as_the_document_of_whole_sentences():
     assert fitted([fits], words_at_most(4))[0] is fits  # whole sentences: the document itself
 
 
-def test_parts_translations_are_joined_with_a_space_where_the_source_had_one():
+def test_parts_translations_are_joined_with_a_space_but_in_a_script_without():
     doc = split_text("a b c, d e f", "de")
     [parted] = fitted([doc], words_at_most(3))
     assert parted.sentences == ["a b c,", "d e f"]
     assert parted.rebuild(["A B C,", "D E F"]) == "A B C, D E F"
     assert parted.rebuild(["A B C,", ""]) == "A B C,"  # an empty translation adds no space
+    assert parted.rebuild(["甲，", "乙"]) == "甲，乙"  # into Chinese
     [parted] = fitted([split_text("一二三，四五六", "zh")], lambda ts: [len(t) <= 4 for t in ts])
     assert parted.sentences == ["一二三，", "四五六"]
+    assert parted.rebuild(["One two three,", "four five six"]) == (
+        "One two three, four five six")  # from Chinese
     assert parted.rebuild(["甲，", "乙"]) == "甲，乙"
+    assert parted.rebuild(["ก ข", "ค"]) == "ก ขค"  # Thai
+    [parted] = fitted([split_text("abcdefgh", "de")], lambda ts: [len(t) <= 4 for t in ts])
+    assert parted.rebuild(parted.sentences) == "abcdefgh"  # a word cut: no space
 
 
 def test_the_marks_that_end_a_sentence_are_spacys():
@@ -125,6 +131,7 @@ def test_the_marks_that_end_a_sentence_are_spacys():
                                  "x", "।"]), max_size=14).map("".join))
 @example("Ein Hund. 😀").via("a sentence after the full stop without a letter")
 @example("Ein Hund.\" Zwei").via("a quote after the full stop")
+@example("EinDr.  .").via("a full stop after two spaces: spaCy's sentence of its own")
 def test_a_line_read_as_one_sentence_without_spacy_is_what_spacy_reads(text):
     """A line with no mark before other text is one sentence without asking spaCy's
     sentencizer (a second to load); asking it gives the same sentences."""

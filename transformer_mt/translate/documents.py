@@ -91,9 +91,10 @@ SENTENCE_ENDS = frozenset(
 
 
 def _one_sentence(line: str) -> bool:
-    """Whether ``line`` has no mark that may end a sentence with more text after it."""
+    """Whether ``line`` has no mark that may end a sentence with more after it (marks alone
+    may follow it, without a space: after spaces spaCy's tokens begin a sentence)."""
     first = next((i for i, c in enumerate(line) if c in SENTENCE_ENDS), len(line))
-    return all(c.isspace() or c in SENTENCE_ENDS for c in line[first:])
+    return all(c in SENTENCE_ENDS for c in line[first:].rstrip())
 
 
 def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:

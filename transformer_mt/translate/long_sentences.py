@@ -5,9 +5,10 @@ a text without full stops, a line of several sentences) is cut where a translato
 (after a sentence's end, then a clause's ``;`` or ``:``, then a comma, a closing bracket or
 before a dash, then at a space; in a script without spaces, after its own marks, else
 anywhere), near its middle, again until each part fits; the parts are translated as
-sentences and their translations joined where the source had a space (with one) or none
-(without). Inline markup across a cut is shared out as in any sentence: each part's links into
-its source (``inline.py``), moved to where the part stands in the sentence.
+sentences and their translations joined (with a space where the source has one or a script
+without spaces is cut, but next to such a script). Inline markup across a cut is shared out
+as in any sentence: each part's links into its source (``inline.py``), moved to where the
+part stands in the sentence.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ BREAKS = [re.compile(p) for p in (
 )]
 # a cut in a run of this much of the middle of a too-long span at least, else a weaker one
 REACH = 0.8
+# scripts written without spaces between words (Thai, Lao, Myanmar, Khmer; CJK's marks, kana
+# and ideographs, full-width forms): no space joins a part's translation to one of them
+UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3000-\u9fff"
+                      "\uf900-\ufaff\uff00-\uffef]")
 
 
 def clause_spans(text: str, fits: Fits) -> list[tuple[int, int]]:
@@ -89,9 +94,9 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> T:
         joined, linked, at = [], [], 0
-        for found, cut in zip(spans, doc.cuts, strict=True):
+        for sentence, found, cut in zip(doc.sentences, spans, doc.cuts, strict=True):
             n = len(found)
-            text, read = _joined(found, translations[at:at + n], links[at:at + n])
+            text, read = _joined(sentence, found, translations[at:at + n], links[at:at + n])
             joined.append(text)
             linked.append(read if cut else None)
             at += n
@@ -100,22 +105,23 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]
     return Document(parts, cuts, rebuild)
 
 
-def _joined(spans: Sequence[tuple[int, int]], translations: Sequence[str],
+def _joined(sentence: str, spans: Sequence[tuple[int, int]], translations: Sequence[str],
             links: Sequence[Links]) -> tuple[str, list[tuple[int, int]]]:
-    """One sentence's translation from its parts' (each after a space where the source had
-    one between them), and where it reads in the sentence: each part's links (by relative
-    position in the part where it has none) moved to where the part stands."""
-    text, read = "", []
-    for k, ((a, b), translation, link) in enumerate(zip(spans, translations, links,
-                                                         strict=True)):
-        if k and text and translation and spans[k - 1][1] < a:  # a space between them
+    """One sentence's translation from its parts' (a space between two where the source has
+    one, or a script written without spaces is cut, but next to such a script), and where it
+    reads in the sentence: each part's links (by relative position in the part where it has
+    none) moved to where the part stands."""
+    text, read, end = "", [], 0
+    for (a, b), translation, link in zip(spans, translations, links, strict=True):
+        if text and translation and (end < a or UNSPACED.match(sentence[a - 1])) and not (
+                UNSPACED.match(text[-1]) or UNSPACED.match(translation[0])):
             text += " "
         if link is None:  # each unit of the translation read at its relative place
             scale = (b - a) / max(len(translation), 1)
             link = [(o, int(o * scale)) for m in UNIT.finditer(translation)
                     for o in range(*m.span())]
         read += [(o + len(text), s + a) for o, s in link]
-        text += translation
+        text, end = text + translation, b
     return text, read
 
 
