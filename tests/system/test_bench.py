@@ -380,3 +380,25 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     ours, theirs = subtitles["ours"]["bleu"], subtitles["alone"]["bleu"]
     assert subtitles["ratio"] == (round(ours / theirs, 3) if theirs else None)
     assert 0 <= subtitles["ours"]["wordless"] <= subtitles["sentences_cut"]
+
+
+def test_long_inputs_benchmark_compares_ours_with_each_input_read_whole(trained_run):
+    """bench/long_inputs.py on the toy test set: the sentences alone, two to a line and two as
+    one sentence of clauses, ours (a sentence at a time, past the training's length in parts)
+    against each input read whole; the length it cuts at is what training recorded."""
+    import torch
+
+    path = trained_run[0] / "best.pt"
+    record = json.loads(_bench("bench/long_inputs.py", "--checkpoint", str(path), "--set",
+                               "toy_test", "--max-sentences", "8", "--joined", "2").stdout)
+    recorded = torch.load(path, weights_only=True)["data"]["source_tokens"]["99.9%"]
+    assert record["max_sentence_tokens"] == recorded
+    alone, lines, clauses = record["alone"], record["2 lines"], record["2 clauses"]
+    assert alone["inputs"] == 8 and lines["inputs"] == clauses["inputs"] == 4
+    assert lines["tokens"] == clauses["tokens"] == 2 * alone["tokens"]  # (the same tokens)
+    for found in (alone, lines, clauses):
+        assert 0 <= found["cut"] <= found["inputs"]
+        ours, whole = found["ours"]["bleu"], found["whole"]["bleu"]
+        assert found["ratio"] == (round(ours / whole, 3) if whole else None)
+    if alone["cut"] == 0:  # each sentence whole: the same translations
+        assert alone["ours"]["bleu"] == alone["whole"]["bleu"]
