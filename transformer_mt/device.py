@@ -99,17 +99,21 @@ def _mps() -> bool:
     return bool(backend is not None and backend.is_available())
 
 
-def bound_cpu_kernel_caches(capacity: int = 8) -> None:
-    """Keep at most ``capacity`` compiled oneDNN matmul kernels (unless the user chose a size).
+def bound_cpu_kernel_caches(row_buckets: bool, capacity: int = 8) -> None:
+    """Keep at most ``capacity`` oneDNN matmul kernels in the cache in front of oneDNN's
+    (ideep's, ``LRU_CACHE_CAPACITY``), and in oneDNN's own too unless training pads its products
+    to a few dozen shapes (``row_buckets``: ``training/row_buckets.py``), which that one then
+    keeps (its 1,024); a size the user chose stays.
 
-    On the CPU, bf16 matmuls run on oneDNN, which builds (and caches, 1,024 by default) a kernel
-    with its own buffers for every new shape. Training batches have a new shape almost every
-    step, so with the defaults a training run grew from 1.2 to 5 GB of memory
-    (docs/benchmarks.md). Decoding has few shapes and gains from the cache: it keeps the
-    default. Takes effect if called before the first bf16 matmul of the process.
+    On the CPU, bf16 matmuls run on oneDNN, which builds a kernel with its own buffers for every
+    new shape (3-10 ms of a core each). With token-budget batches of every shape, both caches at
+    1,024 grew a run from 1.2 to 5 GB (docs/history.md); at 8 they rebuilt each step's kernels.
+    The second cache added memory and no speed. Takes effect if called before the first bf16
+    matmul of the process.
     """
-    for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
-        os.environ.setdefault(variable, str(capacity))
+    os.environ.setdefault("LRU_CACHE_CAPACITY", str(capacity))
+    if not row_buckets:
+        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))
 
 
 def device_memory(device: torch.device) -> int | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ class ModelLoss(nn.Module):
         super().__init__()
         self.model = model
         self.loss_fn = label_smoothed_cross_entropy
+        self.row_multiple = 1  # tokens padded to a multiple of it (training/row_buckets.py)
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor, tgt_out: Tensor,
                 label_smoothing: float = 0.0, rdrop_alpha: float = 0.0) -> Tensor:
@@ -203,11 +205,23 @@ class ModelLoss(nn.Module):
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
         weight = model.decoder.project.weight  # (V, D)
         chunk = loss_chunk_size(device, weight.size(0))
-        hidden, target = states.flatten(0, 1), tgt_out.flatten()  # (N, D), (N,)
+        # (passes, N, D), (N,): each pass's tokens, padded with ignored ones (row_multiple)
+        hidden, target = _padded(states.flatten(0, 1).unflatten(0, (2 if twice else 1, -1)),
+                                 tgt_out.flatten()[:tgt_out.numel() // (2 if twice else 1)],
+                                 self.row_multiple, model.pad_id)
+        hidden = hidden.flatten(0, 1)  # (passes * N, D)
         with torch.autocast(device, enabled=False):
             if twice:
-                n = hidden.size(0) // 2
-                return rdrop_loss(hidden, weight, target[:n], label_smoothing, rdrop_alpha,
+                return rdrop_loss(hidden, weight, target, label_smoothing, rdrop_alpha,
                                   model.pad_id, dtype or hidden.dtype, chunk)
             return self.loss_fn(hidden, weight, target, label_smoothing, model.pad_id, dtype,
                                 chunk)
+
+
+def _padded(hidden: Tensor, target: Tensor, multiple: int, pad_id: int) -> tuple[Tensor, Tensor]:
+    """hidden (P, N, D) and target (N,) with N padded to a multiple of ``multiple``: zero states
+    and ``pad_id`` targets, which the loss ignores (no loss, no gradient)."""
+    extra = -target.numel() % multiple
+    if extra == 0:
+        return hidden, target
+    return F.pad(hidden, (0, 0, 0, extra)), F.pad(target, (0, extra), value=pad_id)

@@ -83,9 +83,9 @@ class Trainer:
         if self._started:
             return
         self.dist, self.device = distributed.init_distributed(self.cfg.train.device)
-        if self.device.type == "cpu":
-            bound_cpu_kernel_caches()
         self.precision = resolve_precision(self.cfg.train.precision, self.device)
+        if self.device.type == "cpu":  # bf16 pads its products' rows (distributed.py)
+            bound_cpu_kernel_caches(self.precision == "bf16" and not self.cfg.train.compile)
         self.is_main = self.dist.is_main
         self.stop = StopSignals(self.dist, self.device, self.cfg.train.log_every)
         self.files = RunDir(self.run_dir, self.is_main)
@@ -143,7 +143,7 @@ class Trainer:
                  f"{model.num_parameters():,}", cfg.d_model, cfg.n_encoder_layers,
                  cfg.n_decoder_layers, cfg.norm, self.device, self.precision)
         run.forward_model, run.ddp = distributed.wrap_for_training(
-            run.loss, self.dist, self.device, self.cfg.train.compile)
+            run.loss, self.dist, self.device, self.precision, self.cfg.train.compile)
         if ckpt is not None:  # metrics cut back to the checkpoint
             run.metrics.truncate_after(run.progress.step)
         self.files.write_run_files(self.cfg, run.src_vocab, run.tgt_vocab)
