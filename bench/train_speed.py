@@ -5,7 +5,7 @@ Multi30k batches' worth of tokens, in one run, each in its own subprocess so tha
 measured separately. Prints one JSON record:
 
     python bench/train_speed.py [--quick] [--steps N] [--precision auto|fp32|bf16]
-                                [--device cpu|cuda]
+                                [--device cpu|cuda] [--without-row-buckets]
 
 (a) ``ours``: the Trainer's own step (token-budget batches, length bucketing, fused AdamW, our
     loss, bf16 autocast where the hardware has it), as ``mt train`` runs it.
@@ -70,6 +70,13 @@ def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int
 
 
 def run_ours(args) -> dict:
+    if args.no_row_buckets:  # as before training/row_buckets.py: oneDNN's kernels rebuilt
+        import os
+
+        from transformer_mt.training import distributed
+
+        os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = "8"
+        distributed.bucket_rows = lambda loss: 0
     overrides = [*sizes(args), f"train.precision={args.precision}",
                  f"train.max_tokens={600 if args.smoke else 4096}",
                  f"train.device={args.device}",
@@ -214,7 +221,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="run the timed steps once untimed first, so that every shape is "
                         "seen before it is timed (always on a GPU, which prepares kernels per "
                         "new shape)")
+    parser.add_argument("--without-row-buckets", action="store_true",
+                        help="also ours without training/row_buckets.py (bf16 on the CPU: "
+                        "every new shape a new oneDNN kernel), and the ratio")
     parser.add_argument("--variant", choices=["ours", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--no-row-buckets", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.seen_shapes = args.seen_shapes or args.device.startswith("cuda")
     if args.quick:
@@ -243,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     peaks = {name: matmul_flops(name, device, **({"n": 256, "seconds": 0.1} if args.smoke
                                                  else {}))
              for name in {ours["dtype"], "fp32"}}
-    for r in (ours, base):
+    plain = child("ours", "--no-row-buckets") if args.without_row_buckets else None
+    for r in (ours, base, *([plain] if plain else [])):
         r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
         r["mfu"] = r["model_flops_per_s"] / peaks[r["dtype"]]  # of the measured matmul peak
         nominal = nominal_flops(device, r["dtype"])
@@ -258,6 +270,10 @@ def main(argv: list[str] | None = None) -> None:
                            for k, v in base.items()},
               "baseline_sentences_per_batch": sentences, "compile": args.compile,
               "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
+    if plain is not None:
+        record["ours_without_row_buckets"] = {k: round(v, 3) if isinstance(v, float) else v
+                                              for k, v in plain.items()}
+        record["row_buckets_ratio"] = round(ours["tokens_per_s"] / plain["tokens_per_s"], 2)
     print(json.dumps(record, indent=2))
 
 

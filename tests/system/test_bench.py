@@ -30,8 +30,13 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
     processes) and prints one JSON record whose ``ratio`` compares their tokens/s."""
     # --seen-shapes (a GPU's mode: the timed steps run once before; gpu_check's smoke run
     # below takes the other path)
-    result = _bench("bench/train_speed.py", "--smoke", "--precision", "fp32", "--seen-shapes")
+    result = _bench("bench/train_speed.py", "--smoke", "--precision", "fp32", "--seen-shapes",
+                    "--without-row-buckets")
     record = json.loads(result.stdout)
+    plain = record["ours_without_row_buckets"]  # (fp32: the products are not padded either)
+    assert plain["tokens_per_s"] > 0 and plain["dtype"] == record["ours"]["dtype"] == "fp32"
+    assert record["row_buckets_ratio"] == round(record["ours"]["tokens_per_s"]
+                                                / plain["tokens_per_s"], 2)
     assert record["benchmark"] == "train_speed" and record["steps"] == 3
     assert record["seen_shapes"] is True and record["ours"]["warmup_s"] > 0
     for side in ("ours", "baseline"):
