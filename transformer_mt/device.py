@@ -108,8 +108,8 @@ def bound_cpu_kernel_caches(row_buckets: bool, capacity: int = 8) -> None:
     On the CPU, bf16 matmuls run on oneDNN, which builds a kernel with its own buffers for every
     new shape (3-10 ms of a core each). With token-budget batches of every shape, both caches at
     1,024 grew a run from 1.2 to 5 GB (docs/history.md); at 8 they rebuilt each step's kernels.
-    The second cache added memory and no speed. Takes effect if called before the first bf16
-    matmul of the process.
+    The second cache alone does not spare the builds. Takes effect if called before the first
+    bf16 matmul of the process.
     """
     os.environ.setdefault("LRU_CACHE_CAPACITY", str(capacity))
     if not row_buckets:
