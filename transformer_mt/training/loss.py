@@ -125,39 +125,54 @@ class _ProjectedRDropLoss(_StoredGradients):
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if need_grad else None  # (2N, D)
         grad_weight = torch.zeros_like(weight) if need_grad else None  # (V, D)
+        # two (C, V) buffers serve every chunk: logits, then d; logits, then gradients
+        rows = min(chunk_size, n)
+        low = torch.empty(rows, vocab, dtype=dtype, device=hidden.device)
+        z_buf = torch.empty(rows, vocab, dtype=torch.float32, device=hidden.device)
         for start in range(0, n, chunk_size):
-            rows = [slice(start, min(start + chunk_size, n)),
-                    slice(n + start, n + min(start + chunk_size, n))]
-            y = target[rows[0]]  # (C,): the same targets for both passes
+            halves = [slice(start, min(start + chunk_size, n)),
+                      slice(n + start, n + min(start + chunk_size, n))]
+            y = target[halves[0]]  # (C,): the same targets for both passes
+            c = y.size(0)
             keep = (y != ignore_index).float()[:, None]  # (C, 1)
             y = y.clamp(min=0)[:, None]  # (C, 1)
-            hs = [hidden[r].to(dtype) for r in rows]  # 2 x (C, D)
+            hs = [hidden[r].to(dtype) for r in halves]  # 2 x (C, D)
             log_p = []
-            for h in hs:
-                z = (h @ w.T).float()  # (C, V)
-                lse = torch.logsumexp(z, dim=-1, keepdim=True)  # (C, 1)
-                ce = lse - (1.0 - eps) * z.gather(1, y) - eps * z.mean(dim=-1, keepdim=True)
+            for h in hs:  # (C, V) fp32 log-probabilities of each pass
+                z = torch.mm(h, w.T, out=low[:c])  # (C, V)
+                log_p.append(torch.log_softmax(z if z.dtype == torch.float32
+                                               else z_buf[:c].copy_(z), dim=-1))
+                ce = -(1.0 - eps) * log_p[-1].gather(1, y) \
+                    - eps * log_p[-1].mean(dim=-1, keepdim=True)  # (C, 1)
                 total += (ce * keep).sum() / 2
-                log_p.append(z.sub_(lse))  # (C, V) log-probabilities
-            d = log_p[0] - log_p[1]  # (C, V)
+            d = torch.sub(log_p[0], log_p[1], out=z_buf[:c])  # (C, V)
             p1, p2 = log_p[0].exp_(), log_p[1].exp_()  # (C, V) probabilities, in place
-            kl12 = (p1 * d).sum(dim=-1, keepdim=True)  # (C, 1) KL(p1 || p2)
-            kl21 = -(p2 * d).sum(dim=-1, keepdim=True)  # (C, 1) KL(p2 || p1)
+            kl12 = torch.linalg.vecdot(p1, d)[:, None]  # (C, 1) KL(p1 || p2)
+            kl21 = -torch.linalg.vecdot(p2, d)[:, None]  # (C, 1) KL(p2 || p1)
             total += alpha * ((kl12 + kl21) * keep).sum() / 2
             if not need_grad:
                 continue
             assert grad_hidden is not None and grad_weight is not None
-            g1 = p1 * (d - kl12) + p1 - p2  # (C, V) the KL term's, x 2
-            g2 = p2 * (-d - kl21) + p2 - p1
-            for g, p, h, r in ((g1, p1, hs[0], rows[0]), (g2, p2, hs[1], rows[1])):
-                g.mul_(alpha).add_(p).sub_(eps / vocab)  # + the cross-entropy's
-                g.scatter_add_(1, y, torch.full_like(y, eps - 1.0, dtype=g.dtype))
-                g = g.mul_(keep / 2).to(dtype)  # (C, V)
+            for sign, kl, p, q, h, r in ((1.0, kl12, p1, p2, hs[0], halves[0]),
+                                         (-1.0, kl21, p2, p1, hs[1], halves[1])):
+                g = _rdrop_gradient(d, sign, kl, p, q, y, keep, eps, alpha, out=low[:c])
                 grad_hidden[r] = g @ w  # (C, D)
                 grad_weight += g.T @ h  # (V, D)
         ctx.other_inputs = 7
         ctx.save_for_backward(grad_hidden, grad_weight)
         return total
+
+
+def _rdrop_gradient(d: Tensor, sign: float, kl: Tensor, p: Tensor, q: Tensor, y: Tensor,
+                    keep: Tensor, eps: float, alpha: float, out: Tensor) -> Tensor:
+    """One pass's gradient (C, V) of R-Drop's loss in its logits, written to ``out`` (in the
+    product's dtype): alpha x the KL term's, p * (sign * d - kl) + p - q, plus the cross-
+    entropy's, p - eps / V - (1 - eps) at the target, each row x keep / 2. In six passes over
+    (C, V): p * (alpha * sign * d + alpha * (1 - kl) + 1) - alpha * q, then the rest."""
+    g = torch.add(alpha * (1.0 - kl) + 1.0, d, alpha=sign * alpha).mul_(p).sub_(q, alpha=alpha)
+    g.scatter_add_(1, y, torch.full_like(y, eps - 1.0, dtype=g.dtype))
+    # (in place, then copied: ~2.5x faster here than one call writing another dtype)
+    return out.copy_(g.sub_(eps / d.size(1)).mul_(keep / 2))
 
 
 def rdrop_loss(hidden: Tensor, weight: Tensor, target: Tensor, eps: float, alpha: float,
