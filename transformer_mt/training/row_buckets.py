@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch.nn.functional as F
+import torch
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
@@ -39,7 +39,10 @@ class RowBucketedLinear(nn.Linear):
         padded = -(-rows // ROWS) * ROWS
         if not self.training or padded == rows:
             return super().forward(x)
-        flat = F.pad(x.reshape(rows, x.size(-1)), (0, 0, 0, padded - rows))  # (padded, in)
+        flat = x.reshape(rows, x.size(-1))  # (rows, in)
+        # (padded, in): cat writes each element once and its backward is a view, where F.pad
+        # fills the whole and copies, each way (~2 ms a (4k, 1k) bf16 input here)
+        flat = torch.cat([flat, flat.new_zeros(padded - rows, flat.size(1))])
         return super().forward(flat)[:rows].view(*x.shape[:-1], self.out_features)
 
 
