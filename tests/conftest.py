@@ -46,7 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     if "PYTEST_XDIST_WORKER" not in os.environ or "MT_TEST_CACHE_DIR" not in os.environ:
-        os.environ["MT_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="mt-test-cache-")
+        sweep_stale_caches(Path(tempfile.gettempdir()))
+        os.environ["MT_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-")
         config.stash[MADE_CACHE] = os.environ["MT_TEST_CACHE_DIR"]
         os.environ["TMPDIR"] = os.path.join(os.environ["MT_TEST_CACHE_DIR"], "tmp")
         os.mkdir(os.environ["TMPDIR"])
@@ -61,6 +62,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     made = config.stash.get(MADE_CACHE, None)
     if made is not None:
         shutil.rmtree(made, ignore_errors=True)
+
+
+CACHE_PREFIX = "mt-test-cache-"  # then the pid of the session that made it
+
+
+def sweep_stale_caches(directory: Path) -> None:
+    """The private caches that sessions killed outright (SIGKILL, a timeout's SIGTERM: no
+    :func:`pytest_unconfigure`) left in ``directory``, ~0.4 GB each of compiled graphs, go when
+    the next session starts; a live session's (its pid, in the name, still running) stays."""
+    for path in directory.glob(f"{CACHE_PREFIX}*-*"):
+        pid = path.name[len(CACHE_PREFIX):].split("-")[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def share_cores() -> None:
