@@ -23,11 +23,12 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
-
-import portalocker
+from typing import IO, TYPE_CHECKING
 
 from transformer_mt.errors import MTError
+
+if TYPE_CHECKING:
+    import portalocker
 
 TMP_SUFFIX = ".tmp"
 
@@ -124,6 +125,8 @@ def refuse_same_file(output: str | Path | None, inputs: Iterable[str | Path | No
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (a ``.lock`` file) across processes; others wait."""
+    import portalocker  # imported when a lock is taken: ~0.1 s (it imports redis)
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
@@ -143,6 +146,8 @@ def run_lock(directory: str | Path) -> Iterator[None]:
     The lock file names its holder (host and process id), so the refusal can say who it is.
     The operating system releases the lock when the process ends, even by ``kill -9``.
     """
+    import portalocker
+
     path = Path(directory) / ".lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the block)
@@ -174,6 +179,8 @@ LOCKS_OFF = "MT_LOCKS"  # MT_LOCKS=off: no file locks (a filesystem without them
 def _lock(handle: IO[str], flags: portalocker.LockFlags, path: Path) -> bool:
     """Lock ``handle``; False where the user turned locks off. Contention raises
     ``portalocker.AlreadyLocked``; a filesystem that cannot lock, a one-line :class:`MTError`."""
+    import portalocker
+
     if os.environ.get(LOCKS_OFF, "").lower() in ("off", "0", "no", "false"):
         return False
     try:
