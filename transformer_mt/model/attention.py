@@ -17,8 +17,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# What computes softmax(QK^T/sqrt(d))V when the weights are not wanted: SDPA's signature.
-
 
 def causal_mask(t_query: int, t_key: int | None = None,
                 device: torch.device | None = None) -> Tensor:
