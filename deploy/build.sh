@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENGINE=${ENGINE:-podman}
-BASE=${BASE:-localhost/transformer-mt-base:bookworm}
+BASE=${BASE:-localhost/transformer-mt-base:bookworm-tcmalloc}
 TAG=${TAG:-localhost/transformer-mt:latest}
 PYTHON_IN_IMAGE=3.11.2  # bookworm's python3
 PLATFORMS=manylinux_2_28_x86_64,manylinux_2_17_x86_64,manylinux2014_x86_64
@@ -17,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 
 if ! $ENGINE image inspect "$BASE" > /dev/null 2>&1; then
   echo "build: the base, $BASE, with debootstrap" >&2
-  debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,redis-server \
+  debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,redis-server,libtcmalloc-minimal4 \
     bookworm "$work/root" "${MIRROR:-http://deb.debian.org/debian}" > "$work/debootstrap.log"
   tar -C "$work/root" -c . | $ENGINE import - "$BASE" > /dev/null
   rm -rf "$work/root"

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import (
     DATA_DIR,
     REPO,
@@ -67,9 +69,11 @@ def test_translate_sentence_file_and_stdin(trained_run, tmp_path):
     assert float(rows[0][1]) >= float(rows[1][1])
 
 
-def _program(argv: list[str], report: str) -> subprocess.CompletedProcess:
-    """``mt ARGV`` through transformer_mt.__main__ in a fresh interpreter, then ``report`` (a
-    Python expression) printed to stderr: what the process looks like after the command."""
+def _program(argv: list[str], report: str,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``mt ARGV`` through transformer_mt.__main__ in a fresh interpreter (its environment
+    ``env``, else this one's), then ``report`` (a Python expression) printed to stderr: what
+    the process looks like after the command."""
     script = ("import gc, sys\n"
               "from transformer_mt.__main__ import main\n"
               f"sys.argv = ['mt', *{argv!r}]\n"
@@ -77,7 +81,7 @@ def _program(argv: list[str], report: str) -> subprocess.CompletedProcess:
               "cycle = []; cycle.append(cycle); del cycle\n"
               f"print(code, {report}, file=sys.stderr)\n")
     return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
 
 
 def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
@@ -101,6 +105,38 @@ def test_the_program_sets_its_imports_aside_from_the_collector(trained_run):
     helped = _program(["translate", "--help"], "'torch' in sys.modules")
     assert helped.stderr.split() == ["0", "False"], helped.stderr  # help without torch
     assert "--checkpoint" in helped.stdout
+
+
+def test_the_program_runs_with_tcmalloc_where_it_is_installed(trained_run):
+    """Where tcmalloc is installed, ``mt`` starts again with it preloaded: its memory map
+    holds it, and it translates as the system's malloc does (``MT_ALLOCATOR=system``, and
+    ``cli.main`` here); an allocator already preloaded is the only one (no second start); an
+    ``MT_ALLOCATOR`` that names no file is a one-line error."""
+    from transformer_mt.__main__ import _allocator
+
+    library = _allocator()
+    if library is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs it: install Debian's libtcmalloc-minimal4 (.ci/run does)")
+        pytest.skip("tcmalloc is not installed (apt install libtcmalloc-minimal4)")
+    run_dir, _ = trained_run
+    argv = ["translate", "--quiet", "--checkpoint", str(run_dir / "best.pt"), "Ein Hund läuft.",
+            "Zwei Männer spielen Fußball."]
+    report = ("'libtcmalloc' in open('/proc/self/maps').read(), "
+              "__import__('os').environ.get('LD_PRELOAD', '-')")
+    plain = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MT_ALLOCATOR")}
+    expected = run_cli(argv).stdout
+    assert expected.strip()
+    for env, seen in ((plain, ["0", "True", library]),
+                      ({**plain, "MT_ALLOCATOR": "system"}, ["0", "False", "-"]),
+                      ({**plain, "LD_PRELOAD": library}, ["0", "True", library])):
+        fresh = _program(argv, report, env)
+        assert fresh.stderr.split() == seen, fresh.stderr
+        assert fresh.stdout == expected
+    missing = _program(argv, "0", {**plain, "MT_ALLOCATOR": "/no/such/libmalloc.so"})
+    assert missing.stderr.splitlines() == [
+        "mt: error: MT_ALLOCATOR=/no/such/libmalloc.so: no such library (set it to a shared "
+        "library's path, or to system or auto)", "2 0"]
 
 
 def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):
