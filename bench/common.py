@@ -148,10 +148,12 @@ def write_out(out: Path | None, record: dict, to_come: list[str] | None = None) 
 
 
 def on_a_test_set(name: str, description: str, run: Callable[..., dict],
-                  options: Callable[[argparse.ArgumentParser], object] | None = None) -> None:
+                  options: Callable[[argparse.ArgumentParser], object] | None = None,
+                  with_checkpoint: bool = False) -> None:
     """A benchmark of a checkpoint on a test set of its config (``--checkpoint``, ``--set``,
-    ``--max-sentences``, and the ``options`` it adds, given to ``run`` by name): prints its
-    one JSON record, ``run(translator, sources, references, **options)`` with the machine."""
+    ``--max-sentences``, and the ``options`` it adds, given to ``run`` by name; with
+    ``with_checkpoint``, its path too, as ``checkpoint``): prints its one JSON record,
+    ``run(translator, sources, references, **options)`` with the machine."""
     from transformer_mt.evaluate import read_test_set
     from transformer_mt.translate import Translator
 
@@ -165,6 +167,8 @@ def on_a_test_set(name: str, description: str, run: Callable[..., dict],
     checkpoint, test_set = args.pop("checkpoint"), args.pop("set")
     translator = Translator.load(checkpoint)
     sources, refs = read_test_set(translator, test_set, args.pop("max_sentences"))
+    if with_checkpoint:
+        args["checkpoint"] = checkpoint
     print(json.dumps({"benchmark": name, "machine": machine(translator.device),
                       "date": time.strftime("%Y-%m-%d"), "checkpoint": str(checkpoint),
                       "set": test_set, **run(translator, sources, refs, **args)}))

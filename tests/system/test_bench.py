@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from unittest import mock
@@ -364,6 +365,27 @@ def test_glossary_benchmark_holds_every_term_and_reports_a_ratio(trained_run):
         assert record[f"{search}_plain"]["terms_held"] <= record["with_a_term"]
     plain, held = record["beam3_plain"]["bleu"], record["beam3_glossary"]["bleu"]
     assert record["ratio"] == (round(held / plain, 3) if plain else None)
+
+
+def test_allocator_benchmark_times_mt_with_tcmalloc_against_the_system_malloc(trained_run):
+    """bench/allocator.py on the toy test set: ``mt translate`` with tcmalloc and with the
+    system's malloc, one after the other, translate alike; ``ratio`` is the system's best seconds
+    over tcmalloc's. Where tcmalloc is missing it says so (CI installs it: .ci/run)."""
+    from transformer_mt.__main__ import _allocator
+
+    argv = [sys.executable, "bench/allocator.py", "--checkpoint",
+            str(trained_run[0] / "best.pt"), "--set", "toy_test", "--max-sentences", "6",
+            "--rounds", "1"]
+    if _allocator() is None and not os.environ.get("CI"):
+        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert result.returncode != 0 and "tcmalloc is not installed" in result.stderr
+        pytest.skip("tcmalloc is not installed (apt install libtcmalloc-minimal4)")
+    record = json.loads(_bench(*argv[1:]).stdout)
+    assert record["identical"] and record["sentences"] == 6 and record["library"]
+    assert all(len(record[k][a]) == 1 for k in ("seconds", "peak_rss_mib")
+               for a in ("system", "auto"))
+    assert record["ratio"] == round(min(record["seconds"]["system"])
+                                    / min(record["seconds"]["auto"]), 2)
 
 
 def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
