@@ -84,6 +84,10 @@ def test_two_containers_share_one_limit_and_one_cache(trained_run, tmp_path):
         _up(b, deadline)
         _serves_the_page(a)
         assert_servers_agree(a, b, SENTENCE, limit=4)
+        for service in ("mt1", "mt2"):  # mt serve (pid 1) started again with the image's tcmalloc
+            maps = subprocess.run([*compose, "exec", service, "cat", "/proc/1/maps"], cwd=REPO,
+                                  env=env, capture_output=True, text=True, timeout=60)
+            assert "libtcmalloc_minimal" in maps.stdout, maps.stderr[-500:]
     finally:
         logs = subprocess.run([*compose, "logs"], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=120)
