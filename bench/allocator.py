@@ -44,9 +44,9 @@ def translate(argv: list[str], allocator: str) -> tuple[float, float]:
 
 
 def run(translator, sources: list[str], refs: list[str], rounds: int, checkpoint: Path) -> dict:
-    from transformer_mt.__main__ import _allocator
+    from transformer_mt.__main__ import tcmalloc
 
-    library = _allocator()
+    library = tcmalloc()
     if library is None:
         raise SystemExit("allocator: tcmalloc is not installed (apt install "
                          "libtcmalloc-minimal4), so mt runs with the system's malloc")

@@ -1,14 +1,17 @@
-"""Helpers shared by the benchmarks: machine description, peak memory, matmul peak."""
+"""Helpers shared by the benchmarks: machine description, peak memory, matmul peak, the memory
+allocator."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import resource
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -35,12 +38,47 @@ def machine(device: torch.device | None = None) -> dict[str, object]:
         flags = [flag for flag in SIMD_FLAGS if flag in present]
     except OSError:
         pass
+    from transformer_mt.__main__ import allocator_in_use
+
     info: dict[str, object] = {"cpu": cpu, "cpu_flags": flags, "cores": os.cpu_count(),
                                "torch": str(torch.__version__),
-                               "threads": torch.get_num_threads()}
+                               "threads": torch.get_num_threads(),
+                               "allocator": allocator_in_use()}
     if device is not None and device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
+
+
+def start_as_mt() -> None:
+    """Start this benchmark again as ``mt`` starts (transformer_mt/__main__.py): with tcmalloc
+    preloaded where it is installed, or what ``MT_ALLOCATOR`` says, so that what it times of
+    ours in its own process runs as ``mt`` runs it (``machine()["allocator"]`` names it). A
+    peer's process is started as its own users start it (:func:`environment`)."""
+    from transformer_mt.__main__ import restart_with_allocator
+
+    error = restart_with_allocator()
+    if error:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: error: {error}")
+
+
+@contextlib.contextmanager
+def environment(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """``os.environ`` with ``changes`` (None: the variable removed) while the block runs: what
+    a process started in it inherits (``{"LD_PRELOAD": None}``: the system's malloc)."""
+    saved = {key: os.environ.get(key) for key in changes}
+    try:
+        _set_environment(changes)
+        yield
+    finally:
+        _set_environment(saved)
+
+
+def _set_environment(values: Mapping[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def synchronize(device: torch.device) -> None:

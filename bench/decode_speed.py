@@ -10,8 +10,10 @@ translations, and prints one JSON record with sentences/s and output tokens/s fo
 ``cache_speedup`` (cached / uncached, beam 5, batch N) and, with CTranslate2, ``vs_ctranslate2``
 (engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
 call: the same batches and length limits, translations only, best of 3 turns each; ours at
-``--threads``, the engine at its better thread count of ``--engine-threads``, default 1 to
-ours: ``ours_threads``, ``ctranslate2_threads`` and each count's ``ctranslate2_by_threads``),
+``--threads`` and with the allocator ``mt`` starts with (tcmalloc where installed:
+``machine.allocator``), the engine at its better way: each of ``--engine-threads``' counts
+(default 1 to ours) with the system's malloc and, where installed, tcmalloc (``1 tcmalloc``):
+``ours_threads``, ``ctranslate2_threads`` and each way's ``ctranslate2_by_threads``),
 ``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
 ``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints),
 ``first_translation`` (with CTranslate2: a fresh process's first translation of a sentence
@@ -35,11 +37,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from multiprocessing.pool import Pool
 from pathlib import Path
 from unittest import mock
 
@@ -47,8 +51,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine, synchronize
+from bench.common import environment, machine, start_as_mt, synchronize
 from bench.first_call import first_call, first_translations
+from transformer_mt.__main__ import tcmalloc
 from transformer_mt.decode.search import decode_corpus
 from transformer_mt.device import pick_device, threads_per_process
 from transformer_mt.evaluate import read_test_set
@@ -93,8 +98,6 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
         import ctranslate2  # noqa: F401
     except ImportError:
         return {}
-    import multiprocessing
-
     from transformer_mt.formats.ctranslate2 import export_ctranslate2
 
     if args.checkpoint is None or not args.checkpoint.exists():
@@ -109,16 +112,14 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
     counts = _configurations(args)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         export_ctranslate2(args.checkpoint, tmp, args.engine_quantization)
-        context = multiprocessing.get_context("spawn")
-        pools = {n: stack.enter_context(context.Pool(1, _engine_start, (
-            tmp, device.type, threads, workers, args.engine_env)))
-                 for n, (threads, workers) in counts.items()}
+        pools = {n: stack.enter_context(_engine_process(tmp, device, way, args.engine_env))
+                 for n, way in counts.items()}
         for beam in (1, 5):
             name = "greedy" if beam == 1 else "beam5"
             for batch in (32, 1):
                 # a lone sentence is one batch: several at once are the same as one
                 runs = {n: pool for n, pool in pools.items() if batch > 1 or counts[n][1] == 1}
-                theirs: dict[int | str, list[float]] = {n: [] for n in runs}
+                theirs: dict[str, list[float]] = {n: [] for n in runs}
                 mine: dict[str, list[float]] = {suffix: [] for way, suffix in ways
                                                 if batch > 1 or way != "workers"}
                 # in turns: ours (eager, compiled, in processes), the engine each way
@@ -134,23 +135,31 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
         if sentence and args.first_call_rounds:
             out["first_translation"] = first_translations(
                 args.checkpoint, tmp, sentence, src_tok[0], limits[0], device,
-                args.first_call_rounds, out["ctranslate2_threads"]["greedy_batch1"])
+                args.first_call_rounds, counts[out["ctranslate2_threads"]["greedy_batch1"]][0])
     return out
 
 
-def _configurations(args) -> dict[int | str, tuple[int, int]]:
-    """The engine's ways to time, each (threads, batches at once): ``--engine-threads``' counts
-    (default 1 to ours), and with ``--workers N`` (ours: N processes) N batches at once, the
-    cores shared (``NxT``)."""
-    counts: dict[int | str, tuple[int, int]] = {n: (n, 1) for n in args.engine_threads or range(
-        1, torch.get_num_threads() + 1)}
+def _configurations(args) -> dict[str, tuple[int, int, str]]:
+    """The engine's ways to time, each (threads, batches at once, allocator): ``--engine-threads``'
+    counts (default 1 to ours), and with ``--workers N`` (ours: N processes) N batches at once,
+    the cores shared (``NxT``); each with the system's malloc, as the engine comes, and where
+    tcmalloc is installed with it too, as ``mt`` runs ours (``T tcmalloc``)."""
+    ways = {str(n): (n, 1) for n in args.engine_threads or range(1, torch.get_num_threads() + 1)}
     if args.workers > 1:
         threads = threads_per_process(args.workers)
-        counts[f"{args.workers}x{threads}"] = (threads, args.workers)
-    return counts
+        ways[f"{args.workers}x{threads}"] = (threads, args.workers)
+    allocators = ("system", "tcmalloc") if tcmalloc() else ("system",)
+    return {name + ("" if allocator == "system" else f" {allocator}"): (*way, allocator)
+            for name, way in ways.items() for allocator in allocators}
 
 
-def _record(out: dict, key: str, theirs: dict[int | str, list[float]],
+def engine_environment(allocator: str, env: dict[str, str]) -> dict[str, str | None]:
+    """What the engine's process starts with: ``--engine-env``'s settings (read by its libraries
+    once, as they load) and the allocator preloaded (``system``: none)."""
+    return {"LD_PRELOAD": tcmalloc() if allocator == "tcmalloc" else None, **env}
+
+
+def _record(out: dict, key: str, theirs: dict[str, list[float]],
             mine: dict[str, list[float]], sentences: int, lone: bool) -> None:
     """The best of each side's times as milliseconds a sentence (``lone``) or sentences a
     second: the engine's at each thread count and at its best one, ours each way, and each of
@@ -173,9 +182,17 @@ def _record(out: dict, key: str, theirs: dict[int | str, list[float]],
 _ENGINE: list = []  # the engine process's CTranslate2 engine
 
 
-def _engine_start(model_dir: str, device: str, threads: int, workers: int,
-                  env: dict[str, str]) -> None:
-    os.environ.update(env)  # before the engine's libraries read them (--engine-env)
+def _engine_process(model_dir: str, device: torch.device, way: tuple[int, int, str],
+                    env: dict[str, str]) -> Pool:
+    """A process of the engine's (a pool of one) at ``way`` (threads, batches at once,
+    allocator), started with ``env`` and the allocator (:func:`engine_environment`)."""
+    threads, workers, allocator = way
+    with environment(engine_environment(allocator, env)):
+        return multiprocessing.get_context("spawn").Pool(1, _engine_start, (
+            model_dir, device.type, threads, workers))
+
+
+def _engine_start(model_dir: str, device: str, threads: int, workers: int) -> None:
     from transformer_mt.translate.exported import load_exported
 
     _ENGINE.append(load_exported(model_dir, device, threads=threads, workers=workers).engine)
@@ -260,6 +277,7 @@ def _setting(text: str) -> tuple[str, str]:
 
 
 def main() -> None:
+    start_as_mt()  # ours timed as mt runs it, with its allocator
     args = _parser().parse_args()
     args.engine_env = dict(args.engine_env)
     if args.threads:

@@ -8,10 +8,11 @@ measured separately. Prints one JSON record:
                                 [--device cpu|cuda] [--without-row-buckets]
 
 (a) ``ours``: the Trainer's own step (token-budget batches, length bucketing, fused AdamW, our
-    loss, bf16 autocast where the hardware has it), as ``mt train`` runs it.
+    loss, bf16 autocast where the hardware has it), as ``mt train`` runs it (with its
+    allocator: tcmalloc where installed; each side's ``allocator`` is recorded).
 (b) ``baseline``: ``torch.nn.Transformer`` fed batches of a fixed number of sentences in random
     order, padded to the longest (the PyTorch translation tutorial's way), fp32,
-    ``F.cross_entropy`` with label smoothing, Adam.
+    ``F.cross_entropy`` with label smoothing, Adam; the system's malloc, as a script runs.
 """
 
 from __future__ import annotations
@@ -32,13 +33,16 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    environment,
     machine,
     matmul_flops,
     nominal_flops,
     peak_matmul_size,
     peak_memory_mib,
+    start_as_mt,
     synchronize,
 )
+from transformer_mt.__main__ import allocator_in_use
 from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import pick_device
@@ -233,8 +237,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.steps, args.warmup = min(args.steps, 3), min(args.warmup, 1)
     if args.variant:
+        if args.variant == "ours":
+            start_as_mt()  # as mt train runs: with its allocator (tcmalloc where installed)
         result = run_ours(args) if args.variant == "ours" else run_baseline(args)
-        print(json.dumps(result))
+        print(json.dumps({**result, "allocator": allocator_in_use()}))
         return
 
     def child(variant: str, *extra: str) -> dict:
@@ -249,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     ours = child("ours")
     per_sentence = 13.9  # mean target tokens (with <eos>) of a Multi30k training pair
     sentences = args.sentences or max(1, round(ours["tgt_tokens_per_step"] / per_sentence))
-    base = child("baseline", "--sentences", str(sentences))
+    with environment({"LD_PRELOAD": None}):  # as a tutorial's script runs: the system's malloc
+        base = child("baseline", "--sentences", str(sentences))
     device = pick_device(args.device)
     peaks = {name: matmul_flops(name, device, **({"n": 256, "seconds": 0.1} if args.smoke
                                                  else {}))

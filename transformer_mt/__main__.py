@@ -37,7 +37,7 @@ NO_REPORTS = str(2**62)  # tcmalloc's "large alloc" lines on stderr: from 1 GiB 
 
 
 def main() -> int:
-    error = _restart_with_allocator()
+    error = restart_with_allocator()
     if error:
         print(f"mt: error: {error}", file=sys.stderr)
         return 2
@@ -67,14 +67,15 @@ def _settle(args: argparse.Namespace) -> None:
     logging.getLogger(__name__).debug("memory allocator: %s", allocator_in_use())
 
 
-def _restart_with_allocator() -> str | None:
+def restart_with_allocator() -> str | None:
     """Start this process again (the same pid, arguments and standard streams) with the
-    allocator :func:`_allocator` names preloaded, unless one is loaded already; or say why
-    ``MT_ALLOCATOR`` cannot be used (None: it can, or there is nothing to do)."""
+    allocator ``MT_ALLOCATOR`` names (by default :func:`tcmalloc`) preloaded, unless one is
+    loaded already; or say why ``MT_ALLOCATOR`` cannot be used (None: it can, or there is
+    nothing to do). The benchmarks start so too (``bench/common.py``)."""
     chosen = os.environ.get("MT_ALLOCATOR", "auto")
     if chosen == "system" or sys.platform != "linux" or not sys.executable:
         return None
-    library = _allocator() if chosen == "auto" else os.path.abspath(chosen)
+    library = tcmalloc() if chosen == "auto" else os.path.abspath(chosen)
     if library is None:
         return None
     if not os.path.isfile(library):
@@ -91,7 +92,7 @@ def _restart_with_allocator() -> str | None:
     return None  # (execve does not return)
 
 
-def _allocator() -> str | None:
+def tcmalloc() -> str | None:
     """tcmalloc's library where installed: the environment's (conda's), then the system's."""
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
     for folder in (os.path.join(sys.prefix, "lib"), f"/usr/lib/{multiarch}", "/usr/lib64",

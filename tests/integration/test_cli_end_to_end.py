@@ -112,9 +112,9 @@ def test_the_program_runs_with_tcmalloc_where_it_is_installed(trained_run):
     holds it, and it translates as the system's malloc does (``MT_ALLOCATOR=system``, and
     ``cli.main`` here); an allocator already preloaded is the only one (no second start); an
     ``MT_ALLOCATOR`` that names no file is a one-line error."""
-    from transformer_mt.__main__ import _allocator
+    from transformer_mt.__main__ import tcmalloc
 
-    library = _allocator()
+    library = tcmalloc()
     if library is None:
         if os.environ.get("CI"):
             pytest.fail("CI runs it: install Debian's libtcmalloc-minimal4 (.ci/run does)")

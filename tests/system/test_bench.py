@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from unittest import mock
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tests.helpers import REPO, needs_data, run_cli
+from transformer_mt.__main__ import tcmalloc
 from transformer_mt.device import threads_per_process
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
@@ -28,7 +29,8 @@ def _bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 @needs_data  # the benchmarks measure Multi30k
 def test_train_speed_benchmark_runs_and_reports_a_ratio():
     """bench/train_speed.py measures ours and the tutorial baseline side by side (two
-    processes) and prints one JSON record whose ``ratio`` compares their tokens/s."""
+    processes) and prints one JSON record whose ``ratio`` compares their tokens/s; ours runs
+    with ``mt``'s allocator (tcmalloc where installed), the baseline with the system's."""
     # --seen-shapes (a GPU's mode: the timed steps run once before; gpu_check's smoke run
     # below takes the other path)
     result = _bench("bench/train_speed.py", "--smoke", "--precision", "fp32", "--seen-shapes",
@@ -45,6 +47,9 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
         assert record[side]["mfu"] > 0 and record[side]["mfu_nominal"] is None  # a CPU
     assert record["ratio"] == round(record["ours"]["tokens_per_s"]
                                     / record["baseline"]["tokens_per_s"], 2)
+    assert record["ours"]["allocator"] == plain["allocator"] == (tcmalloc()
+                                                                 or "the system's malloc")
+    assert record["baseline"]["allocator"] == "the system's malloc"
 
 
 def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_run):
@@ -75,15 +80,20 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
             "greedy_batch32", "greedy_batch1", "beam5_batch32", "beam5_batch1",
             "greedy_batch32_workers", "beam5_batch32_workers"}  # (40 sentences: 2 batches)
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
-        # each row against the engine at its better thread count, each count's figure kept
+        # each row against the engine at its better way, each way's figure kept: a thread
+        # count, and 2 batches at once (ours: --workers 2) for the batches of 32, each with the
+        # system's malloc and with tcmalloc where installed (ours runs with mt's allocator)
+        library = tcmalloc()
+        assert record["machine"]["allocator"] == (library or "the system's malloc")
         assert record["ours_threads"] == 1
         by_threads = record["ctranslate2_by_threads"]
-        # and 2 batches at once (ours: --workers 2), for the batches of 32
         replicas = f"2x{threads_per_process(2)}"
-        assert set(by_threads) == {"1", "2", replicas}
+        tails = ("", " tcmalloc") if library else ("",)
+        assert set(by_threads) == {n + tail for n in ("1", "2", replicas) for tail in tails}
         for row, best in record["ctranslate2_threads"].items():
             key = row + ("_ms" if row.endswith("batch1") else "")
-            ways = ("1", "2") if row.endswith("batch1") else ("1", "2", replicas)
+            ways = [n + tail for n in (("1", "2") if row.endswith("batch1") else
+                                       ("1", "2", replicas)) for tail in tails]
             assert set(ways) == {n for n in by_threads if key in by_threads[n]}
             figures = [by_threads[n][key] for n in ways]
             assert record["ctranslate2"][key] == by_threads[str(best)][key] == (
@@ -106,30 +116,33 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
             first["mt_translate_s"] / first["import_torch_s"], abs=0.02)
 
 
-def test_decode_speed_sets_engine_env_in_the_engines_process_before_it_loads(monkeypatch):
-    """--engine-env reaches the engine's process before CTranslate2 is loaded there (its
-    libraries read such settings once), and a setting that is not KEY=VALUE is refused."""
-    import os
-    from types import SimpleNamespace
+def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator():
+    """The engine's process starts with --engine-env's settings (its libraries read them once,
+    as they load) and with the allocator of its way (the system's malloc, or tcmalloc where
+    installed: each way timed), the benchmark's own environment unchanged; a setting that is
+    not KEY=VALUE is refused."""
+    import multiprocessing
 
     from bench import decode_speed
+    from bench.common import environment
+    from transformer_mt.__main__ import allocator_in_use
 
-    seen: dict = {}
-
-    def load(*args, **kwargs):
-        seen["isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
-        return SimpleNamespace(engine="engine")
-
-    monkeypatch.setattr("transformer_mt.translate.exported.load_exported", load)
-    monkeypatch.setattr(decode_speed, "_ENGINE", [])
-    # the whole environment restored after (the processes this worker starts later must not
-    # run oneDNN capped at AVX2)
-    before = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    with mock.patch.dict(os.environ):
-        os.environ.pop("ONEDNN_MAX_CPU_ISA", None)
-        decode_speed._engine_start("model", "cpu", 1, 1, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
-    assert seen["isa"] == "AVX2" and decode_speed._ENGINE == ["engine"]
-    assert os.environ.get("ONEDNN_MAX_CPU_ISA") == before
+    before = dict(os.environ)
+    library = tcmalloc()
+    for allocator in ("system", "tcmalloc") if library else ("system",):
+        with environment(decode_speed.engine_environment(allocator,
+                                                         {"ONEDNN_MAX_CPU_ISA": "AVX2"})):
+            pool = multiprocessing.get_context("spawn").Pool(1)
+        with pool:
+            assert pool.apply(os.getenv, ("ONEDNN_MAX_CPU_ISA",)) == "AVX2"
+            assert pool.apply(allocator_in_use) == (
+                library if allocator == "tcmalloc" else "the system's malloc")
+        assert dict(os.environ) == before
+    if library:
+        settings = SimpleNamespace(engine_threads=[1, 2], workers=2)
+        assert set(decode_speed._configurations(settings)) == {
+            f"{way}{tail}" for way in ("1", "2", f"2x{threads_per_process(2)}")
+            for tail in ("", " tcmalloc")}
     result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "'AVX2' is not KEY=VALUE" in result.stderr
@@ -371,12 +384,10 @@ def test_allocator_benchmark_times_mt_with_tcmalloc_against_the_system_malloc(tr
     """bench/allocator.py on the toy test set: ``mt translate`` with tcmalloc and with the
     system's malloc, one after the other, translate alike; ``ratio`` is the system's best seconds
     over tcmalloc's. Where tcmalloc is missing it says so (CI installs it: .ci/run)."""
-    from transformer_mt.__main__ import _allocator
-
     argv = [sys.executable, "bench/allocator.py", "--checkpoint",
             str(trained_run[0] / "best.pt"), "--set", "toy_test", "--max-sentences", "6",
             "--rounds", "1"]
-    if _allocator() is None and not os.environ.get("CI"):
+    if tcmalloc() is None and not os.environ.get("CI"):
         result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
         assert result.returncode != 0 and "tcmalloc is not installed" in result.stderr
         pytest.skip("tcmalloc is not installed (apt install libtcmalloc-minimal4)")
