@@ -37,13 +37,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
-from multiprocessing.pool import Pool
 from pathlib import Path
 from unittest import mock
 
@@ -51,11 +48,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import environment, machine, start_as_mt, synchronize
-from bench.first_call import first_call, first_translations
-from transformer_mt.__main__ import tcmalloc
+from bench.common import machine, start_as_mt, synchronize
+from bench.first_call import first_call
+from bench.peer import LONE, engine_comparison
 from transformer_mt.decode.search import decode_corpus
-from transformer_mt.device import pick_device, threads_per_process
+from transformer_mt.device import pick_device
 from transformer_mt.evaluate import read_test_set
 from transformer_mt.precision import for_decoding, resolve_precision
 from transformer_mt.translate import Translator
@@ -71,148 +68,6 @@ def load_translator(path: Path | None, device: torch.device) -> tuple[Translator
     t = Translator.untrained()
     t.model.to(device)
     return t, "seeded untrained model"
-
-
-def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
-                      sentence: str = "", alpha: float = 0.0) -> dict:
-    """CTranslate2 on the same sentences, greedy and beam 5, fp32 (or as
-    ``--engine-quantization`` exports it), at each of ``args.engine_threads`` (default: 1 to
-    ours) in a process of its own, timed in turns with ``ours(beam, batch)`` (seconds of our
-    decoding of the same batches at our threads), best of ``ROUNDS`` each (``LONE_ROUNDS`` for
-    the lone sentences, whose turns are short), so that a slow moment of the machine does not
-    favour either side: batches of 32 (sorted by length), and one sentence a call (the first
-    ``LONE`` sentences, in milliseconds a sentence: a lone request's latency; with
-    ``compiled``, ours also with the compiled steps). Both get the same batches, the same
-    per-sentence length limits and length penalty (``alpha``) and return translations only.
-    (That both compute the same is tested in tests/integration/test_export.py.) Each row
-    compares ours with the engine at its better thread count for that row
-    (``ctranslate2_threads``; every count's figures in ``ctranslate2_by_threads``): its OpenMP
-    runtime has run several times slower at 2 threads than at 1 on some VMs, and a ratio
-    against a crippled engine says nothing.
-
-    The engine runs in processes of its own, as it would for a user: CTranslate2 brings its
-    own OpenMP runtime, and once its threads exist in a process, PyTorch's there decode a lone
-    sentence ~1.8x slower (25 against 46 ms a sentence measured here), which would time the
-    two runtimes' contention, not our decoder."""
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        return {}
-    from transformer_mt.formats.ctranslate2 import export_ctranslate2
-
-    if args.checkpoint is None or not args.checkpoint.exists():
-        return {}
-    out: dict = {"ours_threads": torch.get_num_threads(), "ctranslate2": {},
-                 "ctranslate2_threads": {}, "ctranslate2_by_threads": {}, "ours": {},
-                 "vs_ctranslate2": {}}
-    lone = min(LONE, len(src_tok))
-    ways = [("eager", "")] + ([("compiled", "_compiled")] if compiled else []) + (
-        [("workers", "_compiled_workers" if compiled else "_workers")] if args.workers > 1
-        else [])
-    counts = _configurations(args)
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        export_ctranslate2(args.checkpoint, tmp, args.engine_quantization)
-        pools = {n: stack.enter_context(_engine_process(tmp, device, way, args.engine_env))
-                 for n, way in counts.items()}
-        for beam in (1, 5):
-            name = "greedy" if beam == 1 else "beam5"
-            for batch in (32, 1):
-                # a lone sentence is one batch: several at once are the same as one
-                runs = {n: pool for n, pool in pools.items() if batch > 1 or counts[n][1] == 1}
-                theirs: dict[str, list[float]] = {n: [] for n in runs}
-                mine: dict[str, list[float]] = {suffix: [] for way, suffix in ways
-                                                if batch > 1 or way != "workers"}
-                # in turns: ours (eager, compiled, in processes), the engine each way
-                for _ in range(ROUNDS if batch > 1 else LONE_ROUNDS):
-                    for way, suffix in ways:
-                        if suffix in mine:
-                            mine[suffix].append(ours(beam, batch, way))
-                    for n, pool in runs.items():
-                        theirs[n].append(pool.apply(_engine_time, (src_tok, limits, beam,
-                                                                   batch, lone, alpha)))
-                _record(out, f"{name}_batch{batch}", theirs, mine,
-                        lone if batch == 1 else len(src_tok), batch == 1)
-        if sentence and args.first_call_rounds:
-            out["first_translation"] = first_translations(
-                args.checkpoint, tmp, sentence, src_tok[0], limits[0], device,
-                args.first_call_rounds, counts[out["ctranslate2_threads"]["greedy_batch1"]][0])
-    return out
-
-
-def _configurations(args) -> dict[str, tuple[int, int, str]]:
-    """The engine's ways to time, each (threads, batches at once, allocator): ``--engine-threads``'
-    counts (default 1 to ours), and with ``--workers N`` (ours: N processes) N batches at once,
-    the cores shared (``NxT``); each with the system's malloc, as the engine comes, and where
-    tcmalloc is installed with it too, as ``mt`` runs ours (``T tcmalloc``)."""
-    ways = {str(n): (n, 1) for n in args.engine_threads or range(1, torch.get_num_threads() + 1)}
-    if args.workers > 1:
-        threads = threads_per_process(args.workers)
-        ways[f"{args.workers}x{threads}"] = (threads, args.workers)
-    allocators = ("system", "tcmalloc") if tcmalloc() else ("system",)
-    return {name + ("" if allocator == "system" else f" {allocator}"): (*way, allocator)
-            for name, way in ways.items() for allocator in allocators}
-
-
-def engine_environment(allocator: str, env: dict[str, str]) -> dict[str, str | None]:
-    """What the engine's process starts with: ``--engine-env``'s settings (read by its libraries
-    once, as they load) and the allocator preloaded (``system``: none)."""
-    return {"LD_PRELOAD": tcmalloc() if allocator == "tcmalloc" else None, **env}
-
-
-def _record(out: dict, key: str, theirs: dict[str, list[float]],
-            mine: dict[str, list[float]], sentences: int, lone: bool) -> None:
-    """The best of each side's times as milliseconds a sentence (``lone``) or sentences a
-    second: the engine's at each thread count and at its best one, ours each way, and each of
-    ours against the engine at its best."""
-    def figure(seconds: float) -> float:
-        return round(1000 * seconds / sentences, 2) if lone else round(sentences / seconds, 1)
-
-    unit = "_ms" if lone else ""
-    for n, times in theirs.items():
-        out["ctranslate2_by_threads"].setdefault(str(n), {})[key + unit] = figure(min(times))
-    best = min(theirs, key=lambda n: min(theirs[n]))
-    out["ctranslate2"][key + unit] = figure(min(theirs[best]))
-    out["ctranslate2_threads"][key] = best
-    for suffix, times in mine.items():
-        if times:
-            out["ours"][key + suffix + unit] = figure(min(times))
-            out["vs_ctranslate2"][key + suffix] = round(min(theirs[best]) / min(times), 2)
-
-
-_ENGINE: list = []  # the engine process's CTranslate2 engine
-
-
-def _engine_process(model_dir: str, device: torch.device, way: tuple[int, int, str],
-                    env: dict[str, str]) -> Pool:
-    """A process of the engine's (a pool of one) at ``way`` (threads, batches at once,
-    allocator), started with ``env`` and the allocator (:func:`engine_environment`)."""
-    threads, workers, allocator = way
-    with environment(engine_environment(allocator, env)):
-        return multiprocessing.get_context("spawn").Pool(1, _engine_start, (
-            model_dir, device.type, threads, workers))
-
-
-def _engine_start(model_dir: str, device: str, threads: int, workers: int) -> None:
-    from transformer_mt.translate.exported import load_exported
-
-    _ENGINE.append(load_exported(model_dir, device, threads=threads, workers=workers).engine)
-
-
-def _engine_time(src_tok, limits, beam: int, batch: int, lone: int, alpha: float) -> float:
-    """In the engine's process: seconds to translate the batches (or the lone sentences)."""
-    engine = _ENGINE[0]
-    start = time.perf_counter()
-    if batch == 1:
-        for k in range(lone):
-            engine.translate_tokens(src_tok[k:k + 1], limits[k:k + 1], beam, 1, alpha=alpha)
-    else:
-        engine.translate_tokens(src_tok, limits, beam, batch_size=32, alpha=alpha)
-    return time.perf_counter() - start
-
-
-ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
-LONE_ROUNDS = 5  # the same for the lone sentences' rows (short turns)
-LONE = 40  # sentences translated one a call for the latency rows
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -288,10 +143,7 @@ def main() -> None:
     exact = args.precision == "fp32" and device.type == "cpu"
     translator, source = load_translator(args.checkpoint, device)
     model, cfg = translator.model, translator.config
-    split = args.split or next(iter(cfg.data.test_sets()), "valid")
-    src_text, _ = read_test_set(translator, split, n)
-    src_tok = list(translator.tokenizers[0].tokenize(src_text))
-    src_ids = translator.encode(src_text)
+    src_text, src_tok, src_ids = _sources(args, translator, n)
     cfg.decode.precision = args.precision
     # laid out for decoding once, as Translator does (not timed)
     model = for_decoding(model, resolve_precision(args.precision, device), device)
@@ -302,7 +154,6 @@ def main() -> None:
     cache_speedup = round(results[f"{key}_cached"]["sentences_per_s"]
                           / results[f"{key}_uncached"]["sentences_per_s"], 2)
     compiled = compiled_decoding(args, translator, model, device)
-
     shared = workers_engine(args, translator, device, src_ids, cfg.decode, bool(compiled))
 
     def ours(beam: int, batch: int, way: str = "eager") -> float:
@@ -329,26 +180,41 @@ def main() -> None:
         engine["compile_s"], engine["load_compiled_s"] = compiled["seconds"], compiled["load_s"]
         engine["sentences_differing_compiled"] = _differing_compiled(
             model, compiled["model"], src_ids, cfg.decode, device, exact)
+    engine.update(first_calls(args, src_text[0], device))
+    print(json.dumps({
+        "benchmark": "decode_speed", "machine": machine(device), "device": str(device),
+        "model": source, "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
+        "identical_with_and_without_cache": differing == 0,
+        "sentences_differing_with_and_without_cache": differing,
+        "results": results, "cache_speedup": cache_speedup, **engine,
+        **({"engine_env": args.engine_env} if args.engine_env else {}),
+        "engine_quantization": args.engine_quantization or "float32",
+        "ratio": (min(engine["vs_ctranslate2"].values()) if "vs_ctranslate2" in engine
+                  else cache_speedup)}, indent=2))
+
+
+def _sources(args, translator: Translator, n: int) -> tuple[list[str], list, list[list[int]]]:
+    """The first ``n`` sentences of the test set (``--split``, default the checkpoint's
+    first): as text, as the engine's tokens, as our ids."""
+    split = args.split or next(iter(translator.config.data.test_sets()), "valid")
+    src_text, _ = read_test_set(translator, split, n)
+    return (src_text, list(translator.tokenizers[0].tokenize(src_text)),
+            translator.encode(src_text))
+
+
+def first_calls(args, sentence: str, device: torch.device) -> dict:
+    """``first_call`` (a fresh ``mt translate`` of ``sentence`` against ``import torch``) for
+    ``--checkpoint``, and ``first_call_also`` for each ``--first-call-checkpoint``."""
+    found: dict = {}
     if args.checkpoint is not None and args.checkpoint.exists() and args.first_call_rounds:
-        engine["first_call"] = first_call(args.checkpoint, src_text[0], device,
-                                          args.first_call_rounds)
+        found["first_call"] = first_call(args.checkpoint, sentence, device,
+                                         args.first_call_rounds)
     if args.first_call_checkpoint and args.first_call_rounds:  # (--checkpoint's: measured)
-        engine["first_call_also"] = {str(path): engine["first_call"] if "first_call" in engine
-                                     and path.resolve() == args.checkpoint.resolve() else
-                                     first_call(path, src_text[0], device,
-                                                args.first_call_rounds)
-                                     for path in args.first_call_checkpoint}
-    record = {"benchmark": "decode_speed", "machine": machine(device), "device": str(device),
-              "model": source,
-              "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
-              "identical_with_and_without_cache": differing == 0,
-              "sentences_differing_with_and_without_cache": differing,
-              "results": results, "cache_speedup": cache_speedup, **engine,
-              **({"engine_env": args.engine_env} if args.engine_env else {}),
-              "engine_quantization": args.engine_quantization or "float32",
-              "ratio": (min(engine["vs_ctranslate2"].values()) if "vs_ctranslate2" in engine
-                        else cache_speedup)}
-    print(json.dumps(record, indent=2))
+        found["first_call_also"] = {str(path): found["first_call"] if "first_call" in found
+                                    and path.resolve() == args.checkpoint.resolve() else
+                                    first_call(path, sentence, device, args.first_call_rounds)
+                                    for path in args.first_call_checkpoint}
+    return found
 
 
 _CACHES: list[tempfile.TemporaryDirectory] = []  # removed at exit

@@ -104,7 +104,7 @@ ENGINE_FLAGS = {"torch": ["--engine", "torch"],
                 "ctranslate2": ["--engine", "ctranslate2"]}
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, default=Path("runs/quickstart/best.pt"))
     parser.add_argument("--seconds", type=float, default=20.0, help="per setting, at most")
@@ -121,6 +121,11 @@ def main(argv: list[str] | None = None) -> None:
                         "clients); none: no comparison")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds, our engine (for the tests)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.smoke:
         args.seconds, args.clients, args.sentences, args.engines = 1.5, [1, 4], 24, ["torch"]

@@ -207,7 +207,7 @@ def run_baseline(args) -> dict:
             "model_flops_per_s": flops / elapsed, "peak_memory_mib": peak_memory_mib(device)}
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (about 2 minutes)")
     parser.add_argument("--steps", type=int, default=30)
@@ -230,7 +230,11 @@ def main(argv: list[str] | None = None) -> None:
                         "every new shape a new oneDNN kernel), and the ratio")
     parser.add_argument("--variant", choices=["ours", "baseline"], help=argparse.SUPPRESS)
     parser.add_argument("--no-row-buckets", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     args.seen_shapes = args.seen_shapes or args.device.startswith("cuda")
     if args.quick:
         args.steps = min(args.steps, 12)
@@ -271,17 +275,18 @@ def main(argv: list[str] | None = None) -> None:
     record = {"benchmark": "train_speed", "machine": machine(device),
               "peak_matmul_size": 256 if args.smoke else peak_matmul_size(device),
               "device": args.device, "steps": args.steps, "seen_shapes": args.seen_shapes,
-              "date": time.strftime("%Y-%m-%d"),
-              "ours": {k: round(v, 3) if isinstance(v, float) else v for k, v in ours.items()},
-              "baseline": {k: round(v, 3) if isinstance(v, float) else v
-                           for k, v in base.items()},
-              "baseline_sentences_per_batch": sentences, "compile": args.compile,
+              "date": time.strftime("%Y-%m-%d"), "ours": _rounded(ours),
+              "baseline": _rounded(base), "baseline_sentences_per_batch": sentences,
+              "compile": args.compile,
               "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
     if plain is not None:
-        record["ours_without_row_buckets"] = {k: round(v, 3) if isinstance(v, float) else v
-                                              for k, v in plain.items()}
+        record["ours_without_row_buckets"] = _rounded(plain)
         record["row_buckets_ratio"] = round(ours["tokens_per_s"] / plain["tokens_per_s"], 2)
     print(json.dumps(record, indent=2))
+
+
+def _rounded(result: dict) -> dict:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
 
 
 if __name__ == "__main__":

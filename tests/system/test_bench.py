@@ -123,15 +123,14 @@ def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator
     not KEY=VALUE is refused."""
     import multiprocessing
 
-    from bench import decode_speed
+    from bench import peer
     from bench.common import environment
     from transformer_mt.__main__ import allocator_in_use
 
     before = dict(os.environ)
     library = tcmalloc()
     for allocator in ("system", "tcmalloc") if library else ("system",):
-        with environment(decode_speed.engine_environment(allocator,
-                                                         {"ONEDNN_MAX_CPU_ISA": "AVX2"})):
+        with environment(peer.engine_environment(allocator, {"ONEDNN_MAX_CPU_ISA": "AVX2"})):
             pool = multiprocessing.get_context("spawn").Pool(1)
         with pool:
             assert pool.apply(os.getenv, ("ONEDNN_MAX_CPU_ISA",)) == "AVX2"
@@ -140,7 +139,7 @@ def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator
         assert dict(os.environ) == before
     if library:
         settings = SimpleNamespace(engine_threads=[1, 2], workers=2)
-        assert set(decode_speed._configurations(settings)) == {
+        assert set(peer.configurations(settings)) == {
             f"{way}{tail}" for way in ("1", "2", f"2x{threads_per_process(2)}")
             for tail in ("", " tcmalloc")}
     result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
