@@ -101,7 +101,7 @@ def share_cores() -> None:
 
 
 # the modules that take longest (``--durations``: compiling graphs, the benchmarks' runs)
-FIRST = ("test_compiled_bf16.py", "test_compiled.py", "test_bench.py")
+FIRST = ("test_compiled_bf16.py", "test_compiled.py", "test_bench.py", "test_bench_training.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

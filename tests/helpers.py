@@ -92,6 +92,15 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 300,
     return _run_in_process(args, cwd or REPO, env or {}, stdin, text)
 
 
+def run_bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python ARGS`` from the repository (a benchmark, as its docstring says to run it),
+    which must exit 0."""
+    result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
 def _run_in_process(args: list[str], cwd: Path, env: dict[str, str], stdin: str | bytes | None,
                     text: bool) -> subprocess.CompletedProcess:
     import contextlib
