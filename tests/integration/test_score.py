@@ -57,7 +57,7 @@ def test_scores_are_what_beam_search_gives_and_ctranslate2_agrees(trained_run, t
 
 def test_checkpoint_repeated_scores_with_the_ensemble(trained_run, tmp_path):
     """``--checkpoint`` repeated scores as the ensemble of those models scores in Python (its
-    mean probability: tests/unit/test_equivalence.py), which neither model alone gives."""
+    mean probability: tests/unit/test_decoding_equivalence.py), which neither model alone gives."""
     steps = [str(trained_run[0] / f"step_000000{s}.pt") for s in (3, 6)]
     sources, translations = ["Ein Mädchen läuft in der Stadt.", "Zwei Männer stehen im "
                              "Schnee."], ["A girl runs in the city.", "Two men in the snow."]
