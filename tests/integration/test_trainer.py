@@ -3,6 +3,8 @@ schedules, stop signals, what the last checkpoint records."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import logging
@@ -199,3 +201,43 @@ def test_a_signal_while_preparing_stops_at_once_and_one_while_stepping_after_the
         with pytest.raises(KeyboardInterrupt):
             signal_self(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_a_signal_during_a_log_write_logs_nothing_inside_it_and_is_announced_after_the_step():
+    """A signal's handler runs between two bytecodes of the main thread, maybe inside the log's
+    own write to train.log: a log call there wrote into the file's writer again ("reentrant
+    call inside BufferedWriter": a traceback on stderr, session 71's CI). The handler logs
+    nothing; the step's end announces the signal, once."""
+    stop = StopSignals(DistInfo(), torch.device("cpu"), log_every=1)
+    stop.stepping = True
+    writes: list[str] = []
+
+    class Stream(io.StringIO):  # a log file that signals the process while it writes
+        busy = False
+
+        def write(self, text: str) -> int:
+            if self.busy:  # what BufferedWriter refuses
+                raise RuntimeError("reentrant call inside the log's writer")
+            self.busy = True
+            try:
+                writes.append(text)
+                if len(writes) == 1:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    for _ in range(100):  # the handler runs here, inside this write
+                        time.sleep(0.01)
+                return super().write(text)
+            finally:
+                self.busy = False
+
+    handler = logging.StreamHandler(Stream())
+    logger = logging.getLogger("transformer_mt")
+    logger.addHandler(handler)
+    try:
+        with stop.installed(), contextlib.redirect_stderr(io.StringIO()) as stderr:
+            logger.warning("step 1 loss 5.0")  # the signal arrives while this is written
+            assert stop.signum == signal.SIGTERM and len(writes) == 1
+            assert stop.agreed(1) and stop.agreed(2)
+    finally:
+        logger.removeHandler(handler)
+    assert "Logging error" not in stderr.getvalue()
+    assert writes[1:] == ["received SIGTERM by step 1: saving, then stopping\n"]

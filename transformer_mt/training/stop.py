@@ -3,7 +3,10 @@ before the first step (preparing the data and the model), stop at once.
 
 The handler only records the signal; the loop asks :meth:`StopSignals.agreed` after each step,
 so a checkpoint is never written half-way through one. Under torchrun the ranks agree (at log
-steps, through one all-reduce) so that all of them save and stop at the same step.
+steps, through one all-reduce) so that all of them save and stop at the same step. The handler
+logs nothing: it runs between two of the main thread's bytecodes, maybe inside the log's own
+write to train.log, and a second write there fails ("reentrant call inside BufferedWriter", a
+traceback on stderr); the signal is announced after the step instead.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class StopSignals:
         self.dist, self.device, self.log_every = dist_info, device, log_every
         self.signum: int | None = None
         self.stepping = False  # set by the loop; before it (data, model) a signal stops at once
+        self.announced = False  # the signal logged (after the step it arrived in)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -62,12 +66,15 @@ class StopSignals:
                                      "before the first step: nothing trained, nothing saved",
                                      signum)
         self.signum = signum
-        log.warning("received %s: finishing the current step, then saving",
-                    signal.Signals(signum).name)
 
     def agreed(self, step: int) -> bool:
         """Whether to stop now: a signal arrived (on any rank; ranks agree at log steps only)."""
-        stop = self.signum is not None
+        signum = self.signum
+        stop = signum is not None
+        if signum is not None and not self.announced:
+            self.announced = True
+            log.warning("received %s by step %d: saving, then stopping",
+                        signal.Signals(signum).name, step)
         if not self.dist.enabled:
             return stop
         if step % self.log_every:
