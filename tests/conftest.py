@@ -100,19 +100,29 @@ def share_cores() -> None:
     torch.set_num_threads(threads)
 
 
-# the modules that take longest (``--durations``: compiling graphs, the benchmarks' runs)
+# the modules that take longest (``--durations``: compiling graphs, the benchmarks' runs);
+# and those that read what one of them compiled, last
 FIRST = ("test_compiled_bf16.py", "test_compiled.py", "test_bench.py", "test_bench_training.py")
+LAST = ("test_compiled_cli.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tier is the folder: the tests under ``tests/system`` are marked ``system``. The
     longest modules run first, each on a worker of its own, so that the workers end together
-    (``make test`` hands the modules out in this order: ``--no-loadscope-reorder``)."""
+    (``make test`` hands the modules out in this order: ``--no-loadscope-reorder``); those
+    that read what they compiled, last."""
     for item in items:
         if item.path.parent.name == "system":
             item.add_marker(pytest.mark.system)
-    items.sort(key=lambda item: FIRST.index(item.path.name) if item.path.name in FIRST
-               else len(FIRST))
+    items.sort(key=lambda item: _rank(item.path.name))
+
+
+def _rank(name: str) -> int:
+    if name in FIRST:
+        return FIRST.index(name)
+    if name in LAST:
+        return len(FIRST) + 1 + LAST.index(name)
+    return len(FIRST)
 
 
 @pytest.fixture(autouse=True)
@@ -149,6 +159,15 @@ def trained_run(tmp_path_factory):
         return directory / "run", result
 
     return made_once(tmp_path_factory, "tiny", train)
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    """The tiny run's best checkpoint as a :class:`Translator` on the CPU, one a module (a
+    module's tests may patch it: the next module gets its own)."""
+    from transformer_mt.translate import Translator
+
+    return Translator.load(trained_run[0] / "best.pt", "cpu")
 
 
 @pytest.fixture(scope="session")

@@ -228,6 +228,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def assert_serving(client: Any) -> None:
+    """The server (a test client of the app) still answers, and still translates."""
+    assert client.get("/health").json() == {"status": "ok"}
+    assert client.post("/v1/translate", json={"text": ["Ein Hund."]}).status_code == 200
+
+
 def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     """``mt serve`` in its own process; returns it and its base URL once /health says ready.
 

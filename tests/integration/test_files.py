@@ -130,13 +130,6 @@ def word_texts(data: bytes) -> tuple[list, list[str]]:
     return [shape, len(document.tables[0].rows)], [p.text for p in paragraphs]
 
 
-@pytest.fixture(scope="module")
-def translator(trained_run):
-    from transformer_mt.translate import Translator
-
-    return Translator.load(trained_run[0] / "best.pt", "cpu")
-
-
 class Tags(html.parser.HTMLParser):
     """The tags of a page, in order, with their attributes; and the untranslated parts."""
 
@@ -198,6 +191,9 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
     shown = [" ".join(e.plaintext.split()) for e in ours if e.type == "Dialogue"]
     assert [" ".join(shown[:2]), shown[2]] == translator.translate(
         ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde, eine Katze spielen im Schnee."])
+
+
+def test_word_and_powerpoint_keep_their_runs_tables_and_notes(translator):
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
     # translated, the sentence the bold word is in whole, its translation shared out among
     # the runs (the bold one given a word)
@@ -269,76 +265,6 @@ def test_a_workbooks_strings_are_translated_its_numbers_and_formulas_kept(transl
     assert [book["B1"].value, book["C1"].value, book["A1"].font.italic] == [42, "=B1*2", True]
     assert any(getattr(part, "font", None) and part.font.b and part.text.strip()
                for part in book["A2"].value)  # the bold word: bold, a word in it
-
-
-def test_subtitles_keep_their_tags_around_their_words(translator):
-    """A subtitle's tags (italics, bold, a position override) are kept as they are, not read
-    as words (the model was given "<i>" and wrote what it made of it); the text between them
-    is the sentence's translation; an ampersand stays one."""
-    subtitles = ("1\n00:00:01,000 --> 00:00:03,000\n{\\an8}<i>Ein Hund läuft.</i>\n\n"
-                 "2\n00:00:04,000 --> 00:00:06,000\nEin Mann fährt <b>Fahrrad</b>\n"
-                 "und <font color=\"red\">Tom & Jerry</font> spielen.\n\n")
-    out = list(srt.parse(translate_file(translator, "tags.srt", subtitles.encode()).decode()))
-    dog, man = translator.translate(["Ein Hund läuft.",
-                                     "Ein Mann fährt Fahrrad und Tom & Jerry spielen."])
-    assert out[0].content == "{\\an8}<i>" + dog + "</i>"
-    tags = re.findall(r"<[^>]+>", out[1].content)
-    assert tags == ["<b>", "</b>", '<font color="red">', "</font>"]
-    assert " ".join(re.sub(r"<[^>]+>", "", out[1].content).split()) == man
-    assert "&amp;" not in out[1].content
-
-
-def test_a_sentence_across_subtitles_is_translated_whole_and_shared_out(translator):
-    """A sentence that runs on into the next subtitles (up to 3) is translated whole, each of
-    them showing a part of its translation (one with words gets words), timings and tags as
-    they were; a subtitle that ends a sentence is not joined to the next."""
-    cues = ["Ein Mann fährt", "<i>mit dem Fahrrad.</i>", "Zwei Hunde spielen im Schnee.",
-            "Eine Frau", "liest", "ein", "Buch."]
-    subtitles = "".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},900\n{cue}\n\n"
-                        for i, cue in enumerate(cues, 1))
-    out = list(srt.parse(translate_file(translator, "film.srt", subtitles.encode()).decode()))
-    assert [(s.index, s.start, s.end) for s in out] == [
-        (s.index, s.start, s.end) for s in srt.parse(subtitles)]
-    texts = [re.sub(r"<[^>]+>", "", s.content) for s in out]
-    wholes = ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde spielen im Schnee.",
-              "Eine Frau liest ein", "Buch."]  # the third: 3 subtitles at most
-    blocks = [(0, 2), (2, 3), (3, 6), (6, 7)]
-    for (a, b), translation in zip(blocks, translator.translate(wholes), strict=True):
-        assert " ".join(" ".join(texts[a:b]).split()) == translation
-        if len(re.findall(r"\w+", translation)) >= b - a:  # enough words to go round
-            assert all(re.search(r"\w", text) for text in texts[a:b])
-    assert out[1].content.startswith("<i>") and out[1].content.endswith("</i>")
-
-
-@pytest.mark.parametrize("name", ["film.srt", "film.vtt", "film.ass"])
-def test_a_dialogues_lines_are_translated_apart_each_with_its_speakers_dash(translator, name):
-    """A cue of two speakers (a dash begins a line after the first; with a space after it or
-    none, after a tag or not) shows each line's translation on its line, after its dash,
-    the dash not read as a word; a cue with one dashed line is one text."""
-    cues = [["- Wohin gehst du?", "- Nach Hause."], ["<i>Wer ist das?</i>", "<i>-Ein Mann.</i>"],
-            ["- Ein Mann fährt", "mit dem Fahrrad."]]
-    if name.endswith(".srt"):
-        text = "".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},900\n" + "\n".join(cue) + "\n\n"
-                       for i, cue in enumerate(cues, 1))
-        shown = [s.content.split("\n") for s in srt.parse(translate_file(
-            translator, name, text.encode()).decode())]
-    elif name.endswith(".vtt"):
-        text = "WEBVTT\n\n" + "".join(f"00:0{i}.000 --> 00:0{i}.900\n" + "\n".join(cue) + "\n\n"
-                                      for i, cue in enumerate(cues, 1))
-        out = translate_file(translator, name, text.encode()).decode()
-        shown = [block.split("\n")[1:] for block in out.strip().split("\n\n")[1:]]
-    else:
-        text = ASS.split("Dialogue:")[0] + "".join(
-            f"Dialogue: 0,0:00:0{i}.00,0:00:0{i}.90,Default,,0,0,0,," + "\\N".join(cue) + "\n"
-            for i, cue in enumerate(cues, 1))
-        shown = [e.text.split("\\N") for e in pysubs2.SSAFile.from_string(
-            translate_file(translator, name, text.encode()).decode())]
-    where, home, who, man, rides = translator.translate(
-        ["Wohin gehst du?", "Nach Hause.", "Wer ist das?", "Ein Mann.",
-         "Ein Mann fährt mit dem Fahrrad."])
-    assert shown[0] == [f"- {where}", f"- {home}"]
-    assert shown[1] == [f"<i>{who}</i>", f"<i>-{man}</i>"]
-    assert shown[2][0].startswith("- ") and " ".join(shown[2])[2:] == rides
 
 
 def test_mt_translate_input_file_writes_the_same_file(trained_run, translator, tmp_path):

@@ -29,13 +29,6 @@ CHAPTER = ('<h1>Ein Hund</h1><p>Ein Mann fährt <b>Fahrrad</b>. Zwei Hunde spiel
            '</title></svg><p translate="no">Ein Hund.</p><ul><li>Eine Frau liest.</li></ul>')
 
 
-@pytest.fixture(scope="module")
-def translator(trained_run):
-    from transformer_mt.translate import Translator
-
-    return Translator.load(trained_run[0] / "best.pt", "cpu")
-
-
 def odt_document() -> bytes:
     """A heading, a paragraph with a bold span, a table cell, an empty paragraph."""
     doc = opendocument.OpenDocumentText()

@@ -27,13 +27,6 @@ NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
       "a": "http://schemas.openxmlformats.org/drawingml/2006/main"}
 
 
-@pytest.fixture(scope="module")
-def translator(trained_run):
-    from transformer_mt.translate import Translator
-
-    return Translator.load(trained_run[0] / "best.pt", "cpu")
-
-
 def run(text: str, extra: str = "") -> str:
     return f'<w:r {W}><w:t xml:space="preserve">{text}</w:t>{extra}</w:r>'
 

@@ -15,11 +15,6 @@ from transformer_mt.translate import Translator
 from transformer_mt.translate.prefix import forcing_of
 
 
-@pytest.fixture(scope="module")
-def translator(trained_run):
-    return Translator.load(trained_run[0] / "best.pt", "cpu")
-
-
 def _sources(n: int = 12) -> list[str]:
     return (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:n]
 

@@ -10,36 +10,23 @@ graph even for it: most of it is the C++ compiler's).
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from tests.helpers import REPO, local_client, run_cli
-from tests.toy import lone_sources, make_model, save_toy_checkpoint, toy_accuracy, toy_sources
+from tests.toy import lone_sources, toy_accuracy, toy_sources
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import EOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import candidate_logits, choose
-from transformer_mt.decode.compiled import CompiledDecoding, graph_key, model_key
+from transformer_mt.decode.compiled import CompiledDecoding
 from transformer_mt.decode.compiled_state import CompiledState
 from transformer_mt.decode.forcing import Forcing
-from transformer_mt.decode.graphs import LoopAttention
 from transformer_mt.decode.incremental import decoder_step, encode_source
 from transformer_mt.decode.search import beam_search, greedy
-from transformer_mt.errors import MTError
-from transformer_mt.internals import torch_private
-from transformer_mt.model.attention import MultiHeadAttention
-from transformer_mt.model.transformer import Transformer
 from transformer_mt.precision import for_decoding
-from transformer_mt.translate import Translator
 
 BEAM = 3
 
@@ -51,9 +38,8 @@ def toy(one_layer_toy):
 
 
 @pytest.fixture(scope="module")
-def compiled(toy, fresh_translate):
-    """The toy model's decoding copy, compiled, and how long it took (while
-    ``fresh_translate`` compiles beside it)."""
+def compiled(toy):
+    """The toy model's decoding copy, compiled, and how long it took."""
     decoding = CompiledDecoding(for_decoding(toy, "fp32"), toy)
     start = time.perf_counter()
     decoding.warm_up("fp32", BEAM, batches=True)
@@ -65,23 +51,6 @@ def search(model, src: torch.Tensor, beam: int) -> list:
     if beam == 1:
         return greedy(model, src, source_mask(src), use_cache=True)
     return beam_search(model, src, source_mask(src), beam, nbest=beam, use_cache=True)[0]
-
-
-@pytest.mark.parametrize("masked", [False, True])
-@pytest.mark.parametrize("queries", [1, 5])
-def test_loop_attention_equals_sdpa(masked, queries):
-    torch.manual_seed(0)
-    q = torch.randn(2, 4, queries, 8)
-    k, v = torch.randn(2, 4, 9, 8), torch.randn(2, 4, 9, 8)
-    mask = torch.rand(2, 1, 1, 9) > 0.3 if masked else None
-    if mask is not None:
-        mask[..., 0] = True  # every row sees a key
-    attn = MultiHeadAttention(32, 4)
-    attn.__class__ = LoopAttention
-    out, weights = attn.attend(q, k, v, mask, False, False)
-    assert weights is None
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert torch.allclose(out, expected, atol=1e-6)
 
 
 def test_compiled_steps_translate_as_the_model_does(toy, compiled, monkeypatch):
@@ -183,50 +152,6 @@ def test_a_second_load_reads_the_cache(toy, compiled, monkeypatch):
         for beam in (1, BEAM):
             ours, theirs = (search(model, src, beam) for model in (again, compiled[0]))
             assert [(h.tokens, h.score) for h in ours] == [(h.tokens, h.score) for h in theirs]
-
-
-def test_the_cache_key_is_everything_the_graphs_depend_on(toy):
-    """Compiled graphs are kept under a key of the config, the weights, the precision and
-    the threads (besides the source, torch and the CPU): another model's are never read, nor
-    those of the same weights under another activation or number of heads."""
-    key = model_key(toy, "fp32")
-    assert model_key(make_model(n_encoder_layers=1, n_decoder_layers=1), "fp32") != key
-    assert model_key(toy, "bf16") != key
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(threads + 1)
-        assert model_key(toy, "fp32") != key
-    finally:
-        torch.set_num_threads(threads)
-    changed = copy.deepcopy(toy)
-    assert model_key(changed, "fp32") == key
-    for field, value in (("activation", "gelu"), ("n_heads", 2)):  # the same weights
-        other = copy.deepcopy(toy)
-        other.cfg = dataclasses.replace(toy.cfg, **{field: value})
-        assert model_key(other, "fp32") != key, field
-    with torch.no_grad():
-        next(changed.decoder.parameters()).view(-1)[0] += 1e-3
-    assert model_key(changed, "fp32") != key
-
-
-def test_beam_search_choice_is_one_graph_for_every_model_of_a_vocabulary(toy, compiled):
-    """The choice (``choose``) reads no weight and takes fp32 scores at every precision: the
-    same key for other weights and for bf16 (tests/system/test_compiled_bf16.py checks what
-    it computes there), another for another vocabulary; the models' graphs keep theirs."""
-    decoding, _ = compiled
-    other = copy.deepcopy(toy)  # other weights
-    with torch.no_grad():
-        next(other.decoder.parameters()).view(-1)[0] += 1e-3
-    keys = {(name, precision, id(model)): graph_key(
-        CompiledDecoding(for_decoding(model, precision), model), name,
-        model_key(model, precision)) for name in ("choose", "one") for model in (toy, other)
-        for precision in ("fp32", "bf16")}
-    assert len({key for (name, *_), key in keys.items() if name == "choose"}) == 1
-    assert len({key for (name, *_), key in keys.items() if name == "one"}) == 4
-    assert graph_key(decoding, "choose", "") == keys["choose", "fp32", id(toy)]
-    smaller = Transformer(toy.cfg, toy.tgt_vocab_size, toy.tgt_vocab_size - 2, PAD_ID).eval()
-    assert graph_key(CompiledDecoding(for_decoding(smaller, "fp32"), smaller), "choose",
-                     "") != keys["choose", "fp32", id(toy)]
 
 
 def test_the_decode_benchmark_counts_what_compiling_changed(toy, compiled):
@@ -431,7 +356,8 @@ def test_the_beam_graph_is_a_step_and_its_choice(toy, compiled, limit, forced):
     assert state.ancestors is None
 
 
-def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
+@pytest.mark.usefixtures("compiled")  # its graphs, in the cache
+def test_what_was_not_compiled_decodes_as_ever(toy, monkeypatch):
     """A warm-up for lone sentences only (read from the cache): batches' steps run the
     model's decoding copy as it is (but for a beam's last sentence left: the beam graph, as
     a lone sentence's), the same results."""
@@ -456,99 +382,3 @@ def test_what_was_not_compiled_decodes_as_ever(toy, compiled, monkeypatch):
     assert decoding._one in runs
 
 
-TEXT = "s3 s1 s4 s7 s2"  # the toy's symbols as words: it reverses them
-
-
-@pytest.fixture(scope="module")
-def fresh_translate(fp32_checkpoint):
-    """``mt translate --compile`` of a sentence in a fresh process, as a user runs it, started
-    before the toy model compiles so that the two compile side by side (each is mostly one C++
-    compiler at work, and this machine has two cores); a test reads what it printed. It leaves
-    the compiled graphs in the session's cache, where the toy's warm-up and ``mt serve``'s
-    test find them (the same weights: the same graphs)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint",
-         str(fp32_checkpoint), "--compile", TEXT], cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    yield process
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
-
-
-@pytest.fixture(scope="module")
-def fp32_checkpoint(toy, tmp_path_factory):
-    """The toy model as a checkpoint that decodes in fp32, where compiled and eager decoding
-    compute alike on any CPU."""
-    return save_toy_checkpoint(toy, tmp_path_factory.mktemp("fp32") / "fp32.pt",
-                               precision="fp32")
-
-
-def test_mt_translate_compile_translates_as_without(fp32_checkpoint, fresh_translate):
-    """What a user runs: ``mt translate --compile`` of a sentence prints what ``mt translate``
-    prints."""
-    out, err = fresh_translate.communicate(timeout=300)
-    assert fresh_translate.returncode == 0, err
-    plain = run_cli(["translate", "--checkpoint", str(fp32_checkpoint), TEXT])
-    assert plain.returncode == 0, plain.stderr
-    assert out == plain.stdout == " ".join(reversed(TEXT.split())) + "\n"
-
-
-def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
-    """``mt serve --compile``'s app: the decoder thread compiles while warming up, before the
-    first request, a lone sentence's graphs and a batch's, and requests of one sentence and
-    of several are answered as without it."""
-    from transformer_mt.serve.app import create_app
-    from transformer_mt.serve.settings import ServeOptions
-
-    if not torch_private.compile_usable():  # the server then decodes eagerly, as it says
-        pytest.skip("--compile is off on this torch (internals/torch_private.py)")
-    texts = [TEXT, "s0 s9 s5", "s8 s8 s6 s1 s2 s0 s4"]
-    plain = Translator.load(fp32_checkpoint, "cpu")
-    translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
-    with local_client(create_app(translator, ServeOptions())) as client:
-        decoding = translator.engine._copies["fp32"]  # made by the warm-up
-        assert isinstance(decoding, CompiledDecoding)
-        assert decoding.batches and decoding._one is not None
-        for asked in (texts[:1], texts):
-            answer = client.post("/v1/translate", json={"text": asked})
-            assert answer.status_code == 200, answer.text
-            assert [t["text"] for t in answer.json()["translations"]] == plain.translate(asked)
-
-
-def test_compile_refusals_are_one_line(trained_run):
-    run_dir, _ = trained_run
-    ckpt = str(run_dir / "best.pt")
-    for args, says in (
-            (["--checkpoint", ckpt, "--checkpoint", ckpt], "--compile decodes with one model"),
-            (["--checkpoint", ckpt, "--engine", "ctranslate2"], "the CTranslate2 engine has"),
-    ):
-        result = run_cli(["translate", *args, "--compile", "Hallo"])
-        assert result.returncode != 0
-        assert says in result.stderr
-        assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize("cxx", ["/nonexistent/g++", "false"])
-def test_no_compiler_is_a_one_line_error(monkeypatch, tmp_path, cxx):
-    """Where there is no C++ compiler (``CXX``, which the compiling processes' inductor reads,
-    names none: said before compiling) or inductor finds it does not work (said by the
-    compiling process), loading says so in a line, and what to do; the cache keeps nothing.
-    A graph whose turn comes after one failed does not start (the lone sentence's two graphs:
-    as many started as run at once)."""
-    from transformer_mt.decode.compilers import Worker
-
-    monkeypatch.setenv("CXX", cxx)
-    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path))
-    started = []
-    compile_ = Worker.compile
-    monkeypatch.setattr(Worker, "compile", lambda self, *args: started.append(args[0])
-                        or compile_(self, *args))
-    model = make_model(n_encoder_layers=1, n_decoder_layers=1)
-    decoding = CompiledDecoding(for_decoding(model, "fp32"), model)
-    with pytest.raises(MTError, match=r"could not compile the decoder: .*C\+\+ compiler"
-                       r".*; translate without --compile") as caught:
-        decoding.warm_up("fp32")
-    assert "\n" not in str(caught.value)
-    assert len(started) == (0 if cxx.startswith("/") else min(torch.get_num_threads(), 2))
-    assert not [p for p in (tmp_path / "compiled").iterdir() if p.suffix != ".lock"]

@@ -44,24 +44,13 @@ def test_two_ranks_train_like_one_process_with_the_same_budget(tmp_path):
     # outputs: parameters whose true gradient is zero, like the key biases, which softmax
     # ignores, receive float noise of a different order from 1 vs 2 processes, and Adam scales
     # any nonzero gradient to a step of about lr; they change no output.)
-    a = model_from_checkpoint(load_checkpoint(ddp_dir / "last.pt"))[0]
-    b = model_from_checkpoint(load_checkpoint(single_dir / "last.pt"))[0]
-    gen = torch.Generator().manual_seed(0)
-    v_src, v_tgt = a.encoder.embed.embedding.num_embeddings, a.decoder.project.out_features
-    src = torch.randint(4, v_src, (8, 12), generator=gen)
-    tgt = torch.randint(4, v_tgt, (8, 10), generator=gen)
-    with torch.no_grad():
-        out_a = a(src, tgt, source_mask(src)).log_softmax(-1)
-        out_b = b(src, tgt, source_mask(src)).log_softmax(-1)
+    out_a, out_b = (_log_probs(run_dir / "last.pt") for run_dir in (ddp_dir, single_dir))
     assert torch.allclose(out_a, out_b, atol=5e-4), (out_a - out_b).abs().max()
 
     # The logged target tokens are all ranks' together (not rank 0's count times 2), and
     # DDP was set up without its deprecated broadcast_buffers.
-    def tokens(run_dir):
-        records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        return [r["tokens"] for r in records if r["type"] == "train"]
-
-    assert tokens(ddp_dir) == tokens(single_dir) and sum(tokens(single_dir)) > 0
+    tokens = [[r["tokens"] for r in _records(d, "train")] for d in (ddp_dir, single_dir)]
+    assert tokens[0] == tokens[1] and sum(tokens[1]) > 0
     assert "deprecated" not in ddp.stderr, ddp.stderr[-2000:]
 
     # Each file of the corpus was tokenized once, under the lock; the other rank reused it.
@@ -69,22 +58,17 @@ def test_two_ranks_train_like_one_process_with_the_same_budget(tmp_path):
     assert "tokenizing" not in single.stderr
 
     # Only rank 0 wrote: one record per step, the log has rank 0's lines only.
-    records = [json.loads(x) for x in (ddp_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records if r["type"] == "train"] == [1, 2, 3, 4, 5, 6]
-    assert [r["step"] for r in records if r["type"] == "valid"] == [3, 6]
+    assert [r["step"] for r in _records(ddp_dir, "train")] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in _records(ddp_dir, "valid")] == [3, 6]
     log = (ddp_dir / "train.log").read_text()
     assert "process 0 of 2" in log and "process 1 of 2" not in log
     assert "process 1 of 2" in ddp.stderr  # rank 1 ran, and logged to the console only
-    losses = [r["loss"] for r in records if r["type"] == "train"]
-    single_losses = [json.loads(x)["loss"] for x in
-                     (single_dir / "metrics.jsonl").read_text().splitlines()
-                     if json.loads(x)["type"] == "train"]
+    losses, single_losses = ([r["loss"] for r in _records(d, "train")]
+                             for d in (ddp_dir, single_dir))
     assert len(losses) == len(single_losses) == 6  # the same steps
     assert losses == pytest.approx(single_losses, rel=1e-4, abs=1e-4)
-    valid = [r["val_loss"] for r in records if r["type"] == "valid"]
-    single_valid = [json.loads(x)["val_loss"] for x in
-                    (single_dir / "metrics.jsonl").read_text().splitlines()
-                    if json.loads(x)["type"] == "valid"]
+    valid, single_valid = ([r["val_loss"] for r in _records(d, "valid")]
+                           for d in (ddp_dir, single_dir))
     assert valid == pytest.approx(single_valid, abs=2e-4)
 
     # every rank saved its own random streams, seeded apart (train.seed + rank)
@@ -98,3 +82,20 @@ def test_two_ranks_train_like_one_process_with_the_same_budget(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert "another number of processes" in resumed.stderr
     assert torch.load(ddp_dir / "last.pt", weights_only=True)["progress"]["step"] == 8
+
+
+def _records(run_dir, kind: str) -> list[dict]:
+    """The run's metrics.jsonl records of ``kind`` (train, valid)."""
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r["type"] == kind]
+
+
+def _log_probs(checkpoint) -> torch.Tensor:
+    """The checkpoint's model's log-probabilities for a fixed random batch (8 pairs)."""
+    model = model_from_checkpoint(load_checkpoint(checkpoint))[0]
+    gen = torch.Generator().manual_seed(0)
+    v_src, v_tgt = model.encoder.embed.embedding.num_embeddings, model.decoder.project.out_features
+    src = torch.randint(4, v_src, (8, 12), generator=gen)
+    tgt = torch.randint(4, v_tgt, (8, 10), generator=gen)
+    with torch.no_grad():
+        return model(src, tgt, source_mask(src)).log_softmax(-1)

@@ -98,6 +98,35 @@ def _two_sentences_on_a_line(page) -> None:
     assert page.is_hidden("#inside")
 
 
+def _pick_an_alternative(page, server: str) -> None:
+    """A word's alternatives, and one picked: decoding goes on from it (the prefix typed
+    before, "Two dogs ", and the word picked are the API's prefix)."""
+    page.click("#row-0 .tok >> nth=2")
+    page.wait_for_selector("#alternatives-list li", timeout=60_000)
+    offered = page.eval_on_selector_all("#alternatives-list button", "xs => xs.map(x => ({"
+                                        "text: x.textContent, disabled: x.disabled}))")
+    assert len(offered) == 5
+    pick = next(i for i, o in enumerate(offered) if not o["disabled"] and i > 0)
+    page.click(f"#alternatives-list li >> nth={pick} >> button")
+    word = offered[pick]["text"].split(" ")[0]
+    page.wait_for_function(f"document.getElementById('prefix').value === {f'Two dogs {word} '!r}")
+    page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 3",
+                           timeout=60_000)  # the answer to the new prefix is shown
+    assert _tokens(page)[2] == word
+    _, picked = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5,
+                                                "prefix": f"Two dogs {word} "})
+    assert _tokens(page) == picked["translations"][0]["tokens"]
+
+
+def _open_pruned_branches(page) -> None:
+    """The beam's pruned branches open."""
+    hidden = page.eval_on_selector_all("#beam-tree details", "ds => ds.length")
+    assert hidden > 0
+    page.click("#beam-tree details summary >> nth=0")
+    assert page.eval_on_selector("#beam-tree details", "d => d.open")
+    assert "ended" in page.inner_text("#beam-tree")
+
+
 def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -117,31 +146,10 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
                                                 "prefix": "Two dogs "})
     assert _tokens(page) == forced["translations"][0]["tokens"]
 
-    # a word's alternatives, and one picked: decoding goes on from it
-    page.click("#row-0 .tok >> nth=2")
-    page.wait_for_selector("#alternatives-list li", timeout=60_000)
-    offered = page.eval_on_selector_all("#alternatives-list button", "xs => xs.map(x => ({"
-                                        "text: x.textContent, disabled: x.disabled}))")
-    assert len(offered) == 5
-    pick = next(i for i, o in enumerate(offered) if not o["disabled"] and i > 0)
-    page.click(f"#alternatives-list li >> nth={pick} >> button")
-    word = offered[pick]["text"].split(" ")[0]
-    page.wait_for_function(f"document.getElementById('prefix').value === {f'Two dogs {word} '!r}")
-    page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 3",
-                           timeout=60_000)  # the answer to the new prefix is shown
-    assert _tokens(page)[2] == word
-    _, picked = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5,
-                                                "prefix": f"Two dogs {word} "})
-    assert _tokens(page) == picked["translations"][0]["tokens"]
-
+    _pick_an_alternative(page, server)
     _browse_attention(page)
 
-    # the beam's pruned branches open
-    hidden = page.eval_on_selector_all("#beam-tree details", "ds => ds.length")
-    assert hidden > 0
-    page.click("#beam-tree details summary >> nth=0")
-    assert page.eval_on_selector("#beam-tree details", "d => d.open")
-    assert "ended" in page.inner_text("#beam-tree")
+    _open_pruned_branches(page)
 
     from axe_playwright_python.sync_playwright import Axe
 

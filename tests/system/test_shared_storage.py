@@ -65,13 +65,6 @@ def redis_server(tmp_path):
     proc.wait()
 
 
-@pytest.fixture(scope="module")
-def translator(trained_run):
-    from transformer_mt.translate import Translator
-
-    return Translator.load(trained_run[0] / "best.pt", "cpu")
-
-
 def _app(translator, port: int, model_id: str = "tiny", **options):
     return create_app(translator, ServeOptions(shared_storage=f"redis://127.0.0.1:{port}/0",
                                                model_id=model_id, **options))
