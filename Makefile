@@ -51,12 +51,13 @@ test-fast: lint
 	$(PYTEST) -m "not system"
 
 # ruff, mypy over the whole package ([tool.mypy] in pyproject.toml), and the size limits
-# (the package's, and the benchmarks')
+# (the package's, the benchmarks' and the tests')
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_size.py
 	$(PY) scripts/check_size.py bench
+	$(PY) scripts/check_size.py tests
 
 # the page's screenshots in docs/img, taken by its browser tests on the demo model (make demo
 # first), compared with COMPARE (default: the demo run's checkpoint at step 200)

@@ -1,7 +1,7 @@
 """The size limits, for `make lint`: no file over 400 lines, no function over 60
-(docs/architecture.md), in the package or in the folder given (`make lint` checks bench/ too).
-Prints the total, for the package held to a budget of 12,000 lines (a warning, not yet an
-error: the package is above it). Exits 1 naming each file or function over its limit."""
+(docs/architecture.md), in the package or in the folder given (`make lint` checks bench/ and
+tests/ too). Prints the total, for the package held to a budget of 12,000 lines (a warning, not
+yet an error: the package is above it). Exits 1 naming each file or function over its limit."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def main() -> int:
     total, found = over_limits(root)
     for line in found:
         print(line)
-    budget = "" if total <= BUDGET else f" (over the budget of {BUDGET:,})"
+    package = root.resolve().name == "transformer_mt"  # the budget is the package's
+    budget = "" if total <= BUDGET or not package else f" (over the budget of {BUDGET:,})"
     print(f"{root}: {total:,} lines{budget}; files and functions within their limits"
           if not found else f"{len(found)} over the size limits")
     return 1 if found else 0
