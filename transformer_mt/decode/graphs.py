@@ -59,7 +59,8 @@ class LoopAttention(MultiHeadAttention):
 
     A step's attention is tiny (a row of queries against a few dozen keys); SDPA's kernel took
     ~15 us a call there, six calls a step, and inductor turns a written-out matmul-softmax-
-    matmul back into that kernel. Equal to SDPA up to rounding (``tests/system/test_compiled.py``).
+    matmul back into that kernel. Equal to SDPA up to rounding
+    (``tests/unit/test_compiled_keys.py``).
     """
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
@@ -243,10 +244,11 @@ def top_k_by_blocks(values: Tensor, count: int, most: int) -> tuple[Tensor, Tens
     An index among a row's ``count`` best lies in one of the ``count`` blocks with the highest
     maxima (else ``count`` blocks would each hold a better value), or in the tail after the
     last whole block; so the top-k of those ``count * BLOCK`` candidates is the row's (equal
-    values aside, which either order ranks alike: ``tests/unit/test_equivalence.py``). The maxima
-    are one pass over the row, and ``topk`` over V values was the slow part of beam search's
-    choices: compiled, 29 against 54 us a step of a lone beam of 5, 0.29 against 0.70 ms for
-    32 sentences' beams (V = 6,190; docs/benchmarks.md).
+    values aside, which either order ranks alike:
+    ``tests/unit/test_decoding_equivalence.py``). The maxima are one pass over the row, and
+    ``topk`` over V values was the slow part of beam search's choices: compiled, 29 against
+    54 us a step of a lone beam of 5, 0.29 against 0.70 ms for 32 sentences' beams (V = 6,190;
+    docs/benchmarks.md).
     """
     rows, vocab = values.shape
     whole = vocab // BLOCK * BLOCK

@@ -4,8 +4,8 @@ The reference (``Transformer.decode``) re-runs the decoder over the whole prefix
 Here each step feeds only the newest token: the keys and values of the earlier positions are read
 from a buffer that the :class:`DecoderState` keeps for every decoder layer (this position's are
 written into it), and the encoder's keys and values are projected once per sentence and shared
-by that sentence's hypotheses. ``tests/unit/test_equivalence.py`` proves the logits equal to the
-reference's, for greedy and for beam search's hypotheses.
+by that sentence's hypotheses. ``tests/unit/test_decoding_equivalence.py`` proves the logits
+equal to the reference's, for greedy and for beam search's hypotheses.
 
 Beam search keeps ``G`` hypotheses per sentence. What belongs to a hypothesis (its prefix, its
 self-attention keys and values) has one row per hypothesis, ``B*G`` rows; what belongs to the

@@ -8,7 +8,7 @@ the decoder over the whole prefix at every step, as the seed tutorials do, and i
 :func:`decode_batch` and :func:`decode_corpus` pass (every command decodes through them),
 uses the incremental decoder of ``decode/incremental.py`` instead: the encoder's keys and values
 are projected once per sentence and each step feeds one token; it gives the same translations,
-faster (``tests/unit/test_equivalence.py``, ``bench/decode_speed.py``).
+faster (``tests/unit/test_decoding_equivalence.py``, ``bench/decode_speed.py``).
 Finished sentences leave the batch, so the remaining ones run on a smaller batch.
 """
 
