@@ -5,7 +5,7 @@
 cross-entropy, exactly ``F.cross_entropy`` of those logits. Training computes the same loss
 without holding the logits (``training/loss.py``) and decoding feeds one position at a time
 (``decode/incremental.py``); both reuse this module's weights and are proven equal to it by
-``tests/unit/test_equivalence.py``.
+``tests/unit/test_equivalence.py`` and ``tests/unit/test_decoding_equivalence.py``.
 """
 
 from __future__ import annotations
