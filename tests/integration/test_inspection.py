@@ -64,7 +64,7 @@ def test_trace_shows_every_stage_with_shapes(run_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for stage in ("1. Tokens and ids", "2. Token embedding x sqrt(d_model) = x 5.7",
-                  "3. Positional encoding", "4. Encoder: 1 layers", "5. Decoder",
+                  "3. Positional encoding", "4. Encoder: 1 layer of", "5. Decoder",
                   "6. Output"):
         assert stage in out, stage
     n_src = 8  # Ein Hund läuft über die Wiese . <eos>

@@ -187,8 +187,9 @@ def _trace_encoder(translator: Translator, sentence: str, src_ids: list[int],
     emit(f"   PE shape {tuple(pe.shape)}; PE[1] = {_vec(pe[1])}")
     emit(f"   sum shape {tuple(x.shape)}; position 0 now {_vec(x[0, 0])}")
 
-    emit(f"4. Encoder: {len(model.encoder.layers)} layers of self-attention + feed-forward "
-         f"({cfg.norm}-norm)")
+    n_layers = len(model.encoder.layers)
+    emit(f"4. Encoder: {n_layers} layer{'s' * (n_layers != 1)} of self-attention + "
+         f"feed-forward ({cfg.norm}-norm)")
     enc_weights = []
     for n, layer in enumerate(model.encoder.layers):
         x, w = layer(x, mask, need_weights=True)  # (1, S, D), (1, H, S, S)
