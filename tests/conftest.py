@@ -51,6 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[MADE_CACHE] = os.environ["MT_TEST_CACHE_DIR"]
         os.environ["TMPDIR"] = os.path.join(os.environ["MT_TEST_CACHE_DIR"], "tmp")
         os.mkdir(os.environ["TMPDIR"])
+        # inductor's cache too: this process read the temporary folder above already (tempfile
+        # keeps it), so what it compiled itself went to /tmp's, where later runs found it (its
+        # precompiled headers still do: inductor places them when it is imported)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["TMPDIR"], "inductor")
     os.environ["MT_CACHE_DIR"] = os.environ["MT_TEST_CACHE_DIR"]
     if DATA_DIR is not None:
         os.environ["MT_DATA_DIR"] = str(DATA_DIR)
