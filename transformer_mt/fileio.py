@@ -123,16 +123,24 @@ def refuse_same_file(output: str | Path | None, inputs: Iterable[str | Path | No
 
 
 @contextlib.contextmanager
-def file_lock(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (a ``.lock`` file) across processes; others wait."""
+def file_lock(path: str | Path, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on ``path`` (a ``.lock`` file) across processes; others wait.
+    With ``wait=False`` the block runs at once, given False if another holds the lock (and
+    then without it)."""
     import portalocker  # imported when a lock is taken: ~0.1 s (it imports redis)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    flags = portalocker.LockFlags.EXCLUSIVE
     with open(path, "a", encoding="utf-8") as handle:
-        held = _lock(handle, portalocker.LockFlags.EXCLUSIVE, path)
         try:
-            yield
+            held = _lock(handle, flags if wait else flags | portalocker.LockFlags.NON_BLOCKING,
+                         path)
+        except portalocker.AlreadyLocked:
+            yield False
+            return
+        try:
+            yield True
         finally:
             if held:
                 with contextlib.suppress(Exception):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,3 +86,53 @@ def test_beam_search_choice_is_one_graph_for_every_model_of_a_vocabulary(toy):
     smaller = Transformer(toy.cfg, toy.tgt_vocab_size, toy.tgt_vocab_size - 2, PAD_ID).eval()
     assert graph_key(CompiledDecoding(for_decoding(smaller, "fp32"), smaller), "choose",
                      "") != keys["choose", "fp32", id(toy)]
+
+
+def test_two_warm_ups_of_a_model_compile_its_graphs_between_them(toy, tmp_path, monkeypatch):
+    """Two processes that warm the same model up at once (``mt serve --workers 2``), one
+    compiler each: a graph the other is compiling is passed over for now and read once made,
+    so each graph is compiled once and both compile (before, the first to start took every
+    graph's entry at once, and the second waited for all of them). Two warm-ups in threads
+    here (a lock file opened twice locks as two processes' do), the compiling faked."""
+    import threading
+    import time
+
+    from transformer_mt.decode import compiled as compiled_module
+    from transformer_mt.decode.compilers import Compilers
+    from transformer_mt.fileio import file_lock
+
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one compiler a process
+    made: list[tuple[int, str]] = []
+
+    class Process:  # a compiling process of the Compilers that took it
+        def __init__(self, compilers):
+            self.compilers = id(compilers)
+
+        def compile(self, name, directory):
+            made.append((self.compilers, name))
+            time.sleep(0.3)
+            (directory / compiled_module.PACKAGE).write_bytes(name.encode())
+
+    monkeypatch.setattr(Compilers, "_take", lambda self: Process(self))
+    monkeypatch.setattr(compiled_module.torch_private, "aoti_runner", lambda path: path)
+    monkeypatch.setattr(compiled_module, "laid_out", lambda *args: None)
+    decodings = [CompiledDecoding(for_decoding(toy, "fp32"), toy) for _ in range(2)]
+    warm_ups = [threading.Thread(target=d.warm_up, args=("fp32", 3, True, True))
+                for d in decodings]
+    for thread in warm_ups:  # the second a moment later, as a second process starts
+        thread.start()
+        time.sleep(0.1)
+    for thread in warm_ups:
+        thread.join(60)
+    names = ["encode", "one", "beam", "batch", "choose"]
+    assert sorted(name for _, name in made) == sorted(names)  # each once
+    assert len({compilers for compilers, _ in made}) == 2  # by both
+    for decoding in decodings:  # each has every graph, as the cache holds it
+        assert [Path(getattr(decoding, f"_{n}")).read_bytes() for n in names] == [
+            n.encode() for n in names]
+    lock = tmp_path / "an.lock"
+    with file_lock(lock), file_lock(lock, wait=False) as held:
+        assert held is False
+    with file_lock(lock, wait=False) as held:
+        assert held is True

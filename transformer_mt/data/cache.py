@@ -32,6 +32,15 @@ def cache_entry(kind: str, key_text: str, build: Callable[[Path], None],
                 files: tuple[str, ...]) -> Path:
     """The directory of the checked entry for ``key_text``: read back if a complete, intact
     one exists, else made by ``build(directory)``, which writes ``files`` into it."""
+    directory = free_cache_entry(kind, key_text, build, files, wait=True)
+    assert directory is not None  # (it waited for its turn)
+    return directory
+
+
+def free_cache_entry(kind: str, key_text: str, build: Callable[[Path], None],
+                     files: tuple[str, ...], wait: bool = False) -> Path | None:
+    """:func:`cache_entry`, or None at once where another process holds the entry (is making
+    it) and ``wait`` is False: the caller may make another entry meanwhile."""
     key = cache_key(key_text)
     directory = cache_dir() / kind / key
     try:
@@ -39,7 +48,9 @@ def cache_entry(kind: str, key_text: str, build: Callable[[Path], None],
     except OSError as exc:
         raise MTError(f"cannot write the cache directory {cache_dir()} ({exc.strerror or exc}); "
                       "set MT_CACHE_DIR to a directory you can write") from None
-    with file_lock(directory.with_suffix(".lock")):
+    with file_lock(directory.with_suffix(".lock"), wait) as held:
+        if not held:
+            return None
         for stale in directory.parent.glob(f".{key}.*"):  # left by a killed build
             shutil.rmtree(stale, ignore_errors=True)
         complete = (directory / CHECKSUMS).is_file()

@@ -52,7 +52,7 @@ import torch
 from torch import Tensor
 
 import transformer_mt
-from transformer_mt.data.cache import cache_entry
+from transformer_mt.data.cache import cache_entry, free_cache_entry
 from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import Choice, choose
 from transformer_mt.decode.compiled_state import CompiledState
@@ -247,10 +247,7 @@ class CompiledDecoding(DecodingModel):
         with Compilers(self._plain[0], precision, self.max_rows, torch.get_num_threads()) as ours, \
                 ThreadPoolExecutor(len(names)) as threads:
             try:
-                paths = list(threads.map(lambda name: cache_entry(
-                    "compiled", graph_key(self, name, key),
-                    functools.partial(self._build, name=name, compilers=ours), (PACKAGE,)),
-                    names))
+                paths = list(threads.map(lambda name: self._entry(name, key, ours), names))
             except (KeyboardInterrupt, SystemExit):  # Ctrl-C: the compilers go too
                 stop_compiling()
                 raise
@@ -261,15 +258,32 @@ class CompiledDecoding(DecodingModel):
         log.info("loaded the compiled decoding steps in %.1f s", seconds)
         return seconds
 
-    def _build(self, directory: Path, name: str, compilers: Compilers) -> None:
-        """Compile the graph ``name`` into ``directory`` in one of ``compilers``' processes;
-        at once a one-line :class:`MTError` if there is no C++ compiler (inductor runs
-        ``CXX``, else ``g++``: it would fail only after ~15 s)."""
+    def _entry(self, name: str, key: str, compilers: Compilers) -> Path:
+        """The cache entry of the graph ``name`` of the model ``key``: read back, or compiled
+        within a turn of ``compilers``. An entry another process is making (another process
+        that warms the same model up: ``mt serve --workers 2``'s) is passed over for now, the
+        turn given to the next graph, and read once that process has made it: two processes
+        compile a model's graphs between them, not one while the other waits."""
+        entry = graph_key(self, name, key)
+        build = functools.partial(self._build, name=name, compilers=compilers)
+        with compilers.turn():
+            directory = free_cache_entry("compiled", entry, build, (PACKAGE,))
+        if directory is None:  # (made here after all if that process failed, in a turn)
+            directory = cache_entry("compiled", entry, functools.partial(build, turn=True),
+                                    (PACKAGE,))
+        return directory
+
+    def _build(self, directory: Path, name: str, compilers: Compilers,
+               turn: bool = False) -> None:
+        """Compile the graph ``name`` into ``directory`` in one of ``compilers``' processes
+        (taking a turn first with ``turn``); at once a one-line :class:`MTError` if there is
+        no C++ compiler (inductor runs ``CXX``, else ``g++``: it would fail only after ~15 s)."""
         cxx = os.environ.get("CXX") or "g++"
         if shutil.which(cxx) is None and not os.environ.get("TORCH_INDUCTOR_INSTALL_GXX"):
             raise MTError(f"--compile could not compile the decoder: no C++ compiler ({cxx} "
                           "not found: install g++ or set CXX); translate without --compile")
-        compilers.compile(name, directory)
+        with compilers.turn() if turn else contextlib.nullcontext():
+            compilers.compile(name, directory)
 
     def compile_graph(self, directory: Path, name: str, precision: str) -> None:
         """Export and compile the graph ``name`` (one of ``GRAPHS``) into ``directory``; a

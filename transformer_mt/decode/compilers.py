@@ -102,8 +102,9 @@ class Worker:
 
 class Compilers:
     """At most ``slots`` compiling processes of ``model`` at ``precision``, shared by the
-    threads of a warm-up: each thread takes an idle one (or starts one) for its graph. Used as
-    a context manager: at its end they are stopped, and the model's file removed."""
+    threads of a warm-up: a thread takes a turn (:meth:`turn`), then, for its graph, an idle
+    process (or starts one). Used as a context manager: at its end they are stopped, and the
+    model's file removed."""
 
     def __init__(self, model: Transformer, precision: str, max_rows: int, slots: int) -> None:
         self.model, self.precision, self.max_rows = model, precision, max_rows
@@ -115,24 +116,28 @@ class Compilers:
         self._folder: Path | None = None  # the model's file's, made when the first one starts
         self._failed: MTError | None = None  # a graph that could not compile: start no more
 
+    def turn(self) -> threading.BoundedSemaphore:
+        """A turn to compile (``with compilers.turn():``), once one of the processes is free:
+        a warm-up takes it before a graph's cache entry, so that it holds no entry while it
+        waits (another process that warms the same model up compiles that one meanwhile)."""
+        return self._slots
+
     def compile(self, name: str, directory: Path) -> None:
-        """Compile the graph ``name`` into ``directory`` in one of the processes, once one is
-        free; a one-line :class:`MTError` if it cannot (the process is retired), and at once
-        for a graph whose turn comes after one could not (a compiler that does not work fails
-        every graph, each after ~10 s of export and inductor)."""
-        with self._slots:
-            worker = self._take()
-            log.info("compiling the %s graph of decoding (once for this model; ~20-40 s)",
-                     name)
-            try:
-                worker.compile(name, directory)
-            except BaseException as e:
-                worker.kill()  # its state after a failure is not to be trusted
-                if isinstance(e, MTError):
-                    self._failed = e
-                raise
-            with self._lock:
-                self._idle.append(worker)
+        """Compile the graph ``name`` into ``directory`` in one of the processes, within a
+        :meth:`turn`; a one-line :class:`MTError` if it cannot (the process is retired), and
+        at once for a graph whose turn comes after one could not (a compiler that does not
+        work fails every graph, each after ~10 s of export and inductor)."""
+        worker = self._take()
+        log.info("compiling the %s graph of decoding (once for this model; ~20-40 s)", name)
+        try:
+            worker.compile(name, directory)
+        except BaseException as e:
+            worker.kill()  # its state after a failure is not to be trusted
+            if isinstance(e, MTError):
+                self._failed = e
+            raise
+        with self._lock:
+            self._idle.append(worker)
 
     def _take(self) -> Worker:
         with self._lock:
