@@ -351,6 +351,9 @@ class Service:
             except MTError as exc:  # what the engine refuses (CTranslate2: no n-best, ...)
                 raise RequestError(422, str(exc).strip().splitlines()[0]) from None
         task.cancel()
+        # its cancelling done before the answer goes: a queued job has left the queue (else
+        # the worker could pick it up in the meantime and decode what nobody waits for)
+        await asyncio.wait({task})
         if watch is not None and watch in done:
             raise RequestError(499, "the client closed the connection")
         raise RequestError(504, f"not translated within {timeout:g} s; send fewer or shorter "
