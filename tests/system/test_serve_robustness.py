@@ -295,7 +295,6 @@ def test_the_cache_is_bounded_by_what_its_entries_hold(translator):
     ({"content": b'{"q": "x", "source": "\\ud800", "target": "en"}'}, 400, "lone surrogate"),
     ({"content": b'{"q": "x", "source": "de", "target": "en", "api_key": "\\udfff"}'}, 400,
      "lone surrogate"),
-    ({"content": b"[" * 5000}, 400, "could not be parsed"),
     ({"content": b'{"q": "x", "source": "de", "target": "en", "alternatives": 99}'}, 400,
      "alternatives parameter must be <= 8"),
     ({"content": b'{"q": "x", "source": "de", "target": "en", "format": "pdf"}'}, 400,
