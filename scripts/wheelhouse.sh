@@ -39,7 +39,15 @@ requirements=$(mktemp)
 trap 'rm -f "$requirements"' EXIT
 "$PY" - "$requirements" "${WHEEL_EXTRAS:-}" <<'EOF'
 import sys
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:
+        sys.exit("wheelhouse: reading pyproject.toml needs Python 3.11 or later, or tomli "
+                 "(pip install tomli); or run it with PYTHON=python3.11")
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
