@@ -23,6 +23,7 @@ run, or another rank of a distributed run (which waits on the lock), reads the d
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -166,7 +167,8 @@ def _tokenize_apart(job: Job) -> None:
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    code = "from transformer_mt.data.id_cache import tokenize_stdin_job; tokenize_stdin_job()"
+    code = ("import gc; gc.disable(); "  # (tokenize_stdin_job())
+            "from transformer_mt.data.id_cache import tokenize_stdin_job; tokenize_stdin_job()")
     try:
         done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(job), env=env,
                               capture_output=True, check=False)
@@ -190,10 +192,14 @@ def tokenize_stdin_job() -> None:
         def emit(self, record: logging.LogRecord) -> None:
             warned.append((record.name, record.levelno, record.getMessage()))
 
+    from transformer_mt.__main__ import collector_waiting
+
     root = logging.getLogger()
     root.addHandler(Keep(logging.WARNING))
     root.setLevel(logging.WARNING)
-    corpus, side, tokenizer = pickle.load(sys.stdin.buffer)
+    with collector_waiting():  # its libraries loaded unscanned (_tokenize_apart stopped it)
+        corpus, side, tokenizer = pickle.load(sys.stdin.buffer)
+        collections.deque(tokenizer.tokenize(["."]), maxlen=0)  # (spaCy: loaded)
     encode_side(corpus, side, tokenizer)
     sys.stdout.buffer.write(pickle.dumps(warned))
 

@@ -63,7 +63,7 @@ class WordWorker:
     """The worker process (:func:`serve`) and one JSON request and answer a line each way."""
 
     def __init__(self, langs: Sequence[str]) -> None:
-        code = ("import sys; sys.modules['torch'] = None; "
+        code = ("import gc, sys; gc.disable(); sys.modules['torch'] = None; "  # (serve())
                 "from transformer_mt.data.word_worker import serve; serve(sys.argv[1:])")
         # a session of its own: a Ctrl-C at the terminal is mt's to handle (the worker ends
         # when its input closes, as mt exits, however it exits)
@@ -112,12 +112,14 @@ def serve(langs: Sequence[str], stdin: IO[str] = sys.stdin,
     """The worker: get the tokenizers of ``langs`` ready, then answer
     ``{"op": "words", "lang": L, "texts": [...]}`` (each text's words) and ``{"op": "text",
     "lang": L, "tokens": [...]}`` (the words put back together) until its input closes."""
+    from transformer_mt.__main__ import collector_waiting
     from transformer_mt.data import tokenize
 
-    for lang in langs:  # what the first request needs, before it comes
-        for prepare in (tokenize.spacy_tokenizer, tokenize.moses_detokenizer):
-            with contextlib.suppress(Exception):  # asked for, it answers with the error
-                prepare(lang)
+    with collector_waiting():  # spaCy and sacremoses, unscanned (WordWorker stopped it)
+        for lang in langs:  # what the first request needs, before it comes
+            for prepare in (tokenize.spacy_tokenizer, tokenize.moses_detokenizer):
+                with contextlib.suppress(Exception):  # asked for, it answers with the error
+                    prepare(lang)
     for line in stdin:
         try:
             request = json.loads(line)

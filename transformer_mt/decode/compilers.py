@@ -51,8 +51,10 @@ class Worker:
     compilers it runs. Its output is read by a thread into a queue of lines (None at its end)."""
 
     def __init__(self, model_file: Path, precision: str, threads: int, max_rows: int) -> None:
-        command = [sys.executable, "-c", "from transformer_mt.decode.compilers import serve; "
-                   "serve()", str(model_file), precision, str(threads), str(max_rows)]
+        # (the collector waits while it starts: serve())
+        command = [sys.executable, "-c", "import gc; gc.disable(); from transformer_mt.decode."
+                   "compilers import serve; serve()", str(model_file), precision, str(threads),
+                   str(max_rows)]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True,
                                         start_new_session=True)
@@ -171,14 +173,18 @@ def serve() -> None:
     each graph named on a line of its input (``name<TAB>directory``), answering each on a line
     of its output, until its input ends. Arguments: the model's file, the precision, the
     threads and the most hypotheses of a lone sentence's beam."""
+    from transformer_mt.__main__ import collector_waiting
     from transformer_mt.decode.compiled import CompiledDecoding
+    from transformer_mt.internals import torch_private
     from transformer_mt.precision import for_decoding
 
     model_file, precision, threads, max_rows = sys.argv[1:]
-    torch.set_num_threads(int(threads))
-    model = torch.load(model_file, weights_only=False)  # written by the parent just now
-    decoding = CompiledDecoding(for_decoding(model, precision), model)
-    decoding.max_rows = int(max_rows)
+    with collector_waiting():  # what it loads, unscanned (Worker's command stopped it)
+        torch_private.import_compiler()
+        torch.set_num_threads(int(threads))
+        model = torch.load(model_file, weights_only=False)  # written by the parent just now
+        decoding = CompiledDecoding(for_decoding(model, precision), model)
+        decoding.max_rows = int(max_rows)
     for line in sys.stdin:
         name, directory = line.rstrip("\n").split("\t")
         try:

@@ -66,6 +66,13 @@ def aoti_compile(graph: Any, package: str, configs: dict[str, Any]) -> None:
                                              inductor_configs=configs)
 
 
+def import_compiler() -> None:
+    """Import inductor's compiler (its code generators, sympy: ~1 s), as a compiling process
+    starts (``decode/compilers.py``); one that cannot is left to fail where it compiles."""
+    with contextlib.suppress(ImportError):
+        import torch._inductor.compile_fx  # noqa: F401
+
+
 @contextlib.contextmanager
 def template_blocks(blocks: dict[str, tuple[int, int]]) -> Iterator[None]:
     """While a graph compiles, inductor's CPP template blocks its products of fp32 (and bf16

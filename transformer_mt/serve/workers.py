@@ -89,12 +89,15 @@ def _worker(args: argparse.Namespace, sock: socket.socket, n: int) -> None:
     terminal's Ctrl-C reaches the parent, which forwards it once)."""
     import sys
 
-    os.setpgrp()
-    import torch
+    from transformer_mt.__main__ import collector_waiting
 
-    from transformer_mt.cli import _run
-    from transformer_mt.device import threads_per_process
-    from transformer_mt.logs import setup_logging
+    os.setpgrp()
+    with collector_waiting():  # as mt starts
+        import torch
+
+        from transformer_mt.cli import _run
+        from transformer_mt.device import threads_per_process
+        from transformer_mt.logs import setup_logging
 
     torch.set_num_threads(threads_per_process(args.workers))
     setup_logging(args.quiet, args.debug)
