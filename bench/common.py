@@ -61,6 +61,18 @@ def start_as_mt() -> None:
         raise SystemExit(f"{Path(sys.argv[0]).name}: error: {error}")
 
 
+def as_mt_starts() -> dict[str, str | None]:
+    """What a process started with these changes to the environment (:func:`environment`)
+    starts with, as ``mt`` would start again (:func:`start_as_mt`): its allocator preloaded
+    from the first, torch imported once."""
+    from transformer_mt.__main__ import allocator_environment
+
+    env = allocator_environment()
+    if isinstance(env, str):
+        raise SystemExit(f"{Path(sys.argv[0]).name}: error: {env}")
+    return {key: value for key, value in (env or {}).items() if os.environ.get(key) != value}
+
+
 @contextlib.contextmanager
 def environment(changes: Mapping[str, str | None]) -> Iterator[None]:
     """``os.environ`` with ``changes`` (None: the variable removed) while the block runs: what

@@ -9,7 +9,8 @@ Translates the checkpoint's first test set (``--split``; Multi30k: test_2016_fli
 translations, and prints one JSON record with sentences/s and output tokens/s for each setting,
 ``cache_speedup`` (cached / uncached, beam 5, batch N) and, with CTranslate2, ``vs_ctranslate2``
 (engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
-call: the same batches and length limits, translations only, best of 3 turns each; ours at
+call: the same batches and length limits, translations only, best of 3 turns each, 5 for the
+lone sentences (``--rounds``; ``rounds``); ours at
 ``--threads`` and with the allocator ``mt`` starts with (tcmalloc where installed:
 ``machine.allocator``), the engine at its better way: each of ``--engine-threads``' counts
 (default 1 to ours) with the system's malloc and, where installed, tcmalloc (``1 tcmalloc``):
@@ -85,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", help="the test set to translate (default: the checkpoint's "
                         "first, test_2016_flickr for Multi30k)")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--rounds", type=int, metavar="N", help="turns of ours and the engine "
+                        "in each row, the best of them kept (default 3, and 5 for the lone "
+                        "sentences' rows)")
     parser.add_argument("--threads", type=int, default=0, help="ours (default: torch's)")
     parser.add_argument("--engine-threads", type=_counts, default=[], metavar="N,M",
                         help="CTranslate2's thread counts to time, each row compared with the "
@@ -132,8 +136,8 @@ def _setting(text: str) -> tuple[str, str]:
 
 
 def main() -> None:
+    args = _parser().parse_args()  # (a mistyped flag: refused before it starts again)
     start_as_mt()  # ours timed as mt runs it, with its allocator
-    args = _parser().parse_args()
     args.engine_env = dict(args.engine_env)
     if args.threads:
         torch.set_num_threads(args.threads)

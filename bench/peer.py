@@ -53,7 +53,8 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
         return {}
     out: dict = {"ours_threads": torch.get_num_threads(), "ctranslate2": {},
                  "ctranslate2_threads": {}, "ctranslate2_by_threads": {}, "ours": {},
-                 "vs_ctranslate2": {}}
+                 "vs_ctranslate2": {}, "rounds": {"batches": args.rounds or ROUNDS,
+                                                   "lone": args.rounds or LONE_ROUNDS}}
     lone = min(LONE, len(src_tok))
     ways = [("eager", "")] + ([("compiled", "_compiled")] if compiled else []) + (
         [("workers", "_compiled_workers" if compiled else "_workers")] if args.workers > 1
@@ -68,7 +69,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
                 # a lone sentence is one batch: several at once are the same as one
                 runs = {n: pool for n, pool in pools.items() if batch > 1 or counts[n][1] == 1}
                 _time_row(out, runs, ours, ways, beam, batch,
-                          (src_tok, limits, beam, batch, lone, alpha))
+                          (src_tok, limits, beam, batch, lone, alpha), args.rounds)
         if sentence and args.first_call_rounds:
             out["first_translation"] = first_translations(
                 args.checkpoint, tmp, sentence, src_tok[0], limits[0], device,
@@ -77,14 +78,15 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
 
 
 def _time_row(out: dict, runs: dict[str, Pool], ours, ways: list[tuple[str, str]], beam: int,
-              batch: int, job: tuple) -> None:
+              batch: int, job: tuple, rounds: int | None = None) -> None:
     """One row (``beam`` at ``batch``), in turns: ours each way (eager, compiled, in
     processes), the engine each way (``runs``: its processes; ``job``: ``_engine_time``'s
-    arguments), best of ``ROUNDS`` (``LONE_ROUNDS`` one sentence a call) each, into ``out``."""
+    arguments), best of ``rounds`` (default ``ROUNDS``, ``LONE_ROUNDS`` one sentence a call)
+    each, into ``out``."""
     theirs: dict[str, list[float]] = {n: [] for n in runs}
     mine: dict[str, list[float]] = {suffix: [] for way, suffix in ways
                                     if batch > 1 or way != "workers"}
-    for _ in range(ROUNDS if batch > 1 else LONE_ROUNDS):
+    for _ in range(rounds or (ROUNDS if batch > 1 else LONE_ROUNDS)):
         for way, suffix in ways:
             if suffix in mine:
                 mine[suffix].append(ours(beam, batch, way))
@@ -164,8 +166,3 @@ def _engine_time(src_tok, limits, beam: int, batch: int, lone: int, alpha: float
     else:
         engine.translate_tokens(src_tok, limits, beam, batch_size=32, alpha=alpha)
     return time.perf_counter() - start
-
-
-ROUNDS = 3  # turns of ours and the engine in the side-by-side comparison
-LONE_ROUNDS = 5  # the same for the lone sentences' rows (short turns)
-LONE = 40  # sentences translated one a call for the latency rows

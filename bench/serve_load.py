@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -73,21 +74,22 @@ IDLE_S = 0.5  # a pause before a request: the caches and threads a busy server h
 
 
 def measure(checkpoint: Path, engine: str, batching: bool, sentences: list[str],
-            clients: list[int], seconds: float,
-            workers: int = 1) -> tuple[float, float, float, list[dict]]:
+            clients: list[int], seconds: float, workers: int = 1,
+            first: bool = True) -> tuple[float, float, float, list[dict]]:
     """The server's first request (ms: one sentence, as soon as /health says ok), the same
     sentence again (ms: the median of three more requests, one after another: the same work,
     warm), and three times more each after ``IDLE_S`` of quiet (ms, median: a request after a
     pause finds the model's weights out of the CPU's caches and its threads asleep, as a
-    first request does), then the load of each number of clients."""
+    first request does), then the load of each number of clients (``first=False``: the load
+    only, the three times NaN)."""
     # no translation cache: the settings share a server, and the cache would answer the
     # sentences an earlier setting sent
     extra = [*ENGINE_FLAGS[engine], "--cache-size", "0", "--workers", str(workers),
              *([] if batching else ["--no-batching"])]
     proc, url = start_server(checkpoint, *extra)
     try:
-        times = []
-        for pause in (0, 0, 0, 0, IDLE_S, IDLE_S, IDLE_S):
+        times = [] if first else [math.nan] * 7
+        for pause in (0, 0, 0, 0, IDLE_S, IDLE_S, IDLE_S) if first else ():
             time.sleep(pause)
             start = time.perf_counter()
             post(url + "/v1/translate", {"text": [sentences[-1]]})
@@ -153,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
             results[engine] = {}
             for mode in ("batched", "unbatched"):
                 first_ms, again_ms, idle_ms, results[engine][mode] = measure(
-                    path, engine, mode == "batched", sentences, args.clients, args.seconds)
+                    path, engine, mode == "batched", sentences, args.clients, args.seconds,
+                    first=mode == "batched")
                 if mode == "batched":  # against the same request again (at once, and
                     # after a pause), and a lone client's typical one (p50)
                     lone = results[engine][mode][0]["p50_ms"] or float("nan")
@@ -184,7 +187,8 @@ def workers(args: argparse.Namespace, engine: str, path: Path, one: dict,
     """``mt serve --workers N`` for each of ``args.workers``, batched, at the most clients;
     one worker is ``one``, the batched setting measured before."""
     return {n: one if n == 1 else measure(path, engine, True, sentences, args.clients[-1:],
-                                          args.seconds, n)[3][0] for n in args.workers}
+                                          args.seconds, n, first=False)[3][0]
+            for n in args.workers}
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    as_mt_starts,
     environment,
     machine,
     matmul_flops,
@@ -256,7 +257,9 @@ def main(argv: list[str] | None = None) -> None:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
 
-    ours = child("ours")
+    with environment(as_mt_starts()):  # as mt train starts: with its allocator
+        ours = child("ours")
+        plain = child("ours", "--no-row-buckets") if args.without_row_buckets else None
     per_sentence = 13.9  # mean target tokens (with <eos>) of a Multi30k training pair
     sentences = args.sentences or max(1, round(ours["tgt_tokens_per_step"] / per_sentence))
     with environment({"LD_PRELOAD": None}):  # as a tutorial's script runs: the system's malloc
@@ -265,7 +268,6 @@ def main(argv: list[str] | None = None) -> None:
     peaks = {name: matmul_flops(name, device, **({"n": 256, "seconds": 0.1} if args.smoke
                                                  else {}))
              for name in {ours["dtype"], "fp32"}}
-    plain = child("ours", "--no-row-buckets") if args.without_row_buckets else None
     for r in (ours, base, *([plain] if plain else [])):
         r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
         r["mfu"] = r["model_flops_per_s"] / peaks[r["dtype"]]  # of the measured matmul peak

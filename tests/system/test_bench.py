@@ -54,7 +54,7 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
         "bench/decode_speed.py", "--checkpoint", checkpoint, "--sentences", "40", "--batch",
         "4", "--threads", "1", "--workers", "2", "--first-call-rounds", "1", "--no-compile",
         "--first-call-checkpoint", checkpoint, "--engine-env", "ONEDNN_VERBOSE=0",
-        "--engine-threads", "1", "--engine-quantization", "int8").stdout)
+        "--engine-threads", "1", "--engine-quantization", "int8", "--rounds", "1").stdout)
     assert record["identical_with_and_without_cache"]
     assert record["engine_env"] == {"ONEDNN_VERBOSE": "0"}
     assert record["engine_quantization"] == "int8"
@@ -74,7 +74,7 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
         # system's malloc and with tcmalloc where installed (ours runs with mt's allocator)
         library = tcmalloc()
         assert record["machine"]["allocator"] == (library or "the system's malloc")
-        assert record["ours_threads"] == 1
+        assert record["ours_threads"] == 1 and record["rounds"] == {"batches": 1, "lone": 1}
         by_threads = record["ctranslate2_by_threads"]
         replicas = f"2x{threads_per_process(2)}"
         tails = ("", " tcmalloc") if library else ("",)
