@@ -60,11 +60,11 @@ def start_for(checkpoint: str | Path) -> None:
 
 
 class WordWorker:
-    """The worker process (:func:`serve`) and one JSON request and answer a line each way."""
+    """The worker process (:func:`main`) and one JSON request and answer a line each way."""
 
     def __init__(self, langs: Sequence[str]) -> None:
-        code = ("import gc, sys; gc.disable(); sys.modules['torch'] = None; "  # (serve())
-                "from transformer_mt.data.word_worker import serve; serve(sys.argv[1:])")
+        code = ("import gc, sys; gc.disable(); sys.modules['torch'] = None; "  # (main())
+                "from transformer_mt.data.word_worker import main; main(sys.argv[1:])")
         # a session of its own: a Ctrl-C at the terminal is mt's to handle (the worker ends
         # when its input closes, as mt exits, however it exits)
         self.process = subprocess.Popen(
@@ -107,19 +107,34 @@ class WordWorker:
                 self.process.kill()
 
 
+def main(langs: Sequence[str]) -> None:
+    """The worker process (:class:`WordWorker`'s command, which stops the collector as it
+    starts): :func:`serve`, its tokenizers made while the collector waits (as ``mt`` starts)."""
+    from transformer_mt.__main__ import collector_waiting
+
+    with collector_waiting():  # spaCy and sacremoses, unscanned
+        _prepare(langs)
+    serve(langs)
+
+
+def _prepare(langs: Sequence[str]) -> None:
+    """The tokenizers of ``langs``, made before the first request (each made once)."""
+    from transformer_mt.data import tokenize
+
+    for lang in langs:
+        for prepare in (tokenize.spacy_tokenizer, tokenize.moses_detokenizer):
+            with contextlib.suppress(Exception):  # asked for, it answers with the error
+                prepare(lang)
+
+
 def serve(langs: Sequence[str], stdin: IO[str] = sys.stdin,
           stdout: IO[str] = sys.stdout) -> None:
     """The worker: get the tokenizers of ``langs`` ready, then answer
     ``{"op": "words", "lang": L, "texts": [...]}`` (each text's words) and ``{"op": "text",
     "lang": L, "tokens": [...]}`` (the words put back together) until its input closes."""
-    from transformer_mt.__main__ import collector_waiting
     from transformer_mt.data import tokenize
 
-    with collector_waiting():  # spaCy and sacremoses, unscanned (WordWorker stopped it)
-        for lang in langs:  # what the first request needs, before it comes
-            for prepare in (tokenize.spacy_tokenizer, tokenize.moses_detokenizer):
-                with contextlib.suppress(Exception):  # asked for, it answers with the error
-                    prepare(lang)
+    _prepare(langs)  # what the first request needs, before it comes
     for line in stdin:
         try:
             request = json.loads(line)
