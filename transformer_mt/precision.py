@@ -20,7 +20,8 @@ of the model whose linear layers hold their weights the way the machine multipli
   and output projections. A call costs ~25-45 us more, though, so smaller weights (below
   ``PACK_MIN_WEIGHTS`` entries: the 256 x 256 attention projections of the default model)
   keep ``F.linear``, with the weight stored transposed in memory, which BLAS multiplies
-  faster at few rows (docs/benchmarks.md);
+  faster at few rows (docs/benchmarks.md), and so does one row (a lone sentence's greedy
+  step) for every layer;
 - under ``bf16`` the weights are cast once (autocast would cast them at every call, a fifth
   of the decoding time) and, with oneDNN, every one is packed, the small ones too: in bf16
   oneDNN's packed products are 1.3-2x faster than ``F.linear``'s at 1 to 160 rows (an AMX
@@ -211,7 +212,11 @@ PACK_MIN_WEIGHTS = 2**17  # smaller weights are not worth a oneDNN call
 
 
 class PackedLinear(nn.Module):
-    """An ``nn.Linear`` for inference whose weight is packed for oneDNN's matrix multiply."""
+    """An ``nn.Linear`` for inference whose weight is packed for oneDNN's matrix multiply.
+
+    In fp32 one row (a lone sentence's greedy step) is multiplied by ``F.linear`` instead,
+    with the weight stored transposed: BLAS's matrix-vector product takes 0.5-0.7x the time of
+    oneDNN's packed one there (docs/benchmarks.md); from two rows on, oneDNN's is faster."""
 
     def __init__(self, linear: nn.Linear, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
@@ -219,11 +224,15 @@ class PackedLinear(nn.Module):
         weight = linear.weight.detach().to(dtype).contiguous()  # (out, in)
         self.packed = torch_private.pack_linear_weight(weight, ROWS_HINT)
         self.bias = None if linear.bias is None else linear.bias.detach().to(dtype).clone()
-        self.weight = nn.Parameter(weight, requires_grad=False)  # kept for weight.dtype etc.
+        if dtype == torch.float32:  # (out, in) stored as (in, out), for one row's product
+            weight = weight.t().contiguous().t()
+        self.weight = nn.Parameter(weight, requires_grad=False)
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out), in the weight's dtype (as autocast's ``F.linear`` casts
         its input: oneDNN's operator is not one autocast knows)."""
+        if x.numel() == self.in_features and x.dtype == self.weight.dtype == torch.float32:
+            return F.linear(x, self.weight, self.bias)  # one row
         return torch_private.packed_linear(x.to(self.weight.dtype), self.packed, self.bias)
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.toy import make_model, toy_sources, train_toy_model
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import BOS_ID
+from transformer_mt.data.vocab import BOS_ID, PAD_ID
 from transformer_mt.decode import incremental
 from transformer_mt.decode.graphs import BLOCK, top_k_by_blocks
 from transformer_mt.decode.incremental import decode_step, start_decoding
@@ -260,6 +260,35 @@ def test_decoding_layout_computes_what_the_model_computes(toy_model, monkeypatch
                                                               use_cache=True)]):
         assert [h.tokens for h in search(fast, src, mask)] == [h.tokens for h in
                                                                 search(toy_model, src, mask)]
+
+
+@pytest.mark.skipif(not packing_available(torch.device("cpu")), reason="no oneDNN in this torch")
+def test_a_packed_layer_multiplies_one_row_with_blas_and_more_with_onednn(toy_model,
+                                                                           monkeypatch):
+    """In fp32 a packed layer's one row (a lone sentence's greedy step) is ``F.linear``'s
+    product with the weight stored transposed, two rows and more oneDNN's packed product:
+    equal up to rounding; a lone sentence translates as the model does, greedy and beam."""
+    from transformer_mt.internals import torch_private
+
+    monkeypatch.setattr("transformer_mt.precision.PACK_MIN_WEIGHTS", 0)
+    layer = for_decoding(toy_model, "fp32", torch.device("cpu")).decoder.project
+    assert isinstance(layer, PackedLinear)
+    assert layer.weight.stride() == (1, layer.weight.size(0))  # (V, D) stored as (D, V)
+    plain = toy_model.decoder.project
+    x = torch.randn(3, 1, plain.in_features, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        one, rows = layer(x[0]), layer(x)  # (1, V); (3, 1, V)
+        assert torch.equal(one, torch.nn.functional.linear(x[0], layer.weight, layer.bias))
+        assert torch.equal(rows, torch_private.packed_linear(x, layer.packed, layer.bias))
+        for ours in (one, rows[0]):
+            assert torch.allclose(ours, plain(x[0]), atol=1e-5)
+    fast = for_decoding(toy_model, "fp32", torch.device("cpu"))
+    for src in toy_sources(6, seed=4).split(1):
+        src = src[:, (src != PAD_ID).any(dim=0)]  # a lone sentence, no padding
+        mask = source_mask(src)
+        for beam in (1, 4):
+            assert [h.tokens for h in _best(fast, src, mask, beam)] == [
+                h.tokens for h in _best(toy_model, src, mask, beam)]
 
 
 def test_bf16_decoding_steps_follow_the_full_prefix(toy_model):
