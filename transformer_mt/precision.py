@@ -238,8 +238,9 @@ class PackedLinear(nn.Module):
 
 def for_decoding(model: ModuleT, precision: str = "fp32",
                  device: torch.device | None = None, pack: bool = True) -> ModuleT:
-    """A copy of ``model`` in eval mode with its linear layers laid out for decoding; the model
-    itself if it is such a copy already or needs no change (fp32 on a GPU). The copy shares
+    """A copy of ``model`` in eval mode with its linear layers laid out for decoding (and no
+    dropout modules, identities in eval mode anyway); the model itself if it is such a copy
+    already or needs no change (fp32 on a GPU). The copy shares
     the model's other tensors: it is for decoding with the weights as they are now. Without
     ``pack``, the layers stay the model's ``nn.Linear`` ones, cast to bf16 under ``bf16``:
     what ``torch.compile`` reads (at fp32 the model itself)."""
@@ -256,6 +257,7 @@ def for_decoding(model: ModuleT, precision: str = "fp32",
     # mt translate
     clone = shared_copy(model)
     _replace_linears(clone, bf16, pack=pack and torch_private.packing_available(device, bf16))
+    _drop_dropout(clone)
     return laid_out(clone, precision)
 
 
@@ -279,6 +281,16 @@ def _laid_out(module: nn.Linear | PackedLinear, bf16: bool) -> bool:
     if bf16:
         return module.weight.dtype == torch.bfloat16
     return isinstance(module, PackedLinear) or module.weight.stride(0) == 1
+
+
+def _drop_dropout(module: nn.Module) -> None:
+    """Each ``nn.Dropout`` of ``module`` replaced by ``nn.Identity``, what it computes in eval
+    mode, for less of a call: a lone sentence's greedy step calls 12 (~5 % of its time)."""
+    for name, child in module.named_children():
+        if isinstance(child, nn.Dropout):
+            setattr(module, name, nn.Identity())
+        else:
+            _drop_dropout(child)
 
 
 def _replace_linears(module: nn.Module, bf16: bool, pack: bool) -> None:

@@ -250,6 +250,8 @@ def test_decoding_layout_computes_what_the_model_computes(toy_model, monkeypatch
     assert fast.decoder.embed.weight is toy_model.decoder.embed.weight  # shared, not copied
     assert fast.encoder.layers[0].norm1.weight is toy_model.encoder.layers[0].norm1.weight
     assert not any(isinstance(m, PackedLinear) for m in toy_model.modules())
+    assert not any(isinstance(m, torch.nn.Dropout) for m in fast.modules())  # eval's identity
+    assert any(isinstance(m, torch.nn.Dropout) for m in toy_model.modules())
     src = toy_sources(40, seed=3)
     mask = source_mask(src)
     tgt = torch.randint(4, toy_model.tgt_vocab_size, (40, 7))
