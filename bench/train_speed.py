@@ -5,7 +5,7 @@ Multi30k batches' worth of tokens, in one run, each in its own subprocess so tha
 measured separately. Prints one JSON record:
 
     python bench/train_speed.py [--quick] [--steps N] [--precision auto|fp32|bf16]
-                                [--device cpu|cuda] [--without-row-buckets]
+                                [--device cpu|cuda] [--without row-buckets cpu-dropout]
 
 (a) ``ours``: the Trainer's own step (token-budget batches, length bucketing, fused AdamW, our
     loss, bf16 autocast where the hardware has it), as ``mt train`` runs it (with its
@@ -13,6 +13,10 @@ measured separately. Prints one JSON record:
 (b) ``baseline``: ``torch.nn.Transformer`` fed batches of a fixed number of sentences in random
     order, padded to the longest (the PyTorch translation tutorial's way), fp32,
     ``F.cross_entropy`` with label smoothing, Adam; the system's malloc, as a script runs.
+
+``--without NAME``: also ours without that fast path of CPU training, and ours' ratio to it
+(``<name>_ratio``): ``row-buckets`` (``training/row_buckets.py``, bf16: every new shape a new
+oneDNN kernel), ``cpu-dropout`` (``training/cpu_dropout.py``: torch's own dropout masks).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from transformer_mt.data.vocab import PAD_ID
 from transformer_mt.device import pick_device
 from transformer_mt.model.embedding import PositionalEncoding
 
+FAST_PATHS = ["row-buckets", "cpu-dropout"]  # --without: CPU training's, each turned off alone
 SIZES = ["model.d_model=256", "model.n_heads=4", "model.n_encoder_layers=3",
          "model.n_decoder_layers=3", "model.d_ff=1024", "model.dropout=0.1"]
 # --smoke: the same code paths at a size that runs in seconds (the test suite runs it)
@@ -75,13 +80,15 @@ def model_flops_per_token_pair(cfg, src_tokens: int, tgt_tokens: int, vocab: int
 
 
 def run_ours(args) -> dict:
-    if args.no_row_buckets:  # as before training/row_buckets.py: oneDNN's kernels rebuilt
-        import os
+    from transformer_mt.training import distributed
 
-        from transformer_mt.training import distributed
+    if args.off == "row-buckets":  # as before training/row_buckets.py: oneDNN's kernels rebuilt
+        import os
 
         os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = "8"
         distributed.bucket_rows = lambda loss: 0
+    elif args.off == "cpu-dropout":  # torch's own dropout masks
+        distributed.draw_bits_with_numpy = lambda model: 0
     overrides = [*sizes(args), f"train.precision={args.precision}",
                  f"train.max_tokens={600 if args.smoke else 4096}",
                  f"train.device={args.device}",
@@ -226,11 +233,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="run the timed steps once untimed first, so that every shape is "
                         "seen before it is timed (always on a GPU, which prepares kernels per "
                         "new shape)")
-    parser.add_argument("--without-row-buckets", action="store_true",
-                        help="also ours without training/row_buckets.py (bf16 on the CPU: "
-                        "every new shape a new oneDNN kernel), and the ratio")
+    parser.add_argument("--without", nargs="+", default=[], choices=FAST_PATHS,
+                        help="also ours without these fast paths of CPU training, and ours' "
+                        "ratio to each")
     parser.add_argument("--variant", choices=["ours", "baseline"], help=argparse.SUPPRESS)
-    parser.add_argument("--no-row-buckets", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--off", choices=FAST_PATHS, help=argparse.SUPPRESS)
     return parser
 
 
@@ -259,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
 
     with environment(as_mt_starts()):  # as mt train starts: with its allocator
         ours = child("ours")
-        plain = child("ours", "--no-row-buckets") if args.without_row_buckets else None
+        without = {name: child("ours", "--off", name) for name in args.without}
     per_sentence = 13.9  # mean target tokens (with <eos>) of a Multi30k training pair
     sentences = args.sentences or max(1, round(ours["tgt_tokens_per_step"] / per_sentence))
     with environment({"LD_PRELOAD": None}):  # as a tutorial's script runs: the system's malloc
@@ -268,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     peaks = {name: matmul_flops(name, device, **({"n": 256, "seconds": 0.1} if args.smoke
                                                  else {}))
              for name in {ours["dtype"], "fp32"}}
-    for r in (ours, base, *([plain] if plain else [])):
+    for r in (ours, base, *without.values()):
         r["peak_matmul_flops_per_s"] = peaks[r["dtype"]]
         r["mfu"] = r["model_flops_per_s"] / peaks[r["dtype"]]  # of the measured matmul peak
         nominal = nominal_flops(device, r["dtype"])
@@ -281,9 +288,10 @@ def main(argv: list[str] | None = None) -> None:
               "baseline": _rounded(base), "baseline_sentences_per_batch": sentences,
               "compile": args.compile,
               "ratio": round(ours["tokens_per_s"] / base["tokens_per_s"], 2)}
-    if plain is not None:
-        record["ours_without_row_buckets"] = _rounded(plain)
-        record["row_buckets_ratio"] = round(ours["tokens_per_s"] / plain["tokens_per_s"], 2)
+    for name, plain in without.items():
+        key = name.replace("-", "_")
+        record[f"ours_without_{key}"] = _rounded(plain)
+        record[f"{key}_ratio"] = round(ours["tokens_per_s"] / plain["tokens_per_s"], 2)
     print(json.dumps(record, indent=2))
 
 

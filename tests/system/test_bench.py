@@ -25,11 +25,12 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
     # --seen-shapes (a GPU's mode: the timed steps run once before; gpu_check's smoke run
     # below takes the other path)
     result = run_bench("bench/train_speed.py", "--smoke", "--precision", "fp32",
-                       "--seen-shapes", "--without-row-buckets")
+                       "--seen-shapes", "--without", "row-buckets", "cpu-dropout")
     record = json.loads(result.stdout)
-    plain = record["ours_without_row_buckets"]  # (fp32: the products are not padded either)
-    assert plain["tokens_per_s"] > 0 and plain["dtype"] == record["ours"]["dtype"] == "fp32"
-    assert record["row_buckets_ratio"] == round(record["ours"]["tokens_per_s"]
+    for name in ("row_buckets", "cpu_dropout"):  # (fp32: the products are not padded either)
+        plain = record[f"ours_without_{name}"]
+        assert plain["tokens_per_s"] > 0 and plain["dtype"] == record["ours"]["dtype"] == "fp32"
+        assert record[f"{name}_ratio"] == round(record["ours"]["tokens_per_s"]
                                                 / plain["tokens_per_s"], 2)
     assert record["benchmark"] == "train_speed" and record["steps"] == 3
     assert record["seen_shapes"] is True and record["ours"]["warmup_s"] > 0

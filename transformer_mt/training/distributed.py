@@ -16,6 +16,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from transformer_mt.device import pick_device
+from transformer_mt.training.cpu_dropout import draw_bits_with_numpy
 from transformer_mt.training.row_buckets import bucket_rows
 
 if TYPE_CHECKING:
@@ -80,11 +81,14 @@ def wrap_for_training(model: ModelLoss, info: DistInfo, device: torch.device, pr
     """The loss as training calls it, DDP-wrapped (torchrun), then compiled (``train.compile``)
     so that the compiled graph lets DDP's all-reduce overlap the backward; and the DDP wrapper
     (None without torchrun), whose ``no_sync`` skips the all-reduce of accumulation steps.
-    Eager bf16 on the CPU pads its products' rows to a few shapes (``row_buckets.py``)."""
+    Eager training on the CPU draws its dropout masks with NumPy (``cpu_dropout.py``), and in
+    bf16 pads its products' rows to a few shapes (``row_buckets.py``)."""
     wrapped: Callable[..., Tensor] = model
     ddp = None
-    if device.type == "cpu" and precision == "bf16" and not compile_it:
-        bucket_rows(model)
+    if device.type == "cpu" and not compile_it:
+        draw_bits_with_numpy(model.model)
+        if precision == "bf16":
+            bucket_rows(model)
     if info.enabled:
         # the only buffers, positional tables, never change: no copy from rank 0 each forward
         # (torch 2.13 renamed broadcast_buffers, which now warns that it is deprecated)
