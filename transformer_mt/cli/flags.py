@@ -8,7 +8,7 @@ import argparse
 import typing
 from typing import TYPE_CHECKING
 
-from transformer_mt.config import DecodeConfig, per_call_settings
+from transformer_mt.config import DecodeConfig, field_types, per_call_settings
 
 if TYPE_CHECKING:
     from transformer_mt.config import Config
@@ -49,7 +49,7 @@ def add_decoding_flags(p: argparse.ArgumentParser, names: list[str] | None = Non
     """The decoding settings a call may change (``names``, default all), as flags made from
     their declaration in :class:`DecodeConfig`: ``--beam-size`` sets ``beam_size``, its older
     short name ``--beam`` too; unset, the checkpoint's value holds."""
-    types = typing.get_type_hints(DecodeConfig)
+    types = field_types(DecodeConfig)
     for f in per_call_settings():
         if names is None or f.name in names:
             alias = [f"--{f.metadata['alias']}"] if f.metadata["alias"] else []

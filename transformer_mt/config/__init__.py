@@ -9,8 +9,11 @@ checks and ``--set`` overrides are ``config/file.py``'s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -157,6 +160,14 @@ def per_call(default: Any, help: str, alias: str | None = None) -> Any:
     """A decoding setting a call may change (see :class:`DecodeConfig`): its default, what it
     does, and the older short name that stays an alias."""
     return field(default=default, metadata={"help": help, "alias": alias})
+
+
+@functools.cache
+def field_types(cls: type) -> Mapping[str, Any]:
+    """A config section's fields' types, by name (``typing.get_type_hints``, read once: it
+    evaluates each annotation's text, ~0.2 ms for :class:`DecodeConfig`, which every
+    translation's settings are checked against)."""
+    return types.MappingProxyType(typing.get_type_hints(cls))
 
 
 def per_call_settings() -> list[dataclasses.Field]:

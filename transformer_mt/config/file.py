@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeGuard
 
 import yaml
 
-from transformer_mt.config import Config, to_plain
+from transformer_mt.config import Config, field_types, to_plain
 from transformer_mt.config.data import PLAIN_NAME
 from transformer_mt.errors import ConfigError
 from transformer_mt.fileio import not_a_file
@@ -128,7 +128,7 @@ def _from_dict(cls: type, data: Any, prefix: str) -> Any:
     where = prefix.rstrip(".") or "the top level"
     if not isinstance(data, dict):
         raise ConfigError(f"config section '{where}' must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():

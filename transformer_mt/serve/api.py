@@ -6,7 +6,6 @@ text, a number or a flag."""
 from __future__ import annotations
 
 import math
-import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -20,7 +19,7 @@ from pydantic import (
 )
 from torch import Tensor
 
-from transformer_mt.config import DecodeConfig, per_call_settings
+from transformer_mt.config import DecodeConfig, field_types, per_call_settings
 from transformer_mt.inside.trace import BeamSteps, Inside
 from transformer_mt.serve.settings import Limits
 from transformer_mt.translate import Choice, Translation
@@ -105,7 +104,7 @@ def _decoding_fields() -> dict[str, Any]:
     """:class:`DecodeConfig`'s per-call settings as optional fields, by the same names (the
     older short names ``beam`` and ``seed`` are accepted too); their bounds are checked where
     the config's are (:meth:`Translator.settings`)."""
-    types = typing.get_type_hints(DecodeConfig)
+    types = field_types(DecodeConfig)
     fields: dict[str, Any] = {}
     for f in per_call_settings():
         alias = f.metadata["alias"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from transformer_mt.config import Config, DecodeConfig
+from transformer_mt.config import Config, DecodeConfig, field_types
 from transformer_mt.config.file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
 from transformer_mt.data.vocab import EOS, UNK, UNK_ID, Vocab
@@ -182,7 +182,7 @@ class Translator:
     def settings(self, base: DecodeConfig | None = None, **changes: Any) -> DecodeConfig:
         """``base`` (by default the checkpoint's decoding settings) with ``changes`` (None keeps
         a setting), checked."""
-        types = typing.get_type_hints(DecodeConfig)
+        types = field_types(DecodeConfig)
         unknown = sorted(set(changes) - set(types))
         if unknown:
             raise ConfigError(f"unknown decoding setting '{unknown[0]}'; the settings are: "
