@@ -30,6 +30,14 @@ class TrainingError(MTError):
     """Training cannot go on (non-finite loss, interrupted run)."""
 
 
+def os_reason(exc: OSError) -> str:
+    """Why the system refused, without Python's "[Errno 2]" ("No such file or directory"); a
+    path through a file (mkdir's FileExistsError, NotADirectoryError) says so."""
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        return "a part of this path is a file, not a folder"
+    return exc.strerror or str(exc)
+
+
 def ensure(ok: bool, key: str, message: str) -> None:
     """A config value must be ``ok``: else a :class:`ConfigError` naming its ``key``."""
     if not ok:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from transformer_mt.errors import MTError
+from transformer_mt.errors import MTError, os_reason
 
 if TYPE_CHECKING:
     import portalocker
@@ -45,9 +45,9 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> None
         return
     if path.is_symlink():
         path = Path(os.path.realpath(path))  # replace the link's target, keep the link
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    with beside(path):
+        mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else 0o666 & ~_umask()
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -71,6 +71,18 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> None
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def beside(path: Path) -> Iterator[None]:
+    """Make ``path``'s folder (if need be) for what the block makes beside ``path`` (a
+    temporary file or folder, renamed into place later); an OSError meanwhile (a folder that
+    cannot be made or written in) is an :class:`MTError` naming ``path``, not the temporary."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield
+    except OSError as exc:
+        raise MTError(f"could not write '{path}': {os_reason(exc)}") from exc
 
 
 def _write_through(path: Path, write: Callable[[IO[bytes]], object]) -> None:

@@ -300,3 +300,22 @@ def test_files_that_do_not_pair_up_or_outrun_the_model_are_one_line(trained_run,
                       str(tmp_path / "ref.en")])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "2 translations but 1 references" in result.stderr.strip().splitlines()[-1]
+
+
+def test_outputs_where_nothing_can_be_written_name_the_users_path(trained_run, tmp_path):
+    """An output under a file (or in /proc, which holds no new files): one line naming the
+    path asked for and why, not the temporary beside it nor Python's "[Errno 20]"."""
+    ckpt = str(trained_run[0] / "best.pt")
+    (tmp_path / "a-file").write_text("x")
+    under = tmp_path / "a-file"
+    for args, path in ((["translate", "--checkpoint", ckpt, "--output", str(under / "o.en"),
+                         "Ein Hund."], under / "o.en"),
+                       (["export", ckpt, "/proc/exported"], "/proc/exported"),
+                       (["export", ckpt, str(under / "exported")], under / "exported")):
+        line = _error_line(run_cli(args))
+        assert line.startswith(f"mt {args[0]}: error: could not write '{path}': "), line
+        assert "Errno" not in line and ".tmp" not in line
+    line = _error_line(run_cli(tiny_train_args(under / "run")))
+    assert line.startswith(f"mt train: error: '{under / 'run'}") and line.endswith(
+        "': a part of this path is a file, not a folder"), line  # (the run's first file's)
+    assert under.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]

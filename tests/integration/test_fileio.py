@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +60,19 @@ def test_new_files_honour_the_umask_and_replaced_files_keep_their_mode(tmp_path)
     kept.chmod(0o604)
     atomic_write_text(kept, "y")
     assert stat.S_IMODE(os.stat(kept).st_mode) == 0o604
+
+
+def test_an_output_where_no_file_can_be_made_names_the_users_path(tmp_path):
+    """A folder that cannot be made (a part of its path is a file) or cannot hold files
+    (/proc): the error names the output asked for, not the temporary file beside it."""
+    (tmp_path / "a-file").write_text("x")
+    for output, reason in ((tmp_path / "a-file" / "out.txt", "a part of this path is a file"),
+                           (tmp_path / "a-file" / "deeper" / "out.txt", "a part of this"),
+                           (Path("/proc/out.txt"), "No such file or directory")):
+        with pytest.raises(MTError) as error:
+            atomic_write_text(output, "x")
+        assert str(error.value).startswith(f"could not write '{output}': {reason}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
 def test_an_output_that_is_an_input_is_refused(tmp_path):

@@ -39,7 +39,7 @@ from transformer_mt.cli import (
     train,
     translate,
 )
-from transformer_mt.errors import MTError
+from transformer_mt.errors import MTError, os_reason
 
 EXIT_ERROR = 2
 # each adds its parser (``evaluate``: evaluate and score; ``export``: export and import)
@@ -163,5 +163,13 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         if args.debug:
             raise
-        print(f"mt {args.command}: error: {exc}", file=sys.stderr)
+        print(f"mt {args.command}: error: {os_error_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def os_error_line(exc: OSError) -> str:
+    """What the system refused, as one line: the path and why ("'/proc/run': No such file or
+    directory"), without Python's "[Errno 2]"."""
+    if exc.filename is None or not exc.strerror:
+        return str(exc)
+    return f"'{exc.filename}': {os_reason(exc)}"

@@ -30,7 +30,7 @@ from transformer_mt.build import model_from_checkpoint
 from transformer_mt.checkpoint import load_checkpoint, subword_models_of
 from transformer_mt.data.vocab import BOS, BOS_ID, EOS, PAD_ID, UNK
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import atomic_write_bytes, atomic_write_text
+from transformer_mt.fileio import atomic_write_bytes, atomic_write_text, beside
 from transformer_mt.manifest import Manifest
 from transformer_mt.model.layers import DecoderLayer, EncoderLayer
 from transformer_mt.model.transformer import Decoder, Encoder
@@ -148,8 +148,8 @@ def write_export(out: Path, kind: str, fill: Callable[[Path], None]) -> None:
     :func:`check_export_target`): ``fill`` writes its files into a new directory beside it,
     which a manifest lists and which is renamed into place only when complete (removed if
     anything fails)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    with beside(out):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         fill(tmp)
         Manifest(tmp, kind).record(p.name for p in tmp.iterdir())
