@@ -238,9 +238,10 @@ def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     """``mt serve`` in its own process; returns it and its base URL once /health says ready.
 
     The port is a free one when asked for, but another process may take it before the server
-    binds it (after its warm-up: the suite starts servers in two processes at once), and that
-    process's server would then answer /health: the server must be the one listening, and
-    one that could not bind is started again on another port."""
+    binds it (it tries as it starts, and binds after its warm-up: the suite starts servers in
+    two processes at once), and that process's server would then answer /health: the server
+    must be the one listening, and one that could not bind is started again on another
+    port."""
     for _ in range(3):
         port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "serve",
@@ -253,7 +254,7 @@ def start_server(checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, str]:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 out, err = proc.communicate()
-                assert "address already in use" in err, (out, err)
+                assert "address already in use" in err.lower(), (out, err)
                 break  # another process took the port: again, on another one
             try:
                 with urllib.request.urlopen(url + "/health", timeout=2) as r:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import post, start_server
+from tests.helpers import post, run_cli, start_server
 
 pytest.importorskip("fastapi")
 
@@ -110,3 +110,20 @@ def _in_groups(groups: set[int]) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) in groups:
             found.append(pid)
     return found
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_that_is_taken_is_one_line_before_the_model_loads(trained_run, workers):
+    """Another server on the port: ``mt serve`` says so in one line and exits 2 as it starts,
+    not after loading and warming the model up (uvicorn's "ERROR: [Errno 98]" and exit 3)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(["serve", "--checkpoint", str(trained_run[0] / "best.pt"), "--port",
+                          str(port), "--workers", workers], fresh_process=True, timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"mt serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"]

@@ -174,7 +174,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise MTError("--port must be at most 65535")
     try:
         from transformer_mt.serve.batcher import decoder_thread
-        from transformer_mt.serve.server import serve
+        from transformer_mt.serve.server import bind, serve
     except ModuleNotFoundError as exc:
         from transformer_mt.packages import missing_error
 
@@ -192,6 +192,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from transformer_mt.serve.workers import run_workers
 
         return run_workers(args)
+    if getattr(args, "socket", None) is None:  # a port taken: said before the model loads
+        bind(args.host, args.port).close()  # (bound again once warmed up: serve())
     # loaded on the thread that will decode with it (serve/batcher.py: decoder_thread)
     translator, about, compare = decoder_thread().submit(_load, args).result()
     hosts = tuple(args.allowed_host or ()) or (

@@ -114,6 +114,22 @@ class _Server(uvicorn.Server):
             batcher.abort()
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket (a server's, or the one ``mt serve --workers``' processes share);
+    one line where it cannot be had (the port taken, a host not of this machine)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise MTError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1",
           connections: Connections | None = None, compare: Translator | None = None,
           sock: socket.socket | None = None) -> None:
@@ -135,10 +151,15 @@ def serve(translator: Translator, options: ServeOptions, host: str = "127.0.0.1"
                             lifespan="on")
 
     if _warmed_up(app.state.service):
+        listening = bind(host, port) if sock is None else sock  # (a worker's: shared)
         log.info("serving %s -> %s on http://%s:%d/ (API key %s)",
-                 translator.config.data.src_lang, translator.config.data.tgt_lang, host, port,
-                 "required" if options.api_keys else "not required")
-        _Server(config, app, grace_s).run(sockets=[sock] if sock is not None else None)
+                 translator.config.data.src_lang, translator.config.data.tgt_lang, host,
+                 listening.getsockname()[1], "required" if options.api_keys else "not required")
+        try:
+            _Server(config, app, grace_s).run(sockets=[listening])
+        finally:
+            if sock is None:
+                listening.close()
     log.info("stopped")
 
 

@@ -23,24 +23,9 @@ import socket
 import tempfile
 from types import FrameType
 
-from transformer_mt.errors import MTError
+from transformer_mt.serve.server import bind
 
 log = logging.getLogger("transformer_mt.serve")
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket the workers share."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise MTError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
 
 
 def run_workers(args: argparse.Namespace) -> int:
