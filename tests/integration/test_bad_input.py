@@ -160,6 +160,25 @@ def test_empty_sentencepiece_models_are_refused_or_learnt_again(tmp_path, monkey
     assert "damaged" in caplog.text and cached.read_bytes() == model
 
 
+def test_a_vocabulary_too_small_for_the_corpus_says_the_size_that_learns():
+    """SentencePiece needs a piece for each byte, special and character: below that, one line
+    with the size to set (not its own advice, "--character_coverage option"), which learns."""
+    from transformer_mt.config.data import DataConfig
+    from transformer_mt.data.tokenize import SubwordTokenizer, train_sentencepiece
+    from transformer_mt.errors import DataError
+
+    texts = ["Ein Hund läuft über die Wiese.", "Zwei Katzen schlafen."]
+    with pytest.raises(DataError) as error:
+        train_sentencepiece(texts, DataConfig(tokenizer="sentencepiece", vocab_size=100))
+    message = str(error.value)
+    assert message.startswith("data.vocab_size 100 is too small for this corpus") \
+        and "character_coverage" not in message
+    need = int(message.rsplit("set data.vocab_size to ", 1)[1].split()[0])
+    assert need > 256 + 4
+    model = train_sentencepiece(texts, DataConfig(tokenizer="sentencepiece", vocab_size=need))
+    assert next(iter(SubwordTokenizer(model).tokenize(["Ein Hund."])))
+
+
 def test_a_vocabulary_size_beyond_sentencepiece_is_a_config_error():
     with pytest.raises(MTError, match=r"data.vocab_size' must be in \[16, 1000000\]"):
         config_from_dict({}, ["data.vocab_size=10000000000"])
@@ -240,8 +259,10 @@ def test_decoding_settings_from_python_are_checked_never_crash(changes):
         assert "\n" not in str(exc)
         return
     cfg.validate()
-    assert all(getattr(cfg, k) == v for k, v in changes.items() if v is not None
-               and k != "beam_size")
+    for k, v in changes.items():  # as given (a float also as a string: "1e-3", as YAML reads it)
+        if v is not None and k != "beam_size":
+            assert getattr(cfg, k) == (float(v) if isinstance(v, str) and isinstance(
+                getattr(cfg, k), float) else v), (k, v)
 
 
 @pytest.mark.parametrize("change, expected", [

@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -315,9 +316,22 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
             hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2,
             **symbols)
     except RuntimeError as exc:
-        raise DataError(f"SentencePiece could not learn a model from the training corpus "
-                        f"({str(exc).strip()}); change data.vocab_size or data.subword") from exc
+        raise _learning_error(exc, cfg.vocab_size) from exc
     return out.getvalue()
+
+
+def _learning_error(exc: RuntimeError, vocab_size: int) -> DataError:
+    """SentencePiece's refusal as ours: a vocabulary smaller than the pieces it must hold (its
+    256 byte pieces, our 4 and the corpus's characters: "... required_chars. 100 vs 264 ...",
+    with its own command-line advice) says the size to set."""
+    found = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(exc))
+    if found:
+        return DataError(f"data.vocab_size {vocab_size:,} is too small for this corpus: its "
+                         f"SentencePiece model needs at least {int(found[1]):,} pieces (256 "
+                         "byte pieces, the 4 specials and the corpus's characters); set "
+                         f"data.vocab_size to {int(found[1]):,} or more")
+    return DataError(f"SentencePiece could not learn a model from the training corpus "
+                     f"({str(exc).strip()}); change data.vocab_size or data.subword")
 
 
 def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str,
