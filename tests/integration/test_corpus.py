@@ -123,6 +123,7 @@ def test_fine_tuning_starts_from_a_checkpoint_and_refuses_another_model(toy_run,
     ("empty", "'{dir}/empty.fr' is empty"),
     ("latin1", "line 3: not valid UTF-8"),
     ("counts", "has 4 lines but '{dir}/b.es' has 3;"),
+    ("counts-subwords", "has 4 lines but '{dir}/b.es' has 3;"),  # said before any tokenizing
     ("columns", "line 2 has 3 tab-separated columns"),
 ])
 def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, expected):
@@ -136,9 +137,10 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
              "empty": {"src": str(d / "empty.fr"), "tgt": str(d / "b.es")},
              "latin1": {"src": str(d / "latin1.fr"), "tgt": str(d / "b.es")},
              "counts": {"src": str(d / "a.fr"), "tgt": str(d / "b.es")},
-             "columns": {"tsv": str(d / "bad.tsv")}}[problem]
+             "columns": {"tsv": str(d / "bad.tsv")}}[problem.split("-")[0]]
+    subwords = {"tokenizer": "sentencepiece", "vocab_size": 300} if "subwords" in problem else {}
     write_config(d / "bad.yaml", {"src_lang": "fr", "tgt_lang": "es", "train": train,
-                                  "valid": train})
+                                  "valid": train, **subwords})
     run_dir = d / "run"
     result = run_cli(["train", "--config", str(d / "bad.yaml"), "--run-dir", str(run_dir)])
     assert result.returncode != 0
@@ -146,6 +148,7 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
     last = result.stderr.strip().splitlines()[-1]  # the error: one line, after any progress
     assert last.startswith("mt train: error:") and expected.format(dir=d) in last, last
     assert not run_dir.exists()
+    assert not subwords or "tokenizing" not in result.stderr  # (said as the learning began)
 
 
 def test_config_names_the_corpus_key_and_the_nearest_language():

@@ -116,9 +116,18 @@ def training_fingerprint(cfg: DataConfig) -> str:
 def subword_models(cfg: DataConfig, corpora: Sequence[Corpus], progress: bool = False
                    ) -> tuple[bytes, bytes]:
     """SentencePiece models learnt from the (first ``data.max_pairs`` of each) training pairs:
-    one for both sides with ``shared_vocab``, else one per side (cached, see tokenize.py)."""
-    def side(s: Side) -> Iterator[str]:
-        return chain.from_iterable(
+    one for both sides with ``shared_vocab``, else one per side (cached, see tokenize.py).
+    Where one is learnt, the files' sides are first checked to have as many lines each (else
+    that was said after the learning, minutes on a large corpus, and the tokenizing)."""
+    checked: list[bool] = []
+
+    def side(s: Side) -> Iterator[str]:  # (runs as SentencePiece starts reading it)
+        if not checked:
+            for c in corpora:
+                if not c.is_tsv and c.multi30k is None and c.languages is None:
+                    c.check_parallel(*(sum(1 for _ in c.lines(t)) for t in ("src", "tgt")))
+            checked.append(True)
+        yield from chain.from_iterable(
             c.lines(s) if cfg.max_pairs is None
             else islice(c.lines(s), cfg.max_pairs) for c in corpora)
 
