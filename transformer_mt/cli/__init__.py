@@ -23,9 +23,11 @@ holds the parser they join and how errors end: one line on stderr and a non-zero
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
 from transformer_mt.cli import (
     average,
@@ -63,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         torch_version = version("torch")
     except PackageNotFoundError:
         torch_version = "not installed"
-    parser = argparse.ArgumentParser(
+    parser = _TopParser(
         prog="mt", description="Train a Transformer to translate, translate with it and score "
         "it.")
     parser.add_argument("--quiet", action="store_true", help="only warnings and errors")
@@ -75,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in COMMANDS:  # in the help's order
         command.add(sub, common)
+    parser.commands = tuple(sub.choices)
     return parser
 
 
@@ -89,11 +92,43 @@ class _DefaultsFormatter(argparse.HelpFormatter):
 
 
 class _CommandParser(argparse.ArgumentParser):
-    """A command's parser: its --help shows every option's default."""
+    """A command's parser: its --help shows every option's default, and an argument it does
+    not know is its error (its usage, the option it most looks like), not the top level's."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _DefaultsFormatter)
         super().__init__(**kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(unrecognized(extras, self._option_string_actions))
+        return parsed, extras
+
+
+class _TopParser(argparse.ArgumentParser):
+    """``mt``'s parser: a command it does not know is said with the one it most looks like."""
+
+    commands: tuple[str, ...] = ()  # build_parser() names them
+
+    def error(self, message: str) -> NoReturn:
+        wrong = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
+        if wrong and self.commands:
+            names = self.commands
+            close = difflib.get_close_matches(wrong.group(1), names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            message = (f"'{wrong.group(1)}' is not a command{hint} (the commands: "
+                       f"{', '.join(names)}; mt --help)")
+        super().error(message)
+
+
+def unrecognized(extras: list[str], options: Iterable[str]) -> str:
+    """The error for arguments a command does not take, the option most like the first
+    option among them suggested."""
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    flags = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
+    close = difflib.get_close_matches(flags[0], list(options), n=1) if flags else []
+    return message + (f" (did you mean {close[0]}?)" if close else "")
 
 
 def _not_utf8(argv: list[str]) -> str | None:
