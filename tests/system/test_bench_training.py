@@ -99,11 +99,15 @@ def test_quality_benchmark_cut_short_keeps_the_models_it_scored(trained_run, tmp
     (["--ensemble", "--seeds", "1"], "--ensemble needs two or more --seeds or --checkpoint"),
 ])
 def test_quality_benchmark_refuses_what_it_cannot_do_before_it_trains(tmp_path, args,
-                                                                       message):
-    result = subprocess.run([sys.executable, "bench/quality.py", "--config",
-                             "config/quickstart.yaml", "--run-dir", str(tmp_path / "runs"),
-                             *args], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and message in result.stderr.splitlines()[-1]
+                                                                       message, monkeypatch,
+                                                                       capsys):
+    from bench import quality
+
+    monkeypatch.setattr(sys, "argv", ["quality.py", "--config", "config/quickstart.yaml",
+                                      "--run-dir", str(tmp_path / "runs"), *args])
+    with pytest.raises(SystemExit) as exit_:
+        quality.main()
+    assert exit_.value.code == 2 and message in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "runs").exists()
 
 
@@ -201,8 +205,11 @@ def test_gpu_check_cut_short_keeps_the_parts_it_finished(tmp_path, monkeypatch):
 
 
 @needs_data  # the benchmarks measure Multi30k
-def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path):
-    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(tmp_path)],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "is a directory" in result.stderr.splitlines()[-1]
-    assert "gpu_check: environment" not in result.stderr  # refused before the first part
+def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path, capsys):
+    from bench import gpu_check
+
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--smoke", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "is a directory" in err.splitlines()[-1]
+    assert "gpu_check: environment" not in err  # refused before the first part
