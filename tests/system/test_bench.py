@@ -106,7 +106,8 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
             first["mt_translate_s"] / first["import_torch_s"], abs=0.02)
 
 
-def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator():
+def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator(
+        monkeypatch, capsys):
     """The engine's process starts with --engine-env's settings (its libraries read them once,
     as they load) and with the allocator of its way (the system's malloc, or tcmalloc where
     installed: each way timed), the benchmark's own environment unchanged; a setting that is
@@ -132,12 +133,14 @@ def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator
         assert set(peer.configurations(settings)) == {
             f"{way}{tail}" for way in ("1", "2", f"2x{threads_per_process(2)}")
             for tail in ("", " tcmalloc")}
-    result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-env", "AVX2"],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "'AVX2' is not KEY=VALUE" in result.stderr
-    result = subprocess.run([sys.executable, "bench/decode_speed.py", "--engine-threads", "0,2"],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "'0,2' is not thread counts" in result.stderr
+    from bench import decode_speed
+
+    for argv, message in ((["--engine-env", "AVX2"], "'AVX2' is not KEY=VALUE"),
+                          (["--engine-threads", "0,2"], "'0,2' is not thread counts")):
+        monkeypatch.setattr(sys, "argv", ["decode_speed.py", *argv])
+        with pytest.raises(SystemExit) as exit_:
+            decode_speed.main()
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
