@@ -22,50 +22,53 @@ pytest.importorskip("fastapi")
 
 
 
-def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(trained_run):
+@pytest.fixture(scope="module")
+def timeouts(trained_run):
+    """One server with short deadlines for the tests of slow and idle clients: (host, port,
+    url); once they are done it stops with exit code 0, with no traceback and no descriptor
+    run out of in its log."""
     proc, url = start_server(trained_run[0] / "best.pt", "--header-timeout", "1",
-                             "--idle-timeout", "1", "--max-connections", "64")
-    host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
+                             "--idle-timeout", "1", "--max-connections", "64",
+                             "--body-timeout", "2")
     try:
-        idle = [socket.create_connection((host, port)) for _ in range(100)]
-        slow = socket.create_connection((host, port))
-        slow.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\n")  # never ends
-        time.sleep(2.5)
-        for s in [*idle, slow]:
-            s.settimeout(2)
-            assert s.recv(1) == b""  # closed by the server
-            s.close()
-        status, body = post(url + "/translate", {"q": "Ein Hund.", "source": "de",
-                                                 "target": "en"})
-        assert status == 200 and body["translatedText"]
+        yield urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port, url
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Too many open files" not in err and "Traceback" not in err
 
 
-def test_a_body_sent_a_byte_at_a_time_is_timed_out_as_a_whole(trained_run):
+def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(timeouts):
+    host, port, url = timeouts
+    idle = [socket.create_connection((host, port)) for _ in range(100)]
+    slow = socket.create_connection((host, port))
+    slow.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\n")  # never ends
+    time.sleep(2.5)
+    for s in [*idle, slow]:
+        s.settimeout(2)
+        assert s.recv(1) == b""  # closed by the server
+        s.close()
+    status, body = post(url + "/translate", {"q": "Ein Hund.", "source": "de",
+                                             "target": "en"})
+    assert status == 200 and body["translatedText"]
+
+
+def test_a_body_sent_a_byte_at_a_time_is_timed_out_as_a_whole(timeouts):
     """--body-timeout bounds the whole body, not each piece: a byte every 0.5 s is a 408
     after 2 s, though no piece ever waited that long."""
-    proc, url = start_server(trained_run[0] / "best.pt", "--body-timeout", "2")
-    host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
-    try:
-        with socket.create_connection((host, port)) as slow:
-            slow.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
-                         b"application/json\r\nContent-Length: 100\r\n\r\n")
-            start, answer = time.monotonic(), b""
-            slow.settimeout(0.5)
-            while time.monotonic() - start < 10 and not answer:
-                with contextlib.suppress(OSError):
-                    slow.sendall(b" ")
-                with contextlib.suppress(TimeoutError):
-                    answer = slow.recv(200)
-            assert answer.startswith(b"HTTP/1.1 408"), answer
-            assert 1.5 < time.monotonic() - start < 5
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=60)
-    assert "Traceback" not in err
+    host, port, _ = timeouts
+    with socket.create_connection((host, port)) as slow:
+        slow.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: 100\r\n\r\n")
+        start, answer = time.monotonic(), b""
+        slow.settimeout(0.5)
+        while time.monotonic() - start < 10 and not answer:
+            with contextlib.suppress(OSError):
+                slow.sendall(b" ")
+            with contextlib.suppress(TimeoutError):
+                answer = slow.recv(200)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert 1.5 < time.monotonic() - start < 5
 
 
 def test_a_process_out_of_descriptors_says_so_once_and_recovers(trained_run):
