@@ -21,7 +21,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -342,9 +342,11 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
                            version("sentencepiece"), SPM_SAMPLE, *tags(cfg)])
 
     def build(directory: Path) -> None:
+        lines = iter(texts)
+        first = list(islice(lines, 1))  # (a corpus says what is wrong with it as it is read)
         log.info("learning a %s SentencePiece model of %d pieces (cached in %s)", cfg.subword,
                  cfg.vocab_size, directory.parent)
-        (directory / "spm.model").write_bytes(train_sentencepiece(texts, cfg))
+        (directory / "spm.model").write_bytes(train_sentencepiece(chain(first, lines), cfg))
 
     directory = cache_entry("sentencepiece", key_text, build, ("spm.model",))
     model = (directory / "spm.model").read_bytes()
