@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import re
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn
+from typing import Any
 
 from transformer_mt.cli import (
     average,
@@ -65,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         torch_version = version("torch")
     except PackageNotFoundError:
         torch_version = "not installed"
-    parser = _TopParser(
+    parser = argparse.ArgumentParser(
         prog="mt", description="Train a Transformer to translate, translate with it and score "
         "it.")
     parser.add_argument("--quiet", action="store_true", help="only warnings and errors")
@@ -77,7 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in COMMANDS:  # in the help's order
         command.add(sub, common)
-    parser.commands = tuple(sub.choices)
     return parser
 
 
@@ -96,30 +94,20 @@ class _CommandParser(argparse.ArgumentParser):
     not know is its error (its usage, the option it most looks like), not the top level's."""
 
     def __init__(self, **kwargs: Any) -> None:
+        self.options: list[str] = []  # its own options' strings (add_argument)
         kwargs.setdefault("formatter_class", _DefaultsFormatter)
         super().__init__(**kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.extend(action.option_strings)
+        return action
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
-            self.error(unrecognized(extras, self._option_string_actions))
+            self.error(unrecognized(extras, self.options))
         return parsed, extras
-
-
-class _TopParser(argparse.ArgumentParser):
-    """``mt``'s parser: a command it does not know is said with the one it most looks like."""
-
-    commands: tuple[str, ...] = ()  # build_parser() names them
-
-    def error(self, message: str) -> NoReturn:
-        wrong = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
-        if wrong and self.commands:
-            names = self.commands
-            close = difflib.get_close_matches(wrong.group(1), names, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            message = (f"'{wrong.group(1)}' is not a command{hint} (the commands: "
-                       f"{', '.join(names)}; mt --help)")
-        super().error(message)
 
 
 def unrecognized(extras: list[str], options: Iterable[str]) -> str:
