@@ -292,3 +292,27 @@ def test_resuming_over_a_changed_training_corpus_is_refused(tmp_path, monkeypatc
     resumed = run_cli([*run, "--set", "train.max_steps=5"])
     assert resumed.returncode == 0, resumed.stderr
     assert "trained to step 5" in resumed.stdout
+
+
+def test_languages_are_checked_only_against_a_spacy_that_is_there(tmp_path, monkeypatch):
+    """The codes a config may name come from spaCy's package where it is installed; where it
+    is not (a GPU image), or a package of that name holds no languages, any code is taken
+    (SentencePiece needs no spaCy), never an error about spaCy's files."""
+    import importlib.machinery
+    import importlib.util
+
+    from transformer_mt.config import languages
+
+    real = languages.spacy_languages()
+    assert "de" in real and "en" in real
+    (tmp_path / "spacy").mkdir()
+    fake = importlib.machinery.ModuleSpec("spacy", None, origin=str(tmp_path / "spacy" /
+                                                                    "__init__.py"))
+    for spec in (None, fake):
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, spec=spec: spec)
+        languages.spacy_languages.cache_clear()
+        try:
+            assert languages.spacy_languages() == ()
+            languages.check_language("xx-made-up", "data.src_lang")  # taken
+        finally:
+            languages.spacy_languages.cache_clear()

@@ -20,6 +20,8 @@ def spacy_languages() -> tuple[str, ...]:
     if spec is None or spec.origin is None:
         return ()
     lang_dir = Path(spec.origin).parent / "lang"
+    if not lang_dir.is_dir():  # not spaCy's package as it is installed: nothing to go by
+        return ()
     return tuple(sorted(p.name for p in lang_dir.iterdir()
                         if p.is_dir() and (p / "__init__.py").is_file()))
 
