@@ -92,6 +92,16 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 300,
     return _run_in_process(args, cwd or REPO, env or {}, stdin, text)
 
 
+def in_the_foreground() -> None:
+    """``preexec_fn`` of a process a test interrupts as Ctrl-C does: SIGINT as a terminal's
+    foreground process has it (Python's KeyboardInterrupt), wherever the suite runs. A shell
+    starts a job in the background (``make test &``, nohup) with SIGINT ignored, and each
+    process it starts keeps it so: ``mt translate`` then rightly ignores a SIGINT."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_bench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python ARGS`` from the repository (a benchmark, as its docstring says to run it),
     which must exit 0."""

@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from tests.helpers import REPO, TOY_DE_EN, run_cli
+from tests.helpers import REPO, TOY_DE_EN, in_the_foreground, run_cli
 from tests.toy import toy_pairs, train_toy_model
 from transformer_mt.config import DecodeConfig
 from transformer_mt.errors import MTError
@@ -150,7 +150,8 @@ def test_ctrl_c_stops_every_process_and_writes_nothing(trained_run, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "transformer_mt", "translate", "--checkpoint",
          str(run_dir / "best.pt"), "--input", str(source), "--output", str(out),
-         "--beam-size", "5", "--workers", "2"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+         "--beam-size", "5", "--workers", "2"], cwd=REPO, stderr=subprocess.PIPE, text=True,
+        preexec_fn=in_the_foreground)
     assert proc.stderr is not None
     lines = []
     for line in proc.stderr:  # the processes have started: decoding is under way
