@@ -41,26 +41,28 @@ BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
 
 
 @functools.lru_cache(maxsize=8)
-def bleu_metric(lang: str | None) -> BLEU:
+def bleu_metric(lang: str | None, ours: bool = False) -> BLEU:
     """sacreBLEU's BLEU with the tokenizer for the target language (13a where it has none);
-    where that tokenizer's package is missing, character-level ("char"), with a warning."""
+    where that tokenizer's package is missing, character-level ("char"), with a warning.
+    ``ours``: the translations are this model's, detokenized here, so sacreBLEU's guess that
+    lines ending in " ." were never detokenized (an untrained model's) is not printed."""
     name = BLEU_TOKENIZERS.get(lang or "", "13a")
     try:
-        return BLEU(tokenize=name)
+        return BLEU(tokenize=name, force=ours)
     except (ImportError, RuntimeError, OSError) as exc:
         log.warning("sacreBLEU's %s tokenizer for '%s' is not available (%s); scoring with "
                     "'char' instead", name, lang, str(exc).strip().splitlines()[0])
-        return BLEU(tokenize="char")
+        return BLEU(tokenize="char", force=ours)
 
 
 def score(hypotheses: Sequence[str], references: Sequence[str],
-          lang: str | None = None) -> Scores:
+          lang: str | None = None, ours: bool = False) -> Scores:
     """Corpus BLEU and chrF of detokenized ``hypotheses`` against raw ``references`` in the
-    target language ``lang``."""
+    target language ``lang``; ``ours``: the hypotheses are this model's (:func:`bleu_metric`)."""
     if len(hypotheses) != len(references):
         raise MTError(f"{len(hypotheses):,} translations but {len(references):,} references; "
                       "they must be parallel line by line")
-    bleu, chrf = bleu_metric(lang), CHRF()
+    bleu, chrf = bleu_metric(lang, ours), CHRF()
     b = bleu.corpus_score(list(hypotheses), [list(references)])
     c = chrf.corpus_score(list(hypotheses), [list(references)])
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()),
@@ -96,8 +98,8 @@ def decode_and_score(translator: Translator, references: Sequence[str],
     seconds = time.perf_counter() - start
     if translator.config.data.lowercase:
         references = [r.lower() for r in references]
-    return SplitResult(hypotheses, score(hypotheses, references, translator.config.data.tgt_lang),
-                       cfg, seconds)
+    return SplitResult(hypotheses, score(hypotheses, references, translator.config.data.tgt_lang,
+                                         ours=True), cfg, seconds)
 
 
 def read_test_set(translator: Translator, name: str, max_sentences: int | None = None,

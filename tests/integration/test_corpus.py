@@ -178,6 +178,22 @@ def test_bleu_tokenizer_follows_the_target_language():
     assert "tok:13a" in score(["A cat."], ["A dog."], "fr").bleu_signature
 
 
+def test_our_own_translations_are_not_taken_for_tokenized_text(caplog):
+    """sacreBLEU guesses that 100 lines ending in " ." were never detokenized: right of a file
+    a user brings (``mt evaluate --hyp``), wrong of the model's own, which an untrained model
+    ends so (validation at step 40 printed "It looks like you forgot to detokenize")."""
+    from transformer_mt.evaluate import score
+
+    hyp, ref = ["a man ."] * 100, ["A man."] * 100
+    theirs = score(hyp, ref, "en")
+    assert "forgot to detokenize" in caplog.text
+    caplog.clear()
+    ours = score(hyp, ref, "en", ours=True)
+    assert "detokenize" not in caplog.text
+    assert (ours.bleu, ours.chrf, ours.bleu_signature) == (
+        theirs.bleu, theirs.chrf, theirs.bleu_signature)
+
+
 def test_evaluate_scores_any_file_pair(toy_run, tmp_path):
     run_dir, _ = toy_run
     pairs = toy_corpus_pairs()[:30]
