@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -333,26 +334,28 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     assert "hound" in lines[11] and "www.hund.de" in lines[11]  # the glossary's, exactly
 
 
-def test_step_checkpoints_are_written_only_where_averaging_uses_them(tmp_path, monkeypatch):
-    """With a fixed budget only the last train.keep_last saves write a step checkpoint; with
-    early stopping (the end unknown) every save does."""
-    from transformer_mt.training import run_dir as run_dir_module
+def test_every_save_writes_a_step_checkpoint_so_a_run_stopped_early_averages(tmp_path,
+                                                                                monkeypatch):
+    """Each scheduled save writes a step checkpoint and the last train.keep_last stay, so a run
+    stopped long before its budget (Ctrl-C, a time limit) has saves to average: only the last
+    few of a fixed budget were written, and a run stopped before them had last.pt alone. The
+    stop's own save (step 10) is last.pt, not a step file; a run that ends keeps its last."""
+    from transformer_mt.training.stop import StopSignals
 
-    written = []
-    save = run_dir_module.save_checkpoint
-    monkeypatch.setattr(run_dir_module, "save_checkpoint",
-                        lambda ckpt, path: written.append(path.name) or save(ckpt, path))
-    for patience, expected in ((None, [6, 9, 12]), (100, [3, 6, 9, 12])):
-        written.clear()
-        run = tmp_path / f"patience-{patience}"
-        extra = [] if patience is None else [f"train.patience={patience}"]
-        result = run_cli(tiny_train_args(run, "train.max_steps=12", "train.eval_every=100",
-                                         "train.keep_last=2", *extra))
-        assert result.returncode == 0, result.stderr
-        assert [n for n in written if n.startswith("step_")] == [
-            f"step_{s:07d}.pt" for s in expected]
-        assert sorted(p.name for p in run.glob("step_*.pt")) == ["step_0000009.pt",
-                                                                 "step_0000012.pt"]
+    agreed = StopSignals.agreed
+
+    def ctrl_c_at_step_10(self: StopSignals, step: int) -> bool:
+        if step == 10:
+            self.signum = signal.SIGINT
+        return agreed(self, step)
+
+    monkeypatch.setattr(StopSignals, "agreed", ctrl_c_at_step_10)
+    for max_steps, code, kept in ((100000, 130, (6, 9)), (8, 0, (6, 8))):
+        run = tmp_path / f"run-{max_steps}"
+        result = run_cli(tiny_train_args(run, f"train.max_steps={max_steps}", "train.keep_last=2",
+                                         "train.eval_every=100", "train.max_epochs=null"))
+        assert result.returncode == code, result.stderr
+        assert sorted(p.name for p in run.glob("step_*.pt")) == [f"step_{s:07d}.pt" for s in kept]
 
 
 def test_info_says_how_many_pairs_were_trained_on_and_removed(trained_run):

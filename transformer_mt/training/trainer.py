@@ -73,7 +73,6 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.start = start
         self.show_bar = bars_enabled() if progress is None else progress
-        self.planned_steps = 0  # the run's length in steps, known once its data is
         self._started = False  # the constructor only checks: _start acts
 
     def _start(self) -> None:
@@ -188,9 +187,9 @@ class Trainer:
         run.model.train()
         self.stop.stepping = True  # from here a signal stops after a step, with a save
         plan = self.epoch_plan(run, p.epoch)
-        self.planned_steps = t.total_steps(len(plan))
-        self._check_length(self.planned_steps, len(plan))
-        bar = tqdm(total=self.planned_steps, initial=p.step, unit="step", desc="train",
+        planned_steps = t.total_steps(len(plan))
+        self._check_length(planned_steps, len(plan))
+        bar = tqdm(total=planned_steps, initial=p.step, unit="step", desc="train",
                    disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
@@ -373,14 +372,6 @@ class Trainer:
         self._check_weights(run)
         self.files.save_best(run_checkpoint(run, self.cfg, self.precision))
 
-    def _step_files(self, step: int) -> int:
-        """How many step checkpoints to keep, if this save writes one: the saves averaging can
-        use do, with a fixed budget the last ``keep_last`` (writing one every save costs a GPU
-        as much as the steps between); with early stopping (its end unknown) every save."""
-        t = self.cfg.train
-        last_window = self.planned_steps - (t.keep_last + 1) * t.save_every
-        return t.keep_last if t.patience is not None or step > last_window else 0
-
     def _save_last(self, run: Run, step_file: bool = True) -> None:
         """Write ``last.pt`` and, with ``train.keep_last`` and ``step_file``, a step file."""
         step = run.progress.step
@@ -388,7 +379,7 @@ class Trainer:
         self._check_weights(run)  # on every rank, so that all stop alike
         if self.is_main:
             self.files.save_last(run_checkpoint(run, self.cfg, self.precision, rng), step,
-                                 self._step_files(step) if step_file else 0,
+                                 self.cfg.train.keep_last if step_file else 0,
                                  step in self.cfg.train.keep_steps)
         distributed.barrier(self.dist)
 
