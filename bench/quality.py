@@ -101,7 +101,7 @@ def train_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
 
 def model_to_score(run_dir: Path, average: int) -> tuple[Path, list[str]]:
     """``best.pt`` (``average`` 0), or the average of the run's last ``average`` saves
-    (written to ``avg.pt``; one save is scored as it is; a run stopped before its last saves
+    (written to ``avg.pt``; one save is scored as it is; a run stopped before its first save
     has none: its ``last.pt``), and the files it comes from."""
     if average == 0:
         return run_dir / "best.pt", [str(run_dir / "best.pt")]
