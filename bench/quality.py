@@ -78,17 +78,20 @@ def train_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
                "--run-dir", str(run_dir), "--quiet", *(f"--set={s}" for s in sets)]
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log = run_dir.with_name(run_dir.name + ".log")
-    start = time.perf_counter()
+    start, timed_out = time.perf_counter(), False
     with open(log, "a", encoding="utf-8") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
             rc = process.wait(timeout=args.train_timeout)
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGINT)  # finish the step, save last.pt, exit 130
-            rc = process.wait()
+            rc, timed_out = process.wait(), True
         except KeyboardInterrupt:  # Ctrl-C reached the training too: let it save
             process.wait()
             raise
+    if timed_out and not (run_dir / "last.pt").exists():  # (still starting, or preparing data)
+        raise RuntimeError(f"--train-timeout {args.train_timeout:g} s stopped mt train before "
+                           f"its first step (log: {log}): nothing to score; give it longer")
     if rc not in (0, STOPPED) or not (run_dir / "last.pt").exists():
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
         raise RuntimeError(f"mt train exited {rc} (log: {log}): {' '.join(tail)}")

@@ -46,10 +46,13 @@ def main() -> int:
     gc.disable()
     try:
         from transformer_mt.cli import main as run
-    except BaseException:
+
+        return run(before_command=_settle)
+    except KeyboardInterrupt:  # Ctrl-C as mt starts, before its command could say so (cli._run)
+        print("mt: interrupted", file=sys.stderr)
+        return 130
+    finally:
         gc.enable()
-        raise
-    return run(before_command=_settle)
 
 
 def _settle(args: argparse.Namespace) -> None:

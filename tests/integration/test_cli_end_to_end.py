@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.helpers import (
     REPO,
     TINY_OVERRIDES,
     TOY_DE_EN,
+    in_the_foreground,
     needs_data,
     run_cli,
     tiny_train_args,
@@ -138,6 +140,31 @@ def test_the_program_runs_with_tcmalloc_where_it_is_installed(trained_run):
     assert missing.stderr.splitlines() == [
         "mt: error: MT_ALLOCATOR=/no/such/libmalloc.so: no such library (set it to a shared "
         "library's path, or to system or auto)", "2 0"]
+
+
+def test_ctrl_c_as_the_program_starts_is_one_line(trained_run):
+    """Ctrl-C while ``mt`` still imports torch (its libraries mapped, its modules loading)
+    ends as a Ctrl-C in the command does: exit 130, one line, no traceback."""
+    run_dir, _ = trained_run
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_mt", "info",
+                             str(run_dir / "best.pt")], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=in_the_foreground)
+    deadline = time.monotonic() + 60
+    while "libtorch" not in _mapped(proc.pid):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "mt info: interrupted\n")
+
+
+def _mapped(pid: int) -> str:
+    """The files a running process has mapped (its /proc maps), or "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+            return maps.read()
+    except OSError:
+        return ""
 
 
 def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):

@@ -3,7 +3,9 @@ over seeds, memory as the corpus grows, a step's profile, and the GPU check."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
 import subprocess
 import sys
 
@@ -92,6 +94,24 @@ def test_quality_benchmark_cut_short_keeps_the_models_it_scored(trained_run, tmp
     assert report["parts_to_come"] == ["ensemble"] and "ensemble" not in report
     assert [r["checkpoint"] for r in report["runs"]] == models
     assert report["mean"]["toy_test_beam2"]["runs"] == 2
+
+
+def test_quality_benchmark_says_when_its_timeout_came_before_the_first_step(tmp_path):
+    """A run stopped while ``mt train`` still starts has nothing to score: the error says
+    so, and what to change."""
+    from bench import quality
+
+    args = argparse.Namespace(config="config/quickstart.yaml", train_timeout=0.5,
+                              set=[*TINY, "train.max_steps=2"])  # (ends soon if not stopped)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal:
+    try:  # the training starts with SIGINT's default action (not ignored, as under nohup)
+        with pytest.raises(RuntimeError, match=r"^--train-timeout 0.5 s stopped mt train "
+                           r"before its first step \(log: .*\): nothing to score; give it "
+                           r"longer$"):
+            quality.train_run(args, 1234, tmp_path / "runs" / "seed-1234")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not (tmp_path / "runs" / "seed-1234").exists()
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -155,15 +155,17 @@ def main(argv: list[str] | None = None,
             print(f"mt {args.command}: error: --{name.replace('_', '-')} must be at least 1",
                   file=sys.stderr)
             return EXIT_ERROR
-    if before_command is not None:
-        before_command(args)
-    return _run(args)
+    return _run(args, before_command)
 
 
-def _run(args: argparse.Namespace) -> int:
-    """The command, each way it can fail ending in one line on stderr and an exit code
+def _run(args: argparse.Namespace,
+         before_command: Callable[[argparse.Namespace], None] | None = None) -> int:
+    """The command (and what comes before it: ``mt``'s ``import torch``, where a Ctrl-C as
+    it starts lands), each way it can fail ending in one line on stderr and an exit code
     (``--debug``: the traceback instead)."""
     try:
+        if before_command is not None:
+            before_command(args)
         return args.func(args)
     except MTError as exc:
         if args.debug:
