@@ -64,11 +64,24 @@ def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_score
 
 @needs_data  # the benchmarks measure Multi30k
 def test_quality_benchmark_stops_a_run_at_its_timeout_and_scores_what_it_saved(tmp_path):
-    record = _quality(tmp_path, "train.max_steps=100000", "--train-timeout", "10")
-    (run,) = record["runs"]
+    """A run stopped at ``--train-timeout`` is scored from the average of its last saves or
+    from ``last.pt``, the one with the better val BLEU (greedy), as evaluated again here."""
+    run_cli(["data", "--config", "config/quickstart.yaml", *_sets("train.max_steps=100000")])
+    record = _quality(tmp_path, "train.max_steps=100000", "--train-timeout", "10")  # (the 10 s
+    (run,) = record["runs"]                                     # train: the corpora are ready)
     assert run["stopped"] and 0 < run["steps"] < 100000 and run["seed"] == 1234
-    saves = sorted((tmp_path / "runs").glob("step_*.pt"))  # the saves before the stop
-    assert run["averaged"] == ([str(p) for p in saves[-3:]] or [str(tmp_path / "runs/last.pt")])
+    saves = [str(p) for p in sorted((tmp_path / "runs").glob("step_*.pt"))[-3:]]
+    assert len(saves) > 1  # (save_every 5: a few in 10 s)
+    val = run["chosen_on_val_greedy"]
+    for name in ("avg.pt", "last.pt"):
+        evaluated = json.loads(run_cli(["evaluate", "--checkpoint", str(tmp_path / "runs" / name),
+                                        "--split", "valid", "--beam-size", "1",
+                                        "--max-sentences", "5", "--json"]).stdout)
+        assert round(evaluated["bleu"], 2) == val[name]
+    chosen = "last.pt" if val["last.pt"] > val["avg.pt"] else "avg.pt"
+    assert run["checkpoint"] == str(tmp_path / "runs" / chosen)
+    assert run["averaged"] == (saves if chosen == "avg.pt" else [run["checkpoint"]])
+    assert run["scores"]["valid_greedy"]["bleu"] == val[chosen]
     assert record["mean"]["valid_beam2"]["bleu"] == run["scores"]["valid_beam2"]["bleu"]
     assert "stopped by SIGINT" in (tmp_path / "runs.log").read_text()
 
@@ -132,11 +145,15 @@ def test_quality_benchmark_refuses_what_it_cannot_do_before_it_trains(tmp_path, 
     assert not (tmp_path / "runs").exists()
 
 
-def _quality(tmp_path, max_steps: str, *args: str) -> dict:
-    sets = [f"--set={s}" for s in (*TINY, max_steps, "train.max_epochs=null",
+def _sets(max_steps: str) -> list[str]:
+    return [f"--set={s}" for s in (*TINY, max_steps, "train.max_epochs=null",
                                    "train.eval_every=50", "train.save_every=5",
                                    "train.keep_last=3")]
-    return json.loads(run_bench("bench/quality.py", "--config", "config/quickstart.yaml", *sets,
+
+
+def _quality(tmp_path, max_steps: str, *args: str) -> dict:
+    return json.loads(run_bench("bench/quality.py", "--config", "config/quickstart.yaml",
+                                *_sets(max_steps),
                                 "--run-dir", str(tmp_path / "runs"), "--beam", "2",
                                 "--max-sentences", "5", *args).stdout)
 
