@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -152,13 +153,21 @@ def test_a_rank_that_does_not_see_rank_0s_checkpoint_refuses(tmp_path, monkeypat
 
 def test_a_run_that_ends_inside_its_warmup_is_warned_about(tmp_path, trained_run):
     """Raising train.max_tokens (with the number of GPUs, say) makes an epoch fewer steps: a
-    budget in epochs then ends inside the warmup, silently under-trained."""
-    result = run_cli(tiny_train_args(tmp_path / "run", "train.max_steps=null",
+    budget in epochs then ends inside the warmup, silently under-trained. Where the epochs end
+    a run before its train.max_steps (whichever comes first), the log says so as it starts."""
+    result = run_cli(tiny_train_args(tmp_path / "run", "train.max_steps=500",
                                      "train.max_epochs=2", "train.warmup_steps=100"))
     assert result.returncode == 0, result.stderr
     assert "fewer than twice its 100 warmup steps" in result.stderr
     assert "an epoch at train.max_tokens=600" in result.stderr
+    said = re.search(r"train.max_epochs=2 ends this run after ~(\d+) steps, before "
+                     r"train.max_steps=500 \((\d+) steps an epoch at train.max_tokens=600; "
+                     r"with train.max_epochs=null it trains all 500\)", result.stderr)
+    assert said and int(said[1]) == 2 * int(said[2]) < 500
+    metrics = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert abs(json.loads(metrics[-1])["step"] - int(said[1])) <= 2  # (epochs vary by a batch)
     assert "warmup steps" not in trained_run[1].stderr  # 6 steps, 2 of warmup: no warning
+    assert "ends this run" not in trained_run[1].stderr  # 6 steps, the first of 20 epochs
 
 
 def test_last_checkpoint_holds_the_final_validations_verdict(tmp_path):

@@ -229,9 +229,16 @@ class Trainer:
             bar.close()
 
     def _check_length(self, total: int, per_epoch: int) -> None:
-        """Warn when the run ends soon after warmup: a bigger train.max_tokens (say, for more
-        GPUs) means fewer steps an epoch, and a budget in epochs ends inside the warmup."""
+        """Say when ``train.max_epochs`` ends the run before ``train.max_steps`` (whichever
+        comes first: a small corpus takes few steps an epoch), and warn when it ends soon after
+        warmup: a bigger train.max_tokens (say, for more GPUs) means fewer steps an epoch, and
+        a budget in epochs ends inside the warmup."""
         t = self.cfg.train
+        if self.is_main and t.max_steps is not None and total < t.max_steps:  # (max_epochs')
+            log.info("train.max_epochs=%s ends this run after ~%d steps, before "
+                     "train.max_steps=%d (%d steps an epoch at train.max_tokens=%d; with "
+                     "train.max_epochs=null it trains all %d)", t.max_epochs, total,
+                     t.max_steps, per_epoch, t.max_tokens, t.max_steps)
         if self.is_main and total < 2 * t.warmup_steps:
             log.warning(
                 "this run plans %d steps (%d an epoch at train.max_tokens=%d), fewer than twice "
