@@ -4,6 +4,7 @@ import errno
 import json
 import os
 import pickle
+import re
 
 import pytest
 import torch
@@ -311,19 +312,28 @@ def test_a_full_disk_during_torch_save_is_one_line_and_keeps_the_old_file(tmp_pa
 
 def test_a_checkpoint_of_release_0_1_translates_as_it_did(tmp_path):
     """A checkpoint written by 0.1.0 (its data section names Multi30k splits, not corpora) is
-    read, described and translates exactly as 0.1.0 translated it (tests/data/checkpoint-0.1)."""
+    read, described and translates exactly as 0.1.0 translated it (tests/data/checkpoint-0.1),
+    with ``<unk>`` left as it was (``--no-replace-unk``); by default each is a source word."""
     old = REPO / "tests" / "data" / "checkpoint-0.1"
     stored = torch.load(old / "best.pt", weights_only=True)
     assert "train_split" in stored["config"]["data"]  # the old shape, not rewritten since
     # nbest.tsv was printed on a bf16 CPU, where the checkpoint's `precision: auto` meant bf16; on
     # an AVX2-only CPU auto means fp32 (scores 0.01-0.02 apart), so bf16 is asked for by name
-    result = run_cli(["translate", "--checkpoint", str(old / "best.pt"), "--input",
-                      str(old / "sentences.de"), "--nbest", "2", "--precision", "bf16"])
-    assert result.returncode == 0, result.stderr
+    args = ["translate", "--checkpoint", str(old / "best.pt"), "--input",
+            str(old / "sentences.de"), "--nbest", "2", "--precision", "bf16"]
+    result, copied = run_cli([*args, "--no-replace-unk"]), run_cli(args)
+    assert result.returncode == 0 and copied.returncode == 0, result.stderr + copied.stderr
     expected = (old / "nbest.tsv").read_text(encoding="utf-8").splitlines()
     got = result.stdout.splitlines()
     assert [line.split("\t")[::2] for line in got] == [
         line.split("\t")[::2] for line in expected]  # index and text, exactly
+    sources = {w.strip(".") for w in (old / "sentences.de").read_text(encoding="utf-8").split()}
+    texts = [line.split("\t")[2] for line in copied.stdout.splitlines()]
+    assert any("<unk>" in line for line in expected) and not any("<unk>" in t for t in texts)
+    for mine, theirs in zip(texts, [line.split("\t")[2] for line in expected], strict=True):
+        parts = theirs.split("<unk>")  # each <unk> now a word of the source
+        words = re.fullmatch(r"(\S+)".join(re.escape(p) for p in parts), mine)
+        assert words and set(words.groups()) <= sources, (mine, theirs)
     for mine, theirs in zip(got, expected, strict=True):
         assert float(mine.split("\t")[1]) == pytest.approx(float(theirs.split("\t")[1]),
                                                            abs=2e-4)

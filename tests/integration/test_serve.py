@@ -173,7 +173,8 @@ def test_info_languages_and_libretranslate(client, translator):
     assert info["decode"] == {name: getattr(translator.config.decode, name)
                               for name in ("beam_size", "alpha", "max_len_a", "max_len_b",
                                            "max_sentence_tokens", "sample_topk", "top_p",
-                                           "temperature", "sample_seed", "precision")}
+                                           "temperature", "sample_seed", "precision",
+                                           "replace_unk")}
     assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]

@@ -54,11 +54,15 @@ def add_decoding_flags(p: argparse.ArgumentParser, names: list[str] | None = Non
         if names is None or f.name in names:
             alias = [f"--{f.metadata['alias']}"] if f.metadata["alias"] else []
             choices = typing.get_args(types[f.name]) or None  # a Literal's values
-            p.add_argument(f"--{f.name.replace('_', '-')}", *alias, dest=f.name,
-                           type=str if choices else types[f.name], choices=choices,
-                           metavar=None if choices else f.name.split("_")[-1].upper(),
-                           help=f"{f.metadata['help']}; default: the checkpoint's "
-                           f"decode.{f.name}")
+            help = f"{f.metadata['help']}; default: the checkpoint's decode.{f.name}"
+            name = f"--{f.name.replace('_', '-')}"
+            if types[f.name] is bool:  # --replace-unk / --no-replace-unk
+                p.add_argument(name, *alias, dest=f.name, help=help,
+                               action=argparse.BooleanOptionalAction)
+                continue
+            p.add_argument(name, *alias, dest=f.name, type=str if choices else types[f.name],
+                           choices=choices, help=help,
+                           metavar=None if choices else f.name.split("_")[-1].upper())
 
 
 def config_from_args(args: argparse.Namespace) -> Config:

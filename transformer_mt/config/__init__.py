@@ -200,6 +200,10 @@ class DecodeConfig:
         0, "a longer sentence is translated in parts, cut at its clauses; 0: as long as the "
         "training's sources are, all but their longest thousandth (mt train records it), "
         "else max_input_tokens")
+    # a word-level model's <unk>: written as the source word it attends to most (a name, a
+    # number, a rare word), where the source has unknown words among those (translate/unknown.py)
+    replace_unk: bool = per_call(True, "write each <unk> of the output as the source word it "
+                                 "attends to most (a name or rare word the model cannot write)")
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable
     # ones whose probability adds up to top_p (1 = all), their probabilities sharpened or

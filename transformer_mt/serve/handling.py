@@ -107,6 +107,7 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
         for h, count in zip(hyps[at:at + n], forced[at:at + n], strict=True):
             h[0].forced = count
         at += n
+    await svc.copy_unknown(results, cfg, who.left)
     await svc.link(results, who.left)
     return results, found
 

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.suggestions import SuggestionStore
-from transformer_mt.data.vocab import EOS_ID
+from transformer_mt.data.vocab import EOS_ID, UNK_ID
 from transformer_mt.errors import MTError
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
 from transformer_mt.serve.file_store import FileStore
@@ -34,6 +34,7 @@ from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, Links, TextForm, split_document
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.long_sentences import fitted
+from transformer_mt.translate.unknown import copy_unknown
 
 T = TypeVar("T")
 
@@ -291,8 +292,23 @@ class Service:
             n = len(doc.sentences)
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
+        await self.copy_unknown(results, cfg, waiting)
         await self.link(results, waiting)
         return results
+
+    async def copy_unknown(self, results: list[TextResult], cfg: DecodeConfig,
+                           waiting: Callable[[], Any] | None = None) -> None:
+        """Each ``<unk>`` written as the source word it attends to most (``decode.replace_unk``,
+        ``translate/unknown.py``), on the worker, after the cache (which is keyed by ids)."""
+        if not cfg.replace_unk or not any(UNK_ID in h.ids for r in results for hyps in r.hyps
+                                          for h in hyps):
+            return
+        sentences = [s for r in results for s in r.doc.sentences]
+        found, translator = [hyps for r in results for hyps in r.hyps], self.translator
+        copied = await self.wait(self.worker().call(
+            lambda: copy_unknown(translator, sentences, found)), waiting)
+        for r in results:
+            r.hyps, copied = copied[:len(r.hyps)], copied[len(r.hyps):]
 
     async def link(self, results: list[TextResult],
                     waiting: Callable[[], Any] | None = None) -> None:

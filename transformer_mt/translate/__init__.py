@@ -44,6 +44,7 @@ from transformer_mt.translate.results import (
     Scored,
     Translation,
 )
+from transformer_mt.translate.unknown import copy_unknown
 
 if TYPE_CHECKING:
     from transformer_mt.decode.ensemble import Ensemble
@@ -256,6 +257,8 @@ class Translator:
             scores and nbest is not None, into=(len(texts), nonempty),
             forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]),
             required=self.required([texts[i] for i in nonempty], glossary) if glossary else None)
+        if cfg.replace_unk:
+            found = copy_unknown(self, texts, found)
         return found if nbest is not None else [hyps[0].text for hyps in found]
 
     def required(self, sentences: Sequence[str], glossary: Glossary) -> list[list[Required]]:
@@ -329,12 +332,10 @@ class Translator:
     def _translation(self, h: Hypothesis, weights: Tensor | None = None,
                      required: Sequence[Required] = ()) -> Translation:
         tokens = self.tgt_vocab.decode(h.tokens)
-        if isinstance(h, Placed):  # each constraint's tokens written as its required text
-            text = self.tokenizers[1].detokenize_keeping(
-                tokens, [(start, end, required[j].text) for j, start, end in h.spans])
-        else:
-            text = self.detokenize(tokens)
-        return Translation(text, tokens, h.score, h.tokens, weights)
+        kept = [(start, end, required[j].text) for j, start, end in h.spans  # each constraint's
+                ] if isinstance(h, Placed) else []  # tokens written as its required text
+        return Translation(self.tokenizers[1].detokenize_keeping(tokens, kept), tokens, h.score,
+                           h.tokens, weights, kept=kept)
 
     def alternatives(self, sentence: str, prefix: str = "", k: int = 5,
                      settings: DecodeConfig | None = None, **changes: Any) -> list[Choice]:

@@ -53,6 +53,9 @@ class Translation:
     # word alignment, if asked: (source word, output word) pairs (decode/align.py)
     alignment: list[tuple[int, int]] | None = None
     forced: int = 0  # output tokens a target prefix forced
+    # spans of output tokens (start, end) written as a given text: a glossary's terms, kept
+    # spans, unknown words copied from the source (unknown.py)
+    kept: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,116 @@
+"""A word-level model's ``<unk>`` written as the source word it attends to most
+(``decode.replace_unk``, translate/unknown.py): through the Translator, ``mt translate`` and the
+server, whose cache is keyed by ids (two sources with different unknown names are the same ids).
+The tiny run writes no ``<unk>`` itself: its decoder's outputs get one at their second token."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.helpers import local_client, run_cli
+from transformer_mt.data.vocab import UNK, UNK_ID
+from transformer_mt.translate import Translation
+from transformer_mt.translate.unknown import copied_from, copy_unknown
+
+NAMES = ["Ein Mann aus Tübingen läuft.", "Ein Mann aus Wolfsburg läuft."]  # the same ids
+
+
+def with_unk(decode):
+    """An engine's ``decode`` whose outputs have ``<unk>`` as their second token."""
+    def decoding(*args, **kwargs):
+        return [[dataclasses.replace(h, tokens=[*h.tokens[:1], UNK_ID, *h.tokens[2:]])
+                 for h in hyps] for hyps in decode(*args, **kwargs)]
+
+    return decoding
+
+
+@pytest.fixture()
+def writes_unk(translator, monkeypatch):
+    monkeypatch.setattr(translator.engine, "decode", with_unk(translator.engine.decode))
+    return translator
+
+
+def test_the_same_ids_copy_each_sources_own_word(writes_unk):
+    t = writes_unk
+    assert t.encode(NAMES[:1]) == t.encode(NAMES[1:])  # both names are unknown
+    plain = t.translate(NAMES, nbest=1, replace_unk=False)
+    copied = t.translate(NAMES, nbest=1)
+    for name, [before], [after] in zip(["Tübingen", "Wolfsburg"], plain, copied, strict=True):
+        assert before.tokens[1] == UNK and after.ids == before.ids
+        assert after.tokens == [*before.tokens[:1], name, *before.tokens[2:]]
+        assert after.text == t.detokenize(after.tokens) and name in after.text
+    assert t.translate(NAMES) == [h[0].text for h in copied]  # text of a sentence the same
+
+
+def test_copy_follows_attention_and_keeps_a_glossarys_spans(translator):
+    """Where the source has several unknown words, the one the ``<unk>`` attends to most; a
+    span already written as a given text (a glossary's term) stays as it is."""
+    sentence = "Herr Quastenflosser aus Tübingen spielt."
+    src = translator.encode([sentence])[0]
+    words = next(iter(translator.tokenizers[0].tokenize([sentence])))
+    unknown = [j for j, i in enumerate(src[:-1]) if i == UNK_ID]
+    assert len(unknown) >= 2
+    [[h]] = translator.translate([sentence], nbest=1, replace_unk=False)
+    ids = [h.ids[0], UNK_ID, UNK_ID, *h.ids[3:]]
+    tokens = translator.tgt_vocab.decode(ids)
+    kept = [(2, 3, "New York")]  # the second <unk> is a glossary's term
+    given = Translation(translator.tokenizers[1].detokenize_keeping(tokens, kept), tokens,
+                        h.score, ids, kept=kept)
+    [[out]] = copy_unknown(translator, [sentence], [[given]])
+    weights = translator.cross_attention(src, ids)  # (T + 1, S)
+    j = max(unknown, key=lambda j: weights[1, j].item())
+    assert out.tokens == [tokens[0], words[j], *tokens[2:]]
+    assert out.kept == [*kept, (1, 2, words[j])] and given.kept == kept  # a new object
+    assert out.text == translator.tokenizers[1].detokenize(
+        [tokens[0], words[j], "New York", *tokens[3:]])
+    assert copy_unknown(translator, [sentence], [[out]]) == [[out]]  # done once
+    # a source without unknown words: any of its words (never a full stop, never <eos>)
+    assert copied_from(weights, ids, [4, 5, 6, 3], ["Ein", ".", "Hund"]) == [
+        [0, 2][j] for j in weights[[1, 2]][:, [0, 2]].argmax(-1).tolist()]
+    assert copied_from(weights, ids, [4, 3], ["."]) == []  # no word: <unk> stays
+
+
+def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):
+    """``--no-replace-unk`` leaves ``<unk>``; the copy is the default (word-level models)."""
+    from transformer_mt.translate import Translator
+
+    source = tmp_path / "in.de"
+    source.write_text("\n".join(NAMES) + "\n")
+    runs = {}
+    original = Translator.load
+
+    def load(*args, **kwargs):
+        t = original(*args, **kwargs)
+        t.engine.decode = with_unk(t.engine.decode)
+        return t
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Translator, "load", load)
+        for flag in ("--replace-unk", "--no-replace-unk"):
+            result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
+                              "--input", str(source), flag])
+            assert result.returncode == 0, result.stderr
+            runs[flag] = result.stdout.splitlines()
+    assert all(UNK in line for line in runs["--no-replace-unk"])
+    assert [line.replace(UNK, name) for line, name in zip(
+        runs["--no-replace-unk"], ["Tübingen", "Wolfsburg"], strict=True)] == runs["--replace-unk"]
+
+
+def test_the_servers_cache_gives_each_source_its_own_word(writes_unk):
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    with local_client(create_app(writes_unk, ServeOptions())) as client:
+        texts = [client.post("/v1/translate", json={"text": name, "beam_size": 1})
+                 .json()["translations"][0]["text"] for name in NAMES]  # the second: cached
+        assert "Tübingen" in texts[0] and "Wolfsburg" in texts[1]
+        assert texts[1] == texts[0].replace("Tübingen", "Wolfsburg")
+        kept = client.post("/v1/translate", json={"text": NAMES[1], "beam_size": 1,
+                                                  "replace_unk": False}).json()
+        assert UNK in kept["translations"][0]["text"]
+        hits = [line for line in client.get("/metrics").text.splitlines()
+                if line.startswith("mt_cache_hits_total")]
+        assert hits == ["mt_cache_hits_total 1.0"]

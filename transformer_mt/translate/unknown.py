@@ -1,0 +1,82 @@
+"""Unknown words copied from the source (``decode.replace_unk``; Luong et al., 2015).
+
+A model whose vocabulary is words writes ``<unk>`` where the word it would write is not in its
+target vocabulary: most often a name, a number or a rare word it cannot translate, which a
+translation keeps as it is ("Ein Mann aus Tübingen" → "A man from <unk>"). Each ``<unk>`` is
+written as the source word that output token attends to most (the last decoder layer, its heads
+averaged: what ``mt translate --align`` reads), chosen among the source's own unknown words where
+it has some (a word the model knows is one it could have written itself), else among its words
+(never a full stop); a source without a word leaves the ``<unk>``.
+
+The model's output is not changed: its ids keep ``<unk>``; the text and the tokens carry the
+word. So the words go in after the server's cache, which is keyed by ids (two sources with
+different unknown names are the same ids). A SentencePiece model spells every character it never
+saw in bytes and writes ``<unk>`` hardly ever; where it does, the same holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from transformer_mt.data.vocab import UNK_ID
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from transformer_mt.translate import Translation, Translator
+
+
+def copied_from(weights: Tensor, out_ids: Sequence[int], src_ids: Sequence[int],
+                words: Sequence[str]) -> list[int]:
+    """The source position each ``<unk>`` of ``out_ids`` copies, in output order: among the
+    source's unknown words, else among its words (a letter or a digit in them: never a full
+    stop); none where the source has no word.
+
+    weights: (T_out + 1, S) cross-attention of the output tokens and ``<eos>`` (rows) over the
+    source tokens and ``<eos>`` (columns; ``src_ids`` ends in ``<eos>``); ``words``: the source
+    tokens' text.
+    """
+    rows = [k for k, i in enumerate(out_ids) if i == UNK_ID]
+    worded = [j for j, w in enumerate(words) if any(c.isalnum() for c in w)]
+    columns = [j for j in worded if src_ids[j] == UNK_ID] or worded
+    if not rows or not columns:
+        return []
+    best = weights[rows][:, columns].argmax(dim=-1)  # (U,)
+    return [columns[j] for j in best.tolist()]
+
+
+def copy_unknown(translator: Translator, sentences: Sequence[str],
+                 found: Sequence[Sequence[Translation]]) -> list[list[Translation]]:
+    """The translations ``found`` (a list of hypotheses per sentence of ``sentences``) with
+    each ``<unk>`` written as the source word it attends to most: its token, and its text as
+    the target tokenizer writes a span kept as it is (``Tokenizer.detokenize_keeping``, as a
+    glossary's terms). One batched pass of the model over those that hold one; new objects
+    (the server's cache keeps the ones it was given)."""
+    out = [list(hyps) for hyps in found]
+    wanted = [(i, n) for i, hyps in enumerate(out) for n, h in enumerate(hyps)
+              if UNK_ID in h.ids]
+    if not wanted:
+        return out
+    at = sorted({i for i, _ in wanted})
+    limit = translator.max_source_tokens
+    words = {i: t[:limit] for i, t in zip(at, translator.tokenizers[0].tokenize(
+        [sentences[i] for i in at]), strict=True)}
+    src_ids = {i: translator.src_vocab.encode(t) for i, t in words.items()}
+    weights = translator.engine.cross_attention([src_ids[i] for i, _ in wanted],
+                                                [out[i][n].ids for i, n in wanted])
+    for (i, n), w in zip(wanted, weights, strict=True):
+        h = out[i][n]
+        places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
+        kept = [(start, end, text) for start, end, text in h.kept]  # (from JSON: lists)
+        taken = {k for start, end, _ in kept for k in range(start, end)}
+        kept += [(k, k + 1, words[i][j]) for k, j in zip(
+            places, copied_from(w, h.ids, src_ids[i], words[i]), strict=False)  # ([]: no word)
+            if k not in taken]
+        tokens = list(h.tokens)
+        for start, _, text in kept[len(h.kept):]:
+            tokens[start] = text
+        out[i][n] = replace(h, tokens=tokens, kept=kept, text=translator.tokenizers[1]
+                            .detokenize_keeping(h.tokens, kept))
+    return out
