@@ -114,3 +114,26 @@ def test_the_servers_cache_gives_each_source_its_own_word(writes_unk):
         hits = [line for line in client.get("/metrics").text.splitlines()
                 if line.startswith("mt_cache_hits_total")]
         assert hits == ["mt_cache_hits_total 1.0"]
+
+
+def test_an_unknown_alternative_shows_the_word_it_is_written_as(translator, monkeypatch):
+    """``--alternatives`` at the first position: an ``<unk>`` there is offered as its copy."""
+    found = translator.engine.alternatives
+
+    def first_unknown(*args, **kwargs):
+        alternatives = found(*args, **kwargs)
+        a = alternatives[0]
+        alternatives[0] = dataclasses.replace(a, token=UNK_ID, completion=dataclasses.replace(
+            a.completion, tokens=[UNK_ID, *a.completion.tokens[1:]]))
+        return alternatives
+
+    monkeypatch.setattr(translator.engine, "alternatives", first_unknown)
+    [unknown, *others] = translator.alternatives(NAMES[0], k=3)
+    words = next(iter(translator.tokenizers[0].tokenize(NAMES[:1])))
+    src = translator.encode(NAMES[:1])[0]
+    assert unknown.token in {w for w, i in zip(words, src, strict=False) if i == UNK_ID}
+    assert unknown.translation.tokens[0] == unknown.token
+    assert unknown.translation.text.startswith(unknown.token)
+    assert all(UNK not in c.token for c in others)
+    [kept, *_] = translator.alternatives(NAMES[0], k=3, replace_unk=False)
+    assert kept.token == UNK and kept.translation.tokens[0] == UNK

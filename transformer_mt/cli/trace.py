@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformer_mt.cli.flags import DEVICE_HELP
 from transformer_mt.errors import MTError
+
+if TYPE_CHECKING:
+    from transformer_mt.translate import Translator
 
 
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -66,7 +69,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         translator = Translator.load(args.checkpoint[0], args.device)
         print(f"model: {args.checkpoint[0]}")
     else:
-        translator = Translator.untrained(data_dir=args.data_dir)
+        translator = _untrained(args.data_dir)
         print("model: seeded UNTRAINED model (default config): the stages are real, the "
               "translation is noise; pass --checkpoint for a trained one")
     switches = [Switch.parse(spec) for spec in args.switch]  # bad ones refused first
@@ -77,3 +80,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if switches:
         trace_switches(translator, args.sentence, switches, print)
     return 0
+
+
+def _untrained(data_dir: str | None, seed: int = 0) -> Translator:
+    """A seeded, untrained model (the default config) with vocabularies built from its
+    training corpus, Multi30k."""
+    import torch
+
+    from transformer_mt.build import build_model
+    from transformer_mt.config import Config
+    from transformer_mt.data.prepare import prepare_data
+    from transformer_mt.translate import Translator
+    from transformer_mt.translate.engines import TorchEngine
+
+    config = Config()
+    if data_dir:
+        config.data.data_dir = data_dir
+    data = prepare_data(config)
+    torch.manual_seed(seed)
+    model = build_model(config, data.src_vocab, data.tgt_vocab).eval()
+    return Translator(TorchEngine([model], torch.device("cpu")), config, data.src_vocab,
+                      data.tgt_vocab, data.tokenizers)

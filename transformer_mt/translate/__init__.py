@@ -115,23 +115,6 @@ class Translator:
                           self.src_vocab, self.tgt_vocab, self.tokenizers,
                           self.glossary if glossary is None else glossary)
 
-    @classmethod
-    def untrained(cls, config: Config | None = None, data_dir: str | None = None,
-                  seed: int = 0) -> Translator:
-        """A seeded, untrained model with vocabularies built from the config's training corpus
-        (Multi30k by default), for ``mt trace``."""
-        from transformer_mt.build import build_model
-        from transformer_mt.data.prepare import prepare_data
-
-        config = config or Config()
-        if data_dir:
-            config.data.data_dir = data_dir
-        data = prepare_data(config)
-        torch.manual_seed(seed)
-        model = build_model(config, data.src_vocab, data.tgt_vocab).eval()
-        return cls(TorchEngine([model], torch.device("cpu")), config, data.src_vocab,
-                   data.tgt_vocab, data.tokenizers)
-
     @property
     def model(self) -> Transformer | Ensemble:
         """The PyTorch model (one, or the ensemble); a CTranslate2 engine has none."""
@@ -347,10 +330,13 @@ class Translator:
             raise MTError("there is no sentence to translate")
         if k < 1:
             raise MTError(f"ask for at least one alternative, not {k}")
-        found = self.engine.alternatives(self.encode([sentence])[0], self.forcing([prefix]), k,
-                                         self.settings(settings, **changes))
-        return [Choice(self.tgt_vocab.itos[a.token], a.log_prob, self._translation(a.completion))
-                for a in found]
+        cfg, forcing = self.settings(settings, **changes), self.forcing([prefix])
+        found = self.engine.alternatives(self.encode([sentence])[0], forcing, k, cfg)
+        done = [[self._translation(a.completion)] for a in found]
+        done = copy_unknown(self, [sentence] * len(done), done) if cfg.replace_unk else done
+        at = len(forcing.tokens[0])  # the alternatives' position (an <unk>: its copy there)
+        return [Choice(c.tokens[at] if a.token == UNK_ID else self.tgt_vocab.itos[a.token],
+                       a.log_prob, c) for a, [c] in zip(found, done, strict=True)]
 
     def score(self, sources: Sequence[str], translations: Sequence[str], strict: bool = False,
               **settings: Any) -> list[Scored]:
@@ -375,8 +361,7 @@ class Translator:
                 raise MTError(f"translation {n + 1} holds '{unknown[0]}', which this model's "
                               "target vocabulary does not have: it cannot write it")
         log_probs = self.engine.score(ids, outputs, cfg)
-        return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs,
-                                                                   strict=True)]
+        return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs, strict=True)]
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Output tokens as text, the target tokenizer's way."""
