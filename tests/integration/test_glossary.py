@@ -61,6 +61,9 @@ def test_each_of_the_n_best_holds_the_terms(translator):
     assert all(len(h) == 3 for h in hyps)
     assert all("hounds" in h.text and "Tiergarten" in h.text for h in hyps[0])
     assert all("cycles" in h.text for h in hyps[1])
+    # an empty text before them: the same n-best, each in its place
+    assert translator.translate(["", *SOURCES[:2]], nbest=3, beam_size=3,
+                                glossary=Glossary(TERMS))[1:] == hyps
 
 
 def test_documents_hold_the_terms_and_keep_markup(translator):

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import TOY_DE_EN, local_client, run_cli
 from transformer_mt.data.tokenize import SubwordTokenizer, WordTokenizer, train_sentencepiece
-from transformer_mt.data.vocab import Vocab
+from transformer_mt.data.vocab import UNK_ID, Vocab
 from transformer_mt.errors import MTError
 from transformer_mt.translate import Translator
 from transformer_mt.translate.prefix import forcing_of
@@ -67,8 +67,10 @@ def test_prefixes_are_made_of_what_the_vocabulary_can_write(tmp_path):
     assert {vocab.itos[i] for i in forcing.then[1]} == {
         w for w in vocab.itos[4:] if w.startswith("do")} and "dogs" in {
         vocab.itos[i] for i in forcing.then[1]}
-    for prefix, message in (("Two Zorblax ", "'Zorblax'"), ("Two xqz", "begins with 'xqz'"),
-                            ("dogs " * 60, "at most 50")):
+    unknown = forcing_of(["Two Zorblax "], words, vocab, 50)  # a whole word the vocabulary
+    assert unknown.tokens == [[vocab.stoi["Two"], UNK_ID]]  # lacks: forced as <unk>, written
+    assert unknown.kept == [[(1, 2, "Zorblax")]]  # as typed ("Zorblax", unfinished: refused)
+    for prefix, message in (("Two xqz", "begins with 'xqz'"), ("dogs " * 60, "at most 50")):
         with pytest.raises(MTError, match=message):
             forcing_of([prefix], words, vocab, 50)
 
@@ -165,8 +167,9 @@ def test_the_command_line_finishes_offers_and_aligns(trained_run, translator, tm
     assert traced.returncode == 0, traced.stderr
     assert f"the prefix forces '{best.tokens[0]}'" in traced.stdout
     assert "7. Alternatives at step 1" in traced.stdout
-    for args, message in ((["--prefix", "Zorblax "], "'Zorblax'"),
-                          (["--split-sentences", "--prefix", "A "], "--split-sentences"),
+    named = run_cli(["translate", "--checkpoint", ckpt, "--prefix", "Zorblax ", source])
+    assert named.returncode == 0 and named.stdout.startswith("Zorblax "), named.stderr
+    for args, message in ((["--split-sentences", "--prefix", "A "], "--split-sentences"),
                           (["--align", "--layer", "7"], "--layer 7 is out of range"),
                           (["--alternatives", "2"], "takes sentences")):
         bad = run_cli(["translate", "--checkpoint", ckpt, *args,
@@ -211,9 +214,11 @@ def test_prefixes_alternatives_and_alignments_over_http(translator):
         for body, message in (
                 ({"text": sources[:2], "prefix": "A "}, "2 texts"),
                 ({"text": "Ein Hund. Eine Katze.", "prefix": "A "}, "holds 2 sentences"),
-                ({"text": sources[0], "prefix": "Zorblax "}, "'Zorblax'"),
                 ({"text": sources[0], "alternatives": 99}, "at most 8"),
                 ({"text": sources[0], "prefix": 3}, "prefix")):
             bad = client.post("/v1/translate", json=body)
             assert bad.status_code == 422 and message in bad.json()["error"], bad.text
         assert client.post("/v1/translate", json={"text": sources[0]}).status_code == 200
+        named = client.post("/v1/translate", json={"text": sources[0], "prefix": "Zorblax "})
+        [found] = named.json()["translations"]  # a word the model lacks, written as typed
+        assert found["text"].startswith("Zorblax ") and found["tokens"][0] == "Zorblax"

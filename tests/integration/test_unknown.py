@@ -61,7 +61,7 @@ def test_copy_follows_attention_and_keeps_a_glossarys_spans(translator):
     [[out]] = copy_unknown(translator, [sentence], [[given]])
     weights = translator.cross_attention(src, ids)  # (T + 1, S)
     j = max(unknown, key=lambda j: weights[1, j].item())
-    assert out.tokens == [tokens[0], words[j], *tokens[2:]]
+    assert out.tokens == [tokens[0], words[j], "New York", *tokens[3:]]  # each <unk> shown
     assert out.kept == [*kept, (1, 2, words[j])] and given.kept == kept  # a new object
     assert out.text == translator.tokenizers[1].detokenize(
         [tokens[0], words[j], "New York", *tokens[3:]])
@@ -137,3 +137,16 @@ def test_an_unknown_alternative_shows_the_word_it_is_written_as(translator, monk
     assert all(UNK not in c.token for c in others)
     [kept, *_] = translator.alternatives(NAMES[0], k=3, replace_unk=False)
     assert kept.token == UNK and kept.translation.tokens[0] == UNK
+
+
+def test_a_translations_tokens_copied_word_and_all_make_a_prefix(writes_unk):
+    """The page's "what else could come here?": the tokens before a position make a prefix;
+    the copied word, which the model cannot write, is forced as ``<unk>`` and written as it
+    is (what follows is the model's, which went on from its own word here)."""
+    [[found]] = writes_unk.translate(NAMES[:1], nbest=1, beam_size=1)
+    assert found.tokens[1] == "Tübingen"
+    [[again]] = writes_unk.translate(NAMES[:1], nbest=1, beam_size=1,
+                                     prefix=[" ".join(found.tokens[:2]) + " "])
+    assert again.ids[:2] == found.ids[:2] and again.tokens[:2] == found.tokens[:2]
+    assert again.kept[0] == (1, 2, "Tübingen") and UNK not in again.text
+    assert again.text.startswith(writes_unk.detokenize(found.tokens[:2]))

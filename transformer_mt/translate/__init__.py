@@ -36,7 +36,7 @@ from transformer_mt.translate.engines import (
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary
 from transformer_mt.translate.long_sentences import translate_documents
-from transformer_mt.translate.prefix import forcing_of
+from transformer_mt.translate.prefix import Prefixes, forcing_of
 from transformer_mt.translate.results import (
     Choice,
     InputTooLongError,
@@ -44,7 +44,7 @@ from transformer_mt.translate.results import (
     Scored,
     Translation,
 )
-from transformer_mt.translate.unknown import copy_unknown
+from transformer_mt.translate.unknown import copy_unknown, shown
 
 if TYPE_CHECKING:
     from transformer_mt.decode.ensemble import Ensemble
@@ -254,7 +254,7 @@ class Translator:
                         for text, p in zip(texts, pieces, strict=True)])
         return out
 
-    def forcing(self, prefixes: Sequence[str]) -> Forcing:
+    def forcing(self, prefixes: Sequence[str]) -> Prefixes:
         """What search forces for each target prefix (``prefix.py``)."""
         return forcing_of(prefixes, self.tokenizers[1], self.tgt_vocab,
                           self.config.model.max_output_tokens)
@@ -279,11 +279,11 @@ class Translator:
                                       forcing=forcing, stop=stop)
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
-        for i, src_ids, sentence_hyps in zip(positions, ids, hyps, strict=True):
-            out[i] = []
-            for h in sentence_hyps:
-                weights = self.cross_attention(src_ids, h.tokens) if attention else None
-                out[i].append(self._translation(h, weights, required[i] if required else ()))
+        for row, (i, src_ids, found) in enumerate(zip(positions, ids, hyps, strict=True)):
+            kept = forcing.kept[row] if isinstance(forcing, Prefixes) else []  # typed words
+            out[i] = [self._translation(h, self.cross_attention(src_ids, h.tokens) if attention
+                                        else None, required[row] if required else (), kept)
+                      for h in found]
         return out
 
     def _decode_required(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int,
@@ -313,12 +313,14 @@ class Translator:
         return hyps
 
     def _translation(self, h: Hypothesis, weights: Tensor | None = None,
-                     required: Sequence[Required] = ()) -> Translation:
+                     required: Sequence[Required] = (),
+                     kept: Sequence[tuple[int, int, str]] = ()) -> Translation:
+        """``h`` as text; ``kept``: tokens written as a given text (a prefix's words)."""
         tokens = self.tgt_vocab.decode(h.tokens)
         kept = [(start, end, required[j].text) for j, start, end in h.spans  # each constraint's
-                ] if isinstance(h, Placed) else []  # tokens written as its required text
-        return Translation(self.tokenizers[1].detokenize_keeping(tokens, kept), tokens, h.score,
-                           h.tokens, weights, kept=kept)
+                ] if isinstance(h, Placed) else list(kept)  # tokens as its required text
+        return Translation(self.tokenizers[1].detokenize_keeping(tokens, kept),
+                           shown(tokens, h.tokens, kept), h.score, h.tokens, weights, kept=kept)
 
     def alternatives(self, sentence: str, prefix: str = "", k: int = 5,
                      settings: DecodeConfig | None = None, **changes: Any) -> list[Choice]:
@@ -332,7 +334,7 @@ class Translator:
             raise MTError(f"ask for at least one alternative, not {k}")
         cfg, forcing = self.settings(settings, **changes), self.forcing([prefix])
         found = self.engine.alternatives(self.encode([sentence])[0], forcing, k, cfg)
-        done = [[self._translation(a.completion)] for a in found]
+        done = [[self._translation(a.completion, kept=forcing.kept[0])] for a in found]
         done = copy_unknown(self, [sentence] * len(done), done) if cfg.replace_unk else done
         at = len(forcing.tokens[0])  # the alternatives' position (an <unk>: its copy there)
         return [Choice(c.tokens[at] if a.token == UNK_ID else self.tgt_vocab.itos[a.token],

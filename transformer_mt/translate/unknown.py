@@ -74,9 +74,17 @@ def copy_unknown(translator: Translator, sentences: Sequence[str],
         kept += [(k, k + 1, words[i][j]) for k, j in zip(
             places, copied_from(w, h.ids, src_ids[i], words[i]), strict=False)  # ([]: no word)
             if k not in taken]
-        tokens = list(h.tokens)
-        for start, _, text in kept[len(h.kept):]:
-            tokens[start] = text
-        out[i][n] = replace(h, tokens=tokens, kept=kept, text=translator.tokenizers[1]
-                            .detokenize_keeping(h.tokens, kept))
+        out[i][n] = replace(h, tokens=shown(h.tokens, h.ids, kept), kept=kept,
+                            text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
+    return out
+
+
+def shown(tokens: Sequence[str], ids: Sequence[int],
+          kept: Sequence[tuple[int, int, str]]) -> list[str]:
+    """``tokens`` with each ``<unk>`` that a span of its own writes as a word (copied here, a
+    prefix's or a glossary's) shown as that word."""
+    out = list(tokens)
+    for start, end, text in kept:
+        if end == start + 1 and ids[start] == UNK_ID:
+            out[start] = text
     return out
