@@ -90,3 +90,16 @@ def test_bad_input_is_one_line(trained_run, tmp_path):
     assert result.returncode == 2
     assert "holds 'Zorblax', which this model's target vocabulary does not have" in \
         result.stderr.strip().splitlines()[-1]
+    # one its source holds: what the model writes as <unk> there, copied (decode.replace_unk)
+    src, hyp = _files(tmp_path, ["Ein Zorblax."], ["A Zorblax dog."])
+    result = run_cli(["score", "--checkpoint", ckpt, "--src", src, "--hyp", hyp, "--json",
+                      "--precision", "fp32"])
+    assert result.returncode == 0, result.stderr
+    copied, t = json.loads(result.stdout), Translator.load(ckpt, "cpu")
+    [unk] = t.engine.score(t.encode(["Ein Zorblax."]), [t.tgt_vocab.encode(
+        ["A", "<unk>", "dog", "."], eos=False)], t.settings(precision="fp32"))
+    assert copied["token_log_probs"] == pytest.approx(unk, abs=1e-5)
+    assert copied["tokens"] == ["A", "Zorblax", "dog", ".", "<eos>"]
+    refused = run_cli(["score", "--checkpoint", ckpt, "--src", src, "--hyp", hyp,
+                       "--no-replace-unk"])
+    assert refused.returncode == 2 and "'Zorblax'" in refused.stderr

@@ -71,7 +71,7 @@ def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
                    "models' mean probability)")
     p.add_argument("--src", required=True, help="the source sentences, one a line")
     p.add_argument("--hyp", required=True, help="their translations to score, line by line")
-    add_decoding_flags(p, ["alpha", "precision"])
+    add_decoding_flags(p, ["alpha", "precision", "replace_unk"])
     p.add_argument("--engine", choices=ENGINES, default="auto", help=ENGINE_HELP)
     p.add_argument("--max-sentences", type=int, help="score only the first N pairs")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
@@ -212,7 +212,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     translations = _lines(args.hyp, "--hyp", args.max_sentences)
     translator = Translator.load(args.checkpoint, args.device, engine=args.engine)
     scored = translator.score(sources, translations, strict=True, alpha=args.alpha,
-                              precision=args.precision)
+                              precision=args.precision, replace_unk=args.replace_unk)
     for s in scored:
         if args.json:
             print(json.dumps({"log_prob": round(s.log_prob, 5), "score": round(s.score, 5),

@@ -343,7 +343,8 @@ class Translator:
     def score(self, sources: Sequence[str], translations: Sequence[str], strict: bool = False,
               **settings: Any) -> list[Scored]:
         """How probable the model finds each given translation of each source: per-token
-        log-probabilities (each target token's, then ``<eos>``'s), as search computes them.
+        log-probabilities (each target token's, then ``<eos>``'s), as search computes them; a
+        word the target vocabulary lacks that the source holds is ``<unk>`` (``replace_unk``).
         ``settings``: ``precision``, ``batch_size``, ``alpha`` (for :meth:`Scored.score`);
         ``strict``: a source too long is refused (:meth:`encode`), not cut."""
         if len(sources) != len(translations):
@@ -359,9 +360,13 @@ class Translator:
                 raise InputTooLongError(f"translation {n + 1} has {len(out):,} tokens; this "
                                         f"model scores at most {most - 1:,}: split it")
             unknown = [p for p, i in zip(pieces, out, strict=True) if i == UNK_ID and p != UNK]
+            if unknown and cfg.replace_unk:  # a source's word: <unk>, written as the word
+                copied = set(next(iter(self.tokenizers[0].tokenize([sources[n]]))))
+                unknown = [p for p in unknown if p not in copied]
             if unknown:  # scored as <unk>, it would be the probability of another text
                 raise MTError(f"translation {n + 1} holds '{unknown[0]}', which this model's "
-                              "target vocabulary does not have: it cannot write it")
+                              "target vocabulary does not have and its source does not: it "
+                              "cannot write it")
         log_probs = self.engine.score(ids, outputs, cfg)
         return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs, strict=True)]
 
