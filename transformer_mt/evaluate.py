@@ -80,10 +80,11 @@ class SplitResult:
 def decode_and_score(translator: Translator, references: Sequence[str],
                      sources: Sequence[str] | None = None,
                      ids: Sequence[Sequence[int]] | None = None, progress: bool = False,
-                     **settings: Any) -> SplitResult:
-    """Translate ``sources`` (text, or already ``ids``) and score the translations against
-    ``references``: what validation during training and ``mt evaluate`` both do. The
-    references of a lowercasing run (``data.lowercase``) are lowercased as its output is."""
+                     words: Sequence[Sequence[str]] = (), **settings: Any) -> SplitResult:
+    """Translate ``sources`` (text, or already ``ids``, with ``words``, the source tokens
+    that ``<unk>`` copies) and score the translations against ``references``: what
+    validation during training and ``mt evaluate`` both do. The references of a lowercasing
+    run (``data.lowercase``) are lowercased as its output is."""
     n = len(ids) if ids is not None else len(sources or [])
     if n != len(references):
         raise MTError(f"{n:,} source lines but {len(references):,} references; "
@@ -93,8 +94,12 @@ def decode_and_score(translator: Translator, references: Sequence[str],
     if ids is None:
         hypotheses = translator.translate(sources or [], cfg, progress=progress)
     else:
-        hypotheses = [r[0].text for r in translator.translate_ids(ids, cfg, progress=progress,
-                                                                  scores=False)]
+        found = translator.translate_ids(ids, cfg, progress=progress, scores=False)
+        if cfg.replace_unk and words:
+            from transformer_mt.translate.unknown import copy_unknown
+
+            found = copy_unknown(translator, words, found)
+        hypotheses = [r[0].text for r in found]
     seconds = time.perf_counter() - start
     if translator.config.data.lowercase:
         references = [r.lower() for r in references]

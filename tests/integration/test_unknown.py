@@ -150,3 +150,24 @@ def test_a_translations_tokens_copied_word_and_all_make_a_prefix(writes_unk):
     assert again.ids[:2] == found.ids[:2] and again.tokens[:2] == found.tokens[:2]
     assert again.kept[0] == (1, 2, "Tübingen") and UNK not in again.text
     assert again.text.startswith(writes_unk.detokenize(found.tokens[:2]))
+
+
+def test_validation_copies_as_mt_evaluate_does(writes_unk):
+    """Training's validation decodes the cached ids and copies from the cached source tokens
+    (``ParallelData.source_words``): the translations ``mt evaluate`` makes from the text."""
+    from transformer_mt.data.prepare import prepare_data
+    from transformer_mt.evaluate import decode_and_score
+
+    t = writes_unk
+    valid = prepare_data(t.config).valid
+    n = min(len(valid), 12)
+    texts = [t.tokenizers[0].detokenize(valid.source_words(k)) for k in range(n)]
+    assert [valid.source_words(k) for k in range(n)] == list(t.tokenizers[0].tokenize(texts))
+    refs = (valid.references or [])[:n]
+    ids = [valid.source(k).tolist() for k in range(n)]
+    by_text = decode_and_score(t, refs, sources=texts, beam_size=1)
+    by_ids = decode_and_score(t, refs, ids=ids, beam_size=1,
+                              words=[valid.source_words(k) for k in range(n)])
+    assert by_ids.hypotheses == by_text.hypotheses
+    assert not any(UNK in h for h in by_ids.hypotheses)
+    assert all(UNK in h for h in decode_and_score(t, refs, ids=ids, beam_size=1).hypotheses)

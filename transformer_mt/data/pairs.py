@@ -43,6 +43,10 @@ class ParallelData:
         ids = self.src_lookup[self.src.sentence(int(self.index[k]))]
         return np.append(ids, EOS_ID)
 
+    def source_words(self, k: int) -> list[str]:
+        """Pair ``k``'s source tokens as the tokenizer wrote them (a word ``<unk>`` copies)."""
+        return [self.src.types[t] for t in self.src.sentence(int(self.index[k])).tolist()]
+
     def target(self, k: int) -> np.ndarray:
         """``(T + 2,)`` int64 ids of pair ``k``'s target: ``<bos> y1 ... yn <eos>``."""
         ids = self.tgt_lookup[self.tgt.sentence(int(self.index[k]))]

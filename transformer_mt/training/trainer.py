@@ -338,7 +338,8 @@ class Trainer:
         translator = Translator(TorchEngine([model], self.device, keep_copies=False), self.cfg,
                                 run.src_vocab, run.tgt_vocab, run.tokenizers)
         sources = [data.source(k).tolist() for k in range(len(data))]
-        s = decode_and_score(translator, data.references or [], ids=sources,
+        words = [data.source_words(k) for k in range(len(data))]
+        s = decode_and_score(translator, data.references or [], ids=sources, words=words,
                              beam_size=self.cfg.train.eval_beam_size).scores
         model.train()
         val_loss = total / max(tokens, 1)

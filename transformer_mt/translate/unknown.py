@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from transformer_mt.data.tokenize import WORD_START
 from transformer_mt.data.vocab import UNK_ID
 
 if TYPE_CHECKING:
@@ -47,36 +48,45 @@ def copied_from(weights: Tensor, out_ids: Sequence[int], src_ids: Sequence[int],
     return [columns[j] for j in best.tolist()]
 
 
-def copy_unknown(translator: Translator, sentences: Sequence[str],
+def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Sequence[str]],
                  found: Sequence[Sequence[Translation]]) -> list[list[Translation]]:
-    """The translations ``found`` (a list of hypotheses per sentence of ``sentences``) with
-    each ``<unk>`` written as the source word it attends to most: its token, and its text as
-    the target tokenizer writes a span kept as it is (``Tokenizer.detokenize_keeping``, as a
-    glossary's terms). One batched pass of the model over those that hold one; new objects
-    (the server's cache keeps the ones it was given)."""
+    """The translations ``found`` (a list of hypotheses per source of ``sources``: a sentence,
+    or its tokens as the source tokenizer made them) with each ``<unk>`` written as the source
+    word it attends to most: its token, and its text as the target tokenizer writes a span
+    kept as it is (``Tokenizer.detokenize_keeping``, as a glossary's terms). One batched pass
+    of the model over those that hold one; new objects (the server's cache keeps the ones it
+    was given)."""
     out = [list(hyps) for hyps in found]
     wanted = [(i, n) for i, hyps in enumerate(out) for n, h in enumerate(hyps)
               if UNK_ID in h.ids]
     if not wanted:
         return out
-    at = sorted({i for i, _ in wanted})
-    limit = translator.max_source_tokens
-    words = {i: t[:limit] for i, t in zip(at, translator.tokenizers[0].tokenize(
-        [sentences[i] for i in at]), strict=True)}
+    words = _source_tokens(translator, sources, sorted({i for i, _ in wanted}))
     src_ids = {i: translator.src_vocab.encode(t) for i, t in words.items()}
     weights = translator.engine.cross_attention([src_ids[i] for i, _ in wanted],
                                                 [out[i][n].ids for i, n in wanted])
+    subword = translator.tokenizers[0].subword  # a piece's text: without its "▁"
     for (i, n), w in zip(wanted, weights, strict=True):
         h = out[i][n]
-        places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
         kept = [(start, end, text) for start, end, text in h.kept]  # (from JSON: lists)
         taken = {k for start, end, _ in kept for k in range(start, end)}
-        kept += [(k, k + 1, words[i][j]) for k, j in zip(
-            places, copied_from(w, h.ids, src_ids[i], words[i]), strict=False)  # ([]: no word)
-            if k not in taken]
+        places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
+        copies = copied_from(w, h.ids, src_ids[i], words[i])  # []: the source has no word
+        kept += [(k, k + 1, words[i][j].replace(WORD_START, " ").strip() if subword
+                  else words[i][j]) for k, j in zip(places, copies, strict=False)
+                 if k not in taken]
         out[i][n] = replace(h, tokens=shown(h.tokens, h.ids, kept), kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
+
+
+def _source_tokens(translator: Translator, sources: Sequence[str] | Sequence[Sequence[str]],
+                   at: Sequence[int]) -> dict[int, list[str]]:
+    """The tokens the model reads of each source ``at`` (tokenized here where it is text)."""
+    texts = [i for i in at if isinstance(sources[i], str)]
+    tokens = dict(zip(texts, translator.tokenizers[0].tokenize([str(sources[i]) for i in texts]),
+                      strict=True))
+    return {i: list(tokens.get(i, sources[i]))[:translator.max_source_tokens] for i in at}
 
 
 def shown(tokens: Sequence[str], ids: Sequence[int],
