@@ -78,6 +78,25 @@ def test_trace_shows_every_stage_with_shapes(run_dir, tmp_path):
             "decoder_layer0_head1_cross.png", "decoder_layer0_head0_self.png"} <= names
 
 
+def test_trace_names_the_unknown_words_and_their_copies(run_dir, monkeypatch):
+    """Stage 1 names the words the vocabulary lacks (not "<unk>"); an output ``<unk>`` is
+    shown written as the source word it attends to most (the decoder's steps made to write
+    one here: the tiny model writes none)."""
+    from transformer_mt.inside import trace as tracing
+
+    steps = tracing._trace_decoder
+    monkeypatch.setattr(tracing, "_trace_decoder", lambda *a, **k: [
+        *steps(*a, **k)[:1], "<unk>", "."])
+    result = run_cli(["trace", "--checkpoint", str(run_dir / "best.pt"),
+                      "Ein Mann aus Tübingen läuft."])
+    assert result.returncode == 0, result.stderr
+    named = re.search(r"not in the vocabulary \(become <unk>\): (.+)", result.stdout)
+    assert named and "Tübingen" in named[1].split(", ") and "<unk>" not in named[1]
+    copied = re.search(r"each <unk> written as the source word .*: '(\S+) (\S+)\.'",
+                       result.stdout)
+    assert copied and copied[2] in named[1].split(", ")
+
+
 @needs_data  # an untrained model of the default config: Multi30k's vocabularies
 def test_trace_without_checkpoint_says_untrained():
     result = run_cli(["trace", "Ein Hund."])

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, UNK, UNK_ID
 from transformer_mt.decode.forcing import Forcing, raise_limits
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import (
@@ -25,7 +25,8 @@ from transformer_mt.decode.search import (
 )
 from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
-from transformer_mt.translate import Translator
+from transformer_mt.translate import Translation, Translator
+from transformer_mt.translate.unknown import copy_unknown
 
 
 def cross_attention(translator: Translator, sentence: str, layer: int = -1,
@@ -143,6 +144,11 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
     enc_weights = _trace_encoder(translator, sentence, src_ids, src_tokens, emit)
     out = _trace_decoder(translator, src_ids, src_tokens, emit, max_steps, forcing)
     emit(f"6. Output: {translator.detokenize(out)!r}")
+    if UNK in out and translator.config.decode.replace_unk:
+        ids = translator.tgt_vocab.encode(out, eos=False)
+        [[copied]] = copy_unknown(translator, [sentence], [[Translation("", out, 0.0, ids)]])
+        emit(f"   each <unk> written as the source word it attends to most (decode.replace_unk,"
+             f" the last layer's cross-attention): {copied.text!r}")
     if alternatives:
         at = len(forcing.tokens[0])
         emit(f"7. Alternatives at step {at} (after the prefix {prefix!r}): the {alternatives} "
@@ -170,7 +176,8 @@ def _trace_encoder(translator: Translator, sentence: str, src_ids: list[int],
     emit("1. Tokens and ids")
     emit(f"   input: {sentence!r}")
     emit("   tokens: " + " ".join(f"{t}({i})" for t, i in zip(src_tokens, src_ids, strict=True)))
-    unknown = [t for t, i in zip(src_tokens, src_ids, strict=True) if i == 0]
+    words = next(iter(translator.tokenizers[0].tokenize([sentence])))
+    unknown = [w for w, i in zip(words, src_ids, strict=False) if i == UNK_ID]
     if unknown:
         emit(f"   not in the vocabulary (become <unk>): {', '.join(unknown)}")
     emit(f"   src ids: shape {tuple(src.shape)} (batch, source length)")
