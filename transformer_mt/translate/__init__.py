@@ -317,10 +317,11 @@ class Translator:
                      kept: Sequence[tuple[int, int, str]] = ()) -> Translation:
         """``h`` as text; ``kept``: tokens written as a given text (a prefix's words)."""
         tokens = self.tgt_vocab.decode(h.tokens)
-        kept = [(start, end, required[j].text) for j, start, end in h.spans  # each constraint's
-                ] if isinstance(h, Placed) else list(kept)  # tokens as its required text
+        if isinstance(h, Placed):  # each constraint's tokens written as its required text
+            kept = [(start, end, required[j].text) for j, start, end in h.spans]
         return Translation(self.tokenizers[1].detokenize_keeping(tokens, kept),
-                           shown(tokens, h.tokens, kept), h.score, h.tokens, weights, kept=kept)
+                           shown(tokens, h.tokens, kept), h.score, h.tokens, weights,
+                           kept=list(kept))
 
     def alternatives(self, sentence: str, prefix: str = "", k: int = 5,
                      settings: DecodeConfig | None = None, **changes: Any) -> list[Choice]:
@@ -365,8 +366,8 @@ class Translator:
                 unknown = [p for p in unknown if p not in copied]
             if unknown:  # scored as <unk>, it would be the probability of another text
                 raise MTError(f"translation {n + 1} holds '{unknown[0]}', which this model's "
-                              "target vocabulary does not have and its source does not: it "
-                              "cannot write it")
+                              "target vocabulary does not have" + " nor its source" * (
+                                  cfg.replace_unk) + ": it cannot write it")
         log_probs = self.engine.score(ids, outputs, cfg)
         return [Scored([*t, EOS], lp, cfg.alpha) for t, lp in zip(tokens, log_probs, strict=True)]
 
