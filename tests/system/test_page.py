@@ -17,6 +17,7 @@ from tests.helpers import post, start_server
 pytest.importorskip("fastapi")
 
 SOURCE = "Zwei Hunde schwimmen im Park."
+UNKNOWN = "Zwei Hunde schwimmen in Tübingen."  # a word the tiny run's vocabulary lacks
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,29 @@ def server(trained_run, subword_run):
     checkpoint = os.environ.get("MT_PAGE_CHECKPOINT", trained_run[0] / "best.pt")
     compare = os.environ.get("MT_PAGE_COMPARE", subword_run / "best.pt")
     proc, url = start_server(Path(checkpoint), "--compare", str(compare))
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def unk_server(trained_run, tmp_path_factory):
+    """The tiny run made to write ``<unk>`` wherever it would write its first word (that row of
+    the output projection, doubled, as ``<unk>``'s): a real model whose outputs hold words to
+    copy from the source, served."""
+    import torch
+
+    from transformer_mt.data.vocab import UNK_ID
+    from transformer_mt.translate import Translator
+
+    [[first]] = Translator.load(trained_run[0] / "best.pt", "cpu").translate(
+        [UNKNOWN], nbest=1, beam_size=1, replace_unk=False)
+    stored = torch.load(trained_run[0] / "best.pt", weights_only=True)
+    weight = stored["model"]["decoder.project.weight"]
+    weight[UNK_ID] = 2 * weight[first.ids[0]]
+    path = tmp_path_factory.mktemp("unk") / "unk.pt"
+    torch.save(stored, path)
+    proc, url = start_server(path)
     yield url
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
@@ -239,6 +263,27 @@ def test_a_learner_looks_deeper(server, browser, tmp_path):
     _translate(page, "Ein Mann liest.")
     page.wait_for_function("document.querySelectorAll('#lens tr').length === 0")
     assert page.is_hidden("#run-part") and not page.inner_text("#switched")
+
+
+def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, browser):
+    """A word model's ``<unk>`` shows as the source word it is copied from, marked; clicking
+    the word after it offers alternatives (the prefix that holds the copied word is forced
+    as ``<unk>`` and written as it is), and picking one decodes on from there."""
+    page, problems = _open(browser, unk_server)
+    _translate(page, UNKNOWN)
+    assert _tokens(page)[0] == "Tübingen" and "<unk>" not in page.inner_text("#row-0")
+    assert "copied" in (page.get_attribute("#row-0 .tok >> nth=0", "class") or "")
+    assert "<unk>" in (page.get_attribute("#row-0 .tok >> nth=0", "title") or "")
+    page.click("#row-0 .tok >> nth=1")
+    page.wait_for_selector("#alternatives-list li", timeout=60_000)
+    offered = page.eval_on_selector_all("#alternatives-list button",
+                                        "xs => xs.map(x => x.textContent)")
+    assert offered and all(o.split(" → ", 1)[1].startswith("Tübingen ") for o in offered), offered
+    page.click("#alternatives-list li >> nth=0 >> button")
+    page.wait_for_function("document.getElementById('prefix').value.startsWith('Tübingen ')")
+    page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 2",
+                           timeout=60_000)
+    assert _tokens(page)[0] == "Tübingen" and not problems, problems
 
 
 def test_the_page_fits_a_phone(server, browser, tmp_path):

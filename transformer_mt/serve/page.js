@@ -116,9 +116,13 @@ function showChosen() {
   const div = $("row-" + chosen);
   const forced = inside.forced || 0;
   const tokens = el("div", {className: "tokens", role: "group", ariaLabel: "the translation's tokens"});
+  // a word the model wrote as <unk>, copied from the source (decode.replace_unk)
+  const copied = (tok, i) => i >= forced && inside.output_tokens[i] === "<unk>" && tok !== "<unk>";
   inside.tokens.forEach((tok, i) => tokens.append(el("button", {
-    type: "button", className: "tok" + (i < forced ? " forced" : ""), textContent: tok,
-    title: "what else could come here?", onclick: (e) => alternatives(i, e.target)})));
+    type: "button", className: "tok" + (i < forced ? " forced" : "") + (copied(tok, i) ? " copied" : ""),
+    textContent: tok, onclick: (e) => alternatives(i, e.target),
+    title: (copied(tok, i) ? "the model wrote <unk> (a word it does not have): this is the source word it attends to most. " : "")
+      + "what else could come here?"})));
   const penalty = ((5 + inside.tokens.length + 1) / 6) ** info.decode.alpha;
   const beam = settings().beam_size > 1;
   const summary = beam
