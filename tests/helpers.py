@@ -222,6 +222,24 @@ def translate_elsewhere(checkpoint, directory, *sentences: str) -> list[str]:
     return result.stdout.splitlines()
 
 
+def writing_unk(checkpoint: Path, sentence: str, out: Path) -> Path:
+    """``checkpoint`` made to write ``<unk>`` wherever it would write its first word for
+    ``sentence`` (that row of the output projection, doubled, as ``<unk>``'s), saved as
+    ``out``: a real model whose outputs hold words to copy from the source."""
+    import torch
+
+    from transformer_mt.data.vocab import UNK_ID
+    from transformer_mt.translate import Translator
+
+    [[first]] = Translator.load(checkpoint, "cpu").translate(
+        [sentence], nbest=1, beam_size=1, replace_unk=False)
+    stored = torch.load(checkpoint, weights_only=True)
+    weight = stored["model"]["decoder.project.weight"]
+    weight[UNK_ID] = 2 * weight[first.ids[0]]
+    torch.save(stored, out)
+    return out
+
+
 def local_client(app: Any) -> Any:
     """A test client (FastAPI's) that addresses the server as localhost (the Host it answers
     to)."""

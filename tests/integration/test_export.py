@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 import torch
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli, writing_unk
 from tests.toy import SYMBOLS, VOCAB, save_toy_checkpoint, toy_pairs, train_toy_model
 from transformer_mt.config import ModelConfig
 from transformer_mt.data.batch import source_mask
@@ -188,6 +188,23 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
                     "--keep-spans", "Ein Hund."])  # nothing to keep: translated as ever
     assert kept.returncode == 0 and kept.stdout == run_cli(
         ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]).stdout
+
+
+def test_the_export_copies_unknown_words_as_ours_does(trained_run, tmp_path):
+    """A word model's ``<unk>`` copied from the source through the engine's attention: the
+    same translations as ours (the tiny run made to write ``<unk>``: helpers.writing_unk)."""
+    sentences = ["Zwei Hunde schwimmen in Tübingen.", "Ein Mann aus Wolfsburg läuft."]
+    model = writing_unk(trained_run[0] / "best.pt", sentences[0], tmp_path / "unk.pt")
+    assert run_cli(["export", "--format", "ctranslate2", str(model),
+                    str(tmp_path / "ct2")]).returncode == 0
+    outputs = [run_cli(["translate", "--checkpoint", str(path), "--precision", "fp32", *flag,
+                        *sentences]).stdout.splitlines()
+               for path in (model, tmp_path / "ct2") for flag in ([], ["--no-replace-unk"])]
+    ours, ours_unk, engine, engine_unk = outputs
+    assert engine == ours and engine_unk == ours_unk and ours != ours_unk
+    assert all("<unk>" in line for line in ours_unk) and not any("<unk>" in x for x in ours)
+    for line, source in zip(ours, sentences, strict=True):  # words of its source
+        assert set(line.split()) <= set(source.rstrip(".").split()), line
 
 
 def test_export_never_replaces_what_is_not_an_earlier_export(trained_run, tmp_path):

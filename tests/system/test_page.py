@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import post, start_server
+from tests.helpers import post, start_server, writing_unk
 
 pytest.importorskip("fastapi")
 
@@ -35,22 +35,9 @@ def server(trained_run, subword_run):
 
 @pytest.fixture(scope="module")
 def unk_server(trained_run, tmp_path_factory):
-    """The tiny run made to write ``<unk>`` wherever it would write its first word (that row of
-    the output projection, doubled, as ``<unk>``'s): a real model whose outputs hold words to
-    copy from the source, served."""
-    import torch
-
-    from transformer_mt.data.vocab import UNK_ID
-    from transformer_mt.translate import Translator
-
-    [[first]] = Translator.load(trained_run[0] / "best.pt", "cpu").translate(
-        [UNKNOWN], nbest=1, beam_size=1, replace_unk=False)
-    stored = torch.load(trained_run[0] / "best.pt", weights_only=True)
-    weight = stored["model"]["decoder.project.weight"]
-    weight[UNK_ID] = 2 * weight[first.ids[0]]
-    path = tmp_path_factory.mktemp("unk") / "unk.pt"
-    torch.save(stored, path)
-    proc, url = start_server(path)
+    """The tiny run made to write ``<unk>`` (``helpers.writing_unk``), served."""
+    proc, url = start_server(writing_unk(trained_run[0] / "best.pt", UNKNOWN,
+                                         tmp_path_factory.mktemp("unk") / "unk.pt"))
     yield url
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
