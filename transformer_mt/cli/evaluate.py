@@ -103,6 +103,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     systems: list[System] = []
     scores: list[Scores | None] = []
     beam = alpha = None
+    copies = False  # a word model's <unk> written as source words (decode.replace_unk)
     settings = {f.name: getattr(args, f.name) for f in per_call_settings()}
     for path, translator in zip(names, translators, strict=True):
         result = decode_and_score(translator, refs, sources, progress=bars_enabled(),
@@ -110,6 +111,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         systems.append(System(str(path), result.hypotheses, translator.config.data.lowercase))
         scores.append(result.scores)
         beam, alpha = result.settings.beam_size, result.settings.alpha
+        copies = result.settings.replace_unk and not translator.tokenizers[1].subword
     for f in hyp_files:  # a file is scored as it is, against the references as they are
         systems.append(System(str(f), _lines(f, "--hyp", args.max_sentences)))
         scores.append(None)
@@ -124,12 +126,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     scored = {"ensemble": checkpoints} if args.ensemble else {
         ("checkpoint" if checkpoints else "hypotheses"): systems[0].name}
     summary = {**scored, "split": name,
-               "sentences": len(refs), "beam_size": beam, "alpha": alpha,
+               "sentences": len(refs), "beam_size": beam, "alpha": alpha, "unk_copied": copies,
                "references": "lowercased" if lowercased else "as given", **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
         return 0
     print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
+          + (", each <unk> written as a source word" if copies else "")
           + (f", an ensemble of {len(checkpoints)} models" if args.ensemble else "")
           + (", references lowercased as the model's output is):" if lowercased else "):"))
     print(f"  {s.bleu_text}")
