@@ -182,7 +182,6 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):
                       "--max-sentences", "10"])
     assert result.returncode == 0, result.stderr
     assert "BLEU = " in result.stdout and "chrF2 = " in result.stdout
-    # a word model's: it says that each <unk> is written as a source word (replace_unk)
     assert summary["unk_copied"] and "each <unk> written as a source word" in result.stdout
     assert json.loads(run_cli(["evaluate", "--checkpoint", str(run_dir / "best.pt"), "--split",
                                "val", "--max-sentences", "4", "--json", "--no-replace-unk"])
