@@ -132,8 +132,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return 0
     print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
-          + (", each <unk> written as a source word" if copies else "")
           + (f", an ensemble of {len(checkpoints)} models" if args.ensemble else "")
+          + (", each <unk> written as a source word" if copies else "")
           + (", references lowercased as the model's output is):" if lowercased else "):"))
     print(f"  {s.bleu_text}")
     print(f"  chrF2 = {s.chrf:.2f}")
