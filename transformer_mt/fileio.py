@@ -8,6 +8,10 @@ The guarantees, in one place:
   stays); a device, a FIFO or ``/dev/stdout`` is written through, never replaced. New files
   get the permissions the umask allows, as ``open`` would give them; a replaced file keeps its.
 - :func:`refuse_same_file` stops an output that is one of the inputs (same device and inode).
+- :func:`open_input` reads a command's input once: a regular file, standard input (``-``) or a
+  pipe (a FIFO, a process substitution such as ``<(zcat x.gz)``); :func:`not_an_input` says
+  why a path is none of these, :func:`not_a_file` why it is no regular file (a corpus, a
+  checkpoint: read more than once).
 - :func:`run_lock` holds a run directory for one process; :func:`file_lock` serialises work
   that several processes may start at once (a download, a tokenization cache).
 """
@@ -17,9 +21,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import os
 import socket
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -254,6 +260,32 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
                           "(CR-only line ends?); lines must end in LF or CRLF: convert it, e.g. "
                           "tr '\\r' '\\n' < FILE > FILE.lf")
         yield line.removeprefix("\ufeff") if n == 1 else line
+
+
+STDIN = "-"  # an input flag's value for standard input (``./-`` names a file called "-")
+
+
+def open_input(path: Path) -> IO[bytes]:
+    """``path`` opened to read bytes from its start, seekable: a regular file as it is;
+    standard input (``-``) or a pipe read whole first, since it can be read only once."""
+    if str(path) == STDIN:
+        return io.BytesIO(sys.stdin.buffer.read())
+    f = open(path, "rb")  # noqa: SIM115 (returned open, or closed below)
+    if f.seekable():
+        return f
+    with f:
+        return io.BytesIO(f.read())
+
+
+def not_an_input(path: Path) -> str | None:
+    """Why ``path`` cannot be read once as a command's input (:func:`not_a_file`'s reasons), or
+    None for a regular file, ``-`` (standard input) or a pipe (a FIFO, ``<(command)``)."""
+    if str(path) == STDIN:
+        return None
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(path.stat().st_mode):
+            return None
+    return not_a_file(path)
 
 
 def not_a_file(path: Path) -> str | None:

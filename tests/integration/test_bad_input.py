@@ -209,12 +209,10 @@ def test_files_that_cannot_be_read_as_text_are_named_for_what_they_are(trained_r
     corrupt.write_bytes(gzip.compress(b"Ein Hund.\n" * 50)[:30] + b"\x00" * 64)
     assert "cannot read" in _error_line(run_cli(["translate", "--checkpoint", ckpt, "--input",
                                                  str(corrupt)]))
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
-    for path, expected in ((fifo, "is a FIFO"), (loop, "loop of symbolic links"),
-                           (tmp_path, "is a directory"), (tmp_path / "none", "not found")):
+    for path, expected in ((loop, "loop of symbolic links"), (tmp_path, "is a directory"),
+                           (tmp_path / "none", "not found")):
         line = _error_line(run_cli(["translate", "--checkpoint", ckpt, "--input", str(path)]))
         assert expected in line, line
     cr_only = tmp_path / "cr.de"

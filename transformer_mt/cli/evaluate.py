@@ -19,7 +19,7 @@ from transformer_mt.cli.flags import (
 )
 from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import not_a_file
+from transformer_mt.fileio import STDIN, not_an_input
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def _add_evaluate(sub: Any, common: argparse.ArgumentParser) -> None:
                    "several), not each apart")
     p.add_argument("--hyp", action="append",
                    help="a file of translations to score (or compare) as they are, against "
-                   "--ref or the checkpoints' references; repeatable")
+                   "--ref or the checkpoints' references; repeatable ('-': standard input)")
     p.add_argument("--split", help="a test set named in the checkpoint's data.test, or valid "
                    "(default: the first test set, test_2016_flickr for Multi30k)")
     p.add_argument("--src", help="score this source file (plain or .gz, a sentence per line)")
@@ -70,7 +70,8 @@ def _add_score(sub: Any, common: argparse.ArgumentParser) -> None:
                    "or a directory mt export wrote; repeat it to score with an ensemble (the "
                    "models' mean probability)")
     p.add_argument("--src", required=True, help="the source sentences, one a line")
-    p.add_argument("--hyp", required=True, help="their translations to score, line by line")
+    p.add_argument("--hyp", required=True, help="their translations to score, line by line "
+                   "('-': standard input; a pipe such as <(sed ...) is read too)")
     add_decoding_flags(p, ["alpha", "precision", "replace_unk"])
     p.add_argument("--engine", choices=ENGINES, default="auto", help=ENGINE_HELP)
     p.add_argument("--max-sentences", type=int, help="score only the first N pairs")
@@ -113,7 +114,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         beam, alpha = result.settings.beam_size, result.settings.alpha
         copies = result.settings.replace_unk and not translator.tokenizers[1].subword
     for f in hyp_files:  # a file is scored as it is, against the references as they are
-        systems.append(System(str(f), _lines(f, "--hyp", args.max_sentences)))
+        systems.append(System(_shown(f), _lines(f, "--hyp", args.max_sentences)))
         scores.append(None)
     if args.output:
         atomic_write_text(args.output, "".join(h + "\n" for h in systems[0].hypotheses))
@@ -152,6 +153,7 @@ def _check_evaluate_args(args: argparse.Namespace, checkpoints: list[str]) -> No
         raise MTError("pass either --split NAME or --src/--ref files, not both")
     if not checkpoints and args.ref is None:
         raise MTError("--hyp files are scored against references: pass --ref")
+    _read_once([args.src, args.ref, *(args.hyp or [])], "--src, --ref and --hyp")
     if args.ensemble and len(checkpoints) < 2:
         raise MTError("--ensemble averages the probabilities of two or more --checkpoint models")
     if args.output and len(checkpoints) != 1 and not args.ensemble:
@@ -167,7 +169,8 @@ def _test_set(args: argparse.Namespace, translators: list[Translator],
 
     if args.ref is not None:
         sources = _lines(args.src, "--src", args.max_sentences) if args.src else None
-        return args.src or args.ref, sources, _lines(args.ref, "--ref", args.max_sentences)
+        return _shown(args.src or args.ref), sources, _lines(args.ref, "--ref",
+                                                              args.max_sentences)
     tests = translators[0].config.data.test_sets()
     name = args.split or next(iter(tests), None)
     if name is None:
@@ -179,11 +182,23 @@ def _test_set(args: argparse.Namespace, translators: list[Translator],
     return name, sources, refs
 
 
+def _read_once(paths: list[str | None], flags: str) -> None:
+    """Refuse standard input ('-') named twice: it is read only once."""
+    if paths.count(STDIN) > 1:
+        raise MTError(f"standard input ('-') is read once: give it to one of {flags}")
+
+
+def _shown(path: str) -> str:
+    """A file's name as the output shows it."""
+    return "standard input" if path == STDIN else path
+
+
 def _lines(path: str, flag: str, limit: int | None) -> list[str]:
-    """The lines of a --src/--ref/--hyp file (its first ``limit``), checked."""
+    """The lines of a --src/--ref/--hyp file (its first ``limit``), checked; '-' or a pipe
+    is read too."""
     from transformer_mt.data.corpus import read_lines
 
-    why = not_a_file(Path(path))
+    why = not_an_input(Path(path))
     if why:
         raise MTError(f"{flag} file '{path}' {why}")
     lines = list(read_lines(Path(path)))
@@ -211,6 +226,7 @@ def _print_comparison(systems: list[System], refs: list[str], lang: str | None,
 def cmd_score(args: argparse.Namespace) -> int:
     from transformer_mt.translate import Translator
 
+    _read_once([args.src, args.hyp], "--src and --hyp")
     sources = _lines(args.src, "--src", args.max_sentences)
     translations = _lines(args.hyp, "--hyp", args.max_sentences)
     translator = Translator.load(args.checkpoint, args.device, engine=args.engine)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import not_a_file
+from transformer_mt.fileio import not_a_file, not_an_input, open_input
 from transformer_mt.serve.settings import (
     LOCAL_HOSTS,
     Connections,
@@ -84,11 +84,12 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
     """The keys in ``path``: one a line (blank lines and '#' comments skipped)."""
     if not path:
         return ()
-    why = not_a_file(Path(path))
+    why = not_an_input(Path(path))  # a pipe too: --api-key-file <(pass show mt)
     if why:
         raise MTError(f"--api-key-file '{path}' {why}")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open_input(Path(path)) as f:
+            text = f.read().decode("utf-8")
     except UnicodeDecodeError:
         raise MTError(f"--api-key-file '{path}' is not UTF-8 text; write the key(s) in it, "
                       "one a line") from None

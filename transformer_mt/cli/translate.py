@@ -17,7 +17,7 @@ from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_w
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import not_a_file, text_lines
+from transformer_mt.fileio import STDIN, not_an_input, text_lines
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
@@ -32,7 +32,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="a .pt checkpoint (e.g. runs/X/best.pt); repeat it for an ensemble "
                    "that averages the models' probabilities")
     p.add_argument("--input", help="file with a sentence per line (a line of several is "
-                   "translated sentence by sentence, and stays one line); a .html, .htm, .md, "
+                   "translated sentence by sentence, and stays one line; '-' or a pipe such "
+                   "as <(zcat de.gz) is read too); a .html, .htm, .md, "
                    ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp or .epub "
                    "file is translated whole, its format kept")
     p.add_argument("--split-sentences", action="store_true",  # what every line gets now
@@ -108,7 +109,7 @@ def _translate_document(translator: Translator, args: argparse.Namespace) -> int
     if args.nbest > 1 or args.attention or args.align or args.prefix or args.alternatives:
         raise MTError(f"'{path}' is translated whole, its format kept; drop --nbest, "
                       "--attention, --align, --prefix and --alternatives")
-    why = not_a_file(path)
+    why = not_an_input(path)
     if why:
         raise MTError(f"input file '{path}' {why}")
     out = translate_file(translator, str(path), path.read_bytes())
@@ -173,10 +174,10 @@ def _given_lines(args: argparse.Namespace) -> list[str] | None:
     """The sentences given as arguments or in ``--input``; None: standard input."""
     if args.sentences:
         return list(args.sentences)
-    if not args.input:
-        return None
+    if not args.input or (args.input == STDIN and not (args.attention or args.alternatives)):
+        return None  # read as it comes (a terminal's or a pipe's lines)
     path = Path(args.input)
-    why = not_a_file(path)
+    why = not_an_input(path)
     if why:
         raise MTError(f"input file '{path}' {why}")
     from transformer_mt.data.corpus import read_lines

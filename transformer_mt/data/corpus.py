@@ -9,6 +9,7 @@ different lengths (both counts), a TSV line without exactly two columns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import hashlib
@@ -22,7 +23,7 @@ from transformer_mt.config.data import CorpusConfig
 from transformer_mt.data import multi30k
 from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import not_a_file, sha256_of, text_lines
+from transformer_mt.fileio import STDIN, not_a_file, open_input, sha256_of, text_lines
 
 Side = Literal["src", "tgt"]
 
@@ -39,14 +40,17 @@ def file_sha256(path: Path) -> str:
 
 
 def read_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file, plain or gzipped, without line ends (and BOM)."""
+    """The lines of a UTF-8 text file, plain or gzipped, without line ends (and BOM); ``-``
+    is standard input, and a pipe is read too (:func:`~transformer_mt.fileio.open_input`)."""
+    name = "standard input" if str(path) == STDIN else f"'{path}'"
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             gzipped = f.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
-            yield from text_lines(f, f"'{path}'")
+            f.seek(0)
+            with gzip.GzipFile(fileobj=f) if gzipped else contextlib.nullcontext(f) as lines:
+                yield from text_lines(lines, name)
     except (OSError, EOFError, zlib.error) as exc:
-        raise DataError(f"cannot read '{path}': {exc}") from exc
+        raise DataError(f"cannot read {name}: {exc}") from exc
 
 
 @dataclass(frozen=True)

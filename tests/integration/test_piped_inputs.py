@@ -1,0 +1,102 @@
+"""A command's input read once: ``-`` (standard input), a FIFO or a process substitution
+(``<(zcat de.gz)``), plain or gzipped, gives what the same file gives (``mt translate --input``,
+``mt evaluate``'s and ``mt score``'s --src/--ref/--hyp, ``mt serve --api-key-file``); a corpus,
+which training reads more than once, must be a file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, run_cli, tiny_train_args
+from transformer_mt.cli.serve import _api_keys
+
+TOY = REPO / "tests" / "data" / "toy-de-en"
+
+
+def piped(tmp_path: Path, name: str, data: bytes) -> Path:
+    """A named pipe that a thread fills with ``data`` once a reader opens it (as a shell's
+    ``<(command)`` is filled by the command)."""
+    path = tmp_path / name
+    os.mkfifo(path)
+
+    def fill() -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+
+    threading.Thread(target=fill, daemon=True).start()
+    return path
+
+
+@pytest.fixture(scope="module")
+def sentences(tmp_path_factory) -> tuple[Path, Path]:
+    """The toy test set's first 8 pairs, as files."""
+    folder = tmp_path_factory.mktemp("toy")
+    for side in ("de", "en"):
+        lines = (TOY / f"test.{side}").read_text().splitlines(keepends=True)[:8]
+        (folder / f"test.{side}").write_text("".join(lines))
+    return folder / "test.de", folder / "test.en"
+
+
+def ok(args: list[str], stdin: str | None = None) -> str:
+    result = run_cli(args, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_translate_reads_a_pipe_and_standard_input_as_it_reads_the_file(trained_run,
+                                                                          sentences, tmp_path):
+    translate = ["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input"]
+    source = sentences[0].read_bytes()
+    expected = ok([*translate, str(sentences[0])])
+    assert len(expected.splitlines()) == 8
+    assert ok([*translate, str(piped(tmp_path, "plain", source))]) == expected
+    assert ok([*translate, str(piped(tmp_path, "gzipped", gzip.compress(source)))]) == expected
+    assert ok([*translate, "-"], stdin=source.decode()) == expected
+    first = source.decode().splitlines()[0]  # what takes sentences reads '-' whole
+    alternatives = [*translate[:-1], "--alternatives", "2"]
+    assert ok([*alternatives, "--input", "-"], stdin=first + "\n") \
+        == ok([*alternatives, first])
+
+
+def test_evaluate_and_score_read_standard_input_and_pipes(trained_run, sentences, tmp_path):
+    ckpt = str(trained_run[0] / "best.pt")
+    src, ref = (str(p) for p in sentences)
+    hyp = tmp_path / "hyp.en"
+    hyp.write_text(ok(["translate", "--checkpoint", ckpt, "--input", src]))
+    evaluate = ["evaluate", "--ref", ref, "--json", "--hyp"]
+    expected = json.loads(ok([*evaluate, str(hyp)]))
+    fifo = str(piped(tmp_path, "hyp", hyp.read_bytes()))
+    for name, given, stdin in (("standard input", "-", hyp.read_text()), (fifo, fifo, None)):
+        assert json.loads(ok([*evaluate, given], stdin=stdin)) \
+            == {**expected, "hypotheses": name}
+    score = ["score", "--checkpoint", ckpt, "--json"]
+    expected_scores = ok([*score, "--src", src, "--hyp", str(hyp)])
+    assert len(expected_scores.splitlines()) == 8
+    fifo = str(piped(tmp_path, "src", sentences[0].read_bytes()))
+    assert ok([*score, "--src", fifo, "--hyp", "-"], stdin=hyp.read_text()) == expected_scores
+    for args in (["evaluate", "--checkpoint", ckpt, "--src", "-", "--ref", "-"],
+                 [*score, "--src", "-", "--hyp", "-"]):
+        result = run_cli(args, stdin=sentences[0].read_text())
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert "standard input ('-') is read once" in result.stderr.splitlines()[-1]
+
+
+def test_keys_read_from_a_pipe(tmp_path):
+    assert _api_keys(str(piped(tmp_path, "keys", b"# ours\nkey-1\n\nkey-2\n"))) \
+        == ("key-1", "key-2")
+
+
+def test_a_corpus_in_a_pipe_is_refused_before_a_run_directory_exists(tmp_path):
+    fifo = tmp_path / "train.de"
+    os.mkfifo(fifo)  # no writer: a read would wait for ever
+    result = run_cli(tiny_train_args(tmp_path / "run",
+                                     f"data.train={{src: {fifo}, tgt: {TOY / 'train.en'}}}"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "data.train.src" in result.stderr and "is a FIFO" in result.stderr
+    assert not (tmp_path / "run").exists()
