@@ -28,6 +28,9 @@ def test_plot_writes_readable_pngs(run_dir, tmp_path):
     result = run_cli(["plot", str(empty)])
     assert result.returncode != 0 and "metrics.jsonl" in result.stderr
     assert "Traceback" not in result.stderr
+    result = run_cli(["plot", str(run_dir), "--output", str(tmp_path / "curves.png")])
+    assert result.returncode == 2 and "give --output a folder" in result.stderr
+    assert not (tmp_path / "curves.png").exists()  # no folder of that name made
 
 
 def test_attention_map_has_one_row_per_output_token(run_dir, tmp_path):

@@ -61,6 +61,9 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     plt = pyplot()
     train, valid = read_metrics(run_dir)
     out_dir = Path(out_dir or Path(run_dir) / "plots")
+    if out_dir.suffix.lstrip(".").lower() in IMAGE_FORMATS and not out_dir.is_dir():
+        raise MTError(f"'{out_dir}' names an image, but mt plot writes three (loss.png, "
+                      "bleu.png, lr.png): give --output a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
 
