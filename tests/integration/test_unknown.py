@@ -173,3 +173,16 @@ def test_validation_copies_as_mt_evaluate_does(writes_unk):
     assert by_ids.hypotheses == by_text.hypotheses
     assert not any(UNK in h for h in by_ids.hypotheses)
     assert all(UNK in h for h in decode_and_score(t, refs, ids=ids, beam_size=1).hypotheses)
+
+
+def test_a_written_unk_is_read_back_as_the_unknown_word(writes_unk):
+    """A ``<unk>`` in a text (``--no-replace-unk``'s output, an older corpus) is one word, the
+    unknown one, on either side, not "<", "unk" and ">": the output can be scored."""
+    t = writes_unk
+    for tokenizer in t.tokenizers:
+        assert next(iter(tokenizer.tokenize(["Ein <unk> (<unk>)."]))) == [
+            "Ein", UNK, "(", UNK, ")", "."]
+    [[h]] = t.translate(NAMES[:1], nbest=1, beam_size=1, replace_unk=False)
+    assert h.tokens[1] == UNK and UNK in h.text
+    [scored] = t.score(NAMES[:1], [h.text], strict=True, replace_unk=False)
+    assert scored.tokens[:-1] == h.tokens  # and <eos>

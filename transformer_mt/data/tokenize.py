@@ -41,6 +41,9 @@ SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larg
 
 
 SAMPLE_CHUNK = 10_000  # sentences encoded at once; sampled ones draw from a generator per chunk
+# a literal <unk> in a text is one word, the unknown one (as a model writes it without
+# decode.replace_unk, and as older corpora hold it), not "<", "unk" and ">"; in the cache keys
+WHOLE_WORDS = (UNK,)
 NORMAL_FORM = "NFC"  # of the text every tokenizer reads (in the cache keys: ids made before differ)
 WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
 MARKERS = 0xE000  # private-use characters: a kept span's place while detokenizing
@@ -122,11 +125,15 @@ def spacy_pipeline(lang: str) -> Any:
     import spacy  # imported lazily: spaCy takes a second to import
 
     try:
-        return spacy.blank(lang)
+        nlp = spacy.blank(lang)
     except (ImportError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"spaCy cannot tokenize '{lang}' here ({first}); install what it asks "
                         "for, or use data.tokenizer=sentencepiece") from exc
+    tokenizer: Any = nlp.tokenizer
+    for word in WHOLE_WORDS:
+        tokenizer.add_special_case(word, [{"ORTH": word}])
+    return nlp
 
 
 def spacy_words(lang: str, texts: Iterable[str]) -> Iterator[list[str]]:
@@ -186,7 +193,8 @@ class WordTokenizer(Tokenizer):
             spacy_version = version("spacy")
         except PackageNotFoundError as exc:
             raise missing_error(["spacy"]) from exc
-        return json.dumps(["spacy", self.lang, self.lowercase, spacy_version, NORMAL_FORM])
+        return json.dumps(["spacy", self.lang, self.lowercase, spacy_version, NORMAL_FORM,
+                           WHOLE_WORDS])
 
 
 class SubwordTokenizer(Tokenizer):
