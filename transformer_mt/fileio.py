@@ -262,13 +262,13 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
         yield line.removeprefix("\ufeff") if n == 1 else line
 
 
-STDIN = "-"  # an input flag's value for standard input (``./-`` names a file called "-")
+STD_STREAM = "-"  # a file flag's value for standard input or output (``./-``: a file "-")
 
 
 def open_input(path: Path) -> IO[bytes]:
     """``path`` opened to read bytes from its start, seekable: a regular file as it is;
     standard input (``-``) or a pipe read whole first, since it can be read only once."""
-    if str(path) == STDIN:
+    if str(path) == STD_STREAM:
         return io.BytesIO(sys.stdin.buffer.read())
     f = open(path, "rb")  # noqa: SIM115 (returned open, or closed below)
     if f.seekable():
@@ -280,7 +280,7 @@ def open_input(path: Path) -> IO[bytes]:
 def not_an_input(path: Path) -> str | None:
     """Why ``path`` cannot be read once as a command's input (:func:`not_a_file`'s reasons), or
     None for a regular file, ``-`` (standard input) or a pipe (a FIFO, ``<(command)``)."""
-    if str(path) == STDIN:
+    if str(path) == STD_STREAM:
         return None
     with contextlib.suppress(OSError):
         if stat.S_ISFIFO(path.stat().st_mode):

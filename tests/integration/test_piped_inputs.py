@@ -1,7 +1,8 @@
 """A command's input read once: ``-`` (standard input), a FIFO or a process substitution
 (``<(zcat de.gz)``), plain or gzipped, gives what the same file gives (``mt translate --input``,
 ``mt evaluate``'s and ``mt score``'s --src/--ref/--hyp, ``mt serve --api-key-file``); a corpus,
-which training reads more than once, must be a file."""
+which training reads more than once, must be a file. ``mt translate --output -`` is standard
+output."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def test_translate_reads_a_pipe_and_standard_input_as_it_reads_the_file(trained_
     assert ok([*translate, str(piped(tmp_path, "plain", source))]) == expected
     assert ok([*translate, str(piped(tmp_path, "gzipped", gzip.compress(source)))]) == expected
     assert ok([*translate, "-"], stdin=source.decode()) == expected
+    assert ok([*translate, "-", "--output", "-"], stdin=source.decode()) == expected
+    assert not (REPO / "-").exists()  # (run_cli runs mt in the repository)
     first = source.decode().splitlines()[0]  # what takes sentences reads '-' whole
     alternatives = [*translate[:-1], "--alternatives", "2"]
     assert ok([*alternatives, "--input", "-"], stdin=first + "\n") \
@@ -80,11 +83,13 @@ def test_evaluate_and_score_read_standard_input_and_pipes(trained_run, sentences
     assert len(expected_scores.splitlines()) == 8
     fifo = str(piped(tmp_path, "src", sentences[0].read_bytes()))
     assert ok([*score, "--src", fifo, "--hyp", "-"], stdin=hyp.read_text()) == expected_scores
-    for args in (["evaluate", "--checkpoint", ckpt, "--src", "-", "--ref", "-"],
-                 [*score, "--src", "-", "--hyp", "-"]):
+    for args, message in (
+            (["evaluate", "--checkpoint", ckpt, "--src", "-", "--ref", "-"], "is read once"),
+            ([*score, "--src", "-", "--hyp", "-"], "is read once"),
+            ([*evaluate[:-1], "--hyp", str(hyp), "--output", "-"], "give it a file's name")):
         result = run_cli(args, stdin=sentences[0].read_text())
         assert result.returncode == 2 and "Traceback" not in result.stderr
-        assert "standard input ('-') is read once" in result.stderr.splitlines()[-1]
+        assert message in result.stderr.splitlines()[-1]
 
 
 def test_keys_read_from_a_pipe(tmp_path):

@@ -19,7 +19,7 @@ from transformer_mt.cli.flags import (
 )
 from transformer_mt.config import per_call_settings
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import STDIN, not_an_input
+from transformer_mt.fileio import STD_STREAM, not_an_input
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
@@ -156,6 +156,9 @@ def _check_evaluate_args(args: argparse.Namespace, checkpoints: list[str]) -> No
     _read_once([args.src, args.ref, *(args.hyp or [])], "--src, --ref and --hyp")
     if args.ensemble and len(checkpoints) < 2:
         raise MTError("--ensemble averages the probabilities of two or more --checkpoint models")
+    if args.output == STD_STREAM:
+        raise MTError("--output writes the translations to a file (the scores go to standard "
+                      "output): give it a file's name")
     if args.output and len(checkpoints) != 1 and not args.ensemble:
         raise MTError("--output writes the translations of one --checkpoint (or of an "
                       "--ensemble)")
@@ -184,13 +187,13 @@ def _test_set(args: argparse.Namespace, translators: list[Translator],
 
 def _read_once(paths: list[str | None], flags: str) -> None:
     """Refuse standard input ('-') named twice: it is read only once."""
-    if paths.count(STDIN) > 1:
+    if paths.count(STD_STREAM) > 1:
         raise MTError(f"standard input ('-') is read once: give it to one of {flags}")
 
 
 def _shown(path: str) -> str:
     """A file's name as the output shows it."""
-    return "standard input" if path == STDIN else path
+    return "standard input" if path == STD_STREAM else path
 
 
 def _lines(path: str, flag: str, limit: int | None) -> list[str]:

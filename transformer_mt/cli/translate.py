@@ -17,7 +17,7 @@ from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_w
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import STDIN, not_an_input, text_lines
+from transformer_mt.fileio import STD_STREAM, not_an_input, text_lines
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "file is translated whole, its format kept")
     p.add_argument("--split-sentences", action="store_true",  # what every line gets now
                    help=argparse.SUPPRESS)
-    p.add_argument("--output", help="write translations here instead of stdout")
+    p.add_argument("--output", help="write translations here instead of stdout ('-')")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
     add_decoding_flags(p)
     add_engine_flags(p)
@@ -77,6 +77,8 @@ STDIN_CHUNK = 256  # lines of piped standard input translated together
 def cmd_translate(args: argparse.Namespace) -> int:
     from transformer_mt.translate.files import is_document
 
+    if args.output == STD_STREAM:
+        args.output = None  # standard output, as without --output
     translator = _translator_for(args)
     if args.input and is_document(args.input):  # HTML, subtitles: whole, their format kept
         return _translate_document(translator, args)
@@ -174,7 +176,7 @@ def _given_lines(args: argparse.Namespace) -> list[str] | None:
     """The sentences given as arguments or in ``--input``; None: standard input."""
     if args.sentences:
         return list(args.sentences)
-    if not args.input or (args.input == STDIN and not (args.attention or args.alternatives)):
+    if not args.input or (args.input == STD_STREAM and not (args.attention or args.alternatives)):
         return None  # read as it comes (a terminal's or a pipe's lines)
     path = Path(args.input)
     why = not_an_input(path)

@@ -23,7 +23,7 @@ from transformer_mt.config.data import CorpusConfig
 from transformer_mt.data import multi30k
 from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError
-from transformer_mt.fileio import STDIN, not_a_file, open_input, sha256_of, text_lines
+from transformer_mt.fileio import STD_STREAM, not_a_file, open_input, sha256_of, text_lines
 
 Side = Literal["src", "tgt"]
 
@@ -42,7 +42,7 @@ def file_sha256(path: Path) -> str:
 def read_lines(path: Path) -> Iterator[str]:
     """The lines of a UTF-8 text file, plain or gzipped, without line ends (and BOM); ``-``
     is standard input, and a pipe is read too (:func:`~transformer_mt.fileio.open_input`)."""
-    name = "standard input" if str(path) == STDIN else f"'{path}'"
+    name = "standard input" if str(path) == STD_STREAM else f"'{path}'"
     try:
         with open_input(path) as f:
             gzipped = f.read(2) == b"\x1f\x8b"

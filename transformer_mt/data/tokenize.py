@@ -131,8 +131,9 @@ def spacy_pipeline(lang: str) -> Any:
         raise DataError(f"spaCy cannot tokenize '{lang}' here ({first}); install what it asks "
                         "for, or use data.tokenizer=sentencepiece") from exc
     tokenizer: Any = nlp.tokenizer
-    for word in WHOLE_WORDS:
-        tokenizer.add_special_case(word, [{"ORTH": word}])
+    if hasattr(tokenizer, "add_special_case"):  # rule-based (not Chinese's, Thai's, ...)
+        for word in WHOLE_WORDS:
+            tokenizer.add_special_case(word, [{"ORTH": word}])
     return nlp
 
 
