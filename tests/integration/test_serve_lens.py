@@ -90,7 +90,7 @@ def test_the_sentence_across_the_run_and_beside_a_second_model(client, models, t
 
 @pytest.mark.parametrize(("path", "body", "says"), [
     ("/v1/lens", {"text": "Ein Hund. Zwei Katzen."}, "holds 2 sentences; send one"),
-    ("/v1/lens", {"text": SENTENCE, "tokens": ["no-such-word"]}, "not in the model's vocab"),
+    ("/v1/lens", {"text": SENTENCE, "tokens": ["no-such-word"]}, "neither in the model's vocab"),
     ("/v1/lens", {"text": SENTENCE, "k": 0}, "'k'"),
     ("/v1/switch", {"text": SENTENCE, "switches": ["cross:9:1"]}, "names layer 9"),
     ("/v1/switch", {"text": SENTENCE, "switches": ["head:1"]}, "cannot read the switch"),

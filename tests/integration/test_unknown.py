@@ -118,6 +118,26 @@ def test_the_servers_cache_gives_each_source_its_own_word(writes_unk):
         assert hits == ["mt_cache_hits_total 1.0"]
 
 
+def test_the_logit_lens_reads_a_copied_word_as_the_unk_written_there(writes_unk):
+    """The page looks deeper at the tokens its translation came back with: a copied word is
+    the ``<unk>`` the model wrote there; a word neither known nor the source's is refused."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    with local_client(create_app(writes_unk, ServeOptions())) as client:
+        [found] = client.post("/v1/translate", json={"text": NAMES[0], "beam_size": 1,
+                                                     "attention": True}).json()["translations"]
+        assert found["tokens"][1] == "Tübingen"
+        lens = client.post("/v1/lens", json={"text": NAMES[0], "tokens": found["tokens"]})
+        assert lens.status_code == 200, lens.text
+        assert lens.json()["output"] == [*found["tokens"][:1], UNK, *found["tokens"][2:],
+                                         "<eos>"]
+        tokens = [found["tokens"][0], "Wolfsburg", *found["tokens"][2:]]
+        refused = client.post("/v1/lens", json={"text": NAMES[0], "tokens": tokens})
+        assert refused.status_code == 422 and "'Wolfsburg' is neither" in refused.text
+
+
 def test_an_unknown_alternative_shows_the_word_it_is_written_as(translator, monkeypatch):
     """``--alternatives`` at the first position: an ``<unk>`` there is offered as its copy."""
     found = translator.engine.alternatives

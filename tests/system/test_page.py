@@ -253,14 +253,18 @@ def test_a_learner_looks_deeper(server, browser, tmp_path):
 
 
 def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, browser):
-    """A word model's ``<unk>`` shows as the source word it is copied from, marked; clicking
-    the word after it offers alternatives (the prefix that holds the copied word is forced
-    as ``<unk>`` and written as it is), and picking one decodes on from there."""
+    """A word model's ``<unk>`` shows as the source word it is copied from, marked (the logit
+    lens shows the ``<unk>`` written there); clicking the word after it offers alternatives
+    (the prefix that holds the copied word is forced as ``<unk>`` and written as it is), and
+    picking one decodes on from there."""
     page, problems = _open(browser, unk_server)
     _translate(page, UNKNOWN)
     assert _tokens(page)[0] == "Tübingen" and "<unk>" not in page.inner_text("#row-0")
     assert "copied" in (page.get_attribute("#row-0 .tok >> nth=0", "class") or "")
     assert "<unk>" in (page.get_attribute("#row-0 .tok >> nth=0", "title") or "")
+    page.click("#lens-go")  # looking deeper: the logit lens reads the copy as its <unk>
+    page.wait_for_selector("#lens th[scope=row]", timeout=60_000)
+    assert page.inner_text("#lens th[scope=row] >> nth=0") == "<unk>"
     page.click("#row-0 .tok >> nth=1")
     page.wait_for_selector("#alternatives-list li", timeout=60_000)
     offered = page.eval_on_selector_all("#alternatives-list button",

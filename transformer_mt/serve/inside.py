@@ -126,17 +126,19 @@ async def _on_worker(svc: Service, req: Sentence, request: Request, key: str | N
 async def lens(req: LensRequest, request: Request, svc: ServiceDep,
                key: GivenKey) -> LensResponse:
     from transformer_mt.inside.lens import decode_switched, logit_lens
+    from transformer_mt.translate.unknown import unwritable
 
     t = svc.translator
 
     def run(sentence: str) -> LensResponse:
         t.one_model("the logit lens")  # said before the greedy translation it may need
         tokens = req.tokens if req.tokens is not None else decode_switched(t, sentence)[0].tokens
-        unknown = [tok for tok in tokens if tok not in t.tgt_vocab.stoi]
+        ids = t.tgt_vocab.encode(tokens, eos=False)  # a copied source word: <unk>
+        unknown = unwritable(t, sentence, tokens, ids)
         if unknown:
-            raise MTError(f"'tokens': {unknown[0]!r} is not in the model's vocabulary")
-        found = logit_lens(t, t.encode([sentence])[0], [t.tgt_vocab.stoi[x] for x in tokens],
-                           req.k)
+            raise MTError(f"'tokens': {unknown[0]!r} is neither in the model's vocabulary nor "
+                          "a word of the source")
+        found = logit_lens(t, t.encode([sentence])[0], ids, req.k)
         top = [[list(zip(words, map(float, probs), strict=True))
                 for words, probs in zip(layer, layer_probs.tolist(), strict=True)]
                for layer, layer_probs in zip(found.top_tokens, found.top_probs, strict=True)]

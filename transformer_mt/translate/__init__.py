@@ -19,7 +19,7 @@ from torch import Tensor
 from transformer_mt.config import Config, DecodeConfig, field_types
 from transformer_mt.config.file import coerce
 from transformer_mt.data.tokenize import Tokenizer, make_tokenizer
-from transformer_mt.data.vocab import EOS, UNK, UNK_ID, Vocab
+from transformer_mt.data.vocab import EOS, UNK_ID, Vocab
 from transformer_mt.decode.align import token_links, word_links
 from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
@@ -44,7 +44,7 @@ from transformer_mt.translate.results import (
     Scored,
     Translation,
 )
-from transformer_mt.translate.unknown import copy_unknown, shown
+from transformer_mt.translate.unknown import copy_unknown, shown, unwritable
 
 if TYPE_CHECKING:
     from transformer_mt.decode.ensemble import Ensemble
@@ -360,10 +360,7 @@ class Translator:
             if len(out) + 1 > most:
                 raise InputTooLongError(f"translation {n + 1} has {len(out):,} tokens; this "
                                         f"model scores at most {most - 1:,}: split it")
-            unknown = [p for p, i in zip(pieces, out, strict=True) if i == UNK_ID and p != UNK]
-            if unknown and cfg.replace_unk:  # a source's word: <unk>, written as the word
-                copied = set(next(iter(self.tokenizers[0].tokenize([sources[n]]))))
-                unknown = [p for p in unknown if p not in copied]
+            unknown = unwritable(self, sources[n], pieces, out, cfg.replace_unk)
             if unknown:  # scored as <unk>, it would be the probability of another text
                 raise MTError(f"translation {n + 1} holds '{unknown[0]}', which this model's "
                               "target vocabulary does not have" + " nor its source" * (

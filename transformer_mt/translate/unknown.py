@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from transformer_mt.data.tokenize import WORD_START
-from transformer_mt.data.vocab import UNK_ID
+from transformer_mt.data.vocab import UNK, UNK_ID
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -87,6 +87,18 @@ def _source_tokens(translator: Translator, sources: Sequence[str] | Sequence[Seq
     tokens = dict(zip(texts, translator.tokenizers[0].tokenize([str(sources[i]) for i in texts]),
                       strict=True))
     return {i: list(tokens.get(i, sources[i]))[:translator.max_source_tokens] for i in at}
+
+
+def unwritable(translator: Translator, source: str, tokens: Sequence[str], ids: Sequence[int],
+               copies: bool = True) -> list[str]:
+    """The ``tokens`` of an output for ``source`` (read as ``ids``) that the model cannot have
+    written: words its target vocabulary lacks (read as ``<unk>``), but for the source's own
+    words where it copies them (``copies``: ``decode.replace_unk``)."""
+    unknown = [t for t, i in zip(tokens, ids, strict=True) if i == UNK_ID and t != UNK]
+    if unknown and copies:
+        words = set(next(iter(translator.tokenizers[0].tokenize([source]))))
+        unknown = [t for t in unknown if t not in words]
+    return unknown
 
 
 def shown(tokens: Sequence[str], ids: Sequence[int],
