@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -161,18 +162,32 @@ def _running(pids: list[int]) -> list[int]:
     return alive
 
 
-def test_workers_share_the_port_and_with_redis_one_limit(trained_run, redis_server):
+def test_workers_share_the_port_and_with_redis_one_limit(trained_run, redis_server, tmp_path):
     """``--workers 2``: two processes, each with its model, on one port; a client's limit
-    holds over both; SIGTERM stops them all (exit 0, no process left)."""
+    holds over both; the keys, read from a pipe once, hold in both; SIGTERM stops them all
+    (exit 0, no process left)."""
     port, _ = redis_server
+    keys = tmp_path / "keys"  # as --api-key-file <(pass show mt) gives them
+    os.mkfifo(keys)
+
+    def fill() -> None:
+        for _ in range(3):  # start_server may start the server again on another port
+            with open(keys, "w") as f:
+                f.write("key-1\n")
+
+    threading.Thread(target=fill, daemon=True).start()
     proc, url = start_server(trained_run[0] / "best.pt", "--workers", "2", "--rate-limit", "6",
-                             "--shared-storage", f"redis://127.0.0.1:{port}/0")
+                             "--shared-storage", f"redis://127.0.0.1:{port}/0",
+                             "--api-key-file", str(keys))
     try:
         workers = _children(proc.pid)  # the two, and multiprocessing's resource tracker
         assert len(workers) == 3
-        statuses = [post(url + "/v1/translate", {"text": f"Ein Hund {i}."})[0]
+        statuses = [post(url + "/translate", {"q": f"Ein Hund {i}.", "source": "de",
+                                              "target": "en", "api_key": "key-1"})[0]
                     for i in range(8)]  # a connection each: the kernel picks the worker
         assert statuses == [200] * 6 + [429] * 2
+        assert [post(url + "/translate", {"q": "Ein Hund.", "source": "de", "target": "en"})[0]
+                for _ in range(2)] == [403, 403]  # no key, in either worker
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

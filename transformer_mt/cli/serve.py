@@ -180,7 +180,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from transformer_mt.packages import missing_error
 
         raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
-    api_keys = _api_keys(args.api_key_file)
+    if getattr(args, "api_keys", None) is None:  # read once: --workers' processes get them
+        args.api_keys = _api_keys(args.api_key_file)  # (a pipe cannot be read again)
     run_dir = _run_dir(args)
     if args.suggestions:  # a file that cannot keep them: refused before the model loads
         from transformer_mt.data.suggestions import SuggestionStore
@@ -201,7 +202,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         LOCAL_HOSTS if args.host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
         else (*LOCAL_HOSTS, args.host))
     options = ServeOptions(
-        limits=Limits(**given(Limits, args)), **given(ServeOptions, args), api_keys=api_keys,
+        limits=Limits(**given(Limits, args)), **given(ServeOptions, args), api_keys=args.api_keys,
         batching=not args.no_batching, engine=args.engine, about=about, allowed_hosts=hosts,
         cors_origins=tuple(args.cors_origin or ()),
         forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
