@@ -234,6 +234,8 @@ def test_an_opus_mt_style_model_imports_computes_the_same_and_fine_tunes(tmp_pat
 def test_import_refuses_what_it_cannot_carry(tmp_path):
     result = run_cli(["import", str(tmp_path), str(tmp_path / "x.pt")])
     assert result.returncode == 2 and "no config.json" in result.stderr.strip().splitlines()[-1]
+    named = run_cli(["import", "Helsinki-NLP/opus-mt-de-en", str(tmp_path / "x.pt")])  # a name
+    assert "hf download Helsinki-NLP/opus-mt-de-en --local-dir opus-mt-de-en" in named.stderr
     _opus_like(tmp_path / "opus", tmp_path)
 
     def refused(change) -> str:

@@ -92,7 +92,10 @@ def _read_hf(directory: Path, transformers: Any) -> tuple[dict[str, Any], dict[s
 def _read_config(directory: Path, transformers: Any) -> dict[str, Any]:
     """``config.json`` as transformers reads it, once it says it is a model mt import takes."""
     if not (directory / "config.json").is_file():
-        raise MTError(f"'{directory}' is not a transformers model directory (no config.json)")
+        hub = not directory.exists() and len(directory.parts) == 2  # a model's name there
+        raise MTError(f"'{directory}' is not a transformers model directory (no config.json)" + (
+            f"; mt import reads a downloaded one: hf download {directory} "
+            f"--local-dir {directory.name}, then mt import {directory.name} ..." if hub else ""))
     try:  # what it says it is, before transformers reads it (a CTranslate2 model says none)
         kind = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
