@@ -110,7 +110,13 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """``text`` in UTF-8, gzipped where the name ends in ``.gz`` (as inputs are read)."""
+    data = text.encode("utf-8")
+    if Path(path).name.lower().endswith(".gz"):
+        import gzip
+
+        data = gzip.compress(data, mtime=0)
+    atomic_write_bytes(path, data)
 
 
 def remove_stale_temporaries(directory: str | Path) -> list[Path]:

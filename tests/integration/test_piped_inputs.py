@@ -2,7 +2,7 @@
 (``<(zcat de.gz)``), plain or gzipped, gives what the same file gives (``mt translate --input``,
 ``mt evaluate``'s and ``mt score``'s --src/--ref/--hyp, ``mt serve --api-key-file``); a corpus,
 which training reads more than once, must be a file. ``mt translate --output -`` is standard
-output."""
+output, and an output named ``*.gz`` is gzipped."""
 
 from __future__ import annotations
 
@@ -61,6 +61,8 @@ def test_translate_reads_a_pipe_and_standard_input_as_it_reads_the_file(trained_
     assert ok([*translate, "-"], stdin=source.decode()) == expected
     assert ok([*translate, "-", "--output", "-"], stdin=source.decode()) == expected
     assert not (REPO / "-").exists()  # (run_cli runs mt in the repository)
+    ok([*translate, str(sentences[0]), "--output", str(tmp_path / "out.en.gz")])
+    assert gzip.decompress((tmp_path / "out.en.gz").read_bytes()).decode() == expected
     first = source.decode().splitlines()[0]  # what takes sentences reads '-' whole
     alternatives = [*translate[:-1], "--alternatives", "2"]
     assert ok([*alternatives, "--input", "-"], stdin=first + "\n") \
