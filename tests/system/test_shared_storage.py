@@ -5,6 +5,7 @@ processes count one limit per client and read one cache; Redis going away costs 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -172,8 +173,9 @@ def test_workers_share_the_port_and_with_redis_one_limit(trained_run, redis_serv
 
     def fill() -> None:
         for _ in range(3):  # start_server may start the server again on another port
-            with open(keys, "w") as f:
+            with contextlib.suppress(BrokenPipeError), open(keys, "w") as f:
                 f.write("key-1\n")
+            time.sleep(0.5)  # the reader closes first (else the next open finds it still there)
 
     threading.Thread(target=fill, daemon=True).start()
     proc, url = start_server(trained_run[0] / "best.pt", "--workers", "2", "--rate-limit", "6",
