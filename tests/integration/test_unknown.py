@@ -206,3 +206,33 @@ def test_a_written_unk_is_read_back_as_the_unknown_word(writes_unk):
     assert h.tokens[1] == UNK and UNK in h.text
     [scored] = t.score(NAMES[:1], [h.text], strict=True, replace_unk=False)
     assert scored.tokens[:-1] == h.tokens  # and <eos>
+
+
+def test_a_switch_and_mt_trace_copy_as_the_translation_does(trained_run, tmp_path):
+    """``/v1/switch`` (the page's "switch parts off") and ``mt trace --switch`` decode with the
+    reference search: a real model that writes ``<unk>`` shows the word copied there, as its
+    translation does, with the ``<unk>``'s id kept for the switch's cost."""
+    pytest.importorskip("fastapi")
+    from tests.helpers import writing_unk
+    from transformer_mt.inside.lens import decode_switched
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+    from transformer_mt.translate import Translator
+
+    path = writing_unk(trained_run[0] / "best.pt", NAMES[0], tmp_path / "unk.pt")
+    t = Translator.load(path, "cpu")
+    [[shown]] = t.translate(NAMES[:1], nbest=1, beam_size=1)
+    assert UNK_ID in shown.ids and "Tübingen" in shown.tokens and UNK not in shown.text
+    with local_client(create_app(t, ServeOptions())) as client:
+        answer = client.post("/v1/switch", json={"text": NAMES[0],
+                                                 "switches": ["cross:1:1=1"]}).json()
+    for side in ("trained", "switched"):
+        assert answer[side]["tokens"] == shown.tokens and answer[side]["text"] == shown.text
+    plain, cost = decode_switched(t, NAMES[0])
+    assert plain.ids == shown.ids and cost == pytest.approx(answer["trained_scored"])
+    t.config.decode.replace_unk = False
+    assert UNK in decode_switched(t, NAMES[0])[0].tokens
+    traced = run_cli(["trace", "--checkpoint", str(path), "--switch", "cross:1:1=0",
+                      NAMES[0]])
+    assert traced.returncode == 0, traced.stderr
+    assert "as trained: " + repr(shown.text) in traced.stdout

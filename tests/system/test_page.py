@@ -254,9 +254,9 @@ def test_a_learner_looks_deeper(server, browser, tmp_path):
 
 def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, browser):
     """A word model's ``<unk>`` shows as the source word it is copied from, marked (the logit
-    lens shows the ``<unk>`` written there); clicking the word after it offers alternatives
-    (the prefix that holds the copied word is forced as ``<unk>`` and written as it is), and
-    picking one decodes on from there."""
+    lens shows the ``<unk>`` written there; a switch the word); clicking the word after it
+    offers alternatives (the prefix that holds the copied word is forced as ``<unk>`` and
+    written as it is), and picking one decodes on from there."""
     page, problems = _open(browser, unk_server)
     _translate(page, UNKNOWN)
     assert _tokens(page)[0] == "Tübingen" and "<unk>" not in page.inner_text("#row-0")
@@ -265,6 +265,11 @@ def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, br
     page.click("#lens-go")  # looking deeper: the logit lens reads the copy as its <unk>
     page.wait_for_selector("#lens th[scope=row]", timeout=60_000)
     assert page.inner_text("#lens th[scope=row] >> nth=0") == "<unk>"
+    page.fill("#switches", "cross:1:1")  # switched or not, it shows the word, as it translates
+    page.click("#switch-go")
+    page.wait_for_selector("#switch-summary", timeout=60_000)
+    assert "Tübingen" in page.inner_text("#switched") and "<unk>" not in page.inner_text(
+        "#switched")
     page.click("#row-0 .tok >> nth=1")
     page.wait_for_selector("#alternatives-list li", timeout=60_000)
     offered = page.eval_on_selector_all("#alternatives-list button",

@@ -26,11 +26,12 @@ import torch
 from torch import Tensor, nn
 
 from transformer_mt.data.batch import source_mask
-from transformer_mt.data.vocab import BOS_ID, EOS_ID
+from transformer_mt.data.vocab import BOS_ID, EOS_ID, UNK_ID
 from transformer_mt.decode.search import greedy, next_token_logprobs
 from transformer_mt.errors import MTError
 from transformer_mt.model.attention import MultiHeadAttention
 from transformer_mt.model.transformer import Transformer
+from transformer_mt.translate.results import Translation
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -154,20 +155,15 @@ def _hook(model: Transformer, s: Switch) -> Any:
     return attention.out_proj.register_forward_pre_hook(scale_head)
 
 
-@dataclass
-class Decoded:
-    """A greedy translation: its text, tokens and log-probability."""
-
-    text: str
-    tokens: list[str]
-    score: float
-
-
 @torch.no_grad()
 def decode_switched(translator: Translator, sentence: str,
-                    switches: Sequence[Switch] = ()) -> tuple[Decoded, float]:
-    """The greedy translation of ``sentence`` with ``switches`` on, and the log-probability
-    that model gives the translation made without them (what the switches cost it)."""
+                    switches: Sequence[Switch] = ()) -> tuple[Translation, float]:
+    """The greedy translation of ``sentence`` with ``switches`` on (each ``<unk>`` written as
+    the source word the switched model attends to most, where ``decode.replace_unk``), and the
+    log-probability that model gives the translation made without them (what the switches
+    cost it)."""
+    from transformer_mt.translate.unknown import copy_unknown
+
     model = translator.one_model("switches")
     src_ids = translator.encode([sentence])[0]
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
@@ -178,10 +174,12 @@ def decode_switched(translator: Translator, sentence: str,
         hyp = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b)[0]
         tgt = torch.tensor([[BOS_ID, *plain.tokens]], device=translator.device)  # (1, T + 1)
         log_probs = next_token_logprobs(model(src, tgt, mask)[0])  # (T + 1, V)
+        tokens = [translator.tgt_vocab.itos[i] for i in hyp.tokens]
+        found = Translation(translator.detokenize(tokens), tokens, hyp.score, hyp.tokens)
+        if cfg.replace_unk and UNK_ID in hyp.tokens:
+            [[found]] = copy_unknown(translator, [sentence], [[found]])
     gold = torch.tensor([*plain.tokens, EOS_ID], device=log_probs.device)
-    tokens = [translator.tgt_vocab.itos[i] for i in hyp.tokens]
-    return (Decoded(translator.detokenize(tokens), tokens, hyp.score),
-            float(log_probs.gather(1, gold[:, None]).sum()))
+    return found, float(log_probs.gather(1, gold[:, None]).sum())
 
 
 def trace_lens(translator: Translator, sentence: str, emit: Any) -> Lens:
@@ -189,8 +187,7 @@ def trace_lens(translator: Translator, sentence: str, emit: Any) -> Lens:
     probable token after each layer and the written token's probability there."""
     src_ids = translator.encode([sentence])[0]
     decoded, _ = decode_switched(translator, sentence)
-    out_ids = [translator.tgt_vocab.stoi[t] for t in decoded.tokens]
-    lens = logit_lens(translator, src_ids, out_ids)
+    lens = logit_lens(translator, src_ids, decoded.ids)
     emit("Logit lens: at each position, what each decoder layer would write if it were the "
          "last (its top token, and the probability it gives the token finally written)")
     emit("   written | " + " | ".join(lens.layers))
@@ -202,7 +199,7 @@ def trace_lens(translator: Translator, sentence: str, emit: Any) -> Lens:
 
 
 def trace_switches(translator: Translator, sentence: str, switches: Sequence[Switch],
-                   emit: Any) -> Decoded:
+                   emit: Any) -> Translation:
     """``mt trace --switch``: the greedy translation with and without the switches."""
     plain, _ = decode_switched(translator, sentence)
     after, cost = decode_switched(translator, sentence, switches)
