@@ -6,6 +6,7 @@ process's first translation against its second, ours and CTranslate2's
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -59,22 +60,24 @@ print(json.dumps(times))"""
 
 def first_translations(checkpoint: Path, exported: str, sentence: str, tokens: list[str],
                        limit: int, device: torch.device, rounds: int,
-                       engine_threads: int) -> dict:
+                       engine_threads: int, engine_env: dict[str, str] | None = None) -> dict:
     """The first call against the second, in a fresh process each, ours (at torch's threads)
-    and the engine's (at ``engine_threads``), best of ``rounds`` processes each, in turns, in
-    milliseconds; and the engine's first ÷ ours (> 1: ours faster); greedy, both."""
+    and the engine's (at ``engine_threads``, with ``engine_env`` set), best of ``rounds``
+    processes each, in turns, in milliseconds; and the engine's first ÷ ours (> 1: ours
+    faster); greedy, both."""
     from transformer_mt.translate.exported import NEVER_PRODUCED
 
-    def probe(code: str, *argv: object) -> list[float]:
+    def probe(code: str, *argv: object, env: dict[str, str] | None = None) -> list[float]:
         done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], check=True,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=os.environ | (env or {}))
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     ours, theirs = [], []
     for _ in range(rounds):
         ours.append(probe(OURS_PROBE, checkpoint, device, sentence))
         theirs.append(probe(ENGINE_PROBE, exported, device.type, engine_threads,
-                            json.dumps(tokens), limit, json.dumps(NEVER_PRODUCED)))
+                            json.dumps(tokens), limit, json.dumps(NEVER_PRODUCED),
+                            env=engine_env))
     out: dict = {}
     for name, times in (("ours", ours), ("ctranslate2", theirs)):
         # to the microsecond, and the ratio of what is printed (a tiny model's second call

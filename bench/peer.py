@@ -62,7 +62,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
     counts = configurations(args)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         export_ctranslate2(args.checkpoint, tmp, args.engine_quantization)
-        pools = {n: stack.enter_context(_engine_process(tmp, device, way, args.engine_env))
+        pools = {n: stack.enter_context(_engine_process(tmp, device, way))
                  for n, way in counts.items()}
         for beam in (1, 5):
             for batch in (32, 1):
@@ -73,7 +73,7 @@ def engine_comparison(args, src_tok, limits, ours, device, compiled: bool,
         if sentence and args.first_call_rounds:
             out["first_translation"] = first_translations(
                 args.checkpoint, tmp, sentence, src_tok[0], limits[0], device,
-                args.first_call_rounds, counts[out["ctranslate2_threads"]["greedy_batch1"]][0])
+                args.first_call_rounds, *counts[out["ctranslate2_threads"]["greedy_batch1"]][::3])
     return out
 
 
@@ -97,18 +97,42 @@ def _time_row(out: dict, runs: dict[str, Pool], ours, ways: list[tuple[str, str]
             lone if batch == 1 else len(src_tok), batch == 1)
 
 
-def configurations(args) -> dict[str, tuple[int, int, str]]:
-    """The engine's ways to time, each (threads, batches at once, allocator): ``--engine-threads``'
-    counts (default 1 to ours), and with ``--workers N`` (ours: N processes) N batches at once,
-    the cores shared (``NxT``); each with the system's malloc, as the engine comes, and where
-    tcmalloc is installed with it too, as ``mt`` runs ours (``T tcmalloc``)."""
+Way = tuple[int, int, str, dict[str, str]]  # threads, batches at once, allocator, environment
+ONEDNN = {"CT2_USE_MKL": "0"}  # CTranslate2's products by oneDNN where it would take Intel's MKL
+
+
+def configurations(args) -> dict[str, Way]:
+    """The engine's ways to time, each (threads, batches at once, allocator, environment):
+    ``--engine-threads``' counts (default 1 to ours), and with ``--workers N`` (ours: N
+    processes) N batches at once, the cores shared (``NxT``); each with the system's malloc,
+    as the engine comes, and where tcmalloc is installed with it too, as ``mt`` runs ours
+    (``T tcmalloc``); each with ``--engine-env``'s settings, and on an Intel CPU, where the
+    engine takes Intel's MKL for its products, also with oneDNN's (``T onednn``: on an Intel
+    Xeon VM its MKL ran 3.5-6x slower on 2 threads than on 1 in float32, oneDNN on 2 1.6x
+    faster than either), unless ``--engine-env`` sets ``CT2_USE_MKL``."""
     ways = {str(n): (n, 1) for n in args.engine_threads or range(1, torch.get_num_threads() + 1)}
     if args.workers > 1:
         threads = threads_per_process(args.workers)
         ways[f"{args.workers}x{threads}"] = (threads, args.workers)
     allocators = ("system", "tcmalloc") if tcmalloc() else ("system",)
-    return {name + ("" if allocator == "system" else f" {allocator}"): (*way, allocator)
-            for name, way in ways.items() for allocator in allocators}
+    backends: dict[str, dict[str, str]] = {"": {}, **({" onednn": ONEDNN} if takes_mkl(
+        args.engine_env) else {})}
+    return {name + ("" if allocator == "system" else f" {allocator}") + backend:
+            (*way, allocator, {**args.engine_env, **env})
+            for name, way in ways.items() for allocator in allocators
+            for backend, env in backends.items()}
+
+
+def takes_mkl(env: dict[str, str]) -> bool:
+    """Whether CTranslate2 takes Intel's MKL for its products here: on an Intel CPU, unless
+    ``env`` says (``CT2_USE_MKL``)."""
+    if "CT2_USE_MKL" in env:
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return "GenuineIntel" in f.read(4096)
+    except OSError:
+        return False
 
 
 def engine_environment(allocator: str, env: dict[str, str]) -> dict[str, str | None]:
@@ -140,11 +164,11 @@ def _record(out: dict, key: str, theirs: dict[str, list[float]],
 _ENGINE: list = []  # the engine process's CTranslate2 engine
 
 
-def _engine_process(model_dir: str, device: torch.device, way: tuple[int, int, str],
-                    env: dict[str, str]) -> Pool:
+def _engine_process(model_dir: str, device: torch.device, way: Way) -> Pool:
     """A process of the engine's (a pool of one) at ``way`` (threads, batches at once,
-    allocator), started with ``env`` and the allocator (:func:`engine_environment`)."""
-    threads, workers, allocator = way
+    allocator, environment), started with that environment and allocator
+    (:func:`engine_environment`)."""
+    threads, workers, allocator, env = way
     with environment(engine_environment(allocator, env)):
         return multiprocessing.get_context("spawn").Pool(1, _engine_start, (
             model_dir, device.type, threads, workers))

@@ -23,7 +23,7 @@ from transformer_mt.model.transformer import AttentionWeights, Transformer
 pytest.importorskip("ctranslate2")
 
 from transformer_mt.formats.ctranslate2 import export_ctranslate2
-from transformer_mt.translate.exported import CTranslate2Engine, load_exported
+from transformer_mt.translate.exported import CTranslate2Engine, fastest, load_exported
 
 
 def _export(model: Transformer, tmp_path, name: str) -> CTranslate2Engine:
@@ -272,8 +272,59 @@ def test_the_engine_decodes_with_as_many_threads_as_torch_has(tmp_path):
     sentence = " ".join(SYMBOLS[:8])
     started = {n: int(subprocess.run([sys.executable, "-c", PROBE_THREADS, str(out), str(n),
                                       sentence], check=True, capture_output=True, text=True,
-                                     timeout=120).stdout.split()[-1]) for n in (1, 2)}
+                                     timeout=120, env=os.environ | {"OMP_NUM_THREADS": str(n)}
+                                     ).stdout.split()[-1]) for n in (1, 2)}
     assert started == {1: 0, 2: 1}
+
+
+def test_the_faster_thread_count_is_taken():
+    """All the cores unless one thread decodes the probe clearly faster; each engine made only
+    once the one before is timed."""
+    made: list[int] = []
+
+    def make(n: int) -> str:
+        made.append(n)
+        return f"engine at {n}"
+
+    assert fastest([2, 1], make, {"engine at 2": 3.0, "engine at 1": 1.0}.get) == (
+        1, "engine at 1")
+    assert fastest([2, 1], make, {"engine at 2": 1.0, "engine at 1": 0.9}.get) == (
+        2, "engine at 2")  # within the margin: the first
+    assert made == [2, 1, 2, 1]
+
+
+def test_an_engine_told_no_thread_count_probes_for_it(toy, tmp_path, monkeypatch, caplog):
+    """Where nothing sets the threads (no ``OMP_NUM_THREADS``, no ``threads``), the engine
+    decodes on the count that ran the probe faster: here the cores' made slow, so one; the
+    translations are those of the engines told either count, and torch's threads in this
+    process stay as they were."""
+    model, _, _, sources, limits = toy
+    out = export_ctranslate2(save_toy_checkpoint(model, tmp_path / "toy.pt"), tmp_path / "toy")
+    real = CTranslate2Engine._probe
+    timed: list[float] = []
+
+    def slow_at_first(self, translator):  # the first engine timed is the cores'
+        timed.append(real(self, translator))
+        return timed[-1] * (10 if len(timed) == 1 else 1)
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(CTranslate2Engine, "_probe", slow_at_first)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        probed = load_exported(out, "cpu").engine
+        told = [load_exported(out, "cpu", threads=n).engine for n in (1, 2)]
+        # (CTranslate2 sets the threads of the thread that makes it: torch's are put back)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(saved)
+    assert isinstance(probed, CTranslate2Engine) and probed.threads == 1 and len(timed) == 2
+    assert [e.threads for e in told] == [1, 2]  # told: no probe
+    assert all(t > 0 for t in timed)
+    assert f"on 2 it ran a probe {10 * timed[0] / timed[1]:.1f}x slower" in caplog.text
+    for other in told:
+        assert probed.translate_tokens(sources, limits, 3) == other.translate_tokens(
+            sources, limits, 3)
 
 
 def test_mt_evaluate_compares_a_checkpoint_with_its_exports(trained_run, tmp_path):

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bench.peer import takes_mkl
 from tests.helpers import REPO, needs_data, run_bench
 from transformer_mt.__main__ import tcmalloc
 from transformer_mt.device import threads_per_process
@@ -47,10 +48,9 @@ def test_train_speed_benchmark_runs_and_reports_a_ratio():
 def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_run):
     """bench/decode_speed.py on a few sentences: cached and uncached decoding translate alike
     in fp32 (the bench asserts it), and the ratio is ours against CTranslate2 when it is
-    installed (each row against the engine at its better way: threads, allocator), else the cache's
-    speed-up."""
-    run_dir, _ = trained_run
-    checkpoint = str(run_dir / "best.pt")
+    installed (each row against the engine at its better way: threads, allocator, backend),
+    else the cache's speed-up."""
+    checkpoint = str(trained_run[0] / "best.pt")
     record = json.loads(run_bench(
         "bench/decode_speed.py", "--checkpoint", checkpoint, "--sentences", "40", "--batch",
         "4", "--threads", "1", "--workers", "2", "--first-call-rounds", "1", "--no-compile",
@@ -63,22 +63,23 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
     expected = (min(record["vs_ctranslate2"].values()) if "vs_ctranslate2" in record
                 else record["cache_speedup"])
     assert record["ratio"] == expected > 0
-    if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way (the
-        # compiled rows skipped: compiling takes ~15 s; tests/system/test_compiled.py runs
-        # their code)
+    if "vs_ctranslate2" in record:  # batches of 32 and one sentence a call, each way (not
+        # compiled: compiling takes ~15 s; tests/system/test_compiled.py runs their code)
         assert set(record["vs_ctranslate2"]) == {
             "greedy_batch32", "greedy_batch1", "beam5_batch32", "beam5_batch1",
             "greedy_batch32_workers", "beam5_batch32_workers"}  # (40 sentences: 2 batches)
         assert record["ours"]["greedy_batch1_ms"] > 0 < record["ctranslate2"]["beam5_batch1_ms"]
         # each row against the engine at its better way, each way's figure kept: a thread
         # count, and 2 batches at once (ours: --workers 2) for the batches of 32, each with the
-        # system's malloc and with tcmalloc where installed (ours runs with mt's allocator)
+        # system's malloc and tcmalloc where installed (ours runs with mt's allocator), and
+        # on an Intel CPU each with Intel's MKL (its default there) and oneDNN
         library = tcmalloc()
         assert record["machine"]["allocator"] == (library or "the system's malloc")
         assert record["ours_threads"] == 1 and record["rounds"] == {"batches": 1, "lone": 1}
         by_threads = record["ctranslate2_by_threads"]
         replicas = f"2x{threads_per_process(2)}"
-        tails = ("", " tcmalloc") if library else ("",)
+        tails = [a + b for a in (("", " tcmalloc") if library else ("",))
+                 for b in (("", " onednn") if takes_mkl({}) else ("",))]
         assert set(by_threads) == {n + tail for n in ("1", replicas) for tail in tails}
         for row, best in record["ctranslate2_threads"].items():
             key = row + ("_ms" if row.endswith("batch1") else "")
@@ -96,8 +97,8 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
         assert first["vs_ctranslate2_first"] == pytest.approx(
             first["ctranslate2"]["first_ms"] / first["ours"]["first_ms"], rel=0.01, abs=0.02)
     also = record["first_call_also"]
-    assert set(also) == {str(run_dir / "best.pt")}  # the same, for the checkpoints asked for
-    assert also[str(run_dir / "best.pt")] == record["first_call"]  # --checkpoint's: measured
+    assert set(also) == {checkpoint}  # the same, for the checkpoints asked for
+    assert also[checkpoint] == record["first_call"]  # --checkpoint's: measured
     for first in (record["first_call"], *also.values()):  # fresh mt translate / import torch
         # (either may take longer: mt keeps the collector off torch's objects, which python -c
         # "import torch" does not; docs/measurements/notes-2026-11.md, "The first call")
@@ -128,11 +129,17 @@ def test_decode_speed_starts_the_engines_process_with_its_settings_and_allocator
             assert pool.apply(allocator_in_use) == (
                 library if allocator == "tcmalloc" else "the system's malloc")
         assert dict(os.environ) == before
-    if library:
-        settings = SimpleNamespace(engine_threads=[1, 2], workers=2)
-        assert set(peer.configurations(settings)) == {
-            f"{way}{tail}" for way in ("1", "2", f"2x{threads_per_process(2)}")
-            for tail in ("", " tcmalloc")}
+    settings = SimpleNamespace(engine_threads=[1, 2], workers=2, engine_env={"X": "1"})
+    ways = peer.configurations(settings)
+    backends = ("", " onednn") if takes_mkl({}) else ("",)
+    assert set(ways) == {f"{way}{tail}{backend}"
+                         for way in ("1", "2", f"2x{threads_per_process(2)}")
+                         for tail in (("", " tcmalloc") if library else ("",))
+                         for backend in backends}
+    for name, (_, _, _, env) in ways.items():  # --engine-env's settings in every way
+        assert env == {"X": "1", **({"CT2_USE_MKL": "0"} if name.endswith("onednn") else {})}
+    told = SimpleNamespace(engine_threads=[1], workers=0, engine_env={"CT2_USE_MKL": "1"})
+    assert not any(name.endswith("onednn") for name in peer.configurations(told))
     from bench import decode_speed
 
     for argv, message in ((["--engine-env", "AVX2"], "'AVX2' is not KEY=VALUE"),

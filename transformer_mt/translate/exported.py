@@ -6,9 +6,12 @@ penalty, n-best and scores (``tests/integration/test_export.py``).
 from __future__ import annotations
 
 import json
+import logging
+import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -16,7 +19,7 @@ from torch import Tensor
 from transformer_mt.config import Config, DecodeConfig
 from transformer_mt.config.file import config_from_dict
 from transformer_mt.data.tokenize import make_tokenizer
-from transformer_mt.data.vocab import BOS, EOS_ID, PAD, Vocab
+from transformer_mt.data.vocab import BOS, EOS_ID, PAD, SPECIALS, Vocab
 from transformer_mt.decode.alternatives import Alternative
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis, length_penalty
@@ -27,6 +30,9 @@ from transformer_mt.translate.engines import Loaded, output_limits
 # as in our search (decode/search.py: _allowed); exports bar them in their projection's bias
 # too, but those of earlier versions do not
 NEVER_PRODUCED = [[PAD], [BOS]]
+PROBE_TOKENS = 12  # the length of the probe's sentences and outputs (CTranslate2Engine._probe)
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class CTranslate2Engine:
@@ -34,9 +40,10 @@ class CTranslate2Engine:
     sorted by source length, ``batch_size`` a batch, no output longer than search allows; in
     the export's own type by default (``mt export --quantization int8`` decodes in int8: at
     ``"float32"``, the engine widens its weights as it loads them), with ``threads`` OpenMP
-    threads, by default as many as torch's in this process (all the cores, ``OMP_NUM_THREADS``,
-    or a server worker's share of them), not its own default (as many as the cores, in each
-    process: ``mt serve --workers 2`` ran 2 x 2 on 2 cores)."""
+    threads, by default as many as torch's in this process (``OMP_NUM_THREADS``, or a server
+    worker's share of the cores), not its own default (as many as the cores, in each process:
+    ``mt serve --workers 2`` ran 2 x 2 on 2 cores). Where nothing says how many, all the cores
+    or one, whichever decodes a probe faster (:func:`fastest`)."""
 
     can_inspect = False
 
@@ -49,11 +56,34 @@ class CTranslate2Engine:
         ct2 = _check_exported(model_dir)
         self.device = device
         self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
-        self.translator = ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
-                                         else "cpu", compute_type=compute_type,
-                                         inter_threads=workers, intra_threads=threads or (
-                                             threads_per_process(workers) if workers > 1
-                                             else torch.get_num_threads()))
+        def make(n: int) -> Any:
+            torch_threads = torch.get_num_threads()
+            try:
+                return ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
+                                      else "cpu", compute_type=compute_type,
+                                      inter_threads=workers, intra_threads=n)
+            finally:  # it sets this thread's OpenMP threads, and so torch's, to its own count
+                if torch.get_num_threads() != torch_threads:
+                    torch.set_num_threads(torch_threads)
+
+        cores = threads_per_process(workers) if workers > 1 else torch.get_num_threads()
+        probe = (device.type == "cpu" and not threads and workers == 1 and cores > 1
+                 and "OMP_NUM_THREADS" not in os.environ)
+        self.threads, self.translator = fastest([cores, 1], make, self._probe) if probe else (
+            threads or cores, make(threads or cores))
+
+    def _probe(self, translator: Any) -> float:
+        """Seconds to decode a probe greedily (best of 2, after a first): 4 sentences of
+        the source vocabulary's first words, each output ``PROBE_TOKENS`` tokens long."""
+        words = [w for w in self.src_vocab.itos[:64] if w not in SPECIALS][:PROBE_TOKENS]
+        batch = [words[k:] + words[:k] for k in range(4)]
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            translator.translate_batch(batch, beam_size=1, max_decoding_length=PROBE_TOKENS,
+                                       min_decoding_length=PROBE_TOKENS)
+            times.append(time.perf_counter() - start)
+        return min(times[1:])
 
     def decode(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int = 1,
                progress: bool = False, scores: bool = True, forcing: Forcing | None = None,
@@ -206,6 +236,28 @@ class CTranslate2Engine:
         results = self.translator.score_batch([list(s) for s in sources],
                                               [list(t) for t in targets])
         return [list(r.log_probs) for r in results]
+
+
+def fastest(counts: Sequence[int], make: Callable[[int], T], timed: Callable[[T], float],
+            margin: float = 1.25) -> tuple[int, T]:
+    """The thread count of ``counts`` whose engine (``make(n)``) decodes fastest (``timed``),
+    with that engine: the first unless another is ``margin`` times faster (each made only
+    when the last is timed: one more engine in memory at a time). CTranslate2's OpenMP on
+    2 threads has decoded 3.5-6x slower than on 1 (an Intel Xeon VM, its MKL in float32;
+    int8 on AMD and Intel VMs alike) where on others 2 run 1.2-2x faster than 1
+    (docs/benchmarks.md)."""
+    best, engine = counts[0], make(counts[0])
+    first_time = best_time = timed(engine)
+    for n in counts[1:]:
+        other = make(n)
+        other_time = timed(other)
+        if other_time * margin < best_time:
+            best, engine, best_time = n, other, other_time
+        del other
+    if best != counts[0]:
+        log.info("CTranslate2 decodes on %d thread%s here: on %d it ran a probe %.1fx slower",
+                 best, "" if best == 1 else "s", counts[0], first_time / best_time)
+    return best, engine
 
 
 def _our_score(log_prob: float, length: int, alpha: float, beam_size: int) -> float:
