@@ -277,9 +277,9 @@ def test_the_engine_decodes_with_as_many_threads_as_torch_has(tmp_path):
     assert started == {1: 0, 2: 1}
 
 
-def test_the_faster_thread_count_is_taken():
-    """All the cores unless one thread decodes the probe clearly faster; each engine made only
-    once the one before is timed."""
+def test_the_faster_way_is_taken():
+    """The first way unless another decodes the probe clearly faster; each engine made only
+    once the one before is timed; a lone way made, not timed."""
     made: list[int] = []
 
     def make(n: int) -> str:
@@ -290,14 +290,14 @@ def test_the_faster_thread_count_is_taken():
         1, "engine at 1")
     assert fastest([2, 1], make, {"engine at 2": 1.0, "engine at 1": 0.9}.get) == (
         2, "engine at 2")  # within the margin: the first
-    assert made == [2, 1, 2, 1]
+    assert fastest([2], make, {}.get) == (2, "engine at 2") and made == [2, 1, 2, 1, 2]
 
 
 def test_an_engine_told_no_thread_count_probes_for_it(toy, tmp_path, monkeypatch, caplog):
     """Where nothing sets the threads (no ``OMP_NUM_THREADS``, no ``threads``), the engine
-    decodes on the count that ran the probe faster: here the cores' made slow, so one; the
-    translations are those of the engines told either count, and torch's threads in this
-    process stay as they were."""
+    decodes on all the cores a batch, or on one a batch with as many batches at once as cores,
+    whichever ran the probe faster: here the cores' made slow, so one; the translations are
+    those of the engines told either count, and torch's threads here stay as they were."""
     model, _, _, sources, limits = toy
     out = export_ctranslate2(save_toy_checkpoint(model, tmp_path / "toy.pt"), tmp_path / "toy")
     real = CTranslate2Engine._probe
@@ -319,9 +319,10 @@ def test_an_engine_told_no_thread_count_probes_for_it(toy, tmp_path, monkeypatch
     finally:
         torch.set_num_threads(saved)
     assert isinstance(probed, CTranslate2Engine) and probed.threads == 1 and len(timed) == 2
-    assert [e.threads for e in told] == [1, 2]  # told: no probe
-    assert all(t > 0 for t in timed)
-    assert f"on 2 it ran a probe {10 * timed[0] / timed[1]:.1f}x slower" in caplog.text
+    assert probed.translator.num_translators == 2  # one thread a batch, 2 batches at once
+    assert [e.threads for e in told] == [1, 2] and len(timed) == 2  # told: no probe
+    assert f"with 2 threads a batch it ran a probe {10 * timed[0] / timed[1]:.1f}x slower" in (
+        caplog.text) and "decodes with 1 thread a batch, 2 batches at once here" in caplog.text
     for other in told:
         assert probed.translate_tokens(sources, limits, 3) == other.translate_tokens(
             sources, limits, 3)

@@ -33,6 +33,7 @@ NEVER_PRODUCED = [[PAD], [BOS]]
 PROBE_TOKENS = 12  # the length of the probe's sentences and outputs (CTranslate2Engine._probe)
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 class CTranslate2Engine:
@@ -56,21 +57,22 @@ class CTranslate2Engine:
         ct2 = _check_exported(model_dir)
         self.device = device
         self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
-        def make(n: int) -> Any:
+        def make(way: tuple[int, int]) -> Any:  # (threads a batch, batches at once)
             torch_threads = torch.get_num_threads()
             try:
                 return ct2.Translator(str(model_dir), device="cuda" if device.type == "cuda"
                                       else "cpu", compute_type=compute_type,
-                                      inter_threads=workers, intra_threads=n)
+                                      intra_threads=way[0], inter_threads=way[1])
             finally:  # it sets this thread's OpenMP threads, and so torch's, to its own count
                 if torch.get_num_threads() != torch_threads:
                     torch.set_num_threads(torch_threads)
 
         cores = threads_per_process(workers) if workers > 1 else torch.get_num_threads()
-        probe = (device.type == "cpu" and not threads and workers == 1 and cores > 1
-                 and "OMP_NUM_THREADS" not in os.environ)
-        self.threads, self.translator = fastest([cores, 1], make, self._probe) if probe else (
-            threads or cores, make(threads or cores))
+        ways = [(threads or cores, workers)]
+        if device.type == "cpu" and not threads and workers == 1 and cores > 1 and (
+                "OMP_NUM_THREADS" not in os.environ):  # nothing says: one thread a batch too
+            ways.append((1, cores))
+        (self.threads, _), self.translator = fastest(ways, make, self._probe, _named)
 
     def _probe(self, translator: Any) -> float:
         """Seconds to decode a probe greedily (best of 2, after a first): 4 sentences of
@@ -238,26 +240,34 @@ class CTranslate2Engine:
         return [list(r.log_probs) for r in results]
 
 
-def fastest(counts: Sequence[int], make: Callable[[int], T], timed: Callable[[T], float],
-            margin: float = 1.25) -> tuple[int, T]:
-    """The thread count of ``counts`` whose engine (``make(n)``) decodes fastest (``timed``),
-    with that engine: the first unless another is ``margin`` times faster (each made only
-    when the last is timed: one more engine in memory at a time). CTranslate2's OpenMP on
-    2 threads has decoded 3.5-6x slower than on 1 (an Intel Xeon VM, its MKL in float32;
-    int8 on AMD and Intel VMs alike) where on others 2 run 1.2-2x faster than 1
-    (docs/benchmarks.md)."""
-    best, engine = counts[0], make(counts[0])
+def fastest(ways: Sequence[T], make: Callable[[T], E], timed: Callable[[E], float],
+            named: Callable[[T], str] = str, margin: float = 1.25) -> tuple[T, E]:
+    """Of ``ways`` to run the engine (``make(way)``; here its threads a batch and its batches
+    at once), the one that decodes a probe fastest (``timed``; none timed where there is one),
+    with its engine: the first unless another is ``margin`` times faster, each made only once
+    the last is timed (one more engine in memory at a time). CTranslate2's OpenMP on 2 threads
+    has decoded 4-6x slower than on 1 (an Intel Xeon VM with its MKL in float32, int8 on AMD
+    and Intel VMs alike), where on others 2 run 1.2-2x faster (docs/export.md#threads)."""
+    best, engine = ways[0], make(ways[0])
+    if len(ways) == 1:
+        return best, engine
     first_time = best_time = timed(engine)
-    for n in counts[1:]:
-        other = make(n)
+    for way in ways[1:]:
+        other = make(way)
         other_time = timed(other)
         if other_time * margin < best_time:
-            best, engine, best_time = n, other, other_time
+            best, engine, best_time = way, other, other_time
         del other
-    if best != counts[0]:
-        log.info("CTranslate2 decodes on %d thread%s here: on %d it ran a probe %.1fx slower",
-                 best, "" if best == 1 else "s", counts[0], first_time / best_time)
+    if best != ways[0]:
+        log.info("CTranslate2 decodes with %s here: with %s it ran a probe %.1fx slower",
+                 named(best), named(ways[0]), first_time / best_time)
     return best, engine
+
+
+def _named(way: tuple[int, int]) -> str:
+    threads, batches = way
+    return (f"{threads} thread{'s' if threads > 1 else ''} a batch"
+            + (f", {batches} batches at once" if batches > 1 else ""))
 
 
 def _our_score(log_prob: float, length: int, alpha: float, beam_size: int) -> float:
