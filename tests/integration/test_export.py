@@ -352,6 +352,9 @@ def test_mt_evaluate_compares_a_checkpoint_with_its_exports(trained_run, tmp_pat
     checkpoint = json.loads(run_cli(["info", "--json", best]).stdout)
     assert told["fp32"]["compute_type"] == "float32"
     assert told["int8"]["compute_type"].startswith("int8")
+    n = torch.get_num_threads()  # (mt info ran here: the engine's threads, or the probe's way)
+    assert told["fp32"]["threads"] in (f"{n} thread{'s' if n > 1 else ''} a batch",
+                                       f"1 thread a batch, {n} batches at once")
     for info in told.values():
         assert info["engine"].startswith("CTranslate2 ") and info["config"] == checkpoint["config"]
         assert (info["src_vocab"], info["tgt_vocab"]) == (checkpoint["src_vocab"],

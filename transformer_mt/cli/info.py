@@ -46,15 +46,18 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _export_info(path: str) -> dict[str, Any]:
-    """What ``mt export`` wrote: the engine, the type it decodes in here, the vocabularies and
-    the config it was exported with."""
-    from transformer_mt.translate.exported import load_exported
+    """What ``mt export`` wrote: the engine, the type and the threads it decodes with here,
+    the vocabularies and the config it was exported with."""
+    from transformer_mt.translate.exported import CTranslate2Engine, load_exported, named
 
     loaded = load_exported(path, "cpu")  # (says how to install CTranslate2 where it is not)
     import ctranslate2
 
+    engine = loaded.engine
+    assert isinstance(engine, CTranslate2Engine)
     return {"export": str(path), "engine": f"CTranslate2 {ctranslate2.__version__}",
-            "compute_type": loaded.engine.translator.compute_type,  # type: ignore[attr-defined]
+            "compute_type": engine.translator.compute_type,
+            "threads": named((engine.threads, engine.translator.num_translators)),
             "src_vocab": len(loaded.src_vocab), "tgt_vocab": len(loaded.tgt_vocab),
             "config": loaded.config.to_dict()}
 

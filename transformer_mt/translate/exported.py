@@ -72,7 +72,7 @@ class CTranslate2Engine:
         if device.type == "cpu" and not threads and workers == 1 and cores > 1 and (
                 "OMP_NUM_THREADS" not in os.environ):  # nothing says: one thread a batch too
             ways.append((1, cores))
-        (self.threads, _), self.translator = fastest(ways, make, self._probe, _named)
+        (self.threads, _), self.translator = fastest(ways, make, self._probe, named)
 
     def _probe(self, translator: Any) -> float:
         """Seconds to decode a probe greedily (best of 2, after a first): 4 sentences of
@@ -264,7 +264,8 @@ def fastest(ways: Sequence[T], make: Callable[[T], E], timed: Callable[[E], floa
     return best, engine
 
 
-def _named(way: tuple[int, int]) -> str:
+def named(way: tuple[int, int]) -> str:
+    """(threads a batch, batches at once) in words."""
     threads, batches = way
     return (f"{threads} thread{'s' if threads > 1 else ''} a batch"
             + (f", {batches} batches at once" if batches > 1 else ""))
