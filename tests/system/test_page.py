@@ -43,6 +43,19 @@ def unk_server(trained_run, tmp_path_factory):
     proc.communicate(timeout=60)
 
 
+@pytest.fixture(scope="module")
+def export_server(trained_run, tmp_path_factory):
+    """The tiny run's best checkpoint exported for CTranslate2, served."""
+    pytest.importorskip("ctranslate2")
+    from transformer_mt.formats.ctranslate2 import export_ctranslate2
+
+    out = export_ctranslate2(trained_run[0] / "best.pt", tmp_path_factory.mktemp("ct2") / "m")
+    proc, url = start_server(out)
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+
+
 def _open(browser, url, **viewport):
     page = browser.new_page(viewport=viewport or {"width": 1000, "height": 900})
     problems: list[str] = []
@@ -280,6 +293,26 @@ def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, br
     page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 2",
                            timeout=60_000)
     assert _tokens(page)[0] == "Tübingen" and not problems, problems
+
+
+def test_an_exported_model_translates_on_the_page_and_says_why_nothing_shows_inside(
+        export_server, browser):
+    """A CTranslate2 export's translations, each line's, with no error: the page does not
+    ask to look inside (the API's 422 for attention), and says what would."""
+    page, problems = _open(browser, export_server)
+    page.wait_for_function("document.getElementById('about').textContent.includes('engine')")
+    page.fill("#source", SOURCE + "\nEin Mann liest.")
+    page.click("#translate")
+    page.wait_for_selector("#row-1 .translation", timeout=60_000)
+    _, found = post(export_server + "/v1/translate", {"text": [SOURCE, "Ein Mann liest."],
+                                                      "beam_size": int(page.input_value("#beam"))})
+    assert page.eval_on_selector_all("#results .translation", "xs => xs.map(x => x.textContent)"
+                                     ) == [t["text"] for t in found["translations"]]
+    page.wait_for_selector("#status .muted", timeout=60_000)
+    assert "PyTorch checkpoint" in page.inner_text("#status") and not page.query_selector(
+        "#status .error")
+    assert page.is_hidden("#inside") and page.is_hidden("#deeper")
+    assert page.is_disabled("#prefix") and not problems, problems
 
 
 def test_the_page_fits_a_phone(server, browser, tmp_path):

@@ -88,6 +88,13 @@ function row(i, t) {
 }
 
 async function lookInside() {
+  if (info && info.inspect === false) {  // an exported model: its translations, nothing inside
+    $("inside").hidden = true;
+    resetDeeper();
+    status(`this server decodes an exported model (engine ${info.engine}): translations only; ` +
+           "serve a PyTorch checkpoint (.pt) to look inside");
+    return;
+  }
   const body = {text: lines[chosen], ...settings(), attention: true, topk: 5};
   body.beam_steps = body.beam_size > 1;
   if ($("prefix").value.trim()) body.prefix = $("prefix").value;
@@ -310,6 +317,7 @@ $("prefix").addEventListener("input", () => {
 syncControls();
 fetch("/v1/info").then((r) => r.json()).then((data) => {
   info = data;
+  $("prefix").disabled = !info.inspect;  // (a prefix is looked inside: a PyTorch checkpoint's)
   $("about").textContent = `${info.source_language} → ${info.target_language}, ${info.tokenizer} tokens, ` +
     `d_model ${info.model.d_model}, ${info.model.encoder_layers}+${info.model.decoder_layers} layers, ` +
     `${info.model.heads} heads` + (info.step ? `, step ${info.step}` : "") +
