@@ -309,6 +309,7 @@ def test_an_engine_told_no_thread_count_probes_for_it(toy, tmp_path, monkeypatch
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(CTranslate2Engine, "_probe", slow_at_first)
+    caplog.set_level("DEBUG", "transformer_mt.translate.exported")  # (mt --debug shows it)
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

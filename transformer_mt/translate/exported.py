@@ -247,7 +247,7 @@ def fastest(ways: Sequence[T], make: Callable[[T], E], timed: Callable[[E], floa
     with its engine: the first unless another is ``margin`` times faster, each made only once
     the last is timed (one more engine in memory at a time). CTranslate2's OpenMP on 2 threads
     has decoded 4-6x slower than on 1 (an Intel Xeon VM with its MKL in float32, int8 on AMD
-    and Intel VMs alike), where on others 2 run 1.2-2x faster (docs/export.md#threads)."""
+    and Intel VMs alike), where on others 2 run 1.2-2x faster (docs/export.md, "Threads")."""
     best, engine = ways[0], make(ways[0])
     if len(ways) == 1:
         return best, engine
@@ -259,7 +259,7 @@ def fastest(ways: Sequence[T], make: Callable[[T], E], timed: Callable[[E], floa
             best, engine, best_time = way, other, other_time
         del other
     if best != ways[0]:
-        log.info("CTranslate2 decodes with %s here: with %s it ran a probe %.1fx slower",
+        log.debug("CTranslate2 decodes with %s here: with %s it ran a probe %.1fx slower",
                  named(best), named(ways[0]), first_time / best_time)
     return best, engine
 
