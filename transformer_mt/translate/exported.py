@@ -43,8 +43,9 @@ class CTranslate2Engine:
     ``"float32"``, the engine widens its weights as it loads them), with ``threads`` OpenMP
     threads, by default as many as torch's in this process (``OMP_NUM_THREADS``, or a server
     worker's share of the cores), not its own default (as many as the cores, in each process:
-    ``mt serve --workers 2`` ran 2 x 2 on 2 cores). Where nothing says how many, all the cores
-    or one, whichever decodes a probe faster (:func:`fastest`)."""
+    ``mt serve --workers 2`` ran 2 x 2 on 2 cores). Where nothing says how many: all the cores
+    on a batch, or one thread a batch with as many batches at once as cores, whichever decodes
+    a probe faster (:func:`fastest`)."""
 
     can_inspect = False
 
@@ -57,6 +58,7 @@ class CTranslate2Engine:
         ct2 = _check_exported(model_dir)
         self.device = device
         self.config, self.src_vocab, self.tgt_vocab = config, src_vocab, tgt_vocab
+
         def make(way: tuple[int, int]) -> Any:  # (threads a batch, batches at once)
             torch_threads = torch.get_num_threads()
             try:
@@ -260,7 +262,7 @@ def fastest(ways: Sequence[T], make: Callable[[T], E], timed: Callable[[E], floa
         del other
     if best != ways[0]:
         log.debug("CTranslate2 decodes with %s here: with %s it ran a probe %.1fx slower",
-                 named(best), named(ways[0]), first_time / best_time)
+                  named(best), named(ways[0]), first_time / best_time)
     return best, engine
 
 
