@@ -78,16 +78,36 @@ def test_exported_model_decodes_greedily_like_ours(toy):
     assert [_tokens(h.tokens) for h in ours] == engine.translate_tokens(sources, limits)
 
 
+class Counting:
+    """An engine's translator, counting the sentences of each batch it is given."""
+
+    def __init__(self, translator) -> None:
+        self.translator, self.batches = translator, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.translator, name)
+
+    def translate_batch(self, batch, **settings):
+        self.batches.append(len(batch))
+        return self.translator.translate_batch(batch, **settings)
+
+
 def test_the_export_decodes_its_batches_side_by_side_as_one_by_one(toy, tmp_path):
     """--workers 2 with an export: two batches at once (its inter_threads), the same
-    translations and scores, in input order."""
+    translations and scores, in input order; sources of at most two batches are dealt into
+    two (a server's batch of 20: two of 10, so that both decode)."""
     model, engine, _, sources, limits = toy
     out = export_ctranslate2(save_toy_checkpoint(model, tmp_path / "toy.pt"), tmp_path / "toy")
     two = load_exported(out, "cpu", workers=2).engine
     assert isinstance(two, CTranslate2Engine) and two.translator.num_translators == 2
+    two.translator = counting = Counting(two.translator)
+    assert two.translate_tokens(sources[:20], limits[:20]) == engine.translate_tokens(
+        sources[:20], limits[:20], batch_size=20)
+    assert counting.batches == [10, 10]
     for beam in (1, 3):
         theirs, mine = two.search(sources, limits, beam, 16), engine.search(sources, limits,
                                                                             beam, 16)
+        assert counting.batches[-20:] == [16] * 18 + [6, 6]  # 300: 9 spans of 32, then 12
         assert [[t for t, _ in h] for h in theirs] == [[t for t, _ in h] for h in mine]
         # (its threads differ: 1 each against this process's; rounding with them)
         assert [s for h in theirs for _, s in h] == pytest.approx(

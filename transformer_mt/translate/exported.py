@@ -74,7 +74,7 @@ class CTranslate2Engine:
         if device.type == "cpu" and not threads and workers == 1 and cores > 1 and (
                 "OMP_NUM_THREADS" not in os.environ):  # nothing says: one thread a batch too
             ways.append((1, cores))
-        (self.threads, _), self.translator = fastest(ways, make, self._probe, named)
+        (self.threads, self.at_once), self.translator = fastest(ways, make, self._probe, named)
 
     def _probe(self, translator: Any) -> float:
         """Seconds to decode a probe greedily (best of 2, after a first): 4 sentences of
@@ -198,8 +198,9 @@ class CTranslate2Engine:
         here as ours ranks them (test_2016_flickr, beam 5: 2-11 of 1,000 translations then
         differ from ours at alpha 0.6-1.6, against 45-202 taking its own best)."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        chunks = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-        # all batches asked for at once: with --workers N, N decode side by side
+        # all batches asked for at once: with --workers N (or where the probe chose it), N
+        # decode side by side
+        chunks = dealt(order, batch_size, self.at_once)
         pending = [self.translator.translate_batch(
             [list(sources[i]) for i in chunk],
             target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
@@ -240,6 +241,17 @@ class CTranslate2Engine:
         results = self.translator.score_batch([list(s) for s in sources],
                                               [list(t) for t in targets])
         return [list(r.log_probs) for r in results]
+
+
+def dealt(order: list[int], batch_size: int, at_once: int) -> list[list[int]]:
+    """``order`` (sources sorted by length) in batches of at most ``batch_size``, and no
+    fewer than the engine decodes ``at_once`` where there are enough: each span of
+    ``batch_size * at_once`` dealt out in turn, so that batches decoded side by side hold
+    lengths alike and end together (a server's batch of 32 where it runs two: two of 16)."""
+    size = max(min(batch_size, -(-len(order) // at_once)), 1)
+    spans = [order[start:start + size * at_once] for start in range(0, len(order),
+                                                                     size * at_once)]
+    return [span[k::at_once] for span in spans for k in range(at_once) if span[k::at_once]]
 
 
 def fastest(ways: Sequence[T], make: Callable[[T], E], timed: Callable[[E], float],
