@@ -1,6 +1,9 @@
 # `make demo`: set up, train the CPU-sized quickstart model and translate a sentence.
 # `make test`: set up and run the test suite (`make test-fast`: all but the system tier).
 PYTHON ?= python3
+# the Python the venv is made from; not the scripts' PYTHON (the interpreter they run, the
+# venv's by default), which `make test PYTHON=python3.13` would otherwise set for the tests
+unexport PYTHON
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= $(firstword $(wildcard ../shared/data/multi30k))
@@ -31,7 +34,7 @@ setup: $(VENV)/.installed
 # [WHEELHOUSE=wheelhouse] [WHEEL_PYTHON=3.12] [WHEEL_PLATFORM=manylinux_2_28_x86_64]
 # [WHEEL_TORCH=none|cpu|cu128]; then there: make setup WHEELHOUSE=wheelhouse
 wheelhouse:
-	bash scripts/wheelhouse.sh $(or $(WHEELHOUSE),wheelhouse) $(WHEEL_PYTHON) $(WHEEL_PLATFORM)
+	PYTHON=$(PYTHON) bash scripts/wheelhouse.sh $(or $(WHEELHOUSE),wheelhouse) $(WHEEL_PYTHON) $(WHEEL_PLATFORM)
 
 demo: setup
 	$(VENV)/bin/mt train --config config/quickstart.yaml --run-dir runs/quickstart

@@ -36,3 +36,21 @@ def test_the_wheel_holds_every_file_of_the_package(tmp_path):
     with zipfile.ZipFile(wheel) as built:
         packed = {name for name in built.namelist() if name.startswith("transformer_mt/")}
     assert sorted(set(tracked) - packed) == []  # what an installed package would lack
+
+
+def test_the_python_make_builds_with_is_not_the_one_the_scripts_run(tmp_path):
+    """``make setup PYTHON=python3.13`` makes the venv from that Python; the scripts' PYTHON
+    (the interpreter they run: the venv's unless set) stays unset in make's recipes, where
+    ``make test PYTHON=python3.13`` once had the tests' ``scripts/gpu_check.sh`` run a bare
+    python3.13 without torch."""
+    if shutil.which("make") is None:
+        pytest.skip("no make here")
+    elsewhere = str(tmp_path / "bin" / "python3.13")
+    plan = subprocess.run(["make", "-n", "setup", f"PYTHON={elsewhere}",
+                           f"VENV={tmp_path / 'venv'}"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout
+    assert f"{elsewhere} -m venv" in plan
+    probe = subprocess.run(["make", "-s", "-f", "Makefile", "-f", "-", "probe",
+                            f"PYTHON={elsewhere}"], input='probe:\n\t@echo "[$${PYTHON-unset}]"\n',
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert probe.strip() == "[unset]"

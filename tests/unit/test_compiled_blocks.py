@@ -13,8 +13,9 @@ import torch
 
 from transformer_mt.decode.compiled import FEW_ROWS, INDUCTOR_OPTIONS, few_row_blocks
 
-# inductor's code generators, imported here (elsewhere they run in processes of their own)
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
+# inductor's code generators, imported here (elsewhere they run in processes of their own);
+# they warn that `torch.jit.script_method` "is deprecated" (3.14: "is not supported")
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is")
 
 
 def isa_of(vec: object) -> str:
