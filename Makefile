@@ -34,7 +34,7 @@ setup: $(VENV)/.installed
 # [WHEELHOUSE=wheelhouse] [WHEEL_PYTHON=3.12] [WHEEL_PLATFORM=manylinux_2_28_x86_64]
 # [WHEEL_TORCH=none|cpu|cu128]; then there: make setup WHEELHOUSE=wheelhouse
 wheelhouse:
-	PYTHON=$(PYTHON) bash scripts/wheelhouse.sh $(or $(WHEELHOUSE),wheelhouse) $(WHEEL_PYTHON) $(WHEEL_PLATFORM)
+	$(if $(filter-out default file,$(origin PYTHON)),PYTHON=$(PYTHON) ,)bash scripts/wheelhouse.sh $(or $(WHEELHOUSE),wheelhouse) $(WHEEL_PYTHON) $(WHEEL_PLATFORM)
 
 demo: setup
 	$(VENV)/bin/mt train --config config/quickstart.yaml --run-dir runs/quickstart

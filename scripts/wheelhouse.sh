@@ -15,14 +15,17 @@
 #   TORCH_VERSION   default 2.13.0
 #   WHEEL_EXTRAS    e.g. serve,shared: the package's own dependencies and these extras only
 #                   (default: everything the tests need too; deploy/build.sh's image: serve)
+#   PYTHON          the interpreter whose pip downloads (default: .venv/bin/python if
+#                   present, else python3)
 set -euo pipefail
 DIR=${1:?usage: scripts/wheelhouse.sh DIR [PYTHON_VERSION [PLATFORM]]}
 PYVER=${2:-}
 PLATFORM=${3:-}
 TORCH=${WHEEL_TORCH:-cpu}
 VERSION=${TORCH_VERSION:-2.13.0}
-PY=${PYTHON:-python3}
 cd "$(dirname "$0")/.."
+# the venv's Python (its pip; a system python3 may have none), else python3
+PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 mkdir -p "$DIR"
 
 target=()
