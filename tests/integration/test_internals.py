@@ -1,17 +1,19 @@
 """The private APIs of torch, uvicorn and FastAPI, each behind its module in
 transformer_mt/internals/: on a version they were not tested on, the features that use them
 are off, said once in a warning line, and the plain path runs: the same translations, never a
-crash. And the compiled graphs' cache key: what the graphs are made of, nothing else."""
+crash; pyproject.toml lets none newer than they were tested on be installed. And the compiled
+graphs' cache key: what the graphs are made of, nothing else."""
 
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 import torch
 from torch import nn
 
-from tests.helpers import run_cli
+from tests.helpers import REPO, run_cli
 from tests.toy import make_model
 from transformer_mt.decode import compiled
 from transformer_mt.internals import fastapi_private, torch_private, uvicorn_private, versions
@@ -88,6 +90,19 @@ def test_fastapi_s_endpoints_are_read_ahead_only_where_tested(monkeypatch, teste
     fastapi_private.read_endpoints(app)
     assert bool(read) is tested
     assert callable(create_app)
+
+
+@pytest.mark.parametrize("package, adapter", [("torch", torch_private),
+                                              ("uvicorn", uvicorn_private),
+                                              ("fastapi", fastapi_private)])
+def test_pyproject_caps_each_package_just_above_its_newest_tested_version(package, adapter):
+    """A release newer than the adapter's versions installs only once it is tested (and
+    added): the cap in pyproject.toml is the next minor version after the newest of them."""
+    cap = re.search(rf'"{package}>=[0-9.]+,<([0-9]+)\.([0-9]+)"',
+                    (REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert cap is not None, f"{package} has no upper bound in pyproject.toml"
+    major, minor = max(tuple(int(part) for part in v.split(".")) for v in adapter.TESTED)
+    assert (int(cap[1]), int(cap[2])) == (major, minor + 1)
 
 
 def test_the_compiled_key_is_the_graphs_sources_weights_and_machine():

@@ -2,9 +2,10 @@
 compiler and inductor's template blocks (``--compile``: decode/compiled.py), and oneDNN's
 packed linear layers (the CPU's layouts for decoding: precision.py).
 
-Tested on torch 2.13 (CPU builds, on AVX2, AVX-512 with bf16, and AMX CPUs). On any other
-version these features are off, each said once in a warning line, and decoding runs the plain
-path: the same translations, never a crash (tests/integration/test_internals.py).
+Tested on torch 2.13 (CPU builds, on AVX2, AVX-512 with bf16, and AMX CPUs), 2.14 and 2.15
+(PyPI's CUDA builds, run on an AMX CPU and as AVX2). On any other version these features are
+off, each said once in a warning line, and decoding runs the plain path: the same
+translations, never a crash (tests/integration/test_internals.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from transformer_mt.internals.versions import tested
 
 log = logging.getLogger(__name__)
 
-TESTED = ("2.13",)
+TESTED = ("2.13", "2.14", "2.15")
 
 
 def compile_usable() -> bool:

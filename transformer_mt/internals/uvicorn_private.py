@@ -2,8 +2,9 @@
 (``uvicorn.protocols.http.h11_impl``), subclassed to give each request's headers a deadline
 (``mt serve --header-timeout``: serve/server.py).
 
-Tested on uvicorn 0.54. On any other version the server runs uvicorn's own ``h11`` protocol,
-said once in a warning line: requests are served the same, their headers without a deadline.
+Tested on uvicorn 0.54 and 0.55. On any other version the server runs uvicorn's own ``h11``
+protocol, said once in a warning line: requests are served the same, their headers without a
+deadline.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from transformer_mt.internals.versions import tested
 
-TESTED = ("0.54",)
+TESTED = ("0.54", "0.55")
 
 
 class TimedH11Protocol(H11Protocol):
