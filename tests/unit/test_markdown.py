@@ -194,6 +194,7 @@ PARTS = ["Ein Hund", " läuft", " *rote* ", " **Zwei** ", " `x` ", " [Link](/a) 
 @example("1. </details>\n").via("an HTML block in a list item, once")
 @example("Ein Hund  \n\t</details>\nEin Hund").via("a line's indentation, once")
 @example(" *rote* </details>\nEin Hund").via("a line that would begin with a tag, once")
+@example("~~weg~~</div>~~weg~~Ein Hund").via("a tag the words before it ran past, once")
 def test_any_page_keeps_its_blocks_links_code_and_html(source):
     """Pages drawn from Markdown's pieces keep their elements when translated (emphasis
     aside: around a piece the translation leaves without a word it goes)."""

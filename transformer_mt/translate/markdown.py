@@ -17,6 +17,7 @@ Markdown between them) are not added.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -64,6 +65,8 @@ BLOCK_START = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|#{1,6}(?:[ \t]|$)|>|
 # a word, where lines may break around it: tags, destinations and code spans within; never
 # before a tag (a line that begins with "</details>" would begin an HTML block)
 WORD = re.compile(r"(?:<[^<>]*>|\]\([^()]*\)|`[^`]*`|\S|[ \t]+(?=<))+")
+# a line's first tags (after its indentation) and the word after them
+LEADING_TAGS = re.compile(r"( {0,3})((?:<[^<>]*>[ \t]*)+)(\S+)")
 
 
 def read_markdown(name: str, text: str, lang: str, target: str | None = None
@@ -156,7 +159,7 @@ def _writer(lines: list[str], ends: list[str], texts: list[tuple[Document[str], 
         edits: dict[int, list[tuple[int, int, str]]] = {}
         gone: set[int] = set()
         for translation, (_, places, kind) in zip(translations, texts, strict=True):
-            shown = _shown(translation, len(places), kind)
+            shown = _shown(translation, [lines[n][:a] for n, a, _ in places], kind)
             if len(shown) < len(places):  # its last line's end (a hard break) on its last
                 number, a, _ = places[len(shown) - 1]
                 shown[-1] += lines[places[-1][0]][places[-1][2]:]
@@ -177,26 +180,45 @@ def _writer(lines: list[str], ends: list[str], texts: list[tuple[Document[str], 
     return write
 
 
-def _shown(translation: str, lines: int, kind: str) -> list[str]:
-    """A text's translation on the lines it takes: a table cell's and an ATX heading's
-    (``# Title``) on its line, an HTML block's as it is, a paragraph's (or setext heading's)
-    wrapped on as many lines as its source's at most, none beginning a block."""
+def _shown(translation: str, prefixes: list[str], kind: str) -> list[str]:
+    """A text's translation on the lines it takes (what stands before it on each of its
+    source's lines: ``prefixes``): a table cell's and an ATX heading's (``# Title``) on its
+    line, an HTML block's as it is, a paragraph's (or setext heading's) wrapped on as many
+    lines as its source's at most, none beginning a block."""
     if kind == "html":
         return translation.split("\n")
     if kind == "cell":
         return [translation]
     if kind == "atx":  # (a closing sequence of #s would end it)
         return [re.sub(r"(^|[ \t])(#+[ \t]*)$", r"\1\\\2", translation)]
-    return [_safe(line) for line in wrap(translation, lines, WORD).split("\n")]
+    shown = wrap(translation, len(prefixes), WORD).split("\n")
+    return [_safe(line, prefix) for line, prefix in zip(shown, prefixes, strict=False)]
 
 
-def _safe(line: str) -> str:
+def _safe(line: str, prefix: str) -> str:
     """A line of a paragraph's translation that begins no block (a list item, a heading, a
-    quote, ...): its first character escaped where it would (``1\\.`` for a number)."""
+    quote, ...): its first character escaped where it would (``1\\.`` for a number); where,
+    after ``prefix`` (its indentation, a list's or quote's marker), it would begin an HTML
+    block (a tag of a block's name first, e.g. where the words before it in the source
+    became part of a word after it), its first tags after its first word."""
+    tags = LEADING_TAGS.match(line)
+    if tags and _begins_html_block(prefix + line):
+        line = tags[1] + tags[3] + tags[2].rstrip() + line[tags.end():]
     if not BLOCK_START.match(line):
         return line
     digits = len(line) - len(line.lstrip("0123456789"))
     return line[:digits] + "\\" + line[digits:]
+
+
+@functools.cache
+def _parser() -> Any:
+    return imported("markdown_it", "Markdown (.md)").MarkdownIt("commonmark")
+
+
+def _begins_html_block(line: str) -> bool:
+    """Whether ``line`` would begin an HTML block where a paragraph could (CommonMark's
+    seven kinds, as markdown-it reads them; in a list item or a quote too)."""
+    return any(token.type == "html_block" for token in _parser().parse(line))
 
 
 def _html(block: str, lang: str) -> Document[str]:
