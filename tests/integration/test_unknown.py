@@ -236,3 +236,16 @@ def test_a_switch_and_mt_trace_copy_as_the_translation_does(trained_run, tmp_pat
                       NAMES[0]])
     assert traced.returncode == 0, traced.stderr
     assert "as trained: " + repr(shown.text) in traced.stdout
+
+
+def test_a_word_with_a_soft_hyphen_or_a_zero_width_space_is_that_word(translator):
+    """Text from a web page or a PDF: "Mäd\\u00adchen" (a soft hyphen) shows as "Mädchen" and
+    is read as it, not as an unknown word written with its invisible character; the same for
+    a zero-width space, a word joiner and a byte-order mark."""
+    plain = ["Ein Mädchen läuft in der Stadt.", "Ein Junge schwimmt am Strand."]
+    hidden = ["Ein Mäd\u00adchen läuft in der Sta\u200bdt.",
+              "Ein Jun\u2060ge schwimmt am \ufeffStrand."]
+    assert translator.encode(hidden) == translator.encode(plain)
+    ours = translator.translate(hidden)
+    assert ours == translator.translate(plain)
+    assert not any(UNK in text or "\u00ad" in text for text in ours)
