@@ -4,6 +4,8 @@ model, greedy and beam, n-best, documents, the CLI and the server."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from tests.helpers import local_client, run_cli
@@ -27,6 +29,16 @@ def test_terms_are_found_as_whole_words_in_any_case_the_longest_first():
     assert g.required("Der HUND und der Hundefutter-Park.") == ["hound", "park"]
     assert g.required("in New York, York und new york") == ["NYC", "Y", "NYC"]
     assert g.required("nichts") == []
+
+
+def test_terms_are_found_in_the_text_as_the_tokenizers_read_it():
+    """A term typed with a combining accent (NFD) or found with a soft hyphen or a zero-width
+    space in it (text from a web page) is the term, as the tokenizers read it."""
+    nfd = unicodedata.normalize("NFD", "Mädchen")
+    g = Glossary({nfd: "lass", "Hund": "hound"}, keep_spans=True)
+    assert g.required("Das Mädchen und der Hu\u00adnd auf www.hu\u200bnd.de") == [
+        "lass", "hound", "www.hund.de"]
+    assert g.required(unicodedata.normalize("NFD", "Ein Mädchen")) == ["lass"]
 
 
 def test_kept_spans_are_urls_addresses_placeholders_and_numbers():

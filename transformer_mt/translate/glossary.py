@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer_mt.data.tokenize import normalized
 from transformer_mt.errors import MTError
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
@@ -35,7 +36,8 @@ LONGEST_TERM = 200  # characters of a glossary term
 @dataclass
 class Glossary:
     """Source terms with the target term each requires, matched as whole words and ignoring
-    case; ``keep_spans``: URLs, e-mail addresses, placeholders and numbers kept exactly."""
+    case, in the text as the tokenizers read it (NFC, no soft hyphens: ``normalized``);
+    ``keep_spans``: URLs, e-mail addresses, placeholders and numbers kept exactly."""
 
     terms: Mapping[str, str] = field(default_factory=dict)
     keep_spans: bool = False
@@ -50,10 +52,11 @@ class Glossary:
                 if len(text) > LONGEST_TERM:
                     raise MTError(f"glossary entry '{source[:40]}': its {what} term is over "
                                   f"{LONGEST_TERM} characters")
-        terms = sorted(self.terms, key=len, reverse=True)  # the longest term first
-        pattern = "|".join(rf"(?<!\w){re.escape(t.strip())}(?!\w)" for t in terms)
+        read = {_read(source).strip(): target.strip() for source, target in self.terms.items()}
+        terms = sorted(read, key=len, reverse=True)  # the longest term first
+        pattern = "|".join(rf"(?<!\w){re.escape(t)}(?!\w)" for t in terms)
         self._pattern = re.compile(pattern, re.IGNORECASE) if terms else None
-        self._target = {t.strip().casefold(): v.strip() for t, v in self.terms.items()}
+        self._target = {t.casefold(): v for t, v in read.items()}
 
     def __bool__(self) -> bool:
         return bool(self.terms) or self.keep_spans
@@ -82,6 +85,7 @@ class Glossary:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
         target term of each glossary term found, and each span kept."""
         found: list[tuple[int, int, str]] = []
+        sentence = _read(sentence)
         if self._pattern is not None:
             found += [(m.start(), m.end(), self._target[m.group().casefold()])
                       for m in self._pattern.finditer(sentence)]
@@ -93,3 +97,8 @@ class Glossary:
                 kept.append(text)
                 end = stop
         return kept
+
+
+def _read(text: str) -> str:
+    """``text`` as the tokenizers read it."""
+    return next(normalized([text]))
