@@ -238,14 +238,20 @@ def test_a_switch_and_mt_trace_copy_as_the_translation_does(trained_run, tmp_pat
     assert "as trained: " + repr(shown.text) in traced.stdout
 
 
-def test_a_word_with_a_soft_hyphen_or_a_zero_width_space_is_that_word(translator):
+def test_a_word_with_a_soft_hyphen_or_a_control_character_is_that_word(translator):
     """Text from a web page or a PDF: "Mäd\\u00adchen" (a soft hyphen) shows as "Mädchen" and
     is read as it, not as an unknown word written with its invisible character; the same for
-    a zero-width space, a word joiner and a byte-order mark."""
+    a zero-width space, a word joiner, a byte-order mark and a control character (a NUL, a
+    terminal's escape); a vertical tab is a space."""
     plain = ["Ein Mädchen läuft in der Stadt.", "Ein Junge schwimmt am Strand."]
     hidden = ["Ein Mäd\u00adchen läuft in der Sta\u200bdt.",
               "Ein Jun\u2060ge schwimmt am \ufeffStrand."]
+    controls = ["Ein Mädchen\x00 läuft in\x0bder Stadt\x07.",
+                "Ein \x1b[1mJunge schwimmt am Strand."]
+    plain_controls = [plain[0], "Ein [1mJunge schwimmt am Strand."]
     assert translator.encode(hidden) == translator.encode(plain)
+    assert translator.encode(controls) == translator.encode(plain_controls)
     ours = translator.translate(hidden)
     assert ours == translator.translate(plain)
+    assert translator.translate(controls) == translator.translate(plain_controls)
     assert not any(UNK in text or "\u00ad" in text for text in ours)

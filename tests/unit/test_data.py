@@ -132,18 +132,21 @@ def test_text_in_nfd_is_read_as_its_nfc_form(tmp_path, monkeypatch):
     assert "NFC" in words.key and "NFC" in pieces.key  # ids cached before are not reused
 
 
-def test_soft_hyphens_and_zero_width_spaces_are_not_read():
+def test_soft_hyphens_zero_width_spaces_and_control_characters_are_not_read():
     """A word with a soft hyphen, a zero-width space, a word joiner or a byte-order mark in it
-    (what text from web pages and PDFs holds) is the word, to either tokenizer; the
-    cache keys changed with it."""
+    (what text from web pages and PDFs holds), or a control character (a NUL, a bell, a
+    terminal's escape), is the word, to either tokenizer; a vertical tab, a form feed or a
+    carriage return separates words as a space does; the cache keys changed with it."""
     from transformer_mt.data.tokenize import SubwordTokenizer, train_sentencepiece
 
-    hidden = "Ein Mäd\u00adchen übt Fran\u200bzö\u2060sisch im \ufeffCafé."
+    hidden = ["Ein Mäd\u00adchen übt Fran\u200bzö\u2060sisch im \ufeffCafé.",
+              "Ein\x00 Mäd\x07chen\x1b übt\x0bFranzö\x7fsisch\x0cim\x85Café\x9f."]
     model = train_sentencepiece([NFC.lower(), NFC] * 50, DataConfig(tokenizer="sentencepiece",
                                                                    vocab_size=400))
     for tokenizer in (WordTokenizer("de"), SubwordTokenizer(model)):
-        assert next(tokenizer.tokenize([hidden])) == next(tokenizer.tokenize([NFC]))
-        assert "soft hyphens" in tokenizer.key
+        plain = next(tokenizer.tokenize([NFC]))
+        assert list(tokenizer.tokenize(hidden)) == [plain, plain]
+        assert "soft hyphens" in tokenizer.key and "control characters" in tokenizer.key
 
 
 LENGTHS = [(n % 17 + 1, (n * 7) % 23 + 1) for n in range(500)]

@@ -222,6 +222,31 @@ def _cores() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
+class _Facts:
+    """Each line's facts for the filters, taken as the text goes by: whether it holds a control
+    character as written, its characters and hash as the tokenizer reads it."""
+
+    def __init__(self) -> None:
+        self.chars, self.hashes, self.control = array("i"), array("Q"), array("b")
+
+    def as_written(self, texts: Iterable[str]) -> Iterator[str]:
+        for text in texts:
+            self.control.append(CONTROL.search(text) is not None)
+            yield text
+
+    def as_read(self, texts: Iterable[str]) -> Iterator[str]:
+        for text in texts:
+            self.chars.append(len(text))
+            self.hashes.append(line_hash(text))
+            yield text
+
+    def save(self, directory: Path) -> None:
+        np.save(directory / "chars.npy", np.frombuffer(self.chars, dtype=np.int32))
+        np.save(directory / "hashes.npy", np.frombuffer(self.hashes, dtype=np.uint64))
+        np.save(directory / "control.npy",
+                np.frombuffer(self.control, dtype=np.int8).astype(bool))
+
+
 def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,
            progress: bool) -> None:
     type_of: dict[str, int] = {}
@@ -233,16 +258,8 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,
     lines: Iterable[str] = corpus.lines(side)
     if progress:
         lines = tqdm(lines, desc=f"tokenize {side}", unit="sent", leave=False)
-    chars, hashes, control = array("i"), array("Q"), array("b")
-
-    def noted(texts: Iterable[str]) -> Iterator[str]:  # the facts, as the text goes by
-        for text in texts:
-            chars.append(len(text))
-            hashes.append(line_hash(text))
-            control.append(CONTROL.search(text) is not None)
-            yield text
-
-    lines = noted(normalized(lines))  # the facts of the text the tokenizer reads (NFC)
+    facts = _Facts()
+    lines = facts.as_read(normalized(facts.as_written(lines)))
     with open(tmp / "ids.bin", "wb") as f:
 
         def flush() -> np.ndarray:
@@ -268,9 +285,7 @@ def _build(corpus: Corpus, side: Side, tokenizer: Tokenizer, tmp: Path,
     np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
     (tmp / "types.json").write_text(json.dumps(types, ensure_ascii=False), encoding="utf-8")
     np.save(tmp / "counts.npy", _add(counts, np.zeros(len(types), dtype=np.int64)))
-    np.save(tmp / "chars.npy", np.frombuffer(chars, dtype=np.int32))
-    np.save(tmp / "hashes.npy", np.frombuffer(hashes, dtype=np.uint64))
-    np.save(tmp / "control.npy", np.frombuffer(control, dtype=np.int8).astype(bool))
+    facts.save(tmp)
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

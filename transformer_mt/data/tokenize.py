@@ -45,10 +45,15 @@ SAMPLE_CHUNK = 10_000  # sentences encoded at once; sampled ones draw from a gen
 # decode.replace_unk, and as older corpora hold it), not "<", "unk" and ">"; in the cache keys
 WHOLE_WORDS = (UNK,)
 # of the text every tokenizer reads (in the cache keys: ids made before differ)
-NORMAL_FORM = "NFC, no soft hyphens or zero-width spaces"
+NORMAL_FORM = "NFC, no soft hyphens, zero-width spaces or control characters"
 # characters that show nothing and join a word's parts (a soft hyphen, a zero-width space, a
-# word joiner, a byte-order mark: what text from web pages and PDFs holds)
-INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+# word joiner, a byte-order mark: what text from web pages and PDFs holds), and C0/C1 control
+# characters that are not spaces (a NUL, a bell, a terminal's escape): gone, as SentencePiece's
+# nmt_nfkc removes them ("Hund\x00" is "Hund", not an unknown word copied with its NUL)
+INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+# control characters that separate (a vertical tab, a form feed, a carriage return, the
+# separators, a next-line): a space
+SEPARATING = re.compile("[\x0b-\x0d\x1c-\x1f\x85]")
 WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
 MARKERS = 0xE000  # private-use characters: a kept span's place while detokenizing
 MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter
@@ -58,10 +63,10 @@ def normalized(texts: Iterable[str]) -> Iterator[str]:
     """``texts`` as every tokenizer reads them, in training and translation alike: in Unicode
     NFC (an "ä" typed as "a" and a combining diaeresis is the one character "ä", so it is the
     same word, not an unknown one), without :data:`INVISIBLE` characters ("Fahrrad" with a soft
-    hyphen, U+00AD, inside is "Fahrrad") and cut to :data:`MAX_LINE_CHARS` characters (a 100 MB
-    line would otherwise become a token list of gigabytes before the length limits could drop
-    it; a cut training line still has far more tokens than ``data.max_len``, so its pair is
-    dropped and counted)."""
+    hyphen, U+00AD, inside is "Fahrrad"), with :data:`SEPARATING` ones as spaces, and cut to
+    :data:`MAX_LINE_CHARS` characters (a 100 MB line would otherwise become a token list of
+    gigabytes before the length limits could drop it; a cut training line still has far more
+    tokens than ``data.max_len``, so its pair is dropped and counted)."""
     cut = 0
     for text in texts:
         if len(text) > MAX_LINE_CHARS:
@@ -71,6 +76,8 @@ def normalized(texts: Iterable[str]) -> Iterator[str]:
             text = unicodedata.normalize("NFC", text)
         if INVISIBLE.search(text):
             text = INVISIBLE.sub("", text)
+        if SEPARATING.search(text):
+            text = SEPARATING.sub(" ", text)
         yield text
     if cut:
         log.warning("%d line(s) longer than %s characters were cut there before tokenizing (a "
