@@ -243,6 +243,9 @@ def test_the_page_is_served_with_everything_it_needs(client):
     assert schema["schema"]["$ref"].endswith("/TranslateRequest")
     answer = paths["/v1/translate"]["post"]["responses"]["200"]["content"]["application/json"]
     assert answer["schema"]["$ref"].endswith("/TranslateResponse")
+    # this server checks no key: a request may come without one ({}), as the spec says
+    assert paths["/v1/translate"]["post"]["security"][-1] == {}
+    assert client.get("/spec").json()["paths"]["/translate"]["post"]["security"][-1] == {}
 
 
 def test_serving_an_exported_model_with_ctranslate2(trained_run, tmp_path):

@@ -99,6 +99,7 @@ def test_json_lists_html_alternatives(server, expected):
         spec = json.load(answer)
     body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("LibreTranslateRequest")
+    assert {} not in spec["paths"]["/translate"]["post"]["security"]  # a key is required
 
 
 def test_markup_follows_attention_in_alternatives_and_glossaries(server, expected):

@@ -312,8 +312,13 @@ def test_libretranslate_bad_requests_are_400_with_its_error_body(translator, kwa
         assert message in answer.json()["error"] and "\n" not in answer.json()["error"]
         assert client.post("/v1/translate", content=b'{"text": "x"}',
                            headers={"Content-Type": "text/plain"}).status_code == 415
+        # a POST where none is taken: what the route says, not a complaint about the body
+        assert client.post("/v1/info").json()["error"] == "/v1/info does not take POST; see /docs"
+        assert client.post("/v1/nowhere").status_code == 404
         assert client.get("/nowhere").json()["error"].startswith("there is no /nowhere")
         assert client.put("/translate").status_code == 405
         assert client.post("/translate_file").status_code == 400
+        assert client.post("/translate_file", data={"file": "letter.txt"}).json() == {
+            "error": "'file': send a file, as an upload (curl: -F 'file=@NAME')"}
 
 

@@ -23,6 +23,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -60,7 +61,24 @@ def one_line(error: dict) -> str:
     if error.get("type") == "extra_forbidden":
         return f"'{field}': unknown field"
     message = str(error.get("msg", "invalid")).replace("Value error, ", "")
+    if message.startswith("Expected UploadFile"):  # a form's text where a file goes
+        return f"'{field}': send a file, as an upload (curl: -F '{field}=@NAME')"
     return f"'{field}': {message}".splitlines()[0]
+
+
+class _App(FastAPI):
+    """FastAPI, whose /openapi.json says that a key-less server takes requests without one:
+    ``{}`` among each operation's ways to authenticate, as OpenAPI writes "or none" (clients
+    generated from it then send none)."""
+
+    def openapi(self) -> dict[str, Any]:
+        made = self.openapi_schema is None
+        schema = super().openapi()
+        if made and not self.state.service.options.api_keys:
+            for operation in (op for path in schema["paths"].values() for op in path.values()):
+                if operation.get("security"):
+                    operation["security"].append({})
+        return schema
 
 
 def create_app(translator: Translator, options: ServeOptions | None = None,
@@ -85,9 +103,9 @@ def create_app(translator: Translator, options: ServeOptions | None = None,
         yield
         await svc.stop()
 
-    app = FastAPI(title="transformer_mt", summary=f"{svc.src_lang} -> {svc.tgt_lang} "
-                  "translation: our API and LibreTranslate's", lifespan=lifespan,
-                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
+    app = _App(title="transformer_mt", summary=f"{svc.src_lang} -> {svc.tgt_lang} "
+               "translation: our API and LibreTranslate's", lifespan=lifespan,
+               docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.service = svc
     app.include_router(routes.router)
     app.include_router(inside.router)

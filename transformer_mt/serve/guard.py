@@ -23,6 +23,7 @@ import urllib.parse
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from transformer_mt.serve.service import Service
@@ -36,6 +37,16 @@ def is_json(content_type: str | None) -> bool:
     kind = (content_type or "").split(";")[0].strip().lower()
     return kind == "application/json" or (kind.startswith("application/") and
                                           kind.endswith("+json"))
+
+
+def json_route(scope: Scope) -> bool:
+    """A POST to one of our API's POST routes: a POST to a GET route is its 405, one to no
+    route its 404, as any other method's."""
+    if scope["method"] != "POST" or not scope["path"].startswith(JSON_ONLY):
+        return False
+    routes = getattr(scope.get("app"), "routes", [])
+    return any(isinstance(route, BaseRoute) and route.matches(scope)[0] == Match.FULL
+               for route in routes)
 
 
 def host_name(value: str) -> str:
@@ -77,8 +88,7 @@ class Guard:
                     name and (name == host or name in self.hosts)):
                 return 403, (f"requests from web pages at {origin} are refused; start mt serve "
                              f"with --cors-origin {origin} to allow them")
-        if (scope["method"] == "POST" and scope["path"].startswith(JSON_ONLY)
-                and not is_json(headers.get("content-type"))):
+        if json_route(scope) and not is_json(headers.get("content-type")):
             return 415, ("send the body as JSON, with 'Content-Type: application/json' (curl: "
                          "--json '{...}')")
         return None
