@@ -49,10 +49,10 @@ NORMAL_FORM = "NFC, no soft hyphens, zero-width spaces or control characters"
 # characters that show nothing and join a word's parts (a soft hyphen, a zero-width space, a
 # word joiner, a byte-order mark: what text from web pages and PDFs holds), and C0/C1 control
 # characters that are not spaces (a NUL, a bell, a terminal's escape): gone, as SentencePiece's
-# nmt_nfkc removes them ("Hund\x00" is "Hund", not an unknown word copied with its NUL)
+# nmt_nfkc removes most ("Hund\x00" is "Hund", not an unknown word copied with its NUL)
 INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
-# control characters that separate (a vertical tab, a form feed, a carriage return, the
-# separators, a next-line): a space
+# control characters that separate (a vertical tab, Word's line break in copied text; a form
+# feed, a carriage return, the separators, a next-line): a space
 SEPARATING = re.compile("[\x0b-\x0d\x1c-\x1f\x85]")
 WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
 MARKERS = 0xE000  # private-use characters: a kept span's place while detokenizing
