@@ -97,6 +97,11 @@ def _shared_sides_once(ckpt: dict[str, Any]) -> dict[str, Any]:
     return ckpt
 
 
+def _listed(paths: list[Path], most: int = 4) -> str:
+    names = [p.name for p in paths[:most]]
+    return ", ".join(names) + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read and check a checkpoint without executing anything stored in it."""
     path = Path(path)
@@ -104,6 +109,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"'{path}' is a CTranslate2 export (mt export), not a checkpoint: "
                               "mt translate, evaluate, score and serve decode it (--engine auto"
                               "); this command reads the checkpoint (.pt) it was exported from")
+    kept = sorted(path.glob("*.pt"), key=lambda p: (p.name != "best.pt", p.name)) \
+        if path.is_dir() else []
+    if kept:  # a run's directory
+        raise CheckpointError(f"'{path}' is a directory; pass one of its checkpoints, e.g. "
+                              f"{kept[0]} ({len(kept)} there: {_listed(kept)})")
     why = not_a_file(path)
     if why:
         raise CheckpointError(f"checkpoint '{path}' {why}; train one with 'mt train' or pass "

@@ -144,6 +144,20 @@ def test_truncated_foreign_and_future_checkpoints(tmp_path):
         ck.load_checkpoint(future)
     with pytest.raises(CheckpointError, match="not found"):
         ck.load_checkpoint(tmp_path / "missing.pt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="is a directory; train one"):
+        ck.load_checkpoint(tmp_path / "empty")  # a directory without checkpoints
+
+
+def test_a_runs_directory_is_answered_with_its_checkpoints(tmp_path):
+    """``--checkpoint runs/NAME`` names the file to pass, best.pt first."""
+    for name in ("step_0000200.pt", "last.pt", "best.pt", "step_0000100.pt", "avg.pt"):
+        ck.save_checkpoint(small_checkpoint(), tmp_path / name)
+    with pytest.raises(CheckpointError) as info:
+        ck.load_checkpoint(tmp_path)
+    assert str(info.value) == (f"'{tmp_path}' is a directory; pass one of its checkpoints, "
+                               f"e.g. {tmp_path / 'best.pt'} (5 there: best.pt, avg.pt, "
+                               "last.pt, step_0000100.pt and 1 more)")
 
 
 def test_weights_that_do_not_fit_the_vocabulary_are_refused(tmp_path):
