@@ -64,6 +64,24 @@ def test_a_mistyped_option_or_command_is_said_with_the_one_meant(argv, expected)
     assert result.stderr.startswith(usage)
 
 
+def test_a_file_given_without_its_option_is_said_with_it(tmp_path, capsys):
+    """``mt train config.yaml``: the one option missing, and the file meant for it; not a file
+    that is another option's value."""
+    from transformer_mt.cli import main
+
+    config, ckpt = tmp_path / "cpu.yaml", tmp_path / "best.pt"
+    config.touch()
+    ckpt.touch()
+    for argv, expected in (
+            (["train", str(config)], f"--config (did you mean --config {config}?)\n"),
+            (["translate", str(ckpt), "Hallo"], f"(did you mean --checkpoint {ckpt}?)\n"),
+            (["translate", "--input", str(config), "Hallo"], "required: --checkpoint\n"),
+            (["score", str(ckpt)], "required: --checkpoint, --src, --hyp\n")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2 and capsys.readouterr().err.endswith(expected)
+
+
 def test_a_gpu_where_there_is_none_names_the_commands_flag(trained_run):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -26,7 +26,8 @@ import argparse
 import difflib
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from transformer_mt.cli import (
     average,
@@ -104,10 +105,25 @@ class _CommandParser(argparse.ArgumentParser):
         return action
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.given = list(sys.argv[1:] if args is None else args)
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(unrecognized(extras, self.options))
         return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message + as_option(message, getattr(self, "given", [])))
+
+
+def as_option(message: str, given: list[str]) -> str:
+    """For the one missing option given as a bare argument that names a file or directory
+    (``mt train config/cpu.yaml``): how to pass it."""
+    option = message.removeprefix("the following arguments are required: ")
+    if option == message or not option.startswith("--") or " " in option:
+        return ""
+    bare = [arg for before, arg in zip(["", *given], given, strict=False)
+            if not arg.startswith("-") and not before.startswith("-") and Path(arg).exists()]
+    return f" (did you mean {option} {bare[0]}?)" if bare else ""
 
 
 def unrecognized(extras: list[str], options: Iterable[str]) -> str:
