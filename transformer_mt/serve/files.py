@@ -49,10 +49,7 @@ async def translate_file(request: Request, svc: ServiceDep, who: CallerDep,
 async def translated(svc: ServiceDep, who: CallerDep, name: str, data: bytes, source: str,
                      target: str) -> str:
     """The file translated and kept; its download name."""
-    src, tgt = svc.src_lang, svc.tgt_lang
-    if target != tgt or source not in (src, "auto"):
-        raise RequestError(400, f"this model translates {src} into {tgt}, not {source} into "
-                           f"{target}")
+    svc.check_pair(source, target)
     doc = await svc.off_loop(_read, svc, name, data)
     svc.charge(who.client, doc.chars)
     prepared = await svc.off_loop(svc.prepared, doc.documents, doc.chars)

@@ -219,10 +219,7 @@ async def libre_translate(svc: Service, req: LibreTranslateRequest,
                           who: Caller) -> LibreTranslateResponse:
     """LibreTranslate's ``/translate``: its checks and 400s, the source detected where it
     is ``auto``, the alternatives it asks for."""
-    src, tgt = svc.src_lang, svc.tgt_lang
-    if req.target != tgt or req.source not in (src, "auto"):
-        raise RequestError(400, f"this model translates {src} into {tgt}, not {req.source} "
-                           f"into {req.target}")
+    svc.check_pair(req.source, req.target)
     texts = req.texts()
     problem = check_texts(texts, svc.limits)
     if problem:
@@ -236,7 +233,8 @@ async def libre_translate(svc: Service, req: LibreTranslateRequest,
     if req.source == "auto":
         language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])
         detected = DetectedLanguage(language=language, confidence=confidence)
-        if language == tgt:  # already in the target language: as it is, as LibreTranslate does
+        # already in the target language: as it is, as LibreTranslate does
+        if language == svc.tgt_lang:
             return _as_they_are(req, detected)
     nbest = req.alternatives + 1
     try:

@@ -166,10 +166,7 @@ async def suggest(req: SuggestRequest, request: Request, svc: ServiceDep,
     store = svc.suggestions
     if store is None:
         raise RequestError(403, "Suggestions are disabled on this server.")
-    src, tgt = svc.src_lang, svc.tgt_lang
-    if req.target != tgt or req.source not in (src, "auto"):
-        raise RequestError(400, f"this model translates {src} into {tgt}, not {req.source} "
-                           f"into {req.target}")
+    svc.check_pair(req.source, req.target)
     for name, text in (("q", req.q), ("s", req.s)):
         if not text.strip():
             raise RequestError(400, f"Invalid request: missing {name} parameter")
@@ -177,5 +174,6 @@ async def suggest(req: SuggestRequest, request: Request, svc: ServiceDep,
     if problem:
         raise RequestError(400, problem)
     svc.charge(client_id(request, key), len(req.q) + len(req.s))
-    await asyncio.get_running_loop().run_in_executor(None, store.add, req.q, req.s, src, tgt)
+    await asyncio.get_running_loop().run_in_executor(None, store.add, req.q, req.s, svc.src_lang,
+                                                     svc.tgt_lang)
     return {"success": True}

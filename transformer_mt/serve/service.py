@@ -203,6 +203,16 @@ class Service:
         """The ``n`` most likely languages of ``text`` with their probabilities (py3langid)."""
         return _identifier().rank(text)[:n]
 
+    def check_pair(self, source: str, target: str) -> None:
+        """LibreTranslate's routes name the languages: this model's (``auto`` for the source),
+        or a 400 as LibreTranslate words it."""
+        for name, value in (("source", source), ("target", target)):
+            if not value.strip():
+                raise RequestError(400, f"Invalid request: missing {name} parameter")
+        if target != self.tgt_lang or source not in (self.src_lang, "auto"):
+            raise RequestError(400, f"this model translates {self.src_lang} into "
+                               f"{self.tgt_lang}, not {source} into {target}")
+
     def check_source(self, texts: list[str]) -> tuple[str, float]:
         """``source: auto``: the texts are in the model's source language or clearly in its
         target language (which, with the confidence, 0-100), or a 400 that says which language
