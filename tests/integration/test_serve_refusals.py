@@ -25,6 +25,10 @@ from transformer_mt.serve.settings import Limits, ServeOptions
     (json.dumps({"text": 5}), 422, "a text or a list of texts"),
     (json.dumps({"text": ["a", 3]}), 422, "a text or a list of texts"),
     (json.dumps({"sentences": ["a"]}), 422, "missing text"),
+    (json.dumps({"texts": ["a"]}), 422, "missing text parameter (the body has 'texts': did "
+     "you mean 'text'?)"),
+    (json.dumps({"q": "a", "source": "de", "target": "en"}), 422, "missing text parameter "
+     "('q' is the field of LibreTranslate's POST /translate; this route takes 'text')"),
     (json.dumps({"text": ["a"], "checkpoint": "/etc/passwd"}), 422, "'checkpoint'"),
     (json.dumps({"text": []}), 422, "no text"),
     (json.dumps({"text": ["Ein Hund."] * 9}), 400, "at most 8"),

@@ -300,6 +300,10 @@ def test_the_cache_is_bounded_by_what_its_entries_hold(translator):
     ({"content": b'{"q": "x", "source": "de", "target": "en", "format": "pdf"}'}, 400,
      "'format'"),
     ({"content": b'{"q": "x", "source": "de", "target": "fr"}'}, 400, "translates de into en"),
+    ({"content": b'{"q": "x", "source": "de", "target": " "}'}, 400,
+     "Invalid request: missing target parameter"),
+    ({"content": b'{"text": "x", "source": "de", "target": "en"}'}, 400, "missing q parameter "
+     "('text' is the field of POST /v1/translate; this route takes 'q')"),
     ({"content": b"q=x&source=de&target=en", "headers": {"Content-Type": "text/csv"}}, 400,
      "is not one of them"),
 ])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -79,6 +80,24 @@ class _App(FastAPI):
                 if operation.get("security"):
                     operation["security"].append({})
         return schema
+
+
+# the texts' field of each translating route: (its own, the other's, the other route)
+TEXT_FIELDS = {"/v1/translate": ("text", "q", "LibreTranslate's POST /translate"),
+               "/translate": ("q", "text", "POST /v1/translate")}
+
+
+def sent_instead(error: dict, body: Any, path: str) -> str:
+    """For a missing field, what the body holds in its place: the other API's field for the
+    texts, or a name like it ("texts" for "text")."""
+    if error.get("type") != "missing" or not isinstance(body, dict) or not error.get("loc"):
+        return ""
+    field = str(error["loc"][-1])
+    own, other, route = TEXT_FIELDS.get(path, ("", "", ""))
+    if field == own and other in body:
+        return f" ('{other}' is the field of {route}; this route takes '{own}')"
+    close = difflib.get_close_matches(field, [k for k in body if isinstance(k, str)], n=1)
+    return f" (the body has '{close[0]}': did you mean '{field}'?)" if close else ""
 
 
 def create_app(translator: Translator, options: ServeOptions | None = None,
@@ -147,7 +166,8 @@ async def _invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # a value's own complaint (a lone surrogate) says more than a union's type mismatch
     errors = sorted(exc.errors(), key=lambda e: e.get("type") != "value_error")
-    message = one_line(errors[0]) if errors else "the request is not valid"
+    message = one_line(errors[0]) + sent_instead(errors[0], exc.body, request.url.path) \
+        if errors else "the request is not valid"
     libre_route = request.url.path in LIBRE_PATHS
     status = 400 if libre_route or (errors and errors[0].get("type") == "json_invalid") \
         else 422
