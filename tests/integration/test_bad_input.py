@@ -66,7 +66,7 @@ def test_a_mistyped_option_or_command_is_said_with_the_one_meant(argv, expected)
 
 def test_a_file_given_without_its_option_is_said_with_it(tmp_path, capsys):
     """``mt train config.yaml``: the one option missing, and the file meant for it; not a file
-    that is another option's value."""
+    that is another option's value, nor one of another kind, nor for an output."""
     from transformer_mt.cli import main
 
     config, ckpt = tmp_path / "cpu.yaml", tmp_path / "best.pt"
@@ -76,7 +76,9 @@ def test_a_file_given_without_its_option_is_said_with_it(tmp_path, capsys):
             (["train", str(config)], f"--config (did you mean --config {config}?)\n"),
             (["translate", str(ckpt), "Hallo"], f"(did you mean --checkpoint {ckpt}?)\n"),
             (["translate", "--input", str(config), "Hallo"], "required: --checkpoint\n"),
-            (["score", str(ckpt)], "required: --checkpoint, --src, --hyp\n")):
+            (["score", str(ckpt)], "required: --checkpoint, --src, --hyp\n"),
+            (["average", str(ckpt), str(ckpt)], "required: --output\n"),  # not an input
+            (["train", str(ckpt)], "required: --config\n")):  # not a config
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and capsys.readouterr().err.endswith(expected)

@@ -115,14 +115,26 @@ class _CommandParser(argparse.ArgumentParser):
         super().error(message + as_option(message, getattr(self, "given", [])))
 
 
+# the options whose value is a file to read, and what such a file is: (suffixes, or a
+# directory); never an output, which a file already there must not be taken for
+INPUT_OPTIONS = {"--config": ((".yaml", ".yml"), False), "--checkpoint": ((".pt",), True)}
+
+
 def as_option(message: str, given: list[str]) -> str:
-    """For the one missing option given as a bare argument that names a file or directory
+    """For the one missing option given as a bare argument that names its kind of file
     (``mt train config/cpu.yaml``): how to pass it."""
     option = message.removeprefix("the following arguments are required: ")
-    if option == message or not option.startswith("--") or " " in option:
+    if option not in INPUT_OPTIONS:
         return ""
+    suffixes, directory = INPUT_OPTIONS[option]
+
+    def fits(arg: str) -> bool:
+        path = Path(arg)
+        return (directory and path.is_dir()) or (path.is_file()
+                                                 and path.suffix.lower() in suffixes)
+
     bare = [arg for before, arg in zip(["", *given], given, strict=False)
-            if not arg.startswith("-") and not before.startswith("-") and Path(arg).exists()]
+            if not arg.startswith("-") and not before.startswith("-") and fits(arg)]
     return f" (did you mean {option} {bare[0]}?)" if bare else ""
 
 
