@@ -243,6 +243,11 @@ def test_the_page_is_served_with_everything_it_needs(client):
     assert schema["schema"]["$ref"].endswith("/TranslateRequest")
     answer = paths["/v1/translate"]["post"]["responses"]["200"]["content"]["application/json"]
     assert answer["schema"]["$ref"].endswith("/TranslateResponse")
+    # what each route answers, as it answers it: the metrics as text, a file's 404 and 400s
+    assert "text/plain" in paths["/metrics"]["get"]["responses"]["200"]["content"]
+    download = paths["/download_file/{key}"]["get"]["responses"]
+    assert "application/octet-stream" in download["200"]["content"] and "404" in download
+    assert {"400", "403", "413"} <= set(paths["/translate_file"]["post"]["responses"])
     # this server checks no key: a request may come without one ({}), as the spec says
     assert paths["/v1/translate"]["post"]["security"][-1] == {}
     assert client.get("/spec").json()["paths"]["/translate"]["post"]["security"][-1] == {}

@@ -269,6 +269,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "a valid API key is required"), (413, "the body is too large"),
         (415, "the body is not JSON"), (422, "a field is missing, unknown or out of range"),
         (429, "too many requests: slow down"), (504, "not translated within the time limit"))}
+LIBRE_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what} for status, what in (
+        (400, "a bad request: a missing or wrong field, a language not translated here"),
+        (403, "a valid API key is required"), (413, "the body is too large"),
+        (429, "too many requests: slow down"))}
 
 
 def check_settings(req: TranslateRequest, limits: Limits) -> str | None:

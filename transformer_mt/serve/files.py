@@ -18,6 +18,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from transformer_mt.errors import MTError
+from transformer_mt.serve.api import LIBRE_ERRORS, ErrorBody
 from transformer_mt.serve.deps import CallerDep, ServiceDep, libre_key
 from transformer_mt.serve.file_store import KEEP_S
 from transformer_mt.serve.service import RequestError
@@ -28,7 +29,7 @@ class TranslatedFile(BaseModel):
     translatedFileUrl: str  # noqa: N815 (LibreTranslate's field name)
 
 
-router = APIRouter(tags=["LibreTranslate"])
+router = APIRouter(tags=["LibreTranslate"], responses=LIBRE_ERRORS)
 
 
 @router.post("/translate_file", response_model=TranslatedFile,
@@ -73,7 +74,10 @@ def _read(svc: ServiceDep, name: str, data: bytes) -> FileText:
 
 
 @router.get("/download_file/{key}", summary="LibreTranslate: a translated file",
-            response_class=Response)
+            response_class=Response, responses={
+                200: {"content": {"application/octet-stream": {}},
+                      "description": "the translated file, as an attachment"},
+                404: {"model": ErrorBody, "description": "no such file here (any more)"}})
 async def download_file(key: str, svc: ServiceDep) -> Response:
     data = await asyncio.get_running_loop().run_in_executor(None, svc.files.get, key)
     if data is None:

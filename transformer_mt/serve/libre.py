@@ -22,9 +22,9 @@ from transformer_mt.config.languages import language_name
 from transformer_mt.packages import installed
 from transformer_mt.serve import handling
 from transformer_mt.serve.api import (
+    LIBRE_ERRORS,
     DetectedLanguage,
     DetectRequest,
-    ErrorBody,
     Language,
     LibreTranslateRequest,
     LibreTranslateResponse,
@@ -101,12 +101,7 @@ class FormsAsJSON(APIRoute):
         return as_json
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what} for status, what in (
-        (400, "a bad request: a missing or wrong field, a language not translated here"),
-        (403, "a valid API key is required"), (429, "too many requests: slow down"))}
-
-router = APIRouter(route_class=FormsAsJSON, tags=["LibreTranslate"], responses=ERRORS)
+router = APIRouter(route_class=FormsAsJSON, tags=["LibreTranslate"], responses=LIBRE_ERRORS)
 
 
 @router.post("/translate", response_model=LibreTranslateResponse,

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from transformer_mt.config import per_call_settings
@@ -68,7 +68,7 @@ async def score(req: ScoreRequest, svc: ServiceDep, who: CallerDep) -> ScoreResp
     return await handling.score(svc, req, who)
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
 async def metrics(svc: ServiceDep) -> Response:
     return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
