@@ -63,6 +63,30 @@ def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
             assert [t["text"] for t in answer.json()["translations"]] == plain.translate(asked)
 
 
+def test_a_lone_sentence_after_a_batch_runs_its_own_graphs(fp32_checkpoint):
+    """The API with ``compile=True``: a batch first compiles (or loads) a batch's graph, and a
+    lone sentence after it its own (it ran the batch's, 1.45x slower on the quickstart model);
+    scoring, then, loads nothing more; each call translates as without compiling."""
+    if not torch_private.compile_usable():
+        pytest.skip("--compile is off on this torch (internals/torch_private.py)")
+    texts = [TEXT, "s0 s9 s5", "s8 s8 s6 s1 s2 s0 s4"]
+    plain = Translator.load(fp32_checkpoint, "cpu")
+    translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
+    assert translator.translate(texts) == plain.translate(texts)
+    decoding = translator.engine._copies["fp32"]
+    assert isinstance(decoding, CompiledDecoding)
+    assert decoding.batches and not decoding.lone
+    for text in texts:
+        assert translator.translate([text]) == plain.translate([text])
+    assert decoding.lone
+    loaded = decoding._beam, decoding._one
+    outputs = plain.translate(texts)
+    ours, theirs = translator.score(texts, outputs), plain.score(texts, outputs)
+    assert [s.tokens for s in ours] == [s.tokens for s in theirs]
+    assert [s.log_prob for s in ours] == pytest.approx([s.log_prob for s in theirs], abs=1e-4)
+    assert (decoding._beam, decoding._one) == loaded
+
+
 def test_compile_refusals_are_one_line(trained_run):
     run_dir, _ = trained_run
     ckpt = str(run_dir / "best.pt")

@@ -140,6 +140,11 @@ class CompiledDecoding(DecodingModel):
         return self._plain[0]
 
     @property
+    def lone(self) -> bool:
+        """Whether a lone sentence's steps run compiled (warm_up says)."""
+        return self._one is not None
+
+    @property
     def beams(self) -> bool:
         """Whether a lone sentence's beams run compiled too (warm_up says)."""
         return self._beam is not None
