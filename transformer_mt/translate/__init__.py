@@ -86,8 +86,9 @@ class Translator:
         """A translator for one checkpoint, or an ensemble of several of one vocabulary (the
         first one's config gives the decoding settings); for the directory ``mt export``
         wrote, with CTranslate2 (``engine``: ``"auto"`` tells them apart, ``"torch"`` or
-        ``"ctranslate2"`` insists). ``compile``: a lone sentence's decoding steps compiled
-        (``decode/compiled.py``; CPU, one model), at the first translation. ``workers``: on
+        ``"ctranslate2"`` insists). ``compile``: the decoding steps compiled
+        (``decode/compiled.py``; CPU, one model): a lone sentence's at the first call of one
+        sentence, a batch's at the first of several (then read from the cache). ``workers``: on
         the CPU, the batches of a call decoded by that many processes (``processes.py``;
         CTranslate2: side by side in its own), each with its share of the cores."""
         if workers < 1:
