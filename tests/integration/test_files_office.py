@@ -306,6 +306,70 @@ def test_an_odp_named_odt_is_refused_in_one_line(translator):
         translate_file(translator, "talk.odt", odf_presentation())
 
 
+def odf_spreadsheet() -> bytes:
+    """An .ods as LibreOffice Calc writes one: text cells (one with a span, one with its value
+    as ``office:string-value`` too, one with a comment), a number, a date and a formula's
+    text result."""
+    pytest.importorskip("odf")
+    from odf import office, table, text
+    from odf.opendocument import OpenDocumentSpreadsheet
+
+    doc = OpenDocumentSpreadsheet()
+    sheet = table.Table(name="Tiere")
+    doc.spreadsheet.addElement(sheet)
+    commented = table.TableCell(valuetype="string")
+    note = office.Annotation()
+    note.addElement(text.P(text="Eine Frau liest ein Buch."))
+    commented.addElement(note)
+    commented.addElement(text.P(text="Ein Mann läuft."))
+    spanned = text.P(text="Ein Mann fährt ")
+    spanned.addElement(text.Span(text="Fahrrad"))
+    spanned.addText(".")
+    cells = [commented, table.TableCell(valuetype="string"),
+             table.TableCell(valuetype="string", stringvalue="Zwei Hunde spielen."),
+             table.TableCell(valuetype="float", value="42"),
+             table.TableCell(valuetype="date", datevalue="2026-12-04"),
+             table.TableCell(valuetype="string", formula='of:=CONCATENATE("Ein ";"Hund")')]
+    cells[1].addElement(spanned)
+    for cell, shown in zip(cells[2:], ["Zwei Hunde spielen.", "42", "04.12.26", "Ein Hund"],
+                           strict=True):
+        cell.addElement(text.P(text=shown))
+    row = table.TableRow()
+    for cell in cells:
+        row.addElement(cell)
+    sheet.addElement(row)
+    out = io.BytesIO()
+    doc.write(out)
+    return out.getvalue()
+
+
+def test_an_ods_translates_its_text_cells_and_comments_not_what_values_show(translator):
+    """A spreadsheet's text cells and comments are translated; what a cell shows of a number,
+    a date or a formula's result is written from its value, and stays (as Excel's: sheets.py);
+    a text cell's ``office:string-value`` goes with its translated text."""
+    source = odf_spreadsheet()
+    written = translate_file(translator, "sheet.ods", source)
+    with zipfile.ZipFile(io.BytesIO(written)) as book:
+        assert book.read("mimetype") == b"application/vnd.oasis.opendocument.spreadsheet"
+    ns = {"text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0",
+          "table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+          "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0"}
+    before, after = (parts(data, "content")["content.xml"].xpath("//table:table-cell",
+                                                                  namespaces=ns)
+                     for data in (source, written))
+    shown = [["".join(p.itertext()) for p in cell.xpath(".//text:p", namespaces=ns)]
+             for cell in (*before, *after)]
+    old, new = shown[:len(before)], shown[len(before):]
+    assert len(new) == len(old) == 6
+    for o, n in zip(old[:3], new[:3], strict=True):  # the comment, then the cell's text
+        assert all(t.strip() and t != s for s, t in zip(o, n, strict=True))
+    assert new[3:] == old[3:] == [["42"], ["04.12.26"], ["Ein Hund"]]
+    assert after[1].xpath("text:p/text:span", namespaces=ns)
+    string_value = f"{{{ns['office']}}}string-value"
+    assert before[2].get(string_value) and after[2].get(string_value) is None
+    assert [dict(c.attrib) for c in after[3:]] == [dict(c.attrib) for c in before[3:]]
+
+
 def test_office_documents_say_they_are_in_the_target_language(translator):
     """Word's, PowerPoint's and OpenDocument's language tags that said German say English
     (runs, styles, properties); others as they were."""

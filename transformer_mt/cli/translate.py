@@ -34,8 +34,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--input", help="file with a sentence per line (a line of several is "
                    "translated sentence by sentence, and stays one line; '-' or a pipe such "
                    "as <(zcat de.gz) is read too); a .html, .htm, .md, "
-                   ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp or .epub "
-                   "file is translated whole, its format kept")
+                   ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .ods or "
+                   ".epub file is translated whole, its format kept")
     p.add_argument("--split-sentences", action="store_true",  # what every line gets now
                    help=argparse.SUPPRESS)
     p.add_argument("--output", help="write translations here instead of stdout ('-')")

@@ -36,9 +36,11 @@ server's ``/translate_file``.
   tables, charts' titles and their categories' and series' names, SmartArt graphics and
   speaker notes, runs as for Word;
   ``python-pptx`` (the ``files`` extra), the same limits.
-- OpenDocument texts (``.odt``) and presentations (``.odp``): every paragraph and heading
-  (body, tables, frames, notes, headers and footers; slides and their speaker notes), spans
-  formatted alike together, as for Word; ``odfpy`` (the ``files`` extra), the same limits.
+- OpenDocument texts (``.odt``), presentations (``.odp``) and spreadsheets (``.ods``): every
+  paragraph and heading (body, tables, frames, notes, headers and footers; slides and their
+  speaker notes; text cells and comments, not what a cell shows of a number, a date or a
+  formula's result), spans formatted alike together, as for Word; ``odfpy`` (the ``files``
+  extra), the same limits.
 - EPUB books (``.epub``): each XHTML document of the book (its chapters, its navigation)
   translated as HTML read as XML (SVG's ``viewBox`` keeps its case), and the labels of an EPUB
   2 table of contents (``toc.ncx``: its entries', not the book's title or author), the
@@ -100,10 +102,10 @@ FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
            ".markdown": "markdown", ".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ass",
            ".xlf": "xliff", ".xliff": "xliff", ".po": "po", ".pot": "po", ".docx": "docx",
            ".xlsx": "xlsx",
-           ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".epub": "epub"}
+           ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".ods": "ods", ".epub": "epub"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "po": "polib", "docx": "docx",
-             "pptx": "pptx", "odt": "odf.opendocument", "odp": "odf.opendocument",
+             "pptx": "pptx", **dict.fromkeys(["odt", "odp", "ods"], "odf.opendocument"),
              **dict.fromkeys(["xlsx", "xliff", "epub"], "lxml")}
 MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .xlsx, .epub, ...) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
@@ -186,9 +188,9 @@ def _subtitles(cues: Cues, lang: str, target: str | None) -> FileText:
 OFFICE = {"docx": "a Word document", "pptx": "a PowerPoint presentation",
           "xlsx": "an Excel workbook",
           "odt": "an OpenDocument text", "odp": "an OpenDocument presentation",
-          "epub": "an EPUB book"}
-ODF = {"odt": "application/vnd.oasis.opendocument.text",
-       "odp": "application/vnd.oasis.opendocument.presentation"}
+          "ods": "an OpenDocument spreadsheet", "epub": "an EPUB book"}
+ODF = {kind: f"application/vnd.oasis.opendocument.{name}"
+       for kind, name in (("odt", "text"), ("odp", "presentation"), ("ods", "spreadsheet"))}
 
 
 def _opened(name: str, data: bytes, kind: str, open_: Callable[[io.BytesIO], Any]) -> Any:

@@ -65,8 +65,8 @@ def relabel_slides(presentation: Any, parts: tuple[str, ...], lang: str, target:
 def relabel_odf(document: Any, lang: str, target: str) -> None:
     """An OpenDocument file's styles' ``fo:language`` (their ``fo:country`` dropped: it was
     the source's) and its metadata's ``dc:language``."""
-    style = imported("odf.style", "an OpenDocument file (.odt, .odp)")
-    dc = imported("odf.dc", "an OpenDocument file (.odt, .odp)")
+    style = imported("odf.style", "an OpenDocument file (.odt, .odp, .ods)")
+    dc = imported("odf.dc", "an OpenDocument file (.odt, .odp, .ods)")
     fo = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
     for properties in document.getElementsByType(style.TextProperties):
         if says(properties.getAttrNS(fo, "language"), lang):

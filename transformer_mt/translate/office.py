@@ -37,15 +37,36 @@ def odf_runs(document: Any) -> list[list[Group]]:
     wherever it is: a table, a frame, a slide, its notes, a note, a header), and a
     presentation's header and footer texts: their text nodes (and spacing elements) in groups
     of neighbours inside the same spans."""
-    text = imported("odf.text", "an OpenDocument file (.odt, .odp)")
-    slides = imported("odf.presentation", "an OpenDocument file (.odt, .odp)")
+    text = imported("odf.text", ODF_FILES)
+    slides = imported("odf.presentation", ODF_FILES)
     paragraphs: list[list[Group]] = []
     for paragraph in [p for kind in (text.P, text.H, slides.HeaderDecl, slides.FooterDecl)
-                      for p in document.getElementsByType(kind)]:
+                      for p in document.getElementsByType(kind) if _worded(p)]:
         runs: list[tuple[object, Any]] = []
         _odf_runs(paragraph, (), runs)
         paragraphs.append(grouped(runs, "data"))
     return paragraphs
+
+
+ODF_FILES = "an OpenDocument file (.odt, .odp, .ods)"
+ODF_NS = "urn:oasis:names:tc:opendocument:xmlns:{}:1.0"
+
+
+def _worded(paragraph: Any) -> bool:
+    """Whether an ODF paragraph is text: not what a table's cell shows of its value where that
+    is a number, a date, a truth value or a formula's result (written from the value); a
+    comment in such a cell is."""
+    node = paragraph.parentNode
+    while getattr(node, "tagName", None) not in (None, "office:annotation"):
+        if node.tagName in ("table:table-cell", "table:covered-table-cell"):
+            cell, office = node.attributes, ODF_NS.format("office")
+            if cell.get((office, "value-type"), "string") != "string" or (
+                    ODF_NS.format("table"), "formula") in cell:
+                return False
+            cell.pop((office, "string-value"), None)  # its value: its paragraphs' text
+            return True
+        node = node.parentNode
+    return True
 
 
 class _Held:
@@ -118,7 +139,7 @@ def teletype(element: Any) -> str:
 def _odf_replace(element: Any, text: str) -> None:
     """An ODF element in a paragraph replaced by a text node holding ``text``."""
     if text:
-        node = imported("odf.element", "an OpenDocument file (.odt, .odp)").Text(text)
+        node = imported("odf.element", ODF_FILES).Text(text)
         element.parentNode.insertBefore(node, element)
     element.parentNode.removeChild(element)
 
