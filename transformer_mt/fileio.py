@@ -254,8 +254,11 @@ def sha256_of(path: str | Path) -> str:
 
 def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
     """The lines of a UTF-8 byte stream, without line ends and without a leading BOM; a line
-    that is not UTF-8 is named, by number, in a one-line error."""
+    that is not UTF-8 is named, by number, in a one-line error, as a stream of another format
+    (a PDF, say: :data:`FOREIGN`) is."""
     for n, raw in enumerate(stream, start=1):
+        if n == 1 and foreign(raw):
+            raise MTError(f"{name} is {foreign(raw)}, not lines of text")
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
@@ -266,6 +269,17 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
                           "(CR-only line ends?); lines must end in LF or CRLF: convert it, e.g. "
                           "tr '\\r' '\\n' < FILE > FILE.lf")
         yield line.removeprefix("\ufeff") if n == 1 else line
+
+
+# how files of other kinds begin, whose bytes read as lines of text would be garbage
+FOREIGN = {b"%PDF-": "a PDF", b"PK\x03\x04": "a zip archive",
+           b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an older Office document (.doc, .xls, .ppt)",
+           b"{\\rtf": "an RTF document"}
+
+
+def foreign(head: bytes) -> str | None:
+    """What a file that begins with ``head`` is, where that is not text (:data:`FOREIGN`)."""
+    return next((what for magic, what in FOREIGN.items() if head.startswith(magic)), None)
 
 
 STD_STREAM = "-"  # a file flag's value for standard input or output (``./-``: a file "-")

@@ -122,6 +122,7 @@ def test_fine_tuning_starts_from_a_checkpoint_and_refuses_another_model(toy_run,
     ("missing", "data.train.src: '{dir}/missing.fr' not found"),
     ("empty", "'{dir}/empty.fr' is empty"),
     ("latin1", "line 3: not valid UTF-8"),
+    ("docx", "'{dir}/a.docx' is a zip archive, not lines of text"),  # not a line read
     ("counts", "has 4 lines but '{dir}/b.es' has 3;"),
     ("counts-subwords", "has 4 lines but '{dir}/b.es' has 3;"),  # said before any learning
     ("columns", "line 2 has 3 tab-separated columns"),
@@ -132,10 +133,12 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
     (d / "b.es").write_text("uno\ndos\ntres\n", encoding="utf-8")
     (d / "empty.fr").write_bytes(b"")
     (d / "latin1.fr").write_bytes("un\ndeux\ntr\u00e8s\n".encode("latin-1"))
+    (d / "a.docx").write_bytes(b"PK\x03\x04\x14\0\0\0\x08\0")  # a zip's first bytes
     (d / "bad.tsv").write_text("un\tuno\ndeux\tdos\textra\n", encoding="utf-8")
     train = {"missing": {"src": str(d / "missing.fr"), "tgt": str(d / "b.es")},
              "empty": {"src": str(d / "empty.fr"), "tgt": str(d / "b.es")},
              "latin1": {"src": str(d / "latin1.fr"), "tgt": str(d / "b.es")},
+             "docx": {"src": str(d / "a.docx"), "tgt": str(d / "b.es")},
              "counts": {"src": str(d / "a.fr"), "tgt": str(d / "b.es")},
              "columns": {"tsv": str(d / "bad.tsv")}}[problem.split("-")[0]]
     subwords = {"tokenizer": "sentencepiece", "vocab_size": 300} if "subwords" in problem else {}

@@ -69,6 +69,36 @@ def test_translate_reads_a_pipe_and_standard_input_as_it_reads_the_file(trained_
         == ok([*alternatives, first])
 
 
+OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(56)  # how a .doc, .xls or .ppt begins
+
+
+def test_a_file_of_another_format_is_refused_in_one_line_not_read_as_lines(trained_run,
+                                                                          tmp_path):
+    """A document of a format not translated here (a .doc, an RTF, a PDF named .txt, a zip
+    archive) is refused in one line that says what it is, named as it is or piped, plain or
+    gzipped: not its bytes "translated" line by line (an RTF's control words, say)."""
+    translate = ["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input"]
+    (tmp_path / "letter.doc").write_bytes(OLE2)
+    (tmp_path / "letter.rtf").write_bytes(b"{\\rtf1\\ansi\n{\\b Ein Hund.}\n}\n")
+    (tmp_path / "scan.txt").write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    for given, says in (
+            ("letter.doc", "'{}' is an older Office document (.doc, .xls, .ppt), a format "
+                           "not translated here; translate .txt, .html"),
+            ("letter.rtf", "'{}' is an RTF document, a format not translated here"),
+            ("scan.txt", "'{}': file format not supported: a PDF holds positioned glyphs")):
+        result = run_cli([*translate, str(tmp_path / given), "--output", str(tmp_path / "o")])
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert says.format(tmp_path / given) in result.stderr.strip().splitlines()[-1]
+        assert not (tmp_path / "o").exists()
+    pdf = piped(tmp_path, "pdf", gzip.compress(b"%PDF-1.7\n"))
+    for source, stdin, says in (("-", OLE2, "an older Office document (.doc, .xls, .ppt)"),
+                                (str(pdf), b"", "a PDF")):
+        result = run_cli([*translate, source], stdin=stdin)
+        error = result.stderr.decode()
+        assert result.returncode != 0 and "Traceback" not in error
+        assert error.strip().splitlines()[-1].endswith(f"is {says}, not lines of text")
+
+
 def test_evaluate_and_score_read_standard_input_and_pipes(trained_run, sentences, tmp_path):
     ckpt = str(trained_run[0] / "best.pt")
     src, ref = (str(p) for p in sentences)

@@ -54,6 +54,7 @@ PDF's text has no paragraphs to put a translation back into, only positioned gly
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import itertools
@@ -65,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
+from transformer_mt.fileio import foreign
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
@@ -124,8 +126,16 @@ class FileText:
 
 def is_document(name: str | Path) -> bool:
     """Whether ``name`` is a file translated whole (its format kept) rather than line by line:
-    HTML and subtitles (a ``.txt`` file is lines of text either way)."""
-    return FORMATS.get(Path(name).suffix.lower()) not in (None, "text")
+    HTML and subtitles (a ``.txt`` file is lines of text either way); or one refused whole
+    (:func:`read_file`), a PDF or a file of another format that is not text."""
+    path = Path(name)
+    if FORMATS.get(path.suffix.lower()) not in (None, "text") or path.suffix.lower() == ".pdf":
+        return True
+    if not path.is_file():  # (a regular file's first bytes only: a pipe's would be gone)
+        return False
+    with contextlib.suppress(OSError), path.open("rb") as f:
+        return foreign(f.read(8)) is not None
+    return False
 
 
 def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> FileText:
@@ -135,13 +145,15 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
     format not translated here, or a file that is not what its name says (text that is not
     UTF-8, say)."""
     kind = FORMATS.get(Path(name).suffix.lower())
-    if Path(name).suffix.lower() == ".pdf":
+    other = foreign(data[:8]) if kind in (None, "text") else None  # (not a zip's own format)
+    if Path(name).suffix.lower() == ".pdf" or other == "a PDF":
         raise MTError(f"'{name}': file format not supported: a PDF holds positioned glyphs, "
                       "not paragraphs a translation could replace; translate the document it "
                       "was made from (.docx, .odt, .html)")
-    if kind is None:
-        raise MTError(f"'{name}': file format not supported; translate "
-                      f"{', '.join(FORMATS)} files")
+    if kind is None or other:
+        raise MTError(f"'{name}' is {other}, a format not translated here; translate "
+                      f"{', '.join(FORMATS)} files" if other else f"'{name}': file format not "
+                      f"supported; translate {', '.join(FORMATS)} files")
     if kind == "epub":
         return _epub(name, data, lang, target)
     if kind == "xlsx":
