@@ -127,6 +127,33 @@ def test_texts_translate_as_their_sentences_one_by_one(trained_run):
         translator.translate(texts[:1], form="pdf")  # type: ignore[call-overload]
 
 
+def test_numbers_dates_and_dashes_are_kept_not_translated(translator, monkeypatch):
+    """A sentence without a letter is kept as it is, by the library, a file and the server
+    (what a model writes for "3,5" is "3,5 3,5 3,5."), and the model reads only the others."""
+    from tests.helpers import local_client
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+    from transformer_mt.translate.files import translate_file
+
+    dog = translator.translate(["Ein Hund."])[0]
+    read: list[list[int]] = []
+    decode = translator.engine.decode
+    monkeypatch.setattr(translator.engine, "decode",
+                        lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
+    assert translator.translate(["3,5", "Ein Hund. 12.04.2026", "—"]) == [
+        "3,5", f"{dog} 12.04.2026", "—"]
+    assert translator.translate(["<td>42</td><td>Ein Hund.</td>"], form="html") == [
+        f"<td>42</td><td>{dog}</td>"]
+    assert translate_file(translator, "prices.txt", b"9,99\nEin Hund.\n") == (
+        f"9,99\n{dog}\n".encode())
+    assert read == translator.encode(["Ein Hund."] * 3)
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/v1/translate", json={"text": ["42", "Ein Hund. 3,5"]})
+        assert [t["text"] for t in answer.json()["translations"]] == ["42", f"{dog} 3,5"]
+        answer = client.post("/translate", json={"q": "1.", "source": "de", "target": "en"})
+        assert answer.json()["translatedText"] == "1."
+
+
 def test_a_sentence_across_inline_markup_is_translated_whole(trained_run, subword_run):
     """"Ein Mann fährt <b>Fahrrad</b>." is one sentence: its translation is the sentence's,
     shared out around and inside the <b> along the model's attention (words or subwords)."""

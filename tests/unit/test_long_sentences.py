@@ -119,6 +119,24 @@ def test_parts_translations_are_joined_with_a_space_but_in_a_script_without():
     assert parted.rebuild(parted.sentences) == "abcdefgh"  # a word cut: no space
 
 
+def test_a_sentence_without_a_letter_is_kept_as_it_is_not_translated():
+    """A number, a date, a dash (a table's cell, a list's numbering): no part the model reads
+    (it wrote "3,5 3,5 3,5." for "3,5"), kept as it is where it stands, markup around it too;
+    a document of such sentences alone is read by no model at all."""
+    doc = split_html("<td>3,5</td><td>Ein <b>Hund</b>.</td><td>12.04.2026 — (3)</td>", "de")
+    assert doc.sentences[0] == "3,5" and len(doc.sentences) == 3
+    [parted] = fitted([doc], words_at_most(50))
+    assert parted.sentences == ["Ein Hund."] and parted.cuts == [doc.cuts[1]]
+    assert parted.rebuild(["A dog."]) == (
+        "<td>3,5</td><td>A <b>dog</b>.</td><td>12.04.2026 — (3)</td>")
+    [numbers] = fitted([split_text("42\n\n1.\t€ 9,99", "de")], words_at_most(50))
+    assert numbers.sentences == [] and numbers.rebuild([]) == "42\n\n1.\t€ 9,99"
+    [mixed] = fitted([split_text("3 Hunde. 42", "de")], words_at_most(50))
+    assert mixed.sentences == ["3 Hunde."] and mixed.rebuild(["3 dogs."]) == "3 dogs. 42"
+    [chinese] = fitted([split_text("三只狗。", "zh")], words_at_most(50))
+    assert chinese.sentences == ["三只狗。"]  # a letter of any script
+
+
 def test_the_marks_that_end_a_sentence_are_spacys():
     from spacy.pipeline.sentencizer import Sentencizer
 

@@ -73,21 +73,28 @@ def _cut(text: str, start: int, end: int, fits: Fits) -> list[tuple[int, int]]:
 def fitted(docs: Sequence[Document[T]], fits: Fits) -> list[Document[T]]:
     """``docs`` with each sentence the model does not take whole (``fits``) cut into parts
     that it takes (:func:`clause_spans`): the parts are the documents' sentences, and
-    rebuilding joins their translations into the sentence's. Documents whose sentences all
-    fit are returned as they are."""
+    rebuilding joins their translations into the sentence's. A sentence without a letter (a
+    number, a date, a price: "3,5", "12.04.2026", "—") is no part, kept as it is: a model
+    writes such a sentence again and again ("3,5 3,5 3,5."). Documents whose sentences all
+    fit and have letters are returned as they are."""
     sentences = [s for d in docs for s in d.sentences]
     ok = iter(fits(sentences))
     out = []
     for doc in docs:
-        whole = [next(ok) for _ in doc.sentences]
+        whole = [next(ok) and worded(s) for s in doc.sentences]
         out.append(doc if all(whole) else _parted(doc, [
-            [(0, len(s))] if fit else clause_spans(s, fits)
+            [] if not worded(s) else [(0, len(s))] if fit else clause_spans(s, fits)
             for s, fit in zip(doc.sentences, whole, strict=True)]))
     return out
 
 
+def worded(sentence: str) -> bool:
+    """Whether ``sentence`` holds a letter (of any script), that is a word to translate."""
+    return any(c.isalpha() for c in sentence)
+
+
 def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]:
-    """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it)."""
+    """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it; none: kept)."""
     parts = [s[a:b] for s, found in zip(doc.sentences, spans, strict=True) for a, b in found]
     cuts = [[c - a for c in cut if a < c < b] if cut else []
             for cut, found in zip(doc.cuts, spans, strict=True) for a, b in found]
@@ -97,8 +104,8 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]
         for sentence, found, cut in zip(doc.sentences, spans, doc.cuts, strict=True):
             n = len(found)
             text, read = _joined(sentence, found, translations[at:at + n], links[at:at + n])
-            joined.append(text)
-            linked.append(read if cut else None)
+            joined.append(text if found else sentence)  # (no part: kept as it is)
+            linked.append(read if cut and found else None)
             at += n
         return doc.rebuild_with(joined, linked)
 
