@@ -306,6 +306,57 @@ def test_an_odp_named_odt_is_refused_in_one_line(translator):
         translate_file(translator, "talk.odt", odf_presentation())
 
 
+def test_marks_between_sentences_stay_between_their_translations(translator):
+    """What marks a place in a paragraph (a footnote's reference in a run of its own, as
+    LibreOffice writes it; a bookmark; a tracked deletion), between runs formatted alike,
+    stays between the translations of the words around it, in Word and OpenDocument (each
+    went to the paragraph's end: the group's text goes into its first run)."""
+    from odf import text
+    from odf.opendocument import OpenDocumentText
+
+    deleted = '<w:del w:id="9" w:author="A" w:date="2026-12-01T10:00:00Z"><w:r><w:delText>' \
+              'Eine Katze.</w:delText></w:r></w:del>'
+    word = docx.Document()
+    word.element.body.insert(0, parse_xml(
+        f'<w:p {W}>{run("Ein Mann fährt Fahrrad.")}<w:r><w:footnoteReference w:id="1"/></w:r>'
+        f'{run(" Eine Frau liest ein Buch. Ein Mädchen")}{deleted}{run(" lächelt.")}'
+        f'<w:bookmarkStart w:id="0" w:name="m"/><w:bookmarkEnd w:id="0"/>'
+        f'{run(" Ein Mann läuft.")}</w:p>'))
+    out = io.BytesIO()
+    word.save(out)
+    body = parts(translate_file(translator, "notes.docx", out.getvalue()))["word/document.xml"]
+    [paragraph] = body.xpath("//w:p[.//w:footnoteReference]", namespaces=NS)
+    shown = [(etree.QName(c).localname, "".join(c.xpath(".//w:t/text()", namespaces=NS)))
+             for c in paragraph]
+    marks = [i for i, (name, _) in enumerate(shown) if name in ("del", "bookmarkStart") or
+             paragraph[i].xpath("w:footnoteReference", namespaces=NS)]
+    assert len(marks) == 3
+    for i in marks:  # words on both sides of each mark
+        assert any(t.strip() for _, t in shown[:i]) and any(t.strip() for _, t in shown[i + 1:])
+
+    document = OpenDocumentText()
+    paragraph = text.P(text="Ein Mann fährt Fahrrad.")
+    note = text.Note(id="n1", noteclass="footnote")
+    note.addElement(text.NoteCitation(text="1"))
+    body_ = text.NoteBody()
+    body_.addElement(text.P(text="Zwei Hunde spielen im Schnee."))
+    note.addElement(body_)
+    paragraph.addElement(note)
+    paragraph.addText(" Eine Frau liest ein Buch.")
+    paragraph.addElement(text.Bookmark(name="m"))
+    paragraph.addText(" Ein Mann läuft.")
+    document.text.addElement(paragraph)
+    out = io.BytesIO()
+    document.write(out)
+    content = parts(translate_file(translator, "notes.odt", out.getvalue()),
+                    "content")["content.xml"]
+    odf = {"text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0"}
+    [paragraph] = content.xpath("//text:p[text:note]", namespaces=odf)
+    pieces = [paragraph.text, *(child.tail for child in paragraph)]  # around each mark
+    assert [etree.QName(c).localname for c in paragraph] == ["note", "bookmark"]
+    assert all(piece and piece.strip() for piece in pieces), pieces
+
+
 def odf_spreadsheet() -> bytes:
     """An .ods as LibreOffice Calc writes one: text cells (one with a span, one with its value
     as ``office:string-value`` too, one with a comment), a number, a date and a formula's

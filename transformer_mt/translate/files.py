@@ -22,11 +22,12 @@ server's ``/translate_file``.
   alone (``subtitles.py``); a WebVTT header's ``Language:`` the translation's.
 - Word documents (``.docx``): every paragraph wherever it is (the body, tables, content
   controls, text boxes, every header and footer, footnotes, endnotes, comments; charts'
-  titles and their categories' and series' names), with each
-  run's formatting and what else it holds (a footnote's reference, a picture), fields kept
-  as they are (a page number; a link's text translated): a paragraph's runs, in groups
-  formatted alike, read as one flow, a sentence across groups (a bold word in it) translated
-  whole and shared out among them (``documents.split_flow``). Read and written by
+  titles and their categories' and series' names), with each run's formatting and what else
+  it holds (a footnote's reference, a picture) kept between the words around it, as bookmarks
+  and tracked deletions are, fields kept as they are (a page number; a link's text
+  translated): a paragraph's runs, in groups formatted alike, read as one flow, a sentence
+  across groups (a bold word in it) translated whole and shared out among them
+  (``documents.split_flow``). Read and written by
   ``python-docx`` (the ``files`` extra), whose XML parser expands no entity; the zip's members
   may unpack to :data:`MOST_UNPACKED` bytes at most (a zip bomb is refused before it opens).
 - Excel workbooks (``.xlsx``): every string of every sheet (shared, or a cell's own), of
@@ -86,12 +87,12 @@ from transformer_mt.translate.office import (
     SLIDE_PARTS,
     WORD_PARTS,
     Group,
-    odf_runs,
     open_slides,
     open_word,
     slide_runs,
     word_runs,
 )
+from transformer_mt.translate.opendocument import odf_runs
 from transformer_mt.translate.po import read_po
 from transformer_mt.translate.sheets import parse_parts, sheet_runs, written
 from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_tagged

@@ -1,9 +1,10 @@
-"""The runs of office documents' paragraphs (``files.py``'s Word, PowerPoint and OpenDocument
-texts): each paragraph's runs with text, in groups of neighbours formatted alike, which
-``documents.split_flow`` reads as one flow (a sentence across groups, a bold word in it, is
-translated whole and shared out among them). Spacing a paragraph holds as an element (a line
-break, a tab, ODF's spaces) is a group of its own, kept where it was: a line break ends a
-sentence in the file as in a text."""
+"""The runs of office documents' paragraphs (``files.py``'s Word and PowerPoint documents;
+OpenDocument's: ``opendocument.py``): each paragraph's runs with text, in groups of neighbours
+formatted alike, which ``documents.split_flow`` reads as one flow (a sentence across groups, a
+bold word in it, is translated whole and shared out among them). Spacing a paragraph holds as
+an element (a line break, a tab, ODF's spaces) is a group of its own, kept where it was: a line
+break ends a sentence in the file as in a text; what marks a place between texts (a footnote's
+mark, a picture, a bookmark) stays between them."""
 
 from __future__ import annotations
 
@@ -32,44 +33,7 @@ def slide_runs(presentation: Any) -> list[list[Group]]:
             ] + chart_runs(charts)
 
 
-def odf_runs(document: Any) -> list[list[Group]]:
-    """An OpenDocument text's or presentation's paragraphs and headings (each found on its own,
-    wherever it is: a table, a frame, a slide, its notes, a note, a header), and a
-    presentation's header and footer texts: their text nodes (and spacing elements) in groups
-    of neighbours inside the same spans."""
-    text = imported("odf.text", ODF_FILES)
-    slides = imported("odf.presentation", ODF_FILES)
-    paragraphs: list[list[Group]] = []
-    for paragraph in [p for kind in (text.P, text.H, slides.HeaderDecl, slides.FooterDecl)
-                      for p in document.getElementsByType(kind) if _worded(p)]:
-        runs: list[tuple[object, Any]] = []
-        _odf_runs(paragraph, (), runs)
-        paragraphs.append(grouped(runs, "data"))
-    return paragraphs
-
-
-ODF_FILES = "an OpenDocument file (.odt, .odp, .ods)"
-ODF_NS = "urn:oasis:names:tc:opendocument:xmlns:{}:1.0"
-
-
-def _worded(paragraph: Any) -> bool:
-    """Whether an ODF paragraph is text: not what a table's cell shows of its value where that
-    is a number, a date, a truth value or a formula's result (written from the value); a
-    comment in such a cell is."""
-    node = paragraph.parentNode
-    while getattr(node, "tagName", None) not in (None, "office:annotation"):
-        if node.tagName in ("table:table-cell", "table:covered-table-cell"):
-            cell, office = node.attributes, ODF_NS.format("office")
-            if cell.get((office, "value-type"), "string") != "string" or (
-                    ODF_NS.format("table"), "formula") in cell:
-                return False
-            cell.pop((office, "string-value"), None)  # its value: its paragraphs' text
-            return True
-        node = node.parentNode
-    return True
-
-
-class _Held:
+class Held:
     """What a paragraph holds as an element, read as its text: spacing (a line break, a tab,
     ODF's ``text:s``) which, given another text (spaces inside a sentence get a share of its
     translation), gives way to it (``replace``); or a field (a date, a page number; no
@@ -91,6 +55,9 @@ class _Held:
     data = text  # what ODF's text nodes call it
 
 
+APART = Held("")  # what stands between a paragraph's texts, holding none
+
+
 class Group(list[Any]):
     """Neighbouring runs formatted alike; ``bare`` where formatted as most of its paragraph's
     text is (the text outside its markup: ``documents.split_flow``)."""
@@ -105,13 +72,14 @@ def grouped(runs: list[tuple[object, Any]], attribute: str) -> list[Group]:
     groups: list[tuple[object, Group]] = []
     last: object = None
     for style, run in runs:
-        if not getattr(run, attribute):
+        if not getattr(run, attribute):  # a footnote's mark, a picture, a bookmark: it stays
+            last = APART  # between the texts around it (the first run gets a group's text)
             continue
-        if groups and style == last and not isinstance(run, _Held):
+        if groups and style == last and not isinstance(run, Held):
             groups[-1][1].append(run)
         else:
-            groups.append((None if isinstance(run, _Held) else style, Group([run])))
-        last = None if isinstance(run, _Held) else style
+            groups.append((None if isinstance(run, Held) else style, Group([run])))
+        last = None if isinstance(run, Held) else style
     if not "".join(getattr(r, attribute) for _, g in groups for r in g).strip():
         return []
     chars: list[tuple[object, int]] = []  # each formatting (unhashable: XML), its characters
@@ -122,48 +90,6 @@ def grouped(runs: list[tuple[object, Any]], attribute: str) -> list[Group]:
     for style, group in groups:
         group.bare = style is not None and style == most
     return [group for _, group in groups]
-
-
-ODF_SPACING = {"text:line-break": "\n", "text:tab": "\t", "text:s": " "}
-# fields whose text the application writes (a date, a page number): kept as they are
-ODF_FIELDS = {"text:date", "text:time", "text:page-number", "text:page-count", "text:chapter",
-              "text:file-name", "text:sequence", "text:variable-get", "text:user-field-get"}
-
-
-def teletype(element: Any) -> str:
-    """The text inside an ODF element."""
-    return "".join(str(n) if n.nodeType == n.TEXT_NODE else teletype(n)
-                   for n in element.childNodes)
-
-
-def _odf_replace(element: Any, text: str) -> None:
-    """An ODF element in a paragraph replaced by a text node holding ``text``."""
-    if text:
-        node = imported("odf.element", ODF_FILES).Text(text)
-        element.parentNode.insertBefore(node, element)
-    element.parentNode.removeChild(element)
-
-
-# what holds paragraphs of its own (found on their own) or no text to translate
-ODF_APART = {"text:p", "text:h", "draw:frame", "text:note", "office:annotation",
-             "text:tracked-changes", "text:bookmark-ref", "text:sequence-ref"}
-
-
-def _odf_runs(element: Any, style: tuple[str, ...], out: list[tuple[object, Any]]) -> None:
-    """The text nodes inside ``element``, each with the spans it is in (their names and
-    attributes: its formatting), and its spacing elements, in order."""
-    for child in element.childNodes:
-        if child.nodeType == child.TEXT_NODE:
-            out.append((style, child))
-        elif child.tagName in ODF_SPACING:
-            spaces = int(child.getAttribute("c") or 1) if child.tagName == "text:s" else 1
-            out.append((style, _Held(ODF_SPACING[child.tagName] * spaces,
-                                     functools.partial(_odf_replace, child))))
-        elif child.tagName in ODF_FIELDS:
-            out.append((style, _Held(teletype(child))))
-        elif child.tagName not in ODF_APART:
-            attributes = sorted((str(k), str(v)) for k, v in child.attributes.items())
-            _odf_runs(child, (*style, f"{child.tagName}{attributes}"), out)
 
 
 # a presentation's parts that hold text to translate (not its masters' and layouts')
@@ -245,7 +171,7 @@ def drawing_groups(paragraph: Any) -> list[Group]:
     fields (``_drawing_inner``), in groups of neighbours formatted alike (``grouped``)."""
     runs: list[tuple[object, Any]] = []
     for run in _drawing_inner(paragraph):
-        properties = None if isinstance(run, _Held) else run.r.find(f"{DRAWING}rPr")
+        properties = None if isinstance(run, Held) else run.r.find(f"{DRAWING}rPr")
         runs.append(("" if properties is None else _xml(properties), run))
     return grouped(runs, "text")
 
@@ -282,8 +208,8 @@ def _drawing_inner(paragraph: Any) -> list[Any]:
         br.getparent().remove(br)
 
     return [_DrawingRun(child) if child.tag == f"{DRAWING}r" else
-            _Held("\n", functools.partial(gone, child)) if child.tag == f"{DRAWING}br" else
-            _Held(child.text or "")  # a field (a date, the slide's number): kept
+            Held("\n", functools.partial(gone, child)) if child.tag == f"{DRAWING}br" else
+            Held(child.text or "")  # a field (a date, the slide's number): kept
             for child in paragraph if child.tag in (f"{DRAWING}r", f"{DRAWING}br",
                                                     f"{DRAWING}fld")]
 
@@ -291,6 +217,9 @@ def _drawing_inner(paragraph: Any) -> list[Any]:
 # what holds a Word paragraph's runs inside it (a link, a content control, a tracked insertion)
 WORD_INSIDE = {"hyperlink", "sdt", "sdtContent", "ins", "moveTo", "smartTag", "customXml",
                "dir", "bdo"}
+# what marks a place in a paragraph: kept between the words around it
+WORD_ANCHORS = {"bookmarkStart", "bookmarkEnd", "commentRangeStart", "commentRangeEnd", "del",
+                "moveFrom"}
 # a run's elements that are its text (python-docx's ``Run.text``), a line break's alone
 WORD_TEXT = {"t", "tab", "cr", "noBreakHyphen", "ptab"}
 
@@ -351,7 +280,7 @@ class _Fields:
         self.made = 0
 
     def run(self, r: Any) -> tuple[tuple[int, ...], Any]:
-        """The fields ``r`` is in (a link's), and ``r``: its text kept (``_Held``) where it
+        """The fields ``r`` is in (a link's), and ``r``: its text kept (``Held``) where it
         shows a computed field's result (a page number, a date; not a link's, nor a table of
         contents' entries: ``COMPUTED``), else ``_WordRun``."""
         from docx.oxml.ns import qn
@@ -369,7 +298,7 @@ class _Fields:
                 self.open.pop()
         where = tuple(serial for _, _, serial in self.open)
         if self.open and self.open[-1][1] and _computed(self.open[-1][0]):
-            return where, _Held(str(r.text))
+            return where, Held(str(r.text))
         return where, _WordRun(r)
 
 
@@ -386,10 +315,12 @@ def _word_inner(paragraph: Any) -> list[tuple[object, Any]]:
         for child in element:
             name = _name(child)
             if name == "fldSimple" and _computed(child.get(child.tag[:-9] + "instr", "")):
-                found.append((where, _Held("".join(t.text or "" for t in child.iter(
+                found.append((where, Held("".join(t.text or "" for t in child.iter(
                     "{*}t")))))
             elif name in WORD_INSIDE or name == "fldSimple":
                 walk(child, (*where, child))
+            elif name in WORD_ANCHORS:  # where it was, between the texts around it
+                found.append((where, APART))
             elif name == "r":
                 inside, run = fields.run(child)
                 properties = child.rPr
