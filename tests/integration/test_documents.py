@@ -127,6 +127,25 @@ def test_texts_translate_as_their_sentences_one_by_one(trained_run):
         translator.translate(texts[:1], form="pdf")  # type: ignore[call-overload]
 
 
+def test_a_notes_mark_stays_where_it_stood_and_is_not_read():
+    """A superscript note's mark (Wikipedia's ``<sup class="reference">[1]</sup>``, a
+    footnote's number, "[a]") is kept where it stands between the words around it and not
+    read: "Fahrrad.[1] Eine Frau" was one sentence, whose translation lost words and put
+    "[" inside the mark and "1" after it. A superscript with words (or an exponent glued in a
+    word: H<sub>2</sub>O) reads on as ever."""
+    note = '<sup class="reference"><a href="#c1">[1]</a></sup>'
+    page = (f"<p>Ein Mann fährt Fahrrad.{note} Eine Frau liest ein Buch<sup>2</sup>. "
+            "Ein Hund<sup>[a]</sup> läuft. Ein Mann <sup>mit Hut</sup> lacht.</p>")
+    doc = split_html(page, "de")
+    assert doc.sentences == ["Ein Mann fährt Fahrrad.", "Eine Frau liest ein Buch.",
+                             "Ein Hund läuft.", "Ein Mann mit Hut lacht."]
+    assert doc.rebuild(doc.sentences) == page
+    assert doc.rebuild(["A man rides a bike.", "A woman reads a book.", "A dog runs.",
+                        "A man with a hat laughs."]).startswith(
+        f"<p>A man rides a bike.{note} A woman reads a book<sup>2</sup>. A dog<sup>[a]</sup> "
+        "runs. A man")
+
+
 def test_numbers_dates_and_dashes_are_kept_not_translated(translator, monkeypatch):
     """A sentence without a letter is kept as it is, by the library, a file and the server
     (what a model writes for "3,5" is "3,5 3,5 3,5."), and the model reads only the others."""

@@ -206,7 +206,7 @@ def split_html(text: str, lang: str, xml: bool = False,
     soup = BeautifulSoup(text, "xml") if xml else BeautifulSoup(
         text, "html.parser", on_duplicate_attribute="ignore")
     translated: list[Any] = []  # the elements in text translated: their attributes are
-    read = [(split_flow([n.get_text() if k else str(n) for n, k in nodes], lang,
+    read = [(split_flow([_read(n, k) for n, k in nodes], lang,
                         [k for _, k in nodes],
                         [not k and n.parent.name not in INLINE for n, k in nodes]),
              functools.partial(_put_text, [n for n, _ in nodes]))
@@ -245,6 +245,24 @@ def _as_written(xml: bool) -> Any:
             return list((tag.attrs or {}).items())
 
     return InOrder(entity_substitution=EntitySubstitution.substitute_xml)
+
+
+def _read(node: Any, kept: bool) -> str:
+    """What a flow reads of a node: a text node's text, a kept element's (inline code), and
+    nothing of a note's mark (``<sup>[1]</sup>``: :data:`MARKS`), which stays where it was
+    between the words around it and ends no sentence of its own ("Fahrrad.[1] Eine Frau"
+    read as one sentence)."""
+    if not kept:
+        return str(node)
+    return "" if _mark(node) else node.get_text()
+
+
+def _mark(node: Any) -> bool:
+    """Whether ``node`` is a note's mark: a superscript of no letter ("1", "*") or in brackets
+    ("[1]", "[a]", Wikipedia's "[note 2]")."""
+    text = node.get_text().strip()
+    return node.name in MARKS and (not any(c.isalpha() for c in text) or (
+        text[:1] == "[" and text[-1:] == "]" and len(text) <= 20))
 
 
 def _put_text(nodes: list[Any], texts: list[str]) -> None:
@@ -297,6 +315,8 @@ INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del"
 
 # inline elements kept as they are inside a sentence: read with it, never translated
 KEPT_INLINE = frozenset({"code", "kbd", "samp", "var"})
+# a note's mark (:func:`_mark`): kept where it stands, not read
+MARKS = frozenset({"sup"})
 
 
 def _flows(soup: Any, translated: list[Any]) -> list[list[tuple[Any, bool]]]:
@@ -345,7 +365,8 @@ def _kind(node: Any, translate: bool) -> tuple[str, bool]:
         return "text" if translate and type(node) is NavigableString else "break", translate
     said = node.get("translate")
     inner = translate if said is None else str(said).strip().lower() != "no"
-    if node.name in KEPT_INLINE or (node.name in INLINE and translate and not inner):
+    if node.name in KEPT_INLINE or (node.name in INLINE and translate and not inner) or (
+            translate and _mark(node)):
         return "kept", inner
     if node.name in INLINE:
         return "inline", inner
