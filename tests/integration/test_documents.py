@@ -129,21 +129,31 @@ def test_texts_translate_as_their_sentences_one_by_one(trained_run):
 
 def test_a_notes_mark_stays_where_it_stood_and_is_not_read():
     """A superscript note's mark (Wikipedia's ``<sup class="reference">[1]</sup>``, a
-    footnote's number, "[a]") is kept where it stands between the words around it and not
-    read: "Fahrrad.[1] Eine Frau" was one sentence, whose translation lost words and put
-    "[" inside the mark and "1" after it. A superscript with words (or an exponent glued in a
-    word: H<sub>2</sub>O) reads on as ever."""
+    footnote's number, "[a]"), or an inline element of symbols alone ("↑"), is kept where it
+    stands between the words around it and read as a space: "Fahrrad.[1] Eine Frau" was one
+    sentence, whose translation lost words and put "[" inside the mark and "1" after it; a
+    back link's "↑" was given the translation's first word. A superscript with words (or an
+    exponent glued in a word: H<sub>2</sub>O) reads on as ever."""
     note = '<sup class="reference"><a href="#c1">[1]</a></sup>'
     page = (f"<p>Ein Mann fährt Fahrrad.{note} Eine Frau liest ein Buch<sup>2</sup>. "
             "Ein Hund<sup>[a]</sup> läuft. Ein Mann <sup>mit Hut</sup> lacht.</p>")
     doc = split_html(page, "de")
-    assert doc.sentences == ["Ein Mann fährt Fahrrad.", "Eine Frau liest ein Buch.",
-                             "Ein Hund läuft.", "Ein Mann mit Hut lacht."]
+    assert doc.sentences == ["Ein Mann fährt Fahrrad.", "Eine Frau liest ein Buch .",
+                             "Ein Hund  läuft.", "Ein Mann mit Hut lacht."]
     assert doc.rebuild(doc.sentences) == page
     assert doc.rebuild(["A man rides a bike.", "A woman reads a book.", "A dog runs.",
                         "A man with a hat laughs."]).startswith(
         f"<p>A man rides a bike.{note} A woman reads a book<sup>2</sup>. A dog<sup>[a]</sup> "
         "runs. A man")
+    # inline symbols alone, a back link's arrow, an edit link's brackets: read as a space, kept
+    page = ('<li><a href="#r">↑</a> Ein Mann liest ein Buch.</li><h2>Merkmale<span>[</span>'
+            '<a href="?edit">Bearbeiten</a><span>]</span></h2><p>Es kostet <b>42</b> Euro.</p>')
+    doc = split_html(page, "de")
+    assert doc.sentences == ["Ein Mann liest ein Buch.", "Merkmale Bearbeiten",
+                             "Es kostet 42 Euro."]  # (a number in a sentence read as ever)
+    assert doc.rebuild(doc.sentences) == page
+    assert doc.rebuild(["A man reads a book.", "Features edit", "It costs 42 euros."]) \
+        .startswith('<li><a href="#r">↑</a> A man reads a book.</li><h2>')
 
 
 def test_numbers_dates_and_dashes_are_kept_not_translated(translator, monkeypatch):

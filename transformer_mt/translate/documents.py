@@ -248,21 +248,26 @@ def _as_written(xml: bool) -> Any:
 
 
 def _read(node: Any, kept: bool) -> str:
-    """What a flow reads of a node: a text node's text, a kept element's (inline code), and
-    nothing of a note's mark (``<sup>[1]</sup>``: :data:`MARKS`), which stays where it was
-    between the words around it and ends no sentence of its own ("Fahrrad.[1] Eine Frau"
-    read as one sentence)."""
+    """What a flow reads of a node: a text node's text, a kept element's (inline code), and a
+    space for a mark (:func:`_mark`), which stays where it was between the words around it
+    and ends no sentence of its own ("Fahrrad.[1] Eine Frau" read as one sentence)."""
     if not kept:
         return str(node)
-    return "" if _mark(node) else node.get_text()
+    return " " if _mark(node) else node.get_text()  # (the words around it stay apart)
 
 
 def _mark(node: Any) -> bool:
-    """Whether ``node`` is a note's mark: a superscript of no letter ("1", "*") or in brackets
-    ("[1]", "[a]", Wikipedia's "[note 2]")."""
+    """Whether an inline element is a mark, not words: its text has no letter or digit ("↑",
+    "[", "*"), or it is a superscript note's, of no letter ("1") or in brackets ("[1]",
+    "[a]", Wikipedia's "[note 2]"). (A number in a sentence is read as ever: "kostet
+    <b>42</b> Euro".)"""
     text = node.get_text().strip()
-    return node.name in MARKS and (not any(c.isalpha() for c in text) or (
-        text[:1] == "[" and text[-1:] == "]" and len(text) <= 20))
+    if node.name not in INLINE or not text:
+        return False
+    if node.name in MARKS:  # a note's: "1", "*", "[1]", "[a]"
+        bracketed = text[:1] == "[" and text[-1:] == "]" and len(text) <= 20
+        return bracketed or not any(c.isalpha() for c in text)
+    return not any(c.isalnum() for c in text)
 
 
 def _put_text(nodes: list[Any], texts: list[str]) -> None:
@@ -315,7 +320,7 @@ INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del"
 
 # inline elements kept as they are inside a sentence: read with it, never translated
 KEPT_INLINE = frozenset({"code", "kbd", "samp", "var"})
-# a note's mark (:func:`_mark`): kept where it stands, not read
+# where a note's mark in brackets stands (:func:`_mark`)
 MARKS = frozenset({"sup"})
 
 
@@ -365,8 +370,8 @@ def _kind(node: Any, translate: bool) -> tuple[str, bool]:
         return "text" if translate and type(node) is NavigableString else "break", translate
     said = node.get("translate")
     inner = translate if said is None else str(said).strip().lower() != "no"
-    if node.name in KEPT_INLINE or (node.name in INLINE and translate and not inner) or (
-            translate and _mark(node)):
+    if node.name in KEPT_INLINE or (node.name in INLINE and translate and (
+            not inner or _mark(node))):
         return "kept", inner
     if node.name in INLINE:
         return "inline", inner
