@@ -31,14 +31,12 @@ from typing import Any, Generic, Literal, TypeVar
 
 from transformer_mt.data.tokenize import spacy_pipeline
 from transformer_mt.errors import DataError
+from transformer_mt.translate.html_text import INLINE, read_node, text_flows
 from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
 
 T = TypeVar("T")
 
-# text inside these elements is not prose: kept as it is
-KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
-                        "noscript", "template", "math", "svg"})
 
 
 Links = Sequence[Link] | None  # where a sentence's translation reads in it (None: unknown)
@@ -206,11 +204,11 @@ def split_html(text: str, lang: str, xml: bool = False,
     soup = BeautifulSoup(text, "xml") if xml else BeautifulSoup(
         text, "html.parser", on_duplicate_attribute="ignore")
     translated: list[Any] = []  # the elements in text translated: their attributes are
-    read = [(split_flow([_read(n, k) for n, k in nodes], lang,
+    read = [(split_flow([read_node(n, k) for n, k in nodes], lang,
                         [k for _, k in nodes],
                         [not k and n.parent.name not in INLINE for n, k in nodes]),
              functools.partial(_put_text, [n for n, _ in nodes]))
-            for nodes in _flows(soup, translated)]
+            for nodes in text_flows(soup, translated)]
     read += [(split_flow([str(tag[name])], lang), functools.partial(_put_attribute, tag, name))
              for tag in translated for name in _translatable(tag)]
     flows = [(flow, put) for flow, put in read if flow.sentences]
@@ -245,29 +243,6 @@ def _as_written(xml: bool) -> Any:
             return list((tag.attrs or {}).items())
 
     return InOrder(entity_substitution=EntitySubstitution.substitute_xml)
-
-
-def _read(node: Any, kept: bool) -> str:
-    """What a flow reads of a node: a text node's text, a kept element's (inline code), and a
-    space for a mark (:func:`_mark`), which stays where it was between the words around it
-    and ends no sentence of its own ("Fahrrad.[1] Eine Frau" read as one sentence)."""
-    if not kept:
-        return str(node)
-    return " " if _mark(node) else node.get_text()  # (the words around it stay apart)
-
-
-def _mark(node: Any) -> bool:
-    """Whether an inline element is a mark, not words: its text has no letter or digit ("↑",
-    "[", "*"), or it is a superscript note's, of no letter ("1") or in brackets ("[1]",
-    "[a]", Wikipedia's "[note 2]"). (A number in a sentence is read as ever: "kostet
-    <b>42</b> Euro".)"""
-    text = node.get_text().strip()
-    if node.name not in INLINE or not text:
-        return False
-    if node.name in MARKS:  # a note's: "1", "*", "[1]", "[a]"
-        bracketed = text[:1] == "[" and text[-1:] == "]" and len(text) <= 20
-        return bracketed or not any(c.isalpha() for c in text)
-    return not any(c.isalnum() for c in text)
 
 
 def _put_text(nodes: list[Any], texts: list[str]) -> None:
@@ -310,72 +285,6 @@ def _translatable(tag: Any) -> list[str]:
     if tag.name == "meta" and said in META_TEXT:
         names.append("content")
     return [n for n in names if isinstance(tag.get(n), str)]
-
-
-# elements inside a sentence: the text around them runs on (a <br>, an image, a block ends it)
-INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em",
-                    "font", "i", "ins", "label", "mark", "q", "s", "small", "span", "strong",
-                    "sub", "sup", "time", "tt", "u"})
-
-
-# inline elements kept as they are inside a sentence: read with it, never translated
-KEPT_INLINE = frozenset({"code", "kbd", "samp", "var"})
-# where a note's mark in brackets stands (:func:`_mark`)
-MARKS = frozenset({"sup"})
-
-
-def _flows(soup: Any, translated: list[Any]) -> list[list[tuple[Any, bool]]]:
-    """The text to translate, in runs that only inline elements separate (a block, a comment,
-    a <br>, text not translated ends one): its text nodes, and the inline elements kept as
-    they are inside a sentence (code, ``translate="no"``), each with whether it is kept; the
-    elements in text translated to ``translated`` (their attributes are). The tree walked
-    with a stack of its own (a page nested deeper than Python recurses is read)."""
-    flows: list[list[tuple[Any, bool]]] = [[]]
-
-    def end() -> None:
-        if flows[-1]:
-            flows.append([])
-
-    stack = [(iter(soup.children), True, False)]  # children, translated, a block
-    while stack:
-        children, translate, block = stack[-1]
-        child = next(children, None)
-        if child is None:
-            stack.pop()
-            if block:
-                end()
-        else:
-            kind, inner = _kind(child, translate)
-            if inner and kind != "text" and kind != "break":
-                translated.append(child)
-            if kind in ("text", "kept"):
-                flows[-1].append((child, kind == "kept"))
-                continue
-            if kind != "inline":
-                end()
-            if kind in ("inline", "block"):
-                stack.append((iter(child.children), inner, kind == "block"))
-    return [f for f in flows if f]
-
-
-def _kind(node: Any, translate: bool) -> tuple[str, bool]:
-    """What a flow makes of a node, in text ``translate``-d or not: ``text`` to translate, a
-    ``break`` (a comment, text not translated), an element ``kept`` as it is inside a sentence,
-    ``inline`` (the text runs on), a ``block`` or kept ``apart`` (it ends the text before it);
-    and whether the text inside it is translated (an element's ``translate`` attribute, its
-    keywords in any case, as HTML reads them)."""
-    from bs4 import NavigableString, Tag
-
-    if not isinstance(node, Tag):
-        return "text" if translate and type(node) is NavigableString else "break", translate
-    said = node.get("translate")
-    inner = translate if said is None else str(said).strip().lower() != "no"
-    if node.name in KEPT_INLINE or (node.name in INLINE and translate and (
-            not inner or _mark(node))):
-        return "kept", inner
-    if node.name in INLINE:
-        return "inline", inner
-    return ("apart" if node.name in KEEP_AS_IS else "block"), inner
 
 
 TextForm = Literal["text", "html", "xhtml"]  # what a text holding several sentences may be

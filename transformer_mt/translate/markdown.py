@@ -26,13 +26,8 @@ from typing import Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import (
-    KEPT_INLINE,
-    Document,
-    Links,
-    split_flow,
-    split_html,
-)
+from transformer_mt.translate.documents import Document, Links, split_flow, split_html
+from transformer_mt.translate.html_text import KEPT_INLINE
 from transformer_mt.translate.subtitles import wrap
 
 Place = tuple[int, int, int]  # where a text stands: its line, its first and past its last column

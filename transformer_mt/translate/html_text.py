@@ -1,0 +1,97 @@
+"""What of a page's tree is read as text (``documents.split_html``): the runs of text nodes
+that only inline elements separate (each one flow), the elements kept as they are inside a
+sentence (inline code, ``translate="no"``, marks: a note's ``<sup>[1]</sup>``, a "↑" link),
+and what a flow reads of each node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# text inside these elements is not prose: kept as it is
+KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
+                        "noscript", "template", "math", "svg"})
+# elements inside a sentence: the text around them runs on (a <br>, an image, a block ends it)
+INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em",
+                    "font", "i", "ins", "label", "mark", "q", "s", "small", "span", "strong",
+                    "sub", "sup", "time", "tt", "u"})
+# inline elements kept as they are inside a sentence: read with it, never translated
+KEPT_INLINE = frozenset({"code", "kbd", "samp", "var"})
+# where a note's mark in brackets stands (:func:`_mark`)
+MARKS = frozenset({"sup"})
+
+
+def text_flows(soup: Any, translated: list[Any]) -> list[list[tuple[Any, bool]]]:
+    """The text to translate, in runs that only inline elements separate (a block, a comment,
+    a <br>, text not translated ends one): its text nodes, and the inline elements kept as
+    they are inside a sentence (code, ``translate="no"``), each with whether it is kept; the
+    elements in text translated to ``translated`` (their attributes are). The tree walked
+    with a stack of its own (a page nested deeper than Python recurses is read)."""
+    flows: list[list[tuple[Any, bool]]] = [[]]
+
+    def end() -> None:
+        if flows[-1]:
+            flows.append([])
+
+    stack = [(iter(soup.children), True, False)]  # children, translated, a block
+    while stack:
+        children, translate, block = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if block:
+                end()
+        else:
+            kind, inner = _kind(child, translate)
+            if inner and kind != "text" and kind != "break":
+                translated.append(child)
+            if kind in ("text", "kept"):
+                flows[-1].append((child, kind == "kept"))
+                continue
+            if kind != "inline":
+                end()
+            if kind in ("inline", "block"):
+                stack.append((iter(child.children), inner, kind == "block"))
+    return [f for f in flows if f]
+
+
+def _kind(node: Any, translate: bool) -> tuple[str, bool]:
+    """What a flow makes of a node, in text ``translate``-d or not: ``text`` to translate, a
+    ``break`` (a comment, text not translated), an element ``kept`` as it is inside a sentence,
+    ``inline`` (the text runs on), a ``block`` or kept ``apart`` (it ends the text before it);
+    and whether the text inside it is translated (an element's ``translate`` attribute, its
+    keywords in any case, as HTML reads them)."""
+    from bs4 import NavigableString, Tag
+
+    if not isinstance(node, Tag):
+        return "text" if translate and type(node) is NavigableString else "break", translate
+    said = node.get("translate")
+    inner = translate if said is None else str(said).strip().lower() != "no"
+    if node.name in KEPT_INLINE or (node.name in INLINE and translate and (
+            not inner or _mark(node))):
+        return "kept", inner
+    if node.name in INLINE:
+        return "inline", inner
+    return ("apart" if node.name in KEEP_AS_IS else "block"), inner
+
+
+def read_node(node: Any, kept: bool) -> str:
+    """What a flow reads of a node: a text node's text, a kept element's (inline code), and a
+    space for a mark (:func:`_mark`), which stays where it was between the words around it
+    and ends no sentence of its own ("Fahrrad.[1] Eine Frau" read as one sentence)."""
+    if not kept:
+        return str(node)
+    return " " if _mark(node) else node.get_text()  # (the words around it stay apart)
+
+
+def _mark(node: Any) -> bool:
+    """Whether an inline element is a mark, not words: its text has no letter or digit ("↑",
+    "[", "*"), or it is a superscript note's, of no letter ("1") or in brackets ("[1]",
+    "[a]", Wikipedia's "[note 2]"). (A number in a sentence is read as ever: "kostet
+    <b>42</b> Euro".)"""
+    text = node.get_text().strip()
+    if node.name not in INLINE or not text:
+        return False
+    if node.name in MARKS:  # a note's: "1", "*", "[1]", "[a]"
+        bracketed = text[:1] == "[" and text[-1:] == "]" and len(text) <= 20
+        return bracketed or not any(c.isalpha() for c in text)
+    return not any(c.isalnum() for c in text)
