@@ -72,8 +72,14 @@ def hidden_places() -> bytes:
         footer.append(parse_xml(xml))
     commented = document.add_paragraph("Der Himmel ist blau.").runs
     document.add_comment(commented, text="Ein Mann schläft.", author="T")
+    return saved(document.save)
+
+
+def saved(save) -> bytes:
+    """The bytes a document's ``save`` (python-docx's, python-pptx's, odfpy's ``write``)
+    writes."""
     out = io.BytesIO()
-    document.save(out)
+    save(out)
     return out.getvalue()
 
 
@@ -178,9 +184,7 @@ def slides_with_graphics() -> bytes:
         part = SlideXmlPart(SlideURI(f"/ppt/diagrams/{name}.xml"), content_type,
                             presentation.part.package, parse_slide_xml(xml))
         slide.part.relate_to(part, relation)
-    out = io.BytesIO()
-    presentation.save(out)
-    return out.getvalue()
+    return saved(presentation.save)
 
 
 def test_a_presentations_charts_and_smartart_are_translated(translator):
@@ -276,9 +280,7 @@ def odf_presentation() -> bytes:
         frame.addElement(box)
         holder.addElement(frame)
     page.addElement(speaker)
-    out = io.BytesIO()
-    doc.write(out)
-    return out.getvalue()
+    return saved(doc.write)
 
 
 def test_an_odp_keeps_its_slides_and_spans_and_translates_every_text(translator):
@@ -322,9 +324,7 @@ def test_marks_between_sentences_stay_between_their_translations(translator):
         f'{run(" Eine Frau liest ein Buch. Ein Mädchen")}{deleted}{run(" lächelt.")}'
         f'<w:bookmarkStart w:id="0" w:name="m"/><w:bookmarkEnd w:id="0"/>'
         f'{run(" Ein Mann läuft.")}</w:p>'))
-    out = io.BytesIO()
-    word.save(out)
-    body = parts(translate_file(translator, "notes.docx", out.getvalue()))["word/document.xml"]
+    body = parts(translate_file(translator, "notes.docx", saved(word.save)))["word/document.xml"]
     [paragraph] = body.xpath("//w:p[.//w:footnoteReference]", namespaces=NS)
     shown = [(etree.QName(c).localname, "".join(c.xpath(".//w:t/text()", namespaces=NS)))
              for c in paragraph]
@@ -346,9 +346,7 @@ def test_marks_between_sentences_stay_between_their_translations(translator):
     paragraph.addElement(text.Bookmark(name="m"))
     paragraph.addText(" Ein Mann läuft.")
     document.text.addElement(paragraph)
-    out = io.BytesIO()
-    document.write(out)
-    content = parts(translate_file(translator, "notes.odt", out.getvalue()),
+    content = parts(translate_file(translator, "notes.odt", saved(document.write)),
                     "content")["content.xml"]
     odf = {"text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0"}
     [paragraph] = content.xpath("//text:p[text:note]", namespaces=odf)
@@ -389,9 +387,7 @@ def odf_spreadsheet() -> bytes:
     for cell in cells:
         row.addElement(cell)
     sheet.addElement(row)
-    out = io.BytesIO()
-    doc.write(out)
-    return out.getvalue()
+    return saved(doc.write)
 
 
 def test_an_ods_translates_its_text_cells_and_comments_not_what_values_show(translator):
