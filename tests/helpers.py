@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import itertools
 import json
 import os
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -337,3 +339,21 @@ def assert_servers_agree(a: str, b: str, sentence: str, limit: int = 4) -> None:
         assert post((a, b)[n % 2] + "/v1/translate", {"text": "Ein Hund."})[0] == 200
     assert post(a + "/v1/translate", {"text": "Ein Hund."})[0] == 429  # over the limit
     assert post(b + "/v1/translate", {"text": "Ein Hund."})[0] == 429
+
+
+def saved(save) -> bytes:
+    """The bytes a document's ``save`` (python-docx's, python-pptx's, odfpy's ``write``)
+    writes."""
+    out = io.BytesIO()
+    save(out)
+    return out.getvalue()
+
+
+def zipped_parts(data: bytes, folder: str = "word/") -> dict[str, Any]:
+    """The XML members of a zipped document (a .docx, .pptx, .odt, ...) under ``folder``,
+    parsed (lxml)."""
+    from lxml import etree
+
+    with zipfile.ZipFile(io.BytesIO(data)) as book:
+        return {name: etree.fromstring(book.read(name)) for name in book.namelist()
+                if name.startswith(folder) and name.endswith(".xml")}
