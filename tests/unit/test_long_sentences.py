@@ -137,6 +137,24 @@ def test_a_sentence_without_a_letter_is_kept_as_it_is_not_translated():
     assert chinese.sentences == ["三只狗。"]  # a letter of any script
 
 
+def test_a_sentence_in_quotes_is_read_without_them_and_put_back_in_them():
+    """„Ein Hund läuft.“: a model trained without such marks drops them ("A dog runs."); the
+    sentence is read inside them and its translation put back in them, also in parts; quotes
+    inside a sentence, or two quotations in one, are read as ever."""
+    [doc] = fitted([split_text("„Ein Hund läuft.“ Er sagt: „Ja.“\n«Zwei Hunde.»", "de")],
+                   words_at_most(50))
+    assert doc.sentences == ["Ein Hund läuft.", "Er sagt: „Ja.“", "Zwei Hunde."]
+    assert doc.rebuild(["A dog runs.", "He says: “Yes.”", "Two dogs."]) == (
+        "„A dog runs.“ He says: “Yes.”\n«Two dogs.»")
+    [long] = fitted([split_text("„eins zwei drei, vier fünf sechs.“", "de")], words_at_most(3))
+    assert long.sentences == ["eins zwei drei,", "vier fünf sechs."]
+    assert long.rebuild(["one two three,", "four five six."]) == (
+        "„one two three, four five six.“")
+    for text in ("„Ja“ und „Nein“", "„ “", "„Ja."):
+        [same] = fitted([split_text(text, "de")], words_at_most(50))
+        assert same.rebuild(same.sentences) == text
+
+
 def test_the_marks_that_end_a_sentence_are_spacys():
     from spacy.pipeline.sentencizer import Sentencizer
 

@@ -75,17 +75,39 @@ def fitted(docs: Sequence[Document[T]], fits: Fits) -> list[Document[T]]:
     that it takes (:func:`clause_spans`): the parts are the documents' sentences, and
     rebuilding joins their translations into the sentence's. A sentence without a letter (a
     number, a date, a price: "3,5", "12.04.2026", "—") is no part, kept as it is: a model
-    writes such a sentence again and again ("3,5 3,5 3,5."). Documents whose sentences all
-    fit and have letters are returned as they are."""
+    writes such a sentence again and again ("3,5 3,5 3,5."). A sentence in quotes is read
+    without them and its translation put back in them (:func:`quoted`). Documents whose
+    sentences all fit, have letters and stand in no quotes are returned as they are."""
     sentences = [s for d in docs for s in d.sentences]
     ok = iter(fits(sentences))
     out = []
     for doc in docs:
-        whole = [next(ok) and worded(s) for s in doc.sentences]
+        inner = [(0, len(s)) if cut else quoted(s) for s, cut in zip(doc.sentences, doc.cuts,
+                                                                      strict=True)]
+        whole = [next(ok) and worded(s) and (a, b) == (0, len(s))
+                 for s, (a, b) in zip(doc.sentences, inner, strict=True)]
         out.append(doc if all(whole) else _parted(doc, [
-            [] if not worded(s) else [(0, len(s))] if fit else clause_spans(s, fits)
-            for s, fit in zip(doc.sentences, whole, strict=True)]))
+            [] if not worded(s) else [(a, b)] if fit else
+            [(a + x, a + y) for x, y in clause_spans(s[a:b], fits)]
+            for s, fit, (a, b) in zip(doc.sentences, whole, inner, strict=True)]))
     return out
+
+
+# a quotation's opening marks and the marks that close each
+QUOTES = {"„": "“”", "‚": "‘’", "“": "”", "‘": "’", "«": "»", "»": "«", '"': '"', "「": "」",
+          "『": "』"}
+
+
+def quoted(sentence: str) -> tuple[int, int]:
+    """Where the words of ``sentence`` stand inside the quotes around it ("„Ein Hund
+    läuft.“": a model trained without such marks writes "A dog runs.", and its translation
+    is put back in them), else the whole sentence."""
+    inside = sentence[1:-1]
+    if len(sentence) < 3 or sentence[-1] not in QUOTES.get(sentence[0], "") or not worded(
+            inside) or any(c in QUOTES for c in inside):
+        return 0, len(sentence)
+    return 1 + len(inside) - len(inside.lstrip()), len(sentence) - 1 - (
+        len(inside) - len(inside.rstrip()))
 
 
 def worded(sentence: str) -> bool:
@@ -94,7 +116,9 @@ def worded(sentence: str) -> bool:
 
 
 def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]:
-    """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it; none: kept)."""
+    """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it; none: kept),
+    what stands before the first and after the last (a quotation's marks) around their
+    translations."""
     parts = [s[a:b] for s, found in zip(doc.sentences, spans, strict=True) for a, b in found]
     cuts = [[c - a for c in cut if a < c < b] if cut else []
             for cut, found in zip(doc.cuts, spans, strict=True) for a, b in found]
@@ -104,7 +128,8 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]
         for sentence, found, cut in zip(doc.sentences, spans, doc.cuts, strict=True):
             n = len(found)
             text, read = _joined(sentence, found, translations[at:at + n], links[at:at + n])
-            joined.append(text if found else sentence)  # (no part: kept as it is)
+            joined.append(sentence[:found[0][0]].lstrip() + text + sentence[
+                found[-1][1]:].rstrip() if found else sentence)  # (no part: kept as it is)
             linked.append(read if cut and found else None)
             at += n
         return doc.rebuild_with(joined, linked)
