@@ -36,6 +36,24 @@ def test_whatever_is_not_a_sentence_is_kept(text):
     assert all("\n" not in s and s == s.strip() for s in doc.sentences)
 
 
+def test_a_line_of_items_is_read_item_by_item_its_separators_kept():
+    """A byline, a breadcrumb, a menu ("Von Anna · 4. Dezember · 3 Min.", "Start | Hilfe"):
+    each item is a sentence of its own, the spaced middle dot, bar or bullet between them
+    kept (it was read as one sentence, whose translation dropped them); a bar inside a word
+    separates nothing."""
+    for text, items in (("Von Anna · 4. Dezember 2026 · 3 Min.",
+                         ["Von Anna", "4. Dezember 2026", "3 Min."]),
+                        ("Start | Hilfe\u00a0|\u00a0Kontakt", ["Start", "Hilfe", "Kontakt"]),
+                        ("- Ein Hund • eine Katze", ["Ein Hund", "eine Katze"]),
+                        ("a|b ist kein Trenner.", ["a|b ist kein Trenner."])):
+        doc = split_text(text, "de")
+        assert doc.sentences == items
+        assert doc.rebuild([s.upper() for s in items]) == text.upper()
+    page = split_html('<p class="meta">Von <a href="/anna">Anna</a> · <time>4. Dezember</time>'
+                      "</p>", "de")
+    assert page.sentences == ["Von Anna", "4. Dezember"]
+
+
 def test_abbreviations_and_numbers_do_not_end_a_sentence():
     doc = split_text("Dr. Müller kam am 3. Mai an. Er blieb z.B. zwei Tage.", "de")
     assert doc.sentences == ["Dr. Müller kam am 3. Mai an.", "Er blieb z.B. zwei Tage."]

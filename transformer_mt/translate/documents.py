@@ -105,12 +105,12 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     for line in text.split("\n"):
         marker = LIST_MARKER.match(line)
         skip = marker.end() if marker else 0
-        if line[skip:].strip():
-            found = [(0, len(line) - skip)] if _one_sentence(line[skip:]) else [
-                (s.start_char, s.end_char) for s in _sentencizer(lang)(line[skip:]).sents]
+        for at, part in _separated(line, skip):
+            found = [(0, len(part))] if _one_sentence(part) else [
+                (s.start_char, s.end_char) for s in _sentencizer(lang)(part).sents]
             for sent_start, sent_end in found:
-                start = line_start + skip + sent_start
-                end = line_start + skip + sent_end
+                start = line_start + at + sent_start
+                end = line_start + at + sent_end
                 while start < end and _blank(text[start]):
                     start += 1
                 while end > start and _blank(text[end - 1]):
@@ -119,6 +119,20 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
                     spans.append((start, end))
         line_start += len(line) + 1
     return spans
+
+
+# what parts a line of items ("Von Anna · 4. Dezember · 3 Min.", "Start | Hilfe"): a spaced
+# middle dot, bar or bullet
+SEPARATOR = re.compile(r"[ \t\u00a0]+[·|•][ \t\u00a0]+")
+
+
+def _separated(line: str, start: int) -> list[tuple[int, str]]:
+    """The parts of ``line`` from ``start`` that hold text, between its separators: (where
+    each begins, its text)."""
+    ends = [(m.start(), m.end()) for m in SEPARATOR.finditer(line, start)]
+    bounds = zip([start, *[b for _, b in ends]], [*[a for a, _ in ends], len(line)],
+                 strict=True)
+    return [(a, line[a:b]) for a, b in bounds if line[a:b].strip()]
 
 
 def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
