@@ -236,6 +236,14 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
     assert '<p translate="no">Ein Hund.</p>' in chapter and "Ein Mann" not in chapter
     assert 'lang="en"' in chapter and 'lang="de"' not in chapter  # and xml:lang
     assert 'viewBox="0 0 10 10"' in chapter  # read as XML: the case of names kept
+    from lxml import etree
+
+    ops = {"epub": "http://www.idpf.org/2007/ops"}
+    for member in ("EPUB/chap_01.xhtml", "EPUB/nav.xhtml"):  # XHTML still, its namespaces
+        root = etree.fromstring(written.read(member))  # kept (lxml 6.2 made Beautiful Soup
+        assert root.tag == "{http://www.w3.org/1999/xhtml}html"  # 4.15 drop them)
+    nav = etree.fromstring(written.read("EPUB/nav.xhtml"))
+    assert nav.xpath("//*[@epub:type='toc']", namespaces=ops)  # a reader's table of contents
 
 
 def test_the_cli_and_the_server_take_both(trained_run, translator, tmp_path):
