@@ -172,6 +172,14 @@ def test_a_notes_mark_stays_where_it_stood_and_is_not_read():
     assert doc.rebuild(doc.sentences) == page
     assert doc.rebuild(["A man reads a book.", "Features edit", "It costs 42 euros."]) \
         .startswith('<li><a href="#r">↑</a> A man reads a book.</li><h2>')
+    # a note's reference as EPUB 3 and DPUB-ARIA name it, of digits: a mark too
+    book = ('<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/'
+            'ops"><body><p>Ein Hund.<a epub:type="noteref" href="#n1">1</a> Zwei Katzen'
+            '<a role="doc-noteref" href="#n2">2</a>.</p></body></html>')
+    for xml in (True, False):
+        doc = split_html(book, "de", xml)
+        assert doc.sentences == ["Ein Hund.", "Zwei Katzen ."]
+        assert 'Katzen<a role="doc-noteref" href="#n2">2</a>.' in doc.rebuild(doc.sentences)
 
 
 def test_numbers_dates_and_dashes_are_kept_not_translated(translator, monkeypatch):

@@ -86,11 +86,15 @@ def read_node(node: Any, kept: bool) -> str:
 def _mark(node: Any) -> bool:
     """Whether an inline element is a mark, not words: its text has no letter or digit ("↑",
     "[", "*"), or it is a superscript note's, of no letter ("1") or in brackets ("[1]",
-    "[a]", Wikipedia's "[note 2]"). (A number in a sentence is read as ever: "kostet
-    <b>42</b> Euro".)"""
+    "[a]", Wikipedia's "[note 2]"), or a note's reference as EPUB 3 and DPUB-ARIA name one
+    (``epub:type="noteref"``, ``role="doc-noteref"``). (A number in a sentence is read as
+    ever: "kostet <b>42</b> Euro".)"""
     text = node.get_text().strip()
     if node.name not in INLINE or not text:
         return False
+    said = " ".join(str(node.get(name, "")) for name in ("epub:type", "type", "role")).split()
+    if {"noteref", "doc-noteref"} & set(said):  # (XML reads epub:type as type)
+        return True
     if node.name in MARKS:  # a note's: "1", "*", "[1]", "[a]"
         bracketed = text[:1] == "[" and text[-1:] == "]" and len(text) <= 20
         return bracketed or not any(c.isalpha() for c in text)
