@@ -8,8 +8,9 @@ corpora, or a checkpoint's). Mixing and batching those ids is ``data/mixing.py``
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, islice
 
 import numpy as np
@@ -154,6 +155,20 @@ class PreparedData:
     tgt_vocab: Vocab
     tokenizers: tuple[Tokenizer, Tokenizer]
     subword_models: tuple[bytes, bytes] | None  # what the checkpoint must carry
+
+    def fitted(self, cfg: Config) -> Config:
+        """``cfg`` with ``decode.max_len_a`` raised, where it is lower, to what the training
+        pairs need (:meth:`TrainingSet.output_ratio`, rounded up to a tenth): a target
+        language written in more tokens than the source (English into Chinese characters, a
+        larger subword vocabulary on one side) would otherwise be cut, in validation too."""
+        decode = cfg.decode
+        needed = math.ceil(round(self.train.output_ratio(decode.max_len_b) * 10, 6)) / 10
+        if needed <= decode.max_len_a:
+            return cfg
+        log.info("decode.max_len_a %g -> %g: the training's targets need up to %g tokens a "
+                 "source token (+ max_len_b %d; all but the longest thousandth)",
+                 decode.max_len_a, needed, needed, decode.max_len_b)
+        return replace(cfg, decode=replace(decode, max_len_a=needed))
 
     def describe(self, cfg: Config) -> str:
         data = cfg.data

@@ -108,6 +108,7 @@ class Trainer:
         data = prepare_data(self.cfg, vocabs_of(start) if start else None,
                             subword_models_of(start) if start else None,
                             self.show_bar and self.is_main)
+        self.cfg = data.fitted(self.cfg)  # decoding's output limit (validation's too)
         check_training_memory(count_parameters(self.cfg, len(data.src_vocab),
                                                len(data.tgt_vocab)), self.device)
         self.files.claim(overwrite=self.start == "overwrite")

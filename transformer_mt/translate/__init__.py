@@ -32,6 +32,7 @@ from transformer_mt.translate.engines import (
     TorchEngine,
     engine_for,
     load_checkpoints,
+    note_cut,
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary
@@ -278,6 +279,8 @@ class Translator:
         else:
             hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores,
                                       forcing=forcing, stop=stop)
+            if forcing is None:  # (a forced prefix raises its sentence's limit)
+                note_cut(ids, hyps, cfg, self.config.model.max_output_tokens)
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
         for row, (i, src_ids, found) in enumerate(zip(positions, ids, hyps, strict=True)):

@@ -13,6 +13,7 @@ it was trained with. A new engine implements ``decode`` (and says what it cannot
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,8 @@ from transformer_mt.internals import torch_private
 from transformer_mt.model.transformer import AttentionWeights, Transformer
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate.processes import Workers
+
+log = logging.getLogger(__name__)
 
 
 class Engine(Protocol):
@@ -303,6 +306,20 @@ def output_limits(ids: Sequence[Sequence[int]], cfg: DecodeConfig, cap: int) -> 
     padded = pad_sequence([torch.tensor(s) for s in ids], batch_first=True,
                           padding_value=PAD_ID)  # (B, S)
     return max_output_lengths(source_mask(padded), cfg.max_len_a, cfg.max_len_b, cap).tolist()
+
+
+def note_cut(ids: Sequence[Sequence[int]], hyps: Sequence[Sequence[Hypothesis]],
+             cfg: DecodeConfig, cap: int) -> None:
+    """Say how many of the best translations of ``ids`` reached the output limit
+    (:func:`output_limits`), where search ended them: a model repeating itself, or a limit
+    too low for the languages (``mt train`` raises ``max_len_a`` to what its pairs need)."""
+    limits = output_limits(ids, cfg, cap)
+    cut = sum(1 for found, n in zip(hyps, limits, strict=True) if found and
+              len(found[0].tokens) >= n)
+    if cut:
+        log.info("%d of %d translations reached the output limit (max_len_a %g x source "
+                 "tokens + max_len_b %d) and end there: a model repeating itself, or a limit "
+                 "too low for these languages", cut, len(ids), cfg.max_len_a, cfg.max_len_b)
 
 
 ENGINES = ("auto", "torch", "ctranslate2")
