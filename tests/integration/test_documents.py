@@ -59,6 +59,28 @@ def test_abbreviations_and_numbers_do_not_end_a_sentence():
     assert doc.sentences == ["Dr. Müller kam am 3. Mai an.", "Er blieb z.B. zwei Tage."]
 
 
+@pytest.mark.parametrize(("text", "lang", "translations", "expected"), [
+    ("狗跑。猫睡！\n鸟飞？", "zh", ["A dog runs.", "A cat sleeps!", "A bird flies?"],
+     "A dog runs. A cat sleeps!\nA bird flies?"),  # Chinese has no space between sentences
+    ("A dog runs.  A cat sleeps!\nA bird?", "en", ["狗跑。", "猫睡！", "鸟？"],
+     "狗跑。猫睡！\n鸟？"),  # nor do its translations; a line break stays
+    ("A dog runs. A cat sleeps!", "en", ["Ein Hund läuft.", "猫睡！"],
+     "Ein Hund läuft. 猫睡！"),  # a space beside a spaced script
+    ("すごい！ 本当に？", "ja", ["凄！", "真？"], "凄！ 真？"),  # a space the source had kept
+])
+def test_sentences_are_spaced_as_the_target_language_spaces_them(text, lang, translations,
+                                                                 expected):
+    assert split_text(text, lang).rebuild(translations) == expected
+
+
+def test_a_space_between_sentences_goes_outside_markup():
+    doc = split_document("<p>狗跑。<b>猫睡！</b>鸟飞？<i>鱼游。</i></p>", "zh", "html", "en")
+    assert doc.rebuild(["A dog runs.", "A cat sleeps!", "A bird flies?", "A fish swims."]) == (
+        "<p>A dog runs. <b>A cat sleeps!</b> A bird flies? <i>A fish swims.</i></p>")
+    doc = split_document("<p>A dog. <b>A cat!</b> A bird?</p>", "en", "html", "zh")
+    assert doc.rebuild(["狗。", "猫！", "鸟？"]) == "<p>狗。<b>猫！</b>鸟？</p>"
+
+
 def test_html_keeps_its_markup_and_translates_only_prose():
     html = ('<!DOCTYPE html><p class="a" title="Ein Titel.">Ein Mann. Zwei <b>Hunde</b>.</p>'
             '<script>var s = "Ein Hund.";</script><!-- Ein Kommentar. -->'

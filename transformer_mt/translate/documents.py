@@ -155,10 +155,16 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
         out = [""] * len(pieces)
-        at = 0
+        at, before = 0, ""
         for (a, b), cut, translation, link in zip(spans, cuts, translations, links, strict=True):
-            _keep(text[at:a], at, ends, out)
             first = bisect.bisect_right(ends, a)  # the piece the sentence begins in
+            gap = _between(text, at, a, before, translation) if before else text[at:a]
+            if gap == text[at:a]:
+                _keep(gap, at, ends, out)
+            else:  # outside markup where the sentence begins a piece after bare text
+                out[first - 1 if first and ends[first - 1] == a and loose[first - 1]
+                    else first] += gap
+            before = translation or before
             around = slice(first, first + len(cut) + 1)
             shares = share(text[a:b], cut, translation, link, keep[around],
                            loose[around], closed) if cut else [translation]
@@ -169,6 +175,30 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
         return _around_kept(pieces, out, keep)
 
     return Document([text[a:b] for a, b in spans], cuts, rebuild)
+
+
+# the scripts written without a space between sentences: Chinese, Japanese (their marks,
+# full-width forms; Thai spaces its sentences, not its words: long_sentences.UNSPACED)
+UNSPACED_SENTENCES = re.compile("[\u2e80-\u303f\u3040-\u30ff\u3100-\u312f\u31f0-\u31ff"
+                      "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff60"
+                      "\U00020000-\U0003ffff]")
+
+
+def _between(text: str, at: int, a: int, before: str, after: str) -> str:
+    """What goes between two translated sentences on a line, where ``text[at:a]`` lay
+    between their sources: a space where Chinese or Japanese had none and the translations
+    are in a script that spaces its sentences ("A dog. A cat." for "狗。猫。"), none where a
+    spaced language had one and the translations are Chinese or Japanese ("狗。猫。" for
+    "A dog. A cat."), else the source's."""
+    gap = text[at:a]
+    unspaced = UNSPACED_SENTENCES.match
+    spaced = [not unspaced(c) for c in (before[-1:], after[:1])]
+    if not gap and (unspaced(text[a - 1]) or unspaced(text[a])) and all(spaced):
+        return " "
+    if gap and gap.strip(" \t") == "" and not any(spaced) and not (
+            unspaced(text[at - 1]) or unspaced(text[a])):
+        return ""
+    return gap
 
 
 def _around_kept(pieces: Sequence[str], out: list[str], keep: list[bool]) -> list[str]:
