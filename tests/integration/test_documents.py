@@ -59,6 +59,17 @@ def test_abbreviations_and_numbers_do_not_end_a_sentence():
     assert doc.sentences == ["Dr. Müller kam am 3. Mai an.", "Er blieb z.B. zwei Tage."]
 
 
+@pytest.mark.parametrize(("text", "lang", "sentences"), [
+    ("すごい！本当に？これは犬です。", "ja", ["すごい！", "本当に？", "これは犬です。"]),  # no SudachiPy
+    ("「すごい！」と彼は言った。本当に？！", "ja", ["「すごい！」と彼は言った。", "本当に？！"]),
+    ("狗跑。猫睡！", "zh", ["狗跑。", "猫睡！"]),
+])
+def test_chinese_and_japanese_sentences_end_at_their_marks(text, lang, sentences):
+    doc = split_text(text, lang)
+    assert doc.sentences == sentences
+    assert doc.rebuild(sentences) == text
+
+
 @pytest.mark.parametrize(("text", "lang", "translations", "expected"), [
     ("狗跑。猫睡！\n鸟飞？", "zh", ["A dog runs.", "A cat sleeps!", "A bird flies?"],
      "A dog runs. A cat sleeps!\nA bird flies?"),  # Chinese has no space between sentences

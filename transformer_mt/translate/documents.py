@@ -106,8 +106,8 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
         marker = LIST_MARKER.match(line)
         skip = marker.end() if marker else 0
         for at, part in _separated(line, skip):
-            found = [(0, len(part))] if _one_sentence(part) else [
-                (s.start_char, s.end_char) for s in _sentencizer(lang)(part).sents]
+            found = [(0, len(part))] if _one_sentence(part) else _cjk_cut(part, [
+                (s.start_char, s.end_char) for s in _sentencizer(lang)(part).sents])
             for sent_start, sent_end in found:
                 start = line_start + at + sent_start
                 end = line_start + at + sent_end
@@ -119,6 +119,21 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
                     spans.append((start, end))
         line_start += len(line) + 1
     return spans
+
+
+# a Chinese or Japanese sentence's end, not inside a quotation ("「すごい！」と彼は言った。"
+# is one): a sentence ends there even where spaCy reads the line as one token (Japanese
+# without SudachiPy reads with the multi-language pipeline, which cuts at spaces)
+CJK_END = re.compile("[。！？]+(?![」』）〕】”’\"')。！？])")
+
+
+def _cjk_cut(part: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` of ``part`` cut after each Chinese or Japanese sentence end inside them."""
+    out = []
+    for a, b in spans:
+        bounds = [a, *(m.end() for m in CJK_END.finditer(part, a, b) if m.end() < b), b]
+        out += list(itertools.pairwise(bounds))
+    return out
 
 
 # what parts a line of items ("Von Anna · 4. Dezember · 3 Min.", "Start | Hilfe"): a spaced
