@@ -95,6 +95,17 @@ def test_links_say_which_words_go_where_in_order():
     assert bold + rest == translation and bold.strip()
 
 
+def test_chinese_and_japanese_are_shared_out_character_by_character():
+    source = "Ein Mann fährt Fahrrad."  # "Ein Mann fährt " | <b>"Fahrrad"</b> | "."
+    translation = "一个男人骑自行车。"  # no spaces: every character a unit of its own
+    reads = [0, 0, 4, 4, 9, 15, 15, 15, 22]  # "自行车" reads "Fahrrad"
+    assert share(source, [15, 22], translation, list(enumerate(reads))) == [
+        "一个男人骑", "自行车", "。"]
+    source = "A child eats an ice cream."  # "A child eats an " | <b>"ice cream"</b> | "."
+    pieces = share(source, [16, 25], "子供がアイスを食べる。")  # links: relative positions
+    assert "".join(pieces) == "子供がアイスを食べる。" and pieces[1]  # the bold piece: a word
+
+
 def test_a_moved_word_crosses_markup_rather_than_a_wrong_one_going_into_it():
     """A word moved between bare pieces (text outside markup), across the markup between
     them, costs less than a wrong word in the markup: "A man in brown <b>is</b> holding"

@@ -32,8 +32,11 @@ if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 Link = tuple[int, int]  # an output character offset, and the source character offset it reads
-# never cut: a word ("middle-aged"), the unknown word a model writes ("<unk>"), or a mark
-UNIT = re.compile(rf"{re.escape(UNK)}|\w+(?:['’-]\w+)*|[^\w\s]")
+# never cut: a word ("middle-aged"), the unknown word a model writes ("<unk>"), a Chinese
+# character or a kana (their scripts run words together: each may go to a piece of its own),
+# or a mark
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+UNIT = re.compile(rf"{re.escape(UNK)}|[{CJK}]|[^\W{CJK}]+(?:['’-][^\W{CJK}]+)*|[^\w\s]")
 
 
 def share(source: str, cuts: Sequence[int], translation: str,
