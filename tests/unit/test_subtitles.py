@@ -10,7 +10,14 @@ import pytest
 
 from transformer_mt.errors import MTError
 from transformer_mt.translate.language_tags import relabel_vtt
-from transformer_mt.translate.subtitles import _cue_text, read_ass, read_vtt, split_tagged, wrap
+from transformer_mt.translate.subtitles import (
+    _cue_text,
+    read_ass,
+    read_vtt,
+    running_on,
+    split_tagged,
+    wrap,
+)
 
 # every kind of block, hours left out and given, cue settings, an identifier, a cue with no
 # text, CRLF line endings and no line ending at the end
@@ -143,6 +150,23 @@ def test_lines_are_wrapped_near_even_and_never_in_a_tag():
         'Ein <font color="red">Mann\nfährt</font> schnell'
     assert wrap("<v Anna Maria>Ein Mann fährt", 3) == "<v Anna Maria>Ein\nMann\nfährt"
     assert wrap("eins", 2) == "eins" and wrap("♪", 1) == "♪"
+
+
+def test_chinese_and_japanese_run_on_without_spaces_and_wrap_between_characters():
+    assert _cue_text(["一个男人", "<i>骑自行车。</i>"]) == "一个男人<i>骑自行车。</i>"
+    assert _cue_text(["Ein Mann", "fährt."]) == "Ein Mann fährt."
+    texts = ["一个男人骑", "自行车。", "两只狗。", "<i>在雪里</i>", "玩。"]
+    assert running_on(texts, [0.5] * 4) == [(0, 2), (2, 3), (3, 5)]  # ended by "。"
+    doc = split_tagged(texts[:2], "zh")  # read as one sentence, no space inside
+    assert doc.sentences == ["一个男人骑自行车。"]
+    assert doc.rebuild(["A man rides a bike."]) == ["A man rides", "a bike."]
+    assert split_tagged(texts[3:], "zh").sentences == ["在雪里玩。"]
+    assert wrap("一个男人骑自行车。两只狗在雪里玩。", 2) == "一个男人骑自行车。\n两只狗在雪里玩。"
+    for lines in (2, 3, 6):  # never in a tag, never before a mark
+        shown = wrap("<i>一个男人</i>骑车。", lines).split("\n")
+        assert "".join(shown) == "<i>一个男人</i>骑车。" and 2 <= len(shown) <= lines
+        assert all(re.match("<i>一|[^<。]", line) for line in shown)
+    assert wrap("一个男人骑自行车。", 1) == "一个男人骑自行车。"
 
 
 def test_a_dialogue_keeps_its_lines_and_its_dashes_out_of_the_model():

@@ -32,7 +32,7 @@ from typing import Any, Generic, Literal, TypeVar
 from transformer_mt.data.tokenize import spacy_pipeline
 from transformer_mt.errors import DataError
 from transformer_mt.translate.html_text import INLINE, read_node, text_flows
-from transformer_mt.translate.inline import Link, share
+from transformer_mt.translate.inline import CJK, Link, share
 from transformer_mt.translate.language_tags import relabel_html
 
 T = TypeVar("T")
@@ -194,9 +194,15 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
 
 # the scripts written without a space between sentences: Chinese, Japanese (their marks,
 # full-width forms; Thai spaces its sentences, not its words: long_sentences.UNSPACED)
-UNSPACED_SENTENCES = re.compile("[\u2e80-\u303f\u3040-\u30ff\u3100-\u312f\u31f0-\u31ff"
-                      "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff60"
-                      "\U00020000-\U0003ffff]")
+UNSPACED_SENTENCES = re.compile(f"[{CJK}\u2e80-\u303f\u3100-\u312f\u31f0-\u31ff"
+                                "\uff01-\uff60]")
+
+
+def spacer(before: str, after: str) -> str:
+    """What goes between two texts read as one (a subtitle's lines): a space, but none
+    between Chinese or Japanese characters."""
+    unspaced = UNSPACED_SENTENCES.match
+    return "" if unspaced(before[-1:] or " ") and unspaced(after[:1] or " ") else " "
 
 
 def _between(text: str, at: int, a: int, before: str, after: str) -> str:

@@ -186,7 +186,8 @@ def _shown(translation: str, prefixes: list[str], kind: str) -> list[str]:
         return [translation]
     if kind == "atx":  # (a closing sequence of #s would end it)
         return [re.sub(r"(^|[ \t])(#+[ \t]*)$", r"\1\\\2", translation)]
-    shown = wrap(translation, len(prefixes), WORD).split("\n")
+    # (between Chinese characters a line break would show as a space: none there)
+    shown = wrap(translation, len(prefixes), WORD, characters=False).split("\n")
     return [_safe(line, prefix) for line, prefix in zip(shown, prefixes, strict=False)]
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, Links, split_flow
+from transformer_mt.translate.documents import Document, Links, spacer, split_flow
+from transformer_mt.translate.inline import CJK
 
 
 @dataclass
@@ -229,8 +230,10 @@ def _cue_text(lines: Sequence[str]) -> str:
     with a dash (two speakers, "- Wohin?" / "- Nach Hause."), each line apart: its sentences
     are translated apart and shown on the lines they were on."""
     lines = [text for text in (" ".join(line.split()) for line in lines) if text]
-    dialogue = any(DASH.match(line) for line in lines[1:])
-    return "\n".join(lines) if dialogue else " ".join(" ".join(lines).split())
+    if any(DASH.match(line) for line in lines[1:]):  # a dialogue
+        return "\n".join(lines)
+    return "".join(lines[:1]) + "".join(spacer(TAG.sub("", a), TAG.sub("", b)) + b
+                                        for a, b in itertools.pairwise(lines))
 
 
 # a subtitle's markup: HTML-like tags (<i>, <b>, <u>, <font color="...">, WebVTT's <c.name>,
@@ -256,7 +259,8 @@ def split_tagged(texts: Sequence[str], lang: str, escaped: bool = False
         depth = [0, *itertools.accumulate(
             (tag[1:2].isalpha()) - (tag[:2] == "</") for tag in parts[1::2])]
         pieces += [html.unescape(part) if escaped else part for part in parts[0::2]]
-        pieces[-1] += " " if n + 1 < len(split) else ""  # between this text and the next
+        if n + 1 < len(split):  # between this text and the next
+            pieces[-1] += spacer(TAG.sub("", texts[n]), TAG.sub("", texts[n + 1]))
         bare += [d <= 0 for d in depth]
     flow = split_flow(pieces, lang, bare=bare, closed=True)
 
@@ -277,7 +281,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a subtitle's last words end a sentence
+SENTENCE_END = re.compile(r"[.!?…。！？][\"'”’»)\]」』）]*$")  # a subtitle's last words end one
 MOST_JOINED = 3  # subtitles read as one text at most (a sentence across them)
 LONGEST_PAUSE_S = 2.0  # between subtitles that run on: after a longer one, another utterance
 
@@ -304,20 +308,44 @@ def running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
 
 # a word, where lines may break around it: text without spaces, tags (spaces in them) within
 WORD = re.compile(rf"(?:{TAG.pattern[1:-1]}|\S)+")
+PIECE = re.compile(rf"{TAG.pattern[1:-1]}|.", re.S)  # of a word: a tag, or a character
+CJK_CHARACTER = re.compile(f"[{CJK}]")
 
 
-def wrap(text: str, lines: int, word: re.Pattern[str] = WORD) -> str:
+def wrap(text: str, lines: int, word: re.Pattern[str] = WORD, characters: bool = True) -> str:
     """``text`` on at most ``lines`` lines of about equal length (each as near its share as a
     word more or less makes it), broken between words (``word``: never in a tag, ``<v
-    Anna>``); a dialogue's text on its lines as they are (:func:`_cue_text`)."""
+    Anna>``), and where ``characters``, between Chinese or Japanese characters (before one:
+    a line begins with no mark); a dialogue's text on its lines as they are
+    (:func:`_cue_text`)."""
     if "\n" in text:
         return text
-    words, out = word.findall(text), []
+    units, out = _units(text, word, characters), []
     for n in range(lines, 0, -1):
-        target = len(" ".join(words)) / n  # each line's share of what is left
-        line: list[str] = []
-        while words and (not line or abs(len(" ".join([*line, words[0]])) - target)
-                         <= abs(len(" ".join(line)) - target)):
-            line.append(words.pop(0))
-        out.append(" ".join(line))
+        target = len(_joined(units)) / n  # each line's share of what is left
+        line: list[tuple[str, bool]] = []
+        while units and (not line or abs(len(_joined([*line, units[0]])) - target)
+                         <= abs(len(_joined(line)) - target)):
+            line.append(units.pop(0))
+        out.append(_joined(line))
     return "\n".join(line for line in out if line) or text
+
+
+def _units(text: str, word: re.Pattern[str], characters: bool) -> list[tuple[str, bool]]:
+    """What :func:`wrap` keeps whole, each with whether a space stood before it: the words,
+    and where ``characters``, each Chinese or Japanese character of them with what follows
+    it up to the next."""
+    units = []
+    for m in word.finditer(text):
+        unit, spaced = "", True
+        for piece in PIECE.findall(m.group()) if characters else [m.group()]:
+            if CJK_CHARACTER.fullmatch(piece) and TAG.sub("", unit):  # (after text)
+                units.append((unit, spaced))
+                unit, spaced = "", False
+            unit += piece
+        units.append((unit, spaced))
+    return units
+
+
+def _joined(units: Sequence[tuple[str, bool]]) -> str:
+    return "".join((" " if spaced and i else "") + unit for i, (unit, spaced) in enumerate(units))
