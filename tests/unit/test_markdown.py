@@ -135,6 +135,14 @@ def test_line_endings_and_a_file_without_text_stay_as_they_were():
     assert read_markdown("code.md", code, "de")[0] == [] and translated(code) == code
 
 
+def test_a_chinese_paragraphs_lines_are_read_without_a_space_between_them():
+    docs, write = read_markdown("zh.md", "狗在雪里\n玩。猫睡觉。\n\nA dog\nplays.\n", "zh")
+    assert [d.sentences for d in docs] == [["狗在雪里玩。", "猫睡觉。"], ["A dog plays."]]
+    out = write([d.rebuild(["A dog plays in the snow.", "A cat sleeps."][:len(d.sentences)])
+                 for d in docs]).decode()
+    assert out == "A dog plays in the\nsnow. A cat sleeps.\n\nA dog plays in the\nsnow.\n"
+
+
 BLOCKS = "# Titel\n\nEin Hund läuft über die Wiese und\nspringt.\n\n- Eine Katze\n  schläft.\n\n" \
          "> Ein Mann\n> liest.\n\n| Ein Hund |\n|---|\n| Eine Katze |\n\nEin Titel\n---\n"
 MARKS = ["-", "+", "*", "1.", "2)", "#", "##", ">", "=", "==", "---", "***", "_", "`", "[", "]",

@@ -199,10 +199,17 @@ UNSPACED_SENTENCES = re.compile(f"[{CJK}\u2e80-\u303f\u3100-\u312f\u31f0-\u31ff"
 
 
 def spacer(before: str, after: str) -> str:
-    """What goes between two texts read as one (a subtitle's lines): a space, but none
+    """What goes between two texts read as one (subtitles that run on): a space, but none
     between Chinese or Japanese characters."""
     unspaced = UNSPACED_SENTENCES.match
     return "" if unspaced(before[-1:] or " ") and unspaced(after[:1] or " ") else " "
+
+
+def run_together(texts: Sequence[str], shown: Callable[[str], str] = str) -> str:
+    """``texts`` read as one (a paragraph's lines, a subtitle's), each :func:`spacer` apart
+    (``shown``: what of a text shows, its tags left out)."""
+    return "".join(texts[:1]) + "".join(spacer(shown(a), shown(b)) + b
+                                        for a, b in itertools.pairwise(texts))
 
 
 def _between(text: str, at: int, a: int, before: str, after: str) -> str:

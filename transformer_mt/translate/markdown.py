@@ -26,7 +26,13 @@ from typing import Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, Links, split_flow, split_html
+from transformer_mt.translate.documents import (
+    Document,
+    Links,
+    run_together,
+    split_flow,
+    split_html,
+)
 from transformer_mt.translate.html_text import KEPT_INLINE
 from transformer_mt.translate.subtitles import wrap
 
@@ -129,7 +135,7 @@ def _segments(name: str, lines: list[str], token: Any) -> list[tuple[str, list[P
         words.append(lines[number][start:end])
         places.append((number, start, end))
         if hard or n + 1 == len(content):
-            out.append((" ".join(w.strip() for w in words if w.strip()), places))
+            out.append((run_together([w.strip() for w in words if w.strip()]), places))
             words, places = [], []
     return out
 

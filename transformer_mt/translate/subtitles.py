@@ -32,7 +32,13 @@ from dataclasses import dataclass
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, Links, spacer, split_flow
+from transformer_mt.translate.documents import (
+    Document,
+    Links,
+    run_together,
+    spacer,
+    split_flow,
+)
 from transformer_mt.translate.inline import CJK
 
 
@@ -232,8 +238,7 @@ def _cue_text(lines: Sequence[str]) -> str:
     lines = [text for text in (" ".join(line.split()) for line in lines) if text]
     if any(DASH.match(line) for line in lines[1:]):  # a dialogue
         return "\n".join(lines)
-    return "".join(lines[:1]) + "".join(spacer(TAG.sub("", a), TAG.sub("", b)) + b
-                                        for a, b in itertools.pairwise(lines))
+    return run_together(lines, lambda text: TAG.sub("", text))
 
 
 # a subtitle's markup: HTML-like tags (<i>, <b>, <u>, <font color="...">, WebVTT's <c.name>,
