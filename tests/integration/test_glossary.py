@@ -50,6 +50,13 @@ def test_kept_spans_are_urls_addresses_placeholders_and_numbers():
     assert Glossary({"www.x.de": "X"}, keep_spans=True).required("auf www.x.de") == ["X"]
 
 
+def test_chinese_and_japanese_words_run_together_and_are_found_all_the_same():
+    g = Glossary({"狗": "hound", "Python": "蟒蛇"}, keep_spans=True)
+    assert g.required("两只狗用Python在www.x.cn玩了3次。") == ["hound", "蟒蛇", "www.x.cn", "3"]
+    assert g.required("请发邮件到anna@x.de，谢谢。") == ["anna@x.de"]
+    assert g.required("Ein Hundefutter für 3er") == []  # Latin words end at letters, as ever
+
+
 @pytest.mark.parametrize("beam", [1, 4])
 def test_every_translation_holds_its_terms(translator, beam):
     out = translator.translate(SOURCES, beam_size=beam, glossary=Glossary(TERMS))

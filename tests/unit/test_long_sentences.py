@@ -168,6 +168,7 @@ def test_the_marks_that_end_a_sentence_are_spacys():
 @example("Ein Hund. 😀").via("a sentence after the full stop without a letter")
 @example("Ein Hund.\" Zwei").via("a quote after the full stop")
 @example("EinDr.  .").via("a full stop after two spaces: spaCy's sentence of its own")
+@example("Ein。.").via("a Chinese full stop, then a mark: no sentence after it")
 def test_a_line_read_as_one_sentence_without_spacy_is_what_spacy_reads(text):
     """A line with no mark before other text is one sentence without asking spaCy's
     sentencizer (a second to load); asking it gives the same sentences."""

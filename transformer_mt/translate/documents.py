@@ -124,7 +124,7 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
 # a Chinese or Japanese sentence's end, not inside a quotation ("「すごい！」と彼は言った。"
 # is one): a sentence ends there even where spaCy reads the line as one token (Japanese
 # without SudachiPy reads with the multi-language pipeline, which cuts at spaces)
-CJK_END = re.compile("[。！？]+(?![」』）〕】”’\"')。！？])")
+CJK_END = re.compile("[。！？]+(?![」』）〕】”’\"')" + re.escape("".join(SENTENCE_ENDS)) + "])")
 
 
 def _cjk_cut(part: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

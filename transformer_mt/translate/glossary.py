@@ -18,17 +18,22 @@ from pathlib import Path
 
 from transformer_mt.data.tokenize import normalized
 from transformer_mt.errors import MTError
+from transformer_mt.translate.inline import CJK
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
 # and templates' ({name}, {0}, {{ name }}), the shell's (${HOME})
 PLACEHOLDER = (r"%[A-Za-z_]\w+%|%(?:\d+\$|\(\w+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*"
                r"[diouxXeEfFgGcrsa%]|\{\{[^{}]+\}\}|\{[^{}\s]*\}|\$\{[^{}\s]+\}")
+# a letter or digit of a script that spaces its words: a word's edge (Chinese and Japanese
+# run their words, and a Latin one, together)
+LETTER = f"[^\\W{CJK}]"
+WIDE = f"{CJK}\u3000-\u303f\uff01-\uff60"  # no part of an address: Chinese, its marks
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
 KEPT = re.compile("|".join([
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",  # e-mail addresses
-    r"(?:https?|ftp)://[^\s<>\"']+[^\s<>\"'.,;:!?)\]]|www\.[^\s<>\"']+[^\s<>\"'.,;:!?)\]]",
+    rf"(?:{LETTER}|[.+-])+@(?:{LETTER}|-)+(?:\.(?:{LETTER}|-)+)+",  # e-mail addresses
+    rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}]+[^\s<>\"'.,;:!?)\]{WIDE}]",
     PLACEHOLDER,
-    r"(?<![\w.,])\d+(?:[.,:/]\d+)*(?![\w])",  # numbers, times, dates
+    rf"(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})",  # numbers, times, dates
 ]))
 LONGEST_TERM = 200  # characters of a glossary term
 
@@ -54,7 +59,7 @@ class Glossary:
                                   f"{LONGEST_TERM} characters")
         read = {_read(source).strip(): target.strip() for source, target in self.terms.items()}
         terms = sorted(read, key=len, reverse=True)  # the longest term first
-        pattern = "|".join(rf"(?<!\w){re.escape(t)}(?!\w)" for t in terms)
+        pattern = "|".join(rf"(?<!{LETTER}){re.escape(t)}(?!{LETTER})" for t in terms)
         self._pattern = re.compile(pattern, re.IGNORECASE) if terms else None
         self._target = {t.casefold(): v for t, v in read.items()}
 
