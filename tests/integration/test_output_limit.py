@@ -9,7 +9,9 @@ import logging
 
 from tests.helpers import TINY
 from transformer_mt import Translator, train
+from transformer_mt.config import Config
 from transformer_mt.config.file import config_from_dict
+from transformer_mt.data.summary import format_summary, summarize
 from transformer_mt.translate.engines import output_limits
 
 WORDS = ["rouge", "vert", "bleu", "noir", "blanc", "gris", "jaune", "rose", "brun", "violet",
@@ -32,12 +34,14 @@ def _corpus(tmp_path, times: int) -> dict:
             "valid": {"src": str(tmp_path / "valid.fr"), "tgt": str(tmp_path / "valid.es")}}
 
 
-def _trained(tmp_path, times: int, caplog, steps: int = 4) -> Translator:
-    data = _corpus(tmp_path, times)
-    config = config_from_dict({"name": "limit", "data": data, **TINY, "train": {
+def _config(tmp_path, times: int, steps: int = 4) -> Config:
+    return config_from_dict({"name": "limit", "data": _corpus(tmp_path, times), **TINY, "train": {
         **TINY["train"], "max_steps": steps, "eval_every": steps, "save_every": steps}})
+
+
+def _trained(tmp_path, times: int, caplog, steps: int = 4) -> Translator:
     with caplog.at_level(logging.INFO, logger="transformer_mt"):
-        train(config, tmp_path / "run")
+        train(_config(tmp_path, times, steps), tmp_path / "run")
     return Translator.load(tmp_path / "run" / "best.pt", "cpu")
 
 
@@ -59,6 +63,9 @@ def test_training_raises_max_len_a_to_what_its_targets_need(tmp_path, caplog):
     assert any(f"decode.max_len_a 1.5 -> {a:g}" in r.getMessage() for r in caplog.records)
     limits = output_limits(ids, translator.settings(), translator.config.model.max_output_tokens)
     assert all(n >= t for n, t in zip(limits, targets, strict=True))
+    summary = summarize(_config(tmp_path, 3))  # mt data says so before training
+    assert summary["output_limit"]["trained_a"] == a
+    assert format_summary(summary).endswith(f"mt train raises the config's 1.5 to {a:g}")
 
 
 def test_targets_no_longer_than_the_limit_allows_leave_the_config_as_it_is(tmp_path, caplog):

@@ -50,7 +50,11 @@ def summarize(cfg: Config, progress: bool = False) -> dict[str, Any]:
             "tokenizer": cfg.data.tokenizer,
             "vocab": {"src": len(data.src_vocab), "tgt": len(data.tgt_vocab),
                       "shared": cfg.data.shared_vocab},
-            "max_len": max_len}
+            "max_len": max_len,
+            "output_limit": {"needed_a": round(data.train.output_ratio(cfg.decode.max_len_b), 2),
+                             "max_len_a": cfg.decode.max_len_a,
+                             "trained_a": data.fitted(cfg).decode.max_len_a,
+                             "max_len_b": cfg.decode.max_len_b}}
 
 
 def _corpus(name: str, pairs: ParallelData, rules: FilterConfig | None, max_len: int | None,
@@ -119,4 +123,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"{vocab['src']:,} shared" if vocab["shared"] else
         f"{vocab['src']:,} source, {vocab['tgt']:,} target") +
         f"; too_long means over {summary['max_len']} tokens")
+    limit = summary["output_limit"]
+    lines.append(f"output limit: the targets need max_len_a {limit['needed_a']:g} (x source "
+                 f"tokens + max_len_b {limit['max_len_b']}, all but the longest thousandth); "
+                 + (f"the config's {limit['max_len_a']:g} holds them"
+                    if limit["trained_a"] == limit["max_len_a"] else
+                    f"mt train raises the config's {limit['max_len_a']:g} to "
+                    f"{limit['trained_a']:g}"))
     return "\n".join(lines)
