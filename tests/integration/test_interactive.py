@@ -84,6 +84,8 @@ def test_prefixes_are_made_of_what_the_vocabulary_can_write(tmp_path):
     assert [pieces.itos[i] for i in forcing.tokens[1]] == next(spm.tokenize(["Two dogs"]))
     assert forcing.then[1] is None
     assert spm.words(["▁Two", "▁do", "gs", "▁s", "wim", "."]) == [0, 1, 1, 2, 2, 2]
+    # Chinese and Japanese run their words together: each piece is one
+    assert spm.words(["▁两只", "狗", "在", "▁Schnee", "里玩", "。"]) == [0, 1, 2, 3, 4, 5]
 
 
 def _spm_config(tmp_path):

@@ -54,6 +54,10 @@ INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff\x00-\x08\x0e-\x1b\x7f-\x84\x86
 # control characters that separate (a vertical tab, Word's line break in copied text; a form
 # feed, a carriage return, the separators, a next-line): a space
 SEPARATING = re.compile("[\x0b-\x0d\x1c-\x1f\x85]")
+# Chinese characters and kana: scripts that run their words together (each is a word of its
+# own where words are counted: alignments, inline markup, subtitles' lines)
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+CJK_CHARACTER = re.compile(f"[{CJK}]")
 WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
 MARKERS = 0xE000  # private-use characters: a kept span's place while detokenizing
 MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter
@@ -288,10 +292,12 @@ class SubwordTokenizer(Tokenizer):
         return "".join([*parts, text(tokens[at:])]).strip()
 
     def words(self, tokens: Sequence[str]) -> list[int]:
-        """The word each piece belongs to: a piece that starts with ``▁`` starts a word."""
+        """The word each piece belongs to: a piece that starts with ``▁`` starts a word, and
+        in Chinese and Japanese, whose words run together, each piece is one."""
         out, word = [], -1
         for n, token in enumerate(tokens):
-            word += n == 0 or token.startswith(WORD_START)
+            word += n == 0 or token.startswith(WORD_START) or bool(
+                CJK_CHARACTER.match(token) or CJK_CHARACTER.match(tokens[n - 1][-1:]))
             out.append(word)
         return out
 

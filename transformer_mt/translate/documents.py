@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from transformer_mt.data.tokenize import spacy_pipeline
+from transformer_mt.data.tokenize import CJK, spacy_pipeline
 from transformer_mt.errors import DataError
 from transformer_mt.translate.html_text import INLINE, read_node, text_flows
-from transformer_mt.translate.inline import CJK, Link, share
+from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
 
 T = TypeVar("T")

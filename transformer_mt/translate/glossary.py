@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_mt.data.tokenize import normalized
+from transformer_mt.data.tokenize import CJK, normalized
 from transformer_mt.errors import MTError
-from transformer_mt.translate.inline import CJK
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
 # and templates' ({name}, {0}, {{ name }}), the shell's (${HOME})

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from transformer_mt.data.tokenize import CJK
 from transformer_mt.data.vocab import UNK
 from transformer_mt.decode.align import token_links
 from transformer_mt.errors import MTError
@@ -35,7 +36,6 @@ Link = tuple[int, int]  # an output character offset, and the source character o
 # never cut: a word ("middle-aged"), the unknown word a model writes ("<unk>"), a Chinese
 # character or a kana (their scripts run words together: each may go to a piece of its own),
 # or a mark
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
 UNIT = re.compile(rf"{re.escape(UNK)}|[{CJK}]|[^\W{CJK}]+(?:['’-][^\W{CJK}]+)*|[^\w\s]")
 
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from transformer_mt.data.tokenize import CJK_CHARACTER
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
@@ -39,7 +40,6 @@ from transformer_mt.translate.documents import (
     spacer,
     split_flow,
 )
-from transformer_mt.translate.inline import CJK
 
 
 @dataclass
@@ -314,7 +314,6 @@ def running_on(texts: list[str], pauses: list[float]) -> list[tuple[int, int]]:
 # a word, where lines may break around it: text without spaces, tags (spaces in them) within
 WORD = re.compile(rf"(?:{TAG.pattern[1:-1]}|\S)+")
 PIECE = re.compile(rf"{TAG.pattern[1:-1]}|.", re.S)  # of a word: a tag, or a character
-CJK_CHARACTER = re.compile(f"[{CJK}]")
 
 
 def wrap(text: str, lines: int, word: re.Pattern[str] = WORD, characters: bool = True) -> str:
