@@ -145,6 +145,22 @@ def test_html_translated_says_it_is_in_the_target_language():
     assert split_html(html, "de").rebuild(["A dog.", "A dog."]).startswith('<html lang="de-DE">')
 
 
+def test_html_translated_is_written_in_the_target_languages_direction():
+    """Arabic into English: what said right to left (or Arabic) says left to right; a
+    ``dir="auto"`` and text kept as it is stay; English into Arabic the other way."""
+    html = ('<html lang="ar" dir="rtl"><body dir="rtl"><p>مرحبا.</p><p dir="auto">نص.</p>'
+            '<p dir="rtl" translate="no">اسم.</p></body></html>')
+    assert split_html(html, "ar", target="en").rebuild(["Hello.", "Text."]) == (
+        '<html lang="en" dir="ltr"><body dir="ltr"><p>Hello.</p><p dir="auto">Text.</p>'
+        '<p dir="rtl" translate="no">اسم.</p></body></html>')
+    html = '<html lang="en"><p dir="ltr">Hello.</p><p>World.</p></html>'
+    assert split_html(html, "en", target="ar").rebuild(["مرحبا.", "عالم."]) == (
+        '<html lang="ar" dir="rtl"><p dir="rtl">مرحبا.</p><p>عالم.</p></html>')
+    html = '<html lang="de" dir="ltr"><p>Ein Hund.</p></html>'  # the same direction: as it was
+    assert split_html(html, "de", target="en").rebuild(["A dog."]) == (
+        '<html lang="en" dir="ltr"><p>A dog.</p></html>')
+
+
 def test_html_reads_translate_and_repeated_attributes_as_browsers_do():
     """``translate`` keywords in any case, the nearest one deciding; an attribute given twice
     holds its first value."""

@@ -75,8 +75,8 @@ async function translateAll() {
 
 function row(i, t) {
   const div = el("div", {className: "result" + (i === chosen ? " chosen" : ""), id: "row-" + i});
-  div.append(el("div", {className: "source", textContent: lines[i]}),
-             el("div", {className: "translation", textContent: t.text}),
+  div.append(el("div", {className: "source", dir: "auto", textContent: lines[i]}),
+             el("div", {className: "translation", dir: "auto", textContent: t.text}),
              el("span", {className: "score", textContent: "score " + fixed(t.score)}));
   if (i !== chosen) {
     div.append(" ", el("button", {type: "button", textContent: "choose", onclick: () => {
@@ -135,8 +135,8 @@ function showChosen() {
   const summary = beam
     ? `log-prob ${fixed(inside.log_prob)} · score ${fixed(inside.score)} (= log-prob ÷ length penalty ${penalty.toFixed(2)}, as beam search ranks it)`
     : `log-prob ${fixed(inside.log_prob)}`;
-  div.replaceChildren(el("div", {className: "source", textContent: lines[chosen]}), tokens,
-                      el("div", {className: "translation", textContent: inside.text}),
+  div.replaceChildren(el("div", {className: "source", dir: "auto", textContent: lines[chosen]}), tokens,
+                      el("div", {className: "translation", dir: "auto", textContent: inside.text}),
                       el("span", {className: "score", textContent: summary}));
 }
 

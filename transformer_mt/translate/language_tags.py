@@ -17,12 +17,27 @@ def says(tag: object, lang: str) -> bool:
     return isinstance(tag, str) and re.split(r"[-_]", tag.strip().lower())[0] == lang.lower()
 
 
+# the languages written right to left (of spaCy's, and a few more)
+RIGHT_TO_LEFT = frozenset("ar arc ckb dv fa he ps sd syr ug ur yi".split())
+
+
+def direction(lang: str) -> str:
+    """HTML's ``dir`` of a language: ``rtl`` or ``ltr``."""
+    return "rtl" if re.split(r"[-_]", lang.strip().lower())[0] in RIGHT_TO_LEFT else "ltr"
+
+
 def relabel_html(tag: Any, lang: str, target: str) -> None:
     """An HTML element's language (``lang``, ``xml:lang``) said to be ``target`` where it was
-    ``lang`` (its region dropped: "de-DE" becomes "en")."""
+    ``lang`` (its region dropped: "de-DE" becomes "en"), and its direction (``dir``) the
+    target's where the two are written in different directions (Arabic into English: an
+    element said ``rtl``, or said Arabic, is ``ltr``)."""
+    relabelled = False
     for name in ("lang", "xml:lang"):
         if says(tag.get(name), lang):
-            tag[name] = target
+            tag[name], relabelled = target, True
+    was, now = direction(lang), direction(target)
+    if was != now and (relabelled or str(tag.get("dir", "")).strip().lower() == was):
+        tag["dir"] = now
 
 
 # a WebVTT header's language (YouTube's "Language: de"): the header is what comes before the
