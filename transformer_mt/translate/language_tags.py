@@ -18,7 +18,8 @@ def says(tag: object, lang: str) -> bool:
 
 
 # the languages written right to left (of spaCy's, and a few more)
-RIGHT_TO_LEFT = frozenset(["ar", "arc", "ckb", "dv", "fa", "he", "ps", "sd", "syr", "ug", "ur", "yi"])
+RIGHT_TO_LEFT = frozenset({"ar", "arc", "ckb", "dv", "fa", "he", "ps", "sd", "syr", "ug", "ur",
+                           "yi"})
 
 
 def direction(lang: str) -> str:
