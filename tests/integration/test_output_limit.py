@@ -19,8 +19,9 @@ WORDS = ["rouge", "vert", "bleu", "noir", "blanc", "gris", "jaune", "rose", "bru
 
 
 def _corpus(tmp_path, times: int) -> dict:
-    """Sentences of 3 to 20 words, each word written ``times`` times on the target side."""
-    pairs = []
+    """Sentences of 3 to 20 words, each word written ``times`` times on the target side (once:
+    and a pair out of line, one word against 60)."""
+    pairs = [] if times > 1 else [("rouge", " ".join(["rouge"] * 60))]
     for n in range(3, 21):
         for start in range(len(WORDS)):
             words = [WORDS[(start + i * 5) % len(WORDS)] for i in range(n)]
@@ -70,7 +71,7 @@ def test_training_raises_max_len_a_to_what_its_targets_need(tmp_path, caplog):
 
 def test_targets_no_longer_than_the_limit_allows_leave_the_config_as_it_is(tmp_path, caplog):
     translator = _trained(tmp_path, 1, caplog, steps=150)  # learns to copy its sources
-    assert translator.config.decode.max_len_a == 1.5
+    assert translator.config.decode.max_len_a == 1.5  # (the pair out of line left out)
     assert not any("decode.max_len_a" in r.getMessage() for r in caplog.records)
     sentences = ["rouge gris orange", "vert jaune beige blanc violet", ""]  # as it learnt them
     caplog.clear()

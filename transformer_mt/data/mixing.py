@@ -125,12 +125,13 @@ class TrainingSet:
         """The least ``a`` for which decoding's output limit, ``a * source tokens + b`` (the
         source's ``<eos>`` counted, the target's not: ``search.max_output_lengths``), holds
         the target of all but the longest thousandth of the training pairs (of the first
-        segmentation)."""
+        segmentation; the one that needs most left out of a smaller corpus, a pair that
+        slipped out of line in it)."""
         lengths = np.concatenate([c.pairs.lengths for c in self.corpora])  # (n, 2), <eos> in
         if not len(lengths):
             return 0.0
         needed = np.maximum(lengths[:, 1] - 1 - b, 0) / lengths[:, 0]  # (n,)
-        return float(np.percentile(needed, 99.9, method="higher"))
+        return float(np.percentile(needed, 99.9, method="lower"))
 
     def epoch(self, seed: int, epoch: int) -> EpochData:
         """Epoch ``epoch``'s examples (a pure function of ``seed`` and ``epoch``)."""
