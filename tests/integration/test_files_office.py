@@ -339,3 +339,45 @@ def test_a_slide_runs_text_is_written_as_python_pptx_writes_it():
     run.text = text
     assert run.text == CT_RegularTextRun._escape_ctrl_chars(text)
     assert "\t\n" in run.text and "_x0007_" in run.text
+
+
+def test_a_word_document_translated_between_directions_is_written_the_targets_way():
+    """Arabic into English: each paragraph, run, section and table written right to left
+    says left to right; English into Arabic: the styles' default paragraph is right to left
+    (``w:bidi`` where Word's order puts it), what said left to right says right to left.
+    A presentation's paragraphs alike."""
+    from transformer_mt.translate.files import WORD_PARTS
+    from transformer_mt.translate.language_tags import relabel_word
+
+    arabic = docx.Document()
+    paragraph = arabic.add_paragraph()
+    paragraph._p.get_or_add_pPr().append(parse_xml(f"<w:bidi {W}/>"))
+    paragraph.add_run("Hello.")._r.get_or_add_rPr().append(parse_xml(f"<w:rtl {W}/>"))
+    arabic.add_table(1, 1)._tbl.tblPr.append(parse_xml(f"<w:bidiVisual {W}/>"))
+    arabic.sections[0]._sectPr.append(parse_xml(f"<w:bidi {W}/>"))
+    relabel_word(arabic, WORD_PARTS, "ar", "en")
+    switches = [e.get(f"{{{NS['w']}}}val") for name in ("bidi", "rtl", "bidiVisual")
+                for e in arabic.element.iter(f"{{{NS['w']}}}{name}")]
+    assert switches == ["0", "0", "0", "0"]
+    english = docx.Document()
+    english.add_paragraph("Hello.")._p.get_or_add_pPr().append(parse_xml(
+        f'<w:bidi {W} w:val="0"/>'))
+    relabel_word(english, WORD_PARTS, "en", "ar")
+    default = english.styles.element.find("w:docDefaults/w:pPrDefault/w:pPr", NS)
+    names = [etree.QName(e).localname for e in default]
+    assert "bidi" in names and names.index("bidi") < names.index("spacing")  # python-docx's
+    assert english.paragraphs[0]._p.pPr.find("w:bidi", NS).get(f"{{{NS['w']}}}val") == "1"
+    relabel_word(english, WORD_PARTS, "he", "ar")  # the same direction: nothing switched
+    assert english.paragraphs[0]._p.pPr.find("w:bidi", NS).get(f"{{{NS['w']}}}val") == "1"
+    import pptx
+
+    from transformer_mt.translate.files import SLIDE_PARTS
+    from transformer_mt.translate.language_tags import relabel_slides
+
+    slides = pptx.Presentation()
+    slide = slides.slides.add_slide(slides.slide_layouts[1])
+    slide.shapes.title.text, slide.placeholders[1].text = "Hello.", "A dog."
+    for lang, target, rtl in (("en", "ar", "1"), ("ar", "en", "0")):
+        relabel_slides(slides, SLIDE_PARTS, lang, target)
+        assert [p._p.pPr.get("rtl") for shape in slide.shapes
+                for p in shape.text_frame.paragraphs] == [rtl, rtl]

@@ -135,3 +135,25 @@ def test_an_ods_translates_its_text_cells_and_comments_not_what_values_show(tran
     string_value = f"{{{ns['office']}}}string-value"
     assert before[2].get(string_value) and after[2].get(string_value) is None
     assert [dict(c.attrib) for c in after[3:]] == [dict(c.attrib) for c in before[3:]]
+
+
+def test_an_opendocument_translated_between_directions_is_written_the_targets_way():
+    """English into Arabic: the default paragraph, and a style said left to right, right to
+    left; back into English, left to right again."""
+    from odf import opendocument, style, text
+    from odf.namespaces import STYLENS
+
+    from transformer_mt.translate.language_tags import relabel_odf
+
+    document = opendocument.OpenDocumentText()
+    document.styles.addElement(style.DefaultStyle(family="paragraph"))
+    ltr = style.Style(name="Body", family="paragraph")
+    ltr.addElement(style.ParagraphProperties(writingmode="lr-tb"))
+    document.styles.addElement(ltr)
+    document.text.addElement(text.P(stylename=ltr, text="Hello."))
+    for lang, target, mode in (("en", "ar", "rl-tb"), ("ar", "en", "lr-tb")):
+        relabel_odf(document, lang, target)
+        read = opendocument.load(io.BytesIO(saved(document.write)))
+        assert [p.getAttrNS(STYLENS, "writing-mode") for p in
+                read.getElementsByType(style.ParagraphProperties)] == [mode, mode]
+

@@ -7,6 +7,7 @@ Word run's or style's ``w:lang``, a slide run's ``lang`` and ``altLang``, an Ope
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from transformer_mt.packages import imported
@@ -57,7 +58,8 @@ def relabel_vtt(text: str, lang: str, target: str) -> str:
 
 def relabel_word(document: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
     """A Word document's ``w:lang`` (in its runs and styles: the parts whose content type ends
-    with one of ``parts``) and its properties' language."""
+    with one of ``parts``) and its properties' language; its direction the target's
+    (:func:`_redirect_word`)."""
     from docx.oxml.ns import qn
 
     for part in document.part.package.iter_parts():
@@ -65,16 +67,51 @@ def relabel_word(document: Any, parts: tuple[str, ...], lang: str, target: str) 
             for element in part.element.iter(qn("w:lang")):
                 _relabel_attributes(element, (qn("w:val"), qn("w:eastAsia"), qn("w:bidi")),
                                     lang, target)
+            if direction(lang) != direction(target):
+                _redirect_word(part.element, direction(target) == "rtl", qn)
     _relabel_properties(document, lang, target)
+
+
+# what follows w:bidi in a paragraph's properties (ECMA-376's order, which Word holds to)
+AFTER_BIDI = ("adjustRightInd", "snapToGrid", "spacing", "ind", "contextualSpacing",
+              "mirrorIndents", "suppressOverlap", "jc", "textDirection", "textAlignment",
+              "textboxTightWrap", "outlineLvl", "divId", "cnfStyle", "rPr", "sectPr",
+              "pPrChange")
+
+
+def _redirect_word(element: Any, rtl: bool, qn: Callable[[str], str]) -> None:
+    """A Word part written the other way: its paragraphs', runs', sections' and tables'
+    direction (``w:bidi``, ``w:rtl``, ``w:bidiVisual``) switched; into a right-to-left
+    language, the styles' default paragraph made right to left (what a paragraph inherits)."""
+    for name in ("w:bidi", "w:rtl", "w:bidiVisual"):
+        for switch in element.iter(qn(name)):
+            switch.set(qn("w:val"), "1" if rtl else "0")
+    for document_defaults in element.iter(qn("w:docDefaults")) if rtl else ():
+        defaults = _child(document_defaults, qn("w:pPrDefault"))  # (after w:rPrDefault)
+        properties = _child(defaults, qn("w:pPr"))
+        if properties.find(qn("w:bidi")) is None:
+            after = [c for c in properties if c.tag in {qn(f"w:{n}") for n in AFTER_BIDI}]
+            bidi = properties.makeelement(qn("w:bidi"), {})
+            if after:
+                after[0].addprevious(bidi)
+            else:
+                properties.append(bidi)
 
 
 def relabel_slides(presentation: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
     """A presentation's runs' ``lang`` and ``altLang`` (in the parts whose content type ends
-    with one of ``parts``) and its properties' language."""
+    with one of ``parts``) and its properties' language; between directions, each
+    paragraph's (``a:pPr``'s ``rtl``) the target's."""
+    from pptx.oxml.ns import qn
+
     for part in presentation.part.package.iter_parts():
         if part.content_type.endswith(parts) and hasattr(part, "_element"):
             for element in part._element.iter():
                 _relabel_attributes(element, ("lang", "altLang"), lang, target)
+            if direction(lang) != direction(target):
+                for paragraph in part._element.iter(qn("a:p")):
+                    paragraph.get_or_add_pPr().set("rtl", "1" if direction(target) == "rtl"
+                                                   else "0")
     _relabel_properties(presentation, lang, target)
 
 
@@ -89,11 +126,40 @@ def relabel_odf(document: Any, lang: str, target: str) -> None:
             properties.setAttrNS(fo, "language", target)
             if properties.getAttrNS(fo, "country") is not None:
                 properties.removeAttrNS(fo, "country")
+    if direction(lang) != direction(target):
+        _redirect_odf(document, direction(target) == "rtl", style)
     for language in document.getElementsByType(dc.Language):
         if says(str(language), lang):
             for child in list(language.childNodes):
                 language.removeChild(child)
             language.addText(target)
+
+
+def _redirect_odf(document: Any, rtl: bool, style: Any) -> None:
+    """An OpenDocument file written the other way: each paragraph style's writing mode that
+    was the source's the target's; into a right-to-left language, the default paragraph's
+    too (what a paragraph inherits)."""
+    mode = ("urn:oasis:names:tc:opendocument:xmlns:style:1.0", "writing-mode")
+    flip = {"lr-tb": "rl-tb", "lr": "rl"} if rtl else {"rl-tb": "lr-tb", "rl": "lr"}
+    for properties in document.getElementsByType(style.ParagraphProperties):
+        if properties.getAttrNS(*mode) in flip:
+            properties.setAttrNS(*mode, flip[properties.getAttrNS(*mode)])
+    for default in document.getElementsByType(style.DefaultStyle) if rtl else ():
+        if default.getAttribute("family") == "paragraph":
+            found = default.getElementsByType(style.ParagraphProperties)
+            properties = found[0] if found else style.ParagraphProperties()
+            properties.setAttrNS(*mode, "rl-tb")
+            if not found:
+                default.addElement(properties)
+
+
+def _child(element: Any, tag: str) -> Any:
+    """``element``'s child ``tag``, added last where it has none."""
+    child = element.find(tag)
+    if child is None:
+        child = element.makeelement(tag, {})
+        element.append(child)
+    return child
 
 
 def _relabel_attributes(element: Any, names: tuple[str, ...], lang: str, target: str) -> None:
