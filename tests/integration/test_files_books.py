@@ -246,6 +246,19 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
     assert nav.xpath("//*[@epub:type='toc']", namespaces=ops)  # a reader's table of contents
 
 
+def test_an_epubs_pages_turn_the_way_its_translation_reads():
+    from transformer_mt.translate.files import _relabelled
+
+    package = ('<package><metadata><dc:language>{}</dc:language></metadata>'
+               '<spine toc="ncx"{}><itemref idref="c1"/></spine></package>')
+    rtl = ' page-progression-direction="rtl"'
+    assert _relabelled(package.format("ar", rtl), "ar", "en") == package.format(
+        "en", ' page-progression-direction="ltr"')
+    assert _relabelled(package.format("en", ""), "en", "ar") == package.format("ar", "").replace(
+        "<spine", f"<spine{rtl}")
+    assert _relabelled(package.format("de", ""), "de", "en") == package.format("en", "")
+
+
 def test_the_cli_and_the_server_take_both(trained_run, translator, tmp_path):
     (tmp_path / "letter.odt").write_bytes(odt_document())
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--input",
