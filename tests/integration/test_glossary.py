@@ -54,6 +54,8 @@ def test_chinese_and_japanese_words_run_together_and_are_found_all_the_same():
     g = Glossary({"狗": "hound", "Python": "蟒蛇"}, keep_spans=True)
     assert g.required("两只狗用Python在www.x.cn玩了3次。") == ["hound", "蟒蛇", "www.x.cn", "3"]
     assert g.required("请发邮件到anna@x.de，谢谢。") == ["anna@x.de"]
+    assert g.required("见 https://zh.x.org/wiki/中国 和https://x.cn/a。") == [
+        "https://zh.x.org/wiki/中国", "https://x.cn/a"]  # after a space: to the next
     assert g.required("Ein Hundefutter für 3er") == []  # Latin words end at letters, as ever
 
 

@@ -26,10 +26,14 @@ PLACEHOLDER = (r"%[A-Za-z_]\w+%|%(?:\d+\$|\(\w+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[
 # a letter or digit of a script that spaces its words: a word's edge (Chinese and Japanese
 # run their words, and a Latin one, together)
 LETTER = f"[^\\W{CJK}]"
-WIDE = f"{CJK}\u3000-\u303f\uff01-\uff60"  # no part of an address: Chinese, its marks
+MARKS = "\u3000-\u303f\uff01-\uff60"  # Chinese and Japanese punctuation, full-width forms
+WIDE = f"{CJK}{MARKS}"
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
 KEPT = re.compile("|".join([
     rf"(?:{LETTER}|[.+-])+@(?:{LETTER}|-)+(?:\.(?:{LETTER}|-)+)+",  # e-mail addresses
+    # a URL: after a space, to the next (Chinese in its path too, https://zh.x.org/wiki/中国);
+    # run on from Chinese text, up to its first Chinese character or mark
+    rf"(?<![{WIDE}])(?:(?:https?|ftp)://|www\.)[^\s<>\"']+[^\s<>\"'.,;:!?)\]{MARKS}]",
     rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}]+[^\s<>\"'.,;:!?)\]{WIDE}]",
     PLACEHOLDER,
     rf"(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})",  # numbers, times, dates
