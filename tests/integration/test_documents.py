@@ -91,6 +91,9 @@ def test_a_space_between_sentences_goes_outside_markup():
         "<p>A dog runs. <b>A cat sleeps!</b> A bird flies? <i>A fish swims.</i></p>")
     doc = split_document("<p>A dog. <b>A cat!</b> A bird?</p>", "en", "html", "zh")
     assert doc.rebuild(["狗。", "猫！", "鸟？"]) == "<p>狗。<b>猫！</b>鸟？</p>"
+    doc = split_document("<p>A dog.\n  A cat.</p><pre>A dog.\nA cat.</pre>", "en", "html", "zh")
+    assert doc.rebuild(["狗。", "猫。"]) == "<p>狗。猫。</p><pre>A dog.\nA cat.</pre>"  # (shown
+    # as a space in HTML, a line break goes as one does)
 
 
 def test_html_keeps_its_markup_and_translates_only_prose():

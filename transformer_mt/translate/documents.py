@@ -121,9 +121,8 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
     return spans
 
 
-# a Chinese or Japanese sentence's end, not inside a quotation ("「すごい！」と彼は言った。"
-# is one): a sentence ends there even where spaCy reads the line as one token (Japanese
-# without SudachiPy reads with the multi-language pipeline, which cuts at spaces)
+# a Chinese or Japanese sentence's end, not in a quotation ("「すごい！」と彼は言った。" is one),
+# even where spaCy reads the line as one token (Japanese without SudachiPy: cut at spaces)
 CJK_END = re.compile("[。！？]+(?![」』）〕】”’\"')" + re.escape("".join(SENTENCE_ENDS)) + "])")
 
 
@@ -151,7 +150,8 @@ def _separated(line: str, start: int) -> list[tuple[int, str]]:
 
 
 def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
-               bare: Sequence[bool] = (), closed: bool = False) -> Document[list[str]]:
+               bare: Sequence[bool] = (), closed: bool = False,
+               collapsed: bool = False) -> Document[list[str]]:
     """Text in pieces that run on (a paragraph's text nodes or runs, formatted apart): the
     sentences of the pieces joined; rebuilding gives each piece its text again, the spacing
     between sentences kept and a sentence across pieces shared out among them. A ``kept``
@@ -159,7 +159,8 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     of the translation that read it left out; text in kept pieces alone is no sentence. Words
     the translation moves are moved between ``bare`` pieces (text outside any markup) rather
     than into markup or out of it (``inline.share``); ``closed``: the last piece too gets a
-    word of its sentence if it holds one."""
+    word of its sentence if it holds one; ``collapsed``: a line break shows as a space (HTML),
+    and goes between sentences as one does (:func:`_between`)."""
     text = "".join(pieces)
     ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
     keep = [bool(k) for k in kept] or [False] * len(pieces)
@@ -173,7 +174,8 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
         at, before = 0, ""
         for (a, b), cut, translation, link in zip(spans, cuts, translations, links, strict=True):
             first = bisect.bisect_right(ends, a)  # the piece the sentence begins in
-            gap = _between(text, at, a, before, translation) if before else text[at:a]
+            gap = (_between(text, at, a, before, translation, collapsed) if before
+                   else text[at:a])
             if gap == text[at:a]:
                 _keep(gap, at, ends, out)
             else:  # outside markup where the sentence begins a piece after bare text
@@ -212,18 +214,18 @@ def run_together(texts: Sequence[str], shown: Callable[[str], str] = str) -> str
                                         for a, b in itertools.pairwise(texts))
 
 
-def _between(text: str, at: int, a: int, before: str, after: str) -> str:
-    """What goes between two translated sentences on a line, where ``text[at:a]`` lay
-    between their sources: a space where Chinese or Japanese had none and the translations
-    are in a script that spaces its sentences ("A dog. A cat." for "狗。猫。"), none where a
-    spaced language had one and the translations are Chinese or Japanese ("狗。猫。" for
-    "A dog. A cat."), else the source's."""
+def _between(text: str, at: int, a: int, before: str, after: str, collapsed: bool) -> str:
+    """What goes between two translated sentences on a line (``collapsed``: or across lines
+    that show as one, HTML's), where ``text[at:a]`` lay between their sources: a space where
+    Chinese or Japanese had none and the translations are in a script that spaces its
+    sentences ("A dog. A cat." for "狗。猫。"), none where a spaced language had one and the
+    translations are Chinese or Japanese ("狗。猫。" for "A dog. A cat."), else the source's."""
     gap = text[at:a]
     unspaced = UNSPACED_SENTENCES.match
     spaced = [not unspaced(c) for c in (before[-1:], after[:1])]
     if not gap and (unspaced(text[a - 1]) or unspaced(text[a])) and all(spaced):
         return " "
-    if gap and gap.strip(" \t") == "" and not any(spaced) and not (
+    if gap and gap.strip(" \t\r\n" if collapsed else " \t") == "" and not any(spaced) and not (
             unspaced(text[at - 1]) or unspaced(text[a])):
         return ""
     return gap
@@ -278,10 +280,12 @@ def split_html(text: str, lang: str, xml: bool = False,
     translated: list[Any] = []  # the elements in text translated: their attributes are
     read = [(split_flow([read_node(n, k) for n, k in nodes], lang,
                         [k for _, k in nodes],
-                        [not k and n.parent.name not in INLINE for n, k in nodes]),
+                        [not k and n.parent.name not in INLINE for n, k in nodes],
+                        collapsed=True),
              functools.partial(_put_text, [n for n, _ in nodes]))
             for nodes in text_flows(soup, translated)]
-    read += [(split_flow([str(tag[name])], lang), functools.partial(_put_attribute, tag, name))
+    read += [(split_flow([str(tag[name])], lang, collapsed=True),
+              functools.partial(_put_attribute, tag, name))
              for tag in translated for name in _translatable(tag)]
     flows = [(flow, put) for flow, put in read if flow.sentences]
 
