@@ -169,6 +169,16 @@ def test_config_names_the_corpus_key_and_the_nearest_language():
     config = load_config(None, ["data.src_lang=zh", "data.tgt_lang=ja",
                                 "data.train={tsv: a.tsv}", "data.valid={tsv: b.tsv}"])
     assert config.data.test_sets() == {}  # Multi30k's test sets only go with Multi30k
+    # SentencePiece needs none of spaCy's rules: any ISO 639 code (Swahili, Hausa, Khmer)
+    own = ["data.train={tsv: a.tsv}", "data.valid={tsv: b.tsv}", "data.tgt_lang=en"]
+    with pytest.raises(ConfigError, match=r"'sw', a language spaCy does not know.*any ISO 639"):
+        load_config(None, [*own, "data.src_lang=sw"])
+    subwords = [*own, "data.tokenizer=sentencepiece"]
+    assert load_config(None, [*subwords, "data.src_lang=sw"]).data.src_lang == "sw"
+    with pytest.raises(ConfigError, match=r"is 'Swahili', not .* code \(2 or 3 [a-z ]*\)$"):
+        load_config(None, [*subwords, "data.src_lang=Swahili"])  # (no code to suggest)
+    with pytest.raises(ConfigError, match=r"is 'German', not .*; did you mean 'de'"):
+        load_config(None, [*subwords, "data.src_lang=German"])
 
 
 def test_bleu_tokenizer_follows_the_target_language():

@@ -155,7 +155,7 @@ class DataConfig:
 
     def validate(self) -> None:
         for key in ("src_lang", "tgt_lang"):
-            check_language(getattr(self, key), f"data.{key}")
+            check_language(getattr(self, key), f"data.{key}", self.tokenizer == "sentencepiece")
         ensure(self.src_lang != self.tgt_lang, "data.tgt_lang", "must differ from data.src_lang")
         ensure_positive(self, "data", ["max_len", "min_freq"])
         self.filter.validate()

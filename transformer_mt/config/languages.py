@@ -42,16 +42,26 @@ def _language_names() -> dict[str, str]:
     return names
 
 
-def check_language(code: str, key: str) -> None:
+ISO_639 = re.compile(r"[a-z]{2,3}")  # a language's code: two letters, or three
+
+
+def check_language(code: str, key: str, subwords: bool = False) -> None:
+    """That ``code`` names a language spaCy's tokenizers know, or with ``subwords``
+    (SentencePiece, which needs none of spaCy's rules: Swahili, Hausa, Khmer), any ISO 639
+    code; else a one-line error that suggests one (``German`` -> ``de``; a name spaCy does
+    not know, none)."""
     known = spacy_languages()
-    if not known or code in known:
+    if not known or code in known or (subwords and ISO_639.fullmatch(code)):
         return
-    by_name = _language_names()
-    close = ([by_name[code.lower()]] if code.lower() in by_name else
-             difflib.get_close_matches(code.lower(), known, n=1, cutoff=0.0))
+    by_name, lower = _language_names(), code.lower()
+    close = ([by_name[lower]] if lower in by_name else [] if subwords and not
+             ISO_639.fullmatch(lower) else difflib.get_close_matches(lower, known, n=1,
+                                                                     cutoff=0.0))
     hint = f"; did you mean '{close[0]}'?" if close else ""
-    raise ConfigError(f"config key '{key}' is {code!r}, a language spaCy does not know{hint} "
-                      f"(known: {', '.join(known)})")
+    raise ConfigError(f"config key '{key}' is {code!r}, " + (
+        f"not a language's ISO 639 code (2 or 3 lowercase letters){hint}" if subwords else
+        f"a language spaCy does not know{hint} (known: {', '.join(known)}; with "
+        "data.tokenizer=sentencepiece, any ISO 639 code)"))
 
 
 def language_name(code: str) -> str:
