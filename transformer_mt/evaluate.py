@@ -37,7 +37,10 @@ class Scores:
 
 
 # sacreBLEU's tokenizers for languages that 13a (made for spaced European text) splits badly
-BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+# sacreBLEU's tokenizer for a target language (13a for the others); Thai, Lao, Khmer and
+# Burmese write words without spaces between them: their characters (13a saw one word a line)
+BLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab", "th": "char", "lo": "char",
+                   "km": "char", "my": "char"}
 
 
 @functools.lru_cache(maxsize=8)

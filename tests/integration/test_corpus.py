@@ -189,6 +189,9 @@ def test_bleu_tokenizer_follows_the_target_language():
     assert "tok:zh" in zh.bleu_signature
     assert zh.bleu > score(hyp, ref, "en").bleu  # 13a sees one word, zh sees characters
     assert "tok:13a" in score(["A cat."], ["A dog."], "fr").bleu_signature
+    hyp, ref = ["ฉันชอบแมว"], ["ฉันชอบหมา"]  # Thai: no spaces between words
+    assert "tok:char" in score(hyp, ref, "th").bleu_signature
+    assert score(hyp, ref, "th").bleu > score(hyp, ref, "en").bleu == 0
 
 
 def test_our_own_translations_are_not_taken_for_tokenized_text(caplog):
