@@ -57,6 +57,7 @@ def test_chinese_and_japanese_words_run_together_and_are_found_all_the_same():
     assert g.required("见 https://zh.x.org/wiki/中国 和https://x.cn/a。") == [
         "https://zh.x.org/wiki/中国", "https://x.cn/a"]  # after a space: to the next
     assert g.required("Ein Hundefutter für 3er") == []  # Latin words end at letters, as ever
+    assert Glossary({"แมว": "cat"}).required("ฉันชอบแมวมาก") == ["cat"]  # Thai, alike
 
 
 @pytest.mark.parametrize("beam", [1, 4])

@@ -58,6 +58,8 @@ SEPARATING = re.compile("[\x0b-\x0d\x1c-\x1f\x85]")
 # own where words are counted: alignments, inline markup, subtitles' lines)
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
 CJK_CHARACTER = re.compile(f"[{CJK}]")
+# Thai, Lao, Burmese and Khmer: their words run together too (their sentences are spaced)
+SOUTHEAST_ASIAN = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
 WORD_START = "\u2581"  # "▁": SentencePiece's mark of a piece that begins a word
 MARKERS = 0xE000  # private-use characters: a kept span's place while detokenizing
 MAX_LINE_CHARS = 20_000  # a line is cut here before tokenizing: a sentence is far shorter

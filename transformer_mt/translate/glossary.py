@@ -16,16 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_mt.data.tokenize import CJK, normalized
+from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.errors import MTError
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
 # and templates' ({name}, {0}, {{ name }}), the shell's (${HOME})
 PLACEHOLDER = (r"%[A-Za-z_]\w+%|%(?:\d+\$|\(\w+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*"
                r"[diouxXeEfFgGcrsa%]|\{\{[^{}]+\}\}|\{[^{}\s]*\}|\$\{[^{}\s]+\}")
-# a letter or digit of a script that spaces its words: a word's edge (Chinese and Japanese
+# a letter or digit of a script that spaces its words: a word's edge (Chinese, Japanese, Thai
 # run their words, and a Latin one, together)
-LETTER = f"[^\\W{CJK}]"
+LETTER = f"[^\\W{CJK}{SOUTHEAST_ASIAN}]"
 MARKS = "\u3000-\u303f\uff01-\uff60"  # Chinese and Japanese punctuation, full-width forms
 WIDE = f"{CJK}{MARKS}"
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)

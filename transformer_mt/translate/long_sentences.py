@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN
 from transformer_mt.translate.documents import Document, Links, translate_split
 from transformer_mt.translate.inline import UNIT, attention_links
 
@@ -39,8 +40,7 @@ BREAKS = [re.compile(p) for p in (
 REACH = 0.8
 # scripts written without spaces between words (Thai, Lao, Myanmar, Khmer; CJK's marks, kana
 # and ideographs, full-width forms): no space joins a part's translation to one of them
-UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3000-\u9fff"
-                      "\uf900-\ufaff\uff00-\uffef]")
+UNSPACED = re.compile(f"[{SOUTHEAST_ASIAN}{CJK}\u3000-\u303f\uff00-\uffef]")
 
 
 def clause_spans(text: str, fits: Fits) -> list[tuple[int, int]]:
