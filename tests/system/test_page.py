@@ -315,6 +315,20 @@ def test_an_exported_model_translates_on_the_page_and_says_why_nothing_shows_ins
     assert page.is_disabled("#prefix") and not problems, problems
 
 
+def test_the_pages_example_is_german_only_for_a_german_model(server, browser):
+    """A model of another source language (its /v1/info said so here) opens on an empty box
+    that names the language, not on the German example; the German model on the example."""
+    page, problems = _open(browser, server)
+    assert page.input_value("#source").startswith("Ein Hund") and not problems, problems
+    page = browser.new_page()
+    page.route("**/v1/info", lambda route: route.fulfill(
+        json={**route.fetch().json(), "source_language": "fr"}))
+    page.goto(server + "/")
+    page.wait_for_function("document.getElementById('about').textContent.startsWith('fr')")
+    assert page.input_value("#source") == "" and "in fr" in page.get_attribute(
+        "#source", "placeholder")
+
+
 def test_the_page_fits_a_phone(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     page, problems = _open(browser, server, width=390, height=844)

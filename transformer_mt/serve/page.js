@@ -317,6 +317,10 @@ $("prefix").addEventListener("input", () => {
 syncControls();
 fetch("/v1/info").then((r) => r.json()).then((data) => {
   info = data;
+  if (info.source_language !== "de" && $("source").value === $("source").defaultValue) {
+    $("source").value = "";  // the German example is no use to a model of another language
+    $("source").placeholder = `Sentences in ${info.source_language}, one per line`;
+  }
   $("prefix").disabled = !info.inspect;  // (a prefix is looked inside: a PyTorch checkpoint's)
   $("about").textContent = `${info.source_language} → ${info.target_language}, ${info.tokenizer} tokens, ` +
     `d_model ${info.model.d_model}, ${info.model.encoder_layers}+${info.model.decoder_layers} layers, ` +
