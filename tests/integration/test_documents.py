@@ -79,6 +79,8 @@ def test_chinese_and_japanese_sentences_end_at_their_marks(text, lang, sentences
     ("A dog runs. A cat sleeps!", "en", ["Ein Hund läuft.", "猫睡！"],
      "Ein Hund läuft. 猫睡！"),  # a space beside a spaced script
     ("すごい！ 本当に？", "ja", ["凄！", "真？"], "凄！ 真？"),  # a space the source had kept
+    ("すごい！\u3000本当に？", "ja", ["Wow!", "Really?"], "Wow! Really?"),  # an ideographic
+    # space between sentences: a space in English
 ])
 def test_sentences_are_spaced_as_the_target_language_spaces_them(text, lang, translations,
                                                                  expected):

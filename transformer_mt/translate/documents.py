@@ -220,10 +220,10 @@ def _between(text: str, at: int, a: int, before: str, after: str, collapsed: boo
     Chinese or Japanese had none and the translations are in a script that spaces its
     sentences ("A dog. A cat." for "狗。猫。"), none where a spaced language had one and the
     translations are Chinese or Japanese ("狗。猫。" for "A dog. A cat."), else the source's."""
-    gap = text[at:a]
-    unspaced = UNSPACED_SENTENCES.match
+    gap, unspaced = text[at:a], UNSPACED_SENTENCES.match
     spaced = [not unspaced(c) for c in (before[-1:], after[:1])]
-    if not gap and (unspaced(text[a - 1]) or unspaced(text[a])) and all(spaced):
+    run_on = not gap and (unspaced(text[a - 1]) or unspaced(text[a]))
+    if all(spaced) and (run_on or (gap and not gap.strip("\u3000"))):  # (ideographic spaces)
         return " "
     if gap and gap.strip(" \t\r\n" if collapsed else " \t") == "" and not any(spaced) and not (
             unspaced(text[at - 1]) or unspaced(text[a])):
