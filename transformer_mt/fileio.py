@@ -18,10 +18,12 @@ The guarantees, in one place:
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import hashlib
 import io
+import itertools
 import os
 import socket
 import stat
@@ -253,10 +255,15 @@ def sha256_of(path: str | Path) -> str:
 
 
 def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
-    """The lines of a UTF-8 byte stream, without line ends and without a leading BOM; a line
-    that is not UTF-8 is named, by number, in a one-line error, as a stream of another format
-    (a PDF, say: :data:`FOREIGN`) is."""
-    for n, raw in enumerate(stream, start=1):
+    """The lines of a UTF-8 byte stream (or UTF-16, where a byte order mark says so: Windows'
+    "Unicode" text, Excel's tab-separated export), without line ends and without a leading
+    BOM; a line that is not UTF-8 is named, by number, in a one-line error, as a stream of
+    another format (a PDF, say: :data:`FOREIGN`) is."""
+    stream = iter(stream)
+    first = next(stream, b"")
+    lines = _from_utf16(first, stream, name) if first.startswith(UTF16_BOMS) else itertools.chain(
+        [first] if first else [], stream)
+    for n, raw in enumerate(lines, start=1):
         if n == 1 and foreign(raw):
             raise MTError(f"{name} is {foreign(raw)}, not lines of text")
         try:
@@ -271,6 +278,23 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
         yield line.removeprefix("\ufeff") if n == 1 else line
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # how UTF-16 text begins (little, big endian)
+
+
+def _from_utf16(first: bytes, rest: Iterator[bytes], name: str) -> Iterator[bytes]:
+    """The lines (each ending in ``\\n`` but the last) of UTF-16 text cut at its ``\\n``
+    bytes, which are not its line ends, as UTF-8."""
+    decoder, held = codecs.getincrementaldecoder("utf-16")(errors="strict"), ""
+    try:
+        for raw in itertools.chain([first], rest):
+            *lines, held = (held + decoder.decode(raw)).split("\n")
+            yield from (line.encode("utf-8") + b"\n" for line in lines)
+        held += decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise MTError(f"{name} is not valid UTF-16 after its byte order mark ({exc.reason}); "
+                      "convert it to UTF-8 (e.g. with iconv)") from exc
+    if held:
+        yield held.encode("utf-8")
 # how files of other kinds begin, whose bytes read as lines of text would be garbage
 FOREIGN = {b"%PDF-": "a PDF", b"PK\x03\x04": "a zip archive",
            b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an older Office document (.doc, .xls, .ppt)",

@@ -125,3 +125,24 @@ def test_translate_and_average_refuse_to_overwrite_their_inputs(trained_run, tmp
                       "Ein Hund."], fresh_process=True)  # a real standard output
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_text_with_its_byte_order_mark_reads_as_its_utf8_does(tmp_path, encoding):
+    """Windows' "Unicode" text and Excel's tab-separated export: UTF-16 with a BOM, CRLF
+    lines; a line ending in U+0A0D (whose bytes hold "\\n") stays one line."""
+    from transformer_mt.data.corpus import read_lines
+    from transformer_mt.translate.files import read_file
+
+    text = "Ein Hund läuft.\tA dog runs.\r\nਗ\u0a0d 狗\t𝄞 end\r\n\r\nlast"
+    (tmp_path / "a.tsv").write_bytes(("\ufeff" + text).encode(encoding))
+    (tmp_path / "b.tsv").write_text(text, encoding="utf-8", newline="")
+    assert list(read_lines(tmp_path / "a.tsv")) == list(read_lines(tmp_path / "b.tsv")) == [
+        "Ein Hund läuft.\tA dog runs.", "ਗ\u0a0d 狗\t𝄞 end", "", "last"]
+    subtitle = "1\r\n00:00:01,000 --> 00:00:02,000\r\nEin Hund.\r\n"
+    read = [read_file("a.srt", ("\ufeff" + subtitle).encode(e), "de").documents[0].sentences
+            for e in (encoding, "utf-8")]
+    assert read[0] == read[1] == ["Ein Hund."]
+    (tmp_path / "c.txt").write_bytes("\ufeffEin Hund".encode(encoding)[:-1])  # cut short
+    with pytest.raises(MTError, match=r"^'.*c.txt' is not valid UTF-16 after its byte order "):
+        list(read_lines(tmp_path / "c.txt"))

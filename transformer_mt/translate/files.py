@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import foreign
+from transformer_mt.fileio import UTF16_BOMS, foreign
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
@@ -164,8 +164,8 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> F
         return _parsed(*read_xliff(name, data, lang, target))
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
-    try:
-        text = data.decode("utf-8-sig")
+    try:  # UTF-8, or UTF-16 where a byte order mark says so (Windows' "Unicode" text)
+        text = data.decode("utf-16" if data.startswith(UTF16_BOMS) else "utf-8-sig")
     except UnicodeDecodeError as exc:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind in READERS:
