@@ -31,7 +31,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from transformer_mt.data.tokenize import CJK, spacy_pipeline
 from transformer_mt.errors import DataError
-from transformer_mt.translate.html_text import INLINE, read_node, text_flows
+from transformer_mt.translate.html_text import INLINE, read_node, text_flows, unwrapped
 from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
 
@@ -159,13 +159,13 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     of the translation that read it left out; text in kept pieces alone is no sentence. Words
     the translation moves are moved between ``bare`` pieces (text outside any markup) rather
     than into markup or out of it (``inline.share``); ``closed``: the last piece too gets a
-    word of its sentence if it holds one; ``collapsed``: a line break shows as a space (HTML),
-    and goes between sentences as one does (:func:`_between`)."""
+    word of its sentence if it holds one; ``collapsed``: a line break is a space (HTML's)."""
     text = "".join(pieces)
     ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
     keep = [bool(k) for k in kept] or [False] * len(pieces)
     loose = [bool(b) for b in bare] or [False] * len(pieces)
-    spans = [(a, b) for a, b in sentence_spans(text, lang) if not all(
+    lines = re.sub("[\r\n]", " ", text) if collapsed else text  # (HTML's: no line ends)
+    spans = [(a, b) for a, b in sentence_spans(lines, lang) if not all(
         keep[bisect.bisect_right(ends, a):bisect.bisect_right(ends, b - 1) + 1])]
     cuts = [[e - a for e in ends if a < e < b] for a, b in spans]
 
@@ -301,7 +301,7 @@ def split_html(text: str, lang: str, xml: bool = False,
             relabel_html(tag, lang, str(target))
         return soup.decode(formatter=_as_written(xml))
 
-    return Document([s for f, _ in flows for s in f.sentences],
+    return Document([unwrapped(s) for f, _ in flows for s in f.sentences],
                     [c for f, _ in flows for c in f.cuts], rebuild)
 
 

@@ -5,7 +5,10 @@ and what a flow reads of each node."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from transformer_mt.data.tokenize import CJK
 
 # text inside these elements is not prose: kept as it is
 KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
@@ -99,3 +102,17 @@ def _mark(node: Any) -> bool:
         bracketed = text[:1] == "[" and text[-1:] == "]" and len(text) <= 20
         return bracketed or not any(c.isalpha() for c in text)
     return not any(c.isalnum() for c in text)
+
+
+# a line break between Chinese or Japanese characters (their marks too), with the spaces
+# around it: what a page's source wraps, not a space between words
+WRAPPED = re.compile(f"(?<=[{CJK}\u3000-\u303f\uff01-\uff60])[ \t\r]*\n[ \t\r\n]*"
+                     f"(?=[{CJK}\u3000-\u303f\uff01-\uff60])")
+
+
+def unwrapped(sentence: str) -> str:
+    """A page's ``sentence`` as the model reads it: a line break that wraps Chinese or
+    Japanese as zero-width spaces (which the tokenizers drop; the offsets stay those of the
+    page's text), not as a space inside a word the model never saw."""
+    return WRAPPED.sub(lambda m: "\u200b" * len(m.group()), sentence)
+
