@@ -17,6 +17,9 @@ word into two subtitles of an .srt, the file translated as ``mt translate --inpu
 sentence across subtitles translated whole, shared out by attention) against each subtitle
 translated on its own; BLEU of each sentence's subtitles joined, their ``ratio``, and how many
 subtitles came out without a word.
+
+And pages whose source wraps its lines (``wrapped``): each sentence a paragraph wrapped at 40
+columns, read as HTML reads it (a line break is a space) against each line on its own.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import html
 import random
 import re
 import sys
+import textwrap
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -108,6 +112,30 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
     out["ratio"] = round(out["ours"]["bleu"] / out["pieces"]["bleu"], 3) \
         if out["pieces"]["bleu"] else None
     out["subtitles"] = subtitles(translator, sources, refs)
+    out["wrapped"] = wrapped(translator, sources, refs, plain)
+    return out
+
+
+def wrapped(translator: Translator, sources: list[str], refs: list[str],
+            plain: list[str]) -> dict:
+    """The sentences as paragraphs of a page whose source wraps at 40 columns, as an editor
+    wraps it: read as HTML reads it (a line break is a space) against each line translated
+    on its own (as ours did before); each page's text is its sentence's translation."""
+    lines = [textwrap.wrap(sentence, 40, break_on_hyphens=False) for sentence in sources]
+    pages = ["<p>" + "\n  ".join(html.escape(line, False) for line in wrap) + "</p>"
+             for wrap in lines]
+    start = time.perf_counter()
+    ours = [" ".join(html.unescape(re.sub("<[^>]+>", "", p)).split())
+            for p in translator.translate(pages, form="html")]
+    seconds = time.perf_counter() - start
+    assert ours == [" ".join(t.split()) for t in plain]
+    alone = iter(translator.translate([line for wrap in lines for line in wrap], form="text"))
+    theirs = [" ".join(next(alone) for _ in wrap) for wrap in lines]
+    lang = translator.config.data.tgt_lang
+    out = {"pages": len(pages), "wrapped": sum(len(wrap) > 1 for wrap in lines),
+           "ours": _scores(ours, refs, lang, seconds), "lines": _scores(theirs, refs, lang, None)}
+    out["ratio"] = round(out["ours"]["bleu"] / out["lines"]["bleu"], 3) \
+        if out["lines"]["bleu"] else None
     return out
 
 

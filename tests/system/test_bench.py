@@ -213,7 +213,7 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     """bench/inline_markup.py on the toy test set: each page's text is its sentence's
     translation (the bench asserts it, so their BLEU is equal), the pieces translated apart
     score otherwise, and ``ratio`` is the quotient of the two BLEUs; the same for the
-    sentences as subtitles."""
+    sentences as subtitles, and as pages whose source wraps its lines."""
     record = json.loads(run_bench("bench/inline_markup.py", "--checkpoint",
                                   str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                   "--max-sentences", "8").stdout)
@@ -228,6 +228,10 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     ours, theirs = subtitles["ours"]["bleu"], subtitles["alone"]["bleu"]
     assert subtitles["ratio"] == (round(ours / theirs, 3) if theirs else None)
     assert 0 <= subtitles["ours"]["wordless"] <= subtitles["sentences_cut"]
+    wrapped = record["wrapped"]  # pages whose source wraps at 40 columns
+    assert wrapped["pages"] == 8 and wrapped["ours"]["bleu"] == record["plain"]["bleu"]
+    ours, theirs = wrapped["ours"]["bleu"], wrapped["lines"]["bleu"]
+    assert wrapped["ratio"] == (round(ours / theirs, 3) if theirs else None)
 
 
 def test_long_inputs_benchmark_compares_ours_with_each_input_read_whole(trained_run):
