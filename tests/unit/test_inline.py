@@ -101,6 +101,11 @@ def test_chinese_and_japanese_are_shared_out_character_by_character():
     reads = [0, 0, 4, 4, 9, 15, 15, 15, 22]  # "自行车" reads "Fahrrad"
     assert share(source, [15, 22], translation, list(enumerate(reads))) == [
         "一个男人骑", "自行车", "。"]
+    source = "一只大狗跑得快。"  # "一只大" | <b>"狗"</b> | "跑得快。": no space to go by
+    reads = {"A": 0, "big": 2, "dog": 3, "runs": 4, "fast": 6, ".": 7}
+    links = [(o, reads[w]) for w, o in _offsets("A big dog runs fast.")]
+    assert share(source, [3, 4], "A big dog runs fast.", links, bare=[True, False, True]) == [
+        "A big ", "dog", " runs fast."]  # the spaces outside markup
     source = "A child eats an ice cream."  # "A child eats an " | <b>"ice cream"</b> | "."
     pieces = share(source, [16, 25], "子供がアイスを食べる。")  # links: relative positions
     assert "".join(pieces) == "子供がアイスを食べる。" and pieces[1]  # the bold piece: a word

@@ -73,7 +73,8 @@ def share(source: str, cuts: Sequence[int], translation: str,
     # the text after the last markup may go without a word, not after a kept piece (a field
     # is placed by the words around it alone)
     open_end = not closed and loose[-1] and not (len(sources) > 1 and kept and kept[-2])
-    return _cut(translation, units, _in_order(prefer, words, worded, loose, open_end), sources)
+    return _cut(translation, units, _in_order(prefer, words, worded, loose, open_end), sources,
+                loose)
 
 
 def _marks(source: str, translation: str) -> list[Link]:
@@ -158,10 +159,11 @@ def _miss(want: dict[int, float], piece: int, bare: list[bool]) -> float:
 
 
 def _cut(translation: str, units: list[tuple[int, int]], pieces: list[int],
-         sources: list[str]) -> list[str]:
+         sources: list[str], bare: list[bool]) -> list[str]:
     """The translation's text given to the pieces its units went to; the spaces between two
     pieces go where the source had them: to the earlier piece if it ended with a space, else
-    to a piece of spaces alone between them, else to the later one."""
+    to a piece of spaces alone between them, else to the later one, but where the source had
+    none there (Chinese; a word cut by markup) outside markup (``bare``)."""
     out = [""] * len(sources)
     start = 0
     for k in range(1, len(units)):
@@ -170,7 +172,8 @@ def _cut(translation: str, units: list[tuple[int, int]], pieces: list[int],
             continue
         end, gap_end = units[k - 1][1], units[k][0]
         spaces = [r for r in range(p + 1, q) if sources[r].isspace()]
-        home = p if sources[p][-1:].isspace() else spaces[0] if spaces else q
+        none = not spaces and not sources[q][:1].isspace() and bare[p] and not bare[q]
+        home = p if sources[p][-1:].isspace() or none else spaces[0] if spaces else q
         out[p] += translation[start:end]
         if home == q:
             start = end
