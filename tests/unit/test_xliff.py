@@ -137,3 +137,36 @@ def test_an_entity_bomb_in_xliff_is_not_expanded():
         assert all(len(s) < 1000 for d in doc.documents for s in d.sentences)
     except MTError as exc:
         assert "is not an XLIFF file" in str(exc)
+
+
+WRAPPED = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file original="hunde.txt" source-language="de" datatype="plaintext">
+    <body>
+      <trans-unit id="1">
+        <source>Ein Mann in einem blauen Hemd fährt
+          mit dem Fahrrad. Zwei Hunde spielen.</source>
+      </trans-unit>
+      <trans-unit id="2" xml:space="preserve">
+        <source>Datei öffnen
+Datei speichern</source>
+      </trans-unit>
+    </body>
+  </file>
+</xliff>
+"""
+
+
+def test_a_line_break_in_an_xliff_source_is_a_space_unless_it_keeps_its_whitespace():
+    doc = read_file("hunde.xlf", WRAPPED.encode(), "de", "en")
+    wrapped, kept = ([" ".join(s.split()) for s in d.sentences] for d in doc.documents)
+    assert wrapped == ["Ein Mann in einem blauen Hemd fährt mit dem Fahrrad.",
+                       "Zwei Hunde spielen."]  # one sentence across the tool's line break
+    assert kept == ["Datei öffnen", "Datei speichern"]  # xml:space="preserve": two lines
+    root = etree.fromstring(doc.rebuild(translate_split(doc.documents,
+                                                        lambda s: [x.upper() for x in s])))
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    targets = [unit.find("x:target", ns).text for unit in root.findall(".//x:trans-unit", ns)]
+    assert targets[1] == "DATEI ÖFFNEN\nDATEI SPEICHERN"
+    assert " ".join(targets[0].split()) == ("EIN MANN IN EINEM BLAUEN HEMD FÄHRT MIT DEM "
+                                            "FAHRRAD. ZWEI HUNDE SPIELEN.")

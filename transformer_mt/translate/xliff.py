@@ -9,6 +9,8 @@ The target is a copy of the source with its inline codes where they were (1.2: `
 text inside a paired code, ``g``, ``pc``, ``mrk``, translated in its sentence and a word of the
 translation left in it, or kept as it is where the code says ``translate="no"`` or
 ``mtype="protected"``; the native code inside ``ph``, ``bpt``, ``ept``, ``it`` is no text).
+A line break in a source is a space (XML's whitespace), not the end of a sentence, unless the
+source keeps its whitespace (``xml:space="preserve"``).
 A target made here says it is machine translation to review (1.2: ``state="needs-review-
 translation"``, ``state-qualifier="leveraged-mt"``; 2.x: its segment's ``state="translated"``
 where it had none), and a file that named no target language names the translation's.
@@ -32,6 +34,7 @@ V12 = "urn:oasis:names:tc:xliff:document:1.2"
 V2 = "urn:oasis:names:tc:xliff:document:2."  # 2.0, 2.1, 2.2: the same core
 PAIRED = frozenset({"g", "pc", "mrk"})  # inline codes whose content is text
 HELD = re.compile(f"({PLACEHOLDER})")  # a program's placeholder in the text: kept
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 Slot = tuple[Any, str]  # where text stands: an element and "text" (inside it) or "tail"
 
 
@@ -56,8 +59,8 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
              if target_ is None or not "".join(target_.itertext()).strip()]
     made = [_target(source, space) for source, _ in units]
     slots = [_slots(element) for element in made]
-    documents = [_flow(element, places, lang) for element, places in zip(made, slots,
-                                                                          strict=True)]
+    documents = [_flow(element, places, lang, not _preserved(source))
+                 for (source, _), element, places in zip(units, made, slots, strict=True)]
 
     def write(translations: list[list[str]]) -> bytes:
         for (source, old), new, places, texts in zip(units, made, slots, translations,
@@ -87,6 +90,16 @@ def _units(root: Any, space: str) -> list[tuple[Any, Any]]:
         a.get("translate") == "no" for a in source.iterancestors())]
 
 
+def _preserved(source: Any) -> bool:
+    """Whether the source's whitespace is its text (``xml:space="preserve"`` on it or the
+    nearest element above that says): a line break then ends a sentence, as in a plain text
+    file; by default (XML's) it is a space, as where a tool wrapped the source's long lines."""
+    for element in (source, *source.iterancestors()):
+        if (space := element.get(XML_SPACE)) is not None:
+            return bool(space == "preserve")
+    return False
+
+
 def _target(source: Any, space: str) -> Any:
     """A copy of ``source`` as a target (its codes, its text to be replaced)."""
     made = copy.deepcopy(source)
@@ -111,10 +124,12 @@ def _slots(element: Any) -> list[Slot]:
     return places
 
 
-def _flow(root: Any, places: Sequence[Slot], lang: str) -> Document[list[str]]:
+def _flow(root: Any, places: Sequence[Slot], lang: str,
+          collapsed: bool) -> Document[list[str]]:
     """The text of a target's slots as one flow (:func:`split_flow`): a placeholder in it
     (``glossary.PLACEHOLDER``: ``%name%``, ``{count}``, ``%s``) a kept piece, as the text of a
-    code marked not to translate; rebuilding gives each slot its text."""
+    code marked not to translate; rebuilding gives each slot its text. ``collapsed``: a line
+    break is a space (:func:`_preserved`)."""
     pieces: list[str] = []
     kept: list[bool] = []
     bare: list[bool] = []
@@ -127,7 +142,7 @@ def _flow(root: Any, places: Sequence[Slot], lang: str) -> Document[list[str]]:
             kept.append(keep or m % 2 == 1)
             bare.append(outside)
             owner.append(n)
-    flow = split_flow(pieces, lang, kept, bare)
+    flow = split_flow(pieces, lang, kept, bare, collapsed=collapsed)
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
         out = [""] * len(places)
