@@ -5,6 +5,8 @@ decoded together (test_serve_refusals.py: what it refuses)."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ fastapi = pytest.importorskip("fastapi")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.batcher import Batcher, BatchStats  # noqa: E402
-from transformer_mt.serve.service import WARM_LENGTHS  # noqa: E402
+from transformer_mt.serve.service import WARM_LENGTHS, RequestError, Service  # noqa: E402
 from transformer_mt.serve.settings import ServeOptions  # noqa: E402
 
 SENTENCES = ["Ein Hund läuft über die Wiese.", "", "Zwei Männer spielen Fußball.",
@@ -189,8 +191,26 @@ def test_info_languages_and_libretranslate(client, translator):
     assert multipart.json() == {"translatedText": expected}, multipart.text
     many = client.post("/translate", json={"q": SENTENCES[:2], "source": "de", "target": "en"})
     assert many.json()["translatedText"][1] == ""
-    wrong = client.post("/translate", json={"q": "x", "source": "fr", "target": "en"})
-    assert wrong.status_code == 400 and "translates de into en" in wrong.json()["error"]
+    tagged = client.post("/translate", json={"q": SENTENCES[0], "source": "de-DE",
+                                             "target": "EN-us"})  # any tag of the languages
+    assert tagged.json() == {"translatedText": expected}, tagged.text
+    for source, target in (("fr", "en"), ("de", "english"), ("zt", "en"), ("de", "pb")):
+        wrong = client.post("/translate", json={"q": "x", "source": source, "target": target})
+        assert wrong.status_code == 400 and "translates de into en" in wrong.json()["error"]
+
+
+@pytest.mark.parametrize("source, target, ok", [
+    ("pt", "zh", True), ("pt-BR", "zh-Hans", True), ("PB", "zt", True), ("auto", "zh-CN", True),
+    ("pt", "ja", False), ("zh", "pt", False), ("es", "zh", False)])
+def test_a_libretranslate_client_may_name_the_languages_by_any_of_their_tags(source, target, ok):
+    """As LibreTranslate since 1.7.2 ("zh-Hans", "pt-BR") and before ("zt", "pb"), and as a
+    file's language is read ("de-DE" is German): what Weblate or Subtitle Edit send."""
+    model: Any = SimpleNamespace(src_lang="pt", tgt_lang="zh")  # (check_pair reads no more)
+    if ok:
+        Service.check_pair(model, source, target)
+    else:
+        with pytest.raises(RequestError, match="this model translates pt into zh, not "):
+            Service.check_pair(model, source, target)
 
 
 @pytest.mark.parametrize("batching", [True, False])

@@ -33,10 +33,12 @@ from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, Links, TextForm, split_document
 from transformer_mt.translate.inline import attention_links
+from transformer_mt.translate.language_tags import says
 from transformer_mt.translate.long_sentences import fitted
 from transformer_mt.translate.unknown import copy_unknown
 
 T = TypeVar("T")
+LIBRE_CODES = {"pb": "pt-BR", "zt": "zh-Hant"}  # LibreTranslate's, sent by clients before 1.7.2
 
 log = logging.getLogger("transformer_mt.serve")
 
@@ -204,12 +206,14 @@ class Service:
         return _identifier().rank(text)[:n]
 
     def check_pair(self, source: str, target: str) -> None:
-        """LibreTranslate's routes name the languages: this model's (``auto`` for the source),
-        or a 400 as LibreTranslate words it."""
+        """LibreTranslate's routes name the languages: this model's, as any tag of it ("de",
+        "de-DE", "EN", "zh-Hans"; LibreTranslate's own "pb" and "zt" for "pt" and "zh"),
+        ``auto`` for the source; or a 400 as LibreTranslate words it."""
         for name, value in (("source", source), ("target", target)):
             if not value.strip():
                 raise RequestError(400, f"Invalid request: missing {name} parameter")
-        if target != self.tgt_lang or source not in (self.src_lang, "auto"):
+        if not (says(LIBRE_CODES.get(target.lower(), target), self.tgt_lang) and (
+                source == "auto" or says(LIBRE_CODES.get(source.lower(), source), self.src_lang))):
             raise RequestError(400, f"this model translates {self.src_lang} into "
                                f"{self.tgt_lang}, not {source} into {target}")
 
