@@ -44,7 +44,9 @@ from transformer_mt.average import average_checkpoints
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DECODE_RANGES
 from transformer_mt.config.file import load_config
+from transformer_mt.errors import MTError
 from transformer_mt.evaluate import decode_and_score, read_test_set
+from transformer_mt.packages import require
 from transformer_mt.translate import Translator
 
 STOPPED = 128 + signal.SIGINT  # mt train's exit code once a SIGINT made it save and stop
@@ -273,6 +275,11 @@ def main() -> None:
     if not args.config and args.checkpoint is None:
         parser.error("give --config to train, or --checkpoint to score")
     check_out(parser, args.out)
+    try:  # what scoring needs, before the trainings: not minutes later (a bare GPU machine)
+        require({"spacy": "scoring: a line of several sentences is split by spaCy's "
+                          "sentencizer", "sacrebleu": "scoring"})
+    except MTError as exc:
+        parser.error(str(exc))
     if args.ensemble and len(args.checkpoint or args.seeds or []) < 2:
         parser.error("--ensemble needs two or more --seeds or --checkpoint models")
     args.threads = None

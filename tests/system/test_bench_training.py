@@ -145,6 +145,21 @@ def test_quality_benchmark_refuses_what_it_cannot_do_before_it_trains(tmp_path, 
     assert not (tmp_path / "runs").exists()
 
 
+def test_quality_benchmark_without_what_scoring_needs_stops_before_it_trains(tmp_path,
+                                                                            monkeypatch, capsys):
+    """A GPU machine without spaCy (2026-12-04): said at once, not after the trainings."""
+    from bench import quality
+
+    monkeypatch.setitem(sys.modules, "spacy", None)  # (not importable)
+    monkeypatch.setattr(sys, "argv", ["quality.py", "--config", "config/quickstart.yaml",
+                                      "--run-dir", str(tmp_path / "runs")])
+    with pytest.raises(SystemExit) as exit_:
+        quality.main()
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert exit_.value.code == 2 and "the Python package spacy is not installed" in said
+    assert "split by spaCy's sentencizer" in said and not (tmp_path / "runs").exists()
+
+
 def _sets(max_steps: str) -> list[str]:
     return [f"--set={s}" for s in (*TINY, max_steps, "train.max_epochs=null",
                                    "train.eval_every=50", "train.save_every=5",
