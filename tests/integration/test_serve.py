@@ -181,10 +181,10 @@ def test_info_languages_and_libretranslate(client, translator):
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]
     for kwargs in ({"json": {"q": SENTENCES[0], "source": "de", "target": "en"}},
-                   {"data": {"q": SENTENCES[0], "source": "auto", "target": "en"}}):
+                   {"data": {"q": SENTENCES[0], "source": "AUTO", "target": "en"}}):
         answer = client.post("/translate", **kwargs).json()
         assert answer["translatedText"] == expected, answer
-    assert answer["detectedLanguage"]["language"] == "de"  # source 'auto'
+    assert answer["detectedLanguage"]["language"] == "de"  # source 'auto', in any case
 
     multipart = client.post("/translate", files={"q": (None, SENTENCES[0]),
                                                  "source": (None, "de"), "target": (None, "en")})
@@ -200,7 +200,7 @@ def test_info_languages_and_libretranslate(client, translator):
 
 
 @pytest.mark.parametrize("source, target, ok", [
-    ("pt", "zh", True), ("pt-BR", "zh-Hans", True), ("PB", "zt", True), ("auto", "zh-CN", True),
+    ("pt", "zh", True), ("pt-BR", "zh-Hans", True), ("PB", "zt", True), ("Auto", "zh-CN", True),
     ("pt", "ja", False), ("zh", "pt", False), ("es", "zh", False)])
 def test_a_libretranslate_client_may_name_the_languages_by_any_of_their_tags(source, target, ok):
     """As LibreTranslate since 1.7.2 ("zh-Hans", "pt-BR") and before ("zt", "pb"), and as a

@@ -230,7 +230,7 @@ async def libre_translate(svc: Service, req: LibreTranslateRequest,
     svc.charge(who.client, sum(map(len, texts)))
     prepared = await svc.prepare_off_loop(texts, req.format)
     detected = None
-    if req.source == "auto":
+    if req.source.lower() == "auto":  # (LibreTranslate reads codes in any case)
         language, confidence = svc.check_source([s for d in prepared.docs for s in d.sentences])
         detected = DetectedLanguage(language=language, confidence=confidence)
         # already in the target language: as it is, as LibreTranslate does

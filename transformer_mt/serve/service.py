@@ -213,7 +213,8 @@ class Service:
             if not value.strip():
                 raise RequestError(400, f"Invalid request: missing {name} parameter")
         if not (says(LIBRE_CODES.get(target.lower(), target), self.tgt_lang) and (
-                source == "auto" or says(LIBRE_CODES.get(source.lower(), source), self.src_lang))):
+                source.lower() == "auto" or says(LIBRE_CODES.get(source.lower(), source),
+                                                 self.src_lang))):
             raise RequestError(400, f"this model translates {self.src_lang} into "
                                f"{self.tgt_lang}, not {source} into {target}")
 
