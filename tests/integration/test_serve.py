@@ -85,10 +85,10 @@ def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
     import inspect
 
     from transformer_mt.data import tokenize
-    from transformer_mt.translate import documents
+    from transformer_mt.translate import sentences
 
     tokenize.spacy_pipeline.cache_clear()  # no word met by the tests before
-    documents._sentencizer.cache_clear()
+    sentences._sentencizer.cache_clear()
     if hasattr(fastapi.routing, "_endpoint_context_cache"):  # no endpoint read before
         monkeypatch.setattr(fastapi.routing, "_endpoint_context_cache", {})
     known = [w for w in translator.src_vocab.itos if w.isalpha()][-12:]
@@ -100,7 +100,7 @@ def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
         assert answer.status_code == 200
     assert len(vocab) == words
     assert read == []
-    assert documents._sentencizer(translator.config.data.src_lang).vocab is vocab
+    assert sentences._sentencizer(translator.config.data.src_lang).vocab is vocab
 
 
 def test_the_warm_up_translates_a_lone_source_of_every_length(translator, monkeypatch):

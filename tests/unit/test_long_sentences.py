@@ -8,8 +8,9 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from transformer_mt.translate.documents import SENTENCE_ENDS, split_flow, split_html, split_text
+from transformer_mt.translate.documents import split_flow, split_html, split_text
 from transformer_mt.translate.long_sentences import clause_spans, fitted
+from transformer_mt.translate.sentences import SENTENCE_ENDS
 
 
 def words_at_most(n: int):
@@ -172,12 +173,12 @@ def test_the_marks_that_end_a_sentence_are_spacys():
 def test_a_line_read_as_one_sentence_without_spacy_is_what_spacy_reads(text):
     """A line with no mark before other text is one sentence without asking spaCy's
     sentencizer (a second to load); asking it gives the same sentences."""
-    from transformer_mt.translate import documents
+    from transformer_mt.translate import sentences
 
-    quick = documents.sentence_spans(text, "de")
-    one_sentence = documents._one_sentence
+    quick = sentences.sentence_spans(text, "de")
+    one_sentence = sentences._one_sentence
     try:
-        documents._one_sentence = lambda line: False  # spaCy reads every line
-        assert documents.sentence_spans(text, "de") == quick
+        sentences._one_sentence = lambda line: False  # spaCy reads every line
+        assert sentences.sentence_spans(text, "de") == quick
     finally:
-        documents._one_sentence = one_sentence
+        sentences._one_sentence = one_sentence

@@ -196,7 +196,7 @@ def _translations(translator: Translator, args: argparse.Namespace, chunk: list[
     or ``--prefix``, a line's sentences (and the parts of one longer than the model takes)
     each translated, the line put back together."""
     from transformer_mt.translate import Translation
-    from transformer_mt.translate.documents import sentence_spans
+    from transformer_mt.translate.sentences import sentence_spans
 
     if args.nbest > 1 or args.align or args.prefix:
         several = sum(len(sentence_spans(line, translator.config.data.src_lang)) > 1

@@ -9,11 +9,9 @@ sentences to translate and everything around them (spaces, line breaks, markup),
     doc.rebuild(["A man rides a bike.", "Two dogs play.", "A woman reads."])
                        # 'A man rides a bike. Two dogs play.\\nA woman reads.'
 
-Sentences are found by spaCy's rule-based ``sentencizer`` on the language's blank pipeline
-(its tokenizer knows the language's abbreviations: "Dr.", "z.B.", "3. Mai" do not end a
-sentence); no model is downloaded. HTML is parsed by Beautiful Soup: its text and the
-attributes that hold text for people (an image's ``alt``, a ``title``) are split and
-translated, tags, other attributes, comments, scripts, styles and code are kept as they are.
+Sentences are found as ``sentences.py`` finds them. HTML is parsed by Beautiful Soup: its
+text and the attributes that hold text for people (an image's ``alt``, a ``title``) are split
+and translated, tags, other attributes, comments, scripts, styles and code are kept as they are.
 A sentence cut by inline markup ("Ein <b>Hund</b> läuft.") is translated whole, and its
 translation shared out among the pieces (``inline.py``).
 """
@@ -29,15 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from transformer_mt.data.tokenize import CJK, spacy_pipeline
-from transformer_mt.errors import DataError
 from transformer_mt.translate.html_text import INLINE, read_node, text_flows, unwrapped
 from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
+from transformer_mt.translate.sentences import UNSPACED_SENTENCES, sentence_spans
 
 T = TypeVar("T")
-
-
 
 Links = Sequence[Link] | None  # where a sentence's translation reads in it (None: unknown)
 
@@ -56,97 +51,6 @@ class Document(Generic[T]):
     def rebuild(self, translations: Sequence[str], links: Sequence[Links] | None = None) -> T:
         """The text (or pieces) with one translation per sentence in place."""
         return self.rebuild_with(translations, links or [None] * len(translations))
-
-
-@functools.lru_cache(maxsize=8)
-def _sentencizer(lang: str) -> Any:
-    try:
-        nlp = spacy_pipeline(lang)  # the word tokenizer's: one vocabulary
-    except DataError:  # a language spaCy has no rules for
-        nlp = spacy_pipeline("xx")
-    if "sentencizer" not in nlp.pipe_names:
-        nlp.add_pipe("sentencizer")
-    return nlp
-
-
-# a list item's marker at the start of a line ("- ", "* ", "• ", "1. ", "2) "): kept as it is
-ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
-LIST_MARKER = re.compile(f"[ \t{ZERO_WIDTH}]*(?:[-*•–]|\\d{{1,3}}[.)])[ \t]+(?=\\S)")
-
-
-def _blank(c: str) -> bool:
-    """Whitespace, or a character of no width: around a sentence, never part of it."""
-    return c.isspace() or c in ZERO_WIDTH
-
-
-# the marks spaCy's sentencizer ends a sentence at (its default_punct_chars, spaCy 3.8:
-# tests/unit/test_long_sentences.py compares them): a line without one before other text is
-# one sentence, read without loading spaCy (a second)
-SENTENCE_ENDS = frozenset(
-    "!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷"
-    "꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？𐩖𐩗𑁇𑁈𑂾𑂿𑃀𑃁𑅁𑅂𑅃𑇅𑇆𑇍𑇞𑇟𑈸𑈹𑈻𑈼𑊩𑑋𑑌𑗂𑗃𑗉𑗊𑗋𑗌"
-    "𑗍𑗎𑗏𑗐𑗑𑗒𑗓𑗔𑗕𑗖𑗗𑙁𑙂𑜼𑜽𑜾𑩂𑩃𑪛𑪜𑱁𑱂𖩮𖩯𖫵𖬷𖬸𖭄𛲟𝪈｡。")
-
-
-def _one_sentence(line: str) -> bool:
-    """Whether ``line`` has no mark that may end a sentence with more after it (marks alone
-    may follow it, without a space: after spaces spaCy's tokens begin a sentence)."""
-    first = next((i for i, c in enumerate(line) if c in SENTENCE_ENDS), len(line))
-    return all(c in SENTENCE_ENDS for c in line[first:].rstrip())
-
-
-def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
-    """(start, end) character offsets of the sentences of ``text``: a line break always ends
-    a sentence, surrounding whitespace (and zero-width characters) and a line's list marker
-    are not part of one, and a span without a letter or a digit (punctuation between inline
-    tags, a line of dashes) is no sentence: it is kept."""
-    spans: list[tuple[int, int]] = []
-    line_start = 0
-    for line in text.split("\n"):
-        marker = LIST_MARKER.match(line)
-        skip = marker.end() if marker else 0
-        for at, part in _separated(line, skip):
-            found = [(0, len(part))] if _one_sentence(part) else _cjk_cut(part, [
-                (s.start_char, s.end_char) for s in _sentencizer(lang)(part).sents])
-            for sent_start, sent_end in found:
-                start = line_start + at + sent_start
-                end = line_start + at + sent_end
-                while start < end and _blank(text[start]):
-                    start += 1
-                while end > start and _blank(text[end - 1]):
-                    end -= 1
-                if any(c.isalnum() for c in text[start:end]):  # not punctuation alone
-                    spans.append((start, end))
-        line_start += len(line) + 1
-    return spans
-
-
-# a Chinese or Japanese sentence's end, not in a quotation ("「すごい！」と彼は言った。" is one),
-# even where spaCy reads the line as one token (Japanese without SudachiPy: cut at spaces)
-CJK_END = re.compile("[。！？]+(?![」』）〕】”’\"')" + re.escape("".join(SENTENCE_ENDS)) + "])")
-
-
-def _cjk_cut(part: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``spans`` of ``part`` cut after each Chinese or Japanese sentence end inside them."""
-    out = []
-    for a, b in spans:
-        bounds = [a, *(m.end() for m in CJK_END.finditer(part, a, b) if m.end() < b), b]
-        out += list(itertools.pairwise(bounds))
-    return out
-
-
-# what parts a line of items ("Von Anna · 4. Dezember · 3 Min.", "Start | Hilfe"): a spaced
-# middle dot, bar or bullet
-SEPARATOR = re.compile(r"[ \t\u00a0]+[·|•][ \t\u00a0]+")
-
-
-def _separated(line: str, start: int) -> list[tuple[int, str]]:
-    """The parts of ``line`` from ``start`` that hold text, between its separators: (where
-    each begins, its text)."""
-    ends = [(m.start(), m.end()) for m in SEPARATOR.finditer(line, start)]
-    bounds = zip([start, *[b for _, b in ends]], [*[a for a, _ in ends], len(line)],
-                 strict=True)
-    return [(a, line[a:b]) for a, b in bounds if line[a:b].strip()]
 
 
 def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
@@ -192,26 +96,6 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
         return _around_kept(pieces, out, keep)
 
     return Document([text[a:b] for a, b in spans], cuts, rebuild)
-
-
-# the scripts written without a space between sentences: Chinese, Japanese (their marks,
-# full-width forms; Thai spaces its sentences, not its words: long_sentences.UNSPACED)
-UNSPACED_SENTENCES = re.compile(f"[{CJK}\u2e80-\u303f\u3100-\u312f\u31f0-\u31ff"
-                                "\uff01-\uff60]")
-
-
-def spacer(before: str, after: str) -> str:
-    """What goes between two texts read as one (subtitles that run on): a space, but none
-    between Chinese or Japanese characters."""
-    unspaced = UNSPACED_SENTENCES.match
-    return "" if unspaced(before[-1:] or " ") and unspaced(after[:1] or " ") else " "
-
-
-def run_together(texts: Sequence[str], shown: Callable[[str], str] = str) -> str:
-    """``texts`` read as one (a paragraph's lines, a subtitle's), each :func:`spacer` apart
-    (``shown``: what of a text shows, its tags left out)."""
-    return "".join(texts[:1]) + "".join(spacer(shown(a), shown(b)) + b
-                                        for a, b in itertools.pairwise(texts))
 
 
 def _between(text: str, at: int, a: int, before: str, after: str, collapsed: bool) -> str:

@@ -29,11 +29,11 @@ from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
     Links,
-    run_together,
     split_flow,
     split_html,
 )
 from transformer_mt.translate.html_text import KEPT_INLINE
+from transformer_mt.translate.sentences import run_together
 from transformer_mt.translate.subtitles import wrap
 
 Place = tuple[int, int, int]  # where a text stands: its line, its first and past its last column

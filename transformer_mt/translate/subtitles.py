@@ -36,10 +36,9 @@ from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
     Links,
-    run_together,
-    spacer,
     split_flow,
 )
+from transformer_mt.translate.sentences import run_together, spacer
 
 
 @dataclass
