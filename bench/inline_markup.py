@@ -20,6 +20,10 @@ subtitles came out without a word.
 
 And pages whose source wraps its lines (``wrapped``): each sentence a paragraph wrapped at 40
 columns, read as HTML reads it (a line break is a space) against each line on its own.
+
+And pages with a line break inside each sentence (``breaks``): a ``<br>`` before the middle
+word of each of 4 words or more, read as one sentence where the line runs on, against each line
+on its own.
 """
 
 from __future__ import annotations
@@ -113,6 +117,7 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
         if out["pieces"]["bleu"] else None
     out["subtitles"] = subtitles(translator, sources, refs)
     out["wrapped"] = wrapped(translator, sources, refs, plain)
+    out["breaks"] = breaks(translator, sources, refs, plain)
     return out
 
 
@@ -134,6 +139,39 @@ def wrapped(translator: Translator, sources: list[str], refs: list[str],
     lang = translator.config.data.tgt_lang
     out = {"pages": len(pages), "wrapped": sum(len(wrap) > 1 for wrap in lines),
            "ours": _scores(ours, refs, lang, seconds), "lines": _scores(theirs, refs, lang, None)}
+    out["ratio"] = round(out["ours"]["bleu"] / out["lines"]["bleu"], 3) \
+        if out["lines"]["bleu"] else None
+    return out
+
+
+def breaks(translator: Translator, sources: list[str], refs: list[str],
+           plain: list[str]) -> dict:
+    """The sentences as paragraphs with a line break (``<br>``) before their middle word, for
+    those of 4 words or more: read as one sentence where the line runs on
+    (``sentences.soft_breaks``; ``runs_on`` says how many), the break kept between the words
+    around it, against each line translated on its own (as ours did before); a page read as
+    one sentence is its sentence's translation, and has words on each side of its break."""
+    lines = [[" ".join(w[:len(w) // 2]), " ".join(w[len(w) // 2:])] if len(w) >= 4 else [s]
+             for s, w in ((s, s.split()) for s in sources)]
+    pages = ["<p>" + "<br>".join(html.escape(line, False) for line in page) + "</p>"
+             for page in lines]
+    src_lang = translator.config.data.src_lang
+    whole = [len(page) > 1 and len(split_html(p, src_lang).sentences) == 1
+             for page, p in zip(lines, pages, strict=True)]
+    start = time.perf_counter()
+    found = translator.translate(pages, form="html")
+    seconds = time.perf_counter() - start
+    ours = [" ".join(html.unescape(re.sub("<[^>]+>", " ", p)).split()) for p in found]
+    for text, one, sentence, page in zip(ours, whole, plain, found, strict=True):
+        assert not one or text == " ".join(sentence.split()), (text, sentence)
+        assert not one or all(re.search(r"\w", re.sub("<[^>]+>", "", side))
+                              for side in page.split("<br/>"))
+    alone = iter(translator.translate([line for page in lines for line in page], form="text"))
+    theirs = [" ".join(next(alone) for _ in page) for page in lines]
+    lang = translator.config.data.tgt_lang
+    out = {"pages": len(pages), "broken": sum(len(page) > 1 for page in lines),
+           "runs_on": sum(whole), "ours": _scores(ours, refs, lang, seconds),
+           "lines": _scores(theirs, refs, lang, None)}
     out["ratio"] = round(out["ours"]["bleu"] / out["lines"]["bleu"], 3) \
         if out["lines"]["bleu"] else None
     return out

@@ -61,15 +61,16 @@ def test_abbreviations_and_numbers_do_not_end_a_sentence():
 
 def test_a_pages_source_wraps_its_lines_and_a_sentence_runs_on_across_them():
     """In HTML a line break is a space: a sentence across one is one sentence (each line
-    was translated alone, "Ein Hund" and "läuft im Park."); in plain text a line ends one.
-    Chinese wrapped so reaches the model without a space (zero-width ones, which the
-    tokenizers drop)."""
+    was translated alone, "Ein Hund" and "läuft im Park."); in plain text a line ends one,
+    unless it runs on into the next (``test_a_line_break_inside_a_sentence_...``). Chinese
+    wrapped so reaches the model without a space (zero-width ones, which the tokenizers
+    drop)."""
     page = "<p>Ein Hund\n  läuft im Park. Eine Katze\nschläft.</p><pre>Ein\nHund.</pre>"
     doc = split_html(page, "de")
     assert doc.sentences == ["Ein Hund\n  läuft im Park.", "Eine Katze\nschläft."]
     assert doc.rebuild(["A dog runs in the park.", "A cat sleeps."]) == (
         "<p>A dog runs in the park. A cat sleeps.</p><pre>Ein\nHund.</pre>")
-    assert split_text("Ein Hund\nläuft.", "de").sentences == ["Ein Hund", "läuft."]
+    assert split_text("Ein Hund\nEine Katze.", "de").sentences == ["Ein Hund", "Eine Katze."]
     assert split_html("<p>狗在雪里\n  玩。</p>", "zh").sentences == [
         "狗在雪里\u200b\u200b\u200b玩。"]
 

@@ -147,6 +147,47 @@ def test_line_breaks_tabs_and_spaces_held_as_elements_stay_where_they_were(trans
     assert out.slides[0].placeholders[1].text_frame.text == f"{dog}\v{cats}"
 
 
+def test_a_line_break_inside_a_sentence_stays_inside_its_translation(translator):
+    """A soft line break inside a sentence (a page's ``<br>``, Word's ``w:br``, a slide's
+    ``a:br``, an .odt's ``text:line-break``): the sentence is translated whole (each line was
+    translated alone, as a sentence of its own) and the break stays, words on each side."""
+    import docx
+    import pptx
+
+    whole = translator.translate(["Ein Mädchen isst ein Eis am Strand."])[0]
+    lines = ("Ein Mädchen isst ein Eis", "am Strand.")
+    page = translator.translate([f"<p>{lines[0]}<br>{lines[1]}</p>"], form="html")[0]
+    sides = re.sub("</?p>", "", page).split("<br/>")
+    word = docx.Document()
+    run = word.add_paragraph().add_run(lines[0])
+    run.add_break()
+    run.add_text(lines[1])
+    slides = pptx.Presentation()
+    slides.slides.add_slide(slides.slide_layouts[1]).placeholders[1].text_frame.text = (
+        "\v".join(lines))
+    doc = opendocument.OpenDocumentText()
+    paragraph = text.P()
+    paragraph.addText(lines[0])
+    paragraph.addElement(text.LineBreak())
+    paragraph.addText(lines[1])
+    doc.text.addElement(paragraph)
+    found = {}
+    for name, made in (("a.docx", word), ("a.pptx", slides), ("a.odt", doc)):
+        source = io.BytesIO()
+        (made.write if name == "a.odt" else made.save)(source)
+        found[name] = translate_file(translator, name, source.getvalue())
+    written = docx.Document(io.BytesIO(found["a.docx"])).paragraphs[0]
+    assert "<w:br/>" in written.runs[0]._r.xml
+    shown = pptx.Presentation(io.BytesIO(found["a.pptx"])).slides[0].placeholders[1]
+    odt = opendocument.load(io.BytesIO(found["a.odt"])).text.getElementsByType(text.P)[0]
+    kinds = [c.tagName if c.nodeType != c.TEXT_NODE else str(c) for c in odt.childNodes]
+    assert kinds[1] == "text:line-break" and len(kinds) == 3
+    for split in (sides, written.text.split("\n"), shown.text_frame.text.split("\v"),
+                  [kinds[0], kinds[2]]):
+        assert len(split) == 2 and all(re.search(r"\w", side) for side in split)
+        assert " ".join(" ".join(split).split()) == whole
+
+
 def test_fields_inside_a_sentence_stay_where_they_were(translator):
     """A slide's field (a date), a Word footer's page number and an .odt's inside a sentence
     are read with it and kept as they are, in place (the slide's and Word's were left out:

@@ -30,7 +30,11 @@ from typing import Any, Generic, Literal, TypeVar
 from transformer_mt.translate.html_text import INLINE, read_node, text_flows, unwrapped
 from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
-from transformer_mt.translate.sentences import UNSPACED_SENTENCES, sentence_spans
+from transformer_mt.translate.sentences import (
+    UNSPACED_SENTENCES,
+    sentence_spans,
+    soft_breaks,
+)
 
 T = TypeVar("T")
 
@@ -63,12 +67,53 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     of the translation that read it left out; text in kept pieces alone is no sentence. Words
     the translation moves are moved between ``bare`` pieces (text outside any markup) rather
     than into markup or out of it (``inline.share``); ``closed``: the last piece too gets a
-    word of its sentence if it holds one; ``collapsed``: a line break is a space (HTML's)."""
-    text = "".join(pieces)
-    ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
+    word of its sentence if it holds one; ``collapsed``: a line break is a space (HTML's), but
+    a kept piece that is one (a ``<br>``). A line break inside a sentence
+    (``sentences.soft_breaks``: "fährt\nmit dem Fahrrad") is read as a space and kept as it
+    was, between the words of the translation that read the text before it and after it."""
     keep = [bool(k) for k in kept] or [False] * len(pieces)
     loose = [bool(b) for b in bare] or [False] * len(pieces)
-    lines = re.sub("[\r\n]", " ", text) if collapsed else text  # (HTML's: no line ends)
+    lines = "".join(re.sub("[\r\n]", " ", p) if collapsed and not (k and p == "\n") else p
+                    for p, k in zip(pieces, keep, strict=True))  # (HTML's: no line ends)
+    breaks = soft_breaks(lines, lang)
+    if not breaks:
+        return _flow(pieces, "".join(pieces), lines, lang, keep, loose, closed, collapsed)
+    bounds = sorted({b for span in breaks for b in span})
+    parts: list[tuple[int, int]] = []
+    owner: list[int] = []  # the piece each part is of
+    at = 0
+    for i, piece in enumerate(pieces):  # each piece cut where a break begins or ends in it
+        cut = [at, *[b for b in bounds if at < b < at + len(piece)], at + len(piece)]
+        parts += [(a, b) for a, b in itertools.pairwise(cut) if b > a]
+        owner += [i] * (len(parts) - len(owner))
+        at += len(piece)
+    inside = [any(a <= start < b for a, b in breaks) for start, _ in parts]
+    text = "".join(pieces)
+
+    def spaced(of: str) -> str:  # the breaks inside sentences read as spaces
+        return "".join(" " * (b - a) if i else of[a:b]
+                       for (a, b), i in zip(parts, inside, strict=True))
+
+    flow = _flow([text[a:b] for a, b in parts], spaced(text), spaced(lines), lang,
+                 [keep[o] or i for o, i in zip(owner, inside, strict=True)],
+                 [loose[o] and not i for o, i in zip(owner, inside, strict=True)], closed,
+                 collapsed)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
+        out = [""] * len(pieces)
+        for o, part in zip(owner, flow.rebuild_with(translations, links), strict=True):
+            out[o] += part
+        return out
+
+    return Document(flow.sentences, flow.cuts, rebuild)
+
+
+def _flow(pieces: Sequence[str], read: str, lines: str, lang: str, keep: list[bool],
+          loose: list[bool], closed: bool, collapsed: bool) -> Document[list[str]]:
+    """:func:`split_flow` of ``pieces``, their sentences found in ``lines`` and read from
+    ``read`` (the pieces' text, a line break inside a sentence a space)."""
+    text = "".join(pieces)
+    ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
     spans = [(a, b) for a, b in sentence_spans(lines, lang) if not all(
         keep[bisect.bisect_right(ends, a):bisect.bisect_right(ends, b - 1) + 1])]
     cuts = [[e - a for e in ends if a < e < b] for a, b in spans]
@@ -95,7 +140,7 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
         _keep(text[at:], at, ends, out)
         return _around_kept(pieces, out, keep)
 
-    return Document([text[a:b] for a, b in spans], cuts, rebuild)
+    return Document([read[a:b] for a, b in spans], cuts, rebuild)
 
 
 def _between(text: str, at: int, a: int, before: str, after: str, collapsed: bool) -> str:

@@ -2,7 +2,7 @@
 server's ``/translate_file``.
 
 - Plain text (``.txt``): every line, blank line and space where it was; each line split into
-  sentences (``documents.py``).
+  sentences, a sentence across lines read whole (``documents.py``).
 - HTML (``.html``, ``.htm``): the markup as it was, text in ``translate="no"``, scripts and
   styles untouched (``documents.py``).
 - Markdown (``.md``, ``.markdown``): only the text of paragraphs, headings, table cells and

@@ -13,7 +13,8 @@ from transformer_mt.data.tokenize import CJK
 # text inside these elements is not prose: kept as it is
 KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
                         "noscript", "template", "math", "svg"})
-# elements inside a sentence: the text around them runs on (a <br>, an image, a block ends it)
+# elements inside a sentence: the text around them runs on (an image, a block ends it; a <br>
+# ends a line: a sentence, unless the line runs on, ``sentences.soft_breaks``)
 INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "data", "del", "dfn", "em",
                     "font", "i", "ins", "label", "mark", "q", "s", "small", "span", "strong",
                     "sub", "sup", "time", "tt", "u"})
@@ -24,9 +25,10 @@ MARKS = frozenset({"sup"})
 
 
 def text_flows(soup: Any, translated: list[Any]) -> list[list[tuple[Any, bool]]]:
-    """The text to translate, in runs that only inline elements separate (a block, a comment,
-    a <br>, text not translated ends one): its text nodes, and the inline elements kept as
-    they are inside a sentence (code, ``translate="no"``), each with whether it is kept; the
+    """The text to translate, in runs that only inline elements and line breaks separate (a
+    block, a comment, text not translated ends one): its text nodes, and the inline elements
+    kept as they are inside a sentence (code, ``translate="no"``, a ``<br>``), each with
+    whether it is kept; the
     elements in text translated to ``translated`` (their attributes are). The tree walked
     with a stack of its own (a page nested deeper than Python recurses is read)."""
     flows: list[list[tuple[Any, bool]]] = [[]]
@@ -69,8 +71,8 @@ def _kind(node: Any, translate: bool) -> tuple[str, bool]:
         return "text" if translate and type(node) is NavigableString else "break", translate
     said = node.get("translate")
     inner = translate if said is None else str(said).strip().lower() != "no"
-    if node.name in KEPT_INLINE or (node.name in INLINE and translate and (
-            not inner or _mark(node))):
+    if node.name in KEPT_INLINE or (translate and node.name == "br") or (
+            node.name in INLINE and translate and (not inner or _mark(node))):
         return "kept", inner
     if node.name in INLINE:
         return "inline", inner
@@ -78,11 +80,14 @@ def _kind(node: Any, translate: bool) -> tuple[str, bool]:
 
 
 def read_node(node: Any, kept: bool) -> str:
-    """What a flow reads of a node: a text node's text, a kept element's (inline code), and a
-    space for a mark (:func:`_mark`), which stays where it was between the words around it
-    and ends no sentence of its own ("Fahrrad.[1] Eine Frau" read as one sentence)."""
+    """What a flow reads of a node: a text node's text, a kept element's (inline code), a
+    line break for a ``<br>``, and a space for a mark (:func:`_mark`), which stays where it
+    was between the words around it and ends no sentence of its own ("Fahrrad.[1] Eine Frau"
+    read as one sentence)."""
     if not kept:
         return str(node)
+    if node.name == "br":
+        return "\n"
     return " " if _mark(node) else node.get_text()  # (the words around it stay apart)
 
 

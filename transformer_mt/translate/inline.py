@@ -73,8 +73,28 @@ def share(source: str, cuts: Sequence[int], translation: str,
     # the text after the last markup may go without a word, not after a kept piece (a field
     # is placed by the words around it alone)
     open_end = not closed and loose[-1] and not (len(sources) > 1 and kept and kept[-2])
-    return _cut(translation, units, _in_order(prefer, words, worded, loose, open_end), sources,
+    # a kept piece of no text (a line break, a note's mark) takes no word: it would be lost
+    shut = [bool(kept and kept[i]) and not text.strip() for i, text in enumerate(sources)]
+    pieces = _in_order(prefer, words, worded, loose, open_end, shut)
+    return _cut(translation, units, _lines_kept(translation, units, pieces, sources), sources,
                 loose)
+
+
+def _lines_kept(translation: str, units: list[tuple[int, int]], pieces: list[int],
+                sources: list[str]) -> list[int]:
+    """``pieces`` with each mark written against a word (no space between them) on the
+    word's side of a line break between them: no line begins with a comma ("a beard,\n
+    glasses", not "a beard\n, glasses") or ends with an opening bracket."""
+    out = list(pieces)
+    for k in range(1, len(units)):
+        a, b = out[k - 1], out[k]
+        if a == b or not any("\n" in sources[r] for r in range(a + 1, b)):
+            continue
+        if units[k][0] == units[k - 1][1] and not translation[units[k][0]].isalnum():
+            out[k] = a  # a closing mark: with the word before it
+        elif units[k][0] == units[k - 1][1] and not translation[units[k - 1][0]].isalnum():
+            out[k - 1] = b  # an opening one: with the word after it
+    return out
 
 
 def _marks(source: str, translation: str) -> list[Link]:
@@ -91,13 +111,14 @@ def _marks(source: str, translation: str) -> list[Link]:
 
 
 def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bool],
-              bare: list[bool], open_end: bool) -> list[int]:
+              bare: list[bool], open_end: bool, shut: list[bool]) -> list[int]:
     """The piece of each unit: in order (never decreasing), every ``worded`` piece given at
     least one unit that is a word (``words``; the last piece, if ``open_end``, may go without
     one at the cost of one word moved), and as many of the units' ``prefer``-ences met
     as that allows (``_miss``: a word moved between two ``bare`` pieces, across the markup
-    between them, costs half what a word put into markup, or out of it, does): a dynamic
-    programme over the units, its states a piece and whether it has a word yet."""
+    between them, costs half what a word put into markup, or out of it, does), none in a
+    ``shut`` piece: a dynamic programme over the units, its states a piece and whether it has
+    a word yet."""
     m, inf = len(worded), float("inf")
     # what leaving a piece without a word costs: the words after the last markup may all have
     # moved before it ("vor einem <b>Gebäude</b> stehen." gives "standing in front of a
@@ -109,14 +130,14 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
 
     cost = [[inf, inf] for _ in range(m)]  # [piece][has a word]
     for p in range(m):
-        if between(-1, p) < inf:
+        if between(-1, p) < inf and not shut[p]:
             cost[p][words[0]] = between(-1, p) + _miss(prefer[0], p, bare)
     back: list[list[list[tuple[int, int]]]] = [[[(-1, -1)] * 2 for _ in range(m)]]
     for k in range(1, len(prefer)):
         new = [[inf, inf] for _ in range(m)]
         arrows = [[(-1, -1)] * 2 for _ in range(m)]
         for q, w in ((q, w) for q in range(m) for w in (0, 1) if cost[q][w] < inf):
-            for p in range(q, m):
+            for p in (p for p in range(q, m) if not shut[p]):
                 leave = 0.0 if p == q or w else skip[q]
                 step = leave + between(q, p)
                 if step == inf:

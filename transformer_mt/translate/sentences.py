@@ -3,8 +3,10 @@ goes between sentences read as one.
 
 Sentences are found by spaCy's rule-based ``sentencizer`` on the language's blank pipeline
 (its tokenizer knows the language's abbreviations: "Dr.", "z.B.", "3. Mai" do not end a
-sentence); no model is downloaded. A line break ends a sentence; a line of no mark that may
-end one is one sentence, read without loading spaCy."""
+sentence); no model is downloaded. A line break ends a sentence, but one inside a sentence
+(:func:`soft_breaks`: a line that runs on into the next, as a page's ``<br>`` or a document's
+soft line break may cut one); a line of no mark that may end one is one sentence, read
+without loading spaCy."""
 
 from __future__ import annotations
 
@@ -79,6 +81,56 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
                     spans.append((start, end))
         line_start += len(line) + 1
     return spans
+
+
+# a line break, the spaces around it on its lines; a line that ends a sentence (quoted too)
+LINE_BREAK = re.compile(r"[^\S\n]*\n[^\S\n]*")
+ENDED = re.compile(f"[{re.escape(''.join(SENTENCE_ENDS))}]['\"’”»)\\]]*$")
+
+
+def soft_breaks(text: str, lang: str) -> list[tuple[int, int]]:
+    """The line breaks of ``text`` inside a sentence, each with the spaces around it ((start,
+    end) offsets): where the line before ends in a word or a comma, not a mark that may end a
+    sentence, and the line after begins with a word in lower case ("fährt\nmit dem Fahrrad"),
+    or the word before is a word in lower case that rarely ends one (the language's stop
+    words, spaCy's: "with the\nBBC"), or, in German, any word in lower case where the
+    sentence ends on the line after, or runs on from it (``NOUNS_IN_CAPITALS``: "mit einem
+    blauen\nHelm."; not "Datei öffnen\nDatei speichern"); never a blank line, a list item's
+    marker, nor a line after a name or a noun in capitals (headings, addresses: "Max
+    Muster\nHauptstraße 5")."""
+    out: list[tuple[int, int]] = []
+    for m in reversed(list(LINE_BREAK.finditer(text))):  # (from the last: whether it runs on)
+        before = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        after_end = text.find("\n", m.end())
+        after = text[m.end():len(text) if after_end < 0 else after_end]
+        ends = bool(ENDED.search(after.rstrip())) or bool(
+            out and out[0][0] <= after_end < out[0][1])
+        if _runs_on(before, after, lang, ends):
+            out.insert(0, m.span())
+    return out
+
+
+def _runs_on(before: str, after: str, lang: str, ends: bool) -> bool:
+    """Whether the line ``before`` runs on into the line ``after`` (:func:`soft_breaks`;
+    ``ends``: the sentence ends on the line after, or runs on from it)."""
+    last, first = before.rstrip()[-1:], after.lstrip()[:1]
+    if not (last.isalnum() or last == ",") or not first.isalnum() or LIST_MARKER.match(after):
+        return False
+    if first.islower():
+        return True
+    word = re.search(r"\w+$", before.rstrip())
+    return word is not None and word[0].islower() and (word[0] in _stop_words(lang) or (
+        ends and re.split("[-_]", lang)[0].lower() in NOUNS_IN_CAPITALS))
+
+
+# languages that write their nouns with a capital: a line that ends in a word in lower case
+# (an article, an adjective: "mit einem blauen\nHelm") may run on into one
+NOUNS_IN_CAPITALS = frozenset({"de", "lb"})
+
+
+@functools.lru_cache(maxsize=8)
+def _stop_words(lang: str) -> frozenset[str]:
+    return frozenset(_sentencizer(lang).Defaults.stop_words)
 
 
 # a Chinese or Japanese sentence's end, not in a quotation ("「すごい！」と彼は言った。" is one),

@@ -1,0 +1,91 @@
+"""A line break inside a sentence (a page's ``<br>``, a document's soft line break, a text
+wrapped by hand): the sentence is read whole, the break kept between the words of its
+translation (``sentences.soft_breaks``, ``documents.split_flow``, ``inline.share``)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_mt.translate.documents import split_flow, split_html, split_text
+from transformer_mt.translate.inline import share
+from transformer_mt.translate.sentences import sentence_spans, soft_breaks
+
+
+@pytest.mark.parametrize(("text", "lang", "runs_on"), [
+    ("Ein Mann in einem blauen Hemd fährt\nmit dem Fahrrad.", "de", True),  # lower case after
+    ("Ein Mann mit einem blauen\nHelm.", "de", True),  # German: a noun after a lower-case word
+    ("Ein Mann mit einem\nblauen Helm und einer roten\nJacke fährt.", "de", True),
+    ("Datei öffnen\nDatei speichern", "de", False),  # where no sentence ends: lines of a menu
+    ("Hallo Anna,\nwie geht es dir?", "de", True),
+    ("A man rides with the\nBBC team.", "en", True),  # a stop word before
+    ("Our services\nContact us", "en", False),  # a heading and a link
+    ("Max Muster\nHauptstraße 5\n10115 Berlin", "de", False),  # an address
+    ("Ein Hund läuft.\nzwei Katzen", "de", False),  # a mark that ends a sentence
+    ("Zutaten:\nmehl", "de", False),
+    ("Anna,\nTom", "de", False),
+    ("Ein Mann\n\nfährt.", "de", False),  # a blank line: a paragraph
+    ("Einkaufen\n- mehl", "de", False),  # a list item
+])
+def test_a_line_runs_on_into_the_next_where_no_sentence_ends(text, lang, runs_on):
+    breaks = len(soft_breaks(text, lang))
+    assert breaks == runs_on * text.count("\n")
+    assert len(split_text(text, lang).sentences) == len(sentence_spans(text, lang)) - breaks
+
+
+def test_a_sentence_across_a_line_break_is_read_whole_and_the_break_kept_in_it():
+    """Plain text: one sentence, read with a space; its translation cut where the words
+    around the break go (here by position), the break and the spaces around it as they were;
+    the line that ends a sentence ends it as ever."""
+    doc = split_text("Ein Mann in einem Hemd  \n fährt mit dem Fahrrad.\nEin Hund.", "de")
+    assert doc.sentences == ["Ein Mann in einem Hemd    fährt mit dem Fahrrad.", "Ein Hund."]
+    assert doc.rebuild(["A man in a shirt rides a bike.", "A dog."]) == (
+        "A man in a shirt  \n rides a bike.\nA dog.")
+
+
+def test_a_br_inside_a_sentence_stays_between_its_words_and_one_after_a_sentence_ends_it():
+    page = "<p>Ein Mann mit einem<br>Hut fährt Rad.<br/>Ein Hund läuft.</p>"
+    doc = split_html(page, "de")
+    assert doc.sentences == ["Ein Mann mit einem Hut fährt Rad.", "Ein Hund läuft."]
+    assert doc.rebuild(["A man with a hat rides a bike.", "A dog runs."]) == (
+        "<p>A man with a hat<br/>rides a bike.<br/>A dog runs.</p>")  # (by position)
+
+
+LINES = st.lists(st.text(alphabet="abcXY ,.", min_size=1, max_size=12), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(LINES)
+def test_lines_that_run_on_read_as_one_and_come_back_as_they_were(lines):
+    """Equivalence: a text's sentences are those of the same text with its soft line breaks
+    read as spaces; each sentence given back as its own translation gives the text back
+    (each break where it was)."""
+    text = "\n".join(lines)
+    breaks = soft_breaks(text, "en")
+    spaced = "".join(" " if any(a <= i < b for a, b in breaks) else c for i, c in enumerate(text))
+    doc = split_text(text, "en")
+    assert doc.sentences == [spaced[a:b] for a, b in sentence_spans(spaced, "en")]
+    assert doc.rebuild(doc.sentences) == text
+
+
+def test_a_kept_piece_of_no_text_takes_no_word_even_where_the_links_read_it():
+    """A line break (or a note's mark) kept in a sentence: a word whose links all read it goes
+    beside it, not into it (its text would be lost: the piece comes back as it was)."""
+    source, cuts = "Ein Hund \n läuft", [8, 11]
+    links = [(o, 9) for o in range(len("A dog runs"))]  # every character reads the break
+    out = share(source, cuts, "A dog runs", links, kept=[False, True, False])
+    assert not out[1].strip() and "".join(out) == "A dog runs"  # (a space at most)
+
+
+def test_a_mark_stays_on_its_words_side_of_a_line_break():
+    """A comma that reads the text after the break stays with the word it is written
+    against: no line begins with a comma, nor ends with an opening bracket."""
+    source = "Ein Mann mit Bart\nund Brille."  # the break at 17
+    translation = "A man with a beard, (glasses)."
+    after = translation.index(",")
+    links = [(o, 3 if o < after else 20) for o in range(len(translation))]
+    flow = split_flow([source], "de")
+    assert flow.cuts == [[17, 18]]
+    out = "".join(flow.rebuild([translation], [links]))
+    assert out == "A man with a beard,\n(glasses)."
