@@ -94,13 +94,18 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
         return "".join(" " * (b - a) if i else of[a:b]
                        for (a, b), i in zip(parts, inside, strict=True))
 
-    flow = _flow([text[a:b] for a, b in parts], spaced(text), spaced(lines), lang,
-                 [keep[o] or i for o, i in zip(owner, inside, strict=True)],
-                 [loose[o] and not i for o, i in zip(owner, inside, strict=True)], closed,
-                 collapsed)
+    return gathered(_flow([text[a:b] for a, b in parts], spaced(text), spaced(lines), lang,
+                          [keep[o] or i for o, i in zip(owner, inside, strict=True)],
+                          [loose[o] and not i for o, i in zip(owner, inside, strict=True)],
+                          closed, collapsed), owner, len(pieces))
+
+
+def gathered(flow: Document[list[str]], owner: Sequence[int], n: int) -> Document[list[str]]:
+    """A flow of parts, each of one of ``n`` places (``owner``: a text's part of its piece, an
+    XLIFF slot's), rebuilt as the places, each its parts' texts joined."""
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
-        out = [""] * len(pieces)
+        out = [""] * n
         for o, part in zip(owner, flow.rebuild_with(translations, links), strict=True):
             out[o] += part
         return out

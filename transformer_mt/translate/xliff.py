@@ -26,7 +26,7 @@ from typing import Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, Links, split_flow
+from transformer_mt.translate.documents import Document, gathered, split_flow
 from transformer_mt.translate.glossary import PLACEHOLDER
 from transformer_mt.translate.language_tags import says
 
@@ -142,15 +142,8 @@ def _flow(root: Any, places: Sequence[Slot], lang: str,
             kept.append(keep or m % 2 == 1)
             bare.append(outside)
             owner.append(n)
-    flow = split_flow(pieces, lang, kept, bare, collapsed=collapsed)
-
-    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
-        out = [""] * len(places)
-        for n, piece in zip(owner, flow.rebuild_with(translations, links), strict=True):
-            out[n] += piece
-        return out
-
-    return Document(flow.sentences, flow.cuts, rebuild)
+    return gathered(split_flow(pieces, lang, kept, bare, collapsed=collapsed), owner,
+                    len(places))
 
 
 def _kept(root: Any, element: Any, attribute: str) -> bool:
