@@ -129,6 +129,23 @@ def test_only_the_texts_change_and_the_page_renders_as_the_source_did():
     assert '<p align="center">EIN <b>BILD</b> HIER.</p>' in out  # an HTML block as HTML
 
 
+def test_a_hard_line_break_inside_a_sentence_stays_inside_its_translation():
+    """A paragraph's hard line break (two spaces, a backslash) where the line runs on: the
+    sentence is read whole (each part was a text of its own: "Ein Mann ... fährt" alone),
+    the break and its marker where the translation's words around it go; one after a line
+    that ends a sentence, or before a name, ends it as ever."""
+    source = ("Ein Mann in einem blauen Hemd fährt  \nmit dem Fahrrad. Ein Hund\\\n"
+              "Eine Katze.\n")
+    documents, _ = read_markdown("page.md", source, "de")
+    assert [d.sentences for d in documents] == [[
+        "Ein Mann in einem blauen Hemd fährt mit dem Fahrrad.", "Ein Hund", "Eine Katze."]]
+    out = translated(source)
+    assert out == ("EIN MANN IN EINEM BLAUEN HEMD FÄHRT  \nMIT DEM FAHRRAD. EIN HUND\\\n"
+                   "EINE KATZE.\n")
+    for renderer in RENDERERS:
+        assert Rendered(out, renderer).tags == Rendered(source, renderer).tags
+
+
 def test_line_endings_and_a_file_without_text_stay_as_they_were():
     assert translated(SAMPLE.replace("\n", "\r\n")) == translated(SAMPLE).replace("\n", "\r\n")
     code = "```\nEin Hund.\n```\n\n[Ein Link]: http://x\n"

@@ -3,11 +3,13 @@ tables and strikethrough; the ``files`` extra): only the text of paragraphs, hea
 cells is replaced, every other byte stays as it was (front matter, code blocks and fences, link
 reference definitions, list and quote markers, indentation, line endings).
 
-A paragraph's lines are read as one text (a hard line break ends one: its marker stays), and
-its translation wrapped on as many lines again (fewer where it is shorter), no line beginning
-with what would make it a list item, a heading or a quote. Inline markup is kept around its
-words as an HTML page's is (``documents.split_flow``): emphasis and strikethrough, inline HTML,
-links' and images' text translated and their destinations kept; code spans and autolinks are
+A paragraph's lines are read as one text (a hard line break is a line break in it, which ends
+a sentence unless the line runs on: ``sentences.soft_breaks``; its marker stays), and each
+part's translation wrapped on as many lines again (``markdown_lines.py``: fewer where it is
+shorter, no line beginning with what would make it a list item, a heading or a quote).
+Inline markup is kept around its words as an HTML page's is (``documents.split_flow``):
+emphasis and strikethrough, inline HTML, links' and images' text translated and their
+destinations kept; code spans and autolinks are
 read in their sentence and come back as they were, and so does a link to a reference by its
 label (``[Garten]``: the label names the reference). Text is unescaped for the model (``\\*``,
 ``&amp;``) and the translation's Markdown characters escaped. An HTML block with text is
@@ -17,7 +19,6 @@ Markdown between them) are not added.
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 import unicodedata
@@ -33,10 +34,8 @@ from transformer_mt.translate.documents import (
     split_html,
 )
 from transformer_mt.translate.html_text import KEPT_INLINE
+from transformer_mt.translate.markdown_lines import Place, writer
 from transformer_mt.translate.sentences import run_together
-from transformer_mt.translate.subtitles import wrap
-
-Place = tuple[int, int, int]  # where a text stands: its line, its first and past its last column
 
 # inline markup, in the order tried: code spans, autolinks and GitHub's footnotes (``[^1]``, a
 # definition's ``[^1]: ``) kept as they are; an escaped character or an entity (text); inline
@@ -59,15 +58,6 @@ LABEL = re.compile(r"([^\[\]]+)\](?:\[\])?(?![(\[])")  # after "[": a link by it
 # and an ampersand as entities (markdown-it reads a line with "\|" before "---" as a table)
 ENTITIES = {"&": "&amp;", "|": "&#124;"}
 SPECIAL = re.compile(r"[\\`*~\[\]<|]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
-# what would begin a block at a paragraph line's start: a list item, a heading, a quote, a
-# setext heading's underline, a fence, a thematic break (escaped there)
-BLOCK_START = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|#{1,6}(?:[ \t]|$)|>|=+[ \t]*$|~~~"
-                         r"|(?:[-*_][ \t]*){3,}$")
-# a word, where lines may break around it: tags, destinations and code spans within; never
-# before a tag (a line that begins with "</details>" would begin an HTML block)
-WORD = re.compile(r"(?:<[^<>]*>|\]\([^()]*\)|`[^`]*`|\S|[ \t]+(?=<))+")
-# a line's first tags (after its indentation) and the word after them
-LEADING_TAGS = re.compile(r"( {0,3})((?:<[^<>]*>[ \t]*)+)(\S+)")
 
 
 def read_markdown(name: str, text: str, lang: str, target: str | None = None
@@ -83,15 +73,15 @@ def read_markdown(name: str, text: str, lang: str, target: str | None = None
     tokens = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(
         "\n" * front + "\n".join(lines[front:]), env)
     labels = {key.upper() for key in env.get("references", {})}
-    texts: list[tuple[Document[str], list[Place], str]] = []
+    texts: list[tuple[Document[str], list[list[Place]], str]] = []
     row, at = -1, 0  # a table row's line and where its last cell ended
     for before, token in zip([None, *tokens], tokens, strict=False):
         if token.type == "html_block" and token.map:
             content = token.content.rstrip("\n").split("\n")
             places = [(n, _start(name, lines, n, piece), len(lines[n]))
                       for n, piece in zip(range(*token.map), content, strict=False)]
-            texts.append((_html("\n".join(lines[n][a:] for n, a, _ in places), lang), places,
-                          "html"))
+            texts.append((_html("\n".join(lines[n][a:] for n, a, _ in places), lang),
+                          [places], "html"))
         elif token.type == "inline" and token.map and before is not None:
             if before.type in ("th_open", "td_open"):
                 raw = token.content.replace("|", "\\|")
@@ -100,13 +90,13 @@ def read_markdown(name: str, text: str, lang: str, target: str | None = None
                 if at < 0:
                     raise MTError(f"'{name}': line {row + 1}: a table cell could not be placed")
                 places, at = [(row, at, at + len(raw))], at + len(raw)
-                texts.append((_split(raw, lang, labels), places, "cell"))
+                texts.append((_split(raw, lang, labels), [places], "cell"))
             else:
                 kind = "atx" if before.markup.startswith("#") else "paragraph"
-                texts += [(_split(words, lang, labels), places, kind)
-                          for words, places in _segments(name, lines, token)]
+                said, where = _segments(name, lines, token)
+                texts.append((_split(said, lang, labels), where, kind))
     texts = [text for text in texts if text[0].sentences]  # (the others: as they were)
-    return [document for document, _, _ in texts], _writer(lines, ends, texts)
+    return [document for document, _, _ in texts], writer(lines, ends, texts)
 
 
 def _front_matter(lines: list[str]) -> int:
@@ -119,25 +109,31 @@ def _front_matter(lines: list[str]) -> int:
     return 0
 
 
-def _segments(name: str, lines: list[str], token: Any) -> list[tuple[str, list[Place]]]:
-    """A paragraph's or heading's texts (its lines up to each hard line break) and where each
-    line of them stands: the parser's content is each line without its indentation and
-    markers (the last without its trailing spaces), so it ends where the line ends."""
-    out: list[tuple[str, list[Place]]] = []
-    words: list[str] = []
-    places: list[Place] = []
+def _segments(name: str, lines: list[str], token: Any) -> tuple[str, list[list[Place]]]:
+    """A paragraph's or heading's text (its lines run together, a line break at each hard line
+    break) and where each line of it stands, in parts up to each hard break: the parser's
+    content is each line without its indentation and markers (the last without its trailing
+    spaces), so it ends where the line ends."""
+    parts: list[list[Place]] = [[]]
+    words: list[list[str]] = [[]]
     content = token.content.split("\n")
     for n, (number, piece) in enumerate(zip(range(*token.map), content, strict=False)):
         start, piece = _start(name, lines, number, piece), piece.strip()
         hard = n + 1 < len(content) and (content[n].endswith("  ") or re.search(
             r"(?<!\\)(?:\\\\)*\\$", piece) is not None)
         end = start + len(piece) - (hard and piece.endswith("\\"))
-        words.append(lines[number][start:end])
-        places.append((number, start, end))
-        if hard or n + 1 == len(content):
-            out.append((run_together([w.strip() for w in words if w.strip()]), places))
-            words, places = [], []
-    return out
+        words[-1].append(lines[number][start:end])
+        parts[-1].append((number, start, end))
+        if not "".join(words[-1]).strip():  # a part without words stays as it was
+            words[-1], parts[-1] = [], []
+        elif hard:
+            words.append([])
+            parts.append([])
+    if len(parts) > 1 and not parts[-1]:
+        parts.pop()
+        words.pop()
+    return "\n".join(run_together([w.strip() for w in part if w.strip()]) for part in words
+                     ), parts
 
 
 def _start(name: str, lines: list[str], number: int, piece: str) -> int:
@@ -149,78 +145,6 @@ def _start(name: str, lines: list[str], number: int, piece: str) -> int:
     if start < 0:
         raise MTError(f"'{name}': line {number + 1}: its text could not be placed")
     return start
-
-
-def _writer(lines: list[str], ends: list[str], texts: list[tuple[Document[str], list[Place], str]]
-            ) -> Callable[[list[str]], bytes]:
-    """The function that writes the file with each text's translation at its places (where
-    it takes fewer lines than the source's, the lines after it go and its last line ends as
-    the source's last did: a hard break's marker)."""
-    def write(translations: list[str]) -> bytes:
-        edits: dict[int, list[tuple[int, int, str]]] = {}
-        gone: set[int] = set()
-        for translation, (_, places, kind) in zip(translations, texts, strict=True):
-            shown = _shown(translation, [lines[n][:a] for n, a, _ in places], kind)
-            if len(shown) < len(places):  # its last line's end (a hard break) on its last
-                number, a, _ = places[len(shown) - 1]
-                shown[-1] += lines[places[-1][0]][places[-1][2]:]
-                gone.update(place[0] for place in places[len(shown):])
-                places = [*places[:len(shown) - 1], (number, a, len(lines[number]))]
-            elif len(shown) > len(places):  # (an HTML block's translation: more lines)
-                shown = [*shown[:len(places) - 1], ends[places[-1][0]].join(
-                    shown[len(places) - 1:])]
-            for (number, a, b), new in zip(places, shown, strict=True):
-                edits.setdefault(number, []).append((a, b, new))
-        out = []
-        for number, (line, end) in enumerate(zip(lines, ends, strict=True)):
-            for a, b, new in sorted(edits.get(number, []), reverse=True):
-                line = line[:a] + new + line[b:]
-            out.append("" if number in gone else line + end)
-        return "".join(out).encode("utf-8")
-
-    return write
-
-
-def _shown(translation: str, prefixes: list[str], kind: str) -> list[str]:
-    """A text's translation on the lines it takes (what stands before it on each of its
-    source's lines: ``prefixes``): a table cell's and an ATX heading's (``# Title``) on its
-    line, an HTML block's as it is, a paragraph's (or setext heading's) wrapped on as many
-    lines as its source's at most, none beginning a block."""
-    if kind == "html":
-        return translation.split("\n")
-    if kind == "cell":
-        return [translation]
-    if kind == "atx":  # (a closing sequence of #s would end it)
-        return [re.sub(r"(^|[ \t])(#+[ \t]*)$", r"\1\\\2", translation)]
-    # (between Chinese characters a line break would show as a space: none there)
-    shown = wrap(translation, len(prefixes), WORD, characters=False).split("\n")
-    return [_safe(line, prefix) for line, prefix in zip(shown, prefixes, strict=False)]
-
-
-def _safe(line: str, prefix: str) -> str:
-    """A line of a paragraph's translation that begins no block (a list item, a heading, a
-    quote, ...): its first character escaped where it would (``1\\.`` for a number); where,
-    after ``prefix`` (its indentation, a list's or quote's marker), it would begin an HTML
-    block (a tag of a block's name first, e.g. where the words before it in the source
-    became part of a word after it), its first tags after its first word."""
-    tags = LEADING_TAGS.match(line)
-    if tags and _begins_html_block(prefix + line):
-        line = tags[1] + tags[3] + tags[2].rstrip() + line[tags.end():]
-    if not BLOCK_START.match(line):
-        return line
-    digits = len(line) - len(line.lstrip("0123456789"))
-    return line[:digits] + "\\" + line[digits:]
-
-
-@functools.cache
-def _parser() -> Any:
-    return imported("markdown_it", "Markdown (.md)").MarkdownIt("commonmark")
-
-
-def _begins_html_block(line: str) -> bool:
-    """Whether ``line`` would begin an HTML block where a paragraph could (CommonMark's
-    seven kinds, as markdown-it reads them; in a list item or a quote too)."""
-    return any(token.type == "html_block" for token in _parser().parse(line))
 
 
 def _html(block: str, lang: str) -> Document[str]:
