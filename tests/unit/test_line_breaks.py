@@ -21,6 +21,7 @@ from transformer_mt.translate.sentences import sentence_spans, soft_breaks
     ("Hallo Anna,\nwie geht es dir?", "de", True),
     ("A man rides with the\nBBC team.", "en", True),  # a stop word before
     ("Our services\nContact us", "en", False),  # a heading and a link
+    ("Contact us\nAbout", "en", False),  # a stop word, but no sentence ends: a menu
     ("Max Muster\nHauptstraße 5\n10115 Berlin", "de", False),  # an address
     ("Ein Hund läuft.\nzwei Katzen", "de", False),  # a mark that ends a sentence
     ("Zutaten:\nmehl", "de", False),

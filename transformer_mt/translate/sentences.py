@@ -92,12 +92,12 @@ def soft_breaks(text: str, lang: str) -> list[tuple[int, int]]:
     """The line breaks of ``text`` inside a sentence, each with the spaces around it ((start,
     end) offsets): where the line before ends in a word or a comma, not a mark that may end a
     sentence, and the line after begins with a word in lower case ("fährt\nmit dem Fahrrad"),
-    or the word before is a word in lower case that rarely ends one (the language's stop
-    words, spaCy's: "with the\nBBC"), or, in German, any word in lower case where the
-    sentence ends on the line after, or runs on from it (``NOUNS_IN_CAPITALS``: "mit einem
-    blauen\nHelm."; not "Datei öffnen\nDatei speichern"); never a blank line, a list item's
-    marker, nor a line after a name or a noun in capitals (headings, addresses: "Max
-    Muster\nHauptstraße 5")."""
+    or, where the sentence ends on the line after (or runs on from it), the word before is in
+    lower case and rarely ends one (the language's stop words, spaCy's: "with the\nBBC."; in
+    German any, ``NOUNS_IN_CAPITALS``: "mit einem blauen\nHelm."); never a blank line, a list
+    item's marker, nor a line after a name or a noun in capitals (headings, addresses: "Max
+    Muster\nHauptstraße 5"), nor lines that end no sentence ("Datei öffnen\nDatei
+    speichern", "Contact us\nAbout")."""
     out: list[tuple[int, int]] = []
     for m in reversed(list(LINE_BREAK.finditer(text))):  # (from the last: whether it runs on)
         before = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
@@ -119,8 +119,8 @@ def _runs_on(before: str, after: str, lang: str, ends: bool) -> bool:
     if first.islower():
         return True
     word = re.search(r"\w+$", before.rstrip())
-    return word is not None and word[0].islower() and (word[0] in _stop_words(lang) or (
-        ends and re.split("[-_]", lang)[0].lower() in NOUNS_IN_CAPITALS))
+    return ends and word is not None and word[0].islower() and (
+        re.split("[-_]", lang)[0].lower() in NOUNS_IN_CAPITALS or word[0] in _stop_words(lang))
 
 
 # languages that write their nouns with a capital: a line that ends in a word in lower case
