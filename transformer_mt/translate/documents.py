@@ -83,11 +83,14 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     owner: list[int] = []  # the piece each part is of
     at = 0
     for i, piece in enumerate(pieces):  # each piece cut where a break begins or ends in it
-        cut = [at, *[b for b in bounds if at < b < at + len(piece)], at + len(piece)]
+        inner = bounds[bisect.bisect_right(bounds, at):bisect.bisect_left(bounds, at + len(piece))]
+        cut = [at, *inner, at + len(piece)]
         parts += [(a, b) for a, b in itertools.pairwise(cut) if b > a]
         owner += [i] * (len(parts) - len(owner))
         at += len(piece)
-    inside = [any(a <= start < b for a, b in breaks) for start, _ in parts]
+    starts = [a for a, _ in breaks]  # (increasing, apart)
+    inside = [(k := bisect.bisect_right(starts, start) - 1) >= 0 and start < breaks[k][1]
+              for start, _ in parts]
     text = "".join(pieces)
 
     def spaced(of: str) -> str:  # the breaks inside sentences read as spaces
@@ -121,7 +124,8 @@ def _flow(pieces: Sequence[str], read: str, lines: str, lang: str, keep: list[bo
     ends = list(itertools.accumulate(map(len, pieces)))  # where each piece ends in the text
     spans = [(a, b) for a, b in sentence_spans(lines, lang) if not all(
         keep[bisect.bisect_right(ends, a):bisect.bisect_right(ends, b - 1) + 1])]
-    cuts = [[e - a for e in ends if a < e < b] for a, b in spans]
+    cuts = [[e - a for e in ends[bisect.bisect_right(ends, a):bisect.bisect_left(ends, b)]]
+            for a, b in spans]
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
         out = [""] * len(pieces)
@@ -171,15 +175,24 @@ def _around_kept(pieces: Sequence[str], out: list[str], keep: list[bool]) -> lis
     reads", not "A woman <code>Maria</code>reads")."""
     out = [piece if k else o for piece, o, k in zip(pieces, out, keep, strict=True)]
     for i in (i for i, k in enumerate(keep) if k):
-        before = "".join(out[:i])  # (a piece between left empty: the text beyond it)
+        before = _nearest(out, i, -1)  # (a piece between left empty: the text beyond it)
         if i > 0 and not keep[i - 1] and pieces[i - 1][-1:].isspace() and before \
                 and not before[-1:].isspace():
             out[i - 1] += " "
-        after = "".join(out[i + 1:])
+        after = _nearest(out, i, 1)
         if i + 1 < len(out) and not keep[i + 1] and pieces[i + 1][:1].isspace() and after \
                 and not after[:1].isspace():
             out[i + 1] = " " + out[i + 1]
     return out
+
+
+def _nearest(out: list[str], i: int, step: int) -> str:
+    """The nearest piece of ``out`` that is not empty, before ``i`` (``step`` -1) or after it
+    (1); none: empty."""
+    i += step
+    while 0 <= i < len(out) and not out[i]:
+        i += step
+    return out[i] if 0 <= i < len(out) else ""
 
 
 def _keep(kept: str, at: int, ends: Sequence[int], out: list[str]) -> None:
