@@ -22,6 +22,8 @@ from transformer_mt.translate.sentences import sentence_spans, soft_breaks
     ("A man rides with the\nBBC team.", "en", True),  # a stop word before
     ("Our services\nContact us", "en", False),  # a heading and a link
     ("Contact us\nAbout", "en", False),  # a stop word, but no sentence ends: a menu
+    ("رجل يركب مع\nصديقه في المدينة.", "ar", True),  # no case: a stop word ("with") before
+    ("رجل يركب\nصديقه في المدينة.", "ar", False),
     ("Max Muster\nHauptstraße 5\n10115 Berlin", "de", False),  # an address
     ("Ein Hund läuft.\nzwei Katzen", "de", False),  # a mark that ends a sentence
     ("Zutaten:\nmehl", "de", False),

@@ -93,8 +93,9 @@ def soft_breaks(text: str, lang: str) -> list[tuple[int, int]]:
     end) offsets): where the line before ends in a word or a comma, not a mark that may end a
     sentence, and the line after begins with a word in lower case ("fährt\nmit dem Fahrrad"),
     or, where the sentence ends on the line after (or runs on from it), the word before is in
-    lower case and rarely ends one (the language's stop words, spaCy's: "with the\nBBC."; in
-    German any, ``NOUNS_IN_CAPITALS``: "mit einem blauen\nHelm."); never a blank line, a list
+    lower case (or of a script without case: Arabic, Hebrew) and rarely ends one (the
+    language's stop words, spaCy's: "with the\nBBC.", "مع\nالدراجة."; in German any,
+    ``NOUNS_IN_CAPITALS``: "mit einem blauen\nHelm."); never a blank line, a list
     item's marker, nor a line after a name or a noun in capitals (headings, addresses: "Max
     Muster\nHauptstraße 5"), nor lines that end no sentence ("Datei öffnen\nDatei
     speichern", "Contact us\nAbout")."""
@@ -119,7 +120,9 @@ def _runs_on(before: str, after: str, lang: str, ends: bool) -> bool:
     if first.islower():
         return True
     word = re.search(r"\w+$", before.rstrip())
-    return ends and word is not None and word[0].islower() and (
+    small = word is not None and (word[0].islower() or (  # (or of a script without case)
+        word[0].isalpha() and word[0].lower() == word[0].upper()))
+    return ends and word is not None and small and (
         re.split("[-_]", lang)[0].lower() in NOUNS_IN_CAPITALS or word[0] in _stop_words(lang))
 
 
