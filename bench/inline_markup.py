@@ -24,6 +24,9 @@ columns, read as HTML reads it (a line break is a space) against each line on it
 And pages with a line break inside each sentence (``breaks``): a ``<br>`` before the middle
 word of each of 4 words or more, read as one sentence where the line runs on, against each line
 on its own.
+
+And text copied from a PDF (``hyphens``): the longest word of each sentence cut by a hyphen and
+a line break, read as one word where the line runs on, against each line on its own.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import on_a_test_set
 from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
-from transformer_mt.translate.documents import split_html, translate_split
+from transformer_mt.translate.documents import split_html, split_text, translate_split
 from transformer_mt.translate.files import translate_file
 
 LEXICON = dict(  # German nouns of Multi30k with one usual English translation
@@ -118,6 +121,7 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
     out["subtitles"] = subtitles(translator, sources, refs)
     out["wrapped"] = wrapped(translator, sources, refs, plain)
     out["breaks"] = breaks(translator, sources, refs, plain)
+    out["hyphens"] = hyphens(translator, sources, refs, plain)
     return out
 
 
@@ -149,23 +153,46 @@ def breaks(translator: Translator, sources: list[str], refs: list[str],
     """The sentences as paragraphs with a line break (``<br>``) before their middle word, for
     those of 4 words or more: read as one sentence where the line runs on
     (``sentences.soft_breaks``; ``runs_on`` says how many), the break kept between the words
-    around it, against each line translated on its own (as ours did before); a page read as
-    one sentence is its sentence's translation, and has words on each side of its break."""
+    around it, against each line translated on its own (as ours did before)."""
     lines = [[" ".join(w[:len(w) // 2]), " ".join(w[len(w) // 2:])] if len(w) >= 4 else [s]
              for s, w in ((s, s.split()) for s in sources)]
     pages = ["<p>" + "<br>".join(html.escape(line, False) for line in page) + "</p>"
              for page in lines]
+    return _broken(translator, lines, pages, "html", refs, plain)
+
+
+def hyphens(translator: Translator, sources: list[str], refs: list[str],
+            plain: list[str]) -> dict:
+    """The sentences as text copied from a PDF, hyphenated: the longest word of 6 letters or
+    more of each cut in its middle by a hyphen and a line break ("Fahr-\nrad"), read as one
+    sentence and one word (``sentences.soft_breaks``), against each line translated on its
+    own (as ours did before)."""
+    lines = []
+    for sentence in sources:
+        longest = max(re.finditer(r"\w{6,}", sentence), key=lambda m: len(m[0]), default=None)
+        middle = longest and (longest.start() + longest.end()) // 2
+        lines.append([sentence[:middle] + "-", sentence[middle:]] if middle else [sentence])
+    return _broken(translator, lines, ["\n".join(page) for page in lines], "text", refs, plain)
+
+
+def _broken(translator: Translator, lines: list[list[str]], pages: list[str], form: str,
+            refs: list[str], plain: list[str]) -> dict:
+    """``pages`` (each of its sentence's ``lines``, in ``form``) translated whole against each
+    line on its own; a page read as one sentence is its sentence's translation, and has words
+    on each side of its line break."""
     src_lang = translator.config.data.src_lang
-    whole = [len(page) > 1 and len(split_html(p, src_lang).sentences) == 1
+    split = split_html if form == "html" else split_text
+    whole = [len(page) > 1 and len(split(p, src_lang).sentences) == 1
              for page, p in zip(lines, pages, strict=True)]
     start = time.perf_counter()
-    found = translator.translate(pages, form="html")
+    found = translator.translate(pages, form=form)
     seconds = time.perf_counter() - start
-    ours = [" ".join(html.unescape(re.sub("<[^>]+>", " ", p)).split()) for p in found]
-    for text, one, sentence, page in zip(ours, whole, plain, found, strict=True):
+    shown = [re.sub("<br/>", "\n", p) for p in found] if form == "html" else found
+    ours = [" ".join(html.unescape(re.sub("<[^>]+>", " ", p)).split()) for p in shown]
+    for text, one, sentence, page in zip(ours, whole, plain, shown, strict=True):
         assert not one or text == " ".join(sentence.split()), (text, sentence)
         assert not one or all(re.search(r"\w", re.sub("<[^>]+>", "", side))
-                              for side in page.split("<br/>"))
+                              for side in page.split("\n"))
     alone = iter(translator.translate([line for page in lines for line in page], form="text"))
     theirs = [" ".join(next(alone) for _ in page) for page in lines]
     lang = translator.config.data.tgt_lang

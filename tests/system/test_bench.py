@@ -213,8 +213,8 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     """bench/inline_markup.py on the toy test set: each page's text is its sentence's
     translation (the bench asserts it, so their BLEU is equal), the pieces translated apart
     score otherwise, and ``ratio`` is the quotient of the two BLEUs; the same for the
-    sentences as subtitles, as pages whose source wraps its lines, and as pages with a line
-    break inside each sentence."""
+    sentences as subtitles, as pages whose source wraps its lines, as pages with a line
+    break inside each sentence, and as text whose longest words a hyphen cuts across lines."""
     record = json.loads(run_bench("bench/inline_markup.py", "--checkpoint",
                                   str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                   "--max-sentences", "8").stdout)
@@ -233,10 +233,11 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     assert wrapped["pages"] == 8 and wrapped["ours"]["bleu"] == record["plain"]["bleu"]
     ours, theirs = wrapped["ours"]["bleu"], wrapped["lines"]["bleu"]
     assert wrapped["ratio"] == (round(ours / theirs, 3) if theirs else None)
-    breaks = record["breaks"]  # a <br> inside each sentence of 4 words or more
-    assert 0 < breaks["runs_on"] <= breaks["broken"] <= breaks["pages"] == 8
-    ours, theirs = breaks["ours"]["bleu"], breaks["lines"]["bleu"]
-    assert breaks["ratio"] == (round(ours / theirs, 3) if theirs else None)
+    for name in ("breaks", "hyphens"):  # a <br> inside each sentence; its longest word cut
+        breaks = record[name]
+        assert 0 < breaks["runs_on"] <= breaks["broken"] <= breaks["pages"] == 8
+        ours, theirs = breaks["ours"]["bleu"], breaks["lines"]["bleu"]
+        assert breaks["ratio"] == (round(ours / theirs, 3) if theirs else None)
 
 
 def test_long_inputs_benchmark_compares_ours_with_each_input_read_whole(trained_run):

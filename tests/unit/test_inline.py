@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from transformer_mt.translate.documents import split_flow, split_html
@@ -249,6 +249,7 @@ def inline_pages(draw) -> str:
 def test_html_in_flows_rebuilds_itself_and_keeps_every_tag(page, data):
     from bs4 import BeautifulSoup
 
+    assume("-<br/>" not in page)  # (a word cut by a hyphen: read whole, its hyphen gone)
     doc = split_html(page, "de")
     as_parsed = BeautifulSoup(page, "html.parser").decode(formatter="minimal")
     assert doc.rebuild(doc.sentences) == as_parsed  # each sentence its own translation

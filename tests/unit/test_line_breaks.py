@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from transformer_mt.translate.documents import split_flow, split_html, split_text
 from transformer_mt.translate.inline import share
-from transformer_mt.translate.sentences import sentence_spans, soft_breaks
+from transformer_mt.translate.sentences import CONJUNCTIONS, sentence_spans, soft_breaks
 
 
 @pytest.mark.parametrize(("text", "lang", "runs_on"), [
@@ -66,7 +66,8 @@ def test_lines_that_run_on_read_as_one_and_come_back_as_they_were(lines):
     (each break where it was)."""
     text = "\n".join(lines)
     breaks = soft_breaks(text, "en")
-    spaced = "".join(" " if any(a <= i < b for a, b in breaks) else c for i, c in enumerate(text))
+    spaced = "".join(" " if any(a <= i < b for a, b, _ in breaks) else c
+                     for i, c in enumerate(text))
     doc = split_text(text, "en")
     assert doc.sentences == [spaced[a:b] for a, b in sentence_spans(spaced, "en")]
     assert doc.rebuild(doc.sentences) == text
@@ -92,3 +93,51 @@ def test_a_mark_stays_on_its_words_side_of_a_line_break():
     assert flow.cuts == [[17, 18]]
     out = "".join(flow.rebuild([translation], [links]))
     assert out == "A man with a beard,\n(glasses)."
+
+
+@pytest.mark.parametrize(("text", "lang", "read"), [
+    ("Ein Mann fährt mit dem Fahr-\nrad.", "de", "Ein Mann fährt mit dem Fahrrad."),
+    ("Er wohnt in Baden-\nWürttemberg.", "de", "Er wohnt in Baden-Württemberg."),
+    ("Seit COVID-\n19 nicht.", "de", "Seit COVID-19 nicht."),
+    ("Der Ein-\nund Ausgang.", "de", "Der Ein- und Ausgang."),  # a word's other part
+    ("Both pre-\nand post-war.", "en", "Both pre- and post-war."),
+    ("Er kam –\nund ging.", "de", "Er kam – und ging."),  # a dash: a comma's place
+])
+def test_a_word_cut_by_a_hyphen_across_lines_is_read_whole(text, lang, read):
+    """Text copied from a PDF, hyphenated: a hyphen that only cut a word (lower case after it)
+    is gone, one that is the word's stays ("Baden-Württemberg"), one that stands for a word's
+    other part ("Ein- und Ausgang") and a dash stay before a space."""
+    doc = split_text(text, lang)
+    assert [s.replace("\u00ad", "") for s in doc.sentences] == [read]  # (tokenizers drop it)
+    assert " ".join(doc.sentences[0].split()) == doc.sentences[0]
+
+
+@pytest.mark.parametrize("text", ["Fahr-\n\nrad.", "Punkte-\n- eins", "Ein Mann -\nZwei Hunde"])
+def test_a_hyphen_before_a_blank_line_a_list_or_a_capital_after_a_space_ends_its_line(text):
+    assert len(split_text(text, "de").sentences) == 2
+
+
+def test_a_word_cut_by_a_hyphen_comes_back_whole_with_the_break_between_words():
+    doc = split_text("Ein Mann fährt mit dem Fahr-\nrad durch die Stadt.\nEin Hund.", "de")
+    out = doc.rebuild(["A man is riding a bike through the city.", "A dog."])
+    assert out.count("\n") == 2 and "-" not in out
+    assert out.replace("\n", " ") == "A man is riding a bike through the city. A dog."
+
+
+WORDS = st.lists(st.text(alphabet="abcdeäß", min_size=4, max_size=9), min_size=2, max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORDS, st.data())
+def test_words_cut_by_hyphens_read_as_the_whole_text_and_come_back_with_their_lines(words, data):
+    """Equivalence: a text whose words are cut across lines by hyphens ("ab-\ncd") reads as
+    the same text with the words whole (its soft hyphens aside: no tokenizer reads them); its
+    translation comes back with as many lines and every word, no hyphen added."""
+    whole = "Der " + " ".join(words) + "."
+    cut_at = data.draw(st.sets(st.integers(0, len(words) - 1), min_size=1))
+    cut = "Der " + " ".join(f"{w[:2]}-\n{w[2:]}" if i in cut_at and w[2:] not in
+                            CONJUNCTIONS["de"] else w for i, w in enumerate(words)) + "."
+    doc = split_text(cut, "de")
+    assert [s.replace("\u00ad", "") for s in doc.sentences] == split_text(whole, "de").sentences
+    out = doc.rebuild([whole])
+    assert out.count("\n") == cut.count("\n") and out.replace("\n", " ").split() == whole.split()

@@ -78,7 +78,7 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     breaks = soft_breaks(lines, lang)
     if not breaks:
         return _flow(pieces, "".join(pieces), lines, lang, keep, loose, closed, collapsed)
-    bounds = sorted({b for span in breaks for b in span})
+    bounds = sorted({b for start, end, _ in breaks for b in (start, end)})
     parts: list[tuple[int, int]] = []
     owner: list[int] = []  # the piece each part is of
     at = 0
@@ -88,19 +88,30 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
         parts += [(a, b) for a, b in itertools.pairwise(cut) if b > a]
         owner += [i] * (len(parts) - len(owner))
         at += len(piece)
-    starts = [a for a, _ in breaks]  # (increasing, apart)
-    inside = [(k := bisect.bisect_right(starts, start) - 1) >= 0 and start < breaks[k][1]
-              for start, _ in parts]
+    starts = [start for start, _, _ in breaks]  # (increasing, apart)
+    of = [breaks[k] if (k := bisect.bisect_right(starts, start) - 1) >= 0
+          and start < breaks[k].end else None for start, _ in parts]  # the break each is in
+    inside = [b is not None for b in of]
     text = "".join(pieces)
 
-    def spaced(of: str) -> str:  # the breaks inside sentences read as spaces
-        return "".join(" " * (b - a) if i else of[a:b]
-                       for (a, b), i in zip(parts, inside, strict=True))
+    def spaced(read: str) -> str:  # a break inside a sentence read as spaces, in a word as none
+        return "".join(read[a:e] if b is None else ("\u00ad" if b.joined else " ") * (e - a)
+                       for (a, e), b in zip(parts, of, strict=True))  # (soft hyphens: none)
 
-    return gathered(_flow([text[a:b] for a, b in parts], spaced(text), spaced(lines), lang,
-                          [keep[o] or i for o, i in zip(owner, inside, strict=True)],
-                          [loose[o] and not i for o, i in zip(owner, inside, strict=True)],
-                          closed, collapsed), owner, len(pieces))
+    # a hyphen that cut a word is a space beside its break (the translation's space between
+    # the words around the break goes into it), and is gone on rebuilding
+    cut_words = [text[a:e].replace("-", " ") if b and b.joined else text[a:e]
+                 for (a, e), b in zip(parts, of, strict=True)]
+    flow = _flow(cut_words, spaced(text), spaced(lines), lang,
+                 [keep[o] or i for o, i in zip(owner, inside, strict=True)],
+                 [loose[o] and not i for o, i in zip(owner, inside, strict=True)],
+                 closed, collapsed)
+
+    def rebuild(translations: Sequence[str], links: Sequence[Links]) -> list[str]:
+        return [text[a:e].removeprefix("-") if b and b.joined else p for p, (a, e), b
+                in zip(flow.rebuild_with(translations, links), parts, of, strict=True)]
+
+    return gathered(Document(flow.sentences, flow.cuts, rebuild), owner, len(pieces))
 
 
 def gathered(flow: Document[list[str]], owner: Sequence[int], n: int) -> Document[list[str]]:

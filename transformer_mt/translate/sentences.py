@@ -14,7 +14,7 @@ import functools
 import itertools
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from transformer_mt.data.tokenize import CJK, spacy_pipeline
 from transformer_mt.errors import DataError
@@ -88,34 +88,70 @@ LINE_BREAK = re.compile(r"[^\S\n]*\n[^\S\n]*")
 ENDED = re.compile(f"[{re.escape(''.join(SENTENCE_ENDS))}]['\"’”»)\\]]*$")
 
 
-def soft_breaks(text: str, lang: str) -> list[tuple[int, int]]:
-    """The line breaks of ``text`` inside a sentence, each with the spaces around it ((start,
-    end) offsets): where the line before ends in a word or a comma, not a mark that may end a
-    sentence, and the line after begins with a word in lower case ("fährt\nmit dem Fahrrad"),
-    or, where the sentence ends on the line after (or runs on from it), the word before is in
-    lower case (or of a script without case: Arabic, Hebrew) and rarely ends one (the
-    language's stop words, spaCy's: "with the\nBBC.", "مع\nالدراجة."; in German any,
-    ``NOUNS_IN_CAPITALS``: "mit einem blauen\nHelm."); never a blank line, a list
-    item's marker, nor a line after a name or a noun in capitals (headings, addresses: "Max
-    Muster\nHauptstraße 5"), nor lines that end no sentence ("Datei öffnen\nDatei
-    speichern", "Contact us\nAbout")."""
-    out: list[tuple[int, int]] = []
+class Break(NamedTuple):
+    """A line break inside a sentence: ``text[start:end]``, the break and the spaces around it
+    on its lines; ``joined``: it cuts a word ("Fahr-\nrad", "Baden-\nWürttemberg"), read as
+    one word, and a hyphen that only cut it ("Fahr-") is part of the break."""
+
+    start: int
+    end: int
+    joined: bool = False
+
+
+def soft_breaks(text: str, lang: str) -> list[Break]:
+    """The line breaks of ``text`` inside a sentence: where the line before ends in a word or
+    a comma, not a mark that may end a sentence, and the line after begins with a word in
+    lower case ("fährt\nmit dem Fahrrad"), or, where the sentence ends on the line after (or
+    runs on from it), the word before is in lower case (or of a script without case: Arabic,
+    Hebrew) and rarely ends one (the language's stop words, spaCy's: "with the\nBBC.",
+    "مع\nالدراجة."; in German any, ``NOUNS_IN_CAPITALS``: "mit einem blauen\nHelm."); never a
+    blank line, a list item's marker, nor a line after a name or a noun in capitals (headings,
+    addresses: "Max Muster\nHauptstraße 5"), nor lines that end no sentence ("Datei
+    öffnen\nDatei speichern", "Contact us\nAbout"). A line that ends in a word and a hyphen
+    (text from a PDF, hyphenated) runs on into the word it cuts (:func:`_hyphen`)."""
+    out: list[Break] = []
     for m in reversed(list(LINE_BREAK.finditer(text))):  # (from the last: whether it runs on)
         before = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
         after_end = text.find("\n", m.end())
         after = text[m.end():len(text) if after_end < 0 else after_end]
         ends = bool(ENDED.search(after.rstrip())) or bool(
-            out and out[0][0] <= after_end < out[0][1])
-        if _runs_on(before, after, lang, ends):
-            out.insert(0, m.span())
+            out and out[0].start <= after_end < out[0].end)
+        hyphen = _hyphen(before, after, lang)
+        if hyphen is not None:
+            out.insert(0, Break(m.start() - hyphen, m.end(), True))
+        elif _runs_on(before, after, lang, ends):
+            out.insert(0, Break(*m.span()))
     return out
+
+
+# the words that may follow a hyphen that stands for a word's other part ("Ein- und Ausgang",
+# "pre- and post-war"): after one, a line break is a space
+CONJUNCTIONS = {"de": {"und", "oder", "bis", "sowie", "bzw", "als", "noch", "wie"},
+                "en": {"and", "or", "to", "nor"}, "nl": {"en", "of", "tot"},
+                "sv": {"och", "eller", "till"}, "da": {"og", "eller", "til"},
+                "nb": {"og", "eller", "til"}, "fr": {"et", "ou"}}
+
+
+def _hyphen(before: str, after: str, lang: str) -> int | None:
+    """Where the line ``before`` ends in a word and a hyphen, and ``after`` begins with a
+    word, the two are one word: 1 where the hyphen only cut it (in lower case after:
+    "Fahr-\nrad", "Fahrrad"), 0 where it is the word's ("Baden-\nWürttemberg", "COVID-\n19");
+    None where the word after is a conjunction ("Ein-\nund Ausgang": read with a space) or
+    the line is not such."""
+    first = re.match(r"\w+", after)
+    if not re.search(r"\w-$", before) or first is None or LIST_MARKER.match(after):
+        return None
+    if not first[0][0].islower():
+        return 0
+    return None if first[0] in CONJUNCTIONS.get(re.split("[-_]", lang)[0].lower(), ()) else 1
 
 
 def _runs_on(before: str, after: str, lang: str, ends: bool) -> bool:
     """Whether the line ``before`` runs on into the line ``after`` (:func:`soft_breaks`;
     ``ends``: the sentence ends on the line after, or runs on from it)."""
     last, first = before.rstrip()[-1:], after.lstrip()[:1]
-    if not (last.isalnum() or last == ",") or not first.isalnum() or LIST_MARKER.match(after):
+    if not (last.isalnum() or last in tuple(",-–—")) or not first.isalnum() \
+            or LIST_MARKER.match(after):
         return False
     if first.islower():
         return True
