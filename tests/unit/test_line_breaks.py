@@ -30,6 +30,11 @@ from transformer_mt.translate.sentences import CONJUNCTIONS, sentence_spans, sof
     ("Anna,\nTom", "de", False),
     ("Ein Mann\n\nfährt.", "de", False),  # a blank line: a paragraph
     ("Einkaufen\n- mehl", "de", False),  # a list item
+    ("一个男人骑着自行\n车穿过城市。", "zh", True),  # wrapped at a width: a line as long
+    ("男の人が自転車に乗って\n町を走っている。", "ja", True),
+    ("他说，\n我们走吧", "zh", True),
+    ("第一章\n他走了。", "zh", False),  # a heading, shorter than the line after it
+    ("打开文件\n保存文件", "zh", False),
 ])
 def test_a_line_runs_on_into_the_next_where_no_sentence_ends(text, lang, runs_on):
     breaks = len(soft_breaks(text, lang))
@@ -102,11 +107,13 @@ def test_a_mark_stays_on_its_words_side_of_a_line_break():
     ("Der Ein-\nund Ausgang.", "de", "Der Ein- und Ausgang."),  # a word's other part
     ("Both pre-\nand post-war.", "en", "Both pre- and post-war."),
     ("Er kam –\nund ging.", "de", "Er kam – und ging."),  # a dash: a comma's place
+    ("一个男人骑着自行\n车穿过城市。", "zh", "一个男人骑着自行车穿过城市。"),  # (no space)
 ])
-def test_a_word_cut_by_a_hyphen_across_lines_is_read_whole(text, lang, read):
+def test_a_word_cut_across_lines_is_read_whole(text, lang, read):
     """Text copied from a PDF, hyphenated: a hyphen that only cut a word (lower case after it)
     is gone, one that is the word's stays ("Baden-Württemberg"), one that stands for a word's
-    other part ("Ein- und Ausgang") and a dash stay before a space."""
+    other part ("Ein- und Ausgang") and a dash stay before a space; Chinese runs on with
+    none."""
     doc = split_text(text, lang)
     assert [s.replace("\u00ad", "") for s in doc.sentences] == [read]  # (tokenizers drop it)
     assert " ".join(doc.sentences[0].split()) == doc.sentences[0]
@@ -117,8 +124,12 @@ def test_a_hyphen_before_a_blank_line_a_list_or_a_capital_after_a_space_ends_its
     assert len(split_text(text, "de").sentences) == 2
 
 
-def test_a_word_cut_by_a_hyphen_comes_back_whole_with_the_break_between_words():
-    doc = split_text("Ein Mann fährt mit dem Fahr-\nrad durch die Stadt.\nEin Hund.", "de")
+@pytest.mark.parametrize(("text", "lang"), [
+    ("Ein Mann fährt mit dem Fahr-\nrad durch die Stadt.\nEin Hund.", "de"),
+    ("一个男人骑着自行\n车穿过城市。\n一只狗。", "zh"),
+])
+def test_a_word_cut_across_lines_comes_back_whole_with_the_break_between_words(text, lang):
+    doc = split_text(text, lang)
     out = doc.rebuild(["A man is riding a bike through the city.", "A dog."])
     assert out.count("\n") == 2 and "-" not in out
     assert out.replace("\n", " ") == "A man is riding a bike through the city. A dog."

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from transformer_mt.data.tokenize import CJK, spacy_pipeline
+from transformer_mt.data.tokenize import CJK, CJK_CHARACTER, spacy_pipeline
 from transformer_mt.errors import DataError
 
 
@@ -85,7 +85,7 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
 
 # a line break, the spaces around it on its lines; a line that ends a sentence (quoted too)
 LINE_BREAK = re.compile(r"[^\S\n]*\n[^\S\n]*")
-ENDED = re.compile(f"[{re.escape(''.join(SENTENCE_ENDS))}]['\"’”»)\\]]*$")
+ENDED = re.compile(f"[{re.escape(''.join(SENTENCE_ENDS))}]['\"’”»)\\]」』）]*$")
 
 
 class Break(NamedTuple):
@@ -120,7 +120,7 @@ def soft_breaks(text: str, lang: str) -> list[Break]:
         if hyphen is not None:
             out.insert(0, Break(m.start() - hyphen, m.end(), True))
         elif _runs_on(before, after, lang, ends):
-            out.insert(0, Break(*m.span()))
+            out.insert(0, Break(*m.span(), spacer(before, after) == ""))  # (Chinese: none)
     return out
 
 
@@ -150,9 +150,13 @@ def _runs_on(before: str, after: str, lang: str, ends: bool) -> bool:
     """Whether the line ``before`` runs on into the line ``after`` (:func:`soft_breaks`;
     ``ends``: the sentence ends on the line after, or runs on from it)."""
     last, first = before.rstrip()[-1:], after.lstrip()[:1]
-    if not (last.isalnum() or last in tuple(",-–—")) or not first.isalnum() \
+    if not (last.isalnum() or last in tuple(",-–—，、")) or not first.isalnum() \
             or LIST_MARKER.match(after):
         return False
+    if CJK_CHARACTER.match(last) or CJK_CHARACTER.match(first) or last in tuple("，、"):
+        # Chinese, Japanese: no case, no spaces; a line wrapped at a width is as long as the
+        # next, a heading shorter ("第一章\n他走了。")
+        return last in tuple("，、") or (ends and len(before) >= len(after))
     if first.islower():
         return True
     word = re.search(r"\w+$", before.rstrip())
