@@ -108,7 +108,8 @@ def soft_breaks(text: str, lang: str) -> list[Break]:
     blank line, a list item's marker, nor a line after a name or a noun in capitals (headings,
     addresses: "Max Muster\nHauptstraße 5"), nor lines that end no sentence ("Datei
     öffnen\nDatei speichern", "Contact us\nAbout"). A line that ends in a word and a hyphen
-    (text from a PDF, hyphenated) runs on into the word it cuts (:func:`_hyphen`)."""
+    (text from a PDF, hyphenated) runs on into the word it cuts (:func:`_hyphen`); Chinese
+    and Japanese as :func:`_runs_on` says, read with no space."""
     out: list[Break] = []
     for m in reversed(list(LINE_BREAK.finditer(text))):  # (from the last: whether it runs on)
         before = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
