@@ -137,3 +137,32 @@ def test_a_corpus_in_a_pipe_is_refused_before_a_run_directory_exists(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "data.train.src" in result.stderr and "is a FIFO" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_whole_reads_a_text_as_one_as_the_server_reads_a_txt(trained_run, translator, tmp_path):
+    """``--whole``: a text file (any name), a pipe (gzipped too) or standard input read as one
+    text, a sentence across lines read whole, as ``/translate_file`` reads a .txt, every line
+    break kept; without it each line is a sentence (a corpus); given sentences or nothing, a
+    one-line error."""
+    from transformer_mt.translate.documents import split_text
+    from transformer_mt.translate.files import translate_file
+
+    text = "Ein Mann fährt\nmit dem Fahrrad.\nZwei Hunde spie-\nlen im Schnee.\n"
+    assert len(split_text(text, "de").sentences) == 2  # (four lines, two sentences)
+    expected = translate_file(translator, "brief.txt", text.encode()).decode()
+    assert expected.count("\n") == 4
+    (tmp_path / "brief.de").write_text(text)
+    whole = ["translate", "--checkpoint", str(trained_run[0] / "best.pt"), "--whole"]
+    assert ok([*whole, "--input", str(tmp_path / "brief.de")]) == expected
+    assert ok(whole, stdin=text) == expected
+    assert ok([*whole, "--input", str(piped(tmp_path, "gz", gzip.compress(text.encode())))]) \
+        == expected
+    ok([*whole, "--input", str(tmp_path / "brief.de"), "--output", str(tmp_path / "o.en.gz")])
+    assert gzip.decompress((tmp_path / "o.en.gz").read_bytes()).decode() == expected
+    lines = ok(whole[:-1] + ["--input", str(tmp_path / "brief.de")])
+    assert lines.splitlines() == translator.translate(text.splitlines())
+    for args, stdin, says in (([*whole, "Ein Hund."], "", "the sentences given are each read"),
+                              (whole, "\n \n", "the input (standard input) is empty")):
+        result = run_cli(args, stdin=stdin)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert says in result.stderr.strip().splitlines()[-1]

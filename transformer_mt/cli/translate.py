@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import logging
 import math
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +19,7 @@ from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_w
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import STD_STREAM, not_an_input, text_lines
+from transformer_mt.fileio import STD_STREAM, not_an_input, open_input, text_lines
 from transformer_mt.logs import bars_enabled
 
 if TYPE_CHECKING:
@@ -33,9 +35,14 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "that averages the models' probabilities")
     p.add_argument("--input", help="file with a sentence per line (a line of several is "
                    "translated sentence by sentence, and stays one line; '-' or a pipe such "
-                   "as <(zcat de.gz) is read too); a .html, .htm, .md, "
+                   "as <(zcat de.gz) is read too; --whole: one text); a .html, .htm, .md, "
                    ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .ods or "
                    ".epub file is translated whole, its format kept")
+    p.add_argument("--whole", action="store_true",
+                   help="read --input (a .txt, '-' or a pipe; else standard input) as one "
+                   "text, not a sentence a line: a sentence across lines is read whole (a "
+                   "paragraph wrapped at a width; a word a hyphen cuts at a line's end, as in "
+                   "text copied from a PDF), every line break kept")
     p.add_argument("--split-sentences", action="store_true",  # what every line gets now
                    help=argparse.SUPPRESS)
     p.add_argument("--output", help="write translations here instead of stdout ('-')")
@@ -80,8 +87,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.output == STD_STREAM:
         args.output = None  # standard output, as without --output
     translator = _translator_for(args)
-    if args.input and is_document(args.input):  # HTML, subtitles: whole, their format kept
-        return _translate_document(translator, args)
+    if args.whole or (args.input and is_document(args.input)):  # HTML, subtitles: their
+        return _translate_document(translator, args)  # format kept
     lines = _given_lines(args)
     if args.attention:
         return _attention_map(translator, lines, args)
@@ -102,21 +109,33 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _translate_document(translator: Translator, args: argparse.Namespace) -> int:
-    """``--input`` an HTML or subtitle file: translated whole (``translate/files.py``),
-    to ``--output`` (written whole, or not at all) or stdout."""
-    from transformer_mt.fileio import atomic_write_bytes
-    from transformer_mt.translate.files import translate_file
+    """``--input`` an HTML or subtitle file, or (``--whole``) text: translated whole
+    (``translate/files.py``), to ``--output`` (written whole, or not at all) or stdout."""
+    from transformer_mt.fileio import atomic_write_bytes, atomic_write_text
+    from transformer_mt.translate.files import is_document, translate_file
 
-    path = Path(args.input)
+    path = Path(args.input or STD_STREAM)
+    name = "standard input" if str(path) == STD_STREAM else str(path)
+    if args.sentences:
+        raise MTError("--whole reads --input or standard input; the sentences given are "
+                      "each read whole already")
     if args.nbest > 1 or args.attention or args.align or args.prefix or args.alternatives:
-        raise MTError(f"'{path}' is translated whole, its format kept; drop --nbest, "
+        raise MTError(f"'{name}' is translated whole, its format kept; drop --nbest, "
                       "--attention, --align, --prefix and --alternatives")
     why = not_an_input(path)
     if why:
         raise MTError(f"input file '{path}' {why}")
-    out = translate_file(translator, str(path), path.read_bytes())
+    if name == "standard input" and sys.stdin.isatty():
+        raise MTError("--whole reads standard input to its end: pipe the text in, or give "
+                      "--input FILE")
+    whole_text = not is_document(path)
+    data = _text_read_whole(path, name) if whole_text else path.read_bytes()
+    out = translate_file(translator, name, data, kind="text" if whole_text else None)
     if args.output:
-        atomic_write_bytes(args.output, out)
+        if whole_text:  # (gzipped where the name ends in .gz, as the lines are written)
+            atomic_write_text(args.output, out.decode("utf-8"))
+        else:
+            atomic_write_bytes(args.output, out)
         log.info("wrote %s", args.output)
     elif hasattr(sys.stdout, "buffer"):  # the bytes as they are: a .docx piped is a .docx
         sys.stdout.flush()
@@ -125,6 +144,21 @@ def _translate_document(translator: Translator, args: argparse.Namespace) -> int
     else:  # a text stream only (Python's, redirected)
         sys.stdout.write(out.decode("utf-8", "replace"))
     return 0
+
+
+def _text_read_whole(path: Path, name: str) -> bytes:
+    """The bytes of the text in ``path`` (a file, ``-`` or a pipe; gzipped or not) for
+    ``--whole``; a one-line error where there is no text."""
+    with open_input(path) as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise MTError(f"cannot read {name}: {exc}") from None
+    if not data.strip():
+        raise MTError(f"the input ({name}) is empty; nothing to translate")
+    return data
 
 
 def _emit(args: argparse.Namespace, out: list[str]) -> int:

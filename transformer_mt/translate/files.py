@@ -140,13 +140,14 @@ def is_document(name: str | Path) -> bool:
     return False
 
 
-def read_file(name: str, data: bytes, lang: str, target: str | None = None) -> FileText:
+def read_file(name: str, data: bytes, lang: str, target: str | None = None,
+              kind: str | None = None) -> FileText:
     """The texts of the file ``name`` holding ``data`` (in the language ``lang``, split into
-    its sentences; a page or book translated into ``target`` says so); a one-line
-    :class:`MTError` for a
-    format not translated here, or a file that is not what its name says (text that is not
+    its sentences; a page or book translated into ``target`` says so; ``kind``: its format,
+    one of :data:`FORMATS`', where its name does not say it); a one-line :class:`MTError` for
+    a format not translated here, or a file that is not what its name says (text that is not
     UTF-8, say)."""
-    kind = FORMATS.get(Path(name).suffix.lower())
+    kind = kind or FORMATS.get(Path(name).suffix.lower())
     other = foreign(data[:8]) if kind in (None, "text") else None  # (not a zip's own format)
     if Path(name).suffix.lower() == ".pdf" or other == "a PDF":
         raise MTError(f"'{name}': file format not supported: a PDF holds positioned glyphs, "
@@ -388,9 +389,12 @@ def _labels_back(ncx: str, page: str) -> str:
     return NCX_LABEL.sub(lambda m: m.group(1) + found[str(next(count))] + m.group(3), ncx)
 
 
-def translate_file(translator: Translator, name: str, data: bytes, **settings: Any) -> bytes:
-    """The file ``name`` (holding ``data``) translated, its format kept (``settings``: decoding
-    settings, as :meth:`Translator.settings` takes them)."""
-    doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang)
+def translate_file(translator: Translator, name: str, data: bytes, kind: str | None = None,
+                   **settings: Any) -> bytes:
+    """The file ``name`` (holding ``data``; ``kind``: its format where its name does not say
+    it) translated, its format kept (``settings``: decoding settings, as
+    :meth:`Translator.settings` takes them)."""
+    doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang,
+                    kind)
     return doc.rebuild(translate_documents(translator, doc.documents,
                                            translator.settings(**settings)))
