@@ -159,7 +159,7 @@ def test_whole_reads_a_text_as_one_as_the_server_reads_a_txt(trained_run, transl
         == expected
     ok([*whole, "--input", str(tmp_path / "brief.de"), "--output", str(tmp_path / "o.en.gz")])
     assert gzip.decompress((tmp_path / "o.en.gz").read_bytes()).decode() == expected
-    lines = ok(whole[:-1] + ["--input", str(tmp_path / "brief.de")])
+    lines = ok([*whole[:-1], "--input", str(tmp_path / "brief.de")])
     assert lines.splitlines() == translator.translate(text.splitlines())
     for args, stdin, says in (([*whole, "Ein Hund."], "", "the sentences given are each read"),
                               (whole, "\n \n", "the input (standard input) is empty")):
