@@ -104,6 +104,8 @@ def test_a_mark_stays_on_its_words_side_of_a_line_break():
     ("Ein Mann fährt mit dem Fahr-\nrad.", "de", "Ein Mann fährt mit dem Fahrrad."),
     ("Er wohnt in Baden-\nWürttemberg.", "de", "Er wohnt in Baden-Württemberg."),
     ("Seit COVID-\n19 nicht.", "de", "Seit COVID-19 nicht."),
+    ("A long-term plan, a long-\nterm one.", "en", "A long-term plan, a long-term one."),
+    ("A plan for the long-\nterm.", "en", "A plan for the longterm."),  # (no other to say)
     ("Der Ein-\nund Ausgang.", "de", "Der Ein- und Ausgang."),  # a word's other part
     ("Both pre-\nand post-war.", "en", "Both pre- and post-war."),
     ("Er kam –\nund ging.", "de", "Er kam – und ging."),  # a dash: a comma's place

@@ -111,13 +111,14 @@ def soft_breaks(text: str, lang: str) -> list[Break]:
     (text from a PDF, hyphenated) runs on into the word it cuts (:func:`_hyphen`); Chinese
     and Japanese as :func:`_runs_on` says, read with no space."""
     out: list[Break] = []
+    written = _hyphenated(text)
     for m in reversed(list(LINE_BREAK.finditer(text))):  # (from the last: whether it runs on)
         before = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
         after_end = text.find("\n", m.end())
         after = text[m.end():len(text) if after_end < 0 else after_end]
         ends = bool(ENDED.search(after.rstrip())) or bool(
             out and out[0].start <= after_end < out[0].end)
-        hyphen = _hyphen(before, after, lang)
+        hyphen = _hyphen(written, before, after, lang)
         if hyphen is not None:
             out.insert(0, Break(m.start() - hyphen, m.end(), True))
         elif _runs_on(before, after, lang, ends):
@@ -133,16 +134,24 @@ CONJUNCTIONS = {"de": {"und", "oder", "bis", "sowie", "bzw", "als", "noch", "wie
                 "nb": {"og", "eller", "til"}, "fr": {"et", "ou"}}
 
 
-def _hyphen(before: str, after: str, lang: str) -> int | None:
+def _hyphenated(text: str) -> set[str]:
+    """The pairs of words ``text`` writes joined by a hyphen ("long-term"), in lower case."""
+    return {f"{a}-{b}".lower() for m in re.finditer(r"\w+(?:-\w+)+", text)
+            for a, b in itertools.pairwise(m[0].split("-"))}
+
+
+def _hyphen(written: set[str], before: str, after: str, lang: str) -> int | None:
     """Where the line ``before`` ends in a word and a hyphen, and ``after`` begins with a
     word, the two are one word: 1 where the hyphen only cut it (in lower case after:
-    "Fahr-\nrad", "Fahrrad"), 0 where it is the word's ("Baden-\nWürttemberg", "COVID-\n19");
+    "Fahr-\nrad", "Fahrrad"), 0 where it is the word's ("Baden-\nWürttemberg", "COVID-\n19",
+    or one the text writes with a hyphen elsewhere, in ``written``: "long-\nterm" where it has
+    "long-term");
     None where the word after is a conjunction ("Ein-\nund Ausgang": read with a space) or
     the line is not such."""
-    first = re.match(r"\w+", after)
-    if not re.search(r"\w-$", before) or first is None or LIST_MARKER.match(after):
+    first, last = re.match(r"\w+", after), re.search(r"(\w+)-$", before)
+    if last is None or first is None or LIST_MARKER.match(after):
         return None
-    if not first[0][0].islower():
+    if not first[0][0].islower() or f"{last[1]}-{first[0]}".lower() in written:
         return 0
     return None if first[0] in CONJUNCTIONS.get(re.split("[-_]", lang)[0].lower(), ()) else 1
 
