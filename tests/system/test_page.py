@@ -315,6 +315,38 @@ def test_an_exported_model_translates_on_the_page_and_says_why_nothing_shows_ins
     assert page.is_disabled("#prefix") and not problems, problems
 
 
+def test_a_file_is_translated_on_the_page_as_translate_file_does(server, browser, translator,
+                                                                 tmp_path):
+    """A file chosen on the page comes back as a link whose download is what
+    ``translate_file`` writes (markup kept, a sentence across a line break read whole); a
+    format not read here says why, in one line, and the page goes on; axe finds nothing."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    from transformer_mt.translate.files import translate_file
+
+    page, problems = _open(browser, server)
+    page.wait_for_function("document.getElementById('file-note').textContent.includes('.docx')")
+    assert ".html" in page.get_attribute("#file", "accept").split(",")
+    source = "<p>Zwei Hunde <b>schwimmen</b><br>im Park.</p>\n<p>Ein Mann liest.</p>\n"
+    (tmp_path / "seite.html").write_text(source, encoding="utf-8")
+    page.set_input_files("#file", str(tmp_path / "seite.html"))
+    page.click("#file-go")
+    page.wait_for_selector("#file-link", timeout=60_000)
+    with page.expect_download() as download:
+        page.click("#file-link")
+    assert download.value.suggested_filename == "seite.html"
+    assert Path(download.value.path()).read_bytes() == translate_file(
+        translator, "seite.html", source.encode())
+    assert Axe().run(page).violations_count == 0 and not problems, problems
+    (tmp_path / "scan.pdf").write_bytes(b"%PDF-1.7\n")
+    page.set_input_files("#file", str(tmp_path / "scan.pdf"))
+    page.click("#file-go")
+    page.wait_for_selector("#file-status .error", timeout=60_000)
+    assert "a PDF holds positioned glyphs" in page.inner_text("#file-status")
+    assert problems == ["Failed to load resource: the server responded with a status of 400 "
+                        "(Bad Request)"]  # (the browser's own line, on its console)
+
+
 def test_the_pages_example_is_german_only_for_a_german_model(server, browser):
     """A model of another source language (its /v1/info said so here) opens on an empty box
     that names the language, not on the German example; the German model on the example."""

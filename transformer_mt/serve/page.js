@@ -33,7 +33,7 @@ async function call(body) { return (await api("/v1/translate", body)).translatio
 
 // The API's words for a client, said as the page's user acts: the box to type in.
 function forPage(code, message) {
-  if (code === 401) return "this server needs an API key: type it in the API key box";
+  if (code === 401 || code === 403) return "this server needs an API key: type it in the API key box";
   if (/holds \d+ sentences/.test(message)) return "type one sentence per line to give a translation's start";
   return message;
 }
@@ -300,6 +300,27 @@ function treeNode(node, last) {
   return li;
 }
 
+// A file, through LibreTranslate's /translate_file: a link to the translation, or why not.
+async function translateFile() {
+  const file = $("file").files[0];
+  const say = (message, error) => $("file-status").replaceChildren(
+    el("span", {className: error ? "error" : "muted", textContent: message}));
+  if (!file) return say("choose a file first", true);
+  const form = new FormData();
+  form.append("file", file);
+  form.append("source", info.source_language);
+  form.append("target", info.target_language);
+  const headers = $("key").value ? {Authorization: "Bearer " + $("key").value} : {};
+  say(`translating ${file.name}…`);
+  try {
+    const response = await fetch("/translate_file", {method: "POST", headers, body: form});
+    const data = await response.json();
+    if (!response.ok) throw new Error(forPage(response.status, data.error || response.statusText));
+    $("file-status").replaceChildren(el("a", {id: "file-link", href: data.translatedFileUrl, download: "",
+                                              textContent: `${file.name}, translated`}));
+  } catch (e) { say(e.message, true); }
+}
+
 // ------------------------------------------------------------------- wiring
 
 for (const id of ["beam", "temperature", "topk", "topp"]) {
@@ -309,6 +330,11 @@ for (const id of ["beam", "temperature", "topk", "topp"]) {
 function syncControls() { $("beam").disabled = sampling(); $("temperature").disabled = !sampling(); $("seed").disabled = !sampling(); }
 $("seed").addEventListener("change", translateAll);
 $("translate").onclick = translateAll;
+$("file-go").onclick = translateFile;
+fetch("/frontend/settings").then((r) => r.json()).then((settings) => {
+  $("file").accept = settings.supportedFilesFormat.join(",");
+  $("file-note").append(" Formats: " + settings.supportedFilesFormat.join(", ") + ".");
+});
 $("kind").onchange = () => { drawGrid(); drawLarge(); };
 $("prefix").addEventListener("input", () => {
   clearTimeout(timer);
