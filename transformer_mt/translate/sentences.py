@@ -145,9 +145,8 @@ def _hyphen(written: set[str], before: str, after: str, lang: str) -> int | None
     word, the two are one word: 1 where the hyphen only cut it (in lower case after:
     "Fahr-\nrad", "Fahrrad"), 0 where it is the word's ("Baden-\nWürttemberg", "COVID-\n19",
     or one the text writes with a hyphen elsewhere, in ``written``: "long-\nterm" where it has
-    "long-term");
-    None where the word after is a conjunction ("Ein-\nund Ausgang": read with a space) or
-    the line is not such."""
+    "long-term"); None where the word after is a conjunction ("Ein-\nund Ausgang": read with
+    a space) or the line is not such."""
     first, last = re.match(r"\w+", after), re.search(r"(\w+)-$", before)
     if last is None or first is None or LIST_MARKER.match(after):
         return None
