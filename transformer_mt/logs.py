@@ -40,6 +40,9 @@ def setup_logging(quiet: bool = False, debug: bool = False) -> None:
     _state["bars"] = not quiet and sys.stderr.isatty()
 
 
+PROGRESS_FROM = 50  # inputs (lines, a file's sentences) from which a command shows progress
+
+
 def bars_enabled() -> bool:
     return _state["bars"]
 

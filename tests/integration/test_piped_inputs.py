@@ -166,3 +166,19 @@ def test_whole_reads_a_text_as_one_as_the_server_reads_a_txt(trained_run, transl
         result = run_cli(args, stdin=stdin)
         assert result.returncode != 0 and "Traceback" not in result.stderr
         assert says in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_file_of_many_sentences_shows_its_progress_and_the_same_translation(translator,
+                                                                             capsys):
+    """``translate_file(..., progress=True)`` (what ``mt translate`` asks where stderr is a
+    terminal): a bar past ``PROGRESS_FROM`` sentences, none for fewer; the same bytes."""
+    from transformer_mt.logs import PROGRESS_FROM
+    from transformer_mt.translate.files import translate_file
+
+    lines = (TOY / "test.de").read_text().splitlines()
+    many = "\n".join(lines[:PROGRESS_FROM + 1]).encode()
+    few = "\n".join(lines[:3]).encode()
+    for data, shown in ((many, True), (few, False)):
+        out = translate_file(translator, "a.txt", data, progress=True)
+        assert ("translate:" in capsys.readouterr().err) == shown
+        assert out == translate_file(translator, "a.txt", data)

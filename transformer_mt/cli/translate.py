@@ -20,7 +20,7 @@ from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import STD_STREAM, not_an_input, open_input, text_lines
-from transformer_mt.logs import bars_enabled
+from transformer_mt.logs import PROGRESS_FROM, bars_enabled
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translation, Translator
@@ -103,7 +103,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         lines = list(stream)
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
-    results = _translations(translator, args, lines, bars_enabled() and len(lines) > 50)
+    results = _translations(translator, args, lines,
+                            bars_enabled() and len(lines) > PROGRESS_FROM)
     return _emit(args, [line for i, hyps in enumerate(results)
                         for line in _rendered(args, i, hyps)])
 
@@ -130,7 +131,8 @@ def _translate_document(translator: Translator, args: argparse.Namespace) -> int
                       "--input FILE")
     whole_text = not is_document(path)
     data = _text_read_whole(path, name) if whole_text else path.read_bytes()
-    out = translate_file(translator, name, data, kind="text" if whole_text else None)
+    out = translate_file(translator, name, data, kind="text" if whole_text else None,
+                         progress=bars_enabled())
     if args.output:
         if whole_text:  # (gzipped where the name ends in .gz, as the lines are written)
             atomic_write_text(args.output, out.decode("utf-8"))

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import UTF16_BOMS, foreign
+from transformer_mt.logs import PROGRESS_FROM
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
@@ -390,11 +391,12 @@ def _labels_back(ncx: str, page: str) -> str:
 
 
 def translate_file(translator: Translator, name: str, data: bytes, kind: str | None = None,
-                   **settings: Any) -> bytes:
+                   progress: bool = False, **settings: Any) -> bytes:
     """The file ``name`` (holding ``data``; ``kind``: its format where its name does not say
-    it) translated, its format kept (``settings``: decoding settings, as
-    :meth:`Translator.settings` takes them)."""
-    doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang,
-                    kind)
-    return doc.rebuild(translate_documents(translator, doc.documents,
-                                           translator.settings(**settings)))
+    it) translated, its format kept (``settings``: :meth:`Translator.settings`'; ``progress``:
+    shown past :data:`PROGRESS_FROM` sentences)."""
+    src, tgt = translator.config.data.src_lang, translator.config.data.tgt_lang
+    doc = read_file(name, data, src, tgt, kind)
+    many = sum(len(d.sentences) for d in doc.documents) > PROGRESS_FROM
+    return doc.rebuild(translate_documents(translator, doc.documents, translator.settings(
+        **settings), progress=progress and many))
