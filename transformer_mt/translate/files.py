@@ -143,11 +143,10 @@ def is_document(name: str | Path) -> bool:
 
 def read_file(name: str, data: bytes, lang: str, target: str | None = None,
               kind: str | None = None) -> FileText:
-    """The texts of the file ``name`` holding ``data`` (in the language ``lang``, split into
-    its sentences; a page or book translated into ``target`` says so; ``kind``: its format,
-    one of :data:`FORMATS`', where its name does not say it); a one-line :class:`MTError` for
-    a format not translated here, or a file that is not what its name says (text that is not
-    UTF-8, say)."""
+    """The texts of the file ``name`` holding ``data`` (in ``lang``, split into sentences; a
+    page or book into ``target`` says so; ``kind``: one of :data:`FORMATS`', where the name
+    does not say); a one-line :class:`MTError` for a format not translated here, or a file
+    that is not what its name says (text that is not UTF-8, say)."""
     kind = kind or FORMATS.get(Path(name).suffix.lower())
     other = foreign(data[:8]) if kind in (None, "text") else None  # (not a zip's own format)
     if Path(name).suffix.lower() == ".pdf" or other == "a PDF":
@@ -392,11 +391,10 @@ def _labels_back(ncx: str, page: str) -> str:
 
 def translate_file(translator: Translator, name: str, data: bytes, kind: str | None = None,
                    progress: bool = False, **settings: Any) -> bytes:
-    """The file ``name`` (holding ``data``; ``kind``: its format where its name does not say
-    it) translated, its format kept (``settings``: :meth:`Translator.settings`'; ``progress``:
-    shown past :data:`PROGRESS_FROM` sentences)."""
-    src, tgt = translator.config.data.src_lang, translator.config.data.tgt_lang
-    doc = read_file(name, data, src, tgt, kind)
+    """The file ``name`` (``data``; ``kind``: its format, where its name does not say) in
+    translation, as :func:`read_file` reads it (``settings``: :meth:`Translator.settings`')."""
+    doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang,
+                    kind)
     many = sum(len(d.sentences) for d in doc.documents) > PROGRESS_FROM
     return doc.rebuild(translate_documents(translator, doc.documents, translator.settings(
         **settings), progress=progress and many))
