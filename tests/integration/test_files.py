@@ -315,8 +315,8 @@ def test_translate_file_as_libretranslate_answers_it(translator):
 
 @pytest.mark.parametrize("name, data, status, message", [
     (None, None, 400, "missing file parameter"),
-    ("slides.pdf", b"%PDF-1.7", 400, "file format not supported"),
-    ("notes.txt", b"%PDF-1.7", 400, "a PDF holds positioned glyphs"),  # not what its name says
+    ("slides.pdf", b"%PDF-1.7", 400, "'slides.pdf' is not a PDF that can be read"),
+    ("notes.txt", b"%PDF-1.7", 400, "is a PDF, not what its name says: name it .pdf"),
     ("letter.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\0", 400,
      "'letter.doc' is an older Office document (.doc, .xls, .ppt), a format not translated"),
     ("letter.rtf", b"{\\rtf1\\ansi Ein Hund.}", 400, "is an RTF document, a format not"),

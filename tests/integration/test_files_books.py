@@ -1,6 +1,6 @@
 """OpenDocument texts and EPUB books translated whole (translate/files.py), read back by their
 own libraries (odfpy, ebooklib): the same paragraphs, spans, chapters and members, every text
-translated; a PDF refused in one line."""
+translated; a PDF that cannot be read refused in one line."""
 
 from __future__ import annotations
 
@@ -288,16 +288,16 @@ def test_an_epub_keeps_its_members_and_translates_each_document(translator, tmp_
 
 
 def test_an_epubs_pages_turn_the_way_its_translation_reads():
-    from transformer_mt.translate.files import _relabelled
+    from transformer_mt.translate.language_tags import relabel_epub
 
     package = ('<package><metadata><dc:language>{}</dc:language></metadata>'
                '<spine toc="ncx"{}><itemref idref="c1"/></spine></package>')
     rtl = ' page-progression-direction="rtl"'
-    assert _relabelled(package.format("ar", rtl), "ar", "en") == package.format(
+    assert relabel_epub(package.format("ar", rtl), "ar", "en") == package.format(
         "en", ' page-progression-direction="ltr"')
-    assert _relabelled(package.format("en", ""), "en", "ar") == package.format("ar", "").replace(
+    assert relabel_epub(package.format("en", ""), "en", "ar") == package.format("ar", "").replace(
         "<spine", f"<spine{rtl}")
-    assert _relabelled(package.format("de", ""), "de", "en") == package.format("en", "")
+    assert relabel_epub(package.format("de", ""), "de", "en") == package.format("en", "")
 
 
 def test_the_cli_and_the_server_take_both(trained_run, translator, tmp_path):
@@ -315,10 +315,10 @@ def test_the_cli_and_the_server_take_both(trained_run, translator, tmp_path):
         assert client.get(answer.json()["translatedFileUrl"]).content == translate_file(
             translator, "book.epub", book)
         formats = client.get("/frontend/settings").json()["supportedFilesFormat"]
-        assert {".odt", ".epub"} <= set(formats) and ".pdf" not in formats
+        assert {".odt", ".epub", ".pdf"} <= set(formats)
         answer = client.post("/translate_file", data={"source": "de", "target": "en"},
                              files={"file": ("paper.pdf", b"%PDF-1.7\n")})
-        assert answer.status_code == 400 and "a PDF holds positioned glyphs" in \
+        assert answer.status_code == 400 and "is not a PDF that can be read" in \
             answer.json()["error"]
 
 

@@ -85,7 +85,7 @@ def test_a_file_of_another_format_is_refused_in_one_line_not_read_as_lines(train
             ("letter.doc", "'{}' is an older Office document (.doc, .xls, .ppt), a format "
                            "not translated here; translate .txt, .html"),
             ("letter.rtf", "'{}' is an RTF document, a format not translated here"),
-            ("scan.txt", "'{}': file format not supported: a PDF holds positioned glyphs")):
+            ("scan.txt", "'{}' is a PDF, not what its name says: name it .pdf")):
         result = run_cli([*translate, str(tmp_path / given), "--output", str(tmp_path / "o")])
         assert result.returncode != 0 and "Traceback" not in result.stderr
         assert says.format(tmp_path / given) in result.stderr.strip().splitlines()[-1]

@@ -319,7 +319,7 @@ def test_a_file_is_translated_on_the_page_as_translate_file_does(server, browser
                                                                  tmp_path):
     """A file chosen on the page comes back as a link whose download is what
     ``translate_file`` writes (markup kept, a sentence across a line break read whole); a
-    format not read here says why, in one line, and the page goes on; axe finds nothing."""
+    file not read here says why, in one line, and the page goes on; axe finds nothing."""
     from axe_playwright_python.sync_playwright import Axe
 
     from transformer_mt.translate.files import translate_file
@@ -342,7 +342,7 @@ def test_a_file_is_translated_on_the_page_as_translate_file_does(server, browser
     page.set_input_files("#file", str(tmp_path / "scan.pdf"))
     page.click("#file-go")
     page.wait_for_selector("#file-status .error", timeout=60_000)
-    assert "a PDF holds positioned glyphs" in page.inner_text("#file-status")
+    assert "'scan.pdf' is not a PDF that can be read" in page.inner_text("#file-status")
     assert problems == ["Failed to load resource: the server responded with a status of 400 "
                         "(Bad Request)"]  # (the browser's own line, on its console)
 

@@ -36,8 +36,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--input", help="file with a sentence per line (a line of several is "
                    "translated sentence by sentence, and stays one line; '-' or a pipe such "
                    "as <(zcat de.gz) is read too; --whole: one text); a .html, .htm, .md, "
-                   ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .ods or "
-                   ".epub file is translated whole, its format kept")
+                   ".srt, .vtt, .ass, .ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .ods, "
+                   ".epub or .pdf file is translated whole, its format kept")
     p.add_argument("--whole", action="store_true",
                    help="read --input (a .txt, '-' or a pipe; else standard input) as one "
                    "text, not a sentence a line: a sentence across lines is read whole (a "

@@ -35,8 +35,8 @@ router = APIRouter(tags=["LibreTranslate"], responses=LIBRE_ERRORS)
 @router.post("/translate_file", response_model=TranslatedFile,
              dependencies=[Depends(libre_key)],
              summary="LibreTranslate: translate a file (.txt, .html, .md, .srt, .vtt, .ass, "
-             ".ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .ods, .epub), its format kept; "
-             "download it from translatedFileUrl")
+             ".ssa, .xlf, .po, .docx, .pptx, .xlsx, .odt, .odp, .ods, .epub, .pdf), its format "
+             "kept; download it from translatedFileUrl")
 async def translate_file(request: Request, svc: ServiceDep, who: CallerDep,
                          file: Annotated[UploadFile | None, File()] = None,
                          source: Annotated[str, Form()] = "auto",

@@ -47,10 +47,13 @@ server's ``/translate_file``.
   2 table of contents (``toc.ncx``: its entries', not the book's title or author), the
   package's language (``dc:language``) the translation's; every other member (styles, images)
   copied as it was; the same limits.
+- PDF documents (``.pdf``): each text box read as one text, its translation drawn in its
+  place, the page's own text taken out (``pdf.py``; pdfminer.six and pypdf, the ``files``
+  extra).
 
-A file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not listed
-here (PDF, older office formats), is refused in one line before anything is translated: a
-PDF's text has no paragraphs to put a translation back into, only positioned glyphs.
+A text file is read as UTF-8 (a byte-order mark is dropped); anything else, or a format not
+listed here (older office formats, say), is refused in one line before anything is
+translated.
 """
 
 from __future__ import annotations
@@ -76,12 +79,11 @@ from transformer_mt.translate.documents import (
     split_flow,
 )
 from transformer_mt.translate.language_tags import (
-    direction,
+    relabel_epub,
     relabel_odf,
     relabel_slides,
     relabel_vtt,
     relabel_word,
-    says,
 )
 from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.markdown import read_markdown
@@ -95,6 +97,7 @@ from transformer_mt.translate.office import (
     word_runs,
 )
 from transformer_mt.translate.opendocument import odf_runs
+from transformer_mt.translate.pdf import read_pdf
 from transformer_mt.translate.po import read_po
 from transformer_mt.translate.sheets import parse_parts, sheet_runs, written
 from transformer_mt.translate.subtitles import READERS, Cues, running_on, split_tagged
@@ -107,11 +110,12 @@ FORMATS = {".txt": "text", ".html": "html", ".htm": "html", ".md": "markdown",
            ".markdown": "markdown", ".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ass",
            ".xlf": "xliff", ".xliff": "xliff", ".po": "po", ".pot": "po", ".docx": "docx",
            ".xlsx": "xlsx",
-           ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".ods": "ods", ".epub": "epub"}
+           ".pptx": "pptx", ".odt": "odt", ".odp": "odp", ".ods": "ods", ".epub": "epub",
+           ".pdf": "pdf"}
 # the module each format needs (the files extra)
 LIBRARIES = {"srt": "srt", "markdown": "markdown_it", "po": "polib", "docx": "docx",
              "pptx": "pptx", **dict.fromkeys(["odt", "odp", "ods"], "odf.opendocument"),
-             **dict.fromkeys(["xlsx", "xliff", "epub"], "lxml")}
+             **dict.fromkeys(["xlsx", "xliff", "epub"], "lxml"), "pdf": "pypdf"}
 MOST_UNPACKED = 200 * 2**20  # bytes a zipped format (.docx, .xlsx, .epub, ...) unpacks to
 XHTML = (".xhtml", ".html", ".htm")  # an EPUB's documents
 
@@ -130,9 +134,9 @@ class FileText:
 def is_document(name: str | Path) -> bool:
     """Whether ``name`` is a file translated whole (its format kept) rather than line by line:
     HTML and subtitles (a ``.txt`` file is lines of text either way); or one refused whole
-    (:func:`read_file`), a PDF or a file of another format that is not text."""
+    (:func:`read_file`), a file of another format that is not text."""
     path = Path(name)
-    if FORMATS.get(path.suffix.lower()) not in (None, "text") or path.suffix.lower() == ".pdf":
+    if FORMATS.get(path.suffix.lower()) not in (None, "text"):
         return True
     if not path.is_file():  # (a regular file's first bytes only: a pipe's would be gone)
         return False
@@ -149,10 +153,8 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
     that is not what its name says (text that is not UTF-8, say)."""
     kind = kind or FORMATS.get(Path(name).suffix.lower())
     other = foreign(data[:8]) if kind in (None, "text") else None  # (not a zip's own format)
-    if Path(name).suffix.lower() == ".pdf" or other == "a PDF":
-        raise MTError(f"'{name}': file format not supported: a PDF holds positioned glyphs, "
-                      "not paragraphs a translation could replace; translate the document it "
-                      "was made from (.docx, .odt, .html)")
+    if other == "a PDF":
+        raise MTError(f"'{name}' is a PDF, not what its name says: name it .pdf")
     if kind is None or other:
         raise MTError(f"'{name}' is {other}, a format not translated here; translate "
                       f"{', '.join(FORMATS)} files" if other else f"'{name}': file format not "
@@ -161,8 +163,8 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
         return _epub(name, data, lang, target)
     if kind == "xlsx":
         return _workbook(name, data, lang)
-    if kind == "xliff":
-        return _parsed(*read_xliff(name, data, lang, target))
+    if kind in BINARY:
+        return _parsed(*BINARY[kind](name, data, lang, target))
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
     try:  # UTF-8, or UTF-16 where a byte order mark says so (Windows' "Unicode" text)
@@ -177,8 +179,11 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
                     len(text), lambda out: out[0].encode("utf-8"))
 
 
-# the text formats read by a parser of their own: their texts, and how to write the file
+# the formats read by a parser of their own: their texts, and how to write the file (from
+# their text, from their bytes)
 PARSERS = {"markdown": read_markdown, "po": read_po}
+BINARY: dict[str, Callable[[str, bytes, str, str | None], tuple[Sequence[Document[Any]], Any]]] \
+    = {"xliff": read_xliff, "pdf": read_pdf}
 
 
 def _parsed(documents: Sequence[Document[Any]], write: Callable[[list[Any]], bytes]
@@ -302,7 +307,7 @@ def _epub(name: str, data: bytes, lang: str, target: str | None) -> FileText:
                       in zip(documents, texts, translations, contents, strict=True)}
         for member in book.namelist() if target else []:
             if member.lower().endswith(".opf"):
-                translated[member] = _relabelled(book.read(member).decode("utf-8-sig"), lang,
+                translated[member] = relabel_epub(book.read(member).decode("utf-8-sig"), lang,
                                                  str(target))
         return _rezipped(book, {member: text.encode("utf-8")
                                 for member, text in translated.items()})
@@ -342,29 +347,6 @@ def _rezipped(book: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:
             new = replaced.get(member.filename)
             rezipped.writestr(member, book.read(member) if new is None else new)
     return out.getvalue()
-
-
-# an EPUB package's language: its primary subtag (group 2)
-LANGUAGE = re.compile(r"(<dc:language\b[^>]*>\s*)([A-Za-z]+)([-_][\w-]*)?(\s*</dc:language>)")
-
-
-# the spine's page progression (EPUB 3), where it says one
-PROGRESSION = re.compile(r"""(<spine\b[^>]*?\bpage-progression-direction=["'])(ltr|rtl)""")
-
-
-def _relabelled(package: str, lang: str, target: str) -> str:
-    """An EPUB package file whose ``dc:language`` is ``target`` where it was ``lang``, and
-    whose pages turn the target's way where they turned the source's (Arabic into English:
-    ``page-progression-direction="rtl"`` is ``ltr``; into Arabic, ``rtl`` where none was
-    said)."""
-    if direction(lang) != direction(target):
-        package = PROGRESSION.sub(lambda m: m.group(1) + direction(target) if m.group(2) ==
-                                  direction(lang) else m.group(0), package)
-        if direction(target) == "rtl" and not PROGRESSION.search(package):
-            package = re.sub(r"<spine\b", '<spine page-progression-direction="rtl"', package,
-                             count=1)
-    return LANGUAGE.sub(lambda m: m.group(1) + target + m.group(4) if says(m.group(2), lang)
-                        else m.group(0), package)
 
 
 # an entry's label in an EPUB 2 table of contents (toc.ncx), its text escaped as XML; and that

@@ -56,6 +56,29 @@ def relabel_vtt(text: str, lang: str, target: str) -> str:
                             header[0]) + text[header.end():]
 
 
+# an EPUB package's language: its primary subtag (group 2)
+LANGUAGE = re.compile(r"(<dc:language\b[^>]*>\s*)([A-Za-z]+)([-_][\w-]*)?(\s*</dc:language>)")
+
+
+# the spine's page progression (EPUB 3), where it says one
+PROGRESSION = re.compile(r"""(<spine\b[^>]*?\bpage-progression-direction=["'])(ltr|rtl)""")
+
+
+def relabel_epub(package: str, lang: str, target: str) -> str:
+    """An EPUB package file whose ``dc:language`` is ``target`` where it was ``lang``, and
+    whose pages turn the target's way where they turned the source's (Arabic into English:
+    ``page-progression-direction="rtl"`` is ``ltr``; into Arabic, ``rtl`` where none was
+    said)."""
+    if direction(lang) != direction(target):
+        package = PROGRESSION.sub(lambda m: m.group(1) + direction(target) if m.group(2) ==
+                                  direction(lang) else m.group(0), package)
+        if direction(target) == "rtl" and not PROGRESSION.search(package):
+            package = re.sub(r"<spine\b", '<spine page-progression-direction="rtl"', package,
+                             count=1)
+    return LANGUAGE.sub(lambda m: m.group(1) + target + m.group(4) if says(m.group(2), lang)
+                        else m.group(0), package)
+
+
 def relabel_word(document: Any, parts: tuple[str, ...], lang: str, target: str) -> None:
     """A Word document's ``w:lang`` (in its runs and styles: the parts whose content type ends
     with one of ``parts``) and its properties' language; its direction the target's

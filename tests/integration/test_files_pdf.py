@@ -1,0 +1,209 @@
+"""PDF documents (``translate/pdf.py``), made as documents are (ReportLab; a Word document
+printed by LibreOffice where it is installed): each paragraph of each page read whole (its
+lines' breaks and a word a hyphen cuts across them) and its translation drawn in its place,
+the page's own text gone, its drawing, links and pages as they were; what is not translated
+here refused in one line, before anything is translated."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+
+import pytest
+
+from tests.helpers import local_client
+from transformer_mt.errors import MTError
+from transformer_mt.translate.files import read_file, translate_file
+
+pytest.importorskip("pypdf")
+pytest.importorskip("pdfminer")
+canvas = pytest.importorskip("reportlab.pdfgen.canvas")
+
+PARAGRAPH = ["Ein Mann fährt mit dem Fahr-", "rad durch die Stadt. Zwei Hunde", "spielen."]
+
+
+def pdf(draw=None, **options) -> bytes:
+    """A two-page PDF: a bold coloured heading, a paragraph wrapped on three lines (a word cut
+    by a hyphen), two cells side by side, a filled rectangle and a link; ``draw`` adds to the
+    first page."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out, **options)
+    c.setFont("Helvetica-Bold", 16)
+    c.setFillColorRGB(0.2, 0.3, 0.6)
+    c.drawString(72, 770, "Ein Hund im Park")
+    c.setFillColorRGB(0, 0, 0)
+    c.setFont("Helvetica", 11)
+    for i, line in enumerate(PARAGRAPH):
+        c.drawString(72, 740 - 14 * i, line)
+    c.drawString(72, 650, "Eine Frau")
+    c.drawString(300, 650, "Ein Kind")
+    c.rect(300, 500, 100, 50, fill=1)
+    c.linkURL("https://example.org", (72, 640, 150, 660))
+    if draw:
+        draw(c)
+    c.showPage()
+    c.setFont("Helvetica", 11)
+    c.drawString(72, 770, "Ein Junge springt ins Wasser.")
+    c.save()
+    return out.getvalue()
+
+
+def texts(data: bytes) -> list[str]:
+    """Each page's text as pdfminer reads it, its whitespace made single spaces."""
+    from pdfminer.high_level import extract_pages
+
+    return [" ".join("".join(item.get_text() for item in page if hasattr(item, "get_text"))
+                     .split()) for page in extract_pages(io.BytesIO(data))]
+
+
+def test_each_paragraph_is_read_whole_and_its_translation_drawn_in_its_place(translator):
+    """Equivalence: the PDF's paragraphs are the texts the plain reader gives (a word cut by a
+    hyphen read whole); the translated PDF shows each one's translation, as
+    ``Translator.translate`` gives it, and none of the source; pages, drawing and links as they
+    were; its language the target's."""
+    from pypdf import PdfReader
+
+    data = pdf()
+    doc = read_file("a.pdf", data, "de", "en")
+    sources = [" ".join(d.sentences) for d in doc.documents]
+    assert sources == ["Ein Hund im Park", "Ein Mann fährt mit dem Fahrrad durch die Stadt. "
+                       "Zwei Hunde spielen.", "Eine Frau", "Ein Kind",
+                       "Ein Junge springt ins Wasser."]
+    out = translate_file(translator, "a.pdf", data)
+    expected = translator.translate([" ".join(PARAGRAPH).replace("Fahr- rad", "Fahrrad"),
+                                     "Ein Hund im Park", "Eine Frau", "Ein Kind",
+                                     "Ein Junge springt ins Wasser."], form="text")
+    shown = texts(out)
+    for translation in expected[:4]:
+        assert " ".join(translation.split()) in shown[0]
+    assert " ".join(expected[4].split()) in shown[1]
+    assert not any(word in " ".join(shown) for word in ("Hund", "Fahr", "Junge"))
+    before, after = PdfReader(io.BytesIO(data)), PdfReader(io.BytesIO(out))
+    assert len(after.pages) == len(before.pages) == 2
+    drawing = [[op for _, op in page.get_contents().operations if op in (b"re", b"f")]
+               for page in (before.pages[0], after.pages[0])]
+    assert drawing[0] == drawing[1] and drawing[0]
+    assert [a["/A"]["/URI"] for a in after.pages[0]["/Annots"]] == ["https://example.org"]
+    assert after.trailer["/Root"]["/Lang"] == "en"
+
+
+def test_a_heading_keeps_its_font_size_and_colour_and_the_paragraph_its_own():
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar, LTTextBoxHorizontal
+
+    doc = read_file("a.pdf", pdf(), "de", "en")
+    out = doc.rebuild(["A dog in the park" if i == 0 else d.sentences[0]
+                       for i, d in enumerate(doc.documents)])
+    page = next(extract_pages(io.BytesIO(out)))
+    first = {box.get_text().split()[0]: next(c for line in box for c in line
+                                             if isinstance(c, LTChar))
+             for box in page if isinstance(box, LTTextBoxHorizontal)}
+    heading, body = first["A"], first["Ein"]
+    assert heading.fontname == "Helvetica-Bold" and round(heading.size) == 16
+    assert heading.graphicstate.ncolor == pytest.approx((0.2, 0.3, 0.6), abs=1e-3)
+    assert body.fontname == "Helvetica" and round(body.size) == 11
+    assert round(heading.matrix[4]) == 72 and round(heading.matrix[5]) == 770
+
+
+def test_a_long_translation_is_wrapped_in_its_box_and_made_smaller_to_fit():
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar, LTTextBoxHorizontal
+
+    doc = read_file("a.pdf", pdf(), "de", "en")
+    long = "A man rides his bicycle " * 6
+    out = doc.rebuild([d.sentences[0] if i != 1 else long
+                       for i, d in enumerate(doc.documents)])
+    page = next(extract_pages(io.BytesIO(out)))
+    box = next(b for b in page if isinstance(b, LTTextBoxHorizontal) and "bicycle" in
+               b.get_text())
+    sizes = {round(c.size, 1) for line in box for c in line if isinstance(c, LTChar)}
+    assert len(sizes) == 1 and 11 * 0.6 <= sizes.pop() < 11
+    assert box.x1 <= 72 + max(len(line) for line in PARAGRAPH) * 11 * 0.6  # (its width)
+    assert " ".join(box.get_text().split()) == " ".join(long.split())
+
+
+def rotated_text(c) -> None:
+    c.saveState()
+    c.rotate(30)
+    c.drawString(300, 300, "Ein Schild")
+    c.restoreState()
+
+
+def invisible_text(c) -> None:
+    text = c.beginText(72, 400)
+    text.setTextRenderMode(3)
+    text.textLine("Ein Text unter dem Bild")
+    c.drawText(text)
+
+
+@pytest.mark.parametrize("data, says", [
+    (b"%PDF-1.7\n", "'a.pdf' is not a PDF that can be read"),
+    (pdf(encrypt="geheim"), "'a.pdf' is encrypted; not translated here"),
+    (pdf(rotated_text), "'a.pdf': page 1 is turned, or holds turned text; not translated"),
+    (pdf(invisible_text), "page 1 holds invisible text (a scan's OCR layer, say)"),
+])
+def test_what_is_not_translated_here_is_refused_in_one_line(translator, data, says):
+    with pytest.raises(MTError) as found:
+        translate_file(translator, "a.pdf", data)
+    assert says in str(found.value) and "\n" not in str(found.value)
+
+
+def test_a_pdf_that_unpacks_past_the_limit_is_refused_before_it_is_read(monkeypatch):
+    """A bomb (a small file whose drawings unpack to gigabytes) is refused from what pypdf,
+    which stops a stream at 75 MB, counts; pdfminer.six, which sets no limit, never reads it."""
+    monkeypatch.setattr("transformer_mt.translate.pdf.MOST_UNPACKED", 1000)
+    with pytest.raises(MTError, match=r"'a\.pdf' unpacks to more than 0 MB"):
+        read_file("a.pdf", pdf(lambda c: [c.drawString(72, y, "x" * 40)
+                                          for y in range(100, 500, 10)]), "de", "en")
+    assert read_file("a.pdf", pdf(), "de", "en").chars < 1000
+
+
+def test_a_rotated_page_is_refused():
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.setPageRotation(90)
+    c.drawString(72, 500, "Ein Hund.")
+    c.save()
+    with pytest.raises(MTError, match="page 1 is turned, or holds turned text"):
+        read_file("a.pdf", out.getvalue(), "de", "en")
+
+
+def test_a_letter_the_standard_fonts_lack_is_said_in_one_line():
+    doc = read_file("a.pdf", pdf(), "de", "ru")
+    with pytest.raises(MTError, match="holds 'С', which PDF's standard fonts cannot show"):
+        doc.rebuild(["Собака в парке"] + [d.sentences[0] for d in doc.documents[1:]])
+
+
+def test_the_server_translates_a_pdf_as_translate_file_does(translator):
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    data = pdf()
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("brief.pdf", data)})
+        assert answer.status_code == 200, answer.text
+        out = client.get(answer.json()["translatedFileUrl"]).content
+    assert texts(out) == texts(translate_file(translator, "brief.pdf", data))
+
+
+@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice is not installed")
+def test_a_word_document_printed_by_libreoffice(translator, tmp_path):
+    """A real printer's PDF (subset TrueType fonts, a heading and its paragraph in one text
+    box, a table, bullets in a symbol font): each paragraph translated in its style."""
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Ein Tag im Park", 1)
+    document.add_paragraph("Ein Mann fährt mit dem Fahrrad durch die Stadt. " * 4)
+    document.add_paragraph("Zwei Hunde spielen.", style="List Bullet")
+    document.save(tmp_path / "brief.docx")
+    subprocess.run(["soffice", "--headless", "--convert-to", "pdf", "--outdir", str(tmp_path),
+                    str(tmp_path / "brief.docx")], check=True, capture_output=True, timeout=120)
+    data = (tmp_path / "brief.pdf").read_bytes()
+    doc = read_file("brief.pdf", data, "de", "en")
+    assert [" ".join(d.sentences)[:14] for d in doc.documents] == [
+        "Ein Tag im Par", "Ein Mann fährt", "Zwei Hunde spi"]
+    shown = texts(translate_file(translator, "brief.pdf", data))[0]
+    assert "Mann" not in shown and shown.count("•") == 1

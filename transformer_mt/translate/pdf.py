@@ -1,0 +1,355 @@
+"""PDF documents (``.pdf``): each text box of each page (pdfminer.six's layout analysis: a
+paragraph, a heading, a table's cell) read as one text, its lines run together where a
+sentence or a word runs on across them (``sentences.soft_breaks``: "Fahr-\\nrad" is
+"Fahrrad"); its translation drawn where the box stood, wrapped to its width, in PDF's
+standard Helvetica (bold or oblique where the box's first letter was) at the box's size and
+colour, smaller where it needs more lines (down to :data:`SMALLEST`). The page's own text is
+taken out of its drawing (pypdf); everything else stays as it was: pictures, lines, fills,
+links, and the text inside figures (form XObjects), which is not translated.
+
+Refused in one line, before anything is translated: a PDF that cannot be read or is
+encrypted, a page turned or text turned on it, invisible text (a scan's OCR layer, drawn under
+the picture it was read from), a PDF whose text lies in figures alone; and, on writing, a
+translation with a letter the standard fonts lack (outside Windows-1252: Greek, Cyrillic,
+Chinese): translate the document the PDF was made from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_mt.errors import MTError
+from transformer_mt.packages import imported
+from transformer_mt.translate.documents import Document, split_text
+from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
+
+SMALLEST = 0.6  # of a box's size, where its translation needs more lines than the box has
+SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}  # the operators that draw text
+FONTS = {(False, False): "Helvetica", (True, False): "Helvetica-Bold",
+         (False, True): "Helvetica-Oblique", (True, True): "Helvetica-BoldOblique"}
+
+
+@dataclass
+class Box:
+    """A paragraph of a page's text box (its lines of one style that run on into each other):
+    its text (lines run together), where its first line's baseline begins (PDF points, from
+    the page's lower left corner), how many lines it had and how far apart, its first
+    letter's size, font and colour, and how wide its translation may be."""
+
+    text: str
+    left: float
+    baseline: float
+    lines: int
+    leading: float
+    size: float
+    font: str
+    colour: Any
+    width: float
+
+
+def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
+             ) -> tuple[list[Document[str]], Callable[[list[str]], bytes]]:
+    """The texts of a PDF's paragraphs, each split into sentences, and how to write the PDF
+    with their translations drawn in their places (the module's docstring), its language
+    (the catalogue's ``/Lang``) ``target``."""
+    for module in ("pdfminer", "pypdf"):
+        imported(module, "PDF documents (.pdf)")
+    with _quiet():
+        _unpacked(name, data)
+        pages = _pages(name, data, lang)
+    docs = [split_text(box.text, lang) for boxes in pages for box in boxes]
+
+    def write(out: list[str]) -> bytes:
+        found = iter(out)
+        with _quiet():
+            return _drawn(name, data, [[(box, next(found)) for box in boxes]
+                                       for boxes in pages], target)
+
+    return docs, write
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """pypdf's and pdfminer.six's warnings (a header not at the start, a broken cross-reference
+    table they mend) not shown: what cannot be read is said in one line."""
+    loggers = [logging.getLogger(name) for name in ("pypdf", "pdfminer")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+MOST_UNPACKED = 200 * 2**20  # bytes the drawings of a PDF's pages and figures unpack to
+
+
+def _unpacked(name: str, data: bytes) -> int:
+    """How many bytes the drawings of the PDF's pages and their figures unpack to (pypdf's
+    decoders stop a stream past 75 MB); a one-line :class:`MTError` past
+    :data:`MOST_UNPACKED` (a bomb: refused before pdfminer.six, which sets no limit, reads
+    it), for an encrypted PDF, or one pypdf cannot read."""
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise MTError(f"'{name}' is encrypted; not translated here")
+        total, seen = 0, set[Any]()
+        streams = [(None, page.get_contents()) for page in reader.pages]
+        streams += [form for page in reader.pages for form in _forms(page)]
+        while streams:
+            key, stream = streams.pop()
+            if stream is None or (key is not None and key in seen):
+                continue
+            seen.add(key)
+            total += len(stream.get_data())
+            if total > MOST_UNPACKED:
+                raise MTError(f"'{name}' unpacks to more than {MOST_UNPACKED >> 20} MB; not "
+                              "translated here")
+            streams += _forms(stream)
+    except MTError:
+        raise
+    except Exception as exc:  # (the parser's many errors: a file not read)
+        raise _unread(name, exc) from None
+    return total
+
+
+def _unread(name: str, exc: Exception) -> MTError:
+    why = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return MTError(f"'{name}' is not a PDF that can be read ({why})")
+
+
+def _forms(holder: Any) -> list[tuple[Any, Any]]:
+    """The figures (form XObjects) a page or figure draws: (their object number, the form)."""
+    resources = holder.get("/Resources")
+    xobjects = resources.get_object().get("/XObject") if resources is not None else None
+    found = xobjects.get_object().values() if xobjects is not None else []
+    return [(getattr(x, "idnum", None), x.get_object()) for x in found
+            if x.get_object().get("/Subtype") == "/Form"]
+
+
+def _pages(name: str, data: bytes, lang: str) -> list[list[Box]]:
+    """Each page's paragraphs; a one-line :class:`MTError` for what is not translated here."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams, LTChar, LTFigure, LTTextBoxHorizontal
+
+    try:
+        pages = list(extract_pages(io.BytesIO(data), laparams=LAParams()))
+    except Exception as exc:  # (the parser's many errors: a file not read)
+        raise _unread(name, exc) from None
+    out, in_figures = [], False
+    for number, page in enumerate(pages, start=1):
+        lines = [line for item in page if isinstance(item, LTTextBoxHorizontal)
+                 for line in item if line.get_text().strip()]
+        in_figures |= any(isinstance(item, LTFigure) and _has_text(item) for item in page)
+        if not all(c.upright and abs(c.matrix[1]) < 1e-6 for line in lines for c in line
+                   if isinstance(c, LTChar)):
+            raise MTError(f"'{name}': page {number} is turned, or holds turned text; not "
+                          "translated here")
+        boxes = [box for item in page if isinstance(item, LTTextBoxHorizontal)
+                 for box in _paragraphs([li for li in item if li.get_text().strip()], lang)]
+        out.append(_widened(boxes, lines, page.bbox[2] - page.bbox[0]))
+    if in_figures and not any(out):
+        raise MTError(f"'{name}': its text lies in figures (form XObjects) alone; not "
+                      "translated here")
+    return out
+
+
+# bullets drawn in a symbol font (Word's, LibreOffice's: private-use characters), as text has them
+BULLETS = str.maketrans(dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", "•"))
+
+
+def _paragraphs(lines: list[Any], lang: str) -> list[Box]:
+    """A text box's lines as paragraphs: lines of one style (the first letter's font, size
+    and colour) that run on into each other (``sentences.soft_breaks``), read as one text."""
+    texts = [line.get_text().rstrip().translate(BULLETS) for line in lines]
+    whole = "\n".join(texts)
+    soft = {whole.find("\n", b.start): b for b in soft_breaks(whole, lang)}
+    ends = list(itertools.accumulate(len(t) + 1 for t in texts))  # (each line break, + 1)
+    joins = [("" if _full(lines, i) and not LIST_MARKER.match(texts[i + 1]) else None)
+             if e - 1 not in soft else "" if not soft[e - 1].joined else
+             "-" if whole[soft[e - 1].start] == "-" else "+" for i, e in enumerate(ends[:-1])]
+    styles = [_style(line) for line in lines]
+    out: list[Box] = []
+    first = 0
+    for i in range(len(lines)):
+        if i + 1 == len(lines) or joins[i] is None or styles[i + 1] != styles[i]:
+            out.append(_box(lines[first:i + 1], texts[first:i + 1], joins[first:i],
+                            styles[first]))
+            first = i + 1
+    return out
+
+
+def _full(lines: list[Any], i: int) -> bool:
+    """Whether line ``i`` was ended by its width (the next line's first word would not have
+    fit after it: typeset text runs on), not by its paragraph's end: a line of 4 words or
+    more (of fewer, lines of a table's cell or a list)."""
+    if len(lines[i].get_text().split()) < 4:
+        return False
+    right = max(line.x1 for line in lines)
+    after = lines[i + 1]
+    word = next((c.x0 for c in after if c.get_text().isspace() and hasattr(c, "x0")),
+                after.x1) - after.x0
+    return lines[i].x1 + word + 0.5 * after.height >= right
+
+
+def _style(line: Any) -> tuple[float, str, Any]:
+    from pdfminer.layout import LTChar
+
+    chars = [c for c in line if isinstance(c, LTChar)]
+    c = next((c for c in chars if c.get_text().isalnum()), chars[0])
+    return round(c.size, 1), c.fontname, c.graphicstate.ncolor
+
+
+def _box(lines: list[Any], texts: list[str], joins: list[str | None],
+         style: tuple[float, str, Any]) -> Box:
+    """The paragraph of ``lines`` (their ``texts``), each line break between them a space
+    (``joins`` ""), none ("+"), or none and the hyphen before it gone ("-")."""
+    from pdfminer.layout import LTChar
+
+    text = texts[0]
+    for t, join in zip(texts[1:], joins, strict=True):
+        text = (text[:-1] if join == "-" else text) + ("" if join else " ") + t.lstrip()
+    first = next(c for c in lines[0] if isinstance(c, LTChar))
+    leading = ((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) if len(lines) > 1
+               else style[0] * 1.2)
+    width = max(line.x1 for line in lines) - min(line.x0 for line in lines)
+    return Box(text, first.matrix[4], first.matrix[5], len(lines), leading, *style, width)
+
+
+def _widened(boxes: list[Box], lines: list[Any], page_width: float) -> list[Box]:
+    """``boxes``, a paragraph of one line (a heading, a caption, a table's cell) as wide as
+    its translation may go: to the nearest line to its right beside it, or the page's right
+    margin (as wide as its left one); a paragraph of more lines as wide as it was."""
+    margin = min((line.x0 for line in lines), default=0.0)
+    for box in boxes:
+        if box.lines > 1:
+            continue
+        right = box.left + box.width
+        beside = [line.x0 for line in lines if line.x0 >= right - 1 and
+                  line.y0 < box.baseline + box.size and line.y1 > box.baseline]
+        box.width = max(right, min(beside, default=page_width - margin) - box.size) - box.left
+    return boxes
+
+
+def _has_text(item: Any) -> bool:
+    from pdfminer.layout import LTChar
+
+    return isinstance(item, LTChar) or any(_has_text(i) for i in getattr(item, "_objs", ()))
+
+
+def _drawn(name: str, data: bytes, pages: list[list[tuple[Box, str]]],
+           target: str | None) -> bytes:
+    """The PDF with its pages' text taken out and each box's translation drawn in its place,
+    saying it is in ``target``."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import DictionaryObject, NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    if target:
+        writer.root_object[NameObject("/Lang")] = TextStringObject(target)
+    for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
+        content = page.get_contents()
+        if content is None:
+            continue
+        content.operations = _without_text(name, number, content.operations)
+        content.isolate_graphics_state()
+        x0, y0 = float(page.mediabox.left), float(page.mediabox.bottom)
+        drawn = b"".join(_drawing(name, box, text, x0, y0) for box, text in boxes)
+        content.set_data(content.get_data() + b"\n" + drawn)
+        page.replace_contents(content)
+        resources = page.setdefault(NameObject("/Resources"), DictionaryObject()).get_object()
+        fonts = resources.setdefault(NameObject("/Font"), DictionaryObject()).get_object()
+        for n, font in enumerate(FONTS.values()):
+            fonts[NameObject(f"/MTF{n}")] = DictionaryObject({
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject(f"/{font}"),
+                NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
+    """A page's drawing without its text; a one-line :class:`MTError` where text is drawn
+    invisible (render mode 3: a scan's OCR layer) or as a clip (7)."""
+    mode, kept = 0, []
+    for operands, operator in operations:
+        if operator == b"Tr":
+            mode = int(operands[0])
+        if operator in SHOW_TEXT:
+            if mode in (3, 7):
+                raise MTError(f"'{name}': page {number} holds invisible text (a scan's OCR "
+                              "layer, say); not translated here")
+            continue
+        kept.append((operands, operator))
+    return kept
+
+
+def _drawing(name: str, box: Box, text: str, x0: float, y0: float) -> bytes:
+    """The drawing of ``text`` in ``box``'s place: wrapped to its width, at the largest size
+    down to :data:`SMALLEST` of the box's at which it takes no more lines than the box had."""
+    from pdfminer.fontmetrics import FONT_METRICS
+
+    style = re.search(r"(?i)(bold|black|heavy)", box.font) is not None, \
+        re.search(r"(?i)(italic|oblique)", box.font) is not None
+    widths = FONT_METRICS[FONTS[style]][1]
+    for scale in (1.0, 0.9, 0.8, 0.7, SMALLEST):
+        lines = _wrapped(text, widths, box.size * scale, box.width)
+        if len(lines) * scale <= box.lines + 0.25:
+            break
+    ops = [f"BT /MTF{list(FONTS).index(style)} {box.size * scale:.2f} Tf "
+           f"{_colour(box.colour)} {box.leading * scale:.2f} TL "
+           f"{box.left + x0:.2f} {box.baseline + y0:.2f} Td"]
+    ops += [f"{'T* ' if i else ''}({_literal(name, line)}) Tj" for i, line in enumerate(lines)]
+    return (" ".join(ops) + " ET\n").encode("latin-1")
+
+
+def _wrapped(text: str, widths: dict[str, int], size: float, width: float) -> list[str]:
+    """``text`` wrapped at spaces to ``width`` points (a line break kept)."""
+    def points(s: str) -> float:
+        return sum(widths.get(c, 556) for c in s) * size / 1000
+
+    out: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split():
+            if line and points(f"{line} {word}") > width:
+                out.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        out.append(line)
+    return [line for line in out if line] or [""]
+
+
+def _colour(colour: Any) -> str:
+    """A fill colour's operator: grey, RGB or CMYK, as the box's first letter had it."""
+    values = list(colour) if isinstance(colour, (list, tuple)) else [colour]
+    if all(isinstance(v, (int, float)) for v in values) and len(values) in (1, 3, 4):
+        return " ".join(f"{float(v):.3f}" for v in values) + {1: " g", 3: " rg", 4: " k"}[
+            len(values)]
+    return "0 g"
+
+
+def _literal(name: str, line: str) -> str:
+    """``line`` as a PDF string's text in Windows-1252 (WinAnsi), or a one-line error."""
+    try:
+        line.encode("cp1252")
+    except UnicodeEncodeError as exc:
+        raise MTError(f"'{name}': the translation holds {line[exc.start]!r}, which PDF's "
+                      "standard fonts cannot show; translate the document the PDF was made "
+                      "from") from None
+    raw = line.encode("cp1252").decode("latin-1")
+    return raw.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
