@@ -188,6 +188,26 @@ def test_the_server_translates_a_pdf_as_translate_file_does(translator):
     assert texts(out) == texts(translate_file(translator, "brief.pdf", data))
 
 
+def test_a_translation_the_pdf_cannot_hold_is_a_400_and_the_server_goes_on(translator,
+                                                                          monkeypatch):
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    def cyrillic(name: str, line: str) -> str:
+        raise MTError(f"'{name}': the translation holds 'С', which PDF's standard fonts cannot "
+                      "show; translate the document the PDF was made from")
+
+    with local_client(create_app(translator, ServeOptions())) as client:
+        monkeypatch.setattr("transformer_mt.translate.pdf._literal", cyrillic)
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("brief.pdf", pdf())})
+        assert answer.status_code == 400 and "standard fonts cannot show" in \
+            answer.json()["error"]
+        monkeypatch.undo()
+        assert client.post("/translate_file", data={"source": "de", "target": "en"},
+                           files={"file": ("brief.pdf", pdf())}).status_code == 200
+
+
 @pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice is not installed")
 def test_a_word_document_printed_by_libreoffice(translator, tmp_path):
     """A real printer's PDF (subset TrueType fonts, a heading and its paragraph in one text

@@ -56,7 +56,10 @@ async def translated(svc: ServiceDep, who: CallerDep, name: str, data: bytes, so
     prepared = await svc.off_loop(svc.prepared, doc.documents, doc.chars)
     results = await svc.decode(prepared, svc.translator.settings(), 1, waiting=who.left,
                                queued=who.queued)
-    out = doc.rebuild([r.text() for r in results])
+    try:  # (a PDF's drawing: seconds for a long one, off the event loop)
+        out = await svc.off_loop(doc.rebuild, [r.text() for r in results])
+    except MTError as exc:  # a translation the format cannot hold (a PDF's fonts)
+        raise RequestError(400, f"Invalid request: {exc}") from None
     return await asyncio.get_running_loop().run_in_executor(None, svc.files.put, name, out)
 
 
