@@ -240,6 +240,19 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
         assert breaks["ratio"] == (round(ours / theirs, 3) if theirs else None)
 
 
+def test_pdf_benchmark_compares_paragraphs_read_whole_with_each_line_alone(trained_run):
+    """bench/pdf_documents.py on the toy test set: a PDF of its sentences, 4 a paragraph,
+    translated as ``mt translate`` does against each line alone; ``ratio`` the quotient."""
+    pytest.importorskip("reportlab")
+    record = json.loads(run_bench("bench/pdf_documents.py", "--checkpoint",
+                                  str(trained_run[0] / "best.pt"), "--set", "toy_test",
+                                  "--max-sentences", "16").stdout)
+    assert record["paragraphs"] == 4 and record["line_count"] >= 4 and record["pages"] == 1
+    ours, theirs = record["ours"]["bleu"], record["lines"]["bleu"]
+    assert record["ratio"] == (round(ours / theirs, 3) if theirs else None)
+    assert record["ours"]["seconds"] > 0 and 0 <= record["sentences"]["chrf"] <= 100
+
+
 def test_long_inputs_benchmark_compares_ours_with_each_input_read_whole(trained_run):
     """bench/long_inputs.py on the toy test set: the sentences alone, two to a line and two as
     one sentence of clauses, ours (a sentence at a time, past the training's length in parts)
