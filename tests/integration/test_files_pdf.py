@@ -137,6 +137,13 @@ def invisible_text(c) -> None:
     c.drawText(text)
 
 
+def text_made_invisible_and_restored(c) -> None:
+    c.saveState()
+    invisible_text(c)
+    c.restoreState()
+    c.drawString(72, 300, "Ein Hund sieht das Bild.")  # (visible again: q/Q restored it)
+
+
 @pytest.mark.parametrize("data, says", [
     (b"%PDF-1.7\n", "'a.pdf' is not a PDF that can be read"),
     (pdf(encrypt="geheim"), "'a.pdf' is encrypted; not translated here"),
@@ -147,6 +154,21 @@ def test_what_is_not_translated_here_is_refused_in_one_line(translator, data, sa
     with pytest.raises(MTError) as found:
         translate_file(translator, "a.pdf", data)
     assert says in str(found.value) and "\n" not in str(found.value)
+
+
+def test_the_render_mode_is_the_graphics_states():
+    """The render mode is the graphics state's: a ``Q`` restores it, so text after it is not
+    taken for invisible (the OCR layer before it is: refused)."""
+    with pytest.raises(MTError, match="invisible text"):
+        read_file("a.pdf", pdf(text_made_invisible_and_restored), "de", "en").rebuild(
+            ["x"] * 7)
+    from transformer_mt.translate.pdf import _without_text
+
+    drawing = [([], b"q"), ([3], b"Tr"), ([], b"Q"), ([], b"BT"), (["Hund"], b"Tj"),
+               ([], b"ET"), ([0, 0, 10, 10], b"re")]
+    assert _without_text("a.pdf", 1, drawing) == [d for d in drawing if d[1] != b"Tj"]
+    with pytest.raises(MTError, match="invisible text"):
+        _without_text("a.pdf", 1, [([3], b"Tr"), ([], b"q"), ([], b"Q"), (["Hund"], b"Tj")])
 
 
 def test_a_pdf_that_unpacks_past_the_limit_is_refused_before_it_is_read(monkeypatch):

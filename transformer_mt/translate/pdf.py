@@ -284,10 +284,14 @@ def _drawn(name: str, data: bytes, pages: list[list[tuple[Box, str]]],
 def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
     """A page's drawing without its text; a one-line :class:`MTError` where text is drawn
     invisible (render mode 3: a scan's OCR layer) or as a clip (7)."""
-    mode, kept = 0, []
+    mode, saved, kept = 0, [], []  # (the render mode is the graphics state's: q saves it)
     for operands, operator in operations:
         if operator == b"Tr":
             mode = int(operands[0])
+        elif operator == b"q":
+            saved.append(mode)
+        elif operator == b"Q" and saved:
+            mode = saved.pop()
         if operator in SHOW_TEXT:
             if mode in (3, 7):
                 raise MTError(f"'{name}': page {number} holds invisible text (a scan's OCR "
