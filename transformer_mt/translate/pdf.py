@@ -1,17 +1,19 @@
-"""PDF documents (``.pdf``): each text box of each page (pdfminer.six's layout analysis: a
-paragraph, a heading, a table's cell) read as one text, its lines run together where a
-sentence or a word runs on across them (``sentences.soft_breaks``: "Fahr-\\nrad" is
-"Fahrrad"); its translation drawn where the box stood, wrapped to its width, in PDF's
-standard Helvetica (bold or oblique where the box's first letter was) at the box's size and
-colour, smaller where it needs more lines (down to :data:`SMALLEST`). The page's own text is
-taken out of its drawing (pypdf); everything else stays as it was: pictures, lines, fills,
-links, and the text inside figures (form XObjects), which is not translated.
+"""PDF documents (``.pdf``): each paragraph of each page (pdfminer.six's text boxes, cut
+where the style changes, a heading and its paragraph, or where a line ends short of the width
+and does not run on: a table's cells, a list's items) read as one text, its lines run
+together where a sentence or a word runs on across them (``sentences.soft_breaks``:
+"Fahr-\nrad" is "Fahrrad"); its translation drawn where it stood, wrapped to its width, in
+PDF's standard Helvetica (bold or oblique as its first letter's font) at its size, colour
+and line spacing, smaller where it needs more lines (down to :data:`SMALLEST`). The page's
+own text is taken out of its drawing (pypdf); everything else stays as it was: pictures,
+lines, fills, links, and the text inside figures (form XObjects), which is not translated.
 
 Refused in one line, before anything is translated: a PDF that cannot be read or is
-encrypted, a page turned or text turned on it, invisible text (a scan's OCR layer, drawn under
-the picture it was read from), a PDF whose text lies in figures alone; and, on writing, a
-translation with a letter the standard fonts lack (outside Windows-1252: Greek, Cyrillic,
-Chinese): translate the document the PDF was made from.
+encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
+turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
+a PDF whose text lies in figures alone; and, on writing, a translation with a letter the
+standard fonts lack (outside Windows-1252: Greek, Cyrillic, Chinese): translate the
+document the PDF was made from.
 """
 
 from __future__ import annotations
