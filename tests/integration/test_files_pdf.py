@@ -19,6 +19,7 @@ from transformer_mt.translate.files import read_file, translate_file
 pytest.importorskip("pypdf")
 pytest.importorskip("pdfminer")
 canvas = pytest.importorskip("reportlab.pdfgen.canvas")
+LAParams = pytest.importorskip("pdfminer.layout").LAParams
 
 PARAGRAPH = ["Ein Mann fährt mit dem Fahr-", "rad durch die Stadt. Zwei Hunde", "spielen."]
 
@@ -50,11 +51,13 @@ def pdf(draw=None, **options) -> bytes:
 
 
 def texts(data: bytes) -> list[str]:
-    """Each page's text as pdfminer reads it, its whitespace made single spaces."""
-    from pdfminer.high_level import extract_pages
+    """Each page's text as pdfminer reads it (figures' too), its whitespace single spaces."""
+    from pdfminer.high_level import extract_text
+    from pypdf import PdfReader
 
-    return [" ".join("".join(item.get_text() for item in page if hasattr(item, "get_text"))
-                     .split()) for page in extract_pages(io.BytesIO(data))]
+    pages = len(PdfReader(io.BytesIO(data)).pages)
+    return [" ".join(extract_text(io.BytesIO(data), page_numbers=[n], laparams=LAParams(
+        all_texts=True)).split()) for n in range(pages)]
 
 
 def test_each_paragraph_is_read_whole_and_its_translation_drawn_in_its_place(translator):
@@ -179,6 +182,26 @@ def test_a_pdf_that_unpacks_past_the_limit_is_refused_before_it_is_read(monkeypa
         read_file("a.pdf", pdf(lambda c: [c.drawString(72, y, "x" * 40)
                                           for y in range(100, 500, 10)]), "de", "en")
     assert read_file("a.pdf", pdf(), "de", "en").chars < 1000
+
+
+def figure(c) -> None:
+    c.beginForm("schild")
+    c.setFont("Helvetica", 11)
+    c.drawString(400, 400, "Ein Schild")
+    c.endForm()
+    c.doForm("schild")
+
+
+def test_text_in_a_figure_stays_as_it_was_and_figures_alone_are_refused():
+    doc = read_file("a.pdf", pdf(figure), "de", "en")
+    shown = texts(doc.rebuild(["A dog."] * len(doc.documents)))[0]
+    assert "Ein Schild" in shown and "Hund" not in shown  # (the figure's: not translated)
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    figure(c)
+    c.save()
+    with pytest.raises(MTError, match="its text lies in figures"):
+        read_file("a.pdf", out.getvalue(), "de", "en")
 
 
 def test_a_rotated_page_is_refused():

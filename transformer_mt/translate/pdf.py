@@ -245,9 +245,10 @@ def _widened(boxes: list[Box], lines: list[Any], page_width: float) -> list[Box]
 
 
 def _has_text(item: Any) -> bool:
-    from pdfminer.layout import LTChar
+    from pdfminer.layout import LTChar, LTContainer
 
-    return isinstance(item, LTChar) or any(_has_text(i) for i in getattr(item, "_objs", ()))
+    return isinstance(item, LTChar) or (isinstance(item, LTContainer) and any(
+        _has_text(i) for i in item))
 
 
 def _drawn(name: str, data: bytes, pages: list[list[tuple[Box, str]]],
