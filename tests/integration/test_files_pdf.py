@@ -272,3 +272,22 @@ def test_a_word_document_printed_by_libreoffice(translator, tmp_path):
         "Ein Tag im Par", "Ein Mann fährt", "Zwei Hunde spi"]
     shown = texts(translate_file(translator, "brief.pdf", data))[0]
     assert "Mann" not in shown and shown.count("•") == 1
+
+
+def test_a_page_printed_by_chromium(browser, translator):
+    """A browser's PDF (Skia: its own fonts, a list's bullets drawn, a link): the paragraph,
+    the link's text and each list item read apart, in order, and each shown translated."""
+    page = browser.new_page()
+    page.set_content('<body style="font-family: sans-serif; width: 500px"><h1>Ein Tag im '
+                     "Park</h1><p>Ein Mann fährt mit dem Fahrrad durch die Stadt. Zwei Hunde "
+                     "spielen im Schnee. Eine Frau mit einem roten Hut sitzt auf einer Bank "
+                     'und liest ein Buch.</p><p><a href="https://example.org">Ein Junge</a> '
+                     "springt in einen See.</p><ul><li>Mehrere Personen stehen vor einem "
+                     "Gebäude.</li><li>Ein Mädchen klettert.</li></ul></body>")
+    data = page.pdf()
+    doc = read_file("seite.pdf", data, "de", "en")
+    assert [len(d.sentences) for d in doc.documents] == [1, 3, 1, 1, 1]
+    expected = translator.translate([" ".join(d.sentences) for d in doc.documents],
+                                    form="text")
+    shown = texts(translate_file(translator, "seite.pdf", data))[0]
+    assert shown.split() == " ".join(expected).split()

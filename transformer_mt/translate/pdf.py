@@ -159,7 +159,9 @@ def _pages(name: str, data: bytes, lang: str) -> list[list[Box]]:
             raise MTError(f"'{name}': page {number} is turned, or holds turned text; not "
                           "translated here")
         boxes = [box for item in page if isinstance(item, LTTextBoxHorizontal)
-                 for box in _paragraphs([li for li in item if li.get_text().strip()], lang)]
+                 for box in _paragraphs([li for li in item if li.get_text().strip()], lang,
+                                        max(li.x1 for li in lines if li.x0 < item.x1 and
+                                            li.x1 > item.x0))]
         out.append(_widened(boxes, lines, page.bbox[2] - page.bbox[0]))
     if in_figures and not any(out):
         raise MTError(f"'{name}': its text lies in figures (form XObjects) alone; not "
@@ -171,14 +173,15 @@ def _pages(name: str, data: bytes, lang: str) -> list[list[Box]]:
 BULLETS = str.maketrans(dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", "•"))
 
 
-def _paragraphs(lines: list[Any], lang: str) -> list[Box]:
+def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
     """A text box's lines as paragraphs: lines of one style (the first letter's font, size
-    and colour) that run on into each other (``sentences.soft_breaks``), read as one text."""
+    and colour) that run on into each other (``sentences.soft_breaks``, or :func:`_full`
+    against ``right``, where the page's text beside the box ends), read as one text."""
     texts = [line.get_text().rstrip().translate(BULLETS) for line in lines]
     whole = "\n".join(texts)
     soft = {whole.find("\n", b.start): b for b in soft_breaks(whole, lang)}
     ends = list(itertools.accumulate(len(t) + 1 for t in texts))  # (each line break, + 1)
-    joins = [("" if _full(lines, i) and not LIST_MARKER.match(texts[i + 1]) else None)
+    joins = [("" if _full(lines, i, right) and not LIST_MARKER.match(texts[i + 1]) else None)
              if e - 1 not in soft else "" if not soft[e - 1].joined else
              "-" if whole[soft[e - 1].start] == "-" else "+" for i, e in enumerate(ends[:-1])]
     styles = [_style(line) for line in lines]
@@ -192,13 +195,12 @@ def _paragraphs(lines: list[Any], lang: str) -> list[Box]:
     return out
 
 
-def _full(lines: list[Any], i: int) -> bool:
-    """Whether line ``i`` was ended by its width (the next line's first word would not have
-    fit after it: typeset text runs on), not by its paragraph's end: a line of 4 words or
-    more (of fewer, lines of a table's cell or a list)."""
+def _full(lines: list[Any], i: int, right: float) -> bool:
+    """Whether line ``i`` was ended by the width (the next line's first word would not have
+    fit after it before ``right``, where the page's text ends: typeset text runs on), not by
+    its paragraph's end: a line of 4 words or more (of fewer, a table's cell or a list's)."""
     if len(lines[i].get_text().split()) < 4:
         return False
-    right = max(line.x1 for line in lines)
     after = lines[i + 1]
     word = next((c.x0 for c in after if c.get_text().isspace() and hasattr(c, "x0")),
                 after.x1) - after.x0
