@@ -192,7 +192,7 @@ def figure(c) -> None:
     c.doForm("schild")
 
 
-def test_text_in_a_figure_stays_as_it_was_and_figures_alone_are_refused():
+def test_text_in_a_figure_stays_as_it_was_and_a_pdf_without_text_elsewhere_is_refused():
     doc = read_file("a.pdf", pdf(figure), "de", "en")
     shown = texts(doc.rebuild(["A dog."] * len(doc.documents)))[0]
     assert "Ein Schild" in shown and "Hund" not in shown  # (the figure's: not translated)
@@ -201,6 +201,12 @@ def test_text_in_a_figure_stays_as_it_was_and_figures_alone_are_refused():
     figure(c)
     c.save()
     with pytest.raises(MTError, match="its text lies in figures"):
+        read_file("a.pdf", out.getvalue(), "de", "en")
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.rect(100, 100, 300, 400, fill=1)  # (a scan: a picture, no text)
+    c.save()
+    with pytest.raises(MTError, match=r"holds no text \(pages scanned as pictures\?\)"):
         read_file("a.pdf", out.getvalue(), "de", "en")
 
 

@@ -11,9 +11,9 @@ lines, fills, links, and the text inside figures (form XObjects), which is not t
 Refused in one line, before anything is translated: a PDF that cannot be read or is
 encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
 turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
-a PDF whose text lies in figures alone; and, on writing, a translation with a letter the
-standard fonts lack (outside Windows-1252: Greek, Cyrillic, Chinese): translate the
-document the PDF was made from.
+a PDF whose text lies in figures alone or that has none (a scan); and, on writing, a
+translation with a letter the standard fonts lack (outside Windows-1252: Greek, Cyrillic,
+Chinese): translate the document the PDF was made from.
 """
 
 from __future__ import annotations
@@ -163,9 +163,10 @@ def _pages(name: str, data: bytes, lang: str) -> list[list[Box]]:
                                         max(li.x1 for li in lines if li.x0 < item.x1 and
                                             li.x1 > item.x0))]
         out.append(_widened(boxes, lines, page.bbox[2] - page.bbox[0]))
-    if in_figures and not any(out):
+    if not any(out):
         raise MTError(f"'{name}': its text lies in figures (form XObjects) alone; not "
-                      "translated here")
+                      "translated here" if in_figures else f"'{name}' holds no text (pages "
+                      "scanned as pictures?): nothing to translate")
     return out
 
 
