@@ -117,7 +117,7 @@ def _translate_document(translator: Translator, args: argparse.Namespace) -> int
 
     path = Path(args.input or STD_STREAM)
     name = "standard input" if str(path) == STD_STREAM else str(path)
-    if args.sentences:
+    if args.whole and args.sentences:
         raise MTError("--whole reads --input or standard input; the sentences given are "
                       "each read whole already")
     if args.nbest > 1 or args.attention or args.align or args.prefix or args.alternatives:
