@@ -11,6 +11,8 @@ import shutil
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import local_client
 from transformer_mt.errors import MTError
@@ -297,3 +299,19 @@ def test_a_page_printed_by_chromium(browser, translator):
                                     form="text")
     shown = texts(translate_file(translator, "seite.pdf", data))[0]
     assert shown.split() == " ".join(expected).split()
+
+
+DAMAGED = pdf()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, len(DAMAGED) - 1), st.integers(1, 400), st.binary(max_size=8))
+def test_a_damaged_pdf_is_translated_or_refused_in_one_line(at, cut, junk):
+    """A PDF cut short, or with bytes cut out or replaced anywhere: read and written again,
+    or a one-line error; never a traceback."""
+    for data in (DAMAGED[:at], DAMAGED[:at] + junk + DAMAGED[at + cut:]):
+        try:
+            doc = read_file("a.pdf", data, "de", "en")
+            doc.rebuild([" ".join(d.sentences) for d in doc.documents])
+        except MTError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith("'a.pdf'")

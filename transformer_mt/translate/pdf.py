@@ -71,8 +71,13 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
     def write(out: list[str]) -> bytes:
         found = iter(out)
         with _quiet():
-            return _drawn(name, data, [[(box, next(found)) for box in boxes]
-                                       for boxes in pages], target)
+            try:
+                return _drawn(name, data, [[(box, next(found)) for box in boxes]
+                                           for boxes in pages], target)
+            except MTError:
+                raise
+            except Exception as exc:  # (an object pypdf reads only to write it)
+                raise _unread(name, exc) from None
 
     return docs, write
 
