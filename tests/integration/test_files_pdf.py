@@ -62,6 +62,13 @@ def texts(data: bytes) -> list[str]:
         all_texts=True)).split()) for n in range(pages)]
 
 
+def rebuilt(doc, translations: list[str]) -> bytes:
+    """The file written with each paragraph's translation (the first sentence's, the others'
+    empty)."""
+    return doc.rebuild([d.rebuild([t, *[""] * (len(d.sentences) - 1)])
+                        for d, t in zip(doc.documents, translations, strict=True)])
+
+
 def test_each_paragraph_is_read_whole_and_its_translation_drawn_in_its_place(translator):
     """Equivalence: the PDF's paragraphs are the texts the plain reader gives (a word cut by a
     hyphen read whole); the translated PDF shows each one's translation, as
@@ -98,7 +105,7 @@ def test_a_heading_keeps_its_font_size_and_colour_and_the_paragraph_its_own():
     from pdfminer.layout import LTChar, LTTextBoxHorizontal
 
     doc = read_file("a.pdf", pdf(), "de", "en")
-    out = doc.rebuild(["A dog in the park" if i == 0 else d.sentences[0]
+    out = rebuilt(doc, ["A dog in the park" if i == 0 else d.sentences[0]
                        for i, d in enumerate(doc.documents)])
     page = next(extract_pages(io.BytesIO(out)))
     first = {box.get_text().split()[0]: next(c for line in box for c in line
@@ -111,13 +118,41 @@ def test_a_heading_keeps_its_font_size_and_colour_and_the_paragraph_its_own():
     assert round(heading.matrix[4]) == 72 and round(heading.matrix[5]) == 770
 
 
+def test_a_bold_word_in_a_paragraph_stays_bold_around_its_translation():
+    """A paragraph's runs (a bold word, in a link's colour) read as one text, the translation
+    shared out among them as in a Word document (``documents.split_flow``): given back as
+    its own translation, each word looks as it did."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTChar
+
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.setFont("Helvetica", 11)
+    c.drawString(72, 700, "Ein Hund läuft über die")
+    c.setFont("Helvetica-Bold", 11)
+    c.setFillColorRGB(0, 0, 0.8)
+    c.drawString(72 + c.stringWidth("Ein Hund läuft über die ", "Helvetica", 11), 700,
+                 "grüne Wiese")
+    c.save()
+    doc = read_file("a.pdf", out.getvalue(), "de", "en")
+    assert [d.sentences for d in doc.documents] == [["Ein Hund läuft über die grüne Wiese"]]
+    written = doc.rebuild([d.rebuild(d.sentences) for d in doc.documents])
+    chars = [c for box in next(extract_pages(io.BytesIO(written))) if hasattr(box, "__iter__")
+             for line in box for c in line if isinstance(c, LTChar)]
+    looks = {font: "".join(c.get_text() for c in chars if c.fontname == font)
+             for font in ("Helvetica", "Helvetica-Bold")}
+    assert looks == {"Helvetica": "Ein Hund läuft über die ", "Helvetica-Bold": "grüne Wiese"}
+    assert {c.graphicstate.ncolor for c in chars if c.fontname == "Helvetica-Bold"} == {
+        (0, 0, 0.8)}
+
+
 def test_a_long_translation_is_wrapped_in_its_box_and_made_smaller_to_fit():
     from pdfminer.high_level import extract_pages
     from pdfminer.layout import LTChar, LTTextBoxHorizontal
 
     doc = read_file("a.pdf", pdf(), "de", "en")
     long = "A man rides his bicycle " * 6
-    out = doc.rebuild([d.sentences[0] if i != 1 else long
+    out = rebuilt(doc, [d.sentences[0] if i != 1 else long
                        for i, d in enumerate(doc.documents)])
     page = next(extract_pages(io.BytesIO(out)))
     box = next(b for b in page if isinstance(b, LTTextBoxHorizontal) and "bicycle" in
@@ -165,9 +200,9 @@ def test_the_render_mode_is_the_graphics_states():
     """The render mode is the graphics state's: a ``Q`` restores it, so text after it is not
     taken for invisible (the OCR layer before it is: refused)."""
     with pytest.raises(MTError, match="invisible text"):
-        read_file("a.pdf", pdf(text_made_invisible_and_restored), "de", "en").rebuild(
-            ["x"] * 7)
-    from transformer_mt.translate.pdf import _without_text
+        doc = read_file("a.pdf", pdf(text_made_invisible_and_restored), "de", "en")
+        rebuilt(doc, ["x"] * len(doc.documents))
+    from transformer_mt.translate.pdf_writing import _without_text
 
     drawing = [([], b"q"), ([3], b"Tr"), ([], b"Q"), ([], b"BT"), (["Hund"], b"Tj"),
                ([], b"ET"), ([0, 0, 10, 10], b"re")]
@@ -196,7 +231,7 @@ def figure(c) -> None:
 
 def test_text_in_a_figure_stays_as_it_was_and_a_pdf_without_text_elsewhere_is_refused():
     doc = read_file("a.pdf", pdf(figure), "de", "en")
-    shown = texts(doc.rebuild(["A dog."] * len(doc.documents)))[0]
+    shown = texts(rebuilt(doc, ["A dog."] * len(doc.documents)))[0]
     assert "Ein Schild" in shown and "Hund" not in shown  # (the figure's: not translated)
     out = io.BytesIO()
     c = canvas.Canvas(out)
@@ -225,7 +260,7 @@ def test_a_rotated_page_is_refused():
 def test_a_letter_the_standard_fonts_lack_is_said_in_one_line():
     doc = read_file("a.pdf", pdf(), "de", "ru")
     with pytest.raises(MTError, match="holds 'С', which PDF's standard fonts cannot show"):
-        doc.rebuild(["Собака в парке"] + [d.sentences[0] for d in doc.documents[1:]])
+        rebuilt(doc, ["Собака в парке"] + [d.sentences[0] for d in doc.documents[1:]])
 
 
 def test_the_server_translates_a_pdf_as_translate_file_does(translator):
@@ -251,7 +286,7 @@ def test_a_translation_the_pdf_cannot_hold_is_a_400_and_the_server_goes_on(trans
                       "show; translate the document the PDF was made from")
 
     with local_client(create_app(translator, ServeOptions())) as client:
-        monkeypatch.setattr("transformer_mt.translate.pdf._literal", cyrillic)
+        monkeypatch.setattr("transformer_mt.translate.pdf_writing._literal", cyrillic)
         answer = client.post("/translate_file", data={"source": "de", "target": "en"},
                              files={"file": ("brief.pdf", pdf())})
         assert answer.status_code == 400 and "standard fonts cannot show" in \
@@ -312,6 +347,6 @@ def test_a_damaged_pdf_is_translated_or_refused_in_one_line(at, cut, junk):
     for data in (DAMAGED[:at], DAMAGED[:at] + junk + DAMAGED[at + cut:]):
         try:
             doc = read_file("a.pdf", data, "de", "en")
-            doc.rebuild([" ".join(d.sentences) for d in doc.documents])
+            rebuilt(doc, [" ".join(d.sentences) for d in doc.documents])
         except MTError as exc:
             assert "\n" not in str(exc) and str(exc).startswith("'a.pdf'")

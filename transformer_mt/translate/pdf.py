@@ -2,18 +2,15 @@
 where the style changes, a heading and its paragraph, or where a line ends short of the width
 and does not run on: a table's cells, a list's items) read as one text, its lines run
 together where a sentence or a word runs on across them (``sentences.soft_breaks``:
-"Fahr-\nrad" is "Fahrrad"); its translation drawn where it stood, wrapped to its width, in
-PDF's standard Helvetica (bold or oblique as its first letter's font) at its size, colour
-and line spacing, smaller where it needs more lines (down to :data:`SMALLEST`). The page's
-own text is taken out of its drawing (pypdf); everything else stays as it was: pictures,
-lines, fills, links, and the text inside figures (form XObjects), which is not translated.
+"Fahr-\nrad" is "Fahrrad"), its runs that look otherwise (a bold word, a link's coloured
+text) as Word's runs are (``documents.split_flow``). Its translation is drawn where it stood
+(``pdf_writing.py``: the page's own text taken out, everything else as it was: pictures,
+lines, fills, links, and the text inside figures, form XObjects, which is not translated).
 
 Refused in one line, before anything is translated: a PDF that cannot be read or is
 encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
 turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
-a PDF whose text lies in figures alone or that has none (a scan); and, on writing, a
-translation with a letter the standard fonts lack (outside Windows-1252: Greek, Cyrillic,
-Chinese): translate the document the PDF was made from.
+a PDF whose text lies in figures alone or that has none (a scan).
 """
 
 from __future__ import annotations
@@ -24,40 +21,17 @@ import itertools
 import logging
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, split_text
+from transformer_mt.translate.documents import Document, split_flow
+from transformer_mt.translate.pdf_writing import Box, Look, drawn
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
-
-SMALLEST = 0.6  # of a box's size, where its translation needs more lines than the box has
-SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}  # the operators that draw text
-FONTS = {(False, False): "Helvetica", (True, False): "Helvetica-Bold",
-         (False, True): "Helvetica-Oblique", (True, True): "Helvetica-BoldOblique"}
-
-
-@dataclass
-class Box:
-    """A paragraph of a page's text box (its lines of one style that run on into each other):
-    its text (lines run together), where its first line's baseline begins (PDF points, from
-    the page's lower left corner), how many lines it had and how far apart, its first
-    letter's size, font and colour, and how wide its translation may be."""
-
-    text: str
-    left: float
-    baseline: float
-    lines: int
-    leading: float
-    size: float
-    font: str
-    colour: Any
-    width: float
 
 
 def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
-             ) -> tuple[list[Document[str]], Callable[[list[str]], bytes]]:
+             ) -> tuple[list[Document[list[str]]], Callable[[list[list[str]]], bytes]]:
     """The texts of a PDF's paragraphs, each split into sentences, and how to write the PDF
     with their translations drawn in their places (the module's docstring), its language
     (the catalogue's ``/Lang``) ``target``."""
@@ -66,13 +40,14 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
     with _quiet():
         _unpacked(name, data)
         pages = _pages(name, data, lang)
-    docs = [split_text(box.text, lang) for boxes in pages for box in boxes]
+    docs = [split_flow(box.pieces, lang, bare=[look == box.look for look in box.looks])
+            for boxes in pages for box in boxes]
 
-    def write(out: list[str]) -> bytes:
+    def write(out: list[list[str]]) -> bytes:
         found = iter(out)
         with _quiet():
             try:
-                return _drawn(name, data, [[(box, next(found)) for box in boxes]
+                return drawn(name, data, [[(box, next(found)) for box in boxes]
                                            for boxes in pages], target)
             except MTError:
                 raise
@@ -183,7 +158,8 @@ def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
     """A text box's lines as paragraphs: lines of one style (the first letter's font, size
     and colour) that run on into each other (``sentences.soft_breaks``, or :func:`_full`
     against ``right``, where the page's text beside the box ends), read as one text."""
-    texts = [line.get_text().rstrip().translate(BULLETS) for line in lines]
+    runs = [_runs(line) for line in lines]
+    texts = ["".join(text for text, _ in run) for run in runs]
     whole = "\n".join(texts)
     soft = {whole.find("\n", b.start): b for b in soft_breaks(whole, lang)}
     ends = list(itertools.accumulate(len(t) + 1 for t in texts))  # (each line break, + 1)
@@ -195,10 +171,34 @@ def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
     first = 0
     for i in range(len(lines)):
         if i + 1 == len(lines) or joins[i] is None or styles[i + 1] != styles[i]:
-            out.append(_box(lines[first:i + 1], texts[first:i + 1], joins[first:i],
+            out.append(_box(lines[first:i + 1], runs[first:i + 1], joins[first:i],
                             styles[first]))
             first = i + 1
     return out
+
+
+def _runs(line: Any) -> list[tuple[str, Look]]:
+    """A line's text in runs of letters that look alike (a space looks as the letter before
+    it), its end's spaces left out; Word's symbol-font bullets as "•"."""
+    from pdfminer.layout import LTChar
+
+    out: list[tuple[str, Look]] = []
+    look: Look | None = None
+    for c in line:
+        look = _look(c.fontname, c.graphicstate.ncolor) if isinstance(c, LTChar) else look
+        text = c.get_text().translate(BULLETS)
+        if out and out[-1][1] == look:
+            out[-1] = (out[-1][0] + text, out[-1][1])
+        elif look is not None:
+            out.append((text, look))
+    while out and not out[-1][0].rstrip():
+        out.pop()
+    return [*out[:-1], (out[-1][0].rstrip(), out[-1][1])] if out else out
+
+
+def _look(font: str, colour: Any) -> Look:
+    return (re.search(r"(?i)(bold|black|heavy)", font) is not None,
+            re.search(r"(?i)(italic|oblique)", font) is not None, colour)
 
 
 def _full(lines: list[Any], i: int, right: float) -> bool:
@@ -213,28 +213,37 @@ def _full(lines: list[Any], i: int, right: float) -> bool:
     return lines[i].x1 + word + 0.5 * after.height >= right
 
 
-def _style(line: Any) -> tuple[float, str, Any]:
+def _style(line: Any) -> tuple[float, Look]:
+    """How a line's first letter looks, and its size: a paragraph's lines have one."""
     from pdfminer.layout import LTChar
 
     chars = [c for c in line if isinstance(c, LTChar)]
     c = next((c for c in chars if c.get_text().isalnum()), chars[0])
-    return round(c.size, 1), c.fontname, c.graphicstate.ncolor
+    return round(c.size, 1), _look(c.fontname, c.graphicstate.ncolor)
 
 
-def _box(lines: list[Any], texts: list[str], joins: list[str | None],
-         style: tuple[float, str, Any]) -> Box:
-    """The paragraph of ``lines`` (their ``texts``), each line break between them a space
-    (``joins`` ""), none ("+"), or none and the hyphen before it gone ("-")."""
+def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str | None],
+         style: tuple[float, Look]) -> Box:
+    """The paragraph of ``lines`` (their ``runs``), each line break between them a space
+    (``joins`` ""), none ("+"), or none and the hyphen before it gone ("-"); its own look
+    and size ``style``'s (its first letter's: the text outside markup, a bold word, say)."""
     from pdfminer.layout import LTChar
 
-    text = texts[0]
-    for t, join in zip(texts[1:], joins, strict=True):
-        text = (text[:-1] if join == "-" else text) + ("" if join else " ") + t.lstrip()
+    pieces = [text for text, _ in runs[0]]
+    looks = [look for _, look in runs[0]]
+    for run, join in zip(runs[1:], joins, strict=True):
+        pieces[-1] = (pieces[-1][:-1] if join == "-" else pieces[-1]) + ("" if join else " ")
+        start = [(text.lstrip() if i == 0 else text, look) for i, (text, look) in
+                 enumerate(run)]
+        pieces += [text for text, _ in start]
+        looks += [look for _, look in start]
+    kept = [(p, lk) for p, lk in zip(pieces, looks, strict=True) if p]
     first = next(c for c in lines[0] if isinstance(c, LTChar))
     leading = ((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) if len(lines) > 1
                else style[0] * 1.2)
     width = max(line.x1 for line in lines) - min(line.x0 for line in lines)
-    return Box(text, first.matrix[4], first.matrix[5], len(lines), leading, *style, width)
+    return Box([p for p, _ in kept], [lk for _, lk in kept], style[1], first.matrix[4],
+               first.matrix[5], len(lines), leading, style[0], width)
 
 
 def _widened(boxes: list[Box], lines: list[Any], page_width: float) -> list[Box]:
@@ -258,113 +267,3 @@ def _has_text(item: Any) -> bool:
     return isinstance(item, LTChar) or (isinstance(item, LTContainer) and any(
         _has_text(i) for i in item))
 
-
-def _drawn(name: str, data: bytes, pages: list[list[tuple[Box, str]]],
-           target: str | None) -> bytes:
-    """The PDF with its pages' text taken out and each box's translation drawn in its place,
-    saying it is in ``target``."""
-    from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import DictionaryObject, NameObject, TextStringObject
-
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
-    if target:
-        writer.root_object[NameObject("/Lang")] = TextStringObject(target)
-    for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
-        content = page.get_contents()
-        if content is None:
-            continue
-        content.operations = _without_text(name, number, content.operations)
-        content.isolate_graphics_state()
-        x0, y0 = float(page.mediabox.left), float(page.mediabox.bottom)
-        drawn = b"".join(_drawing(name, box, text, x0, y0) for box, text in boxes)
-        content.set_data(content.get_data() + b"\n" + drawn)
-        page.replace_contents(content)
-        resources = page.setdefault(NameObject("/Resources"), DictionaryObject()).get_object()
-        fonts = resources.setdefault(NameObject("/Font"), DictionaryObject()).get_object()
-        for n, font in enumerate(FONTS.values()):
-            fonts[NameObject(f"/MTF{n}")] = DictionaryObject({
-                NameObject("/Type"): NameObject("/Font"),
-                NameObject("/Subtype"): NameObject("/Type1"),
-                NameObject("/BaseFont"): NameObject(f"/{font}"),
-                NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
-
-def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
-    """A page's drawing without its text; a one-line :class:`MTError` where text is drawn
-    invisible (render mode 3: a scan's OCR layer) or as a clip (7)."""
-    mode, saved, kept = 0, [], []  # (the render mode is the graphics state's: q saves it)
-    for operands, operator in operations:
-        if operator == b"Tr":
-            mode = int(operands[0])
-        elif operator == b"q":
-            saved.append(mode)
-        elif operator == b"Q" and saved:
-            mode = saved.pop()
-        if operator in SHOW_TEXT:
-            if mode in (3, 7):
-                raise MTError(f"'{name}': page {number} holds invisible text (a scan's OCR "
-                              "layer, say); not translated here")
-            continue
-        kept.append((operands, operator))
-    return kept
-
-
-def _drawing(name: str, box: Box, text: str, x0: float, y0: float) -> bytes:
-    """The drawing of ``text`` in ``box``'s place: wrapped to its width, at the largest size
-    down to :data:`SMALLEST` of the box's at which it takes no more lines than the box had."""
-    from pdfminer.fontmetrics import FONT_METRICS
-
-    style = re.search(r"(?i)(bold|black|heavy)", box.font) is not None, \
-        re.search(r"(?i)(italic|oblique)", box.font) is not None
-    widths = FONT_METRICS[FONTS[style]][1]
-    for scale in (1.0, 0.9, 0.8, 0.7, SMALLEST):
-        lines = _wrapped(text, widths, box.size * scale, box.width)
-        if len(lines) * scale <= box.lines + 0.25:
-            break
-    ops = [f"BT /MTF{list(FONTS).index(style)} {box.size * scale:.2f} Tf "
-           f"{_colour(box.colour)} {box.leading * scale:.2f} TL "
-           f"{box.left + x0:.2f} {box.baseline + y0:.2f} Td"]
-    ops += [f"{'T* ' if i else ''}({_literal(name, line)}) Tj" for i, line in enumerate(lines)]
-    return (" ".join(ops) + " ET\n").encode("latin-1")
-
-
-def _wrapped(text: str, widths: dict[str, int], size: float, width: float) -> list[str]:
-    """``text`` wrapped at spaces to ``width`` points (a line break kept)."""
-    def points(s: str) -> float:
-        return sum(widths.get(c, 556) for c in s) * size / 1000
-
-    out: list[str] = []
-    for paragraph in text.split("\n"):
-        line = ""
-        for word in paragraph.split():
-            if line and points(f"{line} {word}") > width:
-                out.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
-        out.append(line)
-    return [line for line in out if line] or [""]
-
-
-def _colour(colour: Any) -> str:
-    """A fill colour's operator: grey, RGB or CMYK, as the box's first letter had it."""
-    values = list(colour) if isinstance(colour, (list, tuple)) else [colour]
-    if all(isinstance(v, (int, float)) for v in values) and len(values) in (1, 3, 4):
-        return " ".join(f"{float(v):.3f}" for v in values) + {1: " g", 3: " rg", 4: " k"}[
-            len(values)]
-    return "0 g"
-
-
-def _literal(name: str, line: str) -> str:
-    """``line`` as a PDF string's text in Windows-1252 (WinAnsi), or a one-line error."""
-    try:
-        line.encode("cp1252")
-    except UnicodeEncodeError as exc:
-        raise MTError(f"'{name}': the translation holds {line[exc.start]!r}, which PDF's "
-                      "standard fonts cannot show; translate the document the PDF was made "
-                      "from") from None
-    raw = line.encode("cp1252").decode("latin-1")
-    return raw.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
