@@ -26,7 +26,7 @@ from typing import Any
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
-from transformer_mt.translate.pdf_writing import Box, Look, drawn
+from transformer_mt.translate.pdf_writing import Box, Look, drawn, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
 
 
@@ -237,7 +237,7 @@ def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str |
                  enumerate(run)]
         pieces += [text for text, _ in start]
         looks += [look for _, look in start]
-    kept = [(p, lk) for p, lk in zip(pieces, looks, strict=True) if p]
+    kept = merged([(p, lk) for p, lk in zip(pieces, looks, strict=True) if p])  # (lines')
     first = next(c for c in lines[0] if isinstance(c, LTChar))
     leading = ((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) if len(lines) > 1
                else style[0] * 1.2)

@@ -145,11 +145,11 @@ def _wrapped(runs: list[tuple[str, Look]], size: float, width: float
             wide, used = points(word), 0.0
         lines[-1].append(word)
         used += wide
-    return [_merged([part for n, word in enumerate(line) for part in
+    return [merged([part for n, word in enumerate(line) for part in
                      ([(" ", line[n - 1][-1][1])] if n else []) + word]) for line in lines]
 
 
-def _merged(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:
+def merged(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:
     """``runs`` with each run that looks as the one before joined to it."""
     out: list[tuple[str, Look]] = []
     for text, look in runs:
