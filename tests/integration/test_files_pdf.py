@@ -257,6 +257,11 @@ def test_a_rotated_page_is_refused():
         read_file("a.pdf", out.getvalue(), "de", "en")
 
 
+def test_a_pdf_into_a_language_written_right_to_left_is_refused_before_translating():
+    with pytest.raises(MTError, match="standard fonts, which have no letters of ar"):
+        read_file("a.pdf", pdf(), "de", "ar")
+
+
 def test_a_letter_the_standard_fonts_lack_is_said_in_one_line():
     doc = read_file("a.pdf", pdf(), "de", "ru")
     with pytest.raises(MTError, match="holds 'С', which PDF's standard fonts cannot show"):

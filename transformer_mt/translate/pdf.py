@@ -10,7 +10,8 @@ lines, fills, links, and the text inside figures, form XObjects, which is not tr
 Refused in one line, before anything is translated: a PDF that cannot be read or is
 encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
 turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
-a PDF whose text lies in figures alone or that has none (a scan).
+a PDF whose text lies in figures alone or that has none (a scan), a translation into a
+language written right to left (the standard fonts have no such letters).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
+from transformer_mt.translate.language_tags import direction
 from transformer_mt.translate.pdf_writing import Box, Look, drawn, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
 
@@ -37,6 +39,10 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
     (the catalogue's ``/Lang``) ``target``."""
     for module in ("pdfminer", "pypdf"):
         imported(module, "PDF documents (.pdf)")
+    if target and direction(target) == "rtl":  # (refused before translating, not after)
+        raise MTError(f"'{name}': a PDF is written here in PDF's standard fonts, which have "
+                      f"no letters of {target} (nor lines right to left); translate the "
+                      "document the PDF was made from")
     with _quiet():
         _unpacked(name, data)
         pages = _pages(name, data, lang)
