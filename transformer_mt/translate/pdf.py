@@ -11,7 +11,7 @@ Refused in one line, before anything is translated: a PDF that cannot be read or
 encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
 turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
 a PDF whose text lies in figures alone or that has none (a scan), a translation into a
-language written right to left (the standard fonts have no such letters).
+language written right to left (drawn left to right, its letters not joined).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
     """The texts of a PDF's paragraphs, each split into sentences, and how to write the PDF
     with their translations drawn in their places (the module's docstring), its language
     (the catalogue's ``/Lang``) ``target``."""
-    for module in ("pdfminer", "pypdf"):
+    for module in ("pdfminer", "pypdf", "reportlab"):
         imported(module, "PDF documents (.pdf)")
     if target and direction(target) == "rtl":  # (refused before translating, not after)
-        raise MTError(f"'{name}': a PDF is written here in PDF's standard fonts, which have "
-                      f"no letters of {target} (nor lines right to left); translate the "
-                      "document the PDF was made from")
+        raise MTError(f"'{name}': a PDF's text is drawn here left to right, letter by "
+                      f"letter, not as {target} is written (right to left, its letters "
+                      "joined); translate the document the PDF was made from")
     with _quiet():
         _unpacked(name, data)
         pages = _pages(name, data, lang)

@@ -1,23 +1,29 @@
 """Drawing a PDF's translated paragraphs (``pdf.py`` reads them): the page's own text taken
-out of its drawing (pypdf), each paragraph's translation drawn where it stood in PDF's
-standard Helvetica at its size and line spacing, wrapped to its width, smaller where it needs
-more lines (down to :data:`SMALLEST`), each run in its look (bold, oblique, colour); a
-translation with a letter the standard fonts lack (outside Windows-1252: Greek, Cyrillic,
-Chinese) refused in one line: translate the document the PDF was made from."""
+out of its drawing (pypdf), each paragraph's translation drawn where it stood (ReportLab, on a
+page laid over it) in PDF's standard Helvetica, or an installed font that has its letters
+(``pdf_fonts.py``), at its size and line spacing, wrapped to its width (at spaces, and between
+the letters of Chinese and Japanese), smaller where it needs more lines (down to
+:data:`SMALLEST`), each run in its look (bold, oblique, colour)."""
 
 from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from transformer_mt.errors import MTError
+from transformer_mt.translate.pdf_fonts import Face, faces
 
 SMALLEST = 0.6  # of a box's size, where its translation needs more lines than the box has
 SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}  # the operators that draw text
-FONTS = {(False, False): "Helvetica", (True, False): "Helvetica-Bold",
-         (False, True): "Helvetica-Oblique", (True, True): "Helvetica-BoldOblique"}
+SLANT = 0.21  # of a slanted face's height, as its top leans right (12 degrees)
+# where a line may end though no space stands: after each of these letters (CJK ideographs,
+# kana, hangul, full-width forms), a closing mark after one staying with it
+BETWEEN_LETTERS = re.compile(r"([\u2e80-\u2fff\u3040-\u9fff\uac00-\ud7af\uf900-\ufaff"
+                             r"\uff01-\uffef][\u3000-\u303f\uff01\uff0c\uff0e\uff1a\uff1b"
+                             r"\uff1f]*)")
 
 
 # how a run of letters looks: (bold, oblique, its fill colour as pdfminer.six reads it)
@@ -44,35 +50,44 @@ class Box:
 
 
 def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
-           target: str | None) -> bytes:
+          target: str | None) -> bytes:
     """The PDF with its pages' text taken out and each box's translation drawn in its place,
     saying it is in ``target``."""
-    from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import DictionaryObject, NameObject, TextStringObject
+    from pypdf import PdfReader, PdfWriter, Transformation
+    from pypdf.generic import NameObject, TextStringObject
 
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     if target:
         writer.root_object[NameObject("/Lang")] = TextStringObject(target)
+    looks = faces(name, "".join(t for boxes in pages for _, text in boxes for t in text))
     for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
         content = page.get_contents()
         if content is None:
             continue
         content.operations = _without_text(name, number, content.operations)
-        content.isolate_graphics_state()
-        x0, y0 = float(page.mediabox.left), float(page.mediabox.bottom)
-        drawn = b"".join(_drawing(name, box, text, x0, y0) for box, text in boxes)
-        content.set_data(content.get_data() + b"\n" + drawn)
         page.replace_contents(content)
-        resources = page.setdefault(NameObject("/Resources"), DictionaryObject()).get_object()
-        fonts = resources.setdefault(NameObject("/Font"), DictionaryObject()).get_object()
-        for n, font in enumerate(FONTS.values()):
-            fonts[NameObject(f"/MTF{n}")] = DictionaryObject({
-                NameObject("/Type"): NameObject("/Font"),
-                NameObject("/Subtype"): NameObject("/Type1"),
-                NameObject("/BaseFont"): NameObject(f"/{font}"),
-                NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
+        box = page.mediabox
+        over = _over(float(box.width), float(box.height), boxes, looks)
+        page.merge_transformed_page(PdfReader(io.BytesIO(over)).pages[0],
+                                    Transformation().translate(float(box.left),
+                                                               float(box.bottom)))
     out = io.BytesIO()
     writer.write(out)
+    return out.getvalue()
+
+
+def _over(width: float, height: float, boxes: list[tuple[Box, list[str]]],
+          looks: dict[tuple[bool, bool], Face]) -> bytes:
+    """A page of ``width`` by ``height`` points holding only each box's translation, drawn
+    where the box stood (its coordinates from the page's lower left corner)."""
+    from reportlab.pdfgen.canvas import Canvas
+
+    out = io.BytesIO()
+    canvas = Canvas(out, pagesize=(width, height), pageCompression=1)
+    for box, text in boxes:
+        _draw(canvas, box, text, looks)
+    canvas.showPage()
+    canvas.save()
     return out.getvalue()
 
 
@@ -96,57 +111,71 @@ def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
     return kept
 
 
-def _drawing(name: str, box: Box, pieces: list[str], x0: float, y0: float) -> bytes:
-    """The drawing of ``pieces`` (each looking as the box's piece it translates) in ``box``'s
-    place: wrapped to its width, at the largest size down to :data:`SMALLEST` of the box's at
-    which it takes no more lines than the box had."""
+def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool], Face]
+          ) -> None:
+    """``pieces`` (each looking as the box's piece it translates) drawn in ``box``'s place:
+    wrapped to its width, at the largest size down to :data:`SMALLEST` of the box's at which
+    it takes no more lines than the box had."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    def points(text: str, look: Look, size: float) -> float:
+        return float(stringWidth(text, looks[look[:2]].name, size))
+
     for scale in (1.0, 0.9, 0.8, 0.7, SMALLEST):
-        lines = _wrapped(list(zip(pieces, box.looks, strict=True)), box.size * scale, box.width)
+        size = box.size * scale
+        lines = _wrapped(list(zip(pieces, box.looks, strict=True)), size, box.width, points)
         if len(lines) * scale <= box.lines + 0.25:
             break
-    ops = [f"BT {box.leading * scale:.2f} TL {box.left + x0:.2f} {box.baseline + y0:.2f} Td"]
-    now: Look | None = None
     for i, line in enumerate(lines):
-        ops.append("T*" if i else "")
+        x, y = box.left, box.baseline - i * box.leading * scale
         for text, look in line:
-            if look != now:
-                ops.append(f"/MTF{list(FONTS).index(look[:2])} {box.size * scale:.2f} Tf "
-                           f"{_colour(look[2])}")
-                now = look
-            ops.append(f"({_literal(name, text)}) Tj")
-    return (" ".join(op for op in ops if op) + " ET\n").encode("latin-1")
+            face = looks[look[:2]]
+            canvas.saveState()
+            _colour(canvas, look[2])
+            if face.slanted:  # leaning right about the baseline
+                canvas.transform(1, 0, SLANT, 1, -SLANT * y, 0)
+            drawing = canvas.beginText(x, y)
+            drawing.setFont(face.name, size)
+            if face.thicker:  # filled and outlined
+                canvas.setLineWidth(size * 0.03)
+                drawing.setTextRenderMode(2)
+            drawing.textOut(text)
+            canvas.drawText(drawing)
+            canvas.restoreState()
+            x += points(text, look, size)
 
 
-def _wrapped(runs: list[tuple[str, Look]], size: float, width: float
-             ) -> list[list[tuple[str, Look]]]:
-    """``runs`` of text wrapped at spaces to ``width`` points, each line in runs (a word
-    whose letters look otherwise in part is not cut; a space looks as the letter before)."""
-    from pdfminer.fontmetrics import FONT_METRICS
-
-    words: list[list[tuple[str, Look]]] = [[]]
+def _wrapped(runs: list[tuple[str, Look]], size: float, width: float,
+             points: Callable[[str, Look, float], float]) -> list[list[tuple[str, Look]]]:
+    """``runs`` of text wrapped to ``width`` points (``points``: how wide a text is) at
+    spaces and between CJK letters, each line in runs (a word whose letters look otherwise in
+    part is not cut; a space looks as the letter before)."""
+    words: list[tuple[list[tuple[str, Look]], bool]] = []  # and whether a space stood before
+    space, joins = False, False
     for text, look in runs:
-        for part in re.split(r"(\s+)", text):
-            if part.isspace() and words[-1]:
-                words.append([])
-            elif part and not part.isspace():
-                words[-1].append((part, look))
-    words = [word for word in words if word]
-
-    def points(word: list[tuple[str, Look]]) -> float:
-        return sum(FONT_METRICS[FONTS[look[:2]]][1].get(c, 556) for text, look in word
-                   for c in text) * size / 1000
-
-    lines: list[list[list[tuple[str, Look]]]] = [[]]
+        for part in BETWEEN_LETTERS.split(text):
+            for bit in re.split(r"(\s+)", part):
+                if bit.isspace():
+                    space = True
+                elif bit:
+                    alone = bool(BETWEEN_LETTERS.fullmatch(bit))
+                    if words and joins and not space and not alone:
+                        words[-1][0].append((bit, look))
+                    else:
+                        words.append(([(bit, look)], space and bool(words)))
+                    space, joins = False, not alone
+    lines: list[list[tuple[str, Look]]] = [[]]
     used = 0.0
-    for word in words:
-        wide = points(word) + (points([(" ", word[0][1])]) if lines[-1] else 0)
+    for word, spaced in words:
+        gap = [(" ", lines[-1][-1][1])] if spaced and lines[-1] else []
+        wide = sum(points(t, lk, size) for t, lk in gap + word)
         if lines[-1] and used + wide > width:
             lines.append([])
-            wide, used = points(word), 0.0
-        lines[-1].append(word)
+            gap, wide = [], sum(points(t, lk, size) for t, lk in word)
+            used = 0.0
+        lines[-1] += gap + word
         used += wide
-    return [merged([part for n, word in enumerate(line) for part in
-                     ([(" ", line[n - 1][-1][1])] if n else []) + word]) for line in lines]
+    return [merged(line) for line in lines]
 
 
 def merged(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:
@@ -160,22 +189,17 @@ def merged(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:
     return out
 
 
-def _colour(colour: Any) -> str:
-    """A fill colour's operator: grey, RGB or CMYK, as the box's first letter had it."""
+def _colour(canvas: Any, colour: Any) -> None:
+    """The fill (and outline) colour the box's first letter had: grey, RGB or CMYK."""
     values = list(colour) if isinstance(colour, (list, tuple)) else [colour]
-    if all(isinstance(v, (int, float)) for v in values) and len(values) in (1, 3, 4):
-        return " ".join(f"{float(v):.3f}" for v in values) + {1: " g", 3: " rg", 4: " k"}[
-            len(values)]
-    return "0 g"
-
-
-def _literal(name: str, line: str) -> str:
-    """``line`` as a PDF string's text in Windows-1252 (WinAnsi), or a one-line error."""
-    try:
-        line.encode("cp1252")
-    except UnicodeEncodeError as exc:
-        raise MTError(f"'{name}': the translation holds {line[exc.start]!r}, which PDF's "
-                      "standard fonts cannot show; translate the document the PDF was made "
-                      "from") from None
-    raw = line.encode("cp1252").decode("latin-1")
-    return raw.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    if not (all(isinstance(v, (int, float)) for v in values) and len(values) in (1, 3, 4)):
+        values = [0.0]
+    if len(values) == 1:
+        canvas.setFillGray(values[0])
+        canvas.setStrokeGray(values[0])
+    elif len(values) == 3:
+        canvas.setFillColorRGB(*values)
+        canvas.setStrokeColorRGB(*values)
+    else:
+        canvas.setFillColorCMYK(*values)
+        canvas.setStrokeColorCMYK(*values)

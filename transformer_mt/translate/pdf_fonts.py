@@ -1,0 +1,165 @@
+"""The fonts a PDF's translation is drawn in (``pdf_writing.py``): PDF's standard Helvetica
+where every letter is in Windows-1252 (nothing embedded), else an installed TrueType font that
+has every letter of the translation (fontconfig's ``fc-list`` finds it, a sans-serif family
+first; the environment's ``MT_PDF_FONT`` names one), embedded by ReportLab as the subset of
+its letters the translation uses, with their widths and a map back to Unicode (the text can
+be searched and copied). The family's bold and italic where it has them, else the regular
+drawn thicker or slanted. Letters that need shaping to be drawn (Devanagari, Thai, Khmer; a
+script written right to left) are refused in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+
+from transformer_mt.errors import MTError
+
+LOOKS = [(False, False), (True, False), (False, True), (True, True)]  # (bold, oblique)
+STANDARD = dict(zip(LOOKS, ["Helvetica", "Helvetica-Bold", "Helvetica-Oblique",
+                            "Helvetica-BoldOblique"], strict=True))
+# families first where several have the letters (Liberation Sans and Arimo are Helvetica's
+# widths); then any sans-serif, then the rest
+PREFERRED = ("Liberation Sans", "Arimo", "Noto Sans", "DejaVu Sans", "FreeSans")
+STYLES = {"regular": LOOKS[0], "book": LOOKS[0], "normal": LOOKS[0], "roman": LOOKS[0],
+          "bold": LOOKS[1], "italic": LOOKS[2], "oblique": LOOKS[2],
+          "bold italic": LOOKS[3], "bold oblique": LOOKS[3]}
+SHAPED = [(0x0590, 0x08FF, "written right to left"), (0x0900, 0x0DFF, "an Indic script"),
+          (0x0E00, 0x0EFF, "Thai or Lao"), (0x0F00, 0x0FFF, "Tibetan"),
+          (0x1000, 0x109F, "Myanmar"), (0x1780, 0x17FF, "Khmer"),
+          (0xFB1D, 0xFDFF, "written right to left"), (0xFE70, 0xFEFF, "written right to left")]
+CODEC = "mt_winansi"  # Windows-1252 under a name of its own (:func:`_standard`)
+INSTALL = ("install one (Debian: fonts-noto-core; Chinese, Japanese, Korean: "
+           "fonts-wqy-zenhei) or set MT_PDF_FONT to a TrueType font (.ttf) that has them")
+
+
+@dataclass(frozen=True)
+class Face:
+    """A look's font as ReportLab names it, and whether it is drawn thicker (bold from a
+    family without one) or slanted (its italic)."""
+
+    name: str
+    thicker: bool = False
+    slanted: bool = False
+
+
+def faces(name: str, text: str) -> dict[tuple[bool, bool], Face]:
+    """Each look's face for a translation holding ``text`` (the module's docstring)."""
+    ordered = list(dict.fromkeys(c for c in text if not c.isspace()))  # (as they come)
+    letters = set(ordered)
+    try:
+        "".join(ordered).encode("cp1252")
+        return _standard()
+    except UnicodeEncodeError:
+        pass
+    for letter in ordered:
+        for low, high, what in SHAPED:
+            if low <= ord(letter) <= high:
+                raise MTError(f"'{name}': the translation holds {letter!r} ({what}), whose "
+                              "letters need shaping, which is not done here; translate the "
+                              "document the PDF was made from")
+    files = _family(name, letters)
+    out = {}
+    for bold, oblique in LOOKS:
+        have = [look for look in [(bold, oblique), (bold, False), (False, oblique), LOOKS[0]]
+                if look in files]
+        path, index = files[have[0]]
+        out[(bold, oblique)] = Face(_registered(path, index),
+                                    thicker=bold and not have[0][0],
+                                    slanted=oblique and not have[0][1])
+    return out
+
+
+@cache
+def _standard() -> dict[tuple[bool, bool], Face]:
+    """The standard fonts, their text in Windows-1252 as PDF's WinAnsiEncoding has it
+    (ReportLab's own codec writes a bullet as code 127, which WinAnsi leaves unassigned: the
+    text read back would lose it)."""
+    import codecs
+
+    from reportlab.pdfbase import pdfmetrics
+
+    codecs.register(lambda name: codecs.lookup("cp1252") if name == CODEC else None)
+    pdfmetrics.registerEncoding(pdfmetrics.Encoding(CODEC, "WinAnsiEncoding"))
+    for font in STANDARD.values():
+        pdfmetrics.registerFont(pdfmetrics.Font(f"MT-{font}", font, CODEC))
+    return {look: Face(f"MT-{font}") for look, font in STANDARD.items()}
+
+
+def _family(name: str, letters: set[str]) -> dict[tuple[bool, bool], tuple[str, int]]:
+    """The files (and index in a collection) of each look an installed family has, of the
+    first family whose fonts have every one of ``letters`` (or ``MT_PDF_FONT``'s file)."""
+    chosen = os.environ.get("MT_PDF_FONT")
+    if chosen:
+        return {LOOKS[0]: (_chosen(name, letters, chosen), 0)}
+    codes = sorted(ord(c) for c in letters)
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    charset = " ".join(f"{a:x}" if a == b else f"{a:x}-{b:x}" for a, b in ranges)
+    listed = _listed(charset)
+    shown = "".join(c for c in sorted(letters) if ord(c) > 0xFF)[:3]
+    if listed is None:
+        raise MTError(f"'{name}': the translation holds letters PDF's standard fonts lack "
+                      f"({shown!r}...), and fontconfig's fc-list, which finds a font that has "
+                      f"them, is not installed: {INSTALL}")
+    families: dict[str, dict[tuple[bool, bool], tuple[str, int]]] = {}
+    for line in sorted(listed.splitlines()):
+        parts = line.split("\t")
+        if len(parts) == 5 and parts[4] == "TrueType" and parts[3].lower() in STYLES:
+            family = families.setdefault(parts[2], {})
+            family.setdefault(STYLES[parts[3].lower()], (parts[0], int(parts[1] or 0)))
+    found = sorted((f for f in families if LOOKS[0] in families[f]), key=_preference)
+    if not found:
+        raise MTError(f"'{name}': no installed TrueType font has every letter of the "
+                      f"translation ({shown!r}... are outside PDF's standard fonts): {INSTALL}")
+    return families[found[0]]
+
+
+def _chosen(name: str, letters: set[str], chosen: str) -> str:
+    """``MT_PDF_FONT``'s file, where it has every one of ``letters``; else a one-line error."""
+    from reportlab.pdfbase import pdfmetrics
+
+    if not os.path.isfile(chosen):
+        raise MTError(f"MT_PDF_FONT: no such font file '{chosen}'")
+    cmap = pdfmetrics.getFont(_registered(chosen, 0)).face.charToGlyph
+    lacking = sorted(c for c in letters if ord(c) not in cmap)
+    if lacking:
+        raise MTError(f"'{name}': the font MT_PDF_FONT names ('{chosen}') has no "
+                      f"{lacking[0]!r}, which the translation holds")
+    return chosen
+
+
+def _listed(charset: str) -> str | None:
+    """fontconfig's installed fonts that have every letter of ``charset`` (its syntax: hex
+    codes and ranges), a line each: file, index, family, style, format; None without it."""
+    try:
+        return subprocess.run(["fc-list", "--format", "%{file}\t%{index}\t%{family[0]}\t"
+                               "%{style[0]}\t%{fontformat}\n", f":charset={charset}"],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _preference(family: str) -> tuple[int, bool, str]:
+    """The order families are chosen in: :data:`PREFERRED`, then sans-serif ones."""
+    rank = PREFERRED.index(family) if family in PREFERRED else len(PREFERRED)
+    return rank, not ("Sans" in family and "Mono" not in family), family
+
+
+@cache
+def _registered(path: str, index: int) -> str:
+    """The name ReportLab draws the font of ``path`` (``index`` in a collection) by."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFError, TTFont
+
+    font_name = f"MT-{os.path.basename(path)}-{index}"
+    try:
+        pdfmetrics.registerFont(TTFont(font_name, path, subfontIndex=index))
+    except (OSError, TTFError) as exc:
+        raise MTError(f"the font '{path}' cannot be embedded in a PDF: {exc}") from None
+    return font_name
