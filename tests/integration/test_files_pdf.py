@@ -230,29 +230,67 @@ def test_a_pdf_that_unpacks_past_the_limit_is_refused_before_it_is_read(monkeypa
 
 
 def figure(c) -> None:
+    """A figure (form XObject) with a line of text, drawn twice: in place and moved down."""
     c.beginForm("schild")
     c.setFont("Helvetica", 11)
     c.drawString(400, 400, "Ein Schild")
     c.endForm()
     c.doForm("schild")
+    c.saveState()
+    c.translate(0, -100)
+    c.doForm("schild")
+    c.restoreState()
 
 
-def test_text_in_a_figure_stays_as_it_was_and_a_pdf_without_text_elsewhere_is_refused():
+def test_text_in_a_figure_is_translated_where_each_drawing_of_it_stands():
+    """A figure's text is read as the page's (each place the figure is drawn, a paragraph of
+    its own) and its translation drawn there; the figure keeps its drawing, not its text."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LTTextBoxHorizontal
+
     doc = read_file("a.pdf", pdf(figure), "de", "en")
-    shown = texts(rebuilt(doc, ["A dog."] * len(doc.documents)))[0]
-    assert "Ein Schild" in shown and "Hund" not in shown  # (the figure's: not translated)
+    assert [d.sentences[0] for d in doc.documents].count("Ein Schild") == 2
+    out = rebuilt(doc, ["A sign" if d.sentences[0] == "Ein Schild" else "A dog."
+                        for d in doc.documents])
+    assert "Schild" not in texts(out)[0]
+    placed = sorted((round(b.x0), round(b.y0)) for b in next(extract_pages(io.BytesIO(out)))
+                    if isinstance(b, LTTextBoxHorizontal) and b.get_text().strip() == "A sign")
+    before = sorted((round(b.x0), round(b.y0)) for b in next(extract_pages(io.BytesIO(
+        pdf(figure)), laparams=LAParams(all_texts=True))) if hasattr(b, "__iter__")
+        for b in ([b] if isinstance(b, LTTextBoxHorizontal) else b)
+        if isinstance(b, LTTextBoxHorizontal) and b.get_text().strip() == "Ein Schild")
+    assert placed == before and len(placed) == 2
     out = io.BytesIO()
     c = canvas.Canvas(out)
     figure(c)
     c.save()
-    with pytest.raises(MTError, match="its text lies in figures"):
-        read_file("a.pdf", out.getvalue(), "de", "en")
+    only = read_file("a.pdf", out.getvalue(), "de", "en")  # (its text in figures alone)
+    assert texts(rebuilt(only, ["A sign", "A sign"]))[0] == "A sign A sign"
     out = io.BytesIO()
     c = canvas.Canvas(out)
     c.rect(100, 100, 300, 400, fill=1)  # (a scan: a picture, no text)
     c.save()
     with pytest.raises(MTError, match=r"holds no text \(pages scanned as pictures\?\)"):
         read_file("a.pdf", out.getvalue(), "de", "en")
+
+
+def watermark(c) -> None:
+    c.beginForm("entwurf")
+    c.setFont("Helvetica", 40)
+    c.rotate(45)
+    c.drawString(400, 0, "ENTWURF")
+    c.endForm()
+    c.doForm("entwurf")
+
+
+def test_a_figure_with_turned_text_keeps_its_text_and_the_page_is_translated(caplog):
+    """A watermark turned across the page, in a figure: every figure keeps its text (said in
+    a warning), the page's own text is translated."""
+    doc = read_file("a.pdf", pdf(watermark), "de", "en")
+    assert "ENTWURF" not in " ".join(d.sentences[0] for d in doc.documents)
+    assert "turned text (a watermark?)" in caplog.text
+    shown = texts(rebuilt(doc, ["A dog."] * len(doc.documents)))[0]
+    assert "ENTWURF" in shown and "Hund" not in shown
 
 
 def test_a_rotated_page_is_refused():

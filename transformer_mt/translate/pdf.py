@@ -3,14 +3,15 @@ where the style changes, a heading and its paragraph, or where a line ends short
 and does not run on: a table's cells, a list's items) read as one text, its lines run
 together where a sentence or a word runs on across them (``sentences.soft_breaks``:
 "Fahr-\nrad" is "Fahrrad"), its runs that look otherwise (a bold word, a link's coloured
-text) as Word's runs are (``documents.split_flow``). Its translation is drawn where it stood
-(``pdf_writing.py``: the page's own text taken out, everything else as it was: pictures,
-lines, fills, links, and the text inside figures, form XObjects, which is not translated).
+text) as Word's runs are (``documents.split_flow``); the text inside figures (form XObjects)
+read as the page's, each place a figure is drawn. Its translation is drawn where it stood
+(``pdf_writing.py``: the page's own text and its figures' taken out, everything else as it
+was: pictures, lines, fills, links).
 
 Refused in one line, before anything is translated: a PDF that cannot be read or is
 encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
 turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
-a PDF whose text lies in figures alone or that has none (a scan), a translation into a
+a PDF that holds no text (a scan), a translation into a
 language written right to left (drawn left to right, its letters not joined).
 """
 
@@ -28,8 +29,10 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
 from transformer_mt.translate.language_tags import direction
-from transformer_mt.translate.pdf_writing import Box, Look, drawn, merged
+from transformer_mt.translate.pdf_writing import Box, Look, drawn, forms, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
+
+log = logging.getLogger(__name__)
 
 
 def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
@@ -45,7 +48,7 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
                       "joined); translate the document the PDF was made from")
     with _quiet():
         _unpacked(name, data)
-        pages = _pages(name, data, lang)
+        pages, figures = _pages(name, data, lang)
     docs = [split_flow(box.pieces, lang, bare=[look == box.look for look in box.looks])
             for boxes in pages for box in boxes]
 
@@ -54,7 +57,7 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
         with _quiet():
             try:
                 return drawn(name, data, [[(box, next(found)) for box in boxes]
-                                           for boxes in pages], target)
+                                           for boxes in pages], target, figures)
             except MTError:
                 raise
             except Exception as exc:  # (an object pypdf reads only to write it)
@@ -94,7 +97,7 @@ def _unpacked(name: str, data: bytes) -> int:
             raise MTError(f"'{name}' is encrypted; not translated here")
         total, seen = 0, set[Any]()
         streams = [(None, page.get_contents()) for page in reader.pages]
-        streams += [form for page in reader.pages for form in _forms(page)]
+        streams += [form for page in reader.pages for form in forms(page)]
         while streams:
             key, stream = streams.pop()
             if stream is None or (key is not None and key in seen):
@@ -104,7 +107,7 @@ def _unpacked(name: str, data: bytes) -> int:
             if total > MOST_UNPACKED:
                 raise MTError(f"'{name}' unpacks to more than {MOST_UNPACKED >> 20} MB; not "
                               "translated here")
-            streams += _forms(stream)
+            streams += forms(stream)
     except MTError:
         raise
     except Exception as exc:  # (the parser's many errors: a file not read)
@@ -117,43 +120,56 @@ def _unread(name: str, exc: Exception) -> MTError:
     return MTError(f"'{name}' is not a PDF that can be read ({why})")
 
 
-def _forms(holder: Any) -> list[tuple[Any, Any]]:
-    """The figures (form XObjects) a page or figure draws: (their object number, the form)."""
-    resources = holder.get("/Resources")
-    xobjects = resources.get_object().get("/XObject") if resources is not None else None
-    found = xobjects.get_object().values() if xobjects is not None else []
-    return [(getattr(x, "idnum", None), x.get_object()) for x in found
-            if x.get_object().get("/Subtype") == "/Form"]
-
-
-def _pages(name: str, data: bytes, lang: str) -> list[list[Box]]:
-    """Each page's paragraphs; a one-line :class:`MTError` for what is not translated here."""
+def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
+    """Each page's paragraphs, and whether its figures' text is among them (not where a
+    figure holds turned text: a watermark, say; then every figure keeps its text, said in a
+    warning); a one-line :class:`MTError` for what is not translated here."""
     from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LAParams, LTChar, LTFigure, LTTextBoxHorizontal
+    from pdfminer.layout import LAParams
 
-    try:
-        pages = list(extract_pages(io.BytesIO(data), laparams=LAParams()))
+    try:  # (all_texts: the text inside figures laid out in boxes too)
+        pages = list(extract_pages(io.BytesIO(data), laparams=LAParams(all_texts=True)))
     except Exception as exc:  # (the parser's many errors: a file not read)
         raise _unread(name, exc) from None
-    out, in_figures = [], False
-    for number, page in enumerate(pages, start=1):
-        lines = [line for item in page if isinstance(item, LTTextBoxHorizontal)
-                 for line in item if line.get_text().strip()]
-        in_figures |= any(isinstance(item, LTFigure) and _has_text(item) for item in page)
-        if not all(c.upright and abs(c.matrix[1]) < 1e-6 for line in lines for c in line
-                   if isinstance(c, LTChar)):
+    found = [_text_boxes(page) for page in pages]
+    figures = all(_upright(box) for boxes in found for box, inside in boxes if inside)
+    if not figures:
+        log.warning("'%s': a figure (form XObject) holds turned text (a watermark?): the "
+                    "text of its figures is kept as it was, not translated", name)
+    out = []
+    for number, (page, boxes) in enumerate(zip(pages, found, strict=True), start=1):
+        kept = [box for box, inside in boxes if figures or not inside]
+        lines = [line for item in kept for line in item if line.get_text().strip()]
+        if not all(_upright(box) for box in kept):
             raise MTError(f"'{name}': page {number} is turned, or holds turned text; not "
                           "translated here")
-        boxes = [box for item in page if isinstance(item, LTTextBoxHorizontal)
-                 for box in _paragraphs([li for li in item if li.get_text().strip()], lang,
-                                        max(li.x1 for li in lines if li.x0 < item.x1 and
-                                            li.x1 > item.x0))]
-        out.append(_widened(boxes, lines, page.bbox[2] - page.bbox[0]))
+        paragraphs = [box for item in kept
+                      for box in _paragraphs([li for li in item if li.get_text().strip()],
+                                             lang, max(li.x1 for li in lines if li.x0 <
+                                                       item.x1 and li.x1 > item.x0))]
+        out.append(_widened(paragraphs, lines, page.bbox[2] - page.bbox[0]))
     if not any(out):
-        raise MTError(f"'{name}': its text lies in figures (form XObjects) alone; not "
-                      "translated here" if in_figures else f"'{name}' holds no text (pages "
-                      "scanned as pictures?): nothing to translate")
-    return out
+        raise MTError(f"'{name}' holds no text (pages scanned as pictures?): nothing to "
+                      "translate")
+    return out, figures
+
+
+def _text_boxes(container: Any, inside: bool = False) -> list[tuple[Any, bool]]:
+    """The text boxes of a page, and of the figures (form XObjects) it draws, in order, each
+    with whether it lies in a figure."""
+    from pdfminer.layout import LTFigure, LTTextBoxHorizontal
+
+    return [found for item in container for found in (
+        [(item, inside)] if isinstance(item, LTTextBoxHorizontal) else
+        _text_boxes(item, True) if isinstance(item, LTFigure) else [])]
+
+
+def _upright(box: Any) -> bool:
+    """Whether every letter of a text box stands upright, unturned."""
+    from pdfminer.layout import LTChar
+
+    return all(c.upright and abs(c.matrix[1]) < 1e-6 for line in box for c in line
+               if isinstance(c, LTChar))
 
 
 # bullets drawn in a symbol font (Word's, LibreOffice's: private-use characters), as text has them
@@ -266,10 +282,4 @@ def _widened(boxes: list[Box], lines: list[Any], page_width: float) -> list[Box]
         box.width = max(right, min(beside, default=page_width - margin) - box.size) - box.left
     return boxes
 
-
-def _has_text(item: Any) -> bool:
-    from pdfminer.layout import LTChar, LTContainer
-
-    return isinstance(item, LTChar) or (isinstance(item, LTContainer) and any(
-        _has_text(i) for i in item))
 

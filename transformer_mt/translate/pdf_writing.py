@@ -1,8 +1,8 @@
-"""Drawing a PDF's translated paragraphs (``pdf.py`` reads them): the page's own text taken
-out of its drawing (pypdf), each paragraph's translation drawn where it stood (ReportLab, on a
-page laid over it) in PDF's standard Helvetica, or an installed font that has its letters
-(``pdf_fonts.py``), at its size and line spacing, wrapped to its width (at spaces, and between
-the letters of Chinese and Japanese), smaller where it needs more lines (down to
+"""Drawing a PDF's translated paragraphs (``pdf.py`` reads them): the page's own text and its
+figures' taken out of their drawing (pypdf), each paragraph's translation drawn where it stood
+(ReportLab, on a page laid over it) in PDF's standard Helvetica, or an installed font that has
+its letters (``pdf_fonts.py``), at its size and line spacing, wrapped to its width (at spaces,
+and between the letters of Chinese and Japanese), smaller where it needs more lines (down to
 :data:`SMALLEST`), each run in its look (bold, oblique, colour)."""
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ class Box:
 
 
 def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
-          target: str | None) -> bytes:
-    """The PDF with its pages' text taken out and each box's translation drawn in its place,
-    saying it is in ``target``."""
+          target: str | None, figures: bool = True) -> bytes:
+    """The PDF with its pages' text (and its figures', where ``figures``) taken out and each
+    box's translation drawn in its place, saying it is in ``target``."""
     from pypdf import PdfReader, PdfWriter, Transformation
     from pypdf.generic import NameObject, TextStringObject
 
@@ -60,12 +60,15 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
     if target:
         writer.root_object[NameObject("/Lang")] = TextStringObject(target)
     looks = faces(name, "".join(t for boxes in pages for _, text in boxes for t in text))
+    seen: set[Any] = set()  # (the figures already without their text)
     for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
         content = page.get_contents()
         if content is None:
             continue
         content.operations = _without_text(name, number, content.operations)
         page.replace_contents(content)
+        if figures:
+            _figures_without_text(name, number, page, writer, seen)
         box = page.mediabox
         over = _over(float(box.width), float(box.height), boxes, looks)
         page.merge_transformed_page(PdfReader(io.BytesIO(over)).pages[0],
@@ -89,6 +92,34 @@ def _over(width: float, height: float, boxes: list[tuple[Box, list[str]]],
     canvas.showPage()
     canvas.save()
     return out.getvalue()
+
+
+def forms(holder: Any) -> list[tuple[Any, Any]]:
+    """The figures (form XObjects) a page or figure draws: (their object number, the form)."""
+    resources = holder.get("/Resources")
+    xobjects = resources.get_object().get("/XObject") if resources is not None else None
+    found = xobjects.get_object().values() if xobjects is not None else []
+    return [(getattr(x, "idnum", None), x.get_object()) for x in found
+            if x.get_object().get("/Subtype") == "/Form"]
+
+
+def _figures_without_text(name: str, number: int, holder: Any, writer: Any,
+                          seen: set[Any]) -> None:
+    """The text taken out of the figures ``holder`` draws, and of theirs (their text is read
+    and drawn as the page's), each figure once."""
+    from pypdf.generic import ContentStream, NameObject
+
+    for key, form in forms(holder):
+        if key is not None and key in seen:
+            continue
+        seen.add(key)
+        content = ContentStream(form, writer)  # (read through its filters)
+        content.operations = _without_text(name, number, content.operations)
+        if "/Filter" in form:  # written back deflated (pypdf encodes with no other filter)
+            form[NameObject("/Filter")] = NameObject("/FlateDecode")
+            form.pop("/DecodeParms", None)
+        form.set_data(content.get_data())
+        _figures_without_text(name, number, form, writer, seen)
 
 
 def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
