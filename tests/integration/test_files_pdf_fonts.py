@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -103,17 +104,24 @@ def test_letters_that_need_shaping_are_refused_in_one_line(text, says):
         rebuilt(doc, [text, *RUSSIAN[1:]])
 
 
-def test_without_fontconfig_or_a_font_that_has_the_letters_it_says_what_to_install(
-        monkeypatch):
+@pytest.mark.skipif(not installed("Жλ"), reason="no font for Cyrillic and Greek installed")
+def test_without_fontconfig_the_font_folders_are_looked_through(monkeypatch, tmp_path):
+    """Equivalence: without fc-list (macOS, Windows) the fonts of the usual folders are read
+    and the same family chosen; none that has the letters: what to install, in one line."""
+    from transformer_mt.translate import pdf_fonts
+
     doc = read_file("a.pdf", pdf(), "de", "ru")
-    monkeypatch.setattr("transformer_mt.translate.pdf_fonts._listed", lambda charset: None)
-    with pytest.raises(MTError, match="fc-list, which finds a font that has them, is not "
-                                      "installed: install one"):
-        rebuilt(doc, RUSSIAN)
-    monkeypatch.setattr("transformer_mt.translate.pdf_fonts._listed", lambda charset: "")
+    with_fontconfig = {c.fontname for c in chars(rebuilt(doc, RUSSIAN))}
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: (_ for _ in ()).throw(OSError()))
+    pdf_fonts._scanned.cache_clear()
+    monkeypatch.setattr(pdf_fonts, "font_folders", lambda: [Path("/usr/share/fonts")])
+    assert {c.fontname for c in chars(rebuilt(doc, RUSSIAN))} == with_fontconfig
+    pdf_fonts._scanned.cache_clear()
+    monkeypatch.setattr(pdf_fonts, "font_folders", lambda: [tmp_path])
     with pytest.raises(MTError, match=r"no installed TrueType font has every letter of the "
-                                      r"translation .*MT_PDF_FONT"):
+                                      r"translation .*fonts-noto-core.*MT_PDF_FONT"):
         rebuilt(doc, RUSSIAN)
+    pdf_fonts._scanned.cache_clear()
 
 
 @pytest.mark.skipif(not installed("狗"), reason="no TrueType font for Chinese installed")

@@ -1,7 +1,8 @@
 """The fonts a PDF's translation is drawn in (``pdf_writing.py``): PDF's standard Helvetica
 where every letter is in Windows-1252 (nothing embedded), else an installed TrueType font that
-has every letter of the translation (fontconfig's ``fc-list`` finds it, a sans-serif family
-first; the environment's ``MT_PDF_FONT`` names one), embedded by ReportLab as the subset of
+has every letter of the translation (fontconfig's ``fc-list`` finds it, else a look through
+the usual font folders; a sans-serif family first; the environment's ``MT_PDF_FONT`` names
+one), embedded by ReportLab as the subset of
 its letters the translation uses, with their widths and a map back to Unicode (the text can
 be searched and copied). The family's bold and italic where it has them, else the regular
 drawn thicker or slanted. Letters that need shaping to be drawn (Devanagari, Thai, Khmer; a
@@ -13,6 +14,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from transformer_mt.errors import MTError
 
@@ -93,26 +95,11 @@ def _family(name: str, letters: set[str]) -> dict[tuple[bool, bool], tuple[str, 
     chosen = os.environ.get("MT_PDF_FONT")
     if chosen:
         return {LOOKS[0]: (_chosen(name, letters, chosen), 0)}
-    codes = sorted(ord(c) for c in letters)
-    ranges: list[list[int]] = []
-    for code in codes:
-        if ranges and code == ranges[-1][1] + 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    charset = " ".join(f"{a:x}" if a == b else f"{a:x}-{b:x}" for a, b in ranges)
-    listed = _listed(charset)
     shown = "".join(c for c in sorted(letters) if ord(c) > 0xFF)[:3]
-    if listed is None:
-        raise MTError(f"'{name}': the translation holds letters PDF's standard fonts lack "
-                      f"({shown!r}...), and fontconfig's fc-list, which finds a font that has "
-                      f"them, is not installed: {INSTALL}")
     families: dict[str, dict[tuple[bool, bool], tuple[str, int]]] = {}
-    for line in sorted(listed.splitlines()):
-        parts = line.split("\t")
-        if len(parts) == 5 and parts[4] == "TrueType" and parts[3].lower() in STYLES:
-            family = families.setdefault(parts[2], {})
-            family.setdefault(STYLES[parts[3].lower()], (parts[0], int(parts[1] or 0)))
+    for path, index, family, style in sorted(_listed(letters)):
+        if style.lower() in STYLES:
+            families.setdefault(family, {}).setdefault(STYLES[style.lower()], (path, index))
     found = sorted((f for f in families if LOOKS[0] in families[f]), key=_preference)
     if not found:
         raise MTError(f"'{name}': no installed TrueType font has every letter of the "
@@ -134,15 +121,57 @@ def _chosen(name: str, letters: set[str], chosen: str) -> str:
     return chosen
 
 
-def _listed(charset: str) -> str | None:
-    """fontconfig's installed fonts that have every letter of ``charset`` (its syntax: hex
-    codes and ranges), a line each: file, index, family, style, format; None without it."""
+def _listed(letters: set[str]) -> list[tuple[str, int, str, str]]:
+    """The installed TrueType fonts that have every one of ``letters``: (file, index in a
+    collection, family, style); fontconfig's, else those of the usual folders."""
+    codes = sorted(ord(c) for c in letters)
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    charset = " ".join(f"{a:x}" if a == b else f"{a:x}-{b:x}" for a, b in ranges)
     try:
-        return subprocess.run(["fc-list", "--format", "%{file}\t%{index}\t%{family[0]}\t"
-                               "%{style[0]}\t%{fontformat}\n", f":charset={charset}"],
-                              capture_output=True, text=True, check=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
+        listed = subprocess.run(["fc-list", "--format", "%{file}\t%{index}\t%{family[0]}\t"
+                                 "%{style[0]}\t%{fontformat}\n", f":charset={charset}"],
+                                capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):  # (no fontconfig: macOS, Windows)
+        return [font for font, has in _scanned() if set(codes) <= has]
+    rows = [line.split("\t") for line in listed.splitlines()]
+    return [(r[0], int(r[1] or 0), r[2], r[3]) for r in rows if len(r) == 5 and
+            r[4] == "TrueType"]
+
+
+def font_folders() -> list[Path]:
+    """Where fonts are installed: Linux's, macOS's and Windows' folders."""
+    home = Path.home()
+    return [Path("/usr/share/fonts"), Path("/usr/local/share/fonts"), home / ".fonts",
+            home / ".local/share/fonts", Path("/System/Library/Fonts"),
+            Path("/Library/Fonts"), home / "Library/Fonts",
+            Path(os.environ.get("WINDIR", "C:\\Windows")) / "Fonts"]
+
+
+@cache
+def _scanned() -> list[tuple[tuple[str, int, str, str], frozenset[int]]]:
+    """Each TrueType font of :func:`font_folders` (each of a collection's): (file, index,
+    family, style) and the letters it has (read once a process: ~2 ms a font)."""
+    from reportlab.pdfbase.ttfonts import TTFError, TTFontFile
+
+    out = []
+    for folder in font_folders():
+        paths = sorted(p for p in folder.rglob("*") if p.suffix.lower() in
+                       (".ttf", ".ttc", ".otf")) if folder.is_dir() else []
+        for path in paths:
+            for index in range(32 if path.suffix.lower() == ".ttc" else 1):
+                try:
+                    font = TTFontFile(str(path), subfontIndex=index)
+                except (OSError, TTFError, IndexError, KeyError, ValueError):
+                    break  # (not a TrueType font, or no more in the collection)
+                out.append(((str(path), index, font.familyName.decode(errors="replace"),
+                             font.styleName.decode(errors="replace")),
+                            frozenset(font.charToGlyph)))
+    return out
 
 
 def _preference(family: str) -> tuple[int, bool, str]:
