@@ -1,4 +1,5 @@
-"""A PDF's translation whose letters PDF's standard fonts lack (``translate/pdf_fonts.py``):
+"""A PDF's glyphs read as text (ligatures as their letters), and a PDF's translation whose
+letters PDF's standard fonts lack (``translate/pdf_fonts.py``):
 drawn in an installed TrueType font that has them, embedded, read back as the text it is
 (Cyrillic, Greek; Chinese wrapped between its letters where such a font is installed); the
 family's bold or the regular drawn thicker; what cannot be drawn refused in one line."""
@@ -137,3 +138,21 @@ def test_chinese_is_wrapped_between_its_letters_within_its_box():
     assert max(c.x1 for c in drawn) <= 72 + max(len(line) for line in PARAGRAPH) * 11 * 0.6
     starts = [c for c in drawn if round(c.x0) == 72]
     assert all(c.get_text() != "。" for c in starts)
+
+
+@pytest.mark.skipif(not installed("ﬁ"), reason="no font with ligatures installed")
+def test_ligatures_are_read_as_their_letters():
+    """A typesetter's ligatures ("ﬁ", "ﬂ", "ﬀ": LaTeX's) reach the model as the letters
+    it learned, not as one sign it never saw."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    pdfmetrics.registerFont(TTFont("with-ligatures", installed("ﬁ")[0]))
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.setFont("with-ligatures", 12)
+    c.drawString(72, 700, "Wir ﬁnden den Fluss ﬂach und oﬀen.")
+    c.save()
+    doc = read_file("a.pdf", out.getvalue(), "de", "en")
+    assert [d.sentences for d in doc.documents] == [["Wir finden den Fluss flach und offen."]]

@@ -172,8 +172,11 @@ def _upright(box: Any) -> bool:
                if isinstance(c, LTChar))
 
 
-# bullets drawn in a symbol font (Word's, LibreOffice's: private-use characters), as text has them
-BULLETS = str.maketrans(dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", "•"))
+# glyphs as text has them: bullets drawn in a symbol font (Word's, LibreOffice's: private-use
+# characters), and ligatures (LaTeX's, typesetters': "ﬁnden" is "finden" to the model)
+GLYPHS = str.maketrans({**dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", "•"),
+                        "\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi",
+                        "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
 
 
 def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
@@ -201,14 +204,15 @@ def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
 
 def _runs(line: Any) -> list[tuple[str, Look]]:
     """A line's text in runs of letters that look alike (a space looks as the letter before
-    it), its end's spaces left out; Word's symbol-font bullets as "•"."""
+    it), its end's spaces left out; Word's symbol-font bullets as "•", ligatures as their
+    letters (:data:`GLYPHS`)."""
     from pdfminer.layout import LTChar
 
     out: list[tuple[str, Look]] = []
     look: Look | None = None
     for c in line:
         look = _look(c.fontname, c.graphicstate.ncolor) if isinstance(c, LTChar) else look
-        text = c.get_text().translate(BULLETS)
+        text = c.get_text().translate(GLYPHS)
         if out and out[-1][1] == look:
             out[-1] = (out[-1][0] + text, out[-1][1])
         elif look is not None:
