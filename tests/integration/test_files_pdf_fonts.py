@@ -156,3 +156,16 @@ def test_ligatures_are_read_as_their_letters():
     c.save()
     doc = read_file("a.pdf", out.getvalue(), "de", "en")
     assert [d.sentences for d in doc.documents] == [["Wir finden den Fluss flach und offen."]]
+
+
+def test_fonts_reportlab_cannot_draw_are_passed_over(monkeypatch):
+    """Of what fontconfig lists, a variable font's named styles (an index past 65535) and
+    fonts of CFF outlines (Noto Sans CJK's) are passed over: ReportLab draws neither."""
+    from transformer_mt.translate import pdf_fonts
+
+    listed = ("/f/Var.ttf\t0\tVar Sans\tRegular\tTrueType\n"
+              "/f/Var.ttf\t65536\tVar Sans\tBold\tTrueType\n"
+              "/f/Cjk.ttc\t2\tCjk Sans\tRegular\tCFF\n")
+    monkeypatch.setattr("subprocess.run", lambda args, **_: subprocess.CompletedProcess(
+        args, 0, stdout=listed))
+    assert pdf_fonts._listed({"Ж"}) == [("/f/Var.ttf", 0, "Var Sans", "Regular")]

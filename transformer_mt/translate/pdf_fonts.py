@@ -50,11 +50,8 @@ def faces(name: str, text: str) -> dict[tuple[bool, bool], Face]:
     """Each look's face for a translation holding ``text`` (the module's docstring)."""
     ordered = list(dict.fromkeys(c for c in text if not c.isspace()))  # (as they come)
     letters = set(ordered)
-    try:
-        "".join(ordered).encode("cp1252")
+    if all(_standard_has(c) for c in ordered):
         return _standard()
-    except UnicodeEncodeError:
-        pass
     for letter in ordered:
         for low, high, what in SHAPED:
             if low <= ord(letter) <= high:
@@ -71,6 +68,14 @@ def faces(name: str, text: str) -> dict[tuple[bool, bool], Face]:
                                     thicker=bold and not have[0][0],
                                     slanted=oblique and not have[0][1])
     return out
+
+
+def _standard_has(letter: str) -> bool:
+    try:
+        letter.encode("cp1252")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 @cache
@@ -95,7 +100,7 @@ def _family(name: str, letters: set[str]) -> dict[tuple[bool, bool], tuple[str, 
     chosen = os.environ.get("MT_PDF_FONT")
     if chosen:
         return {LOOKS[0]: (_chosen(name, letters, chosen), 0)}
-    shown = "".join(c for c in sorted(letters) if ord(c) > 0xFF)[:3]
+    shown = "".join(sorted(c for c in letters if not _standard_has(c)))[:3]
     families: dict[str, dict[tuple[bool, bool], tuple[str, int]]] = {}
     for path, index, family, style in sorted(_listed(letters)):
         if style.lower() in STYLES:
@@ -139,8 +144,9 @@ def _listed(letters: set[str]) -> list[tuple[str, int, str, str]]:
     except (OSError, subprocess.SubprocessError):  # (no fontconfig: macOS, Windows)
         return [font for font, has in _scanned() if set(codes) <= has]
     rows = [line.split("\t") for line in listed.splitlines()]
-    return [(r[0], int(r[1] or 0), r[2], r[3]) for r in rows if len(r) == 5 and
-            r[4] == "TrueType"]
+    # (an index past 65535 is a variable font's named style, which ReportLab cannot draw)
+    return [(r[0], int(r[1] or 0), r[2], r[3]) for r in rows
+            if len(r) == 5 and r[4] == "TrueType" and int(r[1] or 0) < 2**16]
 
 
 def font_folders() -> list[Path]:
