@@ -26,7 +26,8 @@ PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "ctranslate2": "'transformer_mt[ct2]'", "py3langid": "'transformer_mt[langid]'",
              "transformers": "'transformer_mt[huggingface]'", "redis": "'transformer_mt[shared]'",
              **dict.fromkeys(["srt", "markdown_it", "lxml", "polib", "docx", "pptx",
-                              "odf.opendocument", "pdfminer", "pypdf"], "'transformer_mt[files]'")}
+                              "odf.opendocument", "pdfminer", "pypdf", "reportlab", "uharfbuzz",
+                              "bidi"], "'transformer_mt[files]'")}
 
 
 class MissingPackageError(MTError):

@@ -303,11 +303,6 @@ def test_a_rotated_page_is_refused():
         read_file("a.pdf", out.getvalue(), "de", "en")
 
 
-def test_a_pdf_into_a_language_written_right_to_left_is_refused_before_translating():
-    with pytest.raises(MTError, match="drawn here left to right, letter by letter, not as ar"):
-        read_file("a.pdf", pdf(), "de", "ar")
-
-
 def test_the_server_translates_a_pdf_as_translate_file_does(translator):
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.settings import ServeOptions

@@ -95,16 +95,6 @@ def test_the_font_mt_pdf_font_names_is_used_its_regular_drawn_thicker_for_bold(m
         rebuilt(read_file("a.pdf", pdf(), "de", "ru"), RUSSIAN)
 
 
-@pytest.mark.parametrize("text, says", [
-    ("कुत्ता पार्क में", r"'क' \(an Indic script\), whose letters need shaping"),
-    ("สุนัข", r"\(Thai or Lao\), whose letters need shaping"),
-])
-def test_letters_that_need_shaping_are_refused_in_one_line(text, says):
-    doc = read_file("a.pdf", pdf(), "de", "hi")
-    with pytest.raises(MTError, match=says):
-        rebuilt(doc, [text, *RUSSIAN[1:]])
-
-
 @pytest.mark.skipif(not installed("Жλ"), reason="no font for Cyrillic and Greek installed")
 def test_without_fontconfig_the_font_folders_are_looked_through(monkeypatch, tmp_path):
     """Equivalence: without fc-list (macOS, Windows) the fonts of the usual folders are read

@@ -11,8 +11,8 @@ was: pictures, lines, fills, links).
 Refused in one line, before anything is translated: a PDF that cannot be read or is
 encrypted, one whose drawings unpack past :data:`MOST_UNPACKED`, a page turned or text
 turned on it, invisible text (a scan's OCR layer, drawn under the picture it was read from),
-a PDF that holds no text (a scan), a translation into a
-language written right to left (drawn left to right, its letters not joined).
+a PDF that holds no text (a scan), a translation into a language written right to left
+where the libraries that draw it are missing (``pdf_shaping.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
 from transformer_mt.translate.language_tags import direction
+from transformer_mt.translate.pdf_shaping import libraries
 from transformer_mt.translate.pdf_writing import Box, Look, drawn, forms, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
 
@@ -43,9 +44,7 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
     for module in ("pdfminer", "pypdf", "reportlab"):
         imported(module, "PDF documents (.pdf)")
     if target and direction(target) == "rtl":  # (refused before translating, not after)
-        raise MTError(f"'{name}': a PDF's text is drawn here left to right, letter by "
-                      f"letter, not as {target} is written (right to left, its letters "
-                      "joined); translate the document the PDF was made from")
+        libraries()
     with _quiet():
         _unpacked(name, data)
         pages, figures = _pages(name, data, lang)
@@ -269,7 +268,8 @@ def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str |
                else style[0] * 1.2)
     width = max(line.x1 for line in lines) - min(line.x0 for line in lines)
     return Box([p for p, _ in kept], [lk for _, lk in kept], style[1], first.matrix[4],
-               first.matrix[5], len(lines), leading, style[0], width)
+               first.matrix[5], len(lines), leading, style[0], width,
+               max(line.x1 for line in lines))
 
 
 def _widened(boxes: list[Box], lines: list[Any], page_width: float) -> list[Box]:

@@ -5,8 +5,8 @@ the usual font folders; a sans-serif family first; the environment's ``MT_PDF_FO
 one), embedded by ReportLab as the subset of
 its letters the translation uses, with their widths and a map back to Unicode (the text can
 be searched and copied). The family's bold and italic where it has them, else the regular
-drawn thicker or slanted. Letters that need shaping to be drawn (Devanagari, Thai, Khmer; a
-script written right to left) are refused in one line."""
+drawn thicker or slanted. Letters that are shaped (Arabic, Devanagari) or written right to
+left are drawn by ``pdf_shaping.py``, which refuses what it cannot draw."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from transformer_mt.errors import MTError
+from transformer_mt.translate.pdf_shaping import check
 
 LOOKS = [(False, False), (True, False), (False, True), (True, True)]  # (bold, oblique)
 STANDARD = dict(zip(LOOKS, ["Helvetica", "Helvetica-Bold", "Helvetica-Oblique",
@@ -27,10 +28,6 @@ PREFERRED = ("Liberation Sans", "Arimo", "Noto Sans", "DejaVu Sans", "FreeSans")
 STYLES = {"regular": LOOKS[0], "book": LOOKS[0], "normal": LOOKS[0], "roman": LOOKS[0],
           "bold": LOOKS[1], "italic": LOOKS[2], "oblique": LOOKS[2],
           "bold italic": LOOKS[3], "bold oblique": LOOKS[3]}
-SHAPED = [(0x0590, 0x08FF, "written right to left"), (0x0900, 0x0DFF, "an Indic script"),
-          (0x0E00, 0x0EFF, "Thai or Lao"), (0x0F00, 0x0FFF, "Tibetan"),
-          (0x1000, 0x109F, "Myanmar"), (0x1780, 0x17FF, "Khmer"),
-          (0xFB1D, 0xFDFF, "written right to left"), (0xFE70, 0xFEFF, "written right to left")]
 CODEC = "mt_winansi"  # Windows-1252 under a name of its own (:func:`_standard`)
 INSTALL = ("install one (Debian: fonts-noto-core; Chinese, Japanese, Korean: "
            "fonts-wqy-zenhei) or set MT_PDF_FONT to a TrueType font (.ttf) that has them")
@@ -52,12 +49,7 @@ def faces(name: str, text: str) -> dict[tuple[bool, bool], Face]:
     letters = set(ordered)
     if all(_standard_has(c) for c in ordered):
         return _standard()
-    for letter in ordered:
-        for low, high, what in SHAPED:
-            if low <= ord(letter) <= high:
-                raise MTError(f"'{name}': the translation holds {letter!r} ({what}), whose "
-                              "letters need shaping, which is not done here; translate the "
-                              "document the PDF was made from")
+    check(name, text)
     files = _family(name, letters)
     out = {}
     for bold, oblique in LOOKS:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_mt.errors import MTError
+from transformer_mt.translate.language_tags import direction
 from transformer_mt.translate.pdf_fonts import Face, faces
+from transformer_mt.translate.pdf_shaping import actual_text, right_to_left, shaped, visual
 
 SMALLEST = 0.6  # of a box's size, where its translation needs more lines than the box has
 SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}  # the operators that draw text
@@ -35,8 +37,8 @@ class Box:
     """A paragraph of a page's text box (its lines of one style that run on into each other):
     its text in runs that look alike (a bold word, a link's colour) and how each looks, where
     its first line's baseline begins (PDF points, from the page's lower left corner), how
-    many lines it had and how far apart, its first letter's size, and how wide its
-    translation may be."""
+    many lines it had and how far apart, its first letter's size, how wide its translation
+    may be, and where its widest line ended (a translation read from the right ends there)."""
 
     pieces: list[str]
     looks: list[Look]
@@ -47,6 +49,7 @@ class Box:
     leading: float
     size: float
     width: float
+    right: float
 
 
 def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
@@ -60,6 +63,7 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
     if target:
         writer.root_object[NameObject("/Lang")] = TextStringObject(target)
     looks = faces(name, "".join(t for boxes in pages for _, text in boxes for t in text))
+    rtl = direction(target) == "rtl" if target else None
     seen: set[Any] = set()  # (the figures already without their text)
     for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
         content = page.get_contents()
@@ -70,7 +74,7 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
         if figures:
             _figures_without_text(name, number, page, writer, seen)
         box = page.mediabox
-        over = _over(float(box.width), float(box.height), boxes, looks)
+        over = _over(float(box.width), float(box.height), boxes, looks, rtl)
         page.merge_transformed_page(PdfReader(io.BytesIO(over)).pages[0],
                                     Transformation().translate(float(box.left),
                                                                float(box.bottom)))
@@ -80,7 +84,7 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
 
 
 def _over(width: float, height: float, boxes: list[tuple[Box, list[str]]],
-          looks: dict[tuple[bool, bool], Face]) -> bytes:
+          looks: dict[tuple[bool, bool], Face], rtl: bool | None) -> bytes:
     """A page of ``width`` by ``height`` points holding only each box's translation, drawn
     where the box stood (its coordinates from the page's lower left corner)."""
     from reportlab.pdfgen.canvas import Canvas
@@ -88,7 +92,7 @@ def _over(width: float, height: float, boxes: list[tuple[Box, list[str]]],
     out = io.BytesIO()
     canvas = Canvas(out, pagesize=(width, height), pageCompression=1)
     for box, text in boxes:
-        _draw(canvas, box, text, looks)
+        _draw(canvas, box, text, looks, rtl)
     canvas.showPage()
     canvas.save()
     return out.getvalue()
@@ -142,15 +146,17 @@ def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
     return kept
 
 
-def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool], Face]
-          ) -> None:
+def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool], Face],
+          rtl: bool | None) -> None:
     """``pieces`` (each looking as the box's piece it translates) drawn in ``box``'s place:
     wrapped to its width, at the largest size down to :data:`SMALLEST` of the box's at which
-    it takes no more lines than the box had."""
-    from reportlab.pdfbase.pdfmetrics import stringWidth
+    it takes no more lines than the box had; from the right where ``rtl`` (None: where its
+    first letter with a direction reads so), each line in the order it is seen."""
+    if rtl is None:
+        rtl = right_to_left("".join(pieces))
 
     def points(text: str, look: Look, size: float) -> float:
-        return float(stringWidth(text, looks[look[:2]].name, size))
+        return shaped(text, False, looks[look[:2]].name, size)[1]
 
     for scale in (1.0, 0.9, 0.8, 0.7, SMALLEST):
         size = box.size * scale
@@ -158,22 +164,34 @@ def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool
         if len(lines) * scale <= box.lines + 0.25:
             break
     for i, line in enumerate(lines):
-        x, y = box.left, box.baseline - i * box.leading * scale
-        for text, look in line:
-            face = looks[look[:2]]
-            canvas.saveState()
-            _colour(canvas, look[2])
-            if face.slanted:  # leaning right about the baseline
-                canvas.transform(1, 0, SLANT, 1, -SLANT * y, 0)
-            drawing = canvas.beginText(x, y)
-            drawing.setFont(face.name, size)
-            if face.thicker:  # filled and outlined
-                canvas.setLineWidth(size * 0.03)
-                drawing.setTextRenderMode(2)
-            drawing.textOut(text)
-            canvas.drawText(drawing)
-            canvas.restoreState()
-            x += points(text, look, size)
+        y = box.baseline - i * box.leading * scale
+        drawn = [(text, look, shaped(text, backwards, looks[look[:2]].name, size))
+                 for text, look, backwards in visual(line, rtl)]
+        x = max(box.left, box.right - sum(d[2][1] for d in drawn)) if rtl else box.left
+        for text, look, (glyphs, wide, unread) in drawn:
+            if unread:  # (what the glyphs read as, for copying and searching)
+                canvas.addLiteral(actual_text(text))
+            _piece(canvas, x, y, glyphs, looks[look[:2]], size, look[2])
+            if unread:
+                canvas.addLiteral("EMC")
+            x += wide
+
+
+def _piece(canvas: Any, x: float, y: float, glyphs: str, face: Face, size: float,
+           colour: Any) -> None:
+    """A piece of a line drawn from ``x`` on the baseline ``y`` in ``face``, its colour."""
+    canvas.saveState()
+    _colour(canvas, colour)
+    if face.slanted:  # leaning right about the baseline
+        canvas.transform(1, 0, SLANT, 1, -SLANT * y, 0)
+    drawing = canvas.beginText(x, y)
+    drawing.setFont(face.name, size)
+    if face.thicker:  # filled and outlined
+        canvas.setLineWidth(size * 0.03)
+        drawing.setTextRenderMode(2)
+    drawing.textOut(glyphs)
+    canvas.drawText(drawing)
+    canvas.restoreState()
 
 
 def _wrapped(runs: list[tuple[str, Look]], size: float, width: float,

@@ -1,0 +1,111 @@
+"""A PDF's translation in scripts whose letters are shaped or written right to left
+(``translate/pdf_shaping.py``): each line in the order python-bidi's own (compiled)
+implementation shows it; Arabic joined, drawn from the right and read back as the text;
+Devanagari's conjuncts drawn and read back whole by poppler; what cannot be drawn refused
+in one line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import unicodedata
+from itertools import pairwise
+
+import pytest
+
+from tests.integration.test_files_pdf import PARAGRAPH, pdf, rebuilt
+from tests.integration.test_files_pdf_fonts import RUSSIAN, chars, installed
+from transformer_mt.errors import MTError
+from transformer_mt.packages import MissingPackageError
+from transformer_mt.translate.files import read_file
+
+pytest.importorskip("reportlab")
+bidi = pytest.importorskip("bidi")
+pytest.importorskip("uharfbuzz")
+
+LINES = ["שלום world 123 (עולם)!", "Hello שלום, (world) 12.5% done.", "מספר 3 ו-4 [א] ב",
+         "שלום", "abc def", "(a) שלום b [c]", "עברית: \"ציטוט\" - 2024 (abc) סוף.",
+         "a - b ש 1/2 ת"]
+
+
+@pytest.mark.parametrize("rtl", [True, False])
+def test_a_line_is_in_the_order_python_bidis_compiled_algorithm_shows_it(rtl):
+    """Equivalence: the pieces in the order they are drawn, each read from the right turned
+    around, are the line as python-bidi's Rust implementation displays it (which mirrors no
+    bracket: a piece read from the right is drawn with its brackets mirrored); each piece
+    keeps the look of the run it came from, wherever the runs are cut."""
+    from transformer_mt.translate.pdf_shaping import shaped, visual
+
+    for line in LINES:
+        for cuts in ([], [3], [2, 7, 9]):
+            ends = [0, *[c for c in cuts if c < len(line)], len(line)]
+            runs = [(line[a:b], i) for i, (a, b) in enumerate(pairwise(ends))]
+            pieces = visual(runs, rtl)
+            shown = "".join(text[::-1] if back else text for text, _, back in pieces)
+            assert shown == bidi.get_display(line, base_dir="R" if rtl else "L"), line
+            for text, look in runs:
+                assert sorted("".join(t for t, lk, _ in pieces if lk == look)) == sorted(text)
+    assert shaped("[x) «", True, "Helvetica", 10)[0] == "» (x]"
+
+
+ARABIC = ["كلب في الحديقة", "رجل يركب دراجة عبر المدينة مع 2 كلاب. كلبان يلعبان في الحديقة "
+          "الكبيرة.", "امرأة", "طفل", "صبي يقفز في الماء."]
+
+
+@pytest.mark.skipif(not installed("بك"), reason="no TrueType font for Arabic installed")
+def test_arabic_is_joined_drawn_from_the_right_and_read_back_as_its_text():
+    """The paragraph's glyphs, read from the right a line at a time, are its translation
+    (their joined forms as the letters they are); its letters joined (presentation forms);
+    each line ends where the source's widest line ended, and wraps within the box."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    out = rebuilt(read_file("a.pdf", pdf(), "de", "ar"), ARABIC)
+    drawn = [c for c in chars(out) if c.y0 < 745 and c.y1 > 690 and c.x0 < 290]
+    lines = sorted({round(c.y0) for c in drawn}, reverse=True)
+    assert len(lines) >= 2
+    right = 72 + max(stringWidth(line, "Helvetica", 11) for line in PARAGRAPH)
+    read = []
+    for y in lines:
+        line = sorted((c for c in drawn if round(c.y0) == y), key=lambda c: -c.x0)
+        assert max(c.x1 for c in line) == pytest.approx(right, abs=0.5)
+        assert min(c.x0 for c in line) >= 72 - 0.5
+        read.append(unicodedata.normalize("NFKC", "".join(c.get_text() for c in line)))
+    assert " ".join(" ".join(read).split()) == ARABIC[1]
+    assert any(0xFE70 <= ord(c.get_text()[0]) <= 0xFEFF for c in drawn)  # (joined forms)
+
+
+HINDI = ["पार्क में एक कुत्ता", "एक आदमी शहर में साइकिल चलाता है। दो कुत्ते खेलते हैं।",
+         "महिला", "बच्चा", "लड़का पानी में कूदता है।"]
+
+
+@pytest.mark.skipif(not installed("कत्"), reason="no TrueType font for Devanagari installed")
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler's pdftotext missing")
+def test_devanagari_is_shaped_and_poppler_reads_it_back_as_its_text():
+    """Devanagari's conjuncts drawn as one glyph (fewer glyphs than letters), and the PDF
+    read back by poppler (pdftotext, as its viewers copy text) as the translation: the
+    words whose glyphs do not say their letters carry them (ActualText)."""
+    out = rebuilt(read_file("a.pdf", pdf(), "de", "hi"), HINDI)
+    heading = [c for c in chars(out) if c.y0 > 760]
+    assert 0 < len(heading) < len(HINDI[0].replace(" ", ""))
+    shown = subprocess.run(["pdftotext", "-", "-"], input=out, capture_output=True,
+                           check=True).stdout.decode()
+    assert " ".join(shown.split()) == " ".join(HINDI)
+
+
+def test_a_script_written_without_spaces_between_words_is_refused_in_one_line():
+    doc = read_file("a.pdf", pdf(), "de", "th")
+    with pytest.raises(MTError, match=r"'ส' \(Thai or Lao\), written without spaces between "
+                                      r"words: where its lines may break is not known here"):
+        rebuilt(doc, ["สุนัข", *RUSSIAN[1:]])
+
+
+@pytest.mark.parametrize("module", ["bidi", "uharfbuzz"])
+def test_without_its_libraries_a_pdf_into_arabic_is_refused_before_translating(
+        monkeypatch, module):
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingPackageError, match=rf"{module}.*transformer_mt\[files\]"):
+        read_file("a.pdf", pdf(), "de", "ar")
+    doc = read_file("a.pdf", pdf(), "de", "hi")  # (a script shaped, found as it is drawn)
+    with pytest.raises(MissingPackageError, match=rf"{module}.*transformer_mt\[files\]"):
+        rebuilt(doc, HINDI)
