@@ -75,6 +75,21 @@ def test_arabic_is_joined_drawn_from_the_right_and_read_back_as_its_text():
     assert any(0xFE70 <= ord(c.get_text()[0]) <= 0xFEFF for c in drawn)  # (joined forms)
 
 
+def test_a_pdf_in_arabic_is_read_as_its_text_and_its_translation_drawn_from_its_left():
+    """Equivalence: the Arabic PDF drawn above, read (its glyphs drawn from the left, in their
+    joined forms), is the text it was drawn from, brackets and a number inside too, its lines
+    run together; translated into English, drawn from where its leftmost line began."""
+    said = [ARABIC[0], "رجل يركب دراجة عبر المدينة (بسرعة) مع 2 كلاب. كلبان يلعبان في "
+            "الحديقة الكبيرة.", *ARABIC[2:]]
+    arabic = rebuilt(read_file("a.pdf", pdf(), "de", "ar"), said)
+    doc = read_file("a.pdf", arabic, "ar", "en")
+    assert [" ".join(d.sentences) for d in doc.documents] == said
+    out = rebuilt(doc, ["A dog in the park", " ".join(PARAGRAPH), "A woman", "A child", "A boy"])
+    line = [c for c in chars(out) if 745 > c.y0 > 690 and c.x0 < 290]
+    left = min(c.x0 for c in chars(arabic) if 745 > c.y0 > 690 and c.x0 < 290)
+    assert min(c.x0 for c in line) == pytest.approx(left, abs=0.5)
+
+
 HINDI = ["पार्क में एक कुत्ता", "एक आदमी शहर में साइकिल चलाता है। दो कुत्ते खेलते हैं।",
          "महिला", "बच्चा", "लड़का पानी में कूदता है।"]
 

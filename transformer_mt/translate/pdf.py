@@ -2,7 +2,8 @@
 where the style changes, a heading and its paragraph, or where a line ends short of the width
 and does not run on: a table's cells, a list's items) read as one text, its lines run
 together where a sentence or a word runs on across them (``sentences.soft_breaks``:
-"Fahr-\nrad" is "Fahrrad"), its runs that look otherwise (a bold word, a link's coloured
+"Fahr-\nrad" is "Fahrrad"), a line written right to left in the order it is read
+(``pdf_shaping.logical``), its runs that look otherwise (a bold word, a link's coloured
 text) as Word's runs are (``documents.split_flow``); the text inside figures (form XObjects)
 read as the page's, each place a figure is drawn. Its translation is drawn where it stood
 (``pdf_writing.py``: the page's own text and its figures' taken out, everything else as it
@@ -29,7 +30,7 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
 from transformer_mt.translate.language_tags import direction
-from transformer_mt.translate.pdf_shaping import libraries
+from transformer_mt.translate.pdf_shaping import libraries, logical
 from transformer_mt.translate.pdf_writing import Box, Look, drawn, forms, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
 
@@ -144,8 +145,7 @@ def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
                           "translated here")
         paragraphs = [box for item in kept
                       for box in _paragraphs([li for li in item if li.get_text().strip()],
-                                             lang, max(li.x1 for li in lines if li.x0 <
-                                                       item.x1 and li.x1 > item.x0))]
+                                             lang, _edges(lines, item))]
         out.append(_widened(paragraphs, lines, page.bbox[2] - page.bbox[0]))
     if not any(out):
         raise MTError(f"'{name}' holds no text (pages scanned as pictures?): nothing to "
@@ -178,16 +178,25 @@ GLYPHS = str.maketrans({**dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", 
                         "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
 
 
-def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
+def _edges(lines: list[Any], box: Any) -> tuple[float, float]:
+    """Where the page's lines above and below ``box`` (beside none of it) begin and end."""
+    beside = [line for line in lines if line.x0 < box.x1 and line.x1 > box.x0]
+    return min(line.x0 for line in beside), max(line.x1 for line in beside)
+
+
+def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float]) -> list[Box]:
     """A text box's lines as paragraphs: lines of one style (the first letter's font, size
     and colour) that run on into each other (``sentences.soft_breaks``, or :func:`_full`
-    against ``right``, where the page's text beside the box ends), read as one text."""
-    runs = [_runs(line) for line in lines]
+    against ``edges``, where the page's text beside the box begins and ends), read as one
+    text; lines in a language written right to left read so."""
+    rtl = direction(lang) == "rtl"
+    runs = [_runs(line, rtl) for line in lines]
     texts = ["".join(text for text, _ in run) for run in runs]
     whole = "\n".join(texts)
     soft = {whole.find("\n", b.start): b for b in soft_breaks(whole, lang)}
     ends = list(itertools.accumulate(len(t) + 1 for t in texts))  # (each line break, + 1)
-    joins = [("" if _full(lines, i, right) and not LIST_MARKER.match(texts[i + 1]) else None)
+    joins = [("" if _full(lines, i, edges, rtl) and not LIST_MARKER.match(texts[i + 1])
+              else None)
              if e - 1 not in soft else "" if not soft[e - 1].joined else
              "-" if whole[soft[e - 1].start] == "-" else "+" for i, e in enumerate(ends[:-1])]
     styles = [_style(line) for line in lines]
@@ -196,15 +205,16 @@ def _paragraphs(lines: list[Any], lang: str, right: float) -> list[Box]:
     for i in range(len(lines)):
         if i + 1 == len(lines) or joins[i] is None or styles[i + 1] != styles[i]:
             out.append(_box(lines[first:i + 1], runs[first:i + 1], joins[first:i],
-                            styles[first]))
+                            styles[first], rtl))
             first = i + 1
     return out
 
 
-def _runs(line: Any) -> list[tuple[str, Look]]:
+def _runs(line: Any, rtl: bool) -> list[tuple[str, Look]]:
     """A line's text in runs of letters that look alike (a space looks as the letter before
-    it), its end's spaces left out; Word's symbol-font bullets as "•", ligatures as their
-    letters (:data:`GLYPHS`)."""
+    it), in the order it is read (``pdf_shaping.logical``: letters written right to left,
+    drawn from the left), its end's spaces left out; Word's symbol-font bullets as "•",
+    ligatures as their letters (:data:`GLYPHS`)."""
     from pdfminer.layout import LTChar
 
     out: list[tuple[str, Look]] = []
@@ -216,9 +226,18 @@ def _runs(line: Any) -> list[tuple[str, Look]]:
             out[-1] = (out[-1][0] + text, out[-1][1])
         elif look is not None:
             out.append((text, look))
-    while out and not out[-1][0].rstrip():
-        out.pop()
-    return [*out[:-1], (out[-1][0].rstrip(), out[-1][1])] if out else out
+    xs = [c.x0 for c in line if isinstance(c, LTChar)]
+    if sum(b > a for a, b in itertools.pairwise(xs)) >= sum(b < a for a, b in
+                                                            itertools.pairwise(xs)):
+        out = logical(_stripped(out), rtl)  # (drawn from the left, as most PDFs are)
+    return _stripped(out)
+
+
+def _stripped(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:
+    """``runs`` without the spaces and line break at their end."""
+    while runs and not runs[-1][0].rstrip():
+        runs.pop()
+    return [*runs[:-1], (runs[-1][0].rstrip(), runs[-1][1])] if runs else runs
 
 
 def _look(font: str, colour: Any) -> Look:
@@ -226,16 +245,20 @@ def _look(font: str, colour: Any) -> Look:
             re.search(r"(?i)(italic|oblique)", font) is not None, colour)
 
 
-def _full(lines: list[Any], i: int, right: float) -> bool:
+def _full(lines: list[Any], i: int, edges: tuple[float, float], rtl: bool) -> bool:
     """Whether line ``i`` was ended by the width (the next line's first word would not have
-    fit after it before ``right``, where the page's text ends: typeset text runs on), not by
-    its paragraph's end: a line of 4 words or more (of fewer, a table's cell or a list's)."""
+    fit after it before ``edges``' end, where the page's text ends, or its beginning where
+    it is read from the right: typeset text runs on), not by its paragraph's end: a line of
+    4 words or more (of fewer, a table's cell or a list's)."""
     if len(lines[i].get_text().split()) < 4:
         return False
     after = lines[i + 1]
-    word = next((c.x0 for c in after if c.get_text().isspace() and hasattr(c, "x0")),
-                after.x1) - after.x0
-    return lines[i].x1 + word + 0.5 * after.height >= right
+    spaces = [c for c in after if c.get_text().isspace() and hasattr(c, "x0")]
+    if rtl:
+        word = after.x1 - (spaces[-1].x1 if spaces else after.x0)
+        return lines[i].x0 - word - 0.5 * after.height <= edges[0]
+    word = (spaces[0].x0 if spaces else after.x1) - after.x0
+    return lines[i].x1 + word + 0.5 * after.height >= edges[1]
 
 
 def _style(line: Any) -> tuple[float, Look]:
@@ -248,10 +271,12 @@ def _style(line: Any) -> tuple[float, Look]:
 
 
 def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str | None],
-         style: tuple[float, Look]) -> Box:
+         style: tuple[float, Look], rtl: bool) -> Box:
     """The paragraph of ``lines`` (their ``runs``), each line break between them a space
     (``joins`` ""), none ("+"), or none and the hyphen before it gone ("-"); its own look
-    and size ``style``'s (its first letter's: the text outside markup, a bold word, say)."""
+    and size ``style``'s (its first letter's: the text outside markup, a bold word, say);
+    beginning where its first line begins, or (``rtl``: lines that end on the left) where
+    its leftmost line does."""
     from pdfminer.layout import LTChar
 
     pieces = [text for text, _ in runs[0]]
@@ -266,8 +291,10 @@ def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str |
     first = next(c for c in lines[0] if isinstance(c, LTChar))
     leading = ((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) if len(lines) > 1
                else style[0] * 1.2)
-    width = max(line.x1 for line in lines) - min(line.x0 for line in lines)
-    return Box([p for p, _ in kept], [lk for _, lk in kept], style[1], first.matrix[4],
+    left = min(line.x0 for line in lines)
+    width = max(line.x1 for line in lines) - left
+    return Box([p for p, _ in kept], [lk for _, lk in kept], style[1],
+               left if rtl else first.matrix[4],
                first.matrix[5], len(lines), leading, style[0], width,
                max(line.x1 for line in lines))
 

@@ -15,6 +15,7 @@ their lines may break is not known here)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from itertools import groupby
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ SHAPED = re.compile(r"[\u0590-\u08ff\u0900-\u0dff\ufb1d-\ufdff\ufe70-\ufeff]")
 UNBROKEN = [(0x0E00, 0x0EFF, "Thai or Lao"), (0x0F00, 0x0FFF, "Tibetan"),
             (0x1000, 0x109F, "Myanmar"), (0x1780, 0x17FF, "Khmer")]
 PRIVATE = re.compile(r"[\ue000-\uf8ff]")  # (a glyph ReportLab gave no letter of its own)
+PRESENTATION = re.compile(r"[\ufb1d-\ufdff\ufe70-\ufeff]+")  # (letters' joined forms)
 
 
 def check(name: str, text: str) -> None:
@@ -123,6 +125,27 @@ def _levels(text: str, rtl: bool) -> list[int]:
     return levels
 
 
+def logical(runs: list[tuple[str, T]], rtl: bool) -> list[tuple[str, T]]:
+    """A line's ``runs`` as a PDF draws them, from the left, in the order they are read:
+    :func:`visual` undone (the levels resolved on the drawn order are those of the text for
+    a line of one direction and the numbers and names inside it), the pieces read from the
+    right turned around, their brackets mirrored back; Arabic's joined forms (presentation
+    forms) as the letters they are."""
+    if not RIGHT_TO_LEFT.search("".join(t for t, _ in runs)):
+        return runs
+    libraries()
+    return [(PRESENTATION.sub(lambda m: unicodedata.normalize("NFKC", m.group()),
+                              _turned_around(text) if back else text), look)
+            for text, look, back in visual(runs, rtl)]
+
+
+def _turned_around(text: str) -> str:
+    """``text`` read from the other end, its brackets mirrored (rule L4)."""
+    from bidi.mirror import MIRRORED
+
+    return "".join(MIRRORED.get(c, c) for c in reversed(text))
+
+
 def shaped(text: str, backwards: bool, font: str, size: float) -> tuple[Any, float, bool]:
     """A piece of a line as it is drawn in ``font`` at ``size``: HarfBuzz's glyphs where it
     holds letters to shape (in the order they are seen), else its letters (turned around and
@@ -141,9 +164,7 @@ def shaped(text: str, backwards: bool, font: str, size: float) -> tuple[Any, flo
                 not backwards and str(glyphs) != text)
         return glyphs, float(stringWidth(glyphs, font, size)), False
     if backwards:
-        from bidi.mirror import MIRRORED
-
-        text = "".join(MIRRORED.get(c, c) for c in reversed(text))
+        text = _turned_around(text)
     return text, float(stringWidth(text, font, size)), False
 
 
