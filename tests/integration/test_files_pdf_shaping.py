@@ -6,6 +6,7 @@ in one line."""
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -77,17 +78,55 @@ def test_arabic_is_joined_drawn_from_the_right_and_read_back_as_its_text():
 
 def test_a_pdf_in_arabic_is_read_as_its_text_and_its_translation_drawn_from_its_left():
     """Equivalence: the Arabic PDF drawn above, read (its glyphs drawn from the left, in their
-    joined forms), is the text it was drawn from, brackets and a number inside too, its lines
-    run together; translated into English, drawn from where its leftmost line began."""
-    said = [ARABIC[0], "رجل يركب دراجة عبر المدينة (بسرعة) مع 2 كلاب. كلبان يلعبان في "
-            "الحديقة الكبيرة.", *ARABIC[2:]]
+    joined forms), is the text it was drawn from, a number inside too, its lines run
+    together; translated into English, drawn from where its leftmost line began."""
+    said = [ARABIC[0], "رجل يركب دراجة عبر المدينة مع 2 كلاب. كلبان يلعبان في الحديقة "
+            "الكبيرة.", *ARABIC[2:]]
     arabic = rebuilt(read_file("a.pdf", pdf(), "de", "ar"), said)
     doc = read_file("a.pdf", arabic, "ar", "en")
     assert [" ".join(d.sentences) for d in doc.documents] == said
     out = rebuilt(doc, ["A dog in the park", " ".join(PARAGRAPH), "A woman", "A child", "A boy"])
     line = [c for c in chars(out) if 745 > c.y0 > 690 and c.x0 < 290]
-    left = min(c.x0 for c in chars(arabic) if 745 > c.y0 > 690 and c.x0 < 290)
-    assert min(c.x0 for c in line) == pytest.approx(left, abs=0.5)
+    left = min(c.x0 for c in line)
+    assert left == pytest.approx(min(c.x0 for c in chars(arabic) if 745 > c.y0 > 690 and
+                                     c.x0 < 290), abs=0.5)
+
+
+@pytest.mark.skipif(not installed("بك"), reason="no TrueType font for Arabic installed")
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler's pdftotext missing")
+def test_a_bracket_drawn_mirrored_is_read_by_poppler_as_the_bracket_it_is():
+    said = "رجل (بسرعة) «هنا»"
+    out = rebuilt(read_file("a.pdf", pdf(), "de", "ar"), [said, *ARABIC[1:]])
+    shown = subprocess.run(["pdftotext", "-", "-"], input=out, capture_output=True,
+                           check=True).stdout.decode()
+    read = unicodedata.normalize("NFKC", shown.splitlines()[0].strip("\u202a\u202b\u202c"))
+    assert read == said
+
+
+@pytest.mark.skipif(not installed("بכ"), reason="no TrueType font for Arabic and Hebrew")
+@pytest.mark.parametrize("said", ["رجل يركب دراجة (بسرعة) مع 2 كلاب.",
+                                  "שלום עולם (מספר 12) סוף."])
+def test_a_line_drawn_a_direction_at_a_time_as_libreoffice_draws_it_is_read_whole(said):
+    """A line drawn as LibreOffice and Word draw it: its glyphs from the left, each saying
+    the letter it is where it is read (a bracket too), the number inside drawn after the
+    words on both sides of it: read as one line, in the order it is read."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    pdfmetrics.registerFont(TTFont("Arabic-test", installed("بכ")[0]))
+    shown = bidi.get_display(said, base_dir="R")  # (the letters as seen, none mirrored)
+    number = next(i for i, c in enumerate(shown) if c.isdigit())
+    parts = [(number + 2, shown[number + 2:]), (number, shown[number:number + 2]),
+             (0, shown[:number])]  # (right to left)
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.setFont("Arabic-test", 12)
+    for at, part in parts:
+        c.drawString(300 + pdfmetrics.stringWidth(shown[:at], "Arabic-test", 12), 700, part)
+    c.save()
+    doc = read_file("a.pdf", out.getvalue(), "ar", "en")
+    assert [" ".join(d.sentences) for d in doc.documents] == [said]
 
 
 HINDI = ["पार्क में एक कुत्ता", "एक आदमी शहर में साइकिल चलाता है। दो कुत्ते खेलते हैं।",

@@ -30,7 +30,7 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import Document, split_flow
 from transformer_mt.translate.language_tags import direction
-from transformer_mt.translate.pdf_shaping import libraries, logical
+from transformer_mt.translate.pdf_shaping import RIGHT_TO_LEFT, libraries, logical
 from transformer_mt.translate.pdf_writing import Box, Look, drawn, forms, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
 
@@ -124,11 +124,8 @@ def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
     """Each page's paragraphs, and whether its figures' text is among them (not where a
     figure holds turned text: a watermark, say; then every figure keeps its text, said in a
     warning); a one-line :class:`MTError` for what is not translated here."""
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LAParams
-
-    try:  # (all_texts: the text inside figures laid out in boxes too)
-        pages = list(extract_pages(io.BytesIO(data), laparams=LAParams(all_texts=True)))
+    try:
+        pages = _laid_out(data)
     except Exception as exc:  # (the parser's many errors: a file not read)
         raise _unread(name, exc) from None
     found = [_text_boxes(page) for page in pages]
@@ -178,6 +175,36 @@ GLYPHS = str.maketrans({**dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", 
                         "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
 
 
+def _laid_out(data: bytes) -> list[Any]:
+    """Each page's letters laid out in lines and text boxes by pdfminer.six (the text inside
+    figures too), in the order drawn; or, on a page that holds letters written right to left,
+    line by line from the left: a producer (LibreOffice, Word) draws such a line a
+    direction's run at a time (a number inside it after the words on either side), and
+    pdfminer.six makes lines of letters drawn one after the other."""
+    from pdfminer.converter import PDFPageAggregator
+    from pdfminer.layout import LAParams, LTChar, LTPage
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    resources = PDFResourceManager()
+    device = PDFPageAggregator(resources, laparams=None)  # (laid out below)
+    interpreter = PDFPageInterpreter(resources, device)
+    out = []
+    for page in PDFPage.get_pages(io.BytesIO(data)):
+        interpreter.process_page(page)
+        drawn = device.get_result()
+        letters = "".join(c.get_text() for c in drawn if isinstance(c, LTChar))
+        if RIGHT_TO_LEFT.search(letters):
+            ordered = LTPage(drawn.pageid, drawn.bbox, drawn.rotate)
+            for item in sorted(drawn, key=lambda o: (-round(o.matrix[5], 1), o.x0)
+                               if isinstance(o, LTChar) else (float("-inf"), 0.0)):
+                ordered.add(item)
+            drawn = ordered
+        drawn.analyze(LAParams(all_texts=True))  # (the text inside figures in boxes too)
+        out.append(drawn)
+    return out
+
+
 def _edges(lines: list[Any], box: Any) -> tuple[float, float]:
     """Where the page's lines above and below ``box`` (beside none of it) begin and end."""
     beside = [line for line in lines if line.x0 < box.x1 and line.x1 > box.x0]
@@ -222,6 +249,8 @@ def _runs(line: Any, rtl: bool) -> list[tuple[str, Look]]:
     for c in line:
         look = _look(c.fontname, c.graphicstate.ncolor) if isinstance(c, LTChar) else look
         text = c.get_text().translate(GLYPHS)
+        if len(text) > 1 and RIGHT_TO_LEFT.search(text):  # (a glyph of letters read from
+            text = text[::-1]  # the right, as lam-alef's: turned around with the line, whole)
         if out and out[-1][1] == look:
             out[-1] = (out[-1][0] + text, out[-1][1])
         elif look is not None:

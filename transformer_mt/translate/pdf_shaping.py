@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import cache
 from itertools import groupby
 from typing import Any, TypeVar
 
@@ -80,7 +81,20 @@ def visual(runs: Sequence[tuple[str, T]], rtl: bool) -> list[tuple[str, T, bool]
                                     key=lambda pair: pair[1]):
             pieces.append((("".join(c for c, _ in group), look), level))
         at += len(t)
-    return [(t, look, level % 2 == 1) for (t, look), level in _turned(pieces)]
+    out = []
+    for (t, look), level in _turned(pieces):
+        # (a bracket read from the right a piece of its own: drawn mirrored, said as it is)
+        parts = [t] if level % 2 == 0 else [p for p in _mirrored().split(t) if p][::-1]
+        out += [(part, look, level % 2 == 1) for part in parts]
+    return out
+
+
+@cache
+def _mirrored() -> re.Pattern[str]:
+    """The letters drawn mirrored where they are read from the right (brackets, « »)."""
+    from bidi.mirror import MIRRORED
+
+    return re.compile("([" + re.escape("".join(MIRRORED)) + "])")
 
 
 def _turned(items: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
@@ -129,13 +143,14 @@ def logical(runs: list[tuple[str, T]], rtl: bool) -> list[tuple[str, T]]:
     """A line's ``runs`` as a PDF draws them, from the left, in the order they are read:
     :func:`visual` undone (the levels resolved on the drawn order are those of the text for
     a line of one direction and the numbers and names inside it), the pieces read from the
-    right turned around, their brackets mirrored back; Arabic's joined forms (presentation
-    forms) as the letters they are."""
+    right turned around (a bracket's glyph says the bracket it is where it is read, as
+    LibreOffice and Word write it and :func:`actual_text` says it); Arabic's joined forms
+    (presentation forms) as the letters they are."""
     if not RIGHT_TO_LEFT.search("".join(t for t, _ in runs)):
         return runs
     libraries()
     return [(PRESENTATION.sub(lambda m: unicodedata.normalize("NFKC", m.group()),
-                              _turned_around(text) if back else text), look)
+                              text[::-1] if back else text), look)
             for text, look, back in visual(runs, rtl)]
 
 
@@ -150,8 +165,8 @@ def shaped(text: str, backwards: bool, font: str, size: float) -> tuple[Any, flo
     """A piece of a line as it is drawn in ``font`` at ``size``: HarfBuzz's glyphs where it
     holds letters to shape (in the order they are seen), else its letters (turned around and
     mirrored where ``backwards``); how wide it is; and whether its glyphs do not read back
-    as its text (a conjunct, a vowel sign drawn before its consonant: the text is said
-    beside them)."""
+    as its text (a conjunct, a vowel sign drawn before its consonant, a mirrored bracket:
+    the text is said beside them)."""
     from reportlab.pdfbase.pdfmetrics import stringWidth
 
     if SHAPED.search(text):
@@ -163,9 +178,9 @@ def shaped(text: str, backwards: bool, font: str, size: float) -> tuple[Any, flo
             return glyphs, wide, bool(PRIVATE.search(glyphs)) or (
                 not backwards and str(glyphs) != text)
         return glyphs, float(stringWidth(glyphs, font, size)), False
-    if backwards:
-        text = _turned_around(text)
-    return text, float(stringWidth(text, font, size)), False
+    drawn = _turned_around(text) if backwards else text
+    return drawn, float(stringWidth(drawn, font, size)), drawn != (text[::-1] if backwards
+                                                                   else text)
 
 
 def actual_text(text: str) -> str:
