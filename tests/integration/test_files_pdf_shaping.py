@@ -147,6 +147,37 @@ def test_devanagari_is_shaped_and_poppler_reads_it_back_as_its_text():
     assert " ".join(shown.split()) == " ".join(HINDI)
 
 
+@pytest.mark.skipif(not installed("कत्"), reason="no TrueType font for Devanagari installed")
+def test_devanagari_drawn_here_is_read_back_as_its_text_as_its_actualtext_says():
+    """Equivalence: the Hindi PDF drawn here, read here, is the text it was drawn from (the
+    glyphs of a conjunct say no letters of their own: their marked content's ActualText)."""
+    out = rebuilt(read_file("a.pdf", pdf(), "de", "hi"), HINDI)
+    doc = read_file("a.pdf", out, "hi", "en")
+    assert [" ".join(d.sentences) for d in doc.documents] == HINDI
+
+
+@pytest.mark.skipif(not installed("कत्"), reason="no TrueType font for Devanagari installed")
+def test_a_vowel_sign_of_no_width_makes_no_space_inside_a_word():
+    """A vowel sign drawn on the letter before it, of no width (as LibreOffice draws
+    Devanagari), then the next letter a hair after the first: one word, as it is drawn
+    (pdfminer.six alone puts a space after the sign)."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    pdfmetrics.registerFont(TTFont("Devanagari-test", installed("कत्")[0]))
+    wide = pdfmetrics.stringWidth("क", "Devanagari-test", 12)
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.setFont("Devanagari-test", 12)
+    for x, letter in ((100, "क"), (100 + wide * 0.7, "\u0941"), (100 + wide + 0.1, "त"),
+                      (100 + 2 * wide + 4, "क")):
+        c.drawString(x, 700, letter)
+    c.save()
+    doc = read_file("a.pdf", out.getvalue(), "hi", "en")
+    assert [d.sentences for d in doc.documents] == [["कुत क"]]
+
+
 def test_a_script_written_without_spaces_between_words_is_refused_in_one_line():
     doc = read_file("a.pdf", pdf(), "de", "th")
     with pytest.raises(MTError, match=r"'ส' \(Thai or Lao\), written without spaces between "

@@ -3,8 +3,9 @@ where the style changes, a heading and its paragraph, or where a line ends short
 and does not run on: a table's cells, a list's items) read as one text, its lines run
 together where a sentence or a word runs on across them (``sentences.soft_breaks``:
 "Fahr-\nrad" is "Fahrrad"), a line written right to left in the order it is read
-(``pdf_shaping.logical``), its runs that look otherwise (a bold word, a link's coloured
-text) as Word's runs are (``documents.split_flow``); the text inside figures (form XObjects)
+(``pdf_shaping.logical``), glyphs as their ``ActualText`` says (``pdf_layout.py``), its
+runs that look otherwise (a bold word, a link's coloured text) as Word's runs are
+(``documents.split_flow``); the text inside figures (form XObjects)
 read as the page's, each place a figure is drawn. Its translation is drawn where it stood
 (``pdf_writing.py``: the page's own text and its figures' taken out, everything else as it
 was: pictures, lines, fills, links).
@@ -124,8 +125,10 @@ def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
     """Each page's paragraphs, and whether its figures' text is among them (not where a
     figure holds turned text: a watermark, say; then every figure keeps its text, said in a
     warning); a one-line :class:`MTError` for what is not translated here."""
+    from transformer_mt.translate.pdf_layout import laid_out
+
     try:
-        pages = _laid_out(data)
+        pages, said = laid_out(data)
     except Exception as exc:  # (the parser's many errors: a file not read)
         raise _unread(name, exc) from None
     found = [_text_boxes(page) for page in pages]
@@ -142,7 +145,7 @@ def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
                           "translated here")
         paragraphs = [box for item in kept
                       for box in _paragraphs([li for li in item if li.get_text().strip()],
-                                             lang, _edges(lines, item))]
+                                             lang, _edges(lines, item), said)]
         out.append(_widened(paragraphs, lines, page.bbox[2] - page.bbox[0]))
     if not any(out):
         raise MTError(f"'{name}' holds no text (pages scanned as pictures?): nothing to "
@@ -175,49 +178,21 @@ GLYPHS = str.maketrans({**dict.fromkeys("\uf0b7\uf0a7\uf06c\uf0a8\uf076\uf0d8", 
                         "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
 
 
-def _laid_out(data: bytes) -> list[Any]:
-    """Each page's letters laid out in lines and text boxes by pdfminer.six (the text inside
-    figures too), in the order drawn; or, on a page that holds letters written right to left,
-    line by line from the left: a producer (LibreOffice, Word) draws such a line a
-    direction's run at a time (a number inside it after the words on either side), and
-    pdfminer.six makes lines of letters drawn one after the other."""
-    from pdfminer.converter import PDFPageAggregator
-    from pdfminer.layout import LAParams, LTChar, LTPage
-    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
-    from pdfminer.pdfpage import PDFPage
-
-    resources = PDFResourceManager()
-    device = PDFPageAggregator(resources, laparams=None)  # (laid out below)
-    interpreter = PDFPageInterpreter(resources, device)
-    out = []
-    for page in PDFPage.get_pages(io.BytesIO(data)):
-        interpreter.process_page(page)
-        drawn = device.get_result()
-        letters = "".join(c.get_text() for c in drawn if isinstance(c, LTChar))
-        if RIGHT_TO_LEFT.search(letters):
-            ordered = LTPage(drawn.pageid, drawn.bbox, drawn.rotate)
-            for item in sorted(drawn, key=lambda o: (-round(o.matrix[5], 1), o.x0)
-                               if isinstance(o, LTChar) else (float("-inf"), 0.0)):
-                ordered.add(item)
-            drawn = ordered
-        drawn.analyze(LAParams(all_texts=True))  # (the text inside figures in boxes too)
-        out.append(drawn)
-    return out
-
-
 def _edges(lines: list[Any], box: Any) -> tuple[float, float]:
     """Where the page's lines above and below ``box`` (beside none of it) begin and end."""
     beside = [line for line in lines if line.x0 < box.x1 and line.x1 > box.x0]
     return min(line.x0 for line in beside), max(line.x1 for line in beside)
 
 
-def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float]) -> list[Box]:
+def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float],
+                said: dict[int, str]) -> list[Box]:
     """A text box's lines as paragraphs: lines of one style (the first letter's font, size
     and colour) that run on into each other (``sentences.soft_breaks``, or :func:`_full`
     against ``edges``, where the page's text beside the box begins and ends), read as one
-    text; lines in a language written right to left read so."""
+    text; lines in a language written right to left read so; letters as ``said``
+    (``pdf_layout.laid_out``)."""
     rtl = direction(lang) == "rtl"
-    runs = [_runs(line, rtl) for line in lines]
+    runs = [_runs(line, rtl, said) for line in lines]
     texts = ["".join(text for text, _ in run) for run in runs]
     whole = "\n".join(texts)
     soft = {whole.find("\n", b.start): b for b in soft_breaks(whole, lang)}
@@ -237,18 +212,19 @@ def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float]) -> list
     return out
 
 
-def _runs(line: Any, rtl: bool) -> list[tuple[str, Look]]:
+def _runs(line: Any, rtl: bool, said: dict[int, str]) -> list[tuple[str, Look]]:
     """A line's text in runs of letters that look alike (a space looks as the letter before
     it), in the order it is read (``pdf_shaping.logical``: letters written right to left,
-    drawn from the left), its end's spaces left out; Word's symbol-font bullets as "•",
-    ligatures as their letters (:data:`GLYPHS`)."""
+    drawn from the left), its end's spaces left out; letters as an ``ActualText`` says them
+    (``said``), Word's symbol-font bullets as "•", ligatures as their letters
+    (:data:`GLYPHS`)."""
     from pdfminer.layout import LTChar
 
     out: list[tuple[str, Look]] = []
     look: Look | None = None
-    for c in line:
+    for c in _spaced(list(line)):
         look = _look(c.fontname, c.graphicstate.ncolor) if isinstance(c, LTChar) else look
-        text = c.get_text().translate(GLYPHS)
+        text = said.get(id(c), c.get_text()).translate(GLYPHS)
         if len(text) > 1 and RIGHT_TO_LEFT.search(text):  # (a glyph of letters read from
             text = text[::-1]  # the right, as lam-alef's: turned around with the line, whole)
         if out and out[-1][1] == look:
@@ -260,6 +236,24 @@ def _runs(line: Any, rtl: bool) -> list[tuple[str, Look]]:
                                                             itertools.pairwise(xs)):
         out = logical(_stripped(out), rtl)  # (drawn from the left, as most PDFs are)
     return _stripped(out)
+
+
+def _spaced(items: list[Any]) -> list[Any]:
+    """A line's letters and the spaces pdfminer.six put between them, but for a space after
+    a letter of no width (a vowel sign or an accent drawn on the letter before it, as
+    LibreOffice draws Devanagari's) where the next letter begins no further from the
+    letters before it than a word's margin (LAParams' 0.1 of a letter's size)."""
+    from pdfminer.layout import LTChar
+
+    out, right = [], float("-inf")
+    for i, item in enumerate(items):
+        after = next((c for c in items[i + 1:] if isinstance(c, LTChar)), None)
+        if (not isinstance(item, LTChar) and item.get_text() == " " and after is not None
+                and after.x0 - right <= 0.1 * max(after.width, after.height)):
+            continue
+        out.append(item)
+        right = max(right, item.x1) if isinstance(item, LTChar) else right
+    return out
 
 
 def _stripped(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:

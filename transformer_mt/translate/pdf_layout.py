@@ -1,0 +1,73 @@
+"""A PDF's pages as pdfminer.six lays them out (``pdf.py`` reads their paragraphs), with two
+things its own ``extract_pages`` does not do: what a marked-content sequence's
+``ActualText`` says its glyphs are (LibreOffice's Devanagari conjuncts, this project's own
+shaped words: their glyphs alone read as "र्क" for "क", or as private-use codes), and a page
+that holds letters written right to left laid out line by line from the left (LibreOffice
+and Word draw such a line a direction's run at a time, a number inside it after the words
+on either side, and pdfminer.six makes lines of letters drawn one after the other).
+
+Only pdfminer.six's public, composable API (an aggregator without layout, its ``begin_tag``
+and ``end_tag`` hooks, ``LTPage.analyze``)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from pdfminer.converter import PDFPageAggregator
+from pdfminer.layout import LAParams, LTChar, LTPage
+from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager, PDFStackT
+from pdfminer.pdfpage import PDFPage
+from pdfminer.psparser import PSLiteral
+from pdfminer.utils import decode_text
+
+from transformer_mt.translate.pdf_shaping import RIGHT_TO_LEFT
+
+
+class _Aggregator(PDFPageAggregator):
+    """pdfminer.six's aggregator, keeping what each ``ActualText`` says its letters are: the
+    first letter drawn inside it says all of it, the others nothing (by ``id``)."""
+
+    def __init__(self, resources: PDFResourceManager) -> None:
+        super().__init__(resources, laparams=None)  # (laid out by :func:`laid_out`)
+        self.said: dict[int, str] = {}
+        self.open: list[tuple[str | None, Any, int]] = []
+
+    def begin_tag(self, tag: PSLiteral, props: PDFStackT | None = None) -> None:
+        text = props.get("ActualText") if isinstance(props, dict) else None
+        said = decode_text(text) if isinstance(text, bytes) else text
+        self.open.append((said if isinstance(said, str) else None, self.cur_item,
+                          len(self.cur_item)))
+        super().begin_tag(tag, props)
+
+    def end_tag(self) -> None:
+        if self.open:
+            said, item, start = self.open.pop()
+            letters = [c for c in list(item)[start:] if isinstance(c, LTChar)]
+            if said is not None and letters:
+                self.said.update(dict.fromkeys((id(c) for c in letters[1:]), ""))
+                self.said[id(letters[0])] = said
+        super().end_tag()
+
+
+def laid_out(data: bytes) -> tuple[list[LTPage], dict[int, str]]:
+    """Each page's letters in lines and text boxes (the text inside figures too), and what
+    ``ActualText`` says letters are (by ``id``) where it says otherwise (the module's
+    docstring)."""
+    resources = PDFResourceManager()
+    device = _Aggregator(resources)
+    interpreter = PDFPageInterpreter(resources, device)
+    out = []
+    for page in PDFPage.get_pages(io.BytesIO(data)):
+        interpreter.process_page(page)
+        drawn = device.get_result()
+        letters = "".join(c.get_text() for c in drawn if isinstance(c, LTChar))
+        if RIGHT_TO_LEFT.search(letters):
+            ordered = LTPage(drawn.pageid, drawn.bbox, drawn.rotate)
+            for item in sorted(drawn, key=lambda o: (-round(o.matrix[5], 1), o.x0)
+                               if isinstance(o, LTChar) else (float("-inf"), 0.0)):
+                ordered.add(item)
+            drawn = ordered
+        drawn.analyze(LAParams(all_texts=True))  # (the text inside figures in boxes too)
+        out.append(drawn)
+    return out, device.said
