@@ -78,10 +78,11 @@ def test_arabic_is_joined_drawn_from_the_right_and_read_back_as_its_text():
 
 def test_a_pdf_in_arabic_is_read_as_its_text_and_its_translation_drawn_from_its_left():
     """Equivalence: the Arabic PDF drawn above, read (its glyphs drawn from the left, in their
-    joined forms), is the text it was drawn from, a number inside too, its lines run
-    together; translated into English, drawn from where its leftmost line began."""
-    said = [ARABIC[0], "رجل يركب دراجة عبر المدينة مع 2 كلاب. كلبان يلعبان في الحديقة "
-            "الكبيرة.", *ARABIC[2:]]
+    joined forms; its brackets drawn mirrored as their ActualText says), is the text it was
+    drawn from, a number inside too, its lines run together; translated into English, drawn
+    from where its leftmost line began."""
+    said = [ARABIC[0], "رجل يركب دراجة عبر المدينة (بسرعة) مع 2 كلاب. كلبان يلعبان في "
+            "الحديقة «الكبيرة».", *ARABIC[2:]]
     arabic = rebuilt(read_file("a.pdf", pdf(), "de", "ar"), said)
     doc = read_file("a.pdf", arabic, "ar", "en")
     assert [" ".join(d.sentences) for d in doc.documents] == said
