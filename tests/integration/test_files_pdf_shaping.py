@@ -48,6 +48,9 @@ def test_a_line_is_in_the_order_python_bidis_compiled_algorithm_shows_it(rtl):
             for text, look in runs:
                 assert sorted("".join(t for t, lk, _ in pieces if lk == look)) == sorted(text)
     assert shaped("[x) «", True, "Helvetica", 10)[0] == "» (x]"
+    for controls in ("\u202b{}\u202c", "\u2067{}\u2069", "\u202e{}"):  # (left out)
+        line = LINES[0]
+        assert visual([(controls.format(line), 0)], rtl) == visual([(line, 0)], rtl)
 
 
 ARABIC = ["كلب في الحديقة", "رجل يركب دراجة عبر المدينة مع 2 كلاب. كلبان يلعبان في الحديقة "

@@ -32,6 +32,7 @@ SHAPED = re.compile(r"[\u0590-\u08ff\u0900-\u0dff\ufb1d-\ufdff\ufe70-\ufeff]")
 UNBROKEN = [(0x0E00, 0x0EFF, "Thai or Lao"), (0x0F00, 0x0FFF, "Tibetan"),
             (0x1000, 0x109F, "Myanmar"), (0x1780, 0x17FF, "Khmer")]
 PRIVATE = re.compile(r"[\ue000-\uf8ff]")  # (a glyph ReportLab gave no letter of its own)
+EXPLICIT = re.compile(r"[\u202a-\u202e\u2066-\u2069]")  # (embeddings, overrides, isolates)
 PRESENTATION = re.compile(r"[\ufb1d-\ufdff\ufe70-\ufeff]+")  # (letters' joined forms)
 
 
@@ -71,7 +72,9 @@ def right_to_left(text: str) -> bool:
 def visual(runs: Sequence[tuple[str, T]], rtl: bool) -> list[tuple[str, T, bool]]:
     """A line's ``runs`` (text, and how it looks; in the order they are read) in the order
     they are drawn, from the left, cut where the direction changes: each with whether it
-    reads from the right (drawn by :func:`shaped` with its letters turned around)."""
+    reads from the right (drawn by :func:`shaped` with its letters turned around); the
+    explicit embeddings, overrides and isolates left out (not followed)."""
+    runs = [(EXPLICIT.sub("", t), look) for t, look in runs]  # (drawn as nothing anyway)
     text = "".join(t for t, _ in runs)
     if not rtl and not RIGHT_TO_LEFT.search(text):
         return [(t, look, False) for t, look in runs]
