@@ -25,7 +25,7 @@ import itertools
 import logging
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
@@ -34,6 +34,9 @@ from transformer_mt.translate.language_tags import direction
 from transformer_mt.translate.pdf_shaping import RIGHT_TO_LEFT, libraries, logical
 from transformer_mt.translate.pdf_writing import Box, Look, drawn, forms, merged
 from transformer_mt.translate.sentences import LIST_MARKER, soft_breaks
+
+if TYPE_CHECKING:
+    from transformer_mt.translate.pdf_layout import Marks
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,7 @@ def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
     from transformer_mt.translate.pdf_layout import laid_out
 
     try:
-        pages, said = laid_out(data)
+        pages, marks = laid_out(data)
     except Exception as exc:  # (the parser's many errors: a file not read)
         raise _unread(name, exc) from None
     found = [_text_boxes(page) for page in pages]
@@ -145,7 +148,7 @@ def _pages(name: str, data: bytes, lang: str) -> tuple[list[list[Box]], bool]:
                           "translated here")
         paragraphs = [box for item in kept
                       for box in _paragraphs([li for li in item if li.get_text().strip()],
-                                             lang, _edges(lines, item), said)]
+                                             lang, _edges(lines, item), marks)]
         out.append(_widened(paragraphs, lines, page.bbox[2] - page.bbox[0]))
     if not any(out):
         raise MTError(f"'{name}' holds no text (pages scanned as pictures?): nothing to "
@@ -185,14 +188,14 @@ def _edges(lines: list[Any], box: Any) -> tuple[float, float]:
 
 
 def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float],
-                said: dict[int, str]) -> list[Box]:
+                marks: Marks) -> list[Box]:
     """A text box's lines as paragraphs: lines of one style (the first letter's font, size
     and colour) that run on into each other (``sentences.soft_breaks``, or :func:`_full`
     against ``edges``, where the page's text beside the box begins and ends), read as one
-    text; lines in a language written right to left read so; letters as ``said``
+    text; lines in a language written right to left read so; letters as ``marks`` say
     (``pdf_layout.laid_out``)."""
     rtl = direction(lang) == "rtl"
-    runs = [_runs(line, rtl, said) for line in lines]
+    runs = [_runs(line, rtl, marks) for line in lines]
     texts = ["".join(text for text, _ in run) for run in runs]
     whole = "\n".join(texts)
     soft = {whole.find("\n", b.start): b for b in soft_breaks(whole, lang)}
@@ -212,19 +215,20 @@ def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float],
     return out
 
 
-def _runs(line: Any, rtl: bool, said: dict[int, str]) -> list[tuple[str, Look]]:
-    """A line's text in runs of letters that look alike (a space looks as the letter before
-    it), in the order it is read (``pdf_shaping.logical``: letters written right to left,
-    drawn from the left), its end's spaces left out; letters as an ``ActualText`` says them
-    (``said``), Word's symbol-font bullets as "•", ligatures as their letters
-    (:data:`GLYPHS`)."""
+def _runs(line: Any, rtl: bool, marks: Marks) -> list[tuple[str, Look]]:
+    """A line's text in runs of letters that look alike and lie under the same link (a space
+    looks as the letter before it), in the order it is read (``pdf_shaping.logical``:
+    letters written right to left, drawn from the left), its end's spaces left out; letters
+    as an ``ActualText`` says them (``marks``), Word's symbol-font bullets as "•", ligatures
+    as their letters (:data:`GLYPHS`)."""
     from pdfminer.layout import LTChar
 
     out: list[tuple[str, Look]] = []
     look: Look | None = None
     for c in _spaced(list(line)):
-        look = _look(c.fontname, c.graphicstate.ncolor) if isinstance(c, LTChar) else look
-        text = said.get(id(c), c.get_text()).translate(GLYPHS)
+        look = (_look(c.fontname, c.graphicstate.ncolor, marks.link.get(id(c)))
+                if isinstance(c, LTChar) else look)
+        text = marks.said.get(id(c), c.get_text()).translate(GLYPHS)
         if len(text) > 1 and RIGHT_TO_LEFT.search(text):  # (a glyph of letters read from
             text = text[::-1]  # the right, as lam-alef's: turned around with the line, whole)
         if out and out[-1][1] == look:
@@ -263,9 +267,9 @@ def _stripped(runs: list[tuple[str, Look]]) -> list[tuple[str, Look]]:
     return [*runs[:-1], (runs[-1][0].rstrip(), runs[-1][1])] if runs else runs
 
 
-def _look(font: str, colour: Any) -> Look:
+def _look(font: str, colour: Any, link: int | None = None) -> Look:
     return (re.search(r"(?i)(bold|black|heavy)", font) is not None,
-            re.search(r"(?i)(italic|oblique)", font) is not None, colour)
+            re.search(r"(?i)(italic|oblique)", font) is not None, colour, link)
 
 
 def _full(lines: list[Any], i: int, edges: tuple[float, float], rtl: bool) -> bool:

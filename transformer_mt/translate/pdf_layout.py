@@ -1,5 +1,6 @@
-"""A PDF's pages as pdfminer.six lays them out (``pdf.py`` reads their paragraphs), with two
-things its own ``extract_pages`` does not do: what a marked-content sequence's
+"""A PDF's pages as pdfminer.six lays them out (``pdf.py`` reads their paragraphs), with what
+its own ``extract_pages`` does not do: which letters lie under a link (their translation
+is where the link goes: ``pdf_writing.py``), what a marked-content sequence's
 ``ActualText`` says its glyphs are (LibreOffice's Devanagari conjuncts, this project's own
 shaped words: their glyphs alone read as "र्क" for "क", or as private-use codes), and a page
 that holds letters written right to left laid out line by line from the left (LibreOffice
@@ -12,12 +13,14 @@ and ``end_tag`` hooks, ``LTPage.analyze``)."""
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass, field
 from typing import Any
 
 from pdfminer.converter import PDFPageAggregator
-from pdfminer.layout import LAParams, LTChar, LTPage
+from pdfminer.layout import LAParams, LTChar, LTFigure, LTPage
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager, PDFStackT
 from pdfminer.pdfpage import PDFPage
+from pdfminer.pdftypes import list_value, resolve1
 from pdfminer.psparser import PSLiteral
 from pdfminer.utils import decode_text
 
@@ -50,17 +53,27 @@ class _Aggregator(PDFPageAggregator):
         super().end_tag()
 
 
-def laid_out(data: bytes) -> tuple[list[LTPage], dict[int, str]]:
+@dataclass
+class Marks:
+    """What a page's letters are beyond their glyphs (by ``id``): what an ``ActualText``
+    says they are, where it says otherwise, and the link annotation they lie under (its
+    place in its page's ``/Annots``)."""
+
+    said: dict[int, str] = field(default_factory=dict)
+    link: dict[int, int] = field(default_factory=dict)
+
+
+def laid_out(data: bytes) -> tuple[list[LTPage], Marks]:
     """Each page's letters in lines and text boxes (the text inside figures too), and what
-    ``ActualText`` says letters are (by ``id``) where it says otherwise (the module's
-    docstring)."""
+    they are beyond their glyphs (the module's docstring)."""
     resources = PDFResourceManager()
     device = _Aggregator(resources)
     interpreter = PDFPageInterpreter(resources, device)
-    out = []
+    out, marks = [], Marks(device.said)
     for page in PDFPage.get_pages(io.BytesIO(data)):
         interpreter.process_page(page)
         drawn = device.get_result()
+        marks.link.update(_linked(page, drawn))
         letters = "".join(c.get_text() for c in drawn if isinstance(c, LTChar))
         if RIGHT_TO_LEFT.search(letters):
             ordered = LTPage(drawn.pageid, drawn.bbox, drawn.rotate)
@@ -70,4 +83,33 @@ def laid_out(data: bytes) -> tuple[list[LTPage], dict[int, str]]:
             drawn = ordered
         drawn.analyze(LAParams(all_texts=True))  # (the text inside figures in boxes too)
         out.append(drawn)
-    return out, device.said
+    return out, marks
+
+
+def _linked(page: PDFPage, drawn: Any) -> dict[int, int]:
+    """The letters of a page (and of its figures) under one of its link annotations, each
+    with the annotation's place in ``/Annots`` (its rectangle in the page's coordinates, as
+    pdfminer.six's: from the media box's corner)."""
+    rects = []
+    for i, annot in enumerate(list_value(resolve1(page.annots)) if page.annots else []):
+        annot = resolve1(annot)
+        rect = resolve1(annot.get("Rect")) if isinstance(annot, dict) else None
+        if getattr(resolve1(annot.get("Subtype")) if isinstance(annot, dict) else None,
+                   "name", None) == "Link" and isinstance(rect, list) and len(rect) == 4:
+            x0, y0, x1, y1 = (float(resolve1(v)) for v in rect)
+            left, bottom = page.mediabox[0], page.mediabox[1]
+            rects.append((i, min(x0, x1) - left, min(y0, y1) - bottom, max(x0, x1) - left,
+                          max(y0, y1) - bottom))
+    out: dict[int, int] = {}
+    stack = list(drawn) if rects else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, LTChar):
+            x, y = (item.x0 + item.x1) / 2, (item.y0 + item.y1) / 2
+            found = next((i for i, *r in rects if r[0] - 1 <= x <= r[2] + 1
+                          and r[1] - 1 <= y <= r[3] + 1), None)
+            if found is not None:
+                out[id(item)] = found
+        elif isinstance(item, LTFigure):
+            stack += list(item)
+    return out

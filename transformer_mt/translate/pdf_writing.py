@@ -28,8 +28,10 @@ BETWEEN_LETTERS = re.compile(r"([\u2e80-\u2fff\u3040-\u9fff\uac00-\ud7af\uf900-\
                              r"\uff1f]*)")
 
 
-# how a run of letters looks: (bold, oblique, its fill colour as pdfminer.six reads it)
-Look = tuple[bool, bool, Any]
+# how a run of letters looks: (bold, oblique, its fill colour as pdfminer.six reads it, the
+# link annotation it lies under: its place in the page's /Annots, where the link follows it)
+Look = tuple[bool, bool, Any, int | None]
+Rect = tuple[float, float, float, float]  # (left, bottom, right, top)
 
 
 @dataclass
@@ -73,26 +75,29 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
         page.replace_contents(content)
         if figures:
             _figures_without_text(name, number, page, writer, seen)
-        box = page.mediabox
-        over = _over(float(box.width), float(box.height), boxes, looks, rtl)
+        box, placed = page.mediabox, dict[int, list[Rect]]()
+        over = _over(float(box.width), float(box.height), boxes, looks, rtl, placed)
         page.merge_transformed_page(PdfReader(io.BytesIO(over)).pages[0],
                                     Transformation().translate(float(box.left),
                                                                float(box.bottom)))
+        _links_moved(page, placed, float(box.left), float(box.bottom))
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
 
 
 def _over(width: float, height: float, boxes: list[tuple[Box, list[str]]],
-          looks: dict[tuple[bool, bool], Face], rtl: bool | None) -> bytes:
+          looks: dict[tuple[bool, bool], Face], rtl: bool | None,
+          placed: dict[int, list[Rect]]) -> bytes:
     """A page of ``width`` by ``height`` points holding only each box's translation, drawn
-    where the box stood (its coordinates from the page's lower left corner)."""
+    where the box stood (its coordinates from the page's lower left corner); where the
+    translation of each link's letters is drawn, in ``placed``."""
     from reportlab.pdfgen.canvas import Canvas
 
     out = io.BytesIO()
     canvas = Canvas(out, pagesize=(width, height), pageCompression=1)
     for box, text in boxes:
-        _draw(canvas, box, text, looks, rtl)
+        _draw(canvas, box, text, looks, rtl, placed)
     canvas.showPage()
     canvas.save()
     return out.getvalue()
@@ -147,7 +152,7 @@ def _without_text(name: str, number: int, operations: list[Any]) -> list[Any]:
 
 
 def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool], Face],
-          rtl: bool | None) -> None:
+          rtl: bool | None, placed: dict[int, list[Rect]]) -> None:
     """``pieces`` (each looking as the box's piece it translates) drawn in ``box``'s place:
     wrapped to its width, at the largest size down to :data:`SMALLEST` of the box's at which
     it takes no more lines than the box had; from the right where ``rtl`` (None: where its
@@ -174,7 +179,32 @@ def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool
             _piece(canvas, x, y, glyphs, looks[look[:2]], size, look[2])
             if unread:
                 canvas.addLiteral("EMC")
+            if look[3] is not None:  # (under a link: from its descenders to its capitals)
+                placed.setdefault(look[3], []).append((x, y - 0.25 * size, x + wide,
+                                                       y + 0.8 * size))
             x += wide
+
+
+def _links_moved(page: Any, placed: dict[int, list[Rect]], left: float, bottom: float
+                 ) -> None:
+    """Each link annotation of ``page`` whose letters' translation was drawn (``placed``,
+    from the media box's corner at ``left``, ``bottom``) over it: its rectangle around it
+    all, each line's part a quadrilateral of its own (``/QuadPoints``)."""
+    from pypdf.generic import ArrayObject, FloatObject, NameObject
+
+    annots = page.get("/Annots")
+    annots = annots.get_object() if annots is not None else []
+    for index, rects in placed.items():
+        if index >= len(annots):
+            continue
+        annot = annots[index].get_object()
+        parts = [(x0 + left, y0 + bottom, x1 + left, y1 + bottom) for x0, y0, x1, y1 in rects]
+        around = (min(p[0] for p in parts), min(p[1] for p in parts),
+                  max(p[2] for p in parts), max(p[3] for p in parts))
+        annot[NameObject("/Rect")] = ArrayObject(FloatObject(round(v, 3)) for v in around)
+        annot[NameObject("/QuadPoints")] = ArrayObject(
+            FloatObject(round(v, 3)) for x0, y0, x1, y1 in parts
+            for v in (x0, y1, x1, y1, x0, y0, x1, y0))
 
 
 def _piece(canvas: Any, x: float, y: float, glyphs: str, face: Face, size: float,
