@@ -1,6 +1,7 @@
 """A PDF's links follow their text (``translate/pdf_layout.py`` finds the letters under each
 link annotation, ``pdf_writing.py`` moves the annotation over their translation): its
-rectangle around the translation, a quadrilateral a line, its destination kept."""
+rectangle around the translation, a quadrilateral a line, its destination kept; a link or a
+bold word that begins a line begins no paragraph."""
 
 from __future__ import annotations
 
@@ -100,3 +101,28 @@ def test_a_page_without_links_and_a_link_over_no_text_are_left_as_they_were():
     annot = annotations(rebuilt(doc, ["A dog plays in the park."]))[0]
     assert [float(v) for v in annot["/Rect"]] == [300, 300, 400, 320]
     assert "/QuadPoints" not in annot
+
+
+def test_a_bold_word_or_a_link_that_begins_a_line_begins_no_paragraph():
+    """A paragraph's lines share a style: the line that begins with a bold word, and the
+    one that begins with a link, run on from the lines before them."""
+    lines = [[("Ein Hund spielt im Park mit einem roten Ball und", "Helvetica", 0)],
+             [("läuft", "Helvetica-Bold", 0),
+              (" dann schnell nach Hause zu seinem Herrn", "Helvetica", 0)],
+             [("Mehr", "Helvetica", 0.8),
+              (" dazu steht auf unserer Seite im Netz.", "Helvetica", 0)]]
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    for i, line in enumerate(lines):
+        x = 72.0
+        for text, font, blue in line:
+            c.setFont(font, 11)
+            c.setFillColorRGB(0, 0, blue)
+            c.drawString(x, 740 - 14 * i, text)
+            if blue:
+                c.linkURL("https://example.org", (x, 737 - 14 * i, x + 28, 750 - 14 * i))
+            x += c.stringWidth(text, font, 11)
+    c.save()
+    doc = read_file("a.pdf", out.getvalue(), "de", "en")
+    assert [" ".join(d.sentences) for d in doc.documents] == [
+        " ".join("".join(text for text, _, _ in line) for line in lines)]

@@ -189,11 +189,11 @@ def _edges(lines: list[Any], box: Any) -> tuple[float, float]:
 
 def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float],
                 marks: Marks) -> list[Box]:
-    """A text box's lines as paragraphs: lines of one style (the first letter's font, size
-    and colour) that run on into each other (``sentences.soft_breaks``, or :func:`_full`
-    against ``edges``, where the page's text beside the box begins and ends), read as one
-    text; lines in a language written right to left read so; letters as ``marks`` say
-    (``pdf_layout.laid_out``)."""
+    """A text box's lines as paragraphs: lines that have a style in common (a font, size and
+    colour some of their letters have) and run on into each other
+    (``sentences.soft_breaks``, or :func:`_full` against ``edges``, where the page's text
+    beside the box begins and ends), read as one text; lines in a language written right to
+    left read so; letters as ``marks`` say (``pdf_layout.laid_out``)."""
     rtl = direction(lang) == "rtl"
     runs = [_runs(line, rtl, marks) for line in lines]
     texts = ["".join(text for text, _ in run) for run in runs]
@@ -208,9 +208,10 @@ def _paragraphs(lines: list[Any], lang: str, edges: tuple[float, float],
     out: list[Box] = []
     first = 0
     for i in range(len(lines)):
-        if i + 1 == len(lines) or joins[i] is None or styles[i + 1] != styles[i]:
+        if (i + 1 == len(lines) or joins[i] is None
+                or not styles[i + 1][1] & styles[i][1]):
             out.append(_box(lines[first:i + 1], runs[first:i + 1], joins[first:i],
-                            styles[first], rtl))
+                            styles[first][0], rtl))
             first = i + 1
     return out
 
@@ -288,13 +289,20 @@ def _full(lines: list[Any], i: int, edges: tuple[float, float], rtl: bool) -> bo
     return lines[i].x1 + word + 0.5 * after.height >= edges[1]
 
 
-def _style(line: Any) -> tuple[float, Look]:
-    """How a line's first letter looks, and its size: a paragraph's lines have one."""
+def _style(line: Any) -> tuple[tuple[float, Look], set[str]]:
+    """How most of a line's letters look, and their size (the first's, where as many look
+    otherwise), and each look and size its letters have (as they read: a colour may be a
+    list), of which a paragraph's lines share one: a bold word or a link that begins a line
+    begins no paragraph."""
     from pdfminer.layout import LTChar
 
     chars = [c for c in line if isinstance(c, LTChar)]
-    c = next((c for c in chars if c.get_text().isalnum()), chars[0])
-    return round(c.size, 1), _look(c.fontname, c.graphicstate.ncolor)
+    styles = [(round(c.size, 1), _look(c.fontname, c.graphicstate.ncolor))
+              for c in [c for c in chars if c.get_text().isalnum()] or chars]
+    counts: dict[str, int] = {}
+    for style in styles:
+        counts[repr(style)] = counts.get(repr(style), 0) + 1
+    return max(styles, key=lambda style: counts[repr(style)]), set(counts)
 
 
 def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str | None],
