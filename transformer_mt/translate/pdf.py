@@ -1,6 +1,6 @@
 """PDF documents (``.pdf``): each paragraph of each page (pdfminer.six's text boxes, cut
-where the style changes, a heading and its paragraph, or where a line ends short of the width
-and does not run on: a table's cells, a list's items) read as one text, its lines run
+between lines that share no style, a heading and its paragraph, or where a line ends short of
+the width and does not run on: a table's cells, a list's items) read as one text, its lines run
 together where a sentence or a word runs on across them (``sentences.soft_breaks``:
 "Fahr-\nrad" is "Fahrrad"), a line written right to left in the order it is read
 (``pdf_shaping.logical``), glyphs as their ``ActualText`` says (``pdf_layout.py``), its
