@@ -126,3 +126,8 @@ def test_a_bold_word_or_a_link_that_begins_a_line_begins_no_paragraph():
     doc = read_file("a.pdf", out.getvalue(), "de", "en")
     assert [" ".join(d.sentences) for d in doc.documents] == [
         " ".join("".join(text for text, _, _ in line) for line in lines)]
+    translated = rebuilt(doc, ["A dog plays in the park with a red ball and then runs home "
+                               "to its owner. More about it is on our page on the web."])
+    blue = [c for c in chars(translated) if c.graphicstate.ncolor == (0, 0, 0.8)
+            and c.get_text().strip()]
+    assert blue and covers(annotations(translated)[0]["/Rect"], blue)  # (no space in it)

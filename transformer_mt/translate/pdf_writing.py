@@ -170,17 +170,21 @@ def _draw(canvas: Any, box: Box, pieces: list[str], looks: dict[tuple[bool, bool
             break
     for i, line in enumerate(lines):
         y = box.baseline - i * box.leading * scale
-        drawn = [(text, look, shaped(text, backwards, looks[look[:2]].name, size))
+        drawn = [(text, look, backwards, shaped(text, backwards, looks[look[:2]].name, size))
                  for text, look, backwards in visual(line, rtl)]
-        x = max(box.left, box.right - sum(d[2][1] for d in drawn)) if rtl else box.left
-        for text, look, (glyphs, wide, unread) in drawn:
+        x = max(box.left, box.right - sum(d[3][1] for d in drawn)) if rtl else box.left
+        for text, look, backwards, (glyphs, wide, unread) in drawn:
             if unread:  # (what the glyphs read as, for copying and searching)
                 canvas.addLiteral(actual_text(text))
             _piece(canvas, x, y, glyphs, looks[look[:2]], size, look[2])
             if unread:
                 canvas.addLiteral("EMC")
-            if look[3] is not None:  # (under a link: from its descenders to its capitals)
-                placed.setdefault(look[3], []).append((x, y - 0.25 * size, x + wide,
+            if look[3] is not None and text.strip():  # (a link's: from descenders to capitals)
+                space = shaped(" ", False, looks[look[:2]].name, size)[1]
+                lead, trail = len(text) - len(text.lstrip()), len(text) - len(text.rstrip())
+                lead, trail = (trail, lead) if backwards else (lead, trail)
+                placed.setdefault(look[3], []).append((x + lead * space, y - 0.25 * size,
+                                                       x + wide - trail * space,
                                                        y + 0.8 * size))
             x += wide
 
