@@ -44,10 +44,10 @@ class _Aggregator(PDFPageAggregator):
         super().begin_tag(tag, props)
 
     def end_tag(self) -> None:
-        if self.open:
-            said, item, start = self.open.pop()
+        said, item, start = self.open.pop() if self.open else (None, (), 0)
+        if said is not None:  # (a tagged PDF marks every paragraph: most say nothing)
             letters = [c for c in list(item)[start:] if isinstance(c, LTChar)]
-            if said is not None and letters:
+            if letters:
                 self.said.update(dict.fromkeys((id(c) for c in letters[1:]), ""))
                 self.said[id(letters[0])] = said
         super().end_tag()
