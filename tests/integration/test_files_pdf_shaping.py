@@ -107,6 +107,17 @@ def test_a_bracket_drawn_mirrored_is_read_by_poppler_as_the_bracket_it_is():
     assert read == said
 
 
+@pytest.mark.skipif(not installed("بכ\u064e\u05b8"), reason="no font for Arabic and Hebrew")
+@pytest.mark.parametrize("lang, said", [("ar", "كَلْبٌ فِي الحَدِيقَةِ"), ("he", "שָׁלוֹם עוֹלָם")])
+def test_vowel_signs_drawn_on_their_letters_are_read_with_them(lang, said):
+    """Equivalence: Arabic's harakat and Hebrew's points (marks of no width, drawn on their
+    letters; HarfBuzz draws a cluster written right to left mark first) read back each with
+    its letter, in Unicode's canonical order, the words whole."""
+    out = rebuilt(read_file("a.pdf", pdf(), "de", lang), [said, *ARABIC[1:]])
+    doc = read_file("a.pdf", out, lang, "en")
+    assert doc.documents[0].sentences == [unicodedata.normalize("NFC", said)]
+
+
 @pytest.mark.skipif(not installed("بכ"), reason="no TrueType font for Arabic and Hebrew")
 @pytest.mark.parametrize("said", ["رجل يركب دراجة (بسرعة) مع 2 كلاب.",
                                   "שלום עולם (מספר 12) סוף."])

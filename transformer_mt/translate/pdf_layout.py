@@ -13,6 +13,7 @@ and ``end_tag`` hooks, ``LTPage.analyze``)."""
 from __future__ import annotations
 
 import io
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,14 +77,53 @@ def laid_out(data: bytes) -> tuple[list[LTPage], Marks]:
         marks.link.update(_linked(page, drawn))
         letters = "".join(c.get_text() for c in drawn if isinstance(c, LTChar))
         if RIGHT_TO_LEFT.search(letters):
-            ordered = LTPage(drawn.pageid, drawn.bbox, drawn.rotate)
-            for item in sorted(drawn, key=lambda o: (-round(o.matrix[5], 1), o.x0)
-                               if isinstance(o, LTChar) else (float("-inf"), 0.0)):
-                ordered.add(item)
-            drawn = ordered
+            drawn = _from_the_left(drawn, marks.said)
         drawn.analyze(LAParams(all_texts=True))  # (the text inside figures in boxes too)
         out.append(drawn)
     return out, marks
+
+
+def _from_the_left(drawn: LTPage, said: dict[int, str]) -> LTPage:
+    """A page's letters line by line from the left (by baseline, then where each begins),
+    each vowel sign or other mark (Arabic's harakat, Hebrew's points: of no width) said as
+    part of the letter it is drawn on, not laid out itself (between two letters drawn from
+    the left, pdfminer.six would begin a new line or word after it): the letter drawn next
+    (a cluster written right to left is drawn from the left mark first, as HarfBuzz orders
+    it), else the one before, where the mark stands over it; a letter's marks in Unicode's
+    canonical order."""
+    items: list[Any] = list(drawn)
+    following: list[Any] = [None] * len(items)  # (each item's next one that is no mark)
+    for i in range(len(items) - 2, -1, -1):
+        following[i] = following[i + 1] if _mark(items[i + 1]) else items[i + 1]
+    kept: list[Any] = []
+    for item, after in zip(items, following, strict=True):
+        near = [c for c in (after, kept[-1] if kept else None)
+                if _mark(item) and isinstance(c, LTChar) and not _mark(c) and _over(item, c)]
+        if near:
+            letters = said.get(id(near[0]), near[0].get_text()) + said.get(id(item),
+                                                                          item.get_text())
+            said[id(near[0])] = unicodedata.normalize("NFC", letters)
+        else:
+            kept.append(item)
+    ordered = LTPage(drawn.pageid, drawn.bbox, drawn.rotate)
+    for item in sorted(kept, key=lambda o: (-round(o.matrix[5], 1), o.x0)
+                       if isinstance(o, LTChar) else (float("-inf"), 0.0)):
+        ordered.add(item)
+    return ordered
+
+
+def _over(mark: Any, letter: LTChar) -> bool:
+    """Whether ``mark`` (a letter) stands over ``letter``: on its baseline, within its width
+    (a fifth of its size either side)."""
+    slack = 0.2 * letter.size
+    return (abs(letter.matrix[5] - mark.matrix[5]) < 1
+            and letter.x0 - slack <= mark.x0 <= letter.x1 + slack)
+
+
+def _mark(item: Any) -> bool:
+    """Whether ``item`` is a letter that is a mark drawn on another (a vowel sign, a point)."""
+    text = str(item.get_text()) if isinstance(item, LTChar) else ""
+    return len(text) == 1 and unicodedata.category(text) in ("Mn", "Me")
 
 
 def _linked(page: PDFPage, drawn: Any) -> dict[int, int]:
