@@ -131,3 +131,24 @@ def test_a_bold_word_or_a_link_that_begins_a_line_begins_no_paragraph():
     blue = [c for c in chars(translated) if c.graphicstate.ncolor == (0, 0, 0.8)
             and c.get_text().strip()]
     assert blue and covers(annotations(translated)[0]["/Rect"], blue)  # (no space in it)
+
+
+def test_black_as_grey_and_black_as_rgb_are_one_paragraphs_colour():
+    """Lines in the same black, one set as grey 0 (``0 g``, as LaTeX writes it) and the next
+    as RGB (``0 0 0 rg``, after a link's colour, say) or CMYK, are one paragraph."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    c.setFont("Helvetica", 11)
+    c.setFillGray(0)
+    c.drawString(72, 740, "Ein Hund spielt im Park mit einem roten Ball und")
+    c.setFillColorRGB(0, 0, 0)
+    c.drawString(72, 726, "läuft dann schnell nach Hause zu seinem Herrn.")
+    c.setFillColorCMYK(0, 0, 0, 1)
+    c.drawString(72, 712, "Eine Katze schläft auf dem Dach in der warmen Sonne")
+    c.setFillGray(0)
+    c.drawString(72, 698, "und träumt.")
+    c.save()
+    doc = read_file("a.pdf", out.getvalue(), "de", "en")
+    assert [" ".join(d.sentences) for d in doc.documents] == [
+        "Ein Hund spielt im Park mit einem roten Ball und läuft dann schnell nach Hause zu "
+        "seinem Herrn.", "Eine Katze schläft auf dem Dach in der warmen Sonne und träumt."]

@@ -299,10 +299,23 @@ def _style(line: Any) -> tuple[tuple[float, Look], set[str]]:
     chars = [c for c in line if isinstance(c, LTChar)]
     styles = [(round(c.size, 1), _look(c.fontname, c.graphicstate.ncolor))
               for c in [c for c in chars if c.get_text().isalnum()] or chars]
+    seen = [repr((size, (*look[:2], _seen(look[2])))) for size, look in styles]
     counts: dict[str, int] = {}
-    for style in styles:
-        counts[repr(style)] = counts.get(repr(style), 0) + 1
-    return max(styles, key=lambda style: counts[repr(style)]), set(counts)
+    for key in seen:
+        counts[key] = counts.get(key, 0) + 1
+    return styles[max(range(len(styles)), key=lambda i: counts[seen[i]])], set(counts)
+
+
+def _seen(colour: Any) -> Any:
+    """A fill colour as it is seen, in RGB to two places: grey and CMYK as the RGB they
+    look like (the same black written ``0 g``, ``0 0 0 rg`` or ``0 0 0 1 k``), anything
+    else (a pattern's) as it is."""
+    values = list(colour) if isinstance(colour, (list, tuple)) else [colour]
+    if not all(isinstance(v, (int, float)) for v in values) or len(values) not in (1, 3, 4):
+        return colour
+    if len(values) == 4:  # (CMYK, without a colour profile)
+        values = [(1 - v) * (1 - values[3]) for v in values[:3]]
+    return tuple(round(float(v), 2) for v in (values * 3 if len(values) == 1 else values))
 
 
 def _box(lines: list[Any], runs: list[list[tuple[str, Look]]], joins: list[str | None],
