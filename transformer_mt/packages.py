@@ -27,7 +27,7 @@ PIP_NAMES = {"yaml": "PyYAML", "sacremoses": "sacremoses", "spacy": "spacy",
              "transformers": "'transformer_mt[huggingface]'", "redis": "'transformer_mt[shared]'",
              **dict.fromkeys(["srt", "markdown_it", "lxml", "polib", "docx", "pptx",
                               "odf.opendocument", "pdfminer", "pypdf", "reportlab", "uharfbuzz",
-                              "bidi"], "'transformer_mt[files]'")}
+                              "fontTools", "bidi"], "'transformer_mt[files]'")}
 
 
 class MissingPackageError(MTError):

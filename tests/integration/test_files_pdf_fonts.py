@@ -1,6 +1,6 @@
 """A PDF's glyphs read as text (ligatures as their letters), and a PDF's translation whose
 letters PDF's standard fonts lack (``translate/pdf_fonts.py``):
-drawn in an installed TrueType font that has them, embedded, read back as the text it is
+drawn in an installed font that has them, embedded, read back as the text it is
 (Cyrillic, Greek; Chinese wrapped between its letters where such a font is installed); the
 family's bold or the regular drawn thicker; what cannot be drawn refused in one line."""
 
@@ -109,7 +109,7 @@ def test_without_fontconfig_the_font_folders_are_looked_through(monkeypatch, tmp
     assert {c.fontname for c in chars(rebuilt(doc, RUSSIAN))} == with_fontconfig
     pdf_fonts._scanned.cache_clear()
     monkeypatch.setattr(pdf_fonts, "font_folders", lambda: [tmp_path])
-    with pytest.raises(MTError, match=r"no installed TrueType font has every letter of the "
+    with pytest.raises(MTError, match=r"no installed font has every letter of the "
                                       r"translation .*fonts-noto-core.*MT_PDF_FONT"):
         rebuilt(doc, RUSSIAN)
     pdf_fonts._scanned.cache_clear()
@@ -148,14 +148,17 @@ def test_ligatures_are_read_as_their_letters():
     assert [d.sentences for d in doc.documents] == [["Wir finden den Fluss flach und offen."]]
 
 
-def test_fonts_reportlab_cannot_draw_are_passed_over(monkeypatch):
-    """Of what fontconfig lists, a variable font's named styles (an index past 65535) and
-    fonts of CFF outlines (Noto Sans CJK's) are passed over: ReportLab draws neither."""
+def test_a_variable_fonts_named_styles_are_passed_over(monkeypatch):
+    """Of what fontconfig lists, a variable font's named styles (an index past 65535) are
+    passed over (ReportLab cannot draw them); fonts of CFF outlines (Noto Sans CJK's) are
+    listed as such (they are made TrueType to be drawn: test_files_pdf_cff.py)."""
     from transformer_mt.translate import pdf_fonts
 
     listed = ("/f/Var.ttf\t0\tVar Sans\tRegular\tTrueType\n"
               "/f/Var.ttf\t65536\tVar Sans\tBold\tTrueType\n"
-              "/f/Cjk.ttc\t2\tCjk Sans\tRegular\tCFF\n")
+              "/f/Cjk.ttc\t2\tCjk Sans\tRegular\tCFF\n"
+              "/f/Bitmap.pcf\t0\tOld\tRegular\tPCF\n")
     monkeypatch.setattr("subprocess.run", lambda args, **_: subprocess.CompletedProcess(
         args, 0, stdout=listed))
-    assert pdf_fonts._listed({"Ж"}) == [("/f/Var.ttf", 0, "Var Sans", "Regular")]
+    assert pdf_fonts._listed({"Ж"}) == [("/f/Var.ttf", 0, "Var Sans", "Regular", False),
+                                        ("/f/Cjk.ttc", 2, "Cjk Sans", "Regular", True)]

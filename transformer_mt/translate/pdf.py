@@ -46,7 +46,7 @@ def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
     """The texts of a PDF's paragraphs, each split into sentences, and how to write the PDF
     with their translations drawn in their places (the module's docstring), its language
     (the catalogue's ``/Lang``) ``target``."""
-    for module in ("pdfminer", "pypdf", "reportlab"):
+    for module in ("pdfminer", "pypdf", "reportlab", "fontTools"):
         imported(module, "PDF documents (.pdf)")
     if target and direction(target) == "rtl":  # (refused before translating, not after)
         libraries()

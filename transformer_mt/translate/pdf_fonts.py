@@ -1,15 +1,20 @@
 """The fonts a PDF's translation is drawn in (``pdf_writing.py``): PDF's standard Helvetica
-where every letter is in Windows-1252 (nothing embedded), else an installed TrueType font that
-has every letter of the translation (fontconfig's ``fc-list`` finds it, else a look through
-the usual font folders; a sans-serif family first; the environment's ``MT_PDF_FONT`` names
-one), embedded by ReportLab as the subset of
-its letters the translation uses, with their widths and a map back to Unicode (the text can
-be searched and copied). The family's bold and italic where it has them, else the regular
-drawn thicker or slanted. Letters that are shaped (Arabic, Devanagari) or written right to
-left are drawn by ``pdf_shaping.py``, which refuses what it cannot draw."""
+where every letter is in Windows-1252 (nothing embedded), else an installed font that has
+every letter of the translation (fontconfig's ``fc-list`` finds it, else a look through the
+usual font folders; a sans-serif family first, for Chinese, Japanese and Korean the family
+made for the target's region: Noto Sans CJK SC for ``zh``, JP for ``ja``; the environment's
+``MT_PDF_FONT`` names one), embedded by ReportLab as the subset of its letters the
+translation uses, with their widths and a map back to Unicode (the text can be searched and
+copied). ReportLab embeds TrueType outlines only: a font of CFF outlines (OpenType's
+``.otf``, Noto Sans CJK's ``.ttc``) is cut to the translation's letters and its curves
+turned into TrueType's by fontTools first. The family's bold and italic where it has them,
+else the regular drawn thicker or slanted. Letters that are shaped (Arabic, Devanagari) or
+written right to left are drawn by ``pdf_shaping.py``, which refuses what it cannot draw."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import subprocess
 from dataclasses import dataclass
@@ -30,7 +35,11 @@ STYLES = {"regular": LOOKS[0], "book": LOOKS[0], "normal": LOOKS[0], "roman": LO
           "bold italic": LOOKS[3], "bold oblique": LOOKS[3]}
 CODEC = "mt_winansi"  # Windows-1252 under a name of its own (:func:`_standard`)
 INSTALL = ("install one (Debian: fonts-noto-core; Chinese, Japanese, Korean: "
-           "fonts-wqy-zenhei) or set MT_PDF_FONT to a TrueType font (.ttf) that has them")
+           "fonts-noto-cjk) or set MT_PDF_FONT to a font file (.ttf, .otf) that has them")
+# the regions Chinese, Japanese and Korean fonts are made for (Noto Sans CJK's and Source Han
+# Sans's families end with one), by language tag
+REGIONS = {"ja": "JP", "ko": "KR", "zh": "SC", "zh-hans": "SC", "zh-cn": "SC", "zh-sg": "SC",
+           "zh-hant": "TC", "zh-tw": "TC", "zh-hk": "HK", "zh-mo": "HK"}
 
 
 @dataclass(frozen=True)
@@ -43,20 +52,22 @@ class Face:
     slanted: bool = False
 
 
-def faces(name: str, text: str) -> dict[tuple[bool, bool], Face]:
-    """Each look's face for a translation holding ``text`` (the module's docstring)."""
+def faces(name: str, text: str, target: str | None = None) -> dict[tuple[bool, bool], Face]:
+    """Each look's face for a translation into ``target`` holding ``text`` (the module's
+    docstring)."""
     ordered = list(dict.fromkeys(c for c in text if not c.isspace()))  # (as they come)
     letters = set(ordered)
     if all(_standard_has(c) for c in ordered):
         return _standard()
     check(name, text)
-    files = _family(name, letters)
+    files = _family(name, letters, target)
+    drawn = frozenset(text) | {" ", "-"}  # (what a font of CFF outlines is cut to)
     out = {}
     for bold, oblique in LOOKS:
         have = [look for look in [(bold, oblique), (bold, False), (False, oblique), LOOKS[0]]
                 if look in files]
-        path, index = files[have[0]]
-        out[(bold, oblique)] = Face(_registered(path, index),
+        path, index, cff = files[have[0]]
+        out[(bold, oblique)] = Face(_registered(path, index, drawn if cff else frozenset()),
                                     thicker=bold and not have[0][0],
                                     slanted=oblique and not have[0][1])
     return out
@@ -86,41 +97,48 @@ def _standard() -> dict[tuple[bool, bool], Face]:
     return {look: Face(f"MT-{font}") for look, font in STANDARD.items()}
 
 
-def _family(name: str, letters: set[str]) -> dict[tuple[bool, bool], tuple[str, int]]:
-    """The files (and index in a collection) of each look an installed family has, of the
-    first family whose fonts have every one of ``letters`` (or ``MT_PDF_FONT``'s file)."""
+Font = tuple[str, int, bool]  # a font's file, index in a collection, whether CFF outlines
+
+
+def _family(name: str, letters: set[str], target: str | None) -> dict[tuple[bool, bool], Font]:
+    """Each look's font an installed family has, of the first family (:func:`_preference`)
+    whose fonts have every one of ``letters`` (or ``MT_PDF_FONT``'s file)."""
     chosen = os.environ.get("MT_PDF_FONT")
     if chosen:
-        return {LOOKS[0]: (_chosen(name, letters, chosen), 0)}
+        return {LOOKS[0]: _chosen(name, letters, chosen)}
     shown = "".join(sorted(c for c in letters if not _standard_has(c)))[:3]
-    families: dict[str, dict[tuple[bool, bool], tuple[str, int]]] = {}
-    for path, index, family, style in sorted(_listed(letters)):
+    families: dict[str, dict[tuple[bool, bool], Font]] = {}
+    for path, index, family, style, cff in sorted(_listed(letters)):
         if style.lower() in STYLES:
-            families.setdefault(family, {}).setdefault(STYLES[style.lower()], (path, index))
-    found = sorted((f for f in families if LOOKS[0] in families[f]), key=_preference)
+            families.setdefault(family, {}).setdefault(STYLES[style.lower()],
+                                                       (path, index, cff))
+    found = sorted((f for f in families if LOOKS[0] in families[f]),
+                   key=lambda f: _preference(f, target, families[f][LOOKS[0]][2]))
     if not found:
-        raise MTError(f"'{name}': no installed TrueType font has every letter of the "
-                      f"translation ({shown!r}... are outside PDF's standard fonts): {INSTALL}")
+        raise MTError(f"'{name}': no installed font has every letter of the translation "
+                      f"({shown!r}... are outside PDF's standard fonts): {INSTALL}")
     return families[found[0]]
 
 
-def _chosen(name: str, letters: set[str], chosen: str) -> str:
+def _chosen(name: str, letters: set[str], chosen: str) -> Font:
     """``MT_PDF_FONT``'s file, where it has every one of ``letters``; else a one-line error."""
-    from reportlab.pdfbase import pdfmetrics
-
     if not os.path.isfile(chosen):
         raise MTError(f"MT_PDF_FONT: no such font file '{chosen}'")
-    cmap = pdfmetrics.getFont(_registered(chosen, 0)).face.charToGlyph
-    lacking = sorted(c for c in letters if ord(c) not in cmap)
+    read = _read(chosen, 0)
+    if read is None:
+        raise MTError(f"MT_PDF_FONT: '{chosen}' is not a font file ReportLab can embed "
+                      "(TrueType or OpenType)")
+    lacking = sorted(c for c in letters if ord(c) not in read[1])
     if lacking:
         raise MTError(f"'{name}': the font MT_PDF_FONT names ('{chosen}') has no "
                       f"{lacking[0]!r}, which the translation holds")
-    return chosen
+    return chosen, 0, read[0][4]
 
 
-def _listed(letters: set[str]) -> list[tuple[str, int, str, str]]:
-    """The installed TrueType fonts that have every one of ``letters``: (file, index in a
-    collection, family, style); fontconfig's, else those of the usual folders."""
+def _listed(letters: set[str]) -> list[tuple[str, int, str, str, bool]]:
+    """The installed fonts that have every one of ``letters``: (file, index in a
+    collection, family, style, whether CFF outlines); fontconfig's, else those of the usual
+    folders."""
     codes = sorted(ord(c) for c in letters)
     ranges: list[list[int]] = []
     for code in codes:
@@ -137,8 +155,8 @@ def _listed(letters: set[str]) -> list[tuple[str, int, str, str]]:
         return [font for font, has in _scanned() if set(codes) <= has]
     rows = [line.split("\t") for line in listed.splitlines()]
     # (an index past 65535 is a variable font's named style, which ReportLab cannot draw)
-    return [(r[0], int(r[1] or 0), r[2], r[3]) for r in rows
-            if len(r) == 5 and r[4] == "TrueType" and int(r[1] or 0) < 2**16]
+    return [(r[0], int(r[1] or 0), r[2], r[3], r[4] == "CFF") for r in rows
+            if len(r) == 5 and r[4] in ("TrueType", "CFF") and int(r[1] or 0) < 2**16]
 
 
 def font_folders() -> list[Path]:
@@ -151,42 +169,107 @@ def font_folders() -> list[Path]:
 
 
 @cache
-def _scanned() -> list[tuple[tuple[str, int, str, str], frozenset[int]]]:
-    """Each TrueType font of :func:`font_folders` (each of a collection's): (file, index,
-    family, style) and the letters it has (read once a process: ~2 ms a font)."""
-    from reportlab.pdfbase.ttfonts import TTFError, TTFontFile
-
+def _scanned() -> list[tuple[tuple[str, int, str, str, bool], frozenset[int]]]:
+    """Each font of :func:`font_folders` (each of a collection's) that ReportLab can embed,
+    as :func:`_listed` says it, and the letters it has (read once a process)."""
     out = []
     for folder in font_folders():
         paths = sorted(p for p in folder.rglob("*") if p.suffix.lower() in
                        (".ttf", ".ttc", ".otf")) if folder.is_dir() else []
         for path in paths:
             for index in range(32 if path.suffix.lower() == ".ttc" else 1):
-                try:
-                    font = TTFontFile(str(path), subfontIndex=index)
-                except (OSError, TTFError, IndexError, KeyError, ValueError):
-                    break  # (not a TrueType font, or no more in the collection)
-                out.append(((str(path), index, font.familyName.decode(errors="replace"),
-                             font.styleName.decode(errors="replace")),
-                            frozenset(font.charToGlyph)))
+                read = _read(str(path), index)
+                if read is None:
+                    break  # (not a font, or no more in the collection)
+                out.append(read)
     return out
 
 
-def _preference(family: str) -> tuple[int, bool, str]:
-    """The order families are chosen in: :data:`PREFERRED`, then sans-serif ones."""
+def _read(path: str, index: int) -> tuple[tuple[str, int, str, str, bool], frozenset[int]
+                                          ] | None:
+    """The font at ``path`` (``index`` in a collection) as :func:`_listed` says it and the
+    letters it has; None where it is no font ReportLab can embed, as it is or made TrueType
+    (a variable font's CFF2 outlines are not)."""
+    from fontTools.ttLib import TTFont, TTLibError
+
+    try:
+        font = TTFont(path, fontNumber=index, lazy=True)
+        if "glyf" not in font and "CFF " not in font:
+            return None
+        names, cmap = font["name"], font.getBestCmap() or {}
+        return ((path, index, names.getDebugName(1) or "", names.getDebugName(2) or "",
+                 "CFF " in font), frozenset(cmap))
+    except (OSError, TTLibError, AssertionError, KeyError, ValueError, IndexError):
+        return None
+
+
+def _preference(family: str, target: str | None, cff: bool) -> tuple[int, bool, bool, bool,
+                                                                      str]:
+    """The order families are chosen in: :data:`PREFERRED`; one made for the region of
+    ``target`` (:data:`REGIONS`); sans-serif ones; TrueType before CFF outlines."""
     rank = PREFERRED.index(family) if family in PREFERRED else len(PREFERRED)
-    return rank, not ("Sans" in family and "Mono" not in family), family
+    tag = (target or "").lower().replace("_", "-")
+    region = REGIONS.get(tag) or REGIONS.get(tag.split("-")[0])
+    return (rank, region not in family.split(), not ("Sans" in family and "Mono" not in family),
+            cff, family)
 
 
 @cache
-def _registered(path: str, index: int) -> str:
-    """The name ReportLab draws the font of ``path`` (``index`` in a collection) by."""
+def _registered(path: str, index: int, cut: frozenset[str] = frozenset()) -> str:
+    """The name ReportLab draws the font of ``path`` (``index`` in a collection) by: a font
+    of CFF outlines cut to the letters ``cut`` and made TrueType (:func:`_truetype`)."""
     from reportlab.pdfbase import pdfmetrics
     from reportlab.pdfbase.ttfonts import TTFError, TTFont
 
-    font_name = f"MT-{os.path.basename(path)}-{index}"
+    letters = hashlib.sha1("".join(sorted(cut)).encode()).hexdigest()[:12]
+    font_name = f"MT-{os.path.basename(path)}-{index}" + (f"-{letters}" if cut else "")
     try:
-        pdfmetrics.registerFont(TTFont(font_name, path, subfontIndex=index))
+        source = _truetype(path, index, cut) if cut else path
+        pdfmetrics.registerFont(TTFont(font_name, source, subfontIndex=0 if cut else index))
     except (OSError, TTFError) as exc:
         raise MTError(f"the font '{path}' cannot be embedded in a PDF: {exc}") from None
     return font_name
+
+
+def _truetype(path: str, index: int, letters: frozenset[str]) -> io.BytesIO:
+    """The font of CFF outlines at ``path`` (``index`` in a collection) cut to ``letters``
+    (fontTools' subsetter) with its cubic curves made TrueType's quadratic ones (fontTools'
+    cu2qu, within a unit of its em), as fontTools' ``otf2ttf`` snippet does."""
+    from fontTools import subset
+    from fontTools.pens.cu2quPen import Cu2QuPen
+    from fontTools.pens.ttGlyphPen import TTGlyphPen
+    from fontTools.ttLib import TTFont, TTLibError, newTable
+
+    try:
+        font = TTFont(path, fontNumber=index, lazy=True)
+        options = subset.Options(name_IDs=["*"], name_languages=["*"], notdef_outline=True)
+        options.drop_tables += ["VORG", "vhea", "vmtx"]
+        cutter = subset.Subsetter(options)
+        cutter.populate(unicodes=[ord(c) for c in letters])
+        cutter.subset(font)
+        order, drawn = font.getGlyphOrder(), font.getGlyphSet()
+        glyphs = {}
+        for glyph in order:
+            pen = TTGlyphPen(drawn)
+            drawn[glyph].draw(Cu2QuPen(pen, 1.0, reverse_direction=True))
+            glyphs[glyph] = pen.glyph()
+    except (OSError, TTLibError, AssertionError, KeyError, ValueError) as exc:
+        raise MTError(f"the font '{path}' cannot be embedded in a PDF: {exc}") from None
+    del font["CFF "]
+    font["loca"], font["glyf"] = newTable("loca"), newTable("glyf")
+    font["glyf"].glyphOrder, font["glyf"].glyphs = order, glyphs
+    font["glyf"].compile(font)
+    for glyph, outline in glyphs.items():  # (each glyph's left side bearing: its xMin)
+        font["hmtx"][glyph] = (font["hmtx"][glyph][0], getattr(outline, "xMin", 0))
+    font["maxp"] = maxp = newTable("maxp")
+    maxp.tableVersion, maxp.maxZones = 0x00010000, 1
+    for field in ("maxTwilightPoints", "maxStorage", "maxFunctionDefs", "maxInstructionDefs",
+                  "maxStackElements", "maxSizeOfInstructions", "maxComponentElements"):
+        setattr(maxp, field, 0)
+    post = font["post"]
+    post.formatType, post.extraNames, post.mapping, post.glyphOrder = 2.0, [], {}, order
+    font.sfntVersion = "\0\1\0\0"
+    out = io.BytesIO()
+    font.save(out)
+    out.seek(0)
+    return out

@@ -64,7 +64,8 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     if target:
         writer.root_object[NameObject("/Lang")] = TextStringObject(target)
-    looks = faces(name, "".join(t for boxes in pages for _, text in boxes for t in text))
+    looks = faces(name, "".join(t for boxes in pages for _, text in boxes for t in text),
+                  target)
     rtl = direction(target) == "rtl" if target else None
     seen: set[Any] = set()  # (the figures already without their text)
     for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
