@@ -6,7 +6,6 @@ target's region."""
 
 from __future__ import annotations
 
-import io
 import subprocess
 from pathlib import Path
 
@@ -112,7 +111,8 @@ def japanese_fonts() -> bool:
 def test_japanese_is_drawn_in_noto_sans_cjk_jp():
     """The real thing (Debian's fonts-noto-cjk: a collection of CFF fonts): a Japanese
     translation drawn in Noto Sans CJK JP, read back as it is."""
-    japanese = ["公園の犬", "男性が自転車で町を走っている。", "女性", "子供", "少年が水に飛び込む。"]
+    japanese = ["公園の犬", "男性が自転車で町を走っている。", "女性", "子供",
+                "少年が水に飛び込む。"]
     out = rebuilt(read_file("a.pdf", pdf(), "de", "ja"), japanese)
     assert texts(out)[0].replace(" ", "") == "".join(japanese[:4])
     embedded = [f for f in fonts(out) if "Helvetica" not in f]
