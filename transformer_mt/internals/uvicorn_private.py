@@ -4,7 +4,8 @@
 
 Tested on uvicorn 0.54 and 0.55. On any other version the server runs uvicorn's own ``h11``
 protocol, said once in a warning line: requests are served the same, their headers without a
-deadline.
+deadline (and a connection that sends no request is never closed: uvicorn's keep-alive
+timeout starts after a response).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def timed_protocol(header_timeout_s: float) -> type[H11Protocol] | str:
     """The protocol class uvicorn builds each connection with, with this deadline; on a
     uvicorn it was not tested on, its own ``h11`` (no deadline for the headers; a warning)."""
     if not tested("uvicorn", TESTED, "--header-timeout", "a request's headers have no "
-                  "deadline (the idle and body timeouts hold)"):
+                  "deadline, a connection that sends none is never closed (the idle timeout "
+                  "holds after a response, the body timeout for bodies)"):
         return "h11"
     return type("TimedH11Protocol", (TimedH11Protocol,), {"header_timeout_s": header_timeout_s})
