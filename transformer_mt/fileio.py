@@ -223,6 +223,9 @@ def _lock(handle: IO[str], flags: portalocker.LockFlags, path: Path) -> bool:
         raise
     except portalocker.LockException as exc:
         cause = exc.__cause__ or exc
+        if isinstance(cause, OSError) and cause.errno in (errno.EAGAIN, errno.EACCES):
+            raise portalocker.AlreadyLocked(cause) from exc  # (held: portalocker < 2.10
+            # says so only as the operating system's error)
         raise MTError(
             f"cannot lock '{path}': the filesystem there does not support file locks ({cause}). "
             "NFS without its lock service, Lustre mounted without -o flock and some FUSE "
