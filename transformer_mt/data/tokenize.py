@@ -276,8 +276,11 @@ class SubwordTokenizer(Tokenizer):
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Pieces back to text, without surrounding whitespace (a lone ``▁`` piece at either
-        end); an ``<unk>`` the model produced is left out."""
-        return self.processor.decode([t for t in tokens if t != UNK]).strip()
+        end); an ``<unk>`` the model produced is left out. A piece the SentencePiece model
+        lacks (an imported Marian model's vocabulary is both sides' pieces) is kept as it is
+        by ``decode``: its ``▁`` is a space too, as transformers' MarianTokenizer reads it."""
+        text = self.processor.decode([t for t in tokens if t != UNK])
+        return text.replace(WORD_START, " ").strip()
 
     def detokenize_keeping(self, tokens: Sequence[str],
                            spans: Sequence[tuple[int, int, str]]) -> str:
