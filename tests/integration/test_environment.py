@@ -5,6 +5,7 @@ line that names the cause and what to do, before anything is written."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import subprocess
 import sys
@@ -48,6 +49,23 @@ def test_a_missing_package_is_named_before_step_one(tmp_path, monkeypatch, packa
     assert not run_dir.exists()  # nothing written, no step taken
 
 
+def test_a_package_installed_but_not_importable_is_one_line(trained_run, monkeypatch,
+                                                            tmp_path):
+    """matplotlib 3.10 beside numpy 1.24 raises ImportError as it is imported (not
+    ModuleNotFoundError): one line that says so and what to do, no traceback."""
+    fake = tmp_path / "site" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise ImportError("Matplotlib requires numpy>=1.25; '
+                                      'you have 1.24.4")\n', encoding="utf-8")
+    for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    result = run_cli(["plot", str(trained_run[0]), "--output", str(tmp_path / "out")])
+    line = _error_line(result)
+    assert "installed but cannot be imported: Matplotlib requires numpy>=1.25" in line, line
+    assert not (tmp_path / "out").exists()
+
+
 def test_translating_without_sacremoses_says_so(trained_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "sacremoses", None)
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
@@ -61,7 +79,9 @@ def _no_locks(monkeypatch) -> None:
     def flock(fd, operation):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(portalocker.portalocker, "LOCKER", flock)
+    if hasattr(portalocker.portalocker, "LOCKER"):  # (portalocker 2.10 on)
+        monkeypatch.setattr(portalocker.portalocker, "LOCKER", flock)
+    monkeypatch.setattr(fcntl, "flock", flock)  # (before: fcntl's, looked up as it locks)
 
 
 def test_a_filesystem_without_locks_is_not_called_contention(tmp_path, monkeypatch):

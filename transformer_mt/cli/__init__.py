@@ -163,6 +163,21 @@ def _not_utf8(argv: list[str]) -> str | None:
     return None
 
 
+def _not_imported(exc: ImportError) -> str | None:
+    """What to tell of a package that is not installed, or installed but not importable (a
+    version another package lacks); None for our own modules' errors (a bug: the traceback)."""
+    if (exc.name or "").startswith("transformer_mt"):
+        return None
+    if isinstance(exc, ModuleNotFoundError):
+        if not exc.name:
+            return None
+        from transformer_mt.packages import missing_error
+
+        return str(missing_error([exc.name.split(".")[0]]))
+    return (f"a Python package is installed but cannot be imported: {exc} (upgrade it, or "
+            "the package it names, with pip)")
+
+
 def main(argv: list[str] | None = None,
          before_command: Callable[[argparse.Namespace], None] | None = None) -> int:
     """Run ``mt ARGV`` (default: this process's arguments) and return its exit code;
@@ -200,13 +215,11 @@ def _run(args: argparse.Namespace,
             raise
         print(f"mt {args.command}: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_ERROR)
-    except ModuleNotFoundError as exc:  # a package imported where it is used
-        if args.debug or not exc.name or exc.name.startswith("transformer_mt"):
+    except ImportError as exc:  # a package imported where it is used
+        said = None if args.debug else _not_imported(exc)
+        if said is None:
             raise
-        from transformer_mt.packages import missing_error
-
-        print(f"mt {args.command}: error: {missing_error([exc.name.split('.')[0]])}",
-              file=sys.stderr)
+        print(f"mt {args.command}: error: {said}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"mt {args.command}: interrupted", file=sys.stderr)
