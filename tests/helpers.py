@@ -242,6 +242,14 @@ def writing_unk(checkpoint: Path, sentence: str, out: Path) -> Path:
     return out
 
 
+def a_tested_version(package: str, tested: tuple[str, ...]) -> bool:
+    """Whether the installed ``package`` is one of the ``major.minor`` versions an adapter of
+    transformer_mt/internals/ was tested on (``TESTED``; elsewhere its plain fallback runs)."""
+    from importlib.metadata import version
+
+    return ".".join(version(package).split("+")[0].split(".")[:2]) in tested
+
+
 def local_client(app: Any) -> Any:
     """A test client (FastAPI's) that addresses the server as localhost (the Host it answers
     to)."""

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.helpers import REPO, run_cli
+from tests.helpers import REPO, a_tested_version, run_cli
 from tests.toy import make_model
 from transformer_mt.decode import compiled
 from transformer_mt.internals import fastapi_private, torch_private, uvicorn_private, versions
@@ -70,6 +70,8 @@ def test_an_untested_uvicorn_serves_without_the_header_deadline(untested, caplog
     assert "--header-timeout" in caplog.text and "uvicorn" in caplog.text
 
 
+@pytest.mark.skipif(not a_tested_version("uvicorn", uvicorn_private.TESTED),
+                    reason="the installed uvicorn is not one the timed protocol was tested on")
 def test_a_tested_uvicorn_gets_the_timed_protocol():
     protocol = uvicorn_private.timed_protocol(5.0)
     assert isinstance(protocol, type) and protocol.header_timeout_s == 5.0
@@ -79,10 +81,12 @@ def test_a_tested_uvicorn_gets_the_timed_protocol():
 def test_fastapi_s_endpoints_are_read_ahead_only_where_tested(monkeypatch, tested):
     from transformer_mt.serve.app import create_app
 
+    if tested and not a_tested_version("fastapi", fastapi_private.TESTED):
+        pytest.skip("the installed FastAPI is not one its endpoints' read-ahead was tested on")
     if not tested:
         monkeypatch.setattr(fastapi_private, "TESTED", ("0.0",))
     read = []
-    monkeypatch.setattr("fastapi.routing._extract_endpoint_context", read.append)
+    monkeypatch.setattr("fastapi.routing._extract_endpoint_context", read.append, raising=tested)
     from fastapi import FastAPI
 
     app = FastAPI()

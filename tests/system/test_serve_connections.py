@@ -16,7 +16,8 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import post, start_server
+from tests.helpers import a_tested_version, post, start_server
+from transformer_mt.internals.uvicorn_private import TESTED
 
 pytest.importorskip("fastapi")
 
@@ -38,18 +39,9 @@ def timeouts(trained_run):
     assert proc.returncode == 0 and "Too many open files" not in err and "Traceback" not in err
 
 
-def header_deadline() -> bool:
-    """Whether the installed uvicorn is one ``--header-timeout`` was tested on (elsewhere
-    uvicorn's own protocol runs: a connection that sends no request is never closed)."""
-    from importlib.metadata import version
-
-    from transformer_mt.internals.uvicorn_private import TESTED
-
-    return ".".join(version("uvicorn").split(".")[:2]) in TESTED
-
-
-@pytest.mark.skipif(not header_deadline(), reason="uvicorn is not a version --header-timeout "
-                                                  "was tested on: its fallback has no deadline")
+@pytest.mark.skipif(not a_tested_version("uvicorn", TESTED), reason="uvicorn is not a version "
+                    "--header-timeout was tested on: its fallback has no deadline (a "
+                    "connection that sends no request is never closed)")
 def test_idle_and_slow_connections_are_closed_and_health_keeps_answering(timeouts):
     host, port, url = timeouts
     idle = [socket.create_connection((host, port)) for _ in range(100)]
