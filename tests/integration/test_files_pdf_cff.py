@@ -20,6 +20,7 @@ pytest.importorskip("reportlab")
 pytest.importorskip("fontTools")
 
 LETTERS = "КТотак."
+LOOK = (False, False)  # (regular)
 CAT = ["Кот", "Кот так", "Тот", "Кот", "Так."]  # (the 5 paragraphs of ``pdf()``)
 
 
@@ -76,6 +77,44 @@ def test_a_font_of_cff_outlines_is_drawn_made_truetype_and_read_back(monkeypatch
         assert all("Test-Cff-Sans" in f for f in embedded)
         body = [c for c in chars(out) if round(c.size) == 11 and c.get_text().strip()]
         assert body and all(abs(c.width - 0.6 * 11) < 0.01 for c in body)
+
+
+def test_documents_of_other_letters_are_each_drawn_in_their_own_cut(monkeypatch, tmp_path):
+    """Two translations in one process (a server, or ``mt translate`` of several files) whose
+    letters differ: each drawn in a cut of its own letters and read back as it is (ReportLab
+    knows a font by its PostScript name: each cut has one of its own)."""
+    monkeypatch.setenv("MT_PDF_FONT", str(cff_font(tmp_path / "TestCff.otf")))
+    doc = read_file("a.pdf", pdf(), "de", "ru")
+    first, second = ["Кот"] * 5, ["Так."] * 5
+    out = [rebuilt(doc, first), rebuilt(doc, second), rebuilt(doc, first)]
+    for data, cat in zip(out, [first, second, first], strict=True):
+        assert texts(data) == [" ".join(cat[:4]), cat[4]]
+    names = {f.split("+")[-1] for data in out for f in fonts(data) if "Helvetica" not in f}
+    assert len(names) == 2
+
+
+def test_a_cut_is_let_go_once_no_document_draws_with_it(monkeypatch, tmp_path):
+    """A font cut to a document's letters stays registered while a document draws with it
+    (documents drawn at once in a server's threads), and is let go of when none does but
+    the ``KEEP`` last used: a process that translates PDF after PDF does not grow by a font
+    for each."""
+    from reportlab.pdfbase.pdfmetrics import getRegisteredFontNames
+
+    from transformer_mt.translate import pdf_fonts
+
+    monkeypatch.setenv("MT_PDF_FONT", str(cff_font(tmp_path / "TestCff.otf")))
+    monkeypatch.setattr(pdf_fonts, "KEEP", 1)
+    with pdf_fonts.faces("a.pdf", "Кот") as first:
+        with pdf_fonts.faces("b.pdf", "Так.") as second, pdf_fonts.faces("c.pdf", "Кот") as again:
+            assert again == first and second != first
+        with pdf_fonts.faces("d.pdf", "Тот") as third:
+            assert {second[LOOK].name, third[LOOK].name} <= set(getRegisteredFontNames())
+        # (of the two no document draws with, "Тот" was used last)
+        assert second[LOOK].name not in getRegisteredFontNames()
+        assert first[LOOK].name in getRegisteredFontNames()
+    assert first[LOOK].name not in getRegisteredFontNames()
+    assert third[LOOK].name in getRegisteredFontNames()
+    assert list(pdf_fonts._CUTS.values()) == [third[LOOK].name]
 
 
 def test_chinese_japanese_and_korean_are_drawn_in_their_regions_family(monkeypatch):

@@ -1,4 +1,4 @@
-"""The private APIs of torch, uvicorn and FastAPI, each behind its module in
+"""The private APIs of torch, uvicorn, FastAPI and ReportLab, each behind its module in
 transformer_mt/internals/: on a version they were not tested on, the features that use them
 are off, said once in a warning line, and the plain path runs: the same translations, never a
 crash; pyproject.toml lets none newer than they were tested on be installed. And the compiled
@@ -16,7 +16,13 @@ from torch import nn
 from tests.helpers import REPO, a_tested_version, run_cli
 from tests.toy import make_model
 from transformer_mt.decode import compiled
-from transformer_mt.internals import fastapi_private, torch_private, uvicorn_private, versions
+from transformer_mt.internals import (
+    fastapi_private,
+    reportlab_private,
+    torch_private,
+    uvicorn_private,
+    versions,
+)
 from transformer_mt.precision import PackedLinear, for_decoding
 from transformer_mt.translate import Translator
 
@@ -27,7 +33,7 @@ SENTENCES = ["Ein Hund läuft.", "Zwei Männer spielen im Schnee.", "Eine Frau l
 def untested(monkeypatch):
     """Every adapter's tested versions made ones no installed package has."""
     monkeypatch.setattr(versions, "_warned", set())
-    for module in (torch_private, uvicorn_private, fastapi_private):
+    for module in (torch_private, uvicorn_private, fastapi_private, reportlab_private):
         monkeypatch.setattr(module, "TESTED", ("0.0",))
 
 
@@ -96,9 +102,32 @@ def test_fastapi_s_endpoints_are_read_ahead_only_where_tested(monkeypatch, teste
     assert callable(create_app)
 
 
+@pytest.mark.parametrize("tested", [True, False])
+def test_reportlab_lets_go_of_a_font_only_where_tested(monkeypatch, tested, caplog):
+    """A font no document draws with any more (``translate/pdf_fonts.py``) leaves ReportLab's
+    registry on a tested ReportLab; elsewhere it stays, said once."""
+    pytest.importorskip("reportlab")
+    from reportlab.pdfbase import pdfmetrics
+
+    if tested and not a_tested_version("reportlab", reportlab_private.TESTED):
+        pytest.skip("the installed ReportLab is not one its registry was tested on")
+    if not tested:
+        monkeypatch.setattr(versions, "_warned", set())
+        monkeypatch.setattr(reportlab_private, "TESTED", ("0.0",))
+    pdfmetrics.registerFont(pdfmetrics.Font("MT-let-go", "Helvetica", "WinAnsiEncoding"))
+    with caplog.at_level(logging.WARNING, logger="transformer_mt"):
+        reportlab_private.forget("MT-let-go")
+        reportlab_private.forget("MT-let-go")
+    assert ("MT-let-go" in pdfmetrics.getRegisteredFontNames()) is not tested
+    assert caplog.text.count("they stay in memory") == (0 if tested else 1)
+    monkeypatch.undo()
+    reportlab_private.forget("MT-let-go")
+
+
 @pytest.mark.parametrize("package, adapter", [("torch", torch_private),
                                               ("uvicorn", uvicorn_private),
-                                              ("fastapi", fastapi_private)])
+                                              ("fastapi", fastapi_private),
+                                              ("reportlab", reportlab_private)])
 def test_pyproject_caps_each_package_just_above_its_newest_tested_version(package, adapter):
     """A release newer than the adapter's versions installs only once it is tested (and
     added): the cap in pyproject.toml is the next minor version after the newest of them."""

@@ -17,11 +17,16 @@ import hashlib
 import io
 import os
 import subprocess
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from transformer_mt.errors import MTError
+from transformer_mt.internals.reportlab_private import forget
 from transformer_mt.translate.pdf_shaping import check
 
 LOOKS = [(False, False), (True, False), (False, True), (True, True)]  # (bold, oblique)
@@ -52,25 +57,34 @@ class Face:
     slanted: bool = False
 
 
-def faces(name: str, text: str, target: str | None = None) -> dict[tuple[bool, bool], Face]:
+@contextmanager
+def faces(name: str, text: str, target: str | None = None,
+          ) -> Iterator[dict[tuple[bool, bool], Face]]:
     """Each look's face for a translation into ``target`` holding ``text`` (the module's
-    docstring)."""
+    docstring), registered with ReportLab while the document is drawn."""
     ordered = list(dict.fromkeys(c for c in text if not c.isspace()))  # (as they come)
     letters = set(ordered)
     if all(_standard_has(c) for c in ordered):
-        return _standard()
+        yield _standard()
+        return
     check(name, text)
     files = _family(name, letters, target)
     drawn = frozenset(text) | {" ", "-"}  # (what a font of CFF outlines is cut to)
-    out = {}
-    for bold, oblique in LOOKS:
-        have = [look for look in [(bold, oblique), (bold, False), (False, oblique), LOOKS[0]]
-                if look in files]
-        path, index, cff = files[have[0]]
-        out[(bold, oblique)] = Face(_registered(path, index, drawn if cff else frozenset()),
-                                    thicker=bold and not have[0][0],
-                                    slanted=oblique and not have[0][1])
-    return out
+    cuts: list[Cut] = []
+    try:
+        out = {}
+        for bold, oblique in LOOKS:
+            have = [look for look in [(bold, oblique), (bold, False), (False, oblique),
+                                      LOOKS[0]] if look in files]
+            path, index, cff = files[have[0]]
+            if cff:
+                cuts.append((path, index, drawn))
+            out[(bold, oblique)] = Face(_cut(*cuts[-1]) if cff else _registered(path, index),
+                                        thicker=bold and not have[0][0],
+                                        slanted=oblique and not have[0][1])
+        yield out
+    finally:
+        _release(cuts)
 
 
 def _standard_has(letter: str) -> bool:
@@ -98,6 +112,11 @@ def _standard() -> dict[tuple[bool, bool], Face]:
 
 
 Font = tuple[str, int, bool]  # a font's file, index in a collection, whether CFF outlines
+Cut = tuple[str, int, frozenset[str]]  # a font's file, index in a collection, letters cut to
+KEEP = 8  # fonts cut to a document's letters kept registered when no document draws with them
+_CUTS: OrderedDict[Cut, str] = OrderedDict()  # each cut's name, the last used last
+_USERS: Counter[Cut] = Counter()  # how many documents draw with each cut now
+_CUTS_LOCK = threading.Lock()
 
 
 def _family(name: str, letters: set[str], target: str | None) -> dict[tuple[bool, bool], Font]:
@@ -215,26 +234,62 @@ def _preference(family: str, target: str | None, cff: bool) -> tuple[int, bool, 
 
 
 @cache
-def _registered(path: str, index: int, cut: frozenset[str] = frozenset()) -> str:
-    """The name ReportLab draws the font of ``path`` (``index`` in a collection) by: a font
-    of CFF outlines cut to the letters ``cut`` and made TrueType (:func:`_truetype`)."""
-    from reportlab.pdfbase import pdfmetrics
-    from reportlab.pdfbase.ttfonts import TTFError, TTFont
-
-    letters = hashlib.sha1("".join(sorted(cut)).encode()).hexdigest()[:12]
-    font_name = f"MT-{os.path.basename(path)}-{index}" + (f"-{letters}" if cut else "")
-    try:
-        source = _truetype(path, index, cut) if cut else path
-        pdfmetrics.registerFont(TTFont(font_name, source, subfontIndex=0 if cut else index))
-    except (OSError, TTFError) as exc:
-        raise MTError(f"the font '{path}' cannot be embedded in a PDF: {exc}") from None
+def _registered(path: str, index: int) -> str:
+    """The name ReportLab draws the TrueType font of ``path`` (``index`` in a collection) by."""
+    font_name = f"MT-{os.path.basename(path)}-{index}-{_tag(path)}"
+    _register(font_name, path, path, index)
     return font_name
 
 
-def _truetype(path: str, index: int, letters: frozenset[str]) -> io.BytesIO:
+def _cut(path: str, index: int, letters: frozenset[str]) -> str:
+    """The name ReportLab draws the font of CFF outlines at ``path`` (``index`` in a
+    collection) by, cut to ``letters`` and made TrueType (:func:`_truetype`), for one more
+    document that draws with it (:func:`_release` when it is written)."""
+    with _CUTS_LOCK:
+        key = (path, index, letters)
+        if key not in _CUTS:
+            tag = _tag(path, letters)
+            font_name = f"MT-{os.path.basename(path)}-{index}-{tag}"
+            _register(font_name, path, _truetype(path, index, letters, tag), 0)
+            _CUTS[key] = font_name
+        _CUTS.move_to_end(key)
+        _USERS[key] += 1
+        return _CUTS[key]
+
+
+def _release(cuts: list[Cut]) -> None:
+    """One document fewer draws with each of ``cuts``; of the cuts no document draws with,
+    all but the :data:`KEEP` last used are let go of (ReportLab would keep them all)."""
+    with _CUTS_LOCK:
+        _USERS.subtract(cuts)
+        unused = [key for key in _CUTS if _USERS[key] <= 0]
+        for key in unused[:max(0, len(unused) - KEEP)]:
+            forget(_CUTS.pop(key))
+            del _USERS[key]
+
+
+def _tag(path: str, letters: frozenset[str] = frozenset()) -> str:
+    """A font file's (cut to ``letters``) mark in the names ReportLab knows it by: two files
+    of one name in two folders, or two cuts of one file, are two fonts."""
+    return hashlib.sha1("\0".join([path, *sorted(letters)]).encode()).hexdigest()[:12]
+
+
+def _register(font_name: str, path: str, source: str | io.BytesIO, index: int) -> None:
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFError, TTFont
+
+    try:
+        pdfmetrics.registerFont(TTFont(font_name, source, subfontIndex=index))
+    except (OSError, TTFError) as exc:
+        raise MTError(f"the font '{path}' cannot be embedded in a PDF: {exc}") from None
+
+
+def _truetype(path: str, index: int, letters: frozenset[str], tag: str) -> io.BytesIO:
     """The font of CFF outlines at ``path`` (``index`` in a collection) cut to ``letters``
     (fontTools' subsetter) with its cubic curves made TrueType's quadratic ones (fontTools'
-    cu2qu, within a unit of its em), as fontTools' ``otf2ttf`` snippet does."""
+    cu2qu, within a unit of its em), as fontTools' ``otf2ttf`` snippet does; its PostScript
+    name ends in ``tag``: ReportLab takes a font of a PostScript name it knows for that font,
+    and each cut has letters of its own."""
     from fontTools import subset
     from fontTools.pens.cu2quPen import Cu2QuPen
     from fontTools.pens.ttGlyphPen import TTGlyphPen
@@ -256,6 +311,11 @@ def _truetype(path: str, index: int, letters: frozenset[str]) -> io.BytesIO:
     except (OSError, TTLibError, AssertionError, KeyError, ValueError) as exc:
         raise MTError(f"the font '{path}' cannot be embedded in a PDF: {exc}") from None
     del font["CFF "]
+    names = font["name"]
+    named = next(filter(None, map(names.getDebugName, (6, 4, 1))), "Font").replace(" ", "-")
+    names.removeNames(nameID=6)
+    for platform in ((3, 1, 0x409), (1, 0, 0)):  # (the two ReportLab reads)
+        names.setName(f"{named[:48]}-{tag}", 6, *platform)
     font["loca"], font["glyf"] = newTable("loca"), newTable("glyf")
     font["glyf"].glyphOrder, font["glyf"].glyphs = order, glyphs
     font["glyf"].compile(font)

@@ -64,24 +64,24 @@ def drawn(name: str, data: bytes, pages: list[list[tuple[Box, list[str]]]],
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     if target:
         writer.root_object[NameObject("/Lang")] = TextStringObject(target)
-    looks = faces(name, "".join(t for boxes in pages for _, text in boxes for t in text),
-                  target)
-    rtl = direction(target) == "rtl" if target else None
-    seen: set[Any] = set()  # (the figures already without their text)
-    for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
-        content = page.get_contents()
-        if content is None:
-            continue
-        content.operations = _without_text(name, number, content.operations)
-        page.replace_contents(content)
-        if figures:
-            _figures_without_text(name, number, page, writer, seen)
-        box, placed = page.mediabox, dict[int, list[Rect]]()
-        over = _over(float(box.width), float(box.height), boxes, looks, rtl, placed)
-        page.merge_transformed_page(PdfReader(io.BytesIO(over)).pages[0],
-                                    Transformation().translate(float(box.left),
-                                                               float(box.bottom)))
-        _links_moved(page, placed, float(box.left), float(box.bottom))
+    with faces(name, "".join(t for boxes in pages for _, text in boxes for t in text),
+               target) as looks:
+        rtl = direction(target) == "rtl" if target else None
+        seen: set[Any] = set()  # (the figures already without their text)
+        for number, (page, boxes) in enumerate(zip(writer.pages, pages, strict=True), start=1):
+            content = page.get_contents()
+            if content is None:
+                continue
+            content.operations = _without_text(name, number, content.operations)
+            page.replace_contents(content)
+            if figures:
+                _figures_without_text(name, number, page, writer, seen)
+            box, placed = page.mediabox, dict[int, list[Rect]]()
+            over = _over(float(box.width), float(box.height), boxes, looks, rtl, placed)
+            page.merge_transformed_page(PdfReader(io.BytesIO(over)).pages[0],
+                                        Transformation().translate(float(box.left),
+                                                                   float(box.bottom)))
+            _links_moved(page, placed, float(box.left), float(box.bottom))
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
