@@ -9,8 +9,9 @@ import unicodedata
 import pytest
 
 from tests.helpers import local_client, run_cli
+from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate import Translator
-from transformer_mt.translate.glossary import Glossary
+from transformer_mt.translate.glossary import Glossary, steered
 
 SOURCES = ["Zwei Hunde schwimmen im Park.", "Ein Kind fährt Fahrrad.", "Drei Kinder lachen."]
 TERMS = {"Hunde": "hounds", "fährt Fahrrad": "cycles", "park": "Tiergarten"}
@@ -58,6 +59,29 @@ def test_chinese_and_japanese_words_run_together_and_are_found_all_the_same():
         "https://zh.x.org/wiki/中国", "https://x.cn/a"]  # after a space: to the next
     assert g.required("Ein Hundefutter für 3er") == []  # Latin words end at letters, as ever
     assert Glossary({"แมว": "cat"}).required("ฉันชอบแมวมาก") == ["cat"]  # Thai, alike
+
+
+def test_a_term_the_target_vocabulary_lacks_is_read_in_the_source_as_itself(translator):
+    """A word model can write a term its vocabulary lacks only as ``<unk>``, which it writes
+    where the source has a word it does not know: that term's source is read as the term
+    (``steered``), the sentence's other words, and every term of a SentencePiece model (which
+    spells any word), as they are; the ids are the encoded sentences as read, those given
+    kept where nothing changed."""
+    sentences = [*SOURCES, "Ein Hund."]
+    lacks = {t for t in TERMS.values()
+             if UNK_ID in translator.tgt_vocab.encode(
+                 list(next(iter(translator.tokenizers[1].tokenize([t])))), eos=False)}
+    assert bool(lacks) is not translator.tokenizers[1].subword  # (words: "Tiergarten")
+    read, ids, required = steered(translator, sentences, Glossary(TERMS))
+    expected = [Glossary(TERMS).marked(s, lacks) for s in sentences]
+    assert read == expected and ids == translator.encode(expected)
+    assert ("Tiergarten" in read[0]) is ("Tiergarten" in lacks) and read[2:] == sentences[2:]
+    assert [[r.text for r in req] for req in required] == [
+        ["hounds", "Tiergarten"], ["cycles"], [], []]
+    given = translator.encode(sentences)
+    assert steered(translator, sentences, Glossary(TERMS), given) == (read, ids, required)
+    assert Glossary(TERMS).marked("Zwei Hunde im PARK.", {"Tiergarten"}) == \
+        "Zwei Hunde im Tiergarten."
 
 
 @pytest.mark.parametrize("beam", [1, 4])
@@ -137,6 +161,10 @@ def test_the_server_takes_a_glossary_and_kept_spans(translator):
         assert r.status_code == 200, r.text
         first, second = (t["text"] for t in r.json()["translations"])
         assert "hounds" in first and "hounds" in second
+        if not translator.tokenizers[1].subword:  # (a term it lacks read as itself: alike)
+            assert [first, second] == translator.translate(
+                ["Zwei Hunde schwimmen im Park. Drei Kinder lachen.", KEPT[1]], form="text",
+                glossary=Glossary({"Hunde": "hounds"}, keep_spans=True), beam_size=3)
         assert "https://example.org/a?b=1" in second and "10:30" in second
         for bad in ({"Hunde": ""}, {str(n): "x" for n in range(1001)}):
             r = client.post("/v1/translate", json={"text": "Zwei Hunde.", "glossary": bad})

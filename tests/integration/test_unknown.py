@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import local_client, run_cli
 from transformer_mt.data.vocab import UNK, UNK_ID
 from transformer_mt.translate import Translation
-from transformer_mt.translate.unknown import copied_from, copy_unknown
+from transformer_mt.translate.unknown import _placed, copied_from, copy_unknown
 
 # the same ids; the name the one word the tiny run lacks (what is copied, whatever the rounding)
 NAMES = ["Ein Mann läuft in Tübingen.", "Ein Mann läuft in Wolfsburg."]
@@ -255,3 +255,32 @@ def test_a_word_with_a_soft_hyphen_or_a_control_character_is_that_word(translato
     assert ours == translator.translate(plain)
     assert translator.translate(controls) == translator.translate(plain_controls)
     assert not any(UNK in text or "\u00ad" in text for text in ours)
+
+
+def test_a_glossarys_term_is_written_once_where_the_model_copies_it(translator):
+    """With a glossary's terms read in the source (``glossary.steered``, ``terms=True``): an
+    ``<unk>`` that would copy a term the translation already holds is written as nothing (the
+    same without ``terms``: the word); a term met by one ``<unk>`` moves to the ``<unk>`` that
+    copies it, where another does, the first then copying its own word; two terms met at each
+    other's <unk> change places."""
+    sentence = "Herr Quastenflosser aus Tübingen spielt."
+    src = translator.encode([sentence])[0]
+    words = list(next(iter(translator.tokenizers[0].tokenize([sentence]))))
+    [[h]] = translator.translate([sentence], nbest=1, replace_unk=False)
+    ids = [h.ids[0], UNK_ID, *h.ids[2:]]
+    tokens = translator.tgt_vocab.decode(ids)
+    [j] = copied_from(translator.cross_attention(src, ids), ids, src, words)
+    kept = [(3, 4, words[j])]  # (a term the translation holds, written elsewhere)
+    given = Translation(translator.tokenizers[1].detokenize_keeping(tokens, kept), tokens,
+                        h.score, ids, kept=kept)
+    [[once]] = copy_unknown(translator, [sentence], [[given]], terms=True)
+    [[twice]] = copy_unknown(translator, [sentence], [[given]])
+    assert twice.kept == [*kept, (1, 2, words[j])] and twice.text.count(words[j]) == 2
+    assert once.kept == [*kept, (1, 2, "")] and once.text.count(words[j]) == 1
+    assert once.tokens[1] == UNK and once.text == translator.tokenizers[1].detokenize(
+        [tokens[0], *tokens[2:3], words[j], *tokens[4:]])
+    assert _placed([(1, 2, "Y")], {1: "X", 5: "Y"}) == [(5, 6, "Y")]  # X: copied at 1
+    assert _placed([(1, 2, "Y")], {1: "Y", 5: "Y"}) == [(1, 2, "Y")]  # where it is copied
+    assert _placed([(1, 2, "B"), (6, 7, "A")], {1: "A", 6: "B"}) == [(1, 2, "A"), (6, 7, "B")]
+    assert _placed([(1, 2, "B"), (6, 7, "A")], {1: "C", 6: "B"}) == [(1, 2, "A"), (6, 7, "B")]
+    assert _placed([(1, 3, "Y Z")], {1: "X", 5: "Y Z"}) == [(1, 3, "Y Z")]  # (one <unk>s)

@@ -177,17 +177,22 @@ def test_serve_load_benchmark_compares_batched_and_unbatched(trained_run):
 
 
 def test_glossary_benchmark_holds_every_term_and_reports_a_ratio(trained_run):
-    """bench/glossary.py on the toy test set: constrained search holds every sentence's term
-    (the plain search need not), and ``ratio`` is their beam BLEUs' quotient."""
+    """bench/glossary.py on the toy test set: constrained search and the glossary (its terms
+    read in the source where the vocabulary lacks them) hold every sentence's term (the plain
+    search need not); ``ratio`` and ``read_as_target_ratio`` are beam BLEUs' quotients."""
     record = json.loads(run_bench("bench/glossary.py", "--checkpoint",
                                   str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                   "--max-sentences", "8", "--beam", "3").stdout)
     assert record["sentences"] == 8 and record["with_a_term"] > 0
     for search in ("greedy", "beam3"):
-        assert record[f"{search}_glossary"]["terms_held"] == record["with_a_term"]
+        for how in ("constrained", "glossary"):
+            assert record[f"{search}_{how}"]["terms_held"] == record["with_a_term"]
         assert record[f"{search}_plain"]["terms_held"] <= record["with_a_term"]
     plain, held = record["beam3_plain"]["bleu"], record["beam3_glossary"]["bleu"]
+    constrained = record["beam3_constrained"]["bleu"]
     assert record["ratio"] == (round(held / plain, 3) if plain else None)
+    assert record["read_as_target_ratio"] == (round(held / constrained, 3) if constrained
+                                              else None)
 
 
 def test_allocator_benchmark_times_mt_with_tcmalloc_against_the_system_malloc(trained_run):

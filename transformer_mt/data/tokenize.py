@@ -111,7 +111,9 @@ class Tokenizer:
             marked[start:end] = [chr(MARKERS + n)]
         text = self.detokenize(marked)
         for n, (_, _, kept) in enumerate(spans):
-            text = text.replace(chr(MARKERS + n), kept, 1)
+            marker = chr(MARKERS + n)  # (written as nothing: with the space before, else after)
+            gone = next((g for g in (f" {marker}", f"{marker} ") if g in text), marker)
+            text = text.replace(marker if kept else gone, kept, 1)
         return text
 
     def words(self, tokens: Sequence[str]) -> list[int]:
@@ -287,7 +289,7 @@ class SubwordTokenizer(Tokenizer):
         """As :meth:`Tokenizer.detokenize_keeping`, by pieces: the text between spans decoded
         on its own (a piece starting with ``▁`` is a space before it), each span's text as is."""
         def text(pieces: Sequence[str], kept: str | None = None) -> str:
-            space = " " if pieces and pieces[0].startswith(WORD_START) else ""
+            space = " " if pieces and pieces[0].startswith(WORD_START) and kept != "" else ""
             return space + (self.detokenize(pieces) if kept is None else kept)
 
         parts, at = [], 0

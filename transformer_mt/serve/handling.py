@@ -29,7 +29,7 @@ from transformer_mt.serve.api import (
 from transformer_mt.serve.deps import Caller
 from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
 from transformer_mt.translate import Choice, Translation
-from transformer_mt.translate.glossary import Glossary
+from transformer_mt.translate.glossary import Glossary, steered
 
 
 async def translate(svc: Service, req: TranslateRequest, who: Caller) -> TranslateResponse:
@@ -84,14 +84,17 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
         per_sentence += [prefix] * len(doc.sentences)
     translator = svc.translator
     forced: list[int] = []  # per sentence, the output tokens its prefix forced
+    read: list[str] = []  # per sentence, what the model read (a glossary's terms: their targets)
     glossary = Glossary(req.glossary or {}, req.keep_spans)
 
     def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
         forcing = translator.forcing(per_sentence)
         forced.extend(len(tokens) for tokens in forcing.tokens)
-        required = translator.required([s for d in prepared.docs for s in d.sentences],
-                                        glossary) if glossary else None
-        hyps = translator.translate_ids(prepared.ids, cfg, req.nbest, required=required,
+        sentences = [s for d in prepared.docs for s in d.sentences]
+        marked, ids, required = steered(translator, sentences, glossary, prepared.ids) \
+            if glossary else ([], prepared.ids, None)
+        read.extend(marked)
+        hyps = translator.translate_ids(ids, cfg, req.nbest, required=required,
                                         forcing=forcing if req.prefix is not None else None)
         found = [translator.alternatives(doc.sentences[0], prefix, req.alternatives, cfg)
                  for doc, prefix in zip(prepared.docs, per_sentence, strict=True)
@@ -107,7 +110,7 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
         for h, count in zip(hyps[at:at + n], forced[at:at + n], strict=True):
             h[0].forced = count
         at += n
-    await svc.copy_unknown(results, cfg, who.left)
+    await svc.copy_unknown(results, cfg, who.left, read)
     await svc.link(results, who.left)
     return results, found
 

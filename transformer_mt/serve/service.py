@@ -312,16 +312,17 @@ class Service:
         return results
 
     async def copy_unknown(self, results: list[TextResult], cfg: DecodeConfig,
-                           waiting: Callable[[], Any] | None = None) -> None:
-        """Each ``<unk>`` written as the source word it attends to most (``decode.replace_unk``,
-        ``translate/unknown.py``), on the worker, after the cache (which is keyed by ids)."""
+                           waiting: Callable[[], Any] | None = None,
+                           read: list[str] | None = None) -> None:
+        """Each ``<unk>`` written as the word it attends to most of the source as the model read
+        it (``read``, else the texts'; ``translate/unknown.py``), after the cache (by ids)."""
         if not cfg.replace_unk or not any(UNK_ID in h.ids for r in results for hyps in r.hyps
                                           for h in hyps):
             return
-        sentences = [s for r in results for s in r.doc.sentences]
+        sentences = read or [s for r in results for s in r.doc.sentences]
         found, translator = [hyps for r in results for hyps in r.hyps], self.translator
         copied = await self.wait(self.worker().call(
-            lambda: copy_unknown(translator, sentences, found)), waiting)
+            lambda: copy_unknown(translator, sentences, found, bool(read))), waiting)
         for r in results:
             r.hyps, copied = copied[:len(r.hyps)], copied[len(r.hyps):]
 

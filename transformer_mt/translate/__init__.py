@@ -35,7 +35,7 @@ from transformer_mt.translate.engines import (
     note_cut,
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
-from transformer_mt.translate.glossary import Glossary
+from transformer_mt.translate.glossary import Glossary, steered
 from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.prefix import Prefixes, forcing_of
 from transformer_mt.translate.results import (
@@ -237,24 +237,18 @@ class Translator:
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]
         glossary = self.glossary if glossary is None else glossary
+        read = list(texts)  # (with a glossary, its terms' sources written as their targets)
+        sources, ids, required = steered(self, [texts[i] for i in nonempty], glossary) \
+            if glossary else ([texts[i] for i in nonempty], None, None)
+        for i, source in zip(nonempty, sources, strict=True):
+            read[i] = source
         found = self.translate_ids(
-            self.encode([texts[i] for i in nonempty]), cfg, nbest or 1, attention, progress,
-            scores and nbest is not None, into=(len(texts), nonempty),
-            forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]),
-            required=self.required([texts[i] for i in nonempty], glossary) if glossary else None)
+            self.encode(sources) if ids is None else ids, cfg, nbest or 1, attention, progress,
+            scores and nbest is not None, into=(len(texts), nonempty), required=required,
+            forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]))
         if cfg.replace_unk:
-            found = copy_unknown(self, texts, found)
+            found = copy_unknown(self, read, found, bool(glossary))
         return found if nbest is not None else [hyps[0].text for hyps in found]
-
-    def required(self, sentences: Sequence[str], glossary: Glossary) -> list[list[Required]]:
-        """What each sentence's translation must hold (``glossary.py``): each text with its
-        target ids, the constraint search places."""
-        out = []
-        for texts in (glossary.required(s) for s in sentences):
-            pieces = self.tokenizers[1].tokenize(texts)
-            out.append([Required(text, self.tgt_vocab.encode(p, eos=False))
-                        for text, p in zip(texts, pieces, strict=True)])
-        return out
 
     def forcing(self, prefixes: Sequence[str]) -> Prefixes:
         """What search forces for each target prefix (``prefix.py``)."""
@@ -271,7 +265,7 @@ class Translator:
         (number of sentences, positions of these sources); the others translate as empty.
         ``forcing``: how each output must begin (a row per source). ``stop``: asked between
         decoding steps; a yes raises ``decode.stopping.StoppedError`` (the server's abandoned
-        requests). ``required``: what each output must hold (:meth:`required`)."""
+        requests). ``required``: what each output must hold (``glossary.steered``)."""
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
         if required is not None and any(required):

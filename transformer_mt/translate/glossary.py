@@ -6,18 +6,32 @@ Each such span of the source becomes a constraint on the output (``decode/constr
 the required text's target tokens must appear), and the output's tokens there are written as
 the required text itself (``Tokenizer.detokenize_keeping``), so that a URL a word model cannot
 spell, or a term whose tokens detokenize with other spacing, still comes out exactly.
+
+A term the target vocabulary lacks (a word model's: SentencePiece spells any word) can be
+written only as ``<unk>``, which the model writes where the source has a word it does not know
+(a name). So the model reads that term's source as the term itself (:func:`steered`), a word
+unknown to it, and writes ``<unk>`` where the term stands: "Ein Mann fährt Fahrrad auf der
+avenue." → "A man is riding a bike on the avenue.". Given the source as it was, the search put
+the ``<unk>`` where the model left room for it, beside its own translation of the source term:
+"A man avenue on the street.".
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
+from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
+from transformer_mt.translate.results import Required
+
+if TYPE_CHECKING:
+    from transformer_mt.translate import Translator
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
 # and templates' ({name}, {0}, {{ name }}), the shell's (${HOME})
@@ -92,8 +106,22 @@ class Glossary:
     def required(self, sentence: str) -> list[str]:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
         target term of each glossary term found, and each span kept."""
+        return [text for _, _, text in self._spans(_read(sentence))]
+
+    def marked(self, sentence: str, targets: Collection[str]) -> str:
+        """``sentence`` with the source of each glossary term whose target term is one of
+        ``targets`` written as its target term (the sentence as it is where it holds none)."""
+        read = _read(sentence)
+        terms = [(start, stop, text) for start, stop, text in self._spans(read)
+                 if text in targets and read[start:stop] != text]
+        for start, stop, text in reversed(terms):
+            read = read[:start] + text + read[stop:]
+        return read if terms else sentence
+
+    def _spans(self, sentence: str) -> list[tuple[int, int, str]]:
+        """Where each required text's source stands in ``sentence`` (as the tokenizers read
+        it), and the text."""
         found: list[tuple[int, int, str]] = []
-        sentence = _read(sentence)
         if self._pattern is not None:
             found += [(m.start(), m.end(), self._target[m.group().casefold()])
                       for m in self._pattern.finditer(sentence)]
@@ -102,9 +130,32 @@ class Glossary:
         kept, end = [], -1
         for start, stop, text in sorted(found, key=lambda f: (f[0], -f[1])):
             if start >= end:  # a span inside one already found is that one
-                kept.append(text)
+                kept.append((start, stop, text))
                 end = stop
         return kept
+
+
+def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary,
+            ids: Sequence[Sequence[int]] | None = None,
+            ) -> tuple[list[str], list[list[int]], list[list[Required]]]:
+    """What each translation of ``sentences`` must hold with ``glossary``: each text with its
+    target ids, the constraint search places; and each sentence as the model reads it (what
+    its unknown words are copied from), there and as ids (``ids``: the sentences' own, kept
+    where it reads them as they are): a term the target vocabulary lacks (a word model's
+    ``<unk>``) is read in the source as itself, :meth:`Glossary.marked`."""
+    required = []
+    for texts in (glossary.required(s) for s in sentences):
+        pieces = translator.tokenizers[1].tokenize(texts)
+        required.append([Required(text, translator.tgt_vocab.encode(p, eos=False))
+                         for text, p in zip(texts, pieces, strict=True)])
+    marked = [glossary.marked(s, {r.text for r in req if UNK_ID in r.ids})
+              for s, req in zip(sentences, required, strict=True)]
+    changed = [i for i, (m, s) in enumerate(zip(marked, sentences, strict=True))
+                      if m != s or ids is None]
+    out = [list(i) for i in ids] if ids is not None else [[] for _ in sentences]
+    for i, read in zip(changed, translator.encode([marked[i] for i in changed]), strict=True):
+        out[i] = read
+    return marked, out, required
 
 
 def _read(text: str) -> str:

@@ -49,13 +49,16 @@ def copied_from(weights: Tensor, out_ids: Sequence[int], src_ids: Sequence[int],
 
 
 def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Sequence[str]],
-                 found: Sequence[Sequence[Translation]]) -> list[list[Translation]]:
+                 found: Sequence[Sequence[Translation]],
+                 terms: bool = False) -> list[list[Translation]]:
     """The translations ``found`` (a list of hypotheses per source of ``sources``: a sentence,
     or its tokens as the source tokenizer made them) with each ``<unk>`` written as the source
     word it attends to most: its token, and its text as the target tokenizer writes a span
-    kept as it is (``Tokenizer.detokenize_keeping``, as a glossary's terms). One batched pass
-    of the model over those that hold one; new objects (the server's cache keeps the ones it
-    was given)."""
+    kept as it is (``Tokenizer.detokenize_keeping``, as a glossary's terms). ``terms``: the
+    sources hold a glossary's terms as the model read them (``glossary.steered``); each is
+    written once (:func:`_placed`; an ``<unk>`` that copies one the translation holds is written
+    as nothing). One batched pass of the model over those that hold one; new objects (the
+    server's cache keeps the ones it was given)."""
     out = [list(hyps) for hyps in found]
     wanted = [(i, n) for i, hyps in enumerate(out) for n, h in enumerate(hyps)
               if UNK_ID in h.ids]
@@ -69,15 +72,39 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
     for (i, n), w in zip(wanted, weights, strict=True):
         h = out[i][n]
         kept = [(start, end, text) for start, end, text in h.kept]  # (from JSON: lists)
-        taken = {k for start, end, _ in kept for k in range(start, end)}
         places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
         copies = copied_from(w, h.ids, src_ids[i], words[i])  # []: the source has no word
-        kept += [(k, k + 1, words[i][j].replace(WORD_START, " ").strip() if subword
-                  else words[i][j]) for k, j in zip(places, copies, strict=False)
-                 if k not in taken]
+        written = [words[i][j].replace(WORD_START, " ").strip() if subword else words[i][j]
+                   for j in copies]
+        if terms:
+            kept = _placed(kept, dict(zip(places, written, strict=False)))
+        taken = {k for start, end, _ in kept for k in range(start, end)}
+        held = {text for _, _, text in kept} if terms else set()
+        kept += [(k, k + 1, "" if word in held else word)
+                 for k, word in zip(places, written, strict=False) if k not in taken]
         out[i][n] = replace(h, tokens=shown(h.tokens, h.ids, kept), kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
+
+
+def _placed(kept: list[tuple[int, int, str]],
+            copies: dict[int, str]) -> list[tuple[int, int, str]]:
+    """``kept`` with the terms written at one ``<unk>`` each (a glossary's terms that the model
+    read as themselves, ``glossary.steered``, where its vocabulary lacks them) each at the
+    ``<unk>`` that copies it (``copies``: each ``<unk>``'s copy, by position), where one does:
+    the constraint search met each term with the first ``<unk>`` it wrote, and two terms may
+    have each other's. The others stay where they were, in the places left."""
+    single = {start: text for start, end, text in kept if end == start + 1 and start in copies}
+    if not single:
+        return kept
+    left, out = list(single.values()), []
+    for place, word in copies.items():  # (in the output's order)
+        if word in left and not any(s <= place < e for s, e, _ in kept if s not in single):
+            left.remove(word)
+            out.append((place, place + 1, word))
+    spots = [start for start in single if start not in {s for s, _, _ in out}]
+    out += [(start, start + 1, text) for start, text in zip(spots, left, strict=False)]
+    return sorted([k for k in kept if k[0] not in single] + out)
 
 
 def _source_tokens(translator: Translator, sources: Sequence[str] | Sequence[Sequence[str]],
@@ -107,6 +134,6 @@ def shown(tokens: Sequence[str], ids: Sequence[int],
     prefix's or a glossary's) shown as that word."""
     out = list(tokens)
     for start, end, text in kept:
-        if end == start + 1 and ids[start] == UNK_ID:
+        if end == start + 1 and ids[start] == UNK_ID and text:
             out[start] = text
     return out
