@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Form = typing.Literal["sentences", TextForm]  # what each text is
 
+# SentencePiece's byte pieces of ASCII letters and digits (a digit it has no piece for)
+ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
+
 
 class Translator:
     """An engine with the vocabularies, tokenizers and decoding settings it was trained with,
@@ -297,8 +300,9 @@ class Translator:
         held = [i for i, r in enumerate(required) if r]
         free = [i for i, r in enumerate(required) if not r]
         hyps: list[list[Hypothesis]] = [[] for _ in ids]
-        glued = frozenset(i for i, piece in enumerate(self.tgt_vocab.itos)  # a word goes on
-                          if piece[:1].isalnum()) if self.tokenizers[1].subword else frozenset()
+        glued = frozenset(i for i, piece in enumerate(self.tgt_vocab.itos)  # a word goes on:
+                          if piece[:1].isalnum() or piece in ALNUM_BYTES  # (a digit's byte)
+                          ) if self.tokenizers[1].subword else frozenset()
         found = self.engine.decode_constrained(
             [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
             stop, glued)
