@@ -162,10 +162,9 @@ def test_the_server_takes_a_glossary_and_kept_spans(translator):
         assert r.status_code == 200, r.text
         first, second = (t["text"] for t in r.json()["translations"])
         assert "hounds" in first and "hounds" in second
-        if not translator.tokenizers[1].subword:  # (a term it lacks read as itself: alike)
-            assert [first, second] == translator.translate(
-                ["Zwei Hunde schwimmen im Park. Drei Kinder lachen.", KEPT[1]], form="text",
-                glossary=Glossary({"Hunde": "hounds"}, keep_spans=True), beam_size=3)
+        assert [first, second] == translator.translate(  # (a long sentence in parts there
+            ["Zwei Hunde schwimmen im Park. Drei Kinder lachen.", KEPT[1]], form="text",
+            glossary=Glossary({"Hunde": "hounds"}, keep_spans=True), beam_size=3)  # too)
         assert "https://example.org/a?b=1" in second and "10:30" in second
         for bad in ({"Hunde": ""}, {str(n): "x" for n in range(1001)}):
             r = client.post("/v1/translate", json={"text": "Zwei Hunde.", "glossary": bad})

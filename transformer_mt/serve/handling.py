@@ -46,9 +46,10 @@ async def translate(svc: Service, req: TranslateRequest, who: Caller) -> Transla
     except (MTError, ValueError, TypeError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     svc.charge(who.client, sum(map(len, texts)))
-    # a prefix, alternatives and what is inspected read each sentence whole (as mt translate)
+    # a prefix, alternatives and what is inspected read each sentence whole (as mt translate;
+    # a glossary's terms and kept spans are held by each part, as there too)
     whole = replace(cfg, max_sentence_tokens=cfg.max_input_tokens) \
-        if req.steers or req.inspects else cfg
+        if req.prefix is not None or req.alternatives or req.inspects else cfg
     prepared = await svc.prepare_off_loop(texts, req.format, cfg=whole)
     if req.inspects:
         _check_budget(svc, prepared, cfg.beam_size, cfg.max_len_a, cfg.max_len_b, req)
