@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers import local_client, run_cli
 from transformer_mt.data.vocab import UNK_ID
+from transformer_mt.errors import MTError
 from transformer_mt.translate import Translator
 from transformer_mt.translate.glossary import Glossary, steered
 
@@ -113,6 +114,55 @@ def test_each_of_the_n_best_holds_the_terms(translator):
                                 glossary=Glossary(TERMS))[1:] == hyps
 
 
+def _spelled(translator: Translator, words: list[str]) -> list[tuple[int, ...]]:
+    """The target ids of each word, as given and with its first letter in the other case
+    (those the model can write only as ``<unk>`` left out)."""
+    forms = [f for w in words for f in (w, w[:1].upper() + w[1:], w[:1].lower() + w[1:])]
+    ids = [tuple(translator.tgt_vocab.encode(p, eos=False))
+           for p in translator.tokenizers[1].tokenize(forms)]
+    return [i for i in ids if UNK_ID not in i]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_term_avoids_the_words_given_with_it(translator, beam):
+    """``avoid`` (negative constraints): where the source term is, the translation holds its
+    term and none of the words given with it, as the model spells them (either case of the
+    first letter); here the words the glossary's translation held beside the term."""
+    source = "Zwei Hunde schwimmen im Park."
+    held = translator.translate([source], glossary=Glossary({"Hunde": "hounds"}), nbest=1,
+                                beam_size=beam)[0][0]
+    words = list(dict.fromkeys(w for w in re.findall(r"[^\W\d_]+", held.text)
+                               if w.casefold() != "hounds"))[:3]
+    assert words, held.text
+    glossary = Glossary({"Hunde": "hounds"}, avoid={"Hunde": words})
+    found = translator.translate([source, "Drei Kinder lachen."], glossary=glossary, nbest=2,
+                                 beam_size=beam)
+    for h in found[0]:
+        assert "hounds" in h.text
+        for seq in _spelled(translator, words):
+            n = len(seq)
+            assert all(tuple(h.ids[i:i + n]) != seq for i in range(len(h.ids))), (h.text, seq)
+        if not translator.tokenizers[1].subword:  # a word model: words are tokens
+            assert not set(re.findall(r"\w+", h.text.casefold())) & {
+                w.casefold() for w in words}, h.text
+    # where the term is not, its words are not avoided
+    assert found[1] == translator.translate(["Drei Kinder lachen."], nbest=2, beam_size=beam)[0]
+
+
+def test_avoided_words_are_checked():
+    with pytest.raises(MTError, match="not one of its source terms"):
+        Glossary({"Hund": "hound"}, avoid={"Katze": ["cat"]})
+    with pytest.raises(MTError, match="asks for 'hound' and avoids 'Hound'"):
+        Glossary({"Hund": "hound"}, avoid={"hund": ["dog", "Hound"]})
+    with pytest.raises(MTError, match="a list of words, none empty"):
+        Glossary({"Hund": "hound"}, avoid={"Hund": "dog"})
+    with pytest.raises(MTError, match="a list of words, none empty"):
+        Glossary({"Hund": "hound"}, avoid={"Hund": ["dog", " "]})
+    g = Glossary({"Hund": "hound", "Park": "park"}, keep_spans=True, avoid={"HUND": [" dog "]})
+    assert g.required("Ein Hund im Park, 42.") == ["hound", "park", "42"]
+    assert g.avoided("Ein Hund im Park, 42.") == [("dog",), (), ()]
+
+
 def test_documents_hold_the_terms_and_keep_markup(translator):
     text = translator.translate(["Zwei Hunde schwimmen. Ein Kind lacht.\nDrei Hunde."],
                                 form="text", glossary=Glossary({"Hunde": "hounds"}))[0]
@@ -125,8 +175,9 @@ def test_documents_hold_the_terms_and_keep_markup(translator):
 
 def test_the_cli_reads_a_tsv_glossary(trained_run, tmp_path):
     tsv = tmp_path / "terms.tsv"
-    tsv.write_text("\ufeffHunde\thounds\n# source\ttarget\n\nPark\tTiergarten\n",
+    tsv.write_text("\ufeffHunde\thounds\tdogs\t\n# source\ttarget\n\nPark\tTiergarten\n",
                    encoding="utf-8")  # as Windows' editors save it: a byte-order mark first
+    assert Glossary.read(tsv).avoid == {"Hunde": ["dogs"]}  # (an empty field ignored)
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
                       "--glossary", str(tsv), "--keep-spans", "--beam", "3",
                       "Zwei Hunde schwimmen im Park.", "Ein Kind sieht 7 Hunde."])
@@ -137,8 +188,9 @@ def test_the_cli_reads_a_tsv_glossary(trained_run, tmp_path):
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ("Hunde\thounds\textra\n", "line 1: a glossary line is 'source term<TAB>target term'"),
+    ("Hunde\n", "line 1: a glossary line is 'source term<TAB>target term"),
     ("Hunde\t \n", "its target term is empty"),
+    ("Hunde\thounds\tdogs\tHounds\n", "asks for 'hounds' and avoids 'Hounds'"),
 ])
 def test_a_bad_glossary_is_one_line(trained_run, tmp_path, content, message):
     tsv = tmp_path / "bad.tsv"
@@ -171,4 +223,15 @@ def test_the_server_takes_a_glossary_and_kept_spans(translator):
             assert r.status_code == 422, r.text
         r = client.post("/v1/translate", json={"text": "Zwei Hunde.", "glossary": {"a": 1}})
         assert r.status_code == 422
+        avoid = {"Hunde": ["dogs", "dog"]}
+        r = client.post("/v1/translate", json={"text": [SOURCES[0]], "beam_size": 3,
+                                               "glossary": {"Hunde": "hounds"}, "avoid": avoid})
+        assert r.status_code == 200, r.text
+        assert r.json()["translations"][0]["text"] == translator.translate(
+            [SOURCES[0]], glossary=Glossary({"Hunde": "hounds"}, avoid=avoid), beam_size=3)[0]
+        for bad in ({"avoid": avoid}, {"glossary": {"Hunde": "hounds"}, "avoid": {"Hunde": [""]}},
+                    {"glossary": {"Hunde": "hounds"}, "avoid": {"Katze": ["cat"]}},
+                    {"glossary": {"Hunde": "hounds"}, "avoid": {"Hunde": "dogs"}}):
+            r = client.post("/v1/translate", json={"text": "Zwei Hunde.", **bad})
+            assert r.status_code == 422, (bad, r.text)
         assert client.post("/v1/translate", json={"text": "Zwei Hunde."}).status_code == 200

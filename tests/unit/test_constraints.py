@@ -93,6 +93,50 @@ def test_no_glued_token_right_after_a_constraint(weak_model):
                        if end < len(h.tokens))
 
 
+def _windows(tokens: list[int], n: int) -> set[tuple[int, ...]]:
+    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_output_holds_a_sequence_it_avoids(weak_model, beam):
+    """``avoid`` (negative constraints): no output, of the n-best either, holds a sequence
+    its sentence avoids (a token and a pair of its best output here), and each holds its
+    constraint; avoiding nothing is the search without it, tokens and scores."""
+    sources = lone_sources(8)
+    for src in sources:
+        mask = source_mask(src)
+        plain = constrained_search(weak_model, src, mask, [[]], beam, nbest=beam,
+                                   use_cache=True)[0]
+        same = constrained_search(weak_model, src, mask, [[]], beam, nbest=beam,
+                                  use_cache=True, avoid=[[]])[0]
+        assert [(h.tokens, h.score) for h in same] == [(h.tokens, h.score) for h in plain]
+        best = plain[0].tokens
+        avoid = [a for a in (best[1:2], best[2:4]) if a]
+        constraint = [min(set(range(4, 14)) - set(best[1:4]))]
+        found = constrained_search(weak_model, src, mask, [[constraint]], beam, nbest=2,
+                                   use_cache=True, avoid=[avoid])[0]
+        assert len(found) == 2
+        for h in found:
+            _holds(h.tokens, h.spans, [constraint])
+            assert not any(tuple(a) in _windows(h.tokens, len(a)) for a in avoid), h.tokens
+        # a constraint may begin with what is avoided ("parkland" where "park" is): placed
+        for h in constrained_search(weak_model, src, mask, [[[5, 6]]], beam, nbest=2,
+                                    use_cache=True, avoid=[[[5]]])[0]:
+            _holds(h.tokens, h.spans, [[5, 6]])
+            assert [i for i, t in enumerate(h.tokens) if t == 5] == [h.spans[0][1]]
+    # in a batch, each sentence avoids its own
+    batch = torch.nn.utils.rnn.pad_sequence([s[0] for s in sources[:3]], batch_first=True,
+                                            padding_value=PAD_ID)
+    avoid = [[[5]], [], [[6], [7, 8]]]
+    together = constrained_search(weak_model, batch, source_mask(batch), [[[9]]] * 3, beam,
+                                  use_cache=True, avoid=avoid)
+    alone = [constrained_search(weak_model, src, source_mask(src), [[[9]]], beam,
+                                use_cache=True, avoid=[a])[0] for src, a in zip(
+                                    sources[:3], avoid, strict=True)]
+    assert [[h.tokens for h in hs] for hs in together] == [[h.tokens for h in hs]
+                                                           for hs in alone]
+
+
 @pytest.mark.parametrize("beam", [1, 4])
 def test_a_batch_is_searched_as_beam_search_searches_it(weak_model, beam):
     """Sentences searched together, without constraints: beam search's outputs and scores."""

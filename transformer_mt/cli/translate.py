@@ -58,7 +58,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--glossary", metavar="TSV",
                    help="terms each translation must hold: a file of 'source term<TAB>target "
                    "term' lines; where a source term is found (whole words, any case), its "
-                   "target term is in the output, exactly")
+                   "target term is in the output, exactly (and none of the words in the "
+                   "line's further fields: 'Hund<TAB>hound<TAB>dog')")
     p.add_argument("--keep-spans", action="store_true",
                    help="keep URLs, e-mail addresses, {placeholders}, %%s and numbers exactly "
                    "as in the source")

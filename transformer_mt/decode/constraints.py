@@ -12,6 +12,10 @@ hypothesis a level (``constraint tokens + 1``, up to :data:`MOST_BANKS`), whatev
 asked; at the length limit (raised by the constraint tokens) an unfinished hypothesis gets its
 missing constraints appended, so that every output holds every constraint.
 
+A sentence may also have sequences to *avoid* (a glossary's words not to write: negative
+constraints, as Sockeye's avoid lists): a token that would complete one is never chosen, except
+inside a constraint being written.
+
 Sentences are searched in batches, as the plain search does (``decode/search.py``), with a
 different choice of hypotheses, made on the host, a sentence at a time.
 """
@@ -92,15 +96,26 @@ class _Hyp:
         return h
 
 
+def _barred(h: _Hyp, avoid: Sequence[Sequence[int]]) -> list[int]:
+    """The tokens that would complete a sequence of ``avoid`` after ``h``'s."""
+    return [a[-1] for a in avoid if 0 < len(a) <= len(h.tokens) + 1
+            and h.tokens[len(h.tokens) + 1 - len(a):] == tuple(a[:-1])]
+
+
 def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
-                k: int, at_limit: bool, glued: frozenset[int]) -> list[tuple[float, int, int, int]]:
+                k: int, at_limit: bool, glued: frozenset[int],
+                avoid: Sequence[Sequence[int]] = ()) -> list[tuple[float, int, int, int]]:
     """(score, row, token, constraint it begins or -1) of every continuation worth a place,
     best first: each live row's ``k`` best tokens, and the first token of each constraint it
     lacks (a token may be both: the output may hold it before it holds the constraint);
     ``<eos>`` only where all are met, and nothing else ``at_limit``; no token of ``glued``
-    right after a constraint. logp: (K, V) fp32 log-probabilities on the host."""
+    right after a constraint, none that completes a sequence of ``avoid`` (but a constraint
+    may begin with it: "parkland" where "park" is avoided). logp: (K, V) fp32
+    log-probabilities on the host."""
+    barred = [set(_barred(h, avoid)) if h is not None and h.going is None and avoid else set()
+              for h in beam]
     # (K, k + 1): k that are not <eos> among them, whatever <eos>'s rank
-    top = logp.topk(min(k + 1, logp.size(1)), dim=-1).indices.tolist()
+    top = _top(logp, min(k + 1, logp.size(1)), barred)
     out: list[tuple[float, int, int, int]] = []  # scores filled in below, read at once
     for row, h in enumerate(beam):
         if h is None:
@@ -111,9 +126,10 @@ def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Seq
         if h.going is not None:  # a constraint begun is written to its end
             tokens = [(constraints[h.going[0]][h.going[1]], -1)]
         else:
-            barred = glued if h.spans and h.spans[-1][2] == len(h.tokens) else frozenset()
+            bars = barred[row] | (glued if h.spans and h.spans[-1][2] == len(h.tokens)
+                                  else frozenset())
             tokens = [(t, -1) for t in top[row]
-                      if (t != EOS_ID or h.complete()) and t not in barred]
+                      if (t != EOS_ID or h.complete()) and t not in bars]
             tokens += [(c[0], j) for j, c in enumerate(constraints) if not h.met[j]]
         out += [(h.score, row, t, j) for t, j in tokens]
     if not at_limit and out:
@@ -123,13 +139,27 @@ def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Seq
     return sorted(out, reverse=True)
 
 
+def _top(logp: Tensor, n: int, barred: Sequence[set[int]]) -> list[list[int]]:
+    """The ``n`` most probable tokens of each row of ``logp`` (K, V), those of its
+    ``barred`` left out."""
+    rows = [(row, list(bar)) for row, bar in enumerate(barred) if bar]
+    kept = [logp[row, bar] for row, bar in rows]
+    for row, bar in rows:
+        logp[row, bar] = float("-inf")
+    top = logp.topk(n, dim=-1).indices.tolist()  # (K, n)
+    for (row, bar), values in zip(rows, kept, strict=True):
+        logp[row, bar] = values
+    return top
+
+
 def _choose(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
-            k: int, at_limit: bool,
-            glued: frozenset[int]) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
+            k: int, at_limit: bool, glued: frozenset[int],
+            avoid: Sequence[Sequence[int]] = ()) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
     """A step's decisions: the hypotheses that end (their ``<eos>`` among the ``k`` kept of
     all candidates), and the ``k`` that continue (of the others), each with its row."""
     ranked = []  # (hypothesis, row, whether it ends), best first
-    for score, row, token, start in _candidates(beam, logp, constraints, k, at_limit, glued):
+    for score, row, token, start in _candidates(beam, logp, constraints, k, at_limit, glued,
+                                                avoid):
         h = beam[row]
         assert h is not None
         ranked.append((dataclasses.replace(h, score=score), row, True) if token == EOS_ID
@@ -164,11 +194,13 @@ def _allocate(ranked: list[Ranked], k: int, banks: int,
 @dataclass
 class _Sentence:
     """One sentence's search: its constraints, its length limit, its beam (``k`` slots, None
-    for a dead one) and what ended, (written whole, score to rank by, the hypothesis)."""
+    for a dead one) and what ended, (written whole, score to rank by, the hypothesis); the
+    sequences it avoids."""
 
     constraints: Sequence[Sequence[int]]
     limit: int
     k: int
+    avoid: Sequence[Sequence[int]] = ()
     beam: list[_Hyp | None] = field(default_factory=list)
     finished: list[tuple[bool, float, _Hyp]] = field(default_factory=list)
 
@@ -180,7 +212,7 @@ class _Sentence:
         """A step, from the next-token log-probabilities (k, V) of its rows: the row each of
         its next hypotheses extends (``k``, 0 for a dead one), or None once it is done."""
         ends, kept = _choose(self.beam, logp, self.constraints, self.k, step == self.limit,
-                             glued)
+                             glued, self.avoid)
         penalty = float(length_penalty(step + 1, alpha))
         self.finished += [(True, h.score / penalty, h) for h in ends]
         if len(self.finished) >= self.k or not kept:
@@ -205,19 +237,21 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                        constraints: Sequence[Sequence[Sequence[int]]], beam_size: int = 5,
                        alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                        nbest: int = 1, use_cache: bool = False,
-                       glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
+                       glued: frozenset[int] = frozenset(),
+                       avoid: Sequence[Sequence[Sequence[int]]] | None = None,
+                       ) -> list[list[Placed]]:
     """The ``nbest`` best outputs of each source (src (B, S), src_mask (B, 1, 1, S)) that
     contain every one of its constraints (sequences of target ids), best first. A sentence
     searches ``max(beam_size, nbest, its constraint tokens + 1)`` hypotheses (at most
     :data:`MOST_BANKS` for its constraints), whatever the others in the batch. ``glued``: the
     tokens that would go on with the word a constraint ends (subword pieces), never next to
-    one."""
+    one. ``avoid``: per source, the sequences its outputs do not hold (outside constraints)."""
     cap = model.cfg.max_output_tokens
     sentences = [_Sentence(c, min(int(n) + sum(map(len, c)), cap),
-                           max(beam_size, nbest, min(sum(map(len, c)) + 1, MOST_BANKS)))
-                 for c, n in zip(constraints, max_output_lengths(src_mask, max_len_a,
-                                                                 max_len_b).tolist(),
-                                 strict=True)]
+                           max(beam_size, nbest, min(sum(map(len, c)) + 1, MOST_BANKS)),
+                           avoid[i] if avoid else ())
+                 for i, (c, n) in enumerate(zip(constraints, max_output_lengths(
+                     src_mask, max_len_a, max_len_b).tolist(), strict=True))]
     k = max(s.k for s in sentences)  # rows a sentence in the batch (beyond its own k: dead)
     state = start_decoding(model, src, src_mask, k, use_cache)
     alive, step = list(range(len(sentences))), 0
@@ -245,10 +279,12 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
 def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
                        constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
                        device: torch.device, nbest: int = 1,
-                       glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
+                       glued: frozenset[int] = frozenset(),
+                       avoid: Sequence[Sequence[Sequence[int]]] | None = None,
+                       ) -> list[list[Placed]]:
     """The ``nbest`` best outputs of each source (ids) holding its constraints, in batches
     of ``cfg.batch_size`` sorted by length, at ``cfg``'s beam, length limits and precision
-    (``glued``: as :func:`constrained_search`'s)."""
+    (``glued``, ``avoid``: as :func:`constrained_search`'s)."""
     precision = resolve_precision(cfg.precision, device)
     model = for_decoding(model, precision, device)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
@@ -262,7 +298,7 @@ def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
             found = constrained_search(model, src, source_mask(src),
                                        [constraints[i] for i in chunk], cfg.beam_size,
                                        cfg.alpha, cfg.max_len_a, cfg.max_len_b, nbest, True,
-                                       glued)
+                                       glued, [avoid[i] for i in chunk] if avoid else None)
         for i, placed in zip(chunk, found, strict=True):
             out[i] = placed
     return out

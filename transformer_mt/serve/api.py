@@ -63,6 +63,10 @@ class _TranslateRequest(BaseModel):
     glossary: dict[Text, Text] | None = Field(
         None, max_length=1000, description="source term -> the target term its translation "
         "must hold, exactly (source terms found as whole words, in any case)")
+    avoid: dict[Text, list[Text]] | None = Field(
+        None, max_length=1000, description="a glossary's source term -> words its translation "
+        "must not hold where the term is (the model's own word for it: {\"Hund\": [\"dog\"]} "
+        "with the glossary {\"Hund\": \"hound\"})")
     keep_spans: bool = Field(False, description="URLs, e-mail addresses, {placeholders}, %s "
                              "and numbers kept exactly as in the source")
 
@@ -80,7 +84,7 @@ class _TranslateRequest(BaseModel):
         """Whether decoding is steered (a prefix, alternatives, a glossary, kept spans):
         decoded on its own."""
         return (self.prefix is not None or self.alternatives > 0 or bool(self.glossary)
-                or self.keep_spans)
+                or bool(self.avoid) or self.keep_spans)
 
     @property
     def inspects(self) -> bool:

@@ -86,7 +86,7 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
     translator = svc.translator
     forced: list[int] = []  # per sentence, the output tokens its prefix forced
     read: list[str] = []  # per sentence, what the model read (a glossary's terms: their targets)
-    glossary = Glossary(req.glossary or {}, req.keep_spans)
+    glossary = Glossary(req.glossary or {}, req.keep_spans, req.avoid or {})
 
     def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
         forcing = translator.forcing(per_sentence)

@@ -305,7 +305,7 @@ class Translator:
                           ) if self.tokenizers[1].subword else frozenset()
         found = self.engine.decode_constrained(
             [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
-            stop, glued)
+            stop, glued, [[a for r in required[i] for a in r.avoid] for i in held])
         for i, placed in zip(held, found, strict=True):
             hyps[i] = list(placed)
         if free:

@@ -166,14 +166,18 @@ class TorchEngine:
     def decode_constrained(self, ids: Sequence[Sequence[int]],
                            constraints: Sequence[Sequence[Sequence[int]]], cfg: DecodeConfig,
                            nbest: int = 1, stop: Callable[[], bool] | None = None,
-                           glued: frozenset[int] = frozenset()) -> list[list[Placed]]:
-        """Outputs holding each source's constraints (``decode/constraints.py``), searched
-        with the eager steps (``--compile``'s graphs are the plain search's)."""
+                           glued: frozenset[int] = frozenset(),
+                           avoid: Sequence[Sequence[Sequence[int]]] | None = None,
+                           ) -> list[list[Placed]]:
+        """Outputs holding each source's constraints and none of its ``avoid`` sequences
+        (``decode/constraints.py``), searched with the eager steps (``--compile``'s graphs
+        are the plain search's)."""
         model = self._decoding_model(cfg, sentences=0)
         if isinstance(model, CompiledDecoding):
             model = model.model
         with stopping(model, stop):
-            return decode_constrained(model, ids, constraints, cfg, self.device, nbest, glued)
+            return decode_constrained(model, ids, constraints, cfg, self.device, nbest, glued,
+                                      avoid)
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:

@@ -14,6 +14,12 @@ unknown to it, and writes ``<unk>`` where the term stands: "Ein Mann fährt Fahr
 avenue." → "A man is riding a bike on the avenue.". Given the source as it was, the search put
 the ``<unk>`` where the model left room for it, beside its own translation of the source term:
 "A man avenue on the street.".
+
+A term the model would not write (a synonym of its own word) is placed by the search where it
+costs least, often beside the model's word or at the end: "A woman in a hat is sitting in the
+parkland fedora.". A glossary entry may name the words to avoid with its term (negative
+constraints): with ``Hut → fedora, avoid hat`` the search cannot write "hat" and places the
+term where the model's word would have been.
 """
 
 from __future__ import annotations
@@ -59,12 +65,16 @@ LONGEST_TERM = 200  # characters of a glossary term
 class Glossary:
     """Source terms with the target term each requires, matched as whole words and ignoring
     case, in the text as the tokenizers read it (NFC, no soft hyphens: ``normalized``);
-    ``keep_spans``: URLs, e-mail addresses, placeholders and numbers kept exactly."""
+    ``keep_spans``: URLs, e-mail addresses, placeholders and numbers kept exactly; ``avoid``:
+    a source term's words its translation must not hold (the model's own word for it, which
+    would stand beside the term: ``{"Hund": ["dog"]}`` with ``{"Hund": "hound"}``)."""
 
     terms: Mapping[str, str] = field(default_factory=dict)
     keep_spans: bool = False
+    avoid: Mapping[str, Sequence[str]] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = field(init=False, repr=False, default=None)
     _target: dict[str, str] = field(init=False, repr=False, default_factory=dict)
+    _avoid: dict[str, tuple[str, ...]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         for source, target in self.terms.items():
@@ -79,59 +89,89 @@ class Glossary:
         pattern = "|".join(rf"(?<!{LETTER}){re.escape(t)}(?!{LETTER})" for t in terms)
         self._pattern = re.compile(pattern, re.IGNORECASE) if terms else None
         self._target = {t.casefold(): v for t, v in read.items()}
+        self._avoid = {key: words for key, words in map(self._avoided, self.avoid.items())}
+
+    def _avoided(self, entry: tuple[str, Sequence[str]]) -> tuple[str, tuple[str, ...]]:
+        """An ``avoid`` entry checked: (its source term as matched, its words)."""
+        source, words = entry
+        key = _read(source).strip().casefold() if isinstance(source, str) else ""
+        if key not in self._target:
+            raise MTError(f"glossary: words to avoid are given for '{str(source)[:40]}', which "
+                          "is not one of its source terms")
+        if isinstance(words, str) or not all(isinstance(w, str) and w.strip() for w in words):
+            raise MTError(f"glossary entry '{source[:40]}': its words to avoid are a list of "
+                          "words, none empty")
+        for word in words:
+            if len(word) > LONGEST_TERM:
+                raise MTError(f"glossary entry '{source[:40]}': a word to avoid is over "
+                              f"{LONGEST_TERM} characters")
+            if word.strip().casefold() == self._target[key].casefold():
+                raise MTError(f"glossary entry '{source[:40]}': it asks for "
+                              f"'{self._target[key]}' and avoids '{word.strip()}'")
+        return key, tuple(w.strip() for w in words)
 
     def __bool__(self) -> bool:
         return bool(self.terms) or self.keep_spans
 
     @classmethod
     def read(cls, path: str | Path, keep_spans: bool = False) -> Glossary:
-        """A glossary from a TSV file: ``source term<TAB>target term`` a line; blank lines and
-        lines starting with ``#`` are skipped."""
+        """A glossary from a TSV file: ``source term<TAB>target term`` a line, then the words
+        its translation must not hold where the source term is, a field each (``Hund<TAB>
+        hound<TAB>dog``: ``avoid``); blank lines and lines starting with ``#`` are skipped."""
         terms: dict[str, str] = {}
+        avoid: dict[str, list[str]] = {}
         try:
             with open(path, encoding="utf-8-sig", newline="") as f:  # a BOM dropped
                 for n, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE),
                                         start=1):
                     if not row or not "".join(row).strip() or row[0].startswith("#"):
                         continue
-                    if len(row) != 2:
+                    if len(row) < 2:
                         raise MTError(f"{path}, line {n}: a glossary line is 'source term<TAB>"
-                                      f"target term', not {len(row)} field(s)")
+                                      "target term[<TAB>word to avoid...]', not 1 field")
                     terms[row[0]] = row[1]
+                    if any(w.strip() for w in row[2:]):
+                        avoid[row[0]] = [w for w in row[2:] if w.strip()]
         except (OSError, UnicodeDecodeError) as exc:
             raise MTError(f"cannot read the glossary {path}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
-        return cls(terms, keep_spans)
+        return cls(terms, keep_spans, avoid)
 
     def required(self, sentence: str) -> list[str]:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
         target term of each glossary term found, and each span kept."""
-        return [text for _, _, text in self._spans(_read(sentence))]
+        return [text for _, _, text, _ in self._spans(_read(sentence))]
+
+    def avoided(self, sentence: str) -> list[tuple[str, ...]]:
+        """The words the translation of ``sentence`` must not hold, for each text of
+        :meth:`required` (none for a span kept)."""
+        return [words for _, _, _, words in self._spans(_read(sentence))]
 
     def marked(self, sentence: str, targets: Collection[str]) -> str:
         """``sentence`` with the source of each glossary term whose target term is one of
         ``targets`` written as its target term (the sentence as it is where it holds none)."""
         read = _read(sentence)
-        terms = [(start, stop, text) for start, stop, text in self._spans(read)
+        terms = [(start, stop, text) for start, stop, text, _ in self._spans(read)
                  if text in targets and read[start:stop] != text]
         for start, stop, text in reversed(terms):
             read = read[:start] + text + read[stop:]
         return read if terms else sentence
 
-    def _spans(self, sentence: str) -> list[tuple[int, int, str]]:
+    def _spans(self, sentence: str) -> list[tuple[int, int, str, tuple[str, ...]]]:
         """Where each required text's source stands in ``sentence`` (as the tokenizers read
-        it), and the text."""
-        found: list[tuple[int, int, str]] = []
+        it), the text, and the words to avoid with it."""
+        found: list[tuple[int, int, str, tuple[str, ...]]] = []
         if self._pattern is not None:
-            found += [(m.start(), m.end(), self._target[m.group().casefold()])
-                      for m in self._pattern.finditer(sentence)]
+            found += [(m.start(), m.end(), self._target[key], self._avoid.get(key, ()))
+                      for m in self._pattern.finditer(sentence)
+                      for key in [m.group().casefold()]]
         if self.keep_spans:
-            found += [(m.start(), m.end(), m.group()) for m in KEPT.finditer(sentence)]
+            found += [(m.start(), m.end(), m.group(), ()) for m in KEPT.finditer(sentence)]
         kept, end = [], -1
-        for start, stop, text in sorted(found, key=lambda f: (f[0], -f[1])):
-            if start >= end:  # a span inside one already found is that one
-                kept.append((start, stop, text))
-                end = stop
+        for span in sorted(found, key=lambda f: (f[0], -f[1])):
+            if span[0] >= end:  # a span inside one already found is that one
+                kept.append(span)
+                end = span[1]
         return kept
 
 
@@ -144,10 +184,12 @@ def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary
     where it reads them as they are): a term the target vocabulary lacks (a word model's
     ``<unk>``) is read in the source as itself, :meth:`Glossary.marked`."""
     required = []
-    for texts in (glossary.required(s) for s in sentences):
+    for s in sentences:
+        texts, avoided = glossary.required(s), glossary.avoided(s)
         pieces = translator.tokenizers[1].tokenize(texts)
-        required.append([Required(text, translator.tgt_vocab.encode(p, eos=False))
-                         for text, p in zip(texts, pieces, strict=True)])
+        required.append([Required(text, translator.tgt_vocab.encode(p, eos=False),
+                                  _spellings(translator, words) if words else ())
+                         for text, p, words in zip(texts, pieces, avoided, strict=True)])
     marked = [glossary.marked(s, {r.text for r in req if UNK_ID in r.ids})
               for s, req in zip(sentences, required, strict=True)]
     changed = [i for i, (m, s) in enumerate(zip(marked, sentences, strict=True))
@@ -156,6 +198,17 @@ def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary
     for i, read in zip(changed, translator.encode([marked[i] for i in changed]), strict=True):
         out[i] = read
     return marked, out, required
+
+
+def _spellings(translator: Translator, words: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """The target ids of ``words`` as the model would write them: each as given, and with its
+    first letter in the other case (a sentence's start); those it can write only as ``<unk>``
+    left out (an ``<unk>`` stands for any word)."""
+    forms = list(dict.fromkeys(f for w in words for f in (
+        w, w[:1].upper() + w[1:], w[:1].lower() + w[1:])))
+    ids = (tuple(translator.tgt_vocab.encode(p, eos=False))
+           for p in translator.tokenizers[1].tokenize(forms))
+    return tuple(dict.fromkeys(i for i in ids if i and UNK_ID not in i))
 
 
 def _read(text: str) -> str:

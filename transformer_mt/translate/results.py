@@ -31,10 +31,12 @@ class Scored:
 
 
 class Required(NamedTuple):
-    """A text an output must hold, and its target ids (the constraint search places)."""
+    """A text an output must hold, and its target ids (the constraint search places); the
+    target ids of the words it must then not hold (a glossary term's ``avoid``)."""
 
     text: str
     ids: list[int]
+    avoid: tuple[tuple[int, ...], ...] = ()
 
 
 class InputTooLongError(MTError):
