@@ -201,14 +201,32 @@ def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary
 
 
 def _spellings(translator: Translator, words: Sequence[str]) -> tuple[tuple[int, ...], ...]:
-    """The target ids of ``words`` as the model would write them: each as given, and with its
-    first letter in the other case (a sentence's start); those it can write only as ``<unk>``
-    left out (an ``<unk>`` stands for any word)."""
+    """The target ids of ``words`` as the model could write them: each as given, and with its
+    first letter in the other case (a sentence's start); with subword pieces, in any of their
+    segmentations (:data:`SPELLINGS` a form: a model trained on sampled ones writes them
+    too); those it can write only as ``<unk>`` left out (an ``<unk>`` stands for any word)."""
     forms = list(dict.fromkeys(f for w in words for f in (
         w, w[:1].upper() + w[1:], w[:1].lower() + w[1:])))
-    ids = (tuple(translator.tgt_vocab.encode(p, eos=False))
-           for p in translator.tokenizers[1].tokenize(forms))
+    tokenizer, vocab = translator.tokenizers[1], translator.tgt_vocab
+    pieces = list(tokenizer.tokenize(forms))
+    ids = [tuple(vocab.encode(p, eos=False)) for p in pieces]
+    if tokenizer.subword:
+        ids += [s for p in pieces for s in _segmentations("".join(p), vocab.stoi)]
     return tuple(dict.fromkeys(i for i in ids if i and UNK_ID not in i))
+
+
+SPELLINGS = 16  # segmentations of a word avoided, fewest pieces first
+
+
+def _segmentations(text: str, pieces: Mapping[str, int]) -> list[tuple[int, ...]]:
+    """The ways to spell ``text`` in ``pieces`` (piece -> id), fewest pieces first, at most
+    :data:`SPELLINGS`."""
+    ways: list[list[tuple[int, ...]]] = [[] for _ in text] + [[()]]  # from each position on
+    for i in reversed(range(len(text))):
+        found = [(pieces[text[i:j]], *rest) for j in range(i + 1, len(text) + 1)
+                 if text[i:j] in pieces for rest in ways[j]]
+        ways[i] = sorted(found, key=len)[:SPELLINGS]
+    return ways[0]
 
 
 def _read(text: str) -> str:
