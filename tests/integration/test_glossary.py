@@ -187,6 +187,10 @@ def test_the_cli_reads_a_tsv_glossary(trained_run, tmp_path):
     tsv.write_text("\ufeffHunde\thounds\tdogs\t\n# source\ttarget\n\nPark\tTiergarten\n",
                    encoding="utf-8")  # as Windows' editors save it: a byte-order mark first
     assert Glossary.read(tsv).avoid == {"Hunde": ["dogs"]}  # (an empty field ignored)
+    again = tmp_path / "again.tsv"  # a term given again: its last line, avoid and all
+    again.write_text("Hund\thound\tdog\nHund\tcanine\nKatze\tcat\t\tkitty\n", encoding="utf-8")
+    assert (Glossary.read(again).terms, Glossary.read(again).avoid) == (
+        {"Hund": "canine", "Katze": "cat"}, {"Katze": ["kitty"]})
     result = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
                       "--glossary", str(tsv), "--keep-spans", "--beam", "3",
                       "Zwei Hunde schwimmen im Park.", "Ein Kind sieht 7 Hunde."])

@@ -129,13 +129,12 @@ class Glossary:
                     if len(row) < 2:
                         raise MTError(f"{path}, line {n}: a glossary line is 'source term<TAB>"
                                       "target term[<TAB>word to avoid...]', not 1 field")
-                    terms[row[0]] = row[1]
-                    if any(w.strip() for w in row[2:]):
-                        avoid[row[0]] = [w for w in row[2:] if w.strip()]
+                    terms[row[0]] = row[1]  # (a term given again: its last line)
+                    avoid[row[0]] = [w for w in row[2:] if w.strip()]
         except (OSError, UnicodeDecodeError) as exc:
             raise MTError(f"cannot read the glossary {path}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
-        return cls(terms, keep_spans, avoid)
+        return cls(terms, keep_spans, {t: words for t, words in avoid.items() if words})
 
     def required(self, sentence: str) -> list[str]:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
