@@ -20,14 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.suggestions import SuggestionStore
 from transformer_mt.data.vocab import EOS_ID, UNK_ID
 from transformer_mt.errors import MTError
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
 from transformer_mt.serve.file_store import FileStore
+from transformer_mt.serve.metrics import Metrics
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
 from transformer_mt.translate import InputTooLongError, Translation, Translator
@@ -88,31 +87,6 @@ class TextResult:
                 seen.add(text)
                 out.append(text)
         return out
-
-
-class Metrics:
-    def __init__(self) -> None:
-        self.registry = registry = CollectorRegistry()
-        self.requests = Counter("mt_requests", "HTTP requests", ["route", "status"],
-                                registry=registry)
-        self.latency = Histogram("mt_request_seconds", "time to answer a request", ["route"],
-                                 registry=registry)
-        self.batch_sentences = Histogram("mt_batch_sentences", "sentences decoded together",
-                                         buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
-                                         registry=registry)
-        self.batch_requests = Histogram("mt_batch_requests", "requests decoded together",
-                                        buckets=(1, 2, 4, 8, 16, 32, 64), registry=registry)
-        self.decode_seconds = Histogram("mt_batch_seconds", "time to decode one batch",
-                                        registry=registry)
-        self.queue_depth = Gauge("mt_queue_depth", "requests waiting for the decoder",
-                                 registry=registry)
-        self.cache_hits = Counter("mt_cache_hits", "sentences answered from the cache",
-                                  registry=registry)
-
-    def on_batch(self, n_requests: int, n_sentences: int, seconds: float) -> None:
-        self.batch_requests.observe(n_requests)
-        self.batch_sentences.observe(n_sentences)
-        self.decode_seconds.observe(seconds)
 
 
 class Service:
