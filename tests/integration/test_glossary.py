@@ -248,3 +248,41 @@ def test_the_server_takes_a_glossary_and_kept_spans(translator):
             r = client.post("/v1/translate", json={"text": "Zwei Hunde.", **bad})
             assert r.status_code == 422, (bad, r.text)
         assert client.post("/v1/translate", json={"text": "Zwei Hunde."}).status_code == 200
+
+
+def test_the_server_holds_its_glossary_on_every_route(translator):
+    """``mt serve --glossary``: every route's translations hold its terms (and avoid its
+    words): /v1/translate, LibreTranslate's /translate and /translate_file, as the API does
+    with that glossary; a sentence without a term as without it (and cached); a request's own
+    glossary goes over the server's, term by term; a prefix is decoded without it."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    terms = Glossary({"Hunde": "hounds", "Park": "Tiergarten"}, avoid={"Hunde": ["dogs"]})
+    server = translator.with_settings(translator.config.decode, terms)
+    texts = [SOURCES[0], SOURCES[2]]
+    with local_client(create_app(server, ServeOptions())) as client:
+        for _ in range(2):  # the second time from the cache, where it may be
+            r = client.post("/v1/translate", json={"text": texts})
+            assert r.status_code == 200, r.text
+            assert [t["text"] for t in r.json()["translations"]] == [
+                translator.translate([texts[0]], glossary=terms)[0],
+                translator.translate([texts[1]])[0]]
+        assert "hounds" in r.json()["translations"][0]["text"]
+        r = client.post("/translate", json={"q": texts[0], "source": "de", "target": "en"})
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == translator.translate([texts[0]], glossary=terms)[0]
+        r = client.post("/translate_file", data={"source": "de", "target": "en"},
+                        files={"file": ("a.txt", f"{texts[0]}\n".encode(), "text/plain")})
+        assert r.status_code == 200, r.text
+        text = client.get(r.json()["translatedFileUrl"]).text
+        assert "hounds" in text and "Tiergarten" in text
+        r = client.post("/v1/translate", json={"text": texts[0], "glossary": {"hunde": "canines"}})
+        assert r.status_code == 200, r.text
+        assert r.json()["translations"][0]["text"] == translator.translate(
+            [texts[0]], glossary=Glossary({"hunde": "canines", "Park": "Tiergarten"}))[0]
+        r = client.post("/v1/translate", json={"text": texts[0], "prefix": "Two"})
+        assert r.status_code == 200, r.text
+        assert r.json()["translations"][0]["text"] == translator.translate(
+            [texts[0]], nbest=1, prefix=["Two"])[0][0].text

@@ -147,6 +147,9 @@ def fuzz_client(translator):
     (["--compare", "MISSING"], "--compare '"),
     (["--suggestions", "EMPTY_DIR"], "cannot keep suggestions there"),
     (["--suggestions", "LATIN1"], "cannot keep suggestions there"),
+    (["--glossary", "MISSING"], "cannot read the glossary"),
+    (["--glossary", "LATIN1"], "cannot read the glossary"),
+    (["--glossary", "UMLAUT"], "line 1: a glossary line is 'source term<TAB>target term"),
 ])
 def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, message):
     (tmp_path / "EMPTY").write_text("\n# a comment\n")

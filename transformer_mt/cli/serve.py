@@ -25,6 +25,7 @@ from transformer_mt.serve.settings import (
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
+    from transformer_mt.translate.glossary import Glossary
 
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,12 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "fine-tuning on (data.train: [{suggestions: FILE}]); default: /suggest off")
     p.add_argument("--compare", metavar="CHECKPOINT", help="a second checkpoint (.pt) the page "
                    "compares the served model with")
+    p.add_argument("--glossary", metavar="TSV", help="terms every translation the server makes "
+                   "must hold, on every route (LibreTranslate's and files too): 'source "
+                   "term<TAB>target term[<TAB>word to avoid...]' lines, as mt translate's; a "
+                   "request's own glossary (/v1/translate) goes over it")
+    p.add_argument("--keep-spans", action="store_true", help="every translation keeps URLs, "
+                   "e-mail addresses, {placeholders}, %%s and numbers exactly as in the source")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
         p.add_argument(setting.metadata["flag"], type=type(setting.default),
                        default=setting.default, help=setting.metadata["help"])
@@ -104,14 +111,32 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
     return keys
 
 
+def _glossary(args: argparse.Namespace) -> Glossary | None:
+    """``--glossary`` and ``--keep-spans`` read (a bad line: one line of error), or None."""
+    if not args.glossary and not args.keep_spans:
+        return None
+    if args.engine != "torch":
+        raise MTError("--glossary and --keep-spans need a PyTorch checkpoint (.pt): "
+                      "CTranslate2 cannot constrain its search")
+    from transformer_mt.translate.glossary import Glossary
+
+    glossary = Glossary.read(args.glossary, args.keep_spans) if args.glossary else \
+        Glossary(keep_spans=True)
+    log.info("every translation holds %s", " and ".join(
+        [f"the {len(glossary.terms):,} terms of {args.glossary}"] * bool(args.glossary)
+        + ["URLs, addresses, placeholders and numbers as they are"] * args.keep_spans))
+    return glossary
+
+
 def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None]:
     """The translator, what /v1/info says of it (step, best BLEU, names), and the model to
     compare it with (``--compare``)."""
     from transformer_mt.translate import Translator
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
-    if args.precision:  # what a request that names none decodes in
-        translator = translator.with_settings(translator.settings(precision=args.precision))
+    if args.precision or args.terms:  # what a request that names none decodes in and holds
+        translator = translator.with_settings(translator.settings(
+            **({"precision": args.precision} if args.precision else {})), args.terms)
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "
@@ -182,6 +207,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise missing_error([str(exc.name).split(".")[0]], ["mt serve"]) from exc
     if getattr(args, "api_keys", None) is None:  # read once: --workers' processes get them
         args.api_keys = _api_keys(args.api_key_file)  # (a pipe cannot be read again)
+    if getattr(args, "terms", None) is None:  # so are these, before the model loads
+        args.terms = _glossary(args)
     run_dir = _run_dir(args)
     if args.suggestions:  # a file that cannot keep them: refused before the model loads
         from transformer_mt.data.suggestions import SuggestionStore

@@ -27,7 +27,8 @@ from transformer_mt.serve.api import (
     sentence_json,
 )
 from transformer_mt.serve.deps import Caller
-from transformer_mt.serve.service import Prepared, RequestError, Service, TextResult
+from transformer_mt.serve.service import RequestError, Service
+from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import Choice, Translation
 from transformer_mt.translate.glossary import Glossary, steered
 
@@ -86,7 +87,8 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
     translator = svc.translator
     forced: list[int] = []  # per sentence, the output tokens its prefix forced
     read: list[str] = []  # per sentence, what the model read (a glossary's terms: their targets)
-    glossary = Glossary(req.glossary or {}, req.keep_spans, req.avoid or {})
+    base = translator.glossary if req.prefix is None and not req.alternatives else None
+    glossary = (base or Glossary()).extended(req.glossary or {}, req.keep_spans, req.avoid or {})
 
     def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
         forcing = translator.forcing(per_sentence)

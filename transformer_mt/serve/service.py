@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
 from transformer_mt.config import DecodeConfig
@@ -29,8 +29,10 @@ from transformer_mt.serve.file_store import FileStore
 from transformer_mt.serve.metrics import Metrics
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
+from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import InputTooLongError, Translation, Translator
-from transformer_mt.translate.documents import Document, Links, TextForm, split_document
+from transformer_mt.translate.documents import Document, TextForm, split_document
+from transformer_mt.translate.glossary import steered
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.language_tags import says
 from transformer_mt.translate.long_sentences import fitted
@@ -50,43 +52,6 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
-
-
-@dataclass
-class Prepared:
-    """A request's texts cut into sentences, and those sentences as source ids."""
-
-    docs: Sequence[Document[Any]]
-    ids: list[list[int]]
-
-
-@dataclass
-class TextResult:
-    """One text's sentences with their translations (each a list of hypotheses, best first)."""
-
-    doc: Document[Any]
-    hyps: list[list[Translation]]
-    # where a hypothesis reads in its sentence, by (sentence, hypothesis), for the sentences
-    # that inline markup cuts (inline.py)
-    links: dict[tuple[int, int], Links] = field(default_factory=dict)
-
-    def text(self, k: int = 0) -> Any:
-        """The text rebuilt with the ``k``-th hypothesis of each sentence (or its last)."""
-        picked = [min(k, len(h) - 1) for h in self.hyps]
-        return self.doc.rebuild([h[j].text for h, j in zip(self.hyps, picked, strict=True)],
-                                [self.links.get((i, j)) for i, j in enumerate(picked)])
-
-    def alternatives(self, n: int, best: str | None = None) -> list[str]:
-        """Up to ``n`` translations of the whole text other than ``best`` (default: its own
-        best), each different."""
-        seen = {self.text() if best is None else best}
-        out: list[str] = []
-        for k in range(1, max((len(h) for h in self.hyps), default=1)):
-            text = self.text(k)
-            if text not in seen and len(out) < n:
-                seen.add(text)
-                out.append(text)
-        return out
 
 
 class Service:
@@ -195,8 +160,7 @@ class Service:
     def check_source(self, texts: list[str]) -> tuple[str, float]:
         """``source: auto``: the texts are in the model's source language or clearly in its
         target language (which, with the confidence, 0-100), or a 400 that says which language
-        they look like. Short texts are
-        ambiguous: only a clear other language is refused."""
+        they look like. Short texts are ambiguous: only a clear other language is refused."""
         sample = " ".join(texts)[:2000]
         if not sample.strip():
             return self.src_lang, 0.0
@@ -256,15 +220,22 @@ class Service:
                      waiting: Callable[[], Any] | None = None,
                      queued: Callable[[], None] = lambda: None) -> list[TextResult]:
         """Translate the prepared sentences: from the cache, or by the worker. A seeded
-        sampling request is decoded on its own (the same translation alone or among others);
-        ``waiting``: an awaitable that completes if the client leaves (the decoding stops);
-        ``queued``: called once the request is in the queue (or needs none)."""
+        sampling request is decoded on its own (the same translation alone or among others),
+        and, uncached, the sentences that hold a term of ``mt serve --glossary``; ``waiting``:
+        completes if the client leaves (the decoding stops); ``queued``: called once the
+        request is in the queue (or needs none)."""
         sampling = cfg.samples
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
         found: list[list[Translation] | None] = [None] * len(prepared.ids)
+        glossary = self.translator.glossary
+        held = [i for i, s in enumerate(s for d in prepared.docs for s in d.sentences)
+                if glossary and glossary.required(s)]
+        read = await self.decode_held(prepared, held, cfg, nbest, found, waiting, queued)
+        queued = (lambda: None) if held else queued  # (called: the held sentences' queue)
         if not sampling and self.options.cache_size:
-            found = self.storage.get(key, prepared.ids)
-            self.metrics.cache_hits.inc(sum(f is not None for f in found))
+            cached = self.storage.get(key, prepared.ids)
+            found = [f or c for f, c in zip(found, cached, strict=True)]
+            self.metrics.cache_hits.inc(sum(c is not None for c in cached))
         missing = [i for i, f in enumerate(found) if f is None]
         if not missing:
             queued()
@@ -281,9 +252,31 @@ class Service:
             n = len(doc.sentences)
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
-        await self.copy_unknown(results, cfg, waiting)
+        await self.copy_unknown(results, cfg, waiting, read)
         await self.link(results, waiting)
         return results
+
+    async def decode_held(self, prepared: Prepared, held: list[int], cfg: DecodeConfig,
+                          nbest: int, found: list[list[Translation] | None],
+                          waiting: Callable[[], Any] | None = None,
+                          queued: Callable[[], None] = lambda: None) -> list[str] | None:
+        """The sentences at ``held`` decoded with the server's glossary into ``found``, on the
+        worker; each sentence as the model read it (``glossary.steered``), or None if none."""
+        translator, sentences = self.translator, [s for d in prepared.docs for s in d.sentences]
+        if not held or translator.glossary is None:
+            return None
+        glossary = translator.glossary
+
+        def run() -> tuple[list[str], list[list[Translation]]]:  # on the worker
+            marked, ids, required = steered(translator, [sentences[i] for i in held], glossary,
+                                            [prepared.ids[i] for i in held])
+            return marked, translator.translate_ids(ids, cfg, nbest, required=required)
+
+        queued()
+        marked, decoded = await self.wait(self.worker().call(run), waiting)
+        for i, m, hyps in zip(held, marked, decoded, strict=True):
+            found[i], sentences[i] = hyps, m
+        return sentences
 
     async def copy_unknown(self, results: list[TextResult], cfg: DecodeConfig,
                            waiting: Callable[[], Any] | None = None,

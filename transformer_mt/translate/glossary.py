@@ -136,6 +136,15 @@ class Glossary:
                           f"{getattr(exc, 'strerror', None) or exc}") from None
         return cls(terms, keep_spans, {t: words for t, words in avoid.items() if words})
 
+    def extended(self, terms: Mapping[str, str], keep_spans: bool = False,
+                 avoid: Mapping[str, Sequence[str]] | None = None) -> Glossary:
+        """This glossary with ``terms`` over its own (a source term in both: the given one,
+        with the given words to avoid or none), spans kept where either keeps them."""
+        given = {_read(t).strip().casefold() for t in terms if isinstance(t, str)}
+        mine = {t: v for t, v in self.terms.items() if _read(t).strip().casefold() not in given}
+        return Glossary({**mine, **terms}, self.keep_spans or keep_spans,
+                        {**{t: w for t, w in self.avoid.items() if t in mine}, **(avoid or {})})
+
     def required(self, sentence: str) -> list[str]:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
         target term of each glossary term found, and each span kept."""
