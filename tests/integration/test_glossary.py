@@ -263,6 +263,7 @@ def test_the_server_holds_its_glossary_on_every_route(translator):
     server = translator.with_settings(translator.config.decode, terms)
     texts = [SOURCES[0], SOURCES[2]]
     with local_client(create_app(server, ServeOptions())) as client:
+        assert client.get("/v1/info").json()["glossary"] == {"terms": 2, "keep_spans": False}
         for _ in range(2):  # the second time from the cache, where it may be
             r = client.post("/v1/translate", json={"text": texts})
             assert r.status_code == 200, r.text

@@ -47,6 +47,8 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
                    "max_body_bytes": limits.max_body_bytes, "max_beam": limits.max_beam,
                    "max_source_tokens": t.max_source_tokens, "timeout_s": limits.timeout_s},
         "inspect": t.engine.can_inspect,
+        "glossary": {"terms": len(t.glossary.terms) if t.glossary else 0,  # mt serve --glossary
+                     "keep_spans": bool(t.glossary and t.glossary.keep_spans)},
         "look": {"run": run_checkpoints(svc.options.run_dir), "compare": svc.compare is not None},
     }
     out.update(svc.options.about)
