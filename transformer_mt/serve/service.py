@@ -233,9 +233,10 @@ class Service:
         read = await self.decode_held(prepared, held, cfg, nbest, found, waiting, queued)
         queued = (lambda: None) if held else queued  # (called: the held sentences' queue)
         if not sampling and self.options.cache_size:
-            cached = self.storage.get(key, prepared.ids)
-            found = [f or c for f, c in zip(found, cached, strict=True)]
+            cached = [None if f else c for f, c in zip(found, self.storage.get(
+                key, prepared.ids), strict=True)]  # (not where the glossary held it)
             self.metrics.cache_hits.inc(sum(c is not None for c in cached))
+            found = [f or c for f, c in zip(found, cached, strict=True)]
         missing = [i for i, f in enumerate(found) if f is None]
         if not missing:
             queued()
