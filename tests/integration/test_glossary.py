@@ -4,8 +4,10 @@ model, greedy and beam, n-best, documents, the CLI and the server."""
 
 from __future__ import annotations
 
+import random
 import re
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,7 @@ from tests.helpers import local_client, run_cli
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
 from transformer_mt.translate import Translator
-from transformer_mt.translate.glossary import Glossary, steered
+from transformer_mt.translate.glossary import LETTER, Glossary, steered
 
 SOURCES = ["Zwei Hunde schwimmen im Park.", "Ein Kind fährt Fahrrad.", "Drei Kinder lachen."]
 TERMS = {"Hunde": "hounds", "fährt Fahrrad": "cycles", "park": "Tiergarten"}
@@ -32,6 +34,42 @@ def test_terms_are_found_as_whole_words_in_any_case_the_longest_first():
     assert g.required("Der HUND und der Hundefutter-Park.") == ["hound", "park"]
     assert g.required("in New York, York und new york") == ["NYC", "Y", "NYC"]
     assert g.required("nichts") == []
+
+
+def test_many_terms_are_found_as_a_scan_of_each_term_finds_them():
+    """The terms' pattern is a trie (one pattern for thousands of terms): what it finds is
+    what trying each term at each place finds, the longest where several start there, in
+    any case; here random glossaries of the toy corpus's words and word pairs, prefixes of
+    them, upper-cased ones, and one of another script."""
+    lines = (Path(__file__).parents[1] / "data" / "toy-de-en" / "train.de").read_text(
+        encoding="utf-8").splitlines()
+    words = sorted({w.strip(".,") for line in lines for w in line.split()})
+    rng = random.Random(7)
+    for _ in range(20):
+        picked = [" ".join(rng.sample(words, rng.choice([1, 1, 2]))) for _ in range(60)]
+        picked += [w[:len(w) // 2] for w in picked[:10]] + [w.upper() for w in picked[10:20]]
+        terms = {t.strip(): f"T{n}" for n, t in enumerate(picked) if t.strip()} | {"狗": "hound"}
+        glossary = Glossary(terms)
+        for sentence in [*rng.sample(lines, 40), "Zwei 狗 und ein Hund."]:
+            assert glossary.required(sentence) == _scanned(terms, sentence), sentence
+
+
+def _scanned(terms: dict[str, str], sentence: str) -> list[str]:
+    """Each place of ``sentence``, left to right, tried with every term (as a whole word, in
+    any case), the longest kept, and the search going on after it."""
+    folded = {t.casefold(): v for t, v in terms.items()}  # (a term given twice: its last)
+    found, at = [], 0
+    while at < len(sentence):
+        here = [t for t in terms if re.match(rf"(?<!{LETTER}){re.escape(t)}(?!{LETTER})",
+                                             sentence[at:], re.IGNORECASE)
+                and (at == 0 or not re.match(LETTER, sentence[at - 1]))]
+        if here:
+            longest = max(here, key=len)
+            found.append(folded[sentence[at:at + len(longest)].casefold()])
+            at += len(longest)
+        else:
+            at += 1
+    return found
 
 
 def test_terms_are_found_in_the_text_as_the_tokenizers_read_it():
