@@ -25,6 +25,7 @@ term where the model's word would have been.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,6 +140,9 @@ class Glossary:
                  avoid: Mapping[str, Sequence[str]] | None = None) -> Glossary:
         """This glossary with ``terms`` over its own (a source term in both: the given one,
         with the given words to avoid or none), spans kept where either keeps them."""
+        if not terms and not avoid:  # (a server's thousands of terms not read again)
+            return self if keep_spans <= self.keep_spans else dataclasses.replace(
+                self, keep_spans=True)
         given = {_read(t).strip().casefold() for t in terms if isinstance(t, str)}
         mine = {t: v for t, v in self.terms.items() if _read(t).strip().casefold() not in given}
         return Glossary({**mine, **terms}, self.keep_spans or keep_spans,
