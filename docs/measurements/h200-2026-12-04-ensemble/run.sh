@@ -6,7 +6,8 @@
 #   ALPHAS=1.0,1.3,1.6,2.0 CACHE=cache.tar.xz, --train-timeout 400, timeout 550, --out vocab16k.json
 # Call 2: the recipe as it is (8k, 5,000 steps): SETS="" ALPHAS=1.0,1.3,1.6 CACHE=cache8k.tar.xz
 # One run alone (ENSEMBLE= leaves the ensemble out): SEEDS=3 ENSEMBLE= SETS="train.max_steps=9000"
-OUT=${OUT:?}; SEEDS=${SEEDS:-1234,1,2}; ALPHAS=${ALPHAS:-1.0,1.3,1.6}; CACHE=${CACHE:-cache8k.tar.xz}
+# Another recipe: CONFIG=config/cpu.yaml (its data is config/gpu.yaml's: the same token cache)
+OUT=${OUT:?}; CONFIG=${CONFIG:-config/gpu.yaml}; SEEDS=${SEEDS:-1234,1,2}; ALPHAS=${ALPHAS:-1.0,1.3,1.6}; CACHE=${CACHE:-cache8k.tar.xz}
 args=(); for s in ${SETS:-}; do args+=(--set "$s"); done
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c 'import torch,sentencepiece,sacrebleu;print(torch.__version__,sentencepiece.__version__,sacrebleu.__version__)'
@@ -18,7 +19,7 @@ for f, to in (('.gpu/$CACHE', '/tmp/mtcache'), ('.gpu/site.tar.xz', '/tmp/site')
 echo "unpacked $(( $(date +%s) - s )) s" >> $OUT/environment.txt
 find /tmp/mtcache -type f | sort > /tmp/before.txt
 PYTHONPATH=/tmp/site MT_DATA_DIR=$PWD/.gpu/data/multi30k MT_CACHE_DIR=/tmp/mtcache timeout ${LIMIT:-520} \
-  python3 bench/quality.py --config config/gpu.yaml "${args[@]}" --seeds $SEEDS --jobs 3 \
+  python3 bench/quality.py --config $CONFIG "${args[@]}" --seeds $SEEDS --jobs 3 \
   --train-timeout ${TRAIN_LIMIT:-400} --alphas $ALPHAS ${ENSEMBLE---ensemble} --run-dir /tmp/runs --out $OUT/quality.json > /dev/null 2> $OUT/quality.stderr
 echo "quality rc=$? at $(( $(date +%s) - s )) s" >> $OUT/environment.txt
 find /tmp/mtcache -type f ! -name '*.lock' | sort | diff /tmp/before.txt - > /tmp/runs/cache_diff.txt
