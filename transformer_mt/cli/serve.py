@@ -68,7 +68,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--glossary", metavar="TSV", help="terms every translation the server makes "
                    "must hold, on every route (LibreTranslate's and files too): 'source "
                    "term<TAB>target term[<TAB>word to avoid...]' lines, as mt translate's; a "
-                   "request's own glossary (/v1/translate) goes over it")
+                   "request's own glossary (/v1/translate) goes over it; read again when "
+                   "the file changes")
     p.add_argument("--keep-spans", action="store_true", help="every translation keeps URLs, "
                    "e-mail addresses, {placeholders}, %%s and numbers exactly as in the source")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
@@ -112,16 +113,19 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
 
 
 def _glossary(args: argparse.Namespace) -> Glossary | None:
-    """``--glossary`` and ``--keep-spans`` read (a bad line: one line of error), or None."""
+    """``--glossary`` and ``--keep-spans`` read (a bad line: one line of error), or None;
+    ``args.terms_file``: the file to read again when it changes."""
+    args.terms_file = None
     if not args.glossary and not args.keep_spans:
         return None
     if args.engine != "torch":
         raise MTError("--glossary and --keep-spans need a PyTorch checkpoint (.pt): "
                       "CTranslate2 cannot constrain its search")
+    from transformer_mt.serve.glossary_file import GlossaryFile
     from transformer_mt.translate.glossary import Glossary
 
-    glossary = Glossary.read(args.glossary, args.keep_spans) if args.glossary else \
-        Glossary(keep_spans=True)
+    glossary, args.terms_file = GlossaryFile.read(args.glossary, args.keep_spans) \
+        if args.glossary else (Glossary(keep_spans=True), None)
     log.info("every translation holds %s", " and ".join(
         [f"the {len(glossary.terms):,} terms of {args.glossary}"] * bool(args.glossary)
         + ["URLs, addresses, placeholders and numbers as they are"] * args.keep_spans))
@@ -234,7 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin or ()),
         forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
         suggestions=args.suggestions, shared_storage=args.shared_storage,
-        files_dir=getattr(args, "files_dir", None),
+        files_dir=getattr(args, "files_dir", None), glossary_file=args.terms_file,
         model_id=_model_id(args) if args.shared_storage else "")
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "

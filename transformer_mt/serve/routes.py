@@ -33,7 +33,9 @@ async def health(svc: ServiceDep) -> Response:
 
 @router.get("/v1/info", summary="the model, its languages and decoding defaults, the limits")
 async def info(svc: ServiceDep) -> dict[str, Any]:
-    t, limits = svc.translator, svc.limits
+    t, limits, terms = svc.translator, svc.limits, svc.options.glossary_file
+    if terms is not None:  # (as a request would find it)
+        terms.refresh(t)
     cfg = t.config
     out: dict[str, Any] = {
         "source_language": cfg.data.src_lang, "target_language": cfg.data.tgt_lang,
@@ -48,7 +50,8 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
                    "max_source_tokens": t.max_source_tokens, "timeout_s": limits.timeout_s},
         "inspect": t.engine.can_inspect,
         "glossary": {"terms": len(t.glossary.terms) if t.glossary else 0,  # mt serve --glossary
-                     "keep_spans": bool(t.glossary and t.glossary.keep_spans)},
+                     "keep_spans": bool(t.glossary and t.glossary.keep_spans),
+                     **({"error": terms.error} if terms and terms.error else {})},
         "look": {"run": run_checkpoints(svc.options.run_dir), "compare": svc.compare is not None},
     }
     out.update(svc.options.about)

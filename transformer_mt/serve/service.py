@@ -203,7 +203,10 @@ class Service:
                  cfg: DecodeConfig | None = None) -> Prepared:
         """Split documents' sentences tokenized, those longer than the model takes (or than
         ``cfg`` has it translate whole) in parts (``long_sentences.py``): a 400 where they
-        are more than ``max_sentences`` (default: the limit of a request)."""
+        are more than ``max_sentences`` (default: the limit of a request). Every route's
+        texts come here: ``mt serve --glossary``'s file is read again here if it changed."""
+        if self.options.glossary_file is not None:
+            self.options.glossary_file.refresh(self.translator)
         docs = fitted(docs, lambda sentences: self.translator.fits(sentences, cfg))
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences

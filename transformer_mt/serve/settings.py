@@ -8,7 +8,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformer_mt.serve.glossary_file import GlossaryFile
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
@@ -72,6 +75,7 @@ class ServeOptions:
     model_id: str = ""  # names the model's translations in a shared cache
     suggestions: str | None = None  # the SQLite file /suggest keeps corrections in; None: off
     files_dir: str | None = None  # where translated files wait (its workers' one); None: its own
+    glossary_file: GlossaryFile | None = None  # --glossary's file, read again when it changes
 
 
 @dataclass
