@@ -32,7 +32,7 @@ from transformer_mt.serve.storage import Storage
 from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, TextForm, split_document
-from transformer_mt.translate.glossary import steered
+from transformer_mt.translate.glossary import Glossary, steered
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.language_tags import says
 from transformer_mt.translate.long_sentences import fitted
@@ -233,7 +233,8 @@ class Service:
         glossary = self.translator.glossary
         held = [i for i, s in enumerate(s for d in prepared.docs for s in d.sentences)
                 if glossary and glossary.required(s)]
-        read = await self.decode_held(prepared, held, cfg, nbest, found, waiting, queued)
+        read = await self.decode_held(prepared, held, glossary, cfg, nbest, found, waiting,
+                                      queued)
         queued = (lambda: None) if held else queued  # (called: the held sentences' queue)
         if not sampling and self.options.cache_size:
             cached = [None if f else c for f, c in zip(found, self.storage.get(
@@ -260,16 +261,16 @@ class Service:
         await self.link(results, waiting)
         return results
 
-    async def decode_held(self, prepared: Prepared, held: list[int], cfg: DecodeConfig,
-                          nbest: int, found: list[list[Translation] | None],
+    async def decode_held(self, prepared: Prepared, held: list[int], glossary: Glossary | None,
+                          cfg: DecodeConfig, nbest: int, found: list[list[Translation] | None],
                           waiting: Callable[[], Any] | None = None,
                           queued: Callable[[], None] = lambda: None) -> list[str] | None:
-        """The sentences at ``held`` decoded with the server's glossary into ``found``, on the
-        worker; each sentence as the model read it (``glossary.steered``), or None if none."""
+        """The sentences at ``held`` decoded with the server's glossary (as it was when they
+        were found to hold its terms) into ``found``, on the worker; each sentence as the model
+        read it (``glossary.steered``), or None if none."""
         translator, sentences = self.translator, [s for d in prepared.docs for s in d.sentences]
-        if not held or translator.glossary is None:
+        if not held or glossary is None:
             return None
-        glossary = translator.glossary
 
         def run() -> tuple[list[str], list[list[Translation]]]:  # on the worker
             marked, ids, required = steered(translator, [sentences[i] for i in held], glossary,
