@@ -121,13 +121,13 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
     if args.engine != "torch":
         raise MTError("--glossary and --keep-spans need a PyTorch checkpoint (.pt): "
                       "CTranslate2 cannot constrain its search")
-    from transformer_mt.serve.glossary_file import GlossaryFile
+    from transformer_mt.serve.glossary_file import GlossaryFile, counted
     from transformer_mt.translate.glossary import Glossary
 
     glossary, args.terms_file = GlossaryFile.read(args.glossary, args.keep_spans) \
         if args.glossary else (Glossary(keep_spans=True), None)
     log.info("every translation holds %s", " and ".join(
-        [f"the {len(glossary.terms):,} terms of {args.glossary}"] * bool(args.glossary)
+        [f"the {counted(len(glossary.terms))} of {args.glossary}"] * bool(args.glossary)
         + ["URLs, addresses, placeholders and numbers as they are"] * args.keep_spans))
     return glossary
 

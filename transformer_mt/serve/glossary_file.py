@@ -63,12 +63,13 @@ class GlossaryFile:
                 glossary = Glossary.read(self.path, self.keep_spans)
             except MTError as exc:
                 self.error = str(exc)
-                log.error("%s; the %s read before stay in use", exc, _terms(before))
+                log.error("%s; the %s read before stay in use", exc, counted(before))
                 return
             translator.glossary, self.error = glossary, None
-            log.info("read %s again: %s (before: %s)", self.path, _terms(len(glossary.terms)),
+            log.info("read %s again: %s (before: %s)", self.path, counted(len(glossary.terms)),
                      f"{before:,}")
 
 
-def _terms(n: int) -> str:
+def counted(n: int) -> str:
+    """``n`` terms, in words: '1 term', '2,417 terms'."""
     return f"{n:,} term{'s' * (n != 1)}"
