@@ -102,7 +102,7 @@ def train_run(args: argparse.Namespace, seed: int, run_dir: Path) -> dict:
     return {"seed": seed, "run_dir": str(run_dir), "log": str(log), "stopped": rc == STOPPED,
             "train_wall_s": round(time.perf_counter() - start, 1), "steps": progress["step"],
             "epochs": progress["epoch"], "best_val_bleu_greedy": progress["best_bleu"],
-            "best_step": progress["best_step"]}
+            "best_step": progress["best_step"], "training_s": round(progress.get("seconds", 0), 1)}
 
 
 def model_to_score(args: argparse.Namespace, run_dir: Path,

@@ -32,7 +32,7 @@ KIND = "transformer_mt-checkpoint"
 ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
 PROGRESS_TYPES: dict[str, type | tuple[type, ...]] = {
     "step": int, "epoch": int, "epoch_step": int, "best_step": int, "bad_evals": int,
-    "best_bleu": (int, float)}
+    "best_bleu": (int, float), "seconds": (int, float)}
 
 
 def make_checkpoint(model: torch.nn.Module, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,

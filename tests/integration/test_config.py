@@ -58,6 +58,9 @@ def test_defaults_and_overrides_with_types():
     ({"train": {"max_steps": 100, "warmup_steps": 100}}, ["train.lr_schedule=linear"],
      "train.max_steps must exceed train.warmup_steps"),
     ({}, ["train.lr_schedule=cosine"], "'train.lr_schedule' must be one of"),
+    ({}, ["train.max_minutes=0"], "'train.max_minutes' must be positive"),
+    ({"train": {"max_steps": None, "max_epochs": None}}, [], "set train.max_steps, "
+     "train.max_epochs or train.max_minutes, or training never stops"),
 ])
 def test_config_errors_name_the_key(data, overrides, message):
     with pytest.raises(ConfigError) as err:

@@ -251,3 +251,50 @@ def test_a_signal_during_a_log_write_logs_nothing_inside_it_and_is_announced_aft
         logger.removeHandler(handler)
     assert "Logging error" not in stderr.getvalue()
     assert writes[1:] == ["received SIGTERM by step 1: saving, then stopping\n"]
+
+
+def _progress(run_dir: Path) -> dict:
+    return torch.load(run_dir / "last.pt", map_location="cpu", weights_only=False)["progress"]
+
+
+def test_a_budget_in_minutes_ends_the_run_as_max_steps_does_and_counts_over_resumes(tmp_path):
+    """train.max_minutes: the machine's own budget (a GPU's 5 minutes, a CPU's hour). The run
+    ends at the step where its training time passes the budget, validated and saved there as
+    at max_steps; the time is kept in the checkpoint, so the same command again finds the run
+    complete, and a bigger budget trains on from the time already spent."""
+    run_dir = tmp_path / "run"
+    budget = ["train.max_steps=null", "train.max_epochs=null", "train.eval_every=50",
+              "train.save_every=50"]
+    first = run_cli(tiny_train_args(run_dir, *budget, "train.max_minutes=0.02"))
+    assert first.returncode == 0, first.stderr
+    assert "train.max_minutes=0.02: the run ends after 0.02 minutes of training" in first.stderr
+    progress = _progress(run_dir)
+    step = progress["step"]
+    assert 1.2 <= progress["seconds"] < 60 and step > 1
+    assert f"done at step {step} " in first.stderr and ": train.max_minutes)" in first.stderr
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["type"] == "valid"][-1] == step  # validated there
+    assert (run_dir / f"step_{step:07d}.pt").exists()  # and saved: it averages with the rest
+
+    again = run_cli(tiny_train_args(run_dir, *budget, "train.max_minutes=0.02"))
+    assert again.returncode == 0 and f"already complete (step {step})" in again.stderr
+    more = run_cli(tiny_train_args(run_dir, *budget, "train.max_minutes=0.04"))
+    assert more.returncode == 0, more.stderr
+    after = _progress(run_dir)
+    assert after["step"] > step and 2.4 <= after["seconds"] < progress["seconds"] + 60
+
+
+def test_a_budget_in_minutes_not_reached_changes_nothing(tmp_path, trained_run):
+    """With train.max_minutes far away the run takes the same steps to the same losses, and
+    stops at train.max_steps."""
+    run_dir = tmp_path / "run"
+    result = run_cli(tiny_train_args(run_dir, "train.max_minutes=600"))
+    assert result.returncode == 0, result.stderr
+
+    def records(directory: Path) -> list[tuple]:
+        lines = (directory / "metrics.jsonl").read_text().splitlines()
+        return [(r["type"], r["step"], r.get("loss"), r.get("val_loss"), r.get("val_bleu"))
+                for r in map(json.loads, lines)]
+
+    assert records(run_dir) == records(trained_run[0]) and records(run_dir)[-1][1] == 6
+    assert "min of training)" in result.stderr  # (not ended by the budget)

@@ -32,6 +32,7 @@ def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_score
     for run in runs:
         run_dir = tmp_path / "runs" / f"seed-{run['seed']}"
         assert run["run_dir"] == str(run_dir) and run["steps"] == 30
+        assert 0 < run["training_s"] < run["train_wall_s"]  # the loop's, not the start's
         avg = torch.load(run_dir / "avg.pt", map_location="cpu", weights_only=False)
         assert run["averaged"] == avg["progress"]["averaged_from"] \
             == [str(run_dir / f"step_00000{s}.pt") for s in (20, 25, 30)]

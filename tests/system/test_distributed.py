@@ -84,6 +84,26 @@ def test_two_ranks_train_like_one_process_with_the_same_budget(tmp_path):
     assert torch.load(ddp_dir / "last.pt", weights_only=True)["progress"]["step"] == 8
 
 
+def test_two_ranks_end_a_budget_in_minutes_at_the_same_step(tmp_path):
+    """train.max_minutes under torchrun: each rank's clock is its own, so the ranks take the
+    largest at log steps and end there together (a rank that stopped alone would leave the
+    other waiting in an all-reduce); rank 0 validates and saves that step."""
+    run_dir = tmp_path / "ddp"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    ddp = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "transformer_mt", "train", "--config", "config/quickstart.yaml", "--run-dir",
+         str(run_dir), *_sets("train.max_steps=null", "train.max_epochs=null",
+                              "train.max_minutes=0.01", "train.log_every=4",
+                              "train.eval_every=1000", "train.save_every=1000")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    progress = torch.load(run_dir / "last.pt", weights_only=True)["progress"]
+    assert progress["step"] % 4 == 0 and progress["seconds"] >= 0.6
+    assert [r["step"] for r in _records(run_dir, "valid")] == [progress["step"]]
+    assert ddp.stderr.count(f"done at step {progress['step']} ") == 2  # both ranks, that step
+
+
 def _records(run_dir, kind: str) -> list[dict]:
     """The run's metrics.jsonl records of ``kind`` (train, valid)."""
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

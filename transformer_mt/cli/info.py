@@ -30,9 +30,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     info = {"checkpoint": str(args.checkpoint), "format_version": ckpt["format_version"],
             "torch_version": ckpt.get("torch_version"), "step": p.get("step"),
             "epoch": p.get("epoch"), "best_val_bleu": p.get("best_bleu"),
-            "best_step": p.get("best_step"), "parameters": model.num_parameters(),
+            "best_step": p.get("best_step"), "training_minutes": round(p.get("seconds", 0) / 60, 2),
+            "parameters": model.num_parameters(),
             "src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab),
             "resumable": "training_state" in ckpt, "config": config.to_dict()}
+    if "seconds" not in p:  # a checkpoint of before train.max_minutes does not say
+        del info["training_minutes"]
     if "averaged_from" in p:
         info["averaged_from"] = p["averaged_from"]
     if "data" in ckpt:  # pairs trained on, what each filter removed, how long the sources were

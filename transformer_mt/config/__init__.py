@@ -91,6 +91,9 @@ class TrainConfig:
     accum_steps: int = 1  # pieces per process and optimizer step (gradient accumulation)
     max_steps: int | None = None
     max_epochs: int | None = 20
+    # a budget in time: stop after this many minutes of training (steps, validations, saves;
+    # summed over resumes), at whichever of the three limits comes first; ends as max_steps does
+    max_minutes: float | None = None
     lr: float = 7e-4  # peak learning rate, reached at the end of warmup
     warmup_steps: int = 1000
     # after warmup: inverse_sqrt (decays as 1/sqrt(step), open-ended) or linear (falls in a
@@ -118,18 +121,22 @@ class TrainConfig:
     # and tokenizer settings must match); the optimizer and the step count start afresh
     init_from: str | None = None
 
-    def total_steps(self, steps_per_epoch: int) -> int:
-        """The steps the run takes (``max_steps``, or ``max_epochs`` of ``steps_per_epoch``)."""
+    def total_steps(self, steps_per_epoch: int) -> int | None:
+        """The steps the run takes (``max_steps``, or ``max_epochs`` of ``steps_per_epoch``);
+        None for a budget in time alone (``max_minutes``)."""
         by_epochs = self.max_epochs * steps_per_epoch if self.max_epochs is not None else math.inf
         by_steps = self.max_steps if self.max_steps is not None else math.inf
-        return int(min(by_epochs, by_steps))
+        steps = min(by_epochs, by_steps)
+        return None if steps == math.inf else int(steps)
 
     def validate(self) -> None:
-        ensure(self.max_steps is not None or self.max_epochs is not None, "train.max_steps",
-               "set train.max_steps or train.max_epochs, or training never stops")
+        ensure(any(v is not None for v in (self.max_steps, self.max_epochs, self.max_minutes)),
+               "train.max_steps", "set train.max_steps, train.max_epochs or train.max_minutes, "
+               "or training never stops")
         ensure_positive(self, "train", ["max_tokens", "accum_steps", "log_every", "eval_every",
                                         "save_every", "eval_beam_size"])
-        ensure_positive(self, "train", ["max_steps", "max_epochs", "threads", "patience"],
+        ensure_positive(self, "train", ["max_steps", "max_epochs", "max_minutes", "threads",
+                                        "patience"],
                         optional=True)
         ensure(self.lr > 0, "train.lr", f"must be positive, got {self.lr}")
         ensure(self.adam_eps > 0, "train.adam_eps", f"must be positive, got {self.adam_eps}")

@@ -1,8 +1,10 @@
 """What a training run holds: :class:`Progress` (stored in every checkpoint) and :class:`Run`
-(the data, model, optimizer and logs :meth:`Trainer.setup` builds before the first step)."""
+(the data, model, optimizer and logs :meth:`Trainer.setup` builds before the first step); and
+what its length means (:func:`warn_about_length`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +21,8 @@ from transformer_mt.model.transformer import Transformer
 from transformer_mt.training.loss import ModelLoss
 from transformer_mt.training.run_dir import MetricsLog
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Progress:
@@ -30,14 +34,22 @@ class Progress:
     best_bleu: float = -1.0
     best_step: int = 0
     bad_evals: int = 0  # validations since the best one (for train.patience)
+    seconds: float = 0.0  # training time so far (steps, validations, saves), over resumes
 
     def finished(self, t: TrainConfig) -> bool:
-        """Whether the run is done: ``max_steps``, ``max_epochs`` or ``patience`` reached."""
+        """Whether the run is done: ``max_steps``, ``max_epochs``, ``max_minutes`` or
+        ``patience`` reached."""
         if t.max_steps is not None and self.step >= t.max_steps:
             return True
         if t.max_epochs is not None and self.epoch >= t.max_epochs:
             return True
+        if self.out_of_time(t):
+            return True
         return t.patience is not None and self.bad_evals >= t.patience
+
+    def out_of_time(self, t: TrainConfig) -> bool:
+        """Whether ``train.max_minutes`` of training are spent."""
+        return t.max_minutes is not None and self.seconds >= 60 * t.max_minutes
 
 
 @dataclass
@@ -65,3 +77,28 @@ class Run:
     # the current epoch's examples (data/mixing.py), set when the epoch is planned
     epoch_data: EpochData | None = None
     corpus: str | None = None  # the training corpus's fingerprint, carried by checkpoints
+
+
+def warn_about_length(t: TrainConfig, total: int | None, per_epoch: int) -> None:
+    """Say when ``train.max_epochs`` ends the run before ``train.max_steps`` (whichever comes
+    first: a small corpus takes few steps an epoch), and warn when it ends soon after warmup:
+    a bigger train.max_tokens (say, for more GPUs) means fewer steps an epoch, and a budget in
+    epochs ends inside the warmup. ``total``: the steps planned (None: a budget in time)."""
+    if t.max_minutes is not None:
+        log.info("train.max_minutes=%g: the run ends after %g minutes of training%s",
+                 t.max_minutes, t.max_minutes,
+                 f" or {total} steps, whichever comes first" if total else "")
+    if total is None:
+        return
+    if t.max_steps is not None and total < t.max_steps:  # (max_epochs')
+        log.info("train.max_epochs=%s ends this run after ~%d steps, before "
+                 "train.max_steps=%d (%d steps an epoch at train.max_tokens=%d; with "
+                 "train.max_epochs=null it trains all %d)", t.max_epochs, total,
+                 t.max_steps, per_epoch, t.max_tokens, t.max_steps)
+    if total < 2 * t.warmup_steps:
+        log.warning(
+            "this run plans %d steps (%d an epoch at train.max_tokens=%d), fewer than twice "
+            "its %d warmup steps: the learning rate hardly leaves warmup and the model will "
+            "be under-trained. Give the budget in steps (train.max_steps, several times the "
+            "warmup), or lower train.warmup_steps or train.max_tokens (docs/gpu.md)",
+            total, per_epoch, t.max_tokens, t.warmup_steps)

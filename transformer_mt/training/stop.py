@@ -1,5 +1,6 @@
 """Stopping a run on SIGINT/SIGTERM: finish the current step, save ``last.pt``, exit 128 + N;
-before the first step (preparing the data and the model), stop at once.
+before the first step (preparing the data and the model), stop at once. And the clock of
+``train.max_minutes``, a budget in time.
 
 The handler only records the signal; the loop asks :meth:`StopSignals.agreed` after each step,
 so a checkpoint is never written half-way through one. Under torchrun the ranks agree (at log
@@ -14,15 +15,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from transformer_mt.errors import TrainingError
 from transformer_mt.training.distributed import DistInfo
+
+if TYPE_CHECKING:
+    from transformer_mt.training.state import Progress
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +97,30 @@ class StopSignals:
         return StopRequestedError(
             f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint saved to "
             f"{last}; {how} to resume", signum)
+
+
+class TrainingClock:
+    """The run's training time, ``Progress.seconds`` (steps, validations and saves, summed over
+    resumes; not preparing the data or the model), which ``train.max_minutes`` limits. Under
+    torchrun the ranks' clocks differ a little: they take the largest at log steps only, so
+    that every rank ends the run at the same step."""
+
+    def __init__(self, dist_info: DistInfo, device: torch.device, log_every: int) -> None:
+        self.dist, self.device, self.log_every = dist_info, device, log_every
+        self.mark = time.perf_counter()
+
+    def start(self) -> None:
+        """Count from now (the loop's first step; a resumed run adds to its saved time)."""
+        self.mark = time.perf_counter()
+
+    def tick(self, progress: Progress) -> None:
+        """Add the time since the last tick to ``progress.seconds`` (at the end of a step)."""
+        if self.dist.enabled and progress.step % self.log_every:
+            return
+        now = time.perf_counter()
+        seconds, self.mark = progress.seconds + now - self.mark, now
+        if self.dist.enabled:
+            total = torch.tensor([seconds], dtype=torch.float64, device=self.device)
+            dist.all_reduce(total, op=dist.ReduceOp.MAX)
+            seconds = float(total.item())
+        progress.seconds = seconds

@@ -43,8 +43,8 @@ from transformer_mt.training.resume import (
 )
 from transformer_mt.training.run_dir import RunDir
 from transformer_mt.training.schedule import learning_rate, make_optimizer
-from transformer_mt.training.state import Progress, Run
-from transformer_mt.training.stop import StopSignals
+from transformer_mt.training.state import Progress, Run, warn_about_length
+from transformer_mt.training.stop import StopSignals, TrainingClock
 from transformer_mt.translate import Translator
 from transformer_mt.translate.engines import TorchEngine
 
@@ -87,6 +87,7 @@ class Trainer:
             bound_cpu_kernel_caches(self.precision == "bf16" and not self.cfg.train.compile)
         self.is_main = self.dist.is_main
         self.stop = StopSignals(self.dist, self.device, self.cfg.train.log_every)
+        self.clock = TrainingClock(self.dist, self.device, self.cfg.train.log_every)
         self.files = RunDir(self.run_dir, self.is_main)
         self._started = True
 
@@ -187,14 +188,11 @@ class Trainer:
         t, p = self.cfg.train, run.progress
         run.model.train()
         self.stop.stepping = True  # from here a signal stops after a step, with a save
-        plan = self.epoch_plan(run, p.epoch)
-        planned_steps = t.total_steps(len(plan))
-        self._check_length(planned_steps, len(plan))
-        bar = tqdm(total=planned_steps, initial=p.step, unit="step", desc="train",
-                   disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
+        plan, bar = self._plan_first_epoch(run)
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
         last_eval_step = last_save_step = -1
+        self.clock.start()
         try:
             while not p.finished(t):
                 if p.epoch_step >= len(plan):  # epoch done: the next one is planned afresh
@@ -211,6 +209,7 @@ class Trainer:
                 if p.step % t.log_every == 0:
                     last_log = self._log_step(run, grad_norm, last_log, n_tokens_seen, bar)
                 stop = self.stop.agreed(p.step)
+                self.clock.tick(p)  # train.max_minutes (a validation counts at the next step)
                 if p.step % t.eval_every == 0:
                     self._validate_and_keep_best(run)
                     last_eval_step = p.step
@@ -224,29 +223,25 @@ class Trainer:
                 self._validate_and_keep_best(run)
             if validated or p.step != last_save_step:  # last.pt holds the final verdict too
                 self._save_last(run, step_file=p.step != last_save_step)
-            log.info("done at step %d (epoch %d); best val BLEU %.2f at step %d; checkpoints "
-                     "in %s", p.step, p.epoch, p.best_bleu, p.best_step, self.run_dir)
+            self._log_done(p)
         finally:
             bar.close()
 
-    def _check_length(self, total: int, per_epoch: int) -> None:
-        """Say when ``train.max_epochs`` ends the run before ``train.max_steps`` (whichever
-        comes first: a small corpus takes few steps an epoch), and warn when it ends soon after
-        warmup: a bigger train.max_tokens (say, for more GPUs) means fewer steps an epoch, and
-        a budget in epochs ends inside the warmup."""
-        t = self.cfg.train
-        if self.is_main and t.max_steps is not None and total < t.max_steps:  # (max_epochs')
-            log.info("train.max_epochs=%s ends this run after ~%d steps, before "
-                     "train.max_steps=%d (%d steps an epoch at train.max_tokens=%d; with "
-                     "train.max_epochs=null it trains all %d)", t.max_epochs, total,
-                     t.max_steps, per_epoch, t.max_tokens, t.max_steps)
-        if self.is_main and total < 2 * t.warmup_steps:
-            log.warning(
-                "this run plans %d steps (%d an epoch at train.max_tokens=%d), fewer than twice "
-                "its %d warmup steps: the learning rate hardly leaves warmup and the model will "
-                "be under-trained. Give the budget in steps (train.max_steps, several times the "
-                "warmup), or lower train.warmup_steps or train.max_tokens (docs/gpu.md)",
-                total, per_epoch, t.max_tokens, t.warmup_steps)
+    def _plan_first_epoch(self, run: Run) -> tuple[list[list[np.ndarray]], tqdm]:
+        """The current epoch's plan and the progress bar (its total: the steps planned)."""
+        t, p = self.cfg.train, run.progress
+        plan = self.epoch_plan(run, p.epoch)
+        planned_steps = t.total_steps(len(plan))
+        if self.is_main:
+            warn_about_length(t, planned_steps, len(plan))
+        return plan, tqdm(total=planned_steps, initial=p.step, unit="step", desc="train",
+                          disable=not (self.show_bar and self.is_main), dynamic_ncols=True)
+
+    def _log_done(self, p: Progress) -> None:
+        log.info("done at step %d (epoch %d, %.1f min of training%s); best val BLEU %.2f at "
+                 "step %d; checkpoints in %s", p.step, p.epoch, p.seconds / 60,
+                 ": train.max_minutes" if p.out_of_time(self.cfg.train) else "", p.best_bleu,
+                 p.best_step, self.run_dir)
 
     def train_step(self, run: Run, step_batches: list[np.ndarray]) -> tuple[Tensor, int]:
         """One optimizer step over this rank's ``accum_steps`` batches of ``step_batches``.
