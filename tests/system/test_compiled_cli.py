@@ -41,26 +41,49 @@ def test_mt_translate_compile_translates_as_without(fp32_checkpoint):
     assert compiled.stdout == plain.stdout == " ".join(reversed(TEXT.split())) + "\n"
 
 
-def test_mt_serve_compiles_before_it_serves(fp32_checkpoint):
-    """``mt serve --compile``'s app: the decoder thread compiles while warming up, before the
-    first request, a lone sentence's graphs and a batch's, and requests of one sentence and
-    of several are answered as without it."""
+def test_mt_serve_compiles_before_it_serves(one_layer_toy, tmp_path):
+    """``mt serve --compile``'s app of a greedy model: the decoder thread compiles while
+    warming up, before the first request, a lone sentence's graphs (its beams' too: a request
+    may ask for a beam) and a batch's, and requests of one sentence and of several, greedy
+    and of a beam, are answered as without it."""
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.settings import ServeOptions
 
     if not torch_private.compile_usable():  # the server then decodes eagerly, as it says
         pytest.skip("--compile is off on this torch (internals/torch_private.py)")
     texts = [TEXT, "s0 s9 s5", "s8 s8 s6 s1 s2 s0 s4"]
-    plain = Translator.load(fp32_checkpoint, "cpu")
-    translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
+    greedy = save_toy_checkpoint(one_layer_toy, tmp_path / "greedy.pt", precision="fp32",
+                                 beam_size=1)  # (the graphs of fp32_checkpoint's weights)
+    plain = Translator.load(greedy, "cpu")
+    translator = Translator.load(greedy, "cpu", compile=True)
     with local_client(create_app(translator, ServeOptions())) as client:
         decoding = translator.engine._copies["fp32"]  # made by the warm-up
         assert isinstance(decoding, CompiledDecoding)
-        assert decoding.batches and decoding._one is not None
-        for asked in (texts[:1], texts):
-            answer = client.post("/v1/translate", json={"text": asked})
+        assert decoding.batches and decoding._one is not None and decoding.beams
+        for asked, beam in ((texts[:1], 1), (texts[:1], 3), (texts, 1)):
+            answer = client.post("/v1/translate", json={"text": asked, "beam_size": beam})
             assert answer.status_code == 200, answer.text
-            assert [t["text"] for t in answer.json()["translations"]] == plain.translate(asked)
+            assert [t["text"] for t in answer.json()["translations"]] == plain.translate(
+                asked, beam_size=beam)
+
+
+def test_a_beam_after_a_greedy_lone_sentence_runs_compiled(fp32_checkpoint, monkeypatch):
+    """The API with ``compile=True``: a lone sentence greedy first loads a lone sentence's
+    graphs but not its beams'; a lone sentence's beam after it loads those (it ran uncompiled,
+    ~3x slower) and runs them, translating as without compiling."""
+    if not torch_private.compile_usable():
+        pytest.skip("--compile is off on this torch (internals/torch_private.py)")
+    plain = Translator.load(fp32_checkpoint, "cpu")
+    translator = Translator.load(fp32_checkpoint, "cpu", compile=True)
+    assert translator.translate([TEXT], beam_size=1) == plain.translate([TEXT], beam_size=1)
+    decoding = translator.engine._copies["fp32"]
+    assert isinstance(decoding, CompiledDecoding)
+    assert decoding.lone and not decoding.beams
+    ran = []
+    monkeypatch.setattr(decoding, "_run", lambda runner, inputs: ran.append(runner) or
+                        CompiledDecoding._run(decoding, runner, inputs))
+    assert translator.translate([TEXT], beam_size=3) == plain.translate([TEXT], beam_size=3)
+    assert decoding.beams and decoding._beam in ran
 
 
 def test_a_lone_sentence_after_a_batch_runs_its_own_graphs(fp32_checkpoint):

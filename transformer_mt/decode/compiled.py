@@ -169,6 +169,15 @@ class CompiledDecoding(DecodingModel):
         """Whether batches' steps run compiled (warm_up says)."""
         return self._batch is not None
 
+    def loaded_for(self, sentences: int, beam_size: int) -> bool:
+        """Whether a call of ``sentences`` at ``beam_size`` finds the graphs :meth:`warm_up`
+        loads for it: a batch's; a lone sentence's, and its beam's for a beam of 2 to
+        ``widest_beam`` (a greedy first call loaded none: a beam after it ran uncompiled,
+        ~3x slower)."""
+        if sentences > 1:
+            return self.batches
+        return self.lone and (beam_size == 1 or beam_size > self.widest_beam or self.beams)
+
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
         """The incremental decoder's state over the decoding copy, whose steps run compiled: a
         lone sentence's (``src`` of one row, a beam of at most ``max_rows``) in its graphs,

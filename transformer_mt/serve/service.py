@@ -77,13 +77,18 @@ class Service:
         the decoding copy of the model, the detokenizer; the language identifier where it is
         installed; with ``--compile``, the compiled steps of a lone sentence and of a batch),
         so that the first request is answered as fast as the hundredth: a word of text
-        translated, and two of HTML at once (a batch: the server batches requests)."""
+        translated, and two of HTML at once (a batch: the server batches requests); the word
+        at a beam of 2 at least, where requests may ask for beams (a greedy server's compiled
+        lone beams: else its first lone request of a beam would compile them)."""
         start = time.perf_counter()
         self.translator.tokenizers[0].prime(self.translator.src_vocab.itos)
         cfg = self.translator.settings()
+        beams = cfg if cfg.samples or self.limits.max_beam < 2 else self.translator.settings(
+            beam_size=max(cfg.beam_size, 2))
         forms: tuple[tuple[list[str], TextForm], ...] = ((["x."], "text"), (["x.", "y."], "html"))
         for texts, form in forms:
-            for hyps in self.translator.engine.decode(self.prepare(texts, form).ids, cfg):
+            for hyps in self.translator.engine.decode(self.prepare(texts, form).ids,
+                                                      beams if form == "text" else cfg):
                 self.translator.detokenize(self.translator.tgt_vocab.decode(hyps[0].tokens))
         # a lone source of each length up to WARM_LENGTHS, one output token each: a length's
         # first translation made oneDNN's kernels for its shapes (the encoder's products;

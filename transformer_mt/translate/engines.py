@@ -194,8 +194,9 @@ class TorchEngine:
     def _decoding_model(self, cfg: DecodeConfig, sentences: int = 1) -> Decodable:
         """The model laid out for decoding at ``cfg``'s precision (made once, then kept); with
         ``compile``, its steps compiled: a lone sentence's graphs at the first call of one
-        sentence, a batch's at the first call of several, in either order (a lone sentence ran
-        the batch's 1.45x slower greedy, 1.15x beam 5: the quickstart model, fp32);
+        sentence (its beam's at the first lone call of a beam), a batch's at the first call of
+        several, in any order (a lone sentence ran the batch's 1.45x slower greedy, 1.15x beam
+        5: the quickstart model, fp32);
         ``sentences``: how many the call decodes (0: it runs no graph)."""
         if self._copies is None:
             return self.model
@@ -209,8 +210,8 @@ class TorchEngine:
                                                            self.device, pack=False))
             self._copies[precision] = copy
         model = self._copies[precision]
-        if isinstance(model, CompiledDecoding) and sentences and not (
-                model.batches if sentences > 1 else model.lone):
+        if isinstance(model, CompiledDecoding) and sentences and not model.loaded_for(
+                sentences, cfg.beam_size):
             model.warm_up(precision, cfg.beam_size, lone=sentences == 1, batches=sentences > 1)
         return model
 
