@@ -70,7 +70,8 @@ def test_mt_serve_compiles_before_it_serves(one_layer_toy, tmp_path):
 def test_a_beam_after_a_greedy_lone_sentence_runs_compiled(fp32_checkpoint, monkeypatch):
     """The API with ``compile=True``: a lone sentence greedy first loads a lone sentence's
     graphs but not its beams'; a lone sentence's beam after it loads those (it ran uncompiled,
-    ~3x slower) and runs them, translating as without compiling."""
+    ~3x slower) and runs them, and a beam wider than they take the batch's graph, each
+    translating as without compiling."""
     if not torch_private.compile_usable():
         pytest.skip("--compile is off on this torch (internals/torch_private.py)")
     plain = Translator.load(fp32_checkpoint, "cpu")
@@ -83,7 +84,12 @@ def test_a_beam_after_a_greedy_lone_sentence_runs_compiled(fp32_checkpoint, monk
     monkeypatch.setattr(decoding, "_run", lambda runner, inputs: ran.append(runner) or
                         CompiledDecoding._run(decoding, runner, inputs))
     assert translator.translate([TEXT], beam_size=3) == plain.translate([TEXT], beam_size=3)
-    assert decoding.beams and decoding._beam in ran
+    assert decoding.beams and decoding._beam in ran and not decoding.batches
+    # a beam wider than the lone graphs take (the toy's 14 tokens allow no beam past 6, so
+    # they take 2 here: as if the beam of 3 were past a real model's 8)
+    monkeypatch.setattr(decoding, "max_rows", 2)
+    assert translator.translate([TEXT], beam_size=3) == plain.translate([TEXT], beam_size=3)
+    assert decoding.batches and decoding._batch in ran
 
 
 def test_a_lone_sentence_after_a_batch_runs_its_own_graphs(fp32_checkpoint):

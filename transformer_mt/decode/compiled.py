@@ -170,13 +170,18 @@ class CompiledDecoding(DecodingModel):
         return self._batch is not None
 
     def loaded_for(self, sentences: int, beam_size: int) -> bool:
-        """Whether a call of ``sentences`` at ``beam_size`` finds the graphs :meth:`warm_up`
-        loads for it: a batch's; a lone sentence's, and its beam's for a beam of 2 to
-        ``widest_beam`` (a greedy first call loaded none: a beam after it ran uncompiled,
-        ~3x slower)."""
-        if sentences > 1:
+        """Whether a call of ``sentences`` at ``beam_size`` finds the graphs it runs loaded
+        (:meth:`warm_up`, ``lone`` or ``batches`` as :meth:`runs_batches` says): a batch's; a
+        lone sentence's, and its beam's for a beam of 2 to ``widest_beam`` (a greedy first
+        call loaded none: a beam after it ran uncompiled, ~3x slower)."""
+        if self.runs_batches(sentences, beam_size):
             return self.batches
-        return self.lone and (beam_size == 1 or beam_size > self.widest_beam or self.beams)
+        return self.lone and (beam_size == 1 or self.beams)
+
+    def runs_batches(self, sentences: int, beam_size: int) -> bool:
+        """Whether a call of ``sentences`` at ``beam_size`` runs the batch's graph: several
+        sentences, or a lone one's beam wider than ``widest_beam``."""
+        return sentences > 1 or beam_size > self.widest_beam
 
     def start_decoding(self, src: Tensor, src_mask: Tensor, group: int = 1) -> DecoderState:
         """The incremental decoder's state over the decoding copy, whose steps run compiled: a

@@ -92,7 +92,8 @@ class Translator:
         wrote, with CTranslate2 (``engine``: ``"auto"`` tells them apart, ``"torch"`` or
         ``"ctranslate2"`` insists). ``compile``: the decoding steps compiled
         (``decode/compiled.py``; CPU, one model): a lone sentence's at the first call of one
-        sentence, a batch's at the first of several (then read from the cache). ``workers``: on
+        sentence (its beam's at the first of a beam), a batch's at the first of several or of
+        a beam wider than 8 (then read from the cache). ``workers``: on
         the CPU, the batches of a call decoded by that many processes (``processes.py``;
         CTranslate2: side by side in its own), each with its share of the cores."""
         if workers < 1:

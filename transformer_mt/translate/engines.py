@@ -195,9 +195,9 @@ class TorchEngine:
         """The model laid out for decoding at ``cfg``'s precision (made once, then kept); with
         ``compile``, its steps compiled: a lone sentence's graphs at the first call of one
         sentence (its beam's at the first lone call of a beam), a batch's at the first call of
-        several, in any order (a lone sentence ran the batch's 1.45x slower greedy, 1.15x beam
-        5: the quickstart model, fp32);
-        ``sentences``: how many the call decodes (0: it runs no graph)."""
+        several or of a lone beam wider than the lone graphs take, in any order (a lone
+        sentence ran the batch's 1.45x slower greedy, 1.15x beam 5: the quickstart model,
+        fp32); ``sentences``: how many the call decodes (0: it runs no graph)."""
         if self._copies is None:
             return self.model
         precision = resolve_precision(cfg.precision, self.device)
@@ -212,7 +212,8 @@ class TorchEngine:
         model = self._copies[precision]
         if isinstance(model, CompiledDecoding) and sentences and not model.loaded_for(
                 sentences, cfg.beam_size):
-            model.warm_up(precision, cfg.beam_size, lone=sentences == 1, batches=sentences > 1)
+            batches = model.runs_batches(sentences, cfg.beam_size)
+            model.warm_up(precision, cfg.beam_size, lone=not batches, batches=batches)
         return model
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
