@@ -69,9 +69,9 @@ def test_mt_serve_compiles_before_it_serves(one_layer_toy, tmp_path):
 
 def test_a_beam_after_a_greedy_lone_sentence_runs_compiled(fp32_checkpoint, monkeypatch):
     """The API with ``compile=True``: a lone sentence greedy first loads a lone sentence's
-    graphs but not its beams'; a lone sentence's beam after it loads those (it ran uncompiled,
-    ~3x slower) and runs them, and a beam wider than they take the batch's graph, each
-    translating as without compiling."""
+    graphs but not its beams' (nor does scoring); a lone sentence's beam after it loads those
+    (it ran uncompiled, ~3x slower) and runs them, and a beam wider than they take the
+    batch's graph, each translating as without compiling."""
     if not torch_private.compile_usable():
         pytest.skip("--compile is off on this torch (internals/torch_private.py)")
     plain = Translator.load(fp32_checkpoint, "cpu")
@@ -80,6 +80,8 @@ def test_a_beam_after_a_greedy_lone_sentence_runs_compiled(fp32_checkpoint, monk
     decoding = translator.engine._copies["fp32"]
     assert isinstance(decoding, CompiledDecoding)
     assert decoding.lone and not decoding.beams
+    translator.score([TEXT], plain.translate([TEXT], beam_size=1))
+    assert not decoding.beams  # scoring runs one hypothesis a sentence: no beam's graph
     ran = []
     monkeypatch.setattr(decoding, "_run", lambda runner, inputs: ran.append(runner) or
                         CompiledDecoding._run(decoding, runner, inputs))

@@ -104,6 +104,13 @@ class Loaded:
 
 GPU_DECODE_BATCH = 512  # a GPU decodes far more sentences at once than decode.batch_size says
 
+
+def one_hypothesis(cfg: DecodeConfig) -> DecodeConfig:
+    """``cfg`` for what runs one hypothesis a sentence (scoring, a prefix's alternatives): so
+    that ``--compile`` loads no beam's graph for it."""
+    return dataclasses.replace(cfg, beam_size=1)
+
+
 class TorchEngine:
     """Our model, or an ensemble of models of one vocabulary, on ``device``."""
 
@@ -181,8 +188,8 @@ class TorchEngine:
 
     def alternatives(self, ids: Sequence[int], forcing: Forcing, k: int,
                      cfg: DecodeConfig) -> list[Alternative]:
-        model, precision = self._decoding_model(cfg), resolve_precision(cfg.precision,
-                                                                        self.device)
+        model = self._decoding_model(one_hypothesis(cfg))
+        precision = resolve_precision(cfg.precision, self.device)
         src = torch.tensor([list(ids)], device=self.device)  # (1, S)
         generator = None
         if cfg.samples:
@@ -218,8 +225,8 @@ class TorchEngine:
 
     def score(self, ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
               cfg: DecodeConfig) -> list[list[float]]:
-        model, precision = self._decoding_model(cfg, len(ids)), resolve_precision(
-            cfg.precision, self.device)
+        model = self._decoding_model(one_hypothesis(cfg), len(ids))
+        precision = resolve_precision(cfg.precision, self.device)
         out: list[list[float]] = []
         for start in range(0, len(ids), cfg.batch_size):
             chunk = slice(start, start + cfg.batch_size)
