@@ -149,6 +149,20 @@ def test_soft_hyphens_zero_width_spaces_and_control_characters_are_not_read():
         assert "soft hyphens" in tokenizer.key and "control characters" in tokenizer.key
 
 
+
+def test_a_few_sentences_are_segmented_as_a_corpus_is():
+    """Fewer sentences than ``POOLED`` (a translation's) are encoded one by one, more as one
+    batch in SentencePiece's pool of threads: the same pieces either way, and in order."""
+    from transformer_mt.data.tokenize import POOLED, SubwordTokenizer, train_sentencepiece
+
+    texts = [f"{NFC} Nummer {n}, {'sehr ' * (n % 5)}schnell!" for n in range(POOLED + 9)]
+    model = train_sentencepiece(texts * 4, DataConfig(tokenizer="sentencepiece", vocab_size=300))
+    pieces = SubwordTokenizer(model)
+    corpus = list(pieces.tokenize(texts))  # as a batch
+    assert [next(pieces.tokenize([t])) for t in texts] == corpus  # each alone
+    assert list(pieces.tokenize(texts[:POOLED - 1])) == corpus[:POOLED - 1]  # a few at once
+    assert len({len(p) for p in corpus}) > 3  # segmentations of several lengths
+
 LENGTHS = [(n % 17 + 1, (n * 7) % 23 + 1) for n in range(500)]
 
 
