@@ -41,9 +41,9 @@ MADE_CACHE = pytest.StashKey[str]()  # the private cache this process made (and 
 def pytest_configure(config: pytest.Config) -> None:
     """The whole session (its workers and subprocesses too) uses one private cache and the
     local Multi30k copy. (pytest-xdist's workers start with the controller's environment.)
-    Their temporary files (``TMPDIR``: what a compiled graph's loader unpacks, a server's
-    downloads) go into that cache too, which the session removes (:func:`pytest_unconfigure`):
-    a worker ends without freeing what its fixtures' threads still hold."""
+    Their temporary files (``TMPDIR``: a server's downloads, inductor's kernels) go into that
+    cache too, which the session removes (:func:`pytest_unconfigure`): a worker ends without
+    freeing what its fixtures' threads still hold."""
     import tempfile
 
     if "PYTEST_XDIST_WORKER" not in os.environ or "MT_TEST_CACHE_DIR" not in os.environ:

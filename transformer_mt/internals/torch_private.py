@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -53,10 +56,30 @@ def packed_linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
 def aoti_runner(package: str) -> Callable[[list[Tensor]], list[Tensor]]:
     """The runner of an AOTInductor package: the loader itself, since torch._inductor's
     load_package imports torch._dynamo and builds test programs to check the CPU again
-    (~2.5 s). One runner: threads that call it at once take turns."""
-    loader = torch._C._aoti.AOTIModelPackageLoader(package, "model", False, 1, -1)
+    (~2.5 s). One runner: threads that call it at once take turns.
+
+    The loader unpacks the package into ``$TMPDIR/aotinductor_*`` and removes that only when
+    it is destroyed, which a process ending by ``os._exit`` (multiprocessing's workers: ``mt
+    serve --workers``) or a signal, or holding it in a thread at exit (``mt serve``) never
+    does: ~22 MB left behind a graph, each time. So it unpacks into a folder of ours, removed
+    once it has loaded: a CPU package's library holds its kernels and constants, and nothing
+    is read from the folder after (the runner still runs; tests/unit/test_compiled_tiny.py)."""
+    tempfile.gettempdir()  # (Python's temporary files keep their folder meanwhile)
+    with _unpacking, tempfile.TemporaryDirectory(prefix=f"mt-aoti-{os.getpid()}-") as ours:
+        theirs = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = ours  # where the loader unpacks
+        try:
+            loader = torch._C._aoti.AOTIModelPackageLoader(package, "model", False, 1, -1)
+        finally:
+            if theirs is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = theirs
     run: Callable[[list[Tensor]], list[Tensor]] = loader.run
     return run
+
+
+_unpacking = threading.Lock()  # (TMPDIR is the process's: one loader at a time sets it)
 
 
 def aoti_compile(graph: Any, package: str, configs: dict[str, Any]) -> None:
