@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -218,3 +220,21 @@ def test_workers_stopped_while_loading_stop_cleanly(trained_run):
     assert proc.returncode == 0, err
     assert "worker mt-serve-0 stopped while starting" in err
     assert "worker mt-serve-1 stopped while starting" in err
+
+
+def test_workers_whose_first_process_is_killed_stop(trained_run):
+    """``kill -9`` of the first process (the OOM killer's choice, a supervisor's): its workers
+    stop as on SIGTERM, not serve on with the old model on a port no restart could bind."""
+    proc, url = start_server(trained_run[0] / "best.pt", "--workers", "2")
+    workers = _children(proc.pid)
+    proc.kill()
+    _, err = proc.communicate(timeout=60)  # (the workers hold its stderr until they end)
+    # (each stops as a server does, or, still loading its model when /health first answered,
+    # at once)
+    assert err.count("the server's first process is gone: this worker stops") == 2, err
+    deadline = time.monotonic() + 10
+    while _running(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(workers)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url + "/health", timeout=2)

@@ -8,7 +8,8 @@ This process binds the socket, starts the workers (spawned: nothing of this one 
 forwards SIGTERM and SIGINT to them (each then stops as one server does: what is in flight
 finishes within ``--grace``) and exits when they have. A worker that ends on its own (it could
 not load the model, or it crashed) stops the others: the exit code is its, and a supervisor
-(systemd, a container's restart policy) starts the server again."""
+(systemd, a container's restart policy) starts the server again. Workers whose first process
+is killed (SIGKILL) stop as on SIGTERM."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 from types import FrameType
 
 from transformer_mt.serve.server import bind
@@ -77,6 +79,7 @@ def _worker(args: argparse.Namespace, sock: socket.socket, n: int) -> None:
     from transformer_mt.__main__ import collector_waiting
 
     os.setpgrp()
+    _stop_when_orphaned()
     with collector_waiting():  # as mt starts
         import torch
 
@@ -88,3 +91,19 @@ def _worker(args: argparse.Namespace, sock: socket.socket, n: int) -> None:
     setup_logging(args.quiet, args.debug)
     args.socket = sock
     sys.exit(_run(args))
+
+
+def _stop_when_orphaned() -> None:
+    """A worker whose parent is gone (killed: ``kill -9``, the OOM killer) stops as on SIGTERM,
+    as gunicorn's do: else it would serve on, the old model on the port, which a server
+    started again could not bind."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        log.warning("the server's first process is gone: this worker stops")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="mt-serve-parent", daemon=True).start()
