@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gzip
 import logging
 import math
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformer_mt.cli.flags import add_decoding_flags, add_engine_flags, add_workers_flag
+from transformer_mt.cli.parts import in_parts, translate_in_parts
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
@@ -45,7 +47,9 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "text copied from a PDF), every line break kept")
     p.add_argument("--split-sentences", action="store_true",  # what every line gets now
                    help=argparse.SUPPRESS)
-    p.add_argument("--output", help="write translations here instead of stdout ('-')")
+    p.add_argument("--output", help="write translations here instead of stdout ('-'); of "
+                   "many lines, a run stopped on the way goes on from where it stopped when "
+                   "run again (OUTPUT.partial)")
     p.add_argument("--nbest", type=int, default=1, help="print the N best translations")
     add_decoding_flags(p)
     add_engine_flags(p)
@@ -104,10 +108,18 @@ def cmd_translate(args: argparse.Namespace) -> int:
         lines = list(stream)
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
+    translated = functools.partial(_translated, translator, args)
+    if in_parts(args, lines):  # many lines: a stopped run goes on where it stopped
+        return translate_in_parts(args, lines, translated)
+    return _emit(args, translated(lines, 0))
+
+
+def _translated(translator: Translator, args: argparse.Namespace, lines: list[str],
+                start: int) -> list[str]:
+    """The output lines of ``lines``, the first of which is the input's line ``start``."""
     results = _translations(translator, args, lines,
                             bars_enabled() and len(lines) > PROGRESS_FROM)
-    return _emit(args, [line for i, hyps in enumerate(results)
-                        for line in _rendered(args, i, hyps)])
+    return [line for i, hyps in enumerate(results, start) for line in _rendered(args, i, hyps)]
 
 
 def _translate_document(translator: Translator, args: argparse.Namespace) -> int:
