@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import REPO, run_cli
-from transformer_mt.cli import parts
+from transformer_mt.cli import EXIT_ERROR, parts
 from transformer_mt.cli import translate as translate_command
 from transformer_mt.translate import Translator
 
@@ -122,3 +122,22 @@ def test_a_partial_output_of_another_command_is_never_used(trained_run, many, mo
 
 def _lines(source) -> list[str]:
     return source.read_text(encoding="utf-8").splitlines()
+
+
+def test_a_second_run_writing_the_same_output_is_refused(trained_run, many, monkeypatch):
+    """Another run writing the output now (its partial output locked): refused in one line,
+    what that run wrote untouched."""
+    import portalocker
+
+    source, output = many
+    partial = output.with_name("out.en.partial")
+    partial.write_text("a line of the other run\n", encoding="utf-8")
+    with open(partial, "ab") as held:
+        portalocker.lock(held, portalocker.LockFlags.EXCLUSIVE)
+        result = _translate(trained_run[0] / "best.pt", source, output)
+    assert result.returncode == EXIT_ERROR
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"mt translate: error: another mt translate is writing {output} now (its partial "
+        "output is locked); wait for it to end, or choose another --output")
+    assert partial.read_text(encoding="utf-8") == "a line of the other run\n"
+    assert not output.exists()

@@ -26,8 +26,10 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from transformer_mt import __version__
+from transformer_mt.errors import MTError
 from transformer_mt.fileio import atomic_write_text, sha256_of
 
 log = logging.getLogger("transformer_mt.cli")
@@ -51,18 +53,19 @@ def in_parts(args: argparse.Namespace, lines: list[str]) -> bool:
 def translate_in_parts(args: argparse.Namespace, lines: list[str], translate: Translate) -> int:
     """``lines`` translated by ``translate`` a part at a time into ``args.output`` (see the
     module's docstring); goes on from the partial output a stopped run of the same command
-    left."""
+    left. A second run writing the same output meanwhile is refused in one line."""
     output = Path(args.output)
     partial, record = output.with_name(output.name + ".partial"), \
         output.with_name(output.name + ".partial.json")
     key = _key(args, lines)
     output.parent.mkdir(parents=True, exist_ok=True)  # (as a file written whole is)
-    done, size = _resumed(partial, record, key)
-    if done:
-        log.info("going on from line %d of %d: the lines before are in %s, from a run of this "
-                 "command that stopped", done + 1, len(lines), partial)
-    try:
-        with open(partial, "ab") as out:
+    with open(partial, "ab") as out:
+        _hold(out, output)
+        done, size = _resumed(partial, record, key)
+        if done:
+            log.info("going on from line %d of %d: the lines before are in %s, from a run of "
+                     "this command that stopped", done + 1, len(lines), partial)
+        try:
             out.truncate(size)  # (lines a stop left after the record's count)
             for start in range(done, len(lines), PART):
                 part = lines[start:start + PART]
@@ -72,19 +75,32 @@ def translate_in_parts(args: argparse.Namespace, lines: list[str], translate: Tr
                 done, size = start + len(part), out.tell()
                 atomic_write_text(record, json.dumps({"key": key, "lines": done, "bytes": size}))
                 log.info("%d of %d lines translated (%s)", done, len(lines), partial)
-    except BaseException:  # Ctrl-C, an error: what is done stays for the next run
-        if done:
-            log.warning("stopped: the first %d of %d lines are translated, in %s; the same "
-                        "command again goes on from there", done, len(lines), partial)
-        else:
-            partial.unlink(missing_ok=True)
-            record.unlink(missing_ok=True)
-        raise
-    atomic_write_text(output, partial.read_text(encoding="utf-8"))
-    partial.unlink()
-    record.unlink()
+            atomic_write_text(output, partial.read_text(encoding="utf-8"))
+        except BaseException:  # Ctrl-C, an error: what is done stays for the next run
+            if done:
+                log.warning("stopped: the first %d of %d lines are translated, in %s; the "
+                            "same command again goes on from there", done, len(lines), partial)
+            else:
+                partial.unlink(missing_ok=True)
+                record.unlink(missing_ok=True)
+            raise
+        partial.unlink()
+        record.unlink()
     log.info("wrote %d lines to %s", len(lines), output)
     return 0
+
+
+def _hold(handle: Any, output: Path) -> None:
+    """Lock the open partial output ``handle`` for this run, or refuse in one line where
+    another run holds it (two runs appending to one file would mix their lines)."""
+    import portalocker
+
+    try:
+        portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE
+                         | portalocker.LockFlags.NON_BLOCKING)
+    except portalocker.AlreadyLocked:
+        raise MTError(f"another mt translate is writing {output} now (its partial output is "
+                      "locked); wait for it to end, or choose another --output") from None
 
 
 def _resumed(partial: Path, record: Path, key: str) -> tuple[int, int]:
