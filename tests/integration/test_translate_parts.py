@@ -36,6 +36,7 @@ def test_a_file_in_parts_is_translated_as_in_one_and_leaves_no_partial_file(trai
     result = _translate(checkpoint, source, output, "--beam-size", "2")
     assert result.returncode == 0, result.stderr
     assert "28 of 30 lines translated" in result.stderr  # (parts of 7 lines)
+    assert "WARNING" not in result.stderr  # (no partial output: nothing to say of one)
     lines = source.read_text(encoding="utf-8").splitlines()
     assert output.read_text(encoding="utf-8").splitlines() == \
         Translator.load(checkpoint).translate(lines, beam_size=2)

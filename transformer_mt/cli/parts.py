@@ -111,7 +111,7 @@ def _resumed(partial: Path, record: Path, key: str) -> tuple[int, int]:
         if said["key"] == key and partial.stat().st_size >= said["bytes"]:
             return int(said["lines"]), int(said["bytes"])
     except (OSError, ValueError, KeyError, TypeError):
-        if not partial.exists():
+        if not partial.exists() or partial.stat().st_size == 0:  # (none: this run's, opened)
             return 0, 0
     log.warning("%s was made from another input, checkpoint or flags: starting over", partial)
     return 0, 0
