@@ -25,6 +25,7 @@ from transformer_mt.precision import resolve_precision
 from transformer_mt.training.distributed import DistInfo
 from transformer_mt.training.resume import check_resumable, rank_rng_state, rng_state
 from transformer_mt.training.schedule import learning_rate
+from transformer_mt.training.state import Progress
 from transformer_mt.training.stop import StopRequestedError, StopSignals
 from transformer_mt.training.trainer import make_optimizer
 
@@ -298,3 +299,19 @@ def test_a_budget_in_minutes_not_reached_changes_nothing(tmp_path, trained_run):
 
     assert records(run_dir) == records(trained_run[0]) and records(run_dir)[-1][1] == 6
     assert "min of training)" in result.stderr  # (not ended by the budget)
+
+
+def test_each_log_line_says_how_long_the_run_has_to_go(trained_run):
+    """At the interval's pace, to the planned last step or to train.max_minutes, whichever
+    comes first; the tiny run logs every step of its 6."""
+    lines = [line for line in trained_run[1].stderr.splitlines() if " tok/s" in line]
+    assert len(lines) == 6 and all(re.search(r"tok/s, ~\d+ s to go$", line)
+                                   for line in lines[:-1])
+    assert lines[-1].endswith("tok/s, ~0 s to go")
+    t = TrainConfig(max_minutes=30)
+    progress = Progress(step=100, seconds=600)
+    assert progress.time_left(t, 1100, 2.0) == "20 min"  # 1,000 steps of 2 s: 33 min
+    assert progress.time_left(t, 1100, 1.0) == "17 min"  # 1,000 s
+    assert progress.time_left(TrainConfig(), 10_100, 0.6) == "1.7 h"
+    assert progress.time_left(TrainConfig(), None, 1.0) == ""
+    assert progress.time_left(t, 101, 45.0) == "45 s"

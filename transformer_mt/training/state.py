@@ -51,6 +51,19 @@ class Progress:
         """Whether ``train.max_minutes`` of training are spent."""
         return t.max_minutes is not None and self.seconds >= 60 * t.max_minutes
 
+    def time_left(self, t: TrainConfig, total: float | None, seconds_a_step: float) -> str:
+        """How long the run has to go at ``seconds_a_step``: to its planned step ``total``,
+        or to ``train.max_minutes`` where that comes first ("1.2 h", "25 min", "40 s"); ""
+        where neither is known."""
+        left = [(total - self.step) * seconds_a_step] if total else []
+        if t.max_minutes is not None:
+            left.append(60 * t.max_minutes - self.seconds)
+        if not left:
+            return ""
+        s = max(min(left), 0.0)
+        return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min" if s >= 90 else \
+            f"{s:.0f} s"
+
 
 @dataclass
 class Run:

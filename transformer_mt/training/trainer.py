@@ -289,7 +289,7 @@ class Trainer:
     def _log_step(self, run: Run, grad_norm: Tensor, last: tuple[float, int, int],
                   n_tokens_seen: int, bar: tqdm) -> tuple[float, int, int]:
         """Write the log interval's record (mean loss, lr, tokens/s) and start a new interval."""
-        t0, _, tokens0 = last
+        t0, step0, tokens0 = last
         # the loss sums (since the last record, a resumed run's included) and the tokens this
         # process trained on since t0, all ranks' together
         sums = torch.cat([run.loss_since_log,
@@ -312,8 +312,9 @@ class Trainer:
         run.metrics.write(record)
         bar.set_postfix(epoch=p.epoch, loss=f"{loss:.3f}", lr=f"{lr:.2e}",
                         tok_s=f"{tok_per_s:,.0f}", refresh=False)
-        progress_log.info("step %d epoch %d loss %.4f lr %.2e %.0f tok/s", p.step, p.epoch,
-                          loss, lr, tok_per_s)
+        left = p.time_left(self.cfg.train, bar.total, (now - t0) / max(p.step - step0, 1))
+        progress_log.info("step %d epoch %d loss %.4f lr %.2e %.0f tok/s%s", p.step, p.epoch,
+                          loss, lr, tok_per_s, f", ~{left} to go" if left else "")
         return now, p.step, n_tokens_seen
 
     # ---------------------------------------------------------------------------- validation
