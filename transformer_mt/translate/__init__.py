@@ -26,6 +26,7 @@ from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.translate.documents import FORMS, TextForm, split_document, split_text
+from transformer_mt.translate.endings import ended
 from transformer_mt.translate.engines import (
     Engine,
     Loaded,
@@ -279,6 +280,7 @@ class Translator:
                                       forcing=forcing, stop=stop)
             if forcing is None:  # (a forced prefix raises its sentence's limit)
                 note_cut(ids, hyps, cfg, self.config.model.max_output_tokens)
+        hyps = ended(self, cfg, ids, hyps, forcing.lengths() if forcing else [0] * len(ids))
         total, positions = into or (len(ids), list(range(len(ids))))
         out: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(total)]
         for row, (i, src_ids, found) in enumerate(zip(positions, ids, hyps, strict=True)):
@@ -337,10 +339,13 @@ class Translator:
         if k < 1:
             raise MTError(f"ask for at least one alternative, not {k}")
         cfg, forcing = self.settings(settings, **changes), self.forcing([prefix])
-        found = self.engine.alternatives(self.encode([sentence])[0], forcing, k, cfg)
-        done = [[self._translation(a.completion, kept=forcing.kept[0])] for a in found]
-        done = copy_unknown(self, [sentence] * len(done), done) if cfg.replace_unk else done
+        src = self.encode([sentence])[0]
+        found = self.engine.alternatives(src, forcing, k, cfg)
         at = len(forcing.tokens[0])  # the alternatives' position (an <unk>: its copy there)
+        completed = ended(self, cfg, [src] * len(found), [[a.completion] for a in found],
+                          [at + 1] * len(found))  # (each ends as the source, but its token)
+        done = [[self._translation(c, kept=forcing.kept[0])] for [c] in completed]
+        done = copy_unknown(self, [sentence] * len(done), done) if cfg.replace_unk else done
         return [Choice(c.tokens[at] if a.token == UNK_ID else self.tgt_vocab.itos[a.token],
                        a.log_prob, c) for a, [c] in zip(found, done, strict=True)]
 
