@@ -233,6 +233,13 @@ def test_info_and_average(trained_run, tmp_path):
     info = json.loads(result.stdout)
     assert info["step"] == 6 and info["resumable"] is True and info["format_version"] == 1
     assert info["config"]["model"]["d_model"] == 32
+    flagged = run_cli(["info", "--checkpoint", str(run_dir / "last.pt"), "--json"])
+    assert json.loads(flagged.stdout) == info  # (named as the other commands name it)
+    for argv, said in ((["info"], "name one checkpoint: mt info CKPT (or --checkpoint CKPT)"),
+                       (["info", "a.pt", "--checkpoint", "b.pt"],
+                        "two checkpoints named (a.pt and b.pt): give one")):
+        refused = run_cli(argv)
+        assert refused.returncode == 2 and refused.stderr.strip() == f"mt info: error: {said}"
     avg = tmp_path / "avg.pt"
     steps = sorted(str(p) for p in run_dir.glob("step_*.pt"))
     result = run_cli(["average", "--output", str(avg), *reversed(steps)])

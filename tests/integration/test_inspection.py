@@ -125,3 +125,30 @@ def test_figures_without_matplotlib_name_the_plot_extra(run_dir, tmp_path, monke
         assert out == "" and err.count("\n") == 1, (argv, out, err)
         assert "transformer_mt[plot]" in err and "mt plot" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_reads_its_sentence_from_standard_input_and_shows_the_ending(run_dir,
+                                                                           monkeypatch):
+    """A piped line (or "-") is the sentence; two lines are refused in one line. The decoder
+    made to end with a full stop after a source that ends with a word: the output shown, then
+    as ``mt translate`` writes it (``decode.end_as_source``)."""
+    from transformer_mt.inside import trace as tracing
+
+    steps = tracing._trace_decoder
+    monkeypatch.setattr(tracing, "_trace_decoder", lambda *a, **k: [*steps(*a, **k)[:2], "."])
+    checkpoint = str(run_dir / "best.pt")
+    given = run_cli(["trace", "--checkpoint", checkpoint, "Ein Hund läuft"])
+    assert given.returncode == 0, given.stderr
+    for argv in (["trace", "--checkpoint", checkpoint], ["trace", "-", "--checkpoint",
+                                                         checkpoint]):
+        assert run_cli(argv, stdin="\nEin Hund läuft\n").stdout == given.stdout
+    output = re.search(r"6\. Output: '(.+)'", given.stdout)
+    ending = re.search(r"ended as the source ends \(decode.end_as_source\): '(.+)'",
+                       given.stdout)
+    assert output and ending and output[1].endswith(".") and ending[1] == output[1][:-1]
+    two = run_cli(["trace", "--checkpoint", checkpoint], stdin="Ein Hund.\nEine Katze.\n")
+    assert two.returncode == 2 and two.stderr.strip() == (
+        "mt trace: error: mt trace walks one sentence through the model; standard input holds "
+        "2 lines: give one")
+    stopped = run_cli(["trace", "--checkpoint", checkpoint, "Ein Hund läuft."])
+    assert "end_as_source" not in stopped.stdout  # (its source ends with one)

@@ -12,9 +12,23 @@ from typing import Any
 def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt info``."""
     p = sub.add_parser("info", parents=[common], help="describe a checkpoint (or an export)")
-    p.add_argument("checkpoint")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("checkpoint", nargs="?", help="a checkpoint (.pt) or a directory mt export "
+                   "wrote")
+    p.add_argument("--checkpoint", dest="flagged", metavar="CHECKPOINT",
+                   help="the same, as the other commands name it")
+    p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_info)
+
+
+def _checkpoint(args: argparse.Namespace) -> str:
+    """The checkpoint named once: as the argument or with --checkpoint."""
+    from transformer_mt.errors import MTError
+
+    named = {c for c in (args.checkpoint, args.flagged) if c is not None}
+    if len(named) != 1:
+        raise MTError("name one checkpoint: mt info CKPT (or --checkpoint CKPT)" if not named
+                      else f"two checkpoints named ({' and '.join(sorted(named))}): give one")
+    return named.pop()
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -22,6 +36,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from transformer_mt.checkpoint import load_checkpoint
     from transformer_mt.translate.engines import engine_for
 
+    args.checkpoint = _checkpoint(args)
     if engine_for(args.checkpoint) == "ctranslate2":
         return _print(_export_info(args.checkpoint), args.json)
     ckpt = load_checkpoint(args.checkpoint)

@@ -19,7 +19,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     """``mt trace``."""
     p = sub.add_parser("trace", parents=[common],
                        help="walk one sentence through every stage of the model")
-    p.add_argument("sentence")
+    p.add_argument("sentence", nargs="?", help="the sentence, in the model's source language "
+                   "('-', or none with standard input piped: the line standard input holds)")
     p.add_argument("--checkpoint", action="append", default=[], help="a trained checkpoint "
                    "(default: a seeded untrained model); twice: the two models side by side")
     p.add_argument("--figures", metavar="DIR", help="save attention maps of every layer and "
@@ -51,9 +52,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from transformer_mt.inside.trace import trace
     from transformer_mt.translate import Translator
 
-    if not args.sentence.strip():
-        raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
-                      "model's source language)")
+    args.sentence = _sentence(args.sentence)
     if args.run_dir:
         trace_run(args.run_dir, args.sentence, print, args.device)
         return 0
@@ -101,3 +100,20 @@ def _untrained(data_dir: str | None, seed: int = 0) -> Translator:
     model = build_model(config, data.src_vocab, data.tgt_vocab).eval()
     return Translator(TorchEngine([model], torch.device("cpu")), config, data.src_vocab,
                       data.tgt_vocab, data.tokenizers)
+
+
+def _sentence(given: str | None) -> str:
+    """The sentence to trace: the one given, or the line standard input holds ("-", or none
+    given with standard input piped)."""
+    import sys
+
+    if (given is None and not sys.stdin.isatty()) or given == "-":
+        lines = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+        if len(lines) > 1:
+            raise MTError(f"mt trace walks one sentence through the model; standard input "
+                          f"holds {len(lines)} lines: give one")
+        given = lines[0] if lines else ""
+    if not (given or "").strip():
+        raise MTError("give a sentence to trace, e.g. mt trace \"A sentence.\" (in the "
+                      "model's source language)")
+    return str(given).strip()

@@ -18,6 +18,7 @@ from transformer_mt.data.vocab import BOS_ID, EOS_ID, UNK, UNK_ID
 from transformer_mt.decode.forcing import Forcing, raise_limits
 from transformer_mt.decode.incremental import decode_step, start_decoding
 from transformer_mt.decode.search import (
+    Hypothesis,
     beam_search,
     length_penalty,
     max_output_lengths,
@@ -26,6 +27,7 @@ from transformer_mt.decode.search import (
 from transformer_mt.model.transformer import AttentionWeights
 from transformer_mt.precision import autocast, for_decoding, resolve_precision
 from transformer_mt.translate import Translation, Translator
+from transformer_mt.translate.endings import ended
 from transformer_mt.translate.unknown import copy_unknown
 
 
@@ -149,6 +151,12 @@ def trace(translator: Translator, sentence: str, emit: Callable[[str], None],
         [[copied]] = copy_unknown(translator, [sentence], [[Translation("", out, 0.0, ids)]])
         emit(f"   each <unk> written as the source word it attends to most (decode.replace_unk,"
              f" the last layer's cross-attention): {copied.text!r}")
+    ids = translator.tgt_vocab.encode(out, eos=False)
+    [[end]] = ended(translator, translator.config.decode, [src_ids], [[Hypothesis(ids, 0.0)]],
+                    forcing.lengths())
+    if end.tokens != ids:
+        emit("   ended as the source ends (decode.end_as_source): "
+             f"{translator.detokenize(translator.tgt_vocab.decode(end.tokens))!r}")
     if alternatives:
         at = len(forcing.tokens[0])
         emit(f"7. Alternatives at step {at} (after the prefix {prefix!r}): the {alternatives} "
