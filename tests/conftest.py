@@ -32,7 +32,7 @@ import pytest
 import torch
 
 from tests.helpers import DATA_DIR, REPO, run_cli, tiny_train_args
-from transformer_mt.fileio import file_lock
+from transformer_mt.fileio import file_lock, own_folder
 
 T = TypeVar("T")
 MADE_CACHE = pytest.StashKey[str]()  # the private cache this process made (and removes)
@@ -44,11 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     Their temporary files (``TMPDIR``: a server's downloads, inductor's kernels) go into that
     cache too, which the session removes (:func:`pytest_unconfigure`): a worker ends without
     freeing what its fixtures' threads still hold."""
-    import tempfile
-
     if "PYTEST_XDIST_WORKER" not in os.environ or "MT_TEST_CACHE_DIR" not in os.environ:
-        sweep_stale_caches(Path(tempfile.gettempdir()))
-        os.environ["MT_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-")
+        # (those of sessions killed outright, ~0.4 GB each of compiled graphs, go first)
+        os.environ["MT_TEST_CACHE_DIR"] = str(own_folder(CACHE_PREFIX))
         config.stash[MADE_CACHE] = os.environ["MT_TEST_CACHE_DIR"]
         os.environ["TMPDIR"] = os.path.join(os.environ["MT_TEST_CACHE_DIR"], "tmp")
         os.mkdir(os.environ["TMPDIR"])
@@ -85,26 +83,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 CACHE_PREFIX = "mt-test-cache-"  # then the pid of the session that made it
-
-
-def sweep_stale_caches(directory: Path) -> None:
-    """The private caches that sessions killed outright (SIGKILL, a timeout's SIGTERM: no
-    :func:`pytest_unconfigure`) left in ``directory``, ~0.4 GB each of compiled graphs, go when
-    the next session starts; a live session's (its pid, in the name, still running) stays."""
-    for path in directory.glob(f"{CACHE_PREFIX}*-*"):
-        pid = path.name[len(CACHE_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _running(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
 
 
 def share_cores() -> None:

@@ -12,6 +12,8 @@ The guarantees, in one place:
   pipe (a FIFO, a process substitution such as ``<(zcat x.gz)``); :func:`not_an_input` says
   why a path is none of these, :func:`not_a_file` why it is no regular file (a corpus, a
   checkpoint: read more than once).
+- :func:`own_folder` makes a process's folder of temporary files, removing first those that
+  processes killed outright left behind.
 - :func:`run_lock` holds a run directory for one process; :func:`file_lock` serialises work
   that several processes may start at once (a download, a tokenization cache).
 """
@@ -132,6 +134,36 @@ def remove_stale_temporaries(directory: str | Path) -> list[Path]:
             tmp.unlink()
             removed.append(tmp)
     return removed
+
+
+def own_folder(prefix: str) -> Path:
+    """A new folder of this process in the temporary folder, ``{prefix}{pid}-*``; first, those
+    of the prefix that processes killed outright left (SIGKILL, the OOM killer: no clean-up
+    ran), whose process has ended, are removed (:func:`sweep_ended`)."""
+    sweep_ended(Path(tempfile.gettempdir()), prefix)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def sweep_ended(directory: Path, prefix: str) -> None:
+    """Remove this user's folders ``{prefix}{pid}-*`` in ``directory`` whose process (the pid
+    in the name) is no longer running; a running one's stays."""
+    import shutil
+
+    for path in directory.glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix):].split("-")[0]
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and path.stat().st_uid == os.getuid() and not _running(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def refuse_same_file(output: str | Path | None, inputs: Iterable[str | Path | None],

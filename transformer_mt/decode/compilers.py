@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +30,7 @@ from types import TracebackType
 import torch
 
 from transformer_mt.errors import MTError
+from transformer_mt.fileio import own_folder
 from transformer_mt.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class Compilers:
             if self._idle:
                 return self._idle.pop()
             if self._folder is None:
-                self._folder = Path(tempfile.mkdtemp(prefix="mt-compile-"))
+                self._folder = own_folder("mt-compile-")
                 torch.save(self.model, self._folder / "model.pt")
             worker = Worker(self._folder / "model.pt", self.precision, self.threads,
                             self.max_rows)

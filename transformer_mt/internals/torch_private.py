@@ -16,11 +16,13 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from transformer_mt.fileio import sweep_ended
 from transformer_mt.internals.versions import tested
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,9 @@ def aoti_runner(package: str) -> Callable[[list[Tensor]], list[Tensor]]:
     does: ~22 MB left behind a graph, each time. So it unpacks into a folder of ours, removed
     once it has loaded: a CPU package's library holds its kernels and constants, and nothing
     is read from the folder after (the runner still runs; tests/unit/test_compiled_tiny.py)."""
-    tempfile.gettempdir()  # (Python's temporary files keep their folder meanwhile)
+    # (what a process killed as it loaded left goes; Python's temporary files keep their folder
+    # meanwhile: it is read now)
+    sweep_ended(Path(tempfile.gettempdir()), "mt-aoti-")
     with _unpacking, tempfile.TemporaryDirectory(prefix=f"mt-aoti-{os.getpid()}-") as ours:
         theirs = os.environ.get("TMPDIR")
         os.environ["TMPDIR"] = ours  # where the loader unpacks

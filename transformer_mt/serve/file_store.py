@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from transformer_mt.fileio import atomic_write_bytes
+from transformer_mt.fileio import atomic_write_bytes, own_folder
 
 KEEP_S = 1800.0  # a translated file is kept this long for its download
 SWEEP_S = 60.0  # the directory looked through for files past KEEP_S at most this often
@@ -27,7 +26,7 @@ class FileStore:
 
     def __init__(self, directory: str | None = None) -> None:
         self.own = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="mt-serve-files-"))
+        self.directory = Path(directory) if directory else own_folder("mt-serve-files-")
         self.next_sweep = 0.0  # (time.monotonic()'s)
 
     def put(self, name: str, data: bytes) -> str:

@@ -21,10 +21,10 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 from types import FrameType
 
+from transformer_mt.fileio import own_folder
 from transformer_mt.serve.server import bind
 
 log = logging.getLogger("transformer_mt.serve")
@@ -33,7 +33,7 @@ log = logging.getLogger("transformer_mt.serve")
 def run_workers(args: argparse.Namespace) -> int:
     """Serve with ``args.workers`` processes until a signal (or one of them ends)."""
     sock = bind(args.host, args.port)
-    args.files_dir = tempfile.mkdtemp(prefix="mt-serve-files-")  # any worker answers a download
+    args.files_dir = str(own_folder("mt-serve-files-"))  # any worker answers a download
     spawn = multiprocessing.get_context("spawn")
     workers = [spawn.Process(target=_worker, args=(args, sock, n), name=f"mt-serve-{n}")
                for n in range(args.workers)]
