@@ -1,7 +1,8 @@
 """Long inputs: a test set's sentences joined k to a line ("S1. S2.") and k to one sentence of
-clauses ("S1, s2, s3."), translated as ``mt translate`` does them (sentence by sentence, one
-longer than the training's in parts: translate/long_sentences.py) against each input read
-whole (as an export in CTranslate2 or transformers reads it, and ours did before).
+clauses ("S1, s2, s3."; their references joined alike), translated as ``mt translate`` does
+them (sentence by sentence, one longer than the training's in parts:
+translate/long_sentences.py) against each input read whole (as an export in CTranslate2 or
+transformers reads it, and ours did before).
 
     python bench/long_inputs.py --checkpoint runs/cpu/avg.pt [--set test_2016_flickr]
         [--joined 2,5] [--max-sentence-tokens N]
@@ -29,18 +30,21 @@ from transformer_mt.translate import Translator
 def joined(sources: list[str], refs: list[str], k: int, clauses: bool
            ) -> tuple[list[str], list[str]]:
     """The sources k at a time as one line (or one sentence of clauses), the references
-    joined alike (a sentence apart)."""
+    joined alike."""
     lines, joined_refs = [], []
     for i in range(0, len(sources) - k + 1, k):
-        group = sources[i:i + k]
-        if clauses:  # "S1, s2, s3.": each but the first lowercased, the full stops dropped
-            parts = [s.rstrip(" .") if n == 0 else s[:1].lower() + s[1:].rstrip(" .")
-                     for n, s in enumerate(group)]
-            lines.append(", ".join(parts) + ".")
-        else:
-            lines.append(" ".join(group))
-        joined_refs.append(" ".join(refs[i:i + k]))
+        lines.append(_join(sources[i:i + k], clauses))
+        joined_refs.append(_join(refs[i:i + k], clauses))
     return lines, joined_refs
+
+
+def _join(group: list[str], clauses: bool) -> str:
+    """ "S1. S2. S3.", or "S1, s2, s3." (each but the first lowercased, the full stops
+    dropped: a reference's "A man rides. Two dogs play." is "A man rides, two dogs play.")."""
+    if not clauses:
+        return " ".join(group)
+    return ", ".join(s.rstrip(" .") if n == 0 else s[:1].lower() + s[1:].rstrip(" .")
+                     for n, s in enumerate(group)) + "."
 
 
 def compared(translator: Translator, lines: list[str], refs: list[str], **settings) -> dict:

@@ -104,3 +104,15 @@ def test_the_flag_and_the_request_field_keep_the_models_ending(trained_run, stop
                .json()["translations"][0]["text"] for end in (True, False)}  # (cached apart)
     assert got == {end: translator.translate([text], end_as_source=end)[0]
                    for end in (True, False)}
+
+
+def test_a_model_writes_the_words_its_vocabulary_holds_as_one_token(translator, subword_run):
+    """What a long sentence's part begins with in lower case (``long_sentences.continued``):
+    a word the model writes as one token of its own, as it is spelt."""
+    from transformer_mt.translate.long_sentences import writer
+
+    subwords = Translator.load(subword_run / "best.pt", "cpu")
+    for model in (translator, subwords):  # (the toy corpus writes "Two" alone so)
+        writes = writer(model)
+        assert writes("runs") and writes("a") and not writes("two")
+        assert not writes("xqzvw") and not writes("a runs")

@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from transformer_mt.translate.documents import split_flow, split_html, split_text
-from transformer_mt.translate.long_sentences import clause_spans, fitted
+from transformer_mt.translate.long_sentences import clause_spans, continued, fitted
 from transformer_mt.translate.sentences import SENTENCE_ENDS
 
 
@@ -182,3 +182,21 @@ def test_a_line_read_as_one_sentence_without_spacy_is_what_spacy_reads(text):
         assert sentences.sentence_spans(text, "de") == quick
     finally:
         sentences._one_sentence = one_sentence
+
+
+def test_a_part_that_goes_on_its_sentence_begins_in_lower_case_where_the_model_writes_so():
+    """The model begins each part's translation as a sentence; one whose source goes on a
+    sentence (begins in lower case) begins in lower case, where the model writes that word
+    so (a name, a German noun, "I" and what is no word stay)."""
+    doc = split_text("Ein Mann fährt Fahrrad, zwei Hunde spielen im Schnee, Peter liest.", "de")
+    [parted] = fitted([doc], words_at_most(5), lambda word: word in {"two", "the", "der"})
+    assert parted.sentences == ["Ein Mann fährt Fahrrad,", "zwei Hunde spielen im Schnee,",
+                                "Peter liest."]
+    assert parted.rebuild(["A man rides a bike,", "Two dogs play in the snow,",
+                           "Peter reads."]) == (
+        "A man rides a bike, two dogs play in the snow, Peter reads.")  # (its source: "Peter")
+    [kept] = fitted([doc], words_at_most(5))  # a model that writes none so
+    assert kept.rebuild(["A,", "Two dogs,", "P."]) == "A, Two dogs, P."
+    for translation in ("Hunde spielen,", "I see,", "USA,", "„Two“,", "Peter,", "2 dogs,"):
+        assert continued(translation, lambda word: word in {"two", "i", "usa"}) == translation
+    assert continued("Der Hund,", lambda word: word == "der") == "der Hund,"

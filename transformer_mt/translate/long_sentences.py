@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN
+from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, translate_split
 from transformer_mt.translate.inline import UNIT, attention_links
 
@@ -70,10 +71,13 @@ def _cut(text: str, start: int, end: int, fits: Fits) -> list[tuple[int, int]]:
     return _cut(text, start, a, fits) + _cut(text, b, end, fits)
 
 
-def fitted(docs: Sequence[Document[T]], fits: Fits) -> list[Document[T]]:
+def fitted(docs: Sequence[Document[T]], fits: Fits,
+           writes: Callable[[str], bool] | None = None) -> list[Document[T]]:
     """``docs`` with each sentence the model does not take whole (``fits``) cut into parts
     that it takes (:func:`clause_spans`): the parts are the documents' sentences, and
-    rebuilding joins their translations into the sentence's. A sentence without a letter (a
+    rebuilding joins their translations into the sentence's (a part that goes on a sentence
+    begins in lower case where the model ``writes`` its first word so: :func:`continued`,
+    :func:`writer`). A sentence without a letter (a
     number, a date, a price: "3,5", "12.04.2026", "—") is no part, kept as it is: a model
     writes such a sentence again and again ("3,5 3,5 3,5."). A sentence in quotes is read
     without them and its translation put back in them (:func:`quoted`). Documents whose
@@ -89,7 +93,8 @@ def fitted(docs: Sequence[Document[T]], fits: Fits) -> list[Document[T]]:
         out.append(doc if all(whole) else _parted(doc, [
             [] if not worded(s) else [(a, b)] if fit else
             [(a + x, a + y) for x, y in clause_spans(s[a:b], fits)]
-            for s, fit, (a, b) in zip(doc.sentences, whole, inner, strict=True)]))
+            for s, fit, (a, b) in zip(doc.sentences, whole, inner, strict=True)],
+            writes or (lambda word: False)))
     return out
 
 
@@ -115,10 +120,11 @@ def worded(sentence: str) -> bool:
     return any(c.isalpha() for c in sentence)
 
 
-def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]:
+def _parted(doc: Document[T], spans: list[list[tuple[int, int]]],
+            writes: Callable[[str], bool]) -> Document[T]:
     """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it; none: kept),
     what stands before the first and after the last (a quotation's marks) around their
-    translations."""
+    translations (``writes``: :func:`continued`'s)."""
     parts = [s[a:b] for s, found in zip(doc.sentences, spans, strict=True) for a, b in found]
     cuts = [[c - a for c in cut if a < c < b] if cut else []
             for cut, found in zip(doc.cuts, spans, strict=True) for a, b in found]
@@ -127,7 +133,9 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]
         joined, linked, at = [], [], 0
         for sentence, found, cut in zip(doc.sentences, spans, doc.cuts, strict=True):
             n = len(found)
-            text, read = _joined(sentence, found, translations[at:at + n], links[at:at + n])
+            parts = [continued(t, writes) if a and sentence[a:a + 1].islower() else t
+                     for (a, _), t in zip(found, translations[at:at + n], strict=True)]
+            text, read = _joined(sentence, found, parts, links[at:at + n])
             joined.append(sentence[:found[0][0]].lstrip() + text + sentence[
                 found[-1][1]:].rstrip() if found else sentence)  # (no part: kept as it is)
             linked.append(read if cut and found else None)
@@ -135,6 +143,30 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]]) -> Document[T]
         return doc.rebuild_with(joined, linked)
 
     return Document(parts, cuts, rebuild)
+
+
+def continued(translation: str, writes: Callable[[str], bool]) -> str:
+    """The translation of a part that goes on its sentence (its source begins in lower case:
+    "..., zwei Hunde spielen"), which the model began as a sentence ("Two dogs are playing"),
+    its first word in lower case where the model ``writes`` that word so, as one token of its
+    own ("two dogs are playing"); a name, a German noun ("Hunde": "hunde" is no word of its)
+    and "I" are left as they are."""
+    first = re.match(r"[^\W\d_]+", translation)
+    if first is None or not first[0].istitle() or first[0] == "I" or len(
+            first[0][0].lower()) != 1 or not writes(first[0].lower()):
+        return translation
+    return translation[0].lower() + translation[1:]
+
+
+def writer(translator: Translator) -> Callable[[str], bool]:
+    """Whether ``translator``'s model writes a word as one token of its own."""
+    tokenizer, vocab = translator.tokenizers[1], translator.tgt_vocab
+
+    def writes(word: str) -> bool:
+        [tokens] = tokenizer.tokenize([word])
+        return len(tokens) == 1 and vocab.stoi.get(tokens[0], UNK_ID) != UNK_ID
+
+    return writes
 
 
 def _joined(sentence: str, spans: Sequence[tuple[int, int]], translations: Sequence[str],
@@ -164,7 +196,7 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     :meth:`Translator.translate`): their sentences in one batch, those too long for the model
     in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
     return translate_split(
-        fitted(docs, lambda sentences: translator.fits(sentences, cfg)),
+        fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator)),
         lambda sentences: [h[0].text for h in translator.translate(
             sentences, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)],
         lambda sources, translations: attention_links(translator, sources, translations))
