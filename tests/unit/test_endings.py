@@ -39,14 +39,14 @@ def test_after_a_word_the_full_stop_is_left_out_and_the_score_kept(last):
     assert texts(WORDS, out) == [["A", "dog"]] and out[0].score == -1.5
 
 
-@pytest.mark.parametrize("mark", [",", ":"])
-def test_after_a_comma_or_colon_the_translation_ends_with_it(mark):
+@pytest.mark.parametrize("mark", [",", ":", "?"])
+def test_after_a_comma_colon_or_question_mark_the_translation_ends_with_it(mark):
     out = WORD_ENDS.of(src(WORDS, "Ein", "Hund", mark),
                        [Hypothesis(ids(WORDS, "A", "dog", "."), -1.0)])
     assert texts(WORDS, out) == [["A", "dog", mark]]
 
 
-@pytest.mark.parametrize("last", [".", "?", ")", "<unk>"])
+@pytest.mark.parametrize("last", [".", ")", "<unk>"])
 def test_a_source_that_ends_otherwise_leaves_the_translation(last):
     hyps = [Hypothesis(ids(WORDS, "A", "dog", "."), -1.0)]
     source = [*ids(WORDS, "Ein", "Hund", last), EOS_ID]

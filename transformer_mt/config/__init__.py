@@ -212,11 +212,12 @@ class DecodeConfig:
     replace_unk: bool = per_call(True, "write each <unk> of the output as the source word it "
                                  "attends to most (a name or rare word the model cannot write)")
     # the model's final full stop left out where the source ends with a word (a title, a
-    # caption), written as the source's comma, colon or semicolon where it ends with one (a
-    # long sentence's part): translate/endings.py
+    # caption), written as the source's comma, colon, semicolon, question or exclamation mark
+    # where it ends with one (a long sentence's part, a question): translate/endings.py
     end_as_source: bool = per_call(True, "end each translation as its source ends: no full "
                                    "stop where the source ends with a word (a title, an item), "
-                                   "its comma, colon or semicolon where it ends with one")
+                                   "its comma, colon, semicolon, question or exclamation mark "
+                                   "where it ends with one")
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable
     # ones whose probability adds up to top_p (1 = all), their probabilities sharpened or
