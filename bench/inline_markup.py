@@ -9,8 +9,9 @@ where it lands is scored: the <b> holds its translation alone, ``exact``, or wit
 ``within2``, among the outputs that hold that translation once), else a word drawn at random
 (not the first). Prints one JSON record: BLEU and chrF of the pages' text (tags removed)
 against the references, the plain sentences' for comparison, the placement, and ``ratio``: the
-BLEU of ours against the pieces', measured in the same run. Asserts that each page's text is its
-sentence's translation.
+BLEU of ours against the pieces', measured in the same run, and ``differ``: the pages whose
+text is not their sentence's translation (none in fp32, where it is asserted; in bf16 a batch
+of other sentences may round a near-tie the other way).
 
 And subtitles (``subtitles`` in the record): each sentence of 4 words or more cut at its middle
 word into two subtitles of an .srt, the file translated as ``mt translate --input`` does (a
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import on_a_test_set
 from transformer_mt.evaluate import score
+from transformer_mt.precision import resolve_precision
 from transformer_mt.translate import Translator
 from transformer_mt.translate.documents import split_html, split_text, translate_split
 from transformer_mt.translate.files import translate_file
@@ -108,8 +110,8 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
     theirs = [f"{html.escape(next(alone), False)}<b>{html.escape(next(alone), False)}</b>"
               f"{html.escape(next(alone), False)}" for _ in cases]
     text = [html.unescape(re.sub("<[^>]+>", "", p)) for p in ours]
-    assert [" ".join(t.split()) for t in text] == [" ".join(t.split()) for t in plain]
-    out: dict = {"sentences": len(sources), "plain": _scores(plain, refs, lang, plain_s)}
+    out: dict = {"sentences": len(sources), "plain": _scores(plain, refs, lang, plain_s),
+                 "differ": differing(translator, text, plain)}
     for name, found in (("ours", ours), ("pieces", theirs)):
         texts = [" ".join(html.unescape(re.sub("<[^>]+>", "", p)).split()) for p in found]
         out[name] = _scores(texts, refs, lang, ours_s if name == "ours" else None)
@@ -125,11 +127,24 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
     return out
 
 
+def differing(translator: Translator, texts: list[str], sentences: list[str]) -> int:
+    """How many of ``texts`` (a page's text, read as one sentence) are not the translation of
+    their sentence alone (``sentences``, translated in another batch): none in fp32; in bf16
+    a batch of other sentences rounds otherwise, and a near-tie may go the other way (1 of
+    1,000 pages with a line break in each, on the Zen 4's model)."""
+    differ = sum(" ".join(t.split()) != " ".join(s.split())
+                 for t, s in zip(texts, sentences, strict=True))
+    cfg = translator.settings()
+    assert not differ or resolve_precision(cfg.precision, translator.device) != "fp32", differ
+    return differ
+
+
 def wrapped(translator: Translator, sources: list[str], refs: list[str],
             plain: list[str]) -> dict:
     """The sentences as paragraphs of a page whose source wraps at 40 columns, as an editor
     wraps it: read as HTML reads it (a line break is a space) against each line translated
-    on its own (as ours did before); each page's text is its sentence's translation."""
+    on its own (as ours did before); each page's text is its sentence's translation
+    (:func:`differing`)."""
     lines = [textwrap.wrap(sentence, 40, break_on_hyphens=False) for sentence in sources]
     pages = ["<p>" + "\n  ".join(html.escape(line, False) for line in wrap) + "</p>"
              for wrap in lines]
@@ -137,11 +152,11 @@ def wrapped(translator: Translator, sources: list[str], refs: list[str],
     ours = [" ".join(html.unescape(re.sub("<[^>]+>", "", p)).split())
             for p in translator.translate(pages, form="html")]
     seconds = time.perf_counter() - start
-    assert ours == [" ".join(t.split()) for t in plain]
+    differ = differing(translator, ours, plain)
     alone = iter(translator.translate([line for wrap in lines for line in wrap], form="text"))
     theirs = [" ".join(next(alone) for _ in wrap) for wrap in lines]
     lang = translator.config.data.tgt_lang
-    out = {"pages": len(pages), "wrapped": sum(len(wrap) > 1 for wrap in lines),
+    out = {"pages": len(pages), "wrapped": sum(len(wrap) > 1 for wrap in lines), "differ": differ,
            "ours": _scores(ours, refs, lang, seconds), "lines": _scores(theirs, refs, lang, None)}
     out["ratio"] = round(out["ours"]["bleu"] / out["lines"]["bleu"], 3) \
         if out["lines"]["bleu"] else None
@@ -189,15 +204,16 @@ def _broken(translator: Translator, lines: list[list[str]], pages: list[str], fo
     seconds = time.perf_counter() - start
     shown = [re.sub("<br/>", "\n", p) for p in found] if form == "html" else found
     ours = [" ".join(html.unescape(re.sub("<[^>]+>", " ", p)).split()) for p in shown]
-    for text, one, sentence, page in zip(ours, whole, plain, shown, strict=True):
-        assert not one or text == " ".join(sentence.split()), (text, sentence)
+    differ = differing(translator, [t for t, one in zip(ours, whole, strict=True) if one],
+                       [s for s, one in zip(plain, whole, strict=True) if one])
+    for one, page in zip(whole, shown, strict=True):
         assert not one or all(re.search(r"\w", re.sub("<[^>]+>", "", side))
                               for side in page.split("\n"))
     alone = iter(translator.translate([line for page in lines for line in page], form="text"))
     theirs = [" ".join(next(alone) for _ in page) for page in lines]
     lang = translator.config.data.tgt_lang
     out = {"pages": len(pages), "broken": sum(len(page) > 1 for page in lines),
-           "runs_on": sum(whole), "ours": _scores(ours, refs, lang, seconds),
+           "runs_on": sum(whole), "differ": differ, "ours": _scores(ours, refs, lang, seconds),
            "lines": _scores(theirs, refs, lang, None)}
     out["ratio"] = round(out["ours"]["bleu"] / out["lines"]["bleu"], 3) \
         if out["lines"]["bleu"] else None

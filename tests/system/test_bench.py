@@ -216,7 +216,8 @@ def test_allocator_benchmark_times_mt_with_tcmalloc_against_the_system_malloc(tr
 
 def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
     """bench/inline_markup.py on the toy test set: each page's text is its sentence's
-    translation (the bench asserts it, so their BLEU is equal), the pieces translated apart
+    translation (the bench counts those that are not: none), so their BLEU is equal, the
+    pieces translated apart
     score otherwise, and ``ratio`` is the quotient of the two BLEUs; the same for the
     sentences as subtitles, as pages whose source wraps its lines, as pages with a line
     break inside each sentence, and as text whose longest words a hyphen cuts across lines."""
@@ -224,6 +225,7 @@ def test_inline_markup_benchmark_scores_pages_against_pieces(trained_run):
                                   str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                   "--max-sentences", "8").stdout)
     assert record["sentences"] == 8 and record["ours"]["bleu"] == record["plain"]["bleu"]
+    assert record["differ"] == record["wrapped"]["differ"] == record["breaks"]["differ"] == 0
     assert set(record["placement"]) == {"attention", "position", "pieces"}
     for found in record["placement"].values():
         assert 0 <= found["exact"] <= found["within2"] <= 1
