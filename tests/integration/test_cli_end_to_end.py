@@ -182,9 +182,11 @@ def test_evaluate_prints_bleu_chrf_and_signature(trained_run, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "BLEU = " in result.stdout and "chrF2 = " in result.stdout
     assert summary["unk_copied"] and "each <unk> written as a source word" in result.stdout
-    assert json.loads(run_cli(["evaluate", "--checkpoint", str(run_dir / "best.pt"), "--split",
-                               "val", "--max-sentences", "4", "--json", "--no-replace-unk"])
-                      .stdout)["unk_copied"] is False
+    assert summary["end_as_source"] and "each ending as its source ends" in result.stdout
+    plain = json.loads(run_cli(["evaluate", "--checkpoint", str(run_dir / "best.pt"), "--split",
+                                "val", "--max-sentences", "4", "--json", "--no-replace-unk",
+                                "--no-end-as-source"]).stdout)
+    assert plain["unk_copied"] is False and plain["end_as_source"] is False
     # every decoding setting of mt translate: the same translations as it gives
     settings = ["--beam-size", "3", "--alpha", "1.5", "--max-len-b", "7"]
     result = run_cli(["evaluate", "--checkpoint", str(run_dir / "best.pt"), "--split", "val",

@@ -105,6 +105,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     scores: list[Scores | None] = []
     beam = alpha = None
     copies = False  # a word model's <unk> written as source words (decode.replace_unk)
+    ends = None  # each translation ending as its source ends (decode.end_as_source)
     settings = {f.name: getattr(args, f.name) for f in per_call_settings()}
     for path, translator in zip(names, translators, strict=True):
         result = decode_and_score(translator, refs, sources, progress=bars_enabled(),
@@ -113,6 +114,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         scores.append(result.scores)
         beam, alpha = result.settings.beam_size, result.settings.alpha
         copies = result.settings.replace_unk and not translator.tokenizers[1].subword
+        ends = result.settings.end_as_source
     for f in hyp_files:  # a file is scored as it is, against the references as they are
         systems.append(System(_shown(f), _lines(f, "--hyp", args.max_sentences)))
         scores.append(None)
@@ -128,6 +130,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         ("checkpoint" if checkpoints else "hypotheses"): systems[0].name}
     summary = {**scored, "split": name,
                "sentences": len(refs), "beam_size": beam, "alpha": alpha, "unk_copied": copies,
+               "end_as_source": ends,
                "references": "lowercased" if lowercased else "as given", **s.as_dict()}
     if args.json:
         print(json.dumps(summary))
@@ -135,6 +138,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
           + (f", an ensemble of {len(checkpoints)} models" if args.ensemble else "")
           + (", each <unk> written as a source word" if copies else "")
+          + (", each ending as its source ends" if ends else "")
           + (", references lowercased as the model's output is):" if lowercased else "):"))
     print(f"  {s.bleu_text}")
     print(f"  chrF2 = {s.chrf:.2f}")
