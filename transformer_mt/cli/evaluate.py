@@ -135,15 +135,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"{name} ({len(refs)} sentences" + (f", beam {beam}" if beam else "")
-          + (f", an ensemble of {len(checkpoints)} models" if args.ensemble else "")
-          + (", each <unk> written as a source word" if copies else "")
-          + (", each ending as its source ends" if ends else "")
-          + (", references lowercased as the model's output is):" if lowercased else "):"))
+    _print_scores(summary, s, len(checkpoints) if args.ensemble else 0)
+    return 0
+
+
+def _print_scores(summary: dict[str, Any], s: Scores, ensemble: int) -> None:
+    """``mt evaluate``'s scores as text: what was scored, how, and the scores."""
+    print(f"{summary['split']} ({summary['sentences']} sentences"
+          + (f", beam {summary['beam_size']}" if summary["beam_size"] else "")
+          + (f", an ensemble of {ensemble} models" if ensemble else "")
+          + (", each <unk> written as a source word" if summary["unk_copied"] else "")
+          + (", each ending as its source ends" if summary["end_as_source"] else "")
+          + (", references lowercased as the model's output is):"
+             if summary["references"] == "lowercased" else "):"))
     print(f"  {s.bleu_text}")
     print(f"  chrF2 = {s.chrf:.2f}")
     print(f"  signatures: {s.bleu_signature} | {s.chrf_signature}")
-    return 0
 
 
 def _check_evaluate_args(args: argparse.Namespace, checkpoints: list[str]) -> None:
