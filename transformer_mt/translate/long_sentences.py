@@ -133,9 +133,9 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]],
         joined, linked, at = [], [], 0
         for sentence, found, cut in zip(doc.sentences, spans, doc.cuts, strict=True):
             n = len(found)
-            parts = [continued(t, writes) if a and sentence[a:a + 1].islower() else t
-                     for (a, _), t in zip(found, translations[at:at + n], strict=True)]
-            text, read = _joined(sentence, found, parts, links[at:at + n])
+            written = [continued(t, writes) if a and sentence[a:a + 1].islower() else t
+                       for (a, _), t in zip(found, translations[at:at + n], strict=True)]
+            text, read = _joined(sentence, found, written, links[at:at + n])
             joined.append(sentence[:found[0][0]].lstrip() + text + sentence[
                 found[-1][1]:].rstrip() if found else sentence)  # (no part: kept as it is)
             linked.append(read if cut and found else None)
