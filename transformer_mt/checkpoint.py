@@ -215,16 +215,15 @@ def first_line(exc: BaseException) -> str:
 
 def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> Config:
     """The config stored in ``ckpt``; where it leaves ``decode.max_sentence_tokens`` to the
-    training (0), as long as the training's sources were, all but their longest hundredth
-    (a checkpoint made before 2026-12-06 records only all but the longest thousandth: that),
+    training (0), as long as the training's sources were (all but their longest thousandth),
     where the checkpoint records it."""
     try:
         config = config_from_dict(_upgrade(ckpt["config"]))
     except (ConfigError, KeyError) as exc:
         raise CheckpointError(f"the config stored in '{path}' is invalid: {exc}") from exc
     if not config.decode.max_sentence_tokens:
-        lengths = ckpt.get("data", {}).get("source_tokens", {})
-        config.decode.max_sentence_tokens = lengths.get("99%", lengths.get("99.9%", 0))
+        config.decode.max_sentence_tokens = ckpt.get("data", {}).get(
+            "source_tokens", {}).get("99.9%", 0)
     return config
 
 

@@ -333,14 +333,12 @@ def test_a_sentence_longer_than_the_model_takes_is_translated_in_parts(trained_r
 
 def test_a_sentence_longer_than_the_training_taught_is_translated_in_parts(trained_run):
     """``mt train`` records how long the training's sources were (all but the longest
-    hundredth, all but the longest thousandth, and the longest); a sentence longer than the
-    first is translated in parts (``decode.max_sentence_tokens``, 0: that length; a
-    checkpoint of before the hundredth: the second), unless a call says otherwise. A
+    thousandth, and the longest); a sentence longer than that is translated in parts
+    (``decode.max_sentence_tokens``, 0: that length), unless a call says otherwise. A
     checkpoint without the record translates whole what ``max_input_tokens`` allows."""
     import numpy as np
 
     from tests.helpers import REPO, TOY_DE_EN
-    from transformer_mt.checkpoint import checkpoint_config
     from transformer_mt.translate import Translator
     from transformer_mt.translate.long_sentences import clause_spans
 
@@ -349,13 +347,9 @@ def test_a_sentence_longer_than_the_training_taught_is_translated_in_parts(train
     sources = (TOY_DE_EN / "train.de").read_text(encoding="utf-8").splitlines()[:300]
     lengths = sorted(len(t) for t in translator.tokenizers[0].tokenize(sources))
     recorded = torch.load(path, weights_only=True)["data"]["source_tokens"]
-    assert recorded == {"99%": int(np.percentile(lengths, 99, method="higher")),
-                        "99.9%": int(np.percentile(lengths, 99.9, method="higher")),
+    assert recorded == {"99.9%": int(np.percentile(lengths, 99.9, method="higher")),
                         "max": lengths[-1]}
-    assert translator.config.decode.max_sentence_tokens == recorded["99%"]
-    old = torch.load(path, weights_only=True)  # a checkpoint of before the 99 %: its 99.9 %
-    del old["data"]["source_tokens"]["99%"]
-    assert checkpoint_config(old).decode.max_sentence_tokens == recorded["99.9%"]
+    assert translator.config.decode.max_sentence_tokens == recorded["99.9%"]
     long = "Ein Mann fährt Fahrrad, zwei Hunde spielen im Schnee, eine Frau liest ein Buch."
     parts = [long[a:b] for a, b in clause_spans(long, translator.fits)]
     assert len(parts) > 1 and all(translator.fits(parts))

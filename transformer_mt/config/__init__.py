@@ -205,7 +205,7 @@ class DecodeConfig:
     max_input_tokens: int = 250
     max_sentence_tokens: int = per_call(
         0, "a longer sentence is translated in parts, cut at its clauses; 0: as long as the "
-        "training's sources are, all but their longest hundredth (mt train records it), "
+        "training's sources are, all but their longest thousandth (mt train records it), "
         "else max_input_tokens")
     # a word-level model's <unk>: written as the source word it attends to most (a name, a
     # number, a rare word), where the source has unknown words among those (translate/unknown.py)

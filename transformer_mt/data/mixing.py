@@ -112,11 +112,10 @@ class TrainingSet:
 
     def summary(self) -> dict[str, Any]:
         """Pairs and pairs removed, all together and per corpus, and how long the sources
-        are in tokens (all but the longest hundredth of them, all but the longest thousandth,
-        and the longest): checkpoints carry it."""
+        are in tokens (all but the longest thousandth of them, and the longest): checkpoints
+        carry it."""
         sources = np.concatenate([c.pairs.lengths[:, 0] - 1 for c in self.corpora])
-        lengths = {"99%": int(np.percentile(sources, 99, method="higher")),
-                   "99.9%": int(np.percentile(sources, 99.9, method="higher")),
+        lengths = {"99.9%": int(np.percentile(sources, 99.9, method="higher")),
                    "max": int(sources.max())} if len(sources) else {}
         return {"pairs": len(self), "removed": self.removed, "source_tokens": lengths,
                 "corpora": [{"name": c.name, "pairs": len(c.pairs), "removed": c.pairs.removed,
