@@ -12,8 +12,9 @@ with a comma, a semicolon, a colon, a question or an exclamation mark (that the 
 vocabulary holds, as a piece or a byte); a source that ends otherwise (a full stop, a bracket,
 a quotation mark, a token the model does not know) leaves the translation as the model wrote
 it. The hypothesis' tokens change (so ``--align``, ``--attention`` and the server's cache read
-what is written); its score stays the model's. Of Multi30k's test2017, 207 of the 1,000 sources end without a mark and 170 of their
-references too: leaving the full stops out gave +0.3 BLEU (test2016, 20 such sources: +0.01).
+what is written); its score stays the model's. Of Multi30k's test2017, 207 of the 1,000
+sources end without a mark and 170 of their references too: leaving the full stops out gave
++0.3 BLEU (test2016, 20 such sources: +0.01).
 """
 
 from __future__ import annotations
