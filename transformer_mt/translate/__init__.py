@@ -36,7 +36,7 @@ from transformer_mt.translate.engines import (
     note_cut,
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
-from transformer_mt.translate.glossary import Glossary, steered
+from transformer_mt.translate.glossary import Glossary, decode_required, steered
 from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.prefix import Prefixes, forcing_of
 from transformer_mt.translate.results import (
@@ -54,9 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Form = typing.Literal["sentences", TextForm]  # what each text is
-
-# SentencePiece's byte pieces of ASCII letters and digits (a digit it has no piece for)
-ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
 
 
 class Translator:
@@ -274,7 +271,7 @@ class Translator:
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
         if required is not None and any(required):
-            hyps = self._decode_required(ids, cfg, nbest, forcing, stop, required)
+            hyps = decode_required(self, ids, cfg, nbest, forcing, stop, required)
         else:
             hyps = self.engine.decode(ids, cfg, nbest, progress=progress, scores=scores,
                                       forcing=forcing, stop=stop)
@@ -289,33 +286,6 @@ class Translator:
                                         else None, required[row] if required else (), kept)
                       for h in found]
         return out
-
-    def _decode_required(self, ids: Sequence[Sequence[int]], cfg: DecodeConfig, nbest: int,
-                         forcing: Forcing | None, stop: Callable[[], bool] | None,
-                         required: Sequence[Sequence[Required]]) -> list[list[Hypothesis]]:
-        """The sentences with something required searched with constraints, the others as
-        ever."""
-        if not isinstance(self.engine, TorchEngine):
-            raise MTError("a glossary and kept spans need a PyTorch checkpoint (.pt): "
-                          "CTranslate2 cannot constrain its search")
-        if forcing is not None:
-            raise MTError("a prefix and a glossary (or kept spans) cannot be given together")
-        held = [i for i, r in enumerate(required) if r]
-        free = [i for i, r in enumerate(required) if not r]
-        hyps: list[list[Hypothesis]] = [[] for _ in ids]
-        glued = frozenset(i for i, piece in enumerate(self.tgt_vocab.itos)  # a word goes on:
-                          if piece[:1].isalnum() or piece in ALNUM_BYTES  # (a digit's byte)
-                          ) if self.tokenizers[1].subword else frozenset()
-        found = self.engine.decode_constrained(
-            [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
-            stop, glued, [[a for r in required[i] for a in r.avoid] for i in held])
-        for i, placed in zip(held, found, strict=True):
-            hyps[i] = list(placed)
-        if free:
-            for i, h in zip(free, self.engine.decode([ids[i] for i in free], cfg, nbest,
-                                                     stop=stop), strict=True):
-                hyps[i] = h
-        return hyps
 
     def _translation(self, h: Hypothesis, weights: Tensor | None = None,
                      required: Sequence[Required] = (),

@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +38,9 @@ from transformer_mt.errors import MTError
 from transformer_mt.translate.results import Required
 
 if TYPE_CHECKING:
+    from transformer_mt.config import DecodeConfig
+    from transformer_mt.decode.forcing import Forcing
+    from transformer_mt.decode.search import Hypothesis
     from transformer_mt.translate import Translator
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
@@ -265,3 +268,38 @@ def _trie(terms: Iterable[str]) -> str:
 def _read(text: str) -> str:
     """``text`` as the tokenizers read it."""
     return next(normalized([text]))
+
+
+# SentencePiece's byte pieces of ASCII letters and digits (a digit it has no piece for)
+ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
+
+
+def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: DecodeConfig,
+                    nbest: int, forcing: Forcing | None, stop: Callable[[], bool] | None,
+                    required: Sequence[Sequence[Required]]) -> list[list[Hypothesis]]:
+    """The sentences with something required (``steered``) searched with constraints, the
+    others as ever."""
+    from transformer_mt.translate.engines import TorchEngine  # (torch: not for mt --help)
+
+    if not isinstance(translator.engine, TorchEngine):
+        raise MTError("a glossary and kept spans need a PyTorch checkpoint (.pt): "
+                      "CTranslate2 cannot constrain its search")
+    if forcing is not None:
+        raise MTError("a prefix and a glossary (or kept spans) cannot be given together")
+    held = [i for i, r in enumerate(required) if r]
+    free = [i for i, r in enumerate(required) if not r]
+    hyps: list[list[Hypothesis]] = [[] for _ in ids]
+    glued = frozenset(i for i, piece in enumerate(translator.tgt_vocab.itos)  # a word goes on:
+                      if piece[:1].isalnum() or piece in ALNUM_BYTES  # (a digit's byte)
+                      ) if translator.tokenizers[1].subword else frozenset()
+    found = translator.engine.decode_constrained(
+        [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
+        stop, glued, [[a for r in required[i] for a in r.avoid] for i in held])
+    for i, placed in zip(held, found, strict=True):
+        hyps[i] = list(placed)
+    if free:
+        for i, h in zip(free, translator.engine.decode([ids[i] for i in free], cfg, nbest,
+                                                       stop=stop), strict=True):
+            hyps[i] = h
+    return hyps
+
