@@ -38,6 +38,7 @@ from transformer_mt.translate.engines import (
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary, decode_required, steered
 from transformer_mt.translate.long_sentences import translate_documents
+from transformer_mt.translate.nbest import different as nbest_different
 from transformer_mt.translate.prefix import Prefixes, forcing_of
 from transformer_mt.translate.results import (
     Choice,
@@ -204,8 +205,9 @@ class Translator:
                   **changes: Any) -> list[str] | list[list[Translation]]:
         """Translate ``texts``: one translation (detokenized text) per text, an empty text
         giving an empty one; with ``nbest=k``, the k best of each as :class:`Translation`
-        objects, best first, with their scores (``scores=False`` spares greedy decoding them,
-        a tenth of its time) and their cross-attention weights with ``attention=True``.
+        objects, best first, each a different text (``nbest.py``), with their scores
+        (``scores=False`` spares greedy decoding them, a tenth of its time) and their
+        cross-attention weights with ``attention=True``.
 
         ``settings``: the decoding settings (:meth:`settings`; by default the checkpoint's),
         with ``changes`` on top: ``beam_size``, ``alpha``, ``max_len_a``, ``max_len_b``,
@@ -247,7 +249,8 @@ class Translator:
         found = self.translate_ids(
             self.encode(sources) if ids is None else ids, cfg, nbest or 1, attention, progress,
             scores and nbest is not None, into=(len(texts), nonempty), required=required,
-            forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]))
+            forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]),
+            different=True)
         if cfg.replace_unk:
             found = copy_unknown(self, read, found, bool(glossary))
         return found if nbest is not None else [hyps[0].text for hyps in found]
@@ -262,14 +265,19 @@ class Translator:
                       into: tuple[int, list[int]] | None = None,
                       forcing: Forcing | None = None, stop: Callable[[], bool] | None = None,
                       required: Sequence[Sequence[Required]] | None = None,
-                      ) -> list[list[Translation]]:
-        """Translations of sources already as ids (each ending in ``<eos>``). ``into``:
+                      different: bool = False) -> list[list[Translation]]:
+        """Translations of sources already as ids (each ending in ``<eos>``): the ``nbest``
+        best (``different``: each a different text, ``nbest.py``). ``into``:
         (number of sentences, positions of these sources); the others translate as empty.
         ``forcing``: how each output must begin (a row per source). ``stop``: asked between
         decoding steps; a yes raises ``decode.stopping.StoppedError`` (the server's abandoned
         requests). ``required``: what each output must hold (``glossary.steered``)."""
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
+        if nbest > 1 and different:
+            return nbest_different(lambda c, n: self.translate_ids(
+                ids, c, n, attention, progress, scores, into, forcing, stop, required, False),
+                cfg, nbest, len(self.tgt_vocab))
         if required is not None and any(required):
             hyps = decode_required(self, ids, cfg, nbest, forcing, stop, required)
         else:

@@ -1,0 +1,84 @@
+"""N-best lists of different texts (``translate/nbest.py``): a subword model's search writes
+one text in several segmentations; ``translate(nbest=k)`` and ``mt translate --nbest`` give k
+different texts, from a wider search where the first holds fewer."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from tests.helpers import TOY_DE_EN, run_cli
+from transformer_mt.config import DecodeConfig
+from transformer_mt.translate.nbest import different
+from transformer_mt.translate.results import Translation
+
+
+def _found(texts: list[str], score: float = 0.0) -> list[Translation]:
+    return [Translation(t, [], score - n) for n, t in enumerate(texts)]
+
+
+def test_a_list_with_a_text_twice_is_searched_wider_and_keeps_its_first():
+    """Each text once, its first (best) writing; the search again twice as wide where fewer
+    than k differ, the first translation the narrower search's, the others best first; a
+    sentence whose search gave fewer hypotheses than asked is not searched again."""
+    widths = []
+
+    def decode(cfg: DecodeConfig, n: int) -> list[list[Translation]]:
+        widths.append((cfg.beam_size, n))
+        if n == 3:
+            return [_found(["a", "a", "b"]), _found(["x"]), _found(["p", "q", "r"])]
+        return [_found(["a2", "a", "c", "b", "d", "e"][:n], 0.5), _found(["y", "x"]),
+                _found(["s"] * n)]
+
+    cfg = dataclasses.replace(DecodeConfig(), beam_size=2)
+    lists = different(decode, cfg, 3, vocab_size=1000)
+    assert widths == [(2, 3), (6, 6)]  # once: the first has 3 different texts at 6
+    assert [[t.text for t in found] for found in lists] == [["a", "a2", "c"], ["x"],
+                                                            ["p", "q", "r"]]
+    assert [t.score for t in lists[0]] == [0.0, 0.5, -1.5]  # a's narrower writing kept
+
+
+def test_the_wider_search_stays_within_four_times_and_what_the_vocabulary_takes():
+    widths = []
+
+    def decode(cfg: DecodeConfig, n: int) -> list[list[Translation]]:
+        widths.append(n)
+        return [_found(["same"] * n)]
+
+    assert [t.text for t in different(decode, DecodeConfig(), 3, 1000)[0]] == ["same"]
+    assert widths == [3, 6, 12]
+    widths.clear()
+    different(decode, DecodeConfig(), 3, vocab_size=16)  # a beam of 7 at most
+    assert widths == [3, 6]
+
+
+def test_a_subword_models_nbest_holds_each_text_once(subword_run):
+    """The toy SentencePiece model: where its search's k best hold a text twice, the k
+    translations are k different texts (those of the search four times as wide, at most),
+    the first the search's best, then best first; ``mt translate --nbest`` prints them."""
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(subword_run / "best.pt", "cpu")
+    k, cfg = 3, translator.settings(beam_size=3, replace_unk=False)  # (the search's words)
+    toy = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:40]
+    raw = {s: translator.translate_ids(translator.encode([s]), cfg, k)[0] for s in toy}
+    twice = [s for s in toy if len({t.text for t in raw[s]}) < k]
+    if not twice:
+        pytest.skip("this toy model's beams of 3 hold no text twice")
+    for s in twice:
+        [ours] = translator.translate([s], cfg, nbest=k)
+        texts = [t.text for t in ours]
+        assert len(set(texts)) == len(texts) and texts[0] == raw[s][0].text
+        wide = dataclasses.replace(cfg, beam_size=4 * k)
+        widest = {t.text for t in translator.translate_ids(translator.encode([s]), wide,
+                                                           4 * k)[0]}
+        assert len(texts) == min(k, len(widest | {t.text for t in raw[s]}))
+        scores = [t.score for t in ours[1:]]
+        assert scores == sorted(scores, reverse=True) and not any(map(math.isnan, scores))
+    printed = run_cli(["translate", "--checkpoint", str(subword_run / "best.pt"), "--nbest",
+                       str(k), "--beam-size", str(k), "--no-replace-unk", twice[0]])
+    assert printed.returncode == 0, printed.stderr
+    lines = [line.split("\t")[2] for line in printed.stdout.splitlines()]
+    assert lines == [t.text for t in translator.translate([twice[0]], cfg, nbest=k)[0]]

@@ -1,0 +1,57 @@
+"""N-best lists of different translations.
+
+A model trained on sampled segmentations (SentencePiece's subword regularization, as
+config/cpu.yaml trains) writes one text in several ways, "bicycle" as one piece or as two, each
+a hypothesis of its own: a beam's five best held "A man is riding a bicycle on the street."
+three times. A list of n translations is n different texts: of each text its best scored
+writing, and where fewer than n differ, the search again twice as wide (then four times, within
+what the vocabulary allows), the first translation staying the one the narrower search found
+(what one translation alone is), the others best first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+
+from transformer_mt.config import DecodeConfig
+from transformer_mt.translate.results import Translation
+
+# the translations of each source with these settings and this many best
+Decode = Callable[[DecodeConfig, int], list[list[Translation]]]
+
+
+def distinct(translations: Iterable[Translation]) -> list[Translation]:
+    """``translations`` without the texts that stand before them (each text's first)."""
+    firsts: dict[str, Translation] = {}
+    for t in translations:
+        firsts.setdefault(t.text, t)
+    return list(firsts.values())
+
+
+def different(decode: Decode, cfg: DecodeConfig, nbest: int, vocab_size: int
+              ) -> list[list[Translation]]:
+    """Up to ``nbest`` different translations of each source, found by ``decode``: where a
+    search gave as many hypotheses as asked but fewer different texts, again with a beam and
+    n-best twice as wide, up to four times ``nbest`` and the widest beam a vocabulary of
+    ``vocab_size`` takes (``decode.search.check_width``)."""
+    found = decode(cfg, nbest)
+    lists = [distinct(hyps)[:nbest] for hyps in found]
+    more = [len(hyps) >= nbest for hyps in found]  # the search might find others
+    width, widest = nbest, min(4 * nbest, (vocab_size - 2) // 2)
+    while 2 * width <= widest and any(
+            m and len(t) < nbest for m, t in zip(more, lists, strict=True)):
+        width *= 2
+        wider = decode(dataclasses.replace(cfg, beam_size=max(cfg.beam_size, width)), width)
+        for i, hyps in enumerate(wider):
+            if more[i] and len(lists[i]) < nbest:
+                first, *rest = distinct([*lists[i], *hyps])
+                lists[i] = [first, *sorted(rest, key=_rank)][:nbest]
+                more[i] = len(hyps) >= width
+    return lists
+
+
+def _rank(translation: Translation) -> float:
+    """Best score first; a translation without one (NaN) after those with one."""
+    return math.inf if math.isnan(translation.score) else -translation.score
