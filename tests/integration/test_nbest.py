@@ -33,24 +33,24 @@ def test_a_list_with_a_text_twice_is_searched_wider_and_keeps_its_first():
                 _found(["s"] * n)]
 
     cfg = dataclasses.replace(DecodeConfig(), beam_size=2)
-    lists = different(decode, cfg, 3, vocab_size=1000)
+    lists = different(decode, cfg, 3, widest=12)
     assert widths == [(2, 3), (6, 6)]  # once: the first has 3 different texts at 6
     assert [[t.text for t in found] for found in lists] == [["a", "a2", "c"], ["x"],
                                                             ["p", "q", "r"]]
     assert [t.score for t in lists[0]] == [0.0, 0.5, -1.5]  # a's narrower writing kept
 
 
-def test_the_wider_search_stays_within_four_times_and_what_the_vocabulary_takes():
+def test_the_wider_search_stays_within_the_widest_beam_allowed():
     widths = []
 
     def decode(cfg: DecodeConfig, n: int) -> list[list[Translation]]:
         widths.append(n)
         return [_found(["same"] * n)]
 
-    assert [t.text for t in different(decode, DecodeConfig(), 3, 1000)[0]] == ["same"]
+    assert [t.text for t in different(decode, DecodeConfig(), 3, 12)[0]] == ["same"]
     assert widths == [3, 6, 12]
     widths.clear()
-    different(decode, DecodeConfig(), 3, vocab_size=16)  # a beam of 7 at most
+    different(decode, DecodeConfig(), 3, widest=11)
     assert widths == [3, 6]
 
 
@@ -82,3 +82,39 @@ def test_a_subword_models_nbest_holds_each_text_once(subword_run):
     assert printed.returncode == 0, printed.stderr
     lines = [line.split("\t")[2] for line in printed.stdout.splitlines()]
     assert lines == [t.text for t in translator.translate([twice[0]], cfg, nbest=k)[0]]
+
+
+def test_the_servers_nbest_is_different_texts_searched_within_its_max_beam(subword_run,
+                                                                            monkeypatch):
+    """``/v1/translate``'s ``nbest`` holds different texts too, searched wider only as far as
+    ``mt serve``'s ``max_beam``: the same lists as ``translate(nbest=k)``'s where that is four
+    times k; none wider than the limit."""
+    pytest.importorskip("fastapi")
+    from tests.helpers import local_client
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import Limits, ServeOptions
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(subword_run / "best.pt", "cpu")
+    k, cfg = 3, translator.settings(beam_size=3, replace_unk=False)
+    toy = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:40]
+    twice = [s for s in toy if len({t.text for t in translator.translate_ids(
+        translator.encode([s]), cfg, k)[0]}) < k][:4]
+    if not twice:
+        pytest.skip("this toy model's beams of 3 hold no text twice")
+    widths = []
+    search = translator.engine.decode
+    monkeypatch.setattr(translator.engine, "decode", lambda ids, c, *args, **kwargs: (
+        widths.append(c.beam_size) or search(ids, c, *args, **kwargs)))
+    expected = [[t.text for t in found] for found in translator.translate(twice, cfg, nbest=k)]
+    for max_beam in (4 * k, 5):  # (5: no search twice as wide)
+        options = ServeOptions(limits=Limits(max_beam=max_beam), batching=False)
+        with local_client(create_app(translator, options)) as client:
+            widths.clear()
+            got = client.post("/v1/translate", json={
+                "text": twice, "beam": k, "nbest": k, "replace_unk": False}).json()
+        texts = [[h["text"] for h in t["nbest"]] for t in got["translations"]]
+        assert all(len(set(t)) == len(t) for t in texts) and max(widths) <= max_beam
+        assert (2 * k in widths) == (max_beam == 4 * k)  # searched wider: a text twice
+        if max_beam == 4 * k:
+            assert texts == expected

@@ -94,8 +94,9 @@ class Batcher:
 
     def __init__(self, translator: Translator, batch_tokens: int = 4096, max_wait: float = 0.01,
                  max_queue: int = 256, batching: bool = True,
-                 stats: BatchStats | None = None) -> None:
+                 stats: BatchStats | None = None, widest: int = 0) -> None:
         self.translator = translator
+        self.widest = widest  # an n-best list's different texts searched up to this wide
         self.batch_tokens, self.max_wait, self.batching = batch_tokens, max_wait, batching
         self.max_queue = max_queue
         self.stats = stats or BatchStats()
@@ -245,7 +246,7 @@ class Batcher:
             try:
                 out = self.translator.translate_ids(
                     [jobs[j].ids[i] for j, i in chunk], cfg, nbest,
-                    stop=functools.partial(_all_cancelled, chunk_jobs))
+                    stop=functools.partial(_all_cancelled, chunk_jobs), widest=self.widest)
             except StoppedError:  # every job of the chunk was cancelled while it decoded
                 continue
             except Exception as exc:  # e.g. a beam too wide: every job of the chunk hears it

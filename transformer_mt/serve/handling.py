@@ -98,7 +98,8 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
             if glossary else ([], prepared.ids, None)
         read.extend(marked)
         hyps = translator.translate_ids(ids, cfg, req.nbest, required=required,
-                                        forcing=forcing if req.prefix is not None else None)
+                                        forcing=forcing if req.prefix is not None else None,
+                                        widest=svc.limits.max_beam)
         found = [translator.alternatives(doc.sentences[0], prefix, req.alternatives, cfg)
                  for doc, prefix in zip(prepared.docs, per_sentence, strict=True)
                  ] if req.alternatives else []  # a sentence a text, here
@@ -254,7 +255,8 @@ async def libre_translate(svc: Service, req: LibreTranslateRequest,
     out: dict[str, Any] = {"translatedText": results[0].text() if one else
                            [r.text() for r in results]}
     if req.alternatives:
-        alternatives = await svc.alternatives(prepared, results, req.alternatives, cfg, **wait)
+        # (each sentence's n-best is different texts, searched as wide as max_beam: nbest.py)
+        alternatives = [r.alternatives(req.alternatives) for r in results]
         out["alternatives"] = alternatives[0] if one else alternatives
     if detected is not None:
         out["detectedLanguage"] = detected if one else [detected] * len(texts)

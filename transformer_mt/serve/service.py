@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 from transformer_mt.config import DecodeConfig
@@ -105,7 +105,8 @@ class Service:
         """Start the decoding worker (on the server's event loop)."""
         self.batcher = Batcher(self.translator, self.options.batch_tokens,
                                self.options.max_wait_ms / 1000, self.options.max_queue,
-                               self.options.batching, BatchStats(self.metrics.on_batch))
+                               self.options.batching, BatchStats(self.metrics.on_batch),
+                               self.limits.max_beam)
         self.metrics.queue_depth.set_function(self.batcher.waiting)
 
     async def stop(self) -> None:
@@ -281,7 +282,8 @@ class Service:
         def run() -> tuple[list[str], list[list[Translation]]]:  # on the worker
             marked, ids, required = steered(translator, [sentences[i] for i in held], glossary,
                                             [prepared.ids[i] for i in held])
-            return marked, translator.translate_ids(ids, cfg, nbest, required=required)
+            return marked, translator.translate_ids(ids, cfg, nbest, required=required,
+                                                    widest=self.limits.max_beam)
 
         queued()
         marked, decoded = await self.wait(self.worker().call(run), waiting)
@@ -320,22 +322,6 @@ class Service:
             lambda: attention_links(translator, sources, outputs)), waiting)
         for (result, i, j), links in zip(cut, found or [None] * len(cut), strict=True):
             result.links[i, j] = links
-
-    async def alternatives(self, prepared: Prepared, results: list[TextResult], n: int,
-                           cfg: DecodeConfig, **wait: Any) -> list[list[str]]:
-        """``n`` other translations of each text, each different: from the n-best that gave
-        ``results``; where its hypotheses hold one text in several segmentations (subwords),
-        from a search twice (then four times) as wide, up to the beam limit."""
-        found = [r.alternatives(n) for r in results]
-        width = n + 1
-        while any(len(a) < n for a in found) and 2 * width <= self.limits.max_beam \
-                and width < 4 * (n + 1):
-            width *= 2
-            wider = replace(cfg, beam_size=max(cfg.beam_size, width))
-            again = await self.decode(prepared, wider, width, **wait)
-            found = [a if len(a) >= n else w.alternatives(n, best=r.text())
-                     for a, r, w in zip(found, results, again, strict=True)]
-        return found
 
     async def wait(self, work: Any, waiting: Callable[[], Any] | None = None) -> Any:
         """Await the worker's answer within the time limit; a 504 past it, and the work is

@@ -36,10 +36,9 @@ class TextResult:
         return self.doc.rebuild([h[j].text for h, j in zip(self.hyps, picked, strict=True)],
                                 [self.links.get((i, j)) for i, j in enumerate(picked)])
 
-    def alternatives(self, n: int, best: str | None = None) -> list[str]:
-        """Up to ``n`` translations of the whole text other than ``best`` (default: its own
-        best), each different."""
-        seen = {self.text() if best is None else best}
+    def alternatives(self, n: int) -> list[str]:
+        """Up to ``n`` translations of the whole text other than its best, each different."""
+        seen = {self.text()}
         out: list[str] = []
         for k in range(1, max((len(h) for h in self.hyps), default=1)):
             text = self.text(k)

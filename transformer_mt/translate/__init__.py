@@ -250,7 +250,7 @@ class Translator:
             self.encode(sources) if ids is None else ids, cfg, nbest or 1, attention, progress,
             scores and nbest is not None, into=(len(texts), nonempty), required=required,
             forcing=None if prefix is None else self.forcing([prefix[i] for i in nonempty]),
-            different=True)
+            widest=4 * (nbest or 1))
         if cfg.replace_unk:
             found = copy_unknown(self, read, found, bool(glossary))
         return found if nbest is not None else [hyps[0].text for hyps in found]
@@ -265,19 +265,20 @@ class Translator:
                       into: tuple[int, list[int]] | None = None,
                       forcing: Forcing | None = None, stop: Callable[[], bool] | None = None,
                       required: Sequence[Sequence[Required]] | None = None,
-                      different: bool = False) -> list[list[Translation]]:
+                      widest: int = 0) -> list[list[Translation]]:
         """Translations of sources already as ids (each ending in ``<eos>``): the ``nbest``
-        best (``different``: each a different text, ``nbest.py``). ``into``:
+        best (``widest``: each a different text, searched up to that wide, ``nbest.py``; 0:
+        the search's own list). ``into``:
         (number of sentences, positions of these sources); the others translate as empty.
         ``forcing``: how each output must begin (a row per source). ``stop``: asked between
         decoding steps; a yes raises ``decode.stopping.StoppedError`` (the server's abandoned
         requests). ``required``: what each output must hold (``glossary.steered``)."""
         if attention and not isinstance(self.engine, TorchEngine):
             raise MTError(CTranslate2Engine.CANNOT)
-        if nbest > 1 and different:
+        if nbest > 1 and widest:
             return nbest_different(lambda c, n: self.translate_ids(
-                ids, c, n, attention, progress, scores, into, forcing, stop, required, False),
-                cfg, nbest, len(self.tgt_vocab))
+                ids, c, n, attention, progress, scores, into, forcing, stop, required),
+                cfg, nbest, min(widest, (len(self.tgt_vocab) - 2) // 2))
         if required is not None and any(required):
             hyps = decode_required(self, ids, cfg, nbest, forcing, stop, required)
         else:

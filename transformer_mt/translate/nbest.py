@@ -4,9 +4,10 @@ A model trained on sampled segmentations (SentencePiece's subword regularization
 config/cpu.yaml trains) writes one text in several ways, "bicycle" as one piece or as two, each
 a hypothesis of its own: a beam's five best held "A man is riding a bicycle on the street."
 three times. A list of n translations is n different texts: of each text its best scored
-writing, and where fewer than n differ, the search again twice as wide (then four times, within
-what the vocabulary allows), the first translation staying the one the narrower search found
-(what one translation alone is), the others best first.
+writing, and where fewer than n differ, the search again twice as wide (then four times, as
+``translate(nbest=n)`` and ``mt translate`` do; ``mt serve`` within its ``max_beam``), the
+first translation staying the one the narrower search found (what one translation alone is),
+the others best first.
 """
 
 from __future__ import annotations
@@ -30,16 +31,15 @@ def distinct(translations: Iterable[Translation]) -> list[Translation]:
     return list(firsts.values())
 
 
-def different(decode: Decode, cfg: DecodeConfig, nbest: int, vocab_size: int
-              ) -> list[list[Translation]]:
+def different(decode: Decode, cfg: DecodeConfig, nbest: int, widest: int
+               ) -> list[list[Translation]]:
     """Up to ``nbest`` different translations of each source, found by ``decode``: where a
     search gave as many hypotheses as asked but fewer different texts, again with a beam and
-    n-best twice as wide, up to four times ``nbest`` and the widest beam a vocabulary of
-    ``vocab_size`` takes (``decode.search.check_width``)."""
+    n-best twice as wide, up to ``widest``."""
     found = decode(cfg, nbest)
     lists = [distinct(hyps)[:nbest] for hyps in found]
     more = [len(hyps) >= nbest for hyps in found]  # the search might find others
-    width, widest = nbest, min(4 * nbest, (vocab_size - 2) // 2)
+    width = nbest
     while 2 * width <= widest and any(
             m and len(t) < nbest for m, t in zip(more, lists, strict=True)):
         width *= 2
