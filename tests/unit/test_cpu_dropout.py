@@ -6,6 +6,7 @@ and ``nn.Dropout`` itself wherever it does not draw a mask."""
 from __future__ import annotations
 
 import copy
+import logging
 import math
 
 import pytest
@@ -105,3 +106,21 @@ def test_eager_cpu_training_draws_its_masks_with_numpy_and_keeps_the_model_as_it
     assert all(torch.equal(t, state[k]) for k, t in model.state_dict().items())
     assert any(type(m) is nn.Dropout for m in make_model(dropout=0.3).modules())
     assert draw_bits_with_numpy(model) == 0  # already done
+
+
+def test_compiled_cpu_training_keeps_torchs_dropout_and_says_it_is_slower(caplog):
+    """``train.compile`` on the CPU compiles the model as it is (``nn.Dropout``, torch's own,
+    which inductor fuses) and warns once that it is slower there than eager training; eager
+    CPU training does not warn."""
+    model = make_model(dropout=0.3)
+    with caplog.at_level(logging.WARNING, logger="transformer_mt.training.distributed"):
+        wrap_for_training(ModelLoss(make_model()), DistInfo(), torch.device("cpu"), "fp32",
+                          compile_it=False)
+        assert not caplog.records
+        loss = ModelLoss(model)
+        wrapped, ddp = wrap_for_training(loss, DistInfo(), torch.device("cpu"), "fp32",
+                                         compile_it=True)
+    assert ddp is None and wrapped is not loss and wrapped._orig_mod is loss  # torch.compile's
+    assert any(type(m) is nn.Dropout for m in model.modules())
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "train.compile on the CPU"]

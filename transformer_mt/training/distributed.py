@@ -98,6 +98,10 @@ def wrap_for_training(model: ModelLoss, info: DistInfo, device: torch.device, pr
         wrapped = ddp = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, **no_sync)
     if compile_it:
+        if device.type == "cpu":  # measured: docs/config.md's train.compile
+            log.warning("train.compile on the CPU: minutes of compiling before the first step "
+                        "(10.5 on a 2-core Zen 4), then slower steps than without it (0.8x "
+                        "there: CPU training's own fast paths are off under it); it pays on GPUs")
         # the chunked loss is a Python loop over chunks: run as it is
         model.loss_fn = torch.compiler.disable(model.loss_fn)
         wrapped = torch.compile(wrapped, dynamic=True)
