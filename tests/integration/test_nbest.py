@@ -118,3 +118,49 @@ def test_the_servers_nbest_is_different_texts_searched_within_its_max_beam(subwo
         assert (2 * k in widths) == (max_beam == 4 * k)  # searched wider: a text twice
         if max_beam == 4 * k:
             assert texts == expected
+
+
+def test_sampling_draws_n_different_translations_each_as_one_draw_alone(subword_run):
+    """With sampling, ``nbest=k`` is k draws of each sentence, not a search: k different
+    texts (more draws where fewer differ), best scored first, each what one draw gives alone
+    with its seed (``draw_seed``: the first draw's ``sample_seed`` itself), a sentence's the
+    same alone or among others; ``mt translate --nbest`` and ``/v1/translate`` give those."""
+    pytest.importorskip("fastapi")
+    from tests.helpers import local_client
+    from transformer_mt.decode.sampling import draw_seed
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import Limits, ServeOptions
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(subword_run / "best.pt", "cpu")
+    k, seed = 3, 7
+    cfg = translator.settings(sample_topk=20, temperature=1.5, sample_seed=seed,
+                              replace_unk=False)
+    toy = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:5]
+    lists = translator.translate(toy, cfg, nbest=k)
+    for s, found in zip(toy, lists, strict=True):
+        draws: dict[str, float] = {}  # each text drawn alone, its best score
+        for j in range(4 * k):
+            [[one]] = translator.translate([s], dataclasses.replace(
+                cfg, sample_seed=draw_seed(seed, j)), nbest=1)
+            draws[one.text] = max(one.score, draws.get(one.text, -math.inf))
+        texts, scores = [t.text for t in found], [t.score for t in found]
+        assert len(set(texts)) == len(texts) == min(k, len(draws))
+        assert scores == sorted(scores, reverse=True)
+        assert scores == pytest.approx([draws[t] for t in texts], abs=1e-4)
+    assert [t.text for t in translator.translate(toy[1:2], cfg, nbest=k)[0]] == [
+        t.text for t in lists[1]]
+    printed = run_cli(["translate", "--checkpoint", str(subword_run / "best.pt"), "--nbest",
+                       str(k), "--sample-topk", "20", "--temperature", "1.5", "--sample-seed",
+                       str(seed), "--no-replace-unk", toy[0]])
+    assert printed.returncode == 0, printed.stderr
+    assert [line.split("\t")[2] for line in printed.stdout.split("\n")[:-1]] == [
+        t.text for t in lists[0]]  # (split at newlines alone: a sampled piece may be \x1e)
+    options = ServeOptions(limits=Limits(max_beam=4 * k), batching=False)
+    with local_client(create_app(translator, options)) as client:
+        got = client.post("/v1/translate", json={
+            "text": toy, "nbest": k, "sample_topk": 20, "temperature": 1.5,
+            "sample_seed": seed, "replace_unk": False})
+    assert got.status_code == 200, got.text
+    assert [[h["text"] for h in t["nbest"]] for t in got.json()["translations"]] == [
+        [t.text for t in found] for found in lists]

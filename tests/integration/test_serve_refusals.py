@@ -42,8 +42,6 @@ from transformer_mt.serve.settings import Limits, ServeOptions
     (json.dumps({"text": ["a"], "alpha": 1e9}), 422, "decode.alpha"),
     ('{"text": ["a"], "alpha": NaN}', 422, "finite"),
     (json.dumps({"text": ["a"], "temperature": 0.0, "sample_topk": 5}), 422, "temperature"),
-    (json.dumps({"text": ["a"], "nbest": 2, "sample_topk": 5}), 422, "sampling"),
-    (json.dumps({"text": ["a"], "nbest": 2, "top_p": 0.9}), 422, "sampling"),
     (json.dumps({"text": ["a"], "top_p": 0.0}), 422, "top_p"),
     (json.dumps({"text": ["a"], "top_p": 0.9, "beam_size": 4}), 422, "beam size 1"),
     (json.dumps({"text": ["a"], "topk": 500}), 422, "topk"),

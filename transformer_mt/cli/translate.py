@@ -216,7 +216,7 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile,
                                  args.workers)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
-    if args.nbest > decode.beam_size:  # n best need a beam at least n wide
+    if args.nbest > decode.beam_size and not decode.samples:  # n best: a beam n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)
     return translator.with_settings(decode, glossary)
 

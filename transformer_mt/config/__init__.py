@@ -238,7 +238,7 @@ class DecodeConfig:
     def validate(self) -> None:
         ensure(not self.samples or self.beam_size == 1,
                "decode.sample_topk" if self.sample_topk else "decode.top_p",
-               "samples one translation per sentence: use it with beam size 1")
+               "draws tokens instead of searching: use it with beam size 1 (n-best: n draws)")
         ensure(0 <= self.sample_seed < 2**63, "decode.sample_seed", "must be in [0, 2^63)")
         ensure_range(self, "decode", DECODE_RANGES)
 

@@ -14,8 +14,10 @@ Finished sentences leave the batch, so the remaining ones run on a smaller batch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -28,6 +30,7 @@ from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import StepByStep, candidate_logits
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.decode.forcing import Forcing, barred, force, raise_limits
+from transformer_mt.decode.sampling import Generators, draw_seed, of_rows, pick
 from transformer_mt.decode.state import Decodable, DecodingState
 from transformer_mt.errors import MTError
 from transformer_mt.model.transformer import Transformer
@@ -154,8 +157,8 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
             prefix, live_limits, barred(forcing, step, model.tgt_vocab_size, alive))
         if both is None:
             z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest))  # (N, V)
-            token = _pick(force(z, forcing, step, alive), sample_topk, temperature,
-                          _of_rows(generator, alive_ids), top_p)  # (N,)
+            token = pick(force(z, forcing, step, alive), sample_topk, temperature,
+                          of_rows(generator, alive_ids), top_p)  # (N,)
             if scores:
                 total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
         else:  # (N,) each
@@ -187,35 +190,6 @@ def _record_ended(done: Tensor, prefix: Tensor, total: Tensor, alive_ids: list[i
         results[alive_ids[row]] = Hypothesis(ended[i], ended_scores[i])
     keep_rows = (~done).nonzero().flatten()
     return [alive_ids[r] for r in keep_rows.tolist()], keep_rows.to(device)
-
-
-Generators = torch.Generator | Sequence[torch.Generator] | None  # for a batch, or a row each
-
-
-def _of_rows(generator: Generators, rows: list[int]) -> Generators:
-    """The generators of the sentences ``rows`` (one a sentence), or the batch's one."""
-    return generator if generator is None or isinstance(generator, torch.Generator) else [
-        generator[r] for r in rows]
-
-
-def _pick(z: Tensor, topk: int, temperature: float, generator: Generators,
-          top_p: float = 1.0) -> Tensor:
-    """The chosen token (N,) of each row of logits z (N, V): the best, or a sample (of the
-    top ``topk``, 0: of all; of their nucleus with ``top_p`` < 1), drawn with ``generator``
-    (or each row with its own)."""
-    if topk <= 0 and top_p >= 1.0:
-        return z.max(dim=-1).indices  # (N,)
-    k = z.size(1) if topk <= 0 else min(topk, z.size(1))
-    top_z, top_token = z.topk(k, dim=-1)  # (N, k), most probable first
-    probs = (top_z / temperature).softmax(dim=-1)  # (N, k); -inf (not allowed) gets 0
-    if top_p < 1.0:  # the nucleus: each token whose more probable ones add up to < top_p
-        probs = probs * ((probs.cumsum(dim=-1) - probs) < top_p)  # (N, k), unnormalised
-    if generator is None or isinstance(generator, torch.Generator):
-        choice = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
-    else:  # each row from its own stream: what it draws does not depend on the other rows
-        choice = torch.stack([torch.multinomial(p, 1, generator=g)
-                              for p, g in zip(probs, generator, strict=True)])  # (N, 1)
-    return top_token.gather(1, choice).squeeze(1)
 
 
 @torch.inference_mode()
@@ -327,6 +301,16 @@ def decode_batch(model: Decodable, src: Tensor, src_mask: Tensor,
                        cfg.max_len_b, nbest, use_cache, forcing=forcing)
 
 
+class Scored(Protocol):
+    score: float
+
+
+def best_first(hypothesis: Scored) -> float:
+    """The key that sorts hypotheses (or translations) best scored first, those without a
+    score (NaN) last."""
+    return math.inf if math.isnan(hypothesis.score) else -hypothesis.score
+
+
 def check_width(model: Decodable, beam_size: int, nbest: int) -> None:
     """A one-line error where the beam (or n-best) is wider than the vocabulary allows."""
     vocab = model.tgt_vocab_size
@@ -349,9 +333,11 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
                   scores: bool = True, forcing: Forcing | None = None) -> list[list[Hypothesis]]:
     """Translate many id sequences: sorted by length into batches, results in input order.
     ``scores=False`` when only the translations are wanted (see :func:`decode_batch`);
-    ``forcing``: how each output must begin (a row per sequence)."""
+    ``forcing``: how each output must begin (a row per sequence). Sampling draws ``nbest``
+    translations of each (:func:`draw_seed`), best scored first."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
-    check_width(model, beam_size, nbest)
+    draws = nbest if cfg.samples else 1  # (each draw a row of its own)
+    check_width(model, beam_size, nbest // draws)
     precision = resolve_precision(cfg.precision, device)
     model = for_decoding(model, precision, device)
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
@@ -361,20 +347,22 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
     if was_training:
         model.eval()
     try:
-        for chunk in batches_of(src_ids, cfg.batch_size):
+        for chunk in batches_of(src_ids, max(1, cfg.batch_size // draws)):
+            rows = [i for i in chunk for _ in range(draws)]
             src = torch.nn.utils.rnn.pad_sequence(
-                [torch.tensor(src_ids[i], dtype=torch.long) for i in chunk], batch_first=True,
-                padding_value=PAD_ID).to(device)  # (B, S)
-            # sampling: a generator a sentence, each seeded alike, so that a sentence draws
-            # the same alone or among others
-            generators = [torch.Generator(device).manual_seed(cfg.sample_seed)
-                          for _ in chunk] if cfg.samples else None
+                [torch.tensor(src_ids[i], dtype=torch.long) for i in rows], batch_first=True,
+                padding_value=PAD_ID).to(device)  # (B * draws, S)
+            # sampling: a generator a row, the sentences' j-th draws seeded alike, so that a
+            # sentence draws the same alone or among others
+            generators = [torch.Generator(device).manual_seed(draw_seed(cfg.sample_seed, j))
+                          for _ in chunk for j in range(draws)] if cfg.samples else None
             with autocast(device, precision):
-                hyps = decode_batch(model, src, source_mask(src), cfg, beam_size, nbest,
-                                    use_cache, generators, scores,
-                                    None if forcing is None else forcing.subset(chunk))
-            for i, h in zip(chunk, hyps, strict=True):
-                results[i] = h
+                hyps = decode_batch(model, src, source_mask(src), cfg, beam_size,
+                                    nbest // draws, use_cache, generators, scores,
+                                    None if forcing is None else forcing.subset(rows))
+            for n, i in enumerate(chunk):
+                drawn = [h for row in hyps[n * draws:(n + 1) * draws] for h in row]
+                results[i] = drawn if draws == 1 else sorted(drawn, key=best_first)
             bar.update(len(chunk))
     finally:
         bar.close()

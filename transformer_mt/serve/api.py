@@ -283,13 +283,10 @@ LIBRE_ERRORS: dict[int | str, dict[str, Any]] = {
 def check_settings(req: TranslateRequest, limits: Limits) -> str | None:
     """What is wrong with ``req``'s settings beyond their types (None: nothing)."""
     settings = req.settings()
-    samples = bool(settings["sample_topk"]) or (settings["top_p"] or 1.0) < 1.0
     if max(settings["beam_size"] or 1, req.nbest) > limits.max_beam:
         return f"'beam' and 'nbest' are at most {limits.max_beam} here"
     if req.topk > limits.max_topk:
         return f"'topk' is at most {limits.max_topk}"
-    if req.nbest > 1 and samples:
-        return "'nbest' needs search: sampling gives one translation"
     if req.alternatives > limits.max_alternatives:
         return f"'alternatives' is at most {limits.max_alternatives} here"
     prefixes = req.prefixes()

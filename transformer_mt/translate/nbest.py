@@ -13,10 +13,10 @@ the others best first.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterable
 
 from transformer_mt.config import DecodeConfig
+from transformer_mt.decode.search import best_first
 from transformer_mt.translate.results import Translation
 
 # the translations of each source with these settings and this many best
@@ -35,23 +35,21 @@ def different(decode: Decode, cfg: DecodeConfig, nbest: int, widest: int
                ) -> list[list[Translation]]:
     """Up to ``nbest`` different translations of each source, found by ``decode``: where a
     search gave as many hypotheses as asked but fewer different texts, again with a beam and
-    n-best twice as wide, up to ``widest``."""
+    n-best twice as wide (sampling: twice as many draws), up to ``widest``."""
     found = decode(cfg, nbest)
     lists = [distinct(hyps)[:nbest] for hyps in found]
     more = [len(hyps) >= nbest for hyps in found]  # the search might find others
     width = nbest
     while 2 * width <= widest and any(
             m and len(t) < nbest for m, t in zip(more, lists, strict=True)):
-        width *= 2
-        wider = decode(dataclasses.replace(cfg, beam_size=max(cfg.beam_size, width)), width)
+        width *= 2  # (sampling: more draws, the first ones again among them)
+        wider = decode(cfg if cfg.samples else dataclasses.replace(
+            cfg, beam_size=max(cfg.beam_size, width)), width)
         for i, hyps in enumerate(wider):
             if more[i] and len(lists[i]) < nbest:
                 first, *rest = distinct([*lists[i], *hyps])
-                lists[i] = [first, *sorted(rest, key=_rank)][:nbest]
+                lists[i] = [first, *sorted(rest, key=best_first)][:nbest]
                 more[i] = len(hyps) >= width
     return lists
 
 
-def _rank(translation: Translation) -> float:
-    """Best score first; a translation without one (NaN) after those with one."""
-    return math.inf if math.isnan(translation.score) else -translation.score
