@@ -122,9 +122,10 @@ def test_the_servers_nbest_is_different_texts_searched_within_its_max_beam(subwo
 
 def test_sampling_draws_n_different_translations_each_as_one_draw_alone(subword_run):
     """With sampling, ``nbest=k`` is k draws of each sentence, not a search: k different
-    texts (more draws where fewer differ), best scored first, each what one draw gives alone
-    with its seed (``draw_seed``: the first draw's ``sample_seed`` itself), a sentence's the
-    same alone or among others; ``mt translate --nbest`` and ``/v1/translate`` give those."""
+    texts (more draws where fewer differ), each what one draw gives alone with its seed
+    (``draw_seed``), the first draw's (``sample_seed`` itself: one translation's) first, the
+    others best scored first; a sentence's the same alone or among others; ``mt translate
+    --nbest`` and ``/v1/translate`` give those."""
     pytest.importorskip("fastapi")
     from tests.helpers import local_client
     from transformer_mt.decode.sampling import draw_seed
@@ -140,14 +141,16 @@ def test_sampling_draws_n_different_translations_each_as_one_draw_alone(subword_
     lists = translator.translate(toy, cfg, nbest=k)
     for s, found in zip(toy, lists, strict=True):
         draws: dict[str, float] = {}  # each text drawn alone, its best score
+        [[first]] = translator.translate([s], cfg, nbest=1)
         for j in range(4 * k):
             [[one]] = translator.translate([s], dataclasses.replace(
                 cfg, sample_seed=draw_seed(seed, j)), nbest=1)
             draws[one.text] = max(one.score, draws.get(one.text, -math.inf))
         texts, scores = [t.text for t in found], [t.score for t in found]
         assert len(set(texts)) == len(texts) == min(k, len(draws))
-        assert scores == sorted(scores, reverse=True)
-        assert scores == pytest.approx([draws[t] for t in texts], abs=1e-4)
+        assert texts[0] == first.text and scores[0] == pytest.approx(first.score, abs=1e-4)
+        assert scores[1:] == sorted(scores[1:], reverse=True)
+        assert scores[1:] == pytest.approx([draws[t] for t in texts[1:]], abs=1e-4)
     assert [t.text for t in translator.translate(toy[1:2], cfg, nbest=k)[0]] == [
         t.text for t in lists[1]]
     printed = run_cli(["translate", "--checkpoint", str(subword_run / "best.pt"), "--nbest",

@@ -181,7 +181,8 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     assert found.violations_count == 0, found.generate_snapshot()
     page.screenshot(path=str(artifacts / "serve.png"), full_page=True)
 
-    # sampling: the sliders draw one seeded translation, the same the API gives
+    # sampling: the sliders draw seeded translations, the chosen one the API's (its n-best's
+    # first: the first draw)
     page.fill("#prefix", "")
     _slide(page, "topk", 5)
     page.fill("#seed", "3")

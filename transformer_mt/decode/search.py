@@ -334,7 +334,8 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
     """Translate many id sequences: sorted by length into batches, results in input order.
     ``scores=False`` when only the translations are wanted (see :func:`decode_batch`);
     ``forcing``: how each output must begin (a row per sequence). Sampling draws ``nbest``
-    translations of each (:func:`draw_seed`), best scored first."""
+    translations of each (:func:`draw_seed`): the first draw first (one draw's translation),
+    the others best scored first."""
     beam_size = cfg.beam_size if beam_size is None else beam_size
     draws = nbest if cfg.samples else 1  # (each draw a row of its own)
     check_width(model, beam_size, nbest // draws)
@@ -362,7 +363,8 @@ def decode_corpus(model: Decodable, src_ids: Sequence[Sequence[int]],
                                     None if forcing is None else forcing.subset(rows))
             for n, i in enumerate(chunk):
                 drawn = [h for row in hyps[n * draws:(n + 1) * draws] for h in row]
-                results[i] = drawn if draws == 1 else sorted(drawn, key=best_first)
+                results[i] = drawn if draws == 1 else [drawn[0], *sorted(drawn[1:],
+                                                                        key=best_first)]
             bar.update(len(chunk))
     finally:
         bar.close()

@@ -66,7 +66,7 @@ async function translateAll() {
   chosen = Math.min(chosen, lines.length - 1);
   status("translating…");
   try {
-    const nbest = sampling() ? 1 : Math.max(1, +$("nbest").value);
+    const nbest = Math.max(1, +$("nbest").value);  // (sampling: that many draws)
     const found = await call({text: lines, nbest, ...settings()});
     $("results").replaceChildren(...found.map((t, i) => row(i, t)));
     await lookInside();
