@@ -275,9 +275,10 @@ class Service:
         """The sentences at ``held`` decoded with the server's glossary (as it was when they
         were found to hold its terms) into ``found``, on the worker; each sentence as the model
         read it (``glossary.steered``), or None if none."""
-        translator, sentences = self.translator, [s for d in prepared.docs for s in d.sentences]
         if not held or glossary is None:
             return None
+        translator = self.translator
+        sentences = translator.as_read([s for d in prepared.docs for s in d.sentences])
 
         def run() -> tuple[list[str], list[list[Translation]]]:  # on the worker
             marked, ids, required = steered(translator, [sentences[i] for i in held], glossary,
@@ -299,7 +300,8 @@ class Service:
         if not cfg.replace_unk or not any(UNK_ID in h.ids for r in results for hyps in r.hyps
                                           for h in hyps):
             return
-        sentences = read or [s for r in results for s in r.doc.sentences]
+        sentences = read or self.translator.as_read([s for r in results
+                                                     for s in r.doc.sentences])
         found, translator = [hyps for r in results for hyps in r.hyps], self.translator
         copied = await self.wait(self.worker().call(
             lambda: copy_unknown(translator, sentences, found, bool(read))), waiting)

@@ -25,6 +25,7 @@ from transformer_mt.decode.constraints import Placed
 from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
+from transformer_mt.translate.casing import as_read, as_shouted, shouts
 from transformer_mt.translate.documents import FORMS, TextForm, split_document, split_text
 from transformer_mt.translate.endings import ended
 from transformer_mt.translate.engines import (
@@ -149,7 +150,13 @@ class Translator:
         ``max_sentence_tokens``; ``max_input_tokens``), not in parts."""
         limit = min(self.max_source_tokens,
                     (cfg or self.config.decode).max_sentence_tokens or self.max_source_tokens)
-        return [len(tokens) <= limit for tokens in self.tokenizers[0].tokenize(sentences)]
+        return [len(tokens) <= limit
+                for tokens in self.tokenizers[0].tokenize(self.as_read(sentences))]
+
+    def as_read(self, sentences: Sequence[str]) -> list[str]:
+        """``sentences`` as the model reads them: one written in capitals as it would be
+        written otherwise (``casing.py``; its translation comes back in capitals)."""
+        return as_read(sentences, self.tokenizers[0], self.src_vocab)
 
     def encode(self, sentences: Sequence[str], strict: bool = False) -> list[list[int]]:
         """Tokenize and map to ids, truncating inputs longer than ``decode.max_input_tokens``
@@ -157,7 +164,8 @@ class Translator:
         cuts them into parts instead (``long_sentences.py``)."""
         limit = self.max_source_tokens
         ids = []
-        for n, tokens in enumerate(self.tokenizers[0].tokenize(sentences), start=1):
+        for n, tokens in enumerate(self.tokenizers[0].tokenize(self.as_read(sentences)),
+                                   start=1):
             if len(tokens) > limit and strict:
                 raise InputTooLongError(f"sentence {n} has {len(tokens)} tokens; this model "
                                         f"takes at most {limit}: split it")
@@ -241,9 +249,11 @@ class Translator:
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]
         glossary = self.glossary if glossary is None else glossary
-        read = list(texts)  # (with a glossary, its terms' sources written as their targets)
-        sources, ids, required = steered(self, [texts[i] for i in nonempty], glossary) \
-            if glossary else ([texts[i] for i in nonempty], None, None)
+        # as the model reads them (capitals: casing.py; a glossary's terms' sources written as
+        # their targets)
+        read = self.as_read(texts)
+        sources, ids, required = steered(self, [read[i] for i in nonempty], glossary) \
+            if glossary else ([read[i] for i in nonempty], None, None)
         for i, source in zip(nonempty, sources, strict=True):
             read[i] = source
         found = self.translate_ids(
@@ -253,6 +263,8 @@ class Translator:
             widest=4 * (nbest or 1))
         if cfg.replace_unk:
             found = copy_unknown(self, read, found, bool(glossary))
+        found = [[dataclasses.replace(h, text=as_shouted(h.text)) for h in hyps]
+                 if shouts(text) else hyps for text, hyps in zip(texts, found, strict=True)]
         return found if nbest is not None else [hyps[0].text for hyps in found]
 
     def forcing(self, prefixes: Sequence[str]) -> Prefixes:

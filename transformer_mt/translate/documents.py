@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from transformer_mt.translate.casing import as_shouted, shouts
 from transformer_mt.translate.html_text import INLINE, read_node, text_flows, unwrapped
 from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
@@ -53,8 +54,10 @@ class Document(Generic[T]):
     rebuild_with: Callable[[Sequence[str], Sequence[Links]], T]
 
     def rebuild(self, translations: Sequence[str], links: Sequence[Links] | None = None) -> T:
-        """The text (or pieces) with one translation per sentence in place."""
-        return self.rebuild_with(translations, links or [None] * len(translations))
+        """The text (or pieces) with one translation per sentence in place (a sentence's in
+        capitals in capitals: ``casing.py``)."""
+        return self.rebuild_with([as_shouted(t) if shouts(s) else t for s, t in zip(
+            self.sentences, translations, strict=True)], links or [None] * len(translations))
 
 
 def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),

@@ -1,0 +1,68 @@
+"""Sentences written in capitals (``translate/casing.py``): read as they would be written
+otherwise, their translations written in capitals; everything else as it was."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import TOY_DE_EN, local_client
+from transformer_mt.translate import Translator
+from transformer_mt.translate.casing import shouts
+
+TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
+
+
+@pytest.mark.parametrize(("sentence", "shouting"), [
+    ("EIN HUND LÄUFT.", True), ("ACHTUNG!", True), ("USA", True), ("ΈΝΑΣ ΣΚΎΛΟΣ", True),
+    ("Ein Hund läuft.", False), ("Ein USA-Urlaub.", False), ("A.", False), ("123 456", False),
+    ("中国", False), ("我在IBM工作", False),  # no case; a Latin name in a caseless script
+])
+def test_a_sentence_shouts_where_its_letters_are_capitals(sentence, shouting):
+    assert shouts(sentence) is shouting
+
+
+@pytest.mark.parametrize("run", ["trained_run", "subword_run"])
+def test_a_sentence_in_capitals_translates_as_written_otherwise_in_capitals(run, request):
+    """Words and SentencePiece models: the toy sentences in capitals are read back mostly as
+    written (each word's case the one the source vocabulary spells most readily), and each
+    translates as that reading does, in capitals: alone, as an n-best, among others in a
+    text, in HTML; sentences as written are read as they are."""
+    found = request.getfixturevalue(run)
+    translator = Translator.load((found[0] if run == "trained_run" else found) / "best.pt",
+                                 "cpu")
+    shouted = [s.upper() for s in TOY]
+    read = translator.as_read(shouted)
+    assert translator.as_read(TOY) == TOY
+    words = [(a, b) for s, r in zip(TOY, read, strict=True)
+             for a, b in zip(s.split(), r.split(), strict=True)]
+    assert sum(a == b for a, b in words) >= 0.8 * len(words)
+    expected = [t.upper() for t in translator.translate(read)]
+    assert translator.translate(shouted) == expected
+    assert [[h.text for h in hyps] for hyps in translator.translate(shouted, nbest=2)] == [
+        [h.text.upper() for h in hyps] for hyps in translator.translate(read, nbest=2)]
+    assert translator.translate([" ".join(shouted[:3])], form="text") == [" ".join(
+        expected[:3])]
+    html = translator.translate([f"<p>{shouted[0]}</p>"], form="html")[0]
+    assert html.startswith("<p>") and html[3:-4] == expected[0]
+    mixed = [TOY[0], shouted[1]]
+    assert translator.translate(mixed) == [translator.translate(TOY[:1])[0], expected[1]]
+
+
+def test_the_server_translates_sentences_in_capitals_as_the_api_does(translator):
+    """``/v1/translate`` and LibreTranslate's ``/translate``, batched and cached: the same
+    translations as ``Translator.translate``, in capitals where the sentence is; the same
+    sentence as written is not answered from the capitals' cache entry in capitals."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    shouted = [s.upper() for s in TOY[:4]]
+    expected = translator.translate(shouted)
+    with local_client(create_app(translator, ServeOptions())) as client:
+        ours = client.post("/v1/translate", json={"text": shouted}).json()
+        libre = client.post("/translate", json={"q": shouted, "source": "de", "target": "en"})
+        again = client.post("/v1/translate", json={"text": translator.as_read(shouted)}).json()
+    assert [t["text"] for t in ours["translations"]] == expected
+    assert libre.json()["translatedText"] == expected
+    assert [t["text"] for t in again["translations"]] == translator.translate(
+        translator.as_read(shouted)) != expected
