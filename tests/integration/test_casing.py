@@ -1,5 +1,6 @@
-"""Sentences written in capitals (``translate/casing.py``): read as they would be written
-otherwise, their translations written in capitals; everything else as it was."""
+"""Sentences written all in capitals or all in lower case (``translate/casing.py``): read as
+they would be written otherwise, the translations of those in capitals written in capitals;
+everything else as it was."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from tests.helpers import TOY_DE_EN, local_client
 from transformer_mt.translate import Translator
-from transformer_mt.translate.casing import shouts
+from transformer_mt.translate.casing import shouts, whispers
 
 TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
 
@@ -19,6 +20,14 @@ TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
 ])
 def test_a_sentence_shouts_where_its_letters_are_capitals(sentence, shouting):
     assert shouts(sentence) is shouting
+
+
+@pytest.mark.parametrize(("sentence", "whispering"), [
+    ("ein hund läuft.", True), ("usa", True), ("ένας σκύλος", True), ("Ein Hund läuft.", False),
+    ("ein USA-urlaub.", False), ("a.", False), ("中国", False), ("我在ibm工作", False),
+])
+def test_a_sentence_whispers_where_its_letters_are_lower_case(sentence, whispering):
+    assert whispers(sentence) is whispering
 
 
 @pytest.mark.parametrize("run", ["trained_run", "subword_run"])
@@ -46,6 +55,17 @@ def test_a_sentence_in_capitals_translates_as_written_otherwise_in_capitals(run,
     assert html.startswith("<p>") and html[3:-4] == expected[0]
     mixed = [TOY[0], shouted[1]]
     assert translator.translate(mixed) == [translator.translate(TOY[:1])[0], expected[1]]
+    whispered = [s.lower() for s in TOY]  # read alike; translated as the model writes
+    assert translator.as_read(whispered) == read
+    assert translator.translate(whispered) == translator.translate(read)
+
+
+def test_a_span_with_a_number_or_an_address_is_read_as_it_is(translator):
+    """In a sentence in one case, a number, an address or a file name is not recased; the
+    first word is given a capital."""
+    assert translator.as_read(["ein hund auf www.hund.de, max@hund.de und 3er-reihe"])[0] \
+        .split()[3:] == ["www.hund.de,", "max@hund.de", "und", "3er-reihe"]
+    assert translator.as_read(["www.hund.de zeigt"])[0].startswith("www.hund.de ")
 
 
 def test_the_server_translates_sentences_in_capitals_as_the_api_does(translator):

@@ -1,66 +1,91 @@
-"""Sentences written in capitals ("EIN HUND LÄUFT ÜBER DIE WIESE."): a headline, a sign, a
-warning. A model trained on ordinary text has seen few: it reads them as rare pieces and
-writes nonsense (test_2016_flickr's first 300 sentences in capitals: BLEU 0.04 against 43.85 as
-written, the seed-1234 hour model of ``config/cpu.yaml``). So such a sentence is read as it
-would be written (:func:`truecased`: each word in the case the model's own source vocabulary
-spells it most readily) and its translation written in capitals again (:func:`as_shouted`):
-39.59 there, and sentence case alone 29.01 (German's nouns lose their capitals).
+"""Sentences written all in capitals ("EIN HUND LÄUFT ÜBER DIE WIESE.": a headline, a sign)
+or all in lower case ("ein hund läuft über die wiese": typed in haste). A model trained on
+ordinary text has seen few such: in capitals it reads rare pieces and writes nonsense, in lower
+case it misses German's nouns (test_2016_flickr, the seed-1234 hour model of
+``config/cpu.yaml``: BLEU 0.03 in capitals, 26.80 in lower case, against 43.0 as written). So
+such a sentence is read as it would be written (:func:`truecased`: each word in the case the
+model's own source vocabulary spells it most readily, the first with a capital): 40.25 and
+40.02. A translation of a sentence in capitals is written in capitals (:func:`as_shouted`); of
+one in lower case, as the model writes it.
 
-A sentence shouts where it has a word of two letters or more, no lower-case letter and most
-of its letters capitals ("Ein USA-Urlaub" and "我在IBM工作" are read as they are); a word the
-vocabulary spells most readily in capitals stays in capitals ("USA").
+A sentence is read so where it has a word of two letters or more and its letters are all of
+one case, most of them cased ("Ein USA-Urlaub" and "我在IBM工作" are read as they are); a word
+the vocabulary spells most readily in capitals is written so ("USA"), and a span with a digit,
+or a dot, a slash, an at sign, a colon or an underscore inside it (an address, a file, a
+number) is left as it is ("www.hund.de").
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
 
 WORDS = re.compile(r"[^\W\d_]+")  # runs of letters: the words whose case is chosen
 LONG_WORD = re.compile(r"[^\W\d_]{2,}")
+SPANS = re.compile(r"\S+")
+KEPT = re.compile(r"\d|\w[./@:_\\]+\w")  # a number, an address, a file name: as it is
 
 
 def shouts(sentence: str) -> bool:
     """Whether ``sentence`` is written in capitals: a word of two letters or more, no
     lower-case letter, and capitals for most of its letters (a script without case, Chinese
     say, does not shout, nor does a Latin name in it: "我在IBM工作")."""
-    if LONG_WORD.search(sentence) is None or any(c.islower() for c in sentence):
+    return _one_case(sentence, str.isupper, str.islower)
+
+
+def whispers(sentence: str) -> bool:
+    """Whether ``sentence`` is written in lower case, as :func:`shouts` in capitals."""
+    return _one_case(sentence, str.islower, str.isupper)
+
+
+def _one_case(sentence: str, case: Callable[[str], bool], other: Callable[[str], bool]
+              ) -> bool:
+    if LONG_WORD.search(sentence) is None or any(map(other, sentence)):
         return False
     letters = [c for c in sentence if c.isalpha()]
-    return 2 * sum(c.isupper() for c in letters) > len(letters)
+    return 2 * sum(map(case, letters)) > len(letters)
 
 
 def truecased(sentence: str, tokenizer: Tokenizer, vocab: Vocab) -> str:
-    """``sentence`` (in capitals) as it would be written: each word in lower case, with a
+    """``sentence`` (in one case) as it would be written: each word in lower case, with a
     capital or in capitals, whichever the source side spells with the fewest tokens (then the
-    most frequent: the lowest ids; lower case first on a tie), the first word's first letter a
-    capital."""
+    most frequent: the lowest ids; lower case first on a tie; "SS" as "ß" too), the first
+    word's first letter a capital; spans with a number or an address as they are."""
     def cost(word: str) -> tuple[int, int]:
         tokens = next(tokenizer.tokenize([word]))
         return len(tokens), max((vocab.stoi.get(t, len(vocab)) for t in tokens), default=0)
 
     def chosen(found: re.Match[str]) -> str:
-        word = found.group()
+        word = found.group().upper()
         forms = [word.lower(), word[:1] + word[1:].lower(), word]
         if "SS" in word:  # a ß is written SS in capitals ("STRASSE")
             forms += [form.replace("ss", "ß") for form in forms[:2]]
         return min(forms, key=cost)
 
-    read = WORDS.sub(chosen, sentence)
-    first = WORDS.search(read)
-    if first is None:
-        return read
-    at = first.start()
-    return read[:at] + read[at].upper() + read[at + 1:]
+    first = True
+
+    def span(found: re.Match[str]) -> str:
+        nonlocal first
+        text = found.group()
+        if KEPT.search(text) or not WORDS.search(text):
+            return text
+        text, word = WORDS.sub(chosen, text), WORDS.search(text)
+        if first and word is not None:
+            at, first = word.start(), False
+            text = text[:at] + text[at].upper() + text[at + 1:]
+        return text
+
+    return SPANS.sub(span, sentence)
 
 
 def as_read(sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab) -> list[str]:
-    """``sentences`` as the model reads them: those in capitals truecased, the others as
+    """``sentences`` as the model reads them: those in one case truecased, the others as
     they are."""
-    return [truecased(s, tokenizer, vocab) if shouts(s) else s for s in sentences]
+    return [truecased(s, tokenizer, vocab) if shouts(s) or whispers(s) else s
+            for s in sentences]
 
 
 def as_shouted(text: str) -> str:
