@@ -2,7 +2,7 @@
 or all in lower case ("ein hund läuft über die wiese": typed in haste). A model trained on
 ordinary text has seen few such: in capitals it reads rare pieces and writes nonsense, in lower
 case it misses German's nouns (test_2016_flickr, the seed-1234 hour model of
-``config/cpu.yaml``: BLEU 0.03 in capitals, 26.80 in lower case, against 43.0 as written). So
+``config/cpu.yaml``: BLEU 0.03 in capitals, 26.80 in lower case, against 42.99 as written). So
 such a sentence is read as it would be written (:func:`truecased`: each word in the case the
 model's own source vocabulary spells it most readily, the first with a capital): 40.25 and
 40.02. A translation of a sentence in capitals is written in capitals (:func:`as_shouted`); of
