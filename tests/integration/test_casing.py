@@ -61,11 +61,13 @@ def test_a_sentence_in_capitals_translates_as_written_otherwise_in_capitals(run,
 
 
 def test_a_span_with_a_number_or_an_address_is_read_as_it_is(translator):
-    """In a sentence in one case, a number, an address or a file name is not recased; the
-    first word is given a capital."""
+    """In a sentence in one case, a number, an address, a file name or a placeholder is not
+    recased; the first word is given a capital."""
     assert translator.as_read(["ein hund auf www.hund.de, max@hund.de und 3er-reihe"])[0] \
         .split()[3:] == ["www.hund.de,", "max@hund.de", "und", "3er-reihe"]
     assert translator.as_read(["www.hund.de zeigt"])[0].startswith("www.hund.de ")
+    assert translator.as_read(["EIN HUND FÜR {NAME} UND %S"])[0].split()[3:] == [
+        "{NAME}", "und", "%S"]
 
 
 def test_the_server_translates_sentences_in_capitals_as_the_api_does(translator):

@@ -4,15 +4,16 @@ ordinary text has seen few such: in capitals it reads rare pieces and writes non
 case it misses German's nouns (test_2016_flickr, the seed-1234 hour model of
 ``config/cpu.yaml``: BLEU 0.03 in capitals, 26.80 in lower case, against 42.99 as written). So
 such a sentence is read as it would be written (:func:`truecased`: each word in the case the
-model's own source vocabulary spells it most readily, the first with a capital): 40.25 and
-40.02. A translation of a sentence in capitals is written in capitals (:func:`as_shouted`); of
+model's own source vocabulary spells it most readily, the first with a capital): 40.20 and
+39.94. A translation of a sentence in capitals is written in capitals (:func:`as_shouted`); of
 one in lower case, as the model writes it.
 
 A sentence is read so where it has a word of two letters or more and its letters are all of
 one case, most of them cased ("Ein USA-Urlaub" and "我在IBM工作" are read as they are); a word
 the vocabulary spells most readily in capitals is written so ("USA"), and a span with a digit,
-or a dot, a slash, an at sign, a colon or an underscore inside it (an address, a file, a
-number) is left as it is ("www.hund.de").
+with a dot, a slash, an at sign, a colon or an underscore inside it, or with a bracket, a brace
+or a percent sign (a number, an address, a file, a placeholder) is left as it is
+("www.hund.de", "{name}").
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from transformer_mt.data.vocab import Vocab
 WORDS = re.compile(r"[^\W\d_]+")  # runs of letters: the words whose case is chosen
 LONG_WORD = re.compile(r"[^\W\d_]{2,}")
 SPANS = re.compile(r"\S+")
-KEPT = re.compile(r"\d|\w[./@:_\\]+\w")  # a number, an address, a file name: as it is
+# a number, an address, a file name, a placeholder ({name}, %s), markup: as it is
+KEPT = re.compile(r"\d|\w[./@:_\\]+\w|[{}%<>\[\]$#|~^*=+\\]")
 
 
 def shouts(sentence: str) -> bool:
@@ -51,12 +53,16 @@ def _one_case(sentence: str, case: Callable[[str], bool], other: Callable[[str],
 
 def truecased(sentence: str, tokenizer: Tokenizer, vocab: Vocab) -> str:
     """``sentence`` (in one case) as it would be written: each word in lower case, with a
-    capital or in capitals, whichever the source side spells with the fewest tokens (then the
-    most frequent: the lowest ids; lower case first on a tie; "SS" as "ß" too), the first
-    word's first letter a capital; spans with a number or an address as they are."""
+    capital or in capitals, whichever the source side spells with the fewest tokens, unknown
+    ones counted twice (then the most frequent: the lowest ids; lower case first on a tie;
+    "SS" as "ß" too); the first word with a capital unless that takes more tokens ("vert" of a
+    corpus in lower case stays so); spans with a number, an address or a placeholder as they
+    are."""
     def cost(word: str) -> tuple[int, int]:
-        tokens = next(tokenizer.tokenize([word]))
-        return len(tokens), max((vocab.stoi.get(t, len(vocab)) for t in tokens), default=0)
+        # (a word model's tokens are its words: spaCy is not asked, nor makes them lexemes)
+        tokens = next(tokenizer.tokenize([word])) if tokenizer.subword else [word]
+        ids = [vocab.stoi.get(t, len(vocab)) for t in tokens]
+        return len(ids) + sum(i == len(vocab) for i in ids), max(ids, default=0)
 
     def chosen(found: re.Match[str]) -> str:
         word = found.group().upper()
@@ -72,10 +78,12 @@ def truecased(sentence: str, tokenizer: Tokenizer, vocab: Vocab) -> str:
         text = found.group()
         if KEPT.search(text) or not WORDS.search(text):
             return text
-        text, word = WORDS.sub(chosen, text), WORDS.search(text)
+        text = WORDS.sub(chosen, text)
+        word = WORDS.search(text)
         if first and word is not None:
-            at, first = word.start(), False
-            text = text[:at] + text[at].upper() + text[at + 1:]
+            first, capital = False, word[0][:1].upper() + word[0][1:]
+            if cost(capital)[0] <= cost(word[0])[0]:
+                text = text[:word.start()] + capital + text[word.end():]
         return text
 
     return SPANS.sub(span, sentence)
