@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import warnings
 
 import pytest
 import torch
@@ -118,8 +119,10 @@ def test_compiled_cpu_training_keeps_torchs_dropout_and_says_it_is_slower(caplog
                           compile_it=False)
         assert not caplog.records
         loss = ModelLoss(model)
-        wrapped, ddp = wrap_for_training(loss, DistInfo(), torch.device("cpu"), "fp32",
-                                         compile_it=True)
+        with warnings.catch_warnings():  # (torch 2.13's own, importing torch._dynamo)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            wrapped, ddp = wrap_for_training(loss, DistInfo(), torch.device("cpu"), "fp32",
+                                             compile_it=True)
     assert ddp is None and wrapped is not loss and wrapped._orig_mod is loss  # torch.compile's
     assert any(type(m) is nn.Dropout for m in model.modules())
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
