@@ -1,6 +1,6 @@
-"""Sentences written all in capitals or all in lower case (``translate/casing.py``): read as
-they would be written otherwise, the translations of those in capitals written in capitals;
-everything else as it was."""
+"""Sentences written all in capitals, all in lower case or in title case
+(``translate/casing.py``): read as they would be written otherwise, the translations of those
+in capitals written in capitals; everything else as it was."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import TOY_DE_EN, local_client
 from transformer_mt.translate import Translator
-from transformer_mt.translate.casing import shouts, whispers
+from transformer_mt.translate.casing import shouts, titled, whispers
 
 TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
 
@@ -28,6 +28,15 @@ def test_a_sentence_shouts_where_its_letters_are_capitals(sentence, shouting):
 ])
 def test_a_sentence_whispers_where_its_letters_are_lower_case(sentence, whispering):
     assert whispers(sentence) is whispering
+
+
+@pytest.mark.parametrize(("sentence", "title"), [
+    ("Man Bites Dog In Central Park", True), ("Ein Hund Läuft Über Die Wiese.", True),
+    ("Zwei Hunde.", False), ("Ein Hund läuft.", False), ("EIN HUND LÄUFT.", False),
+    ("Ein Hund In Der USA", False),
+])
+def test_a_sentence_is_titled_where_each_word_has_a_capital(sentence, title):
+    assert titled(sentence) is title
 
 
 @pytest.mark.parametrize("run", ["trained_run", "subword_run"])
@@ -58,6 +67,11 @@ def test_a_sentence_in_capitals_translates_as_written_otherwise_in_capitals(run,
     whispered = [s.lower() for s in TOY]  # read alike; translated as the model writes
     assert translator.as_read(whispered) == read
     assert translator.translate(whispered) == translator.translate(read)
+    headlines = [" ".join(w[:1].upper() + w[1:] for w in s.split(" ")) for s in TOY]
+    assert translator.as_read(headlines) == [r if titled(h) else h
+                                             for h, r in zip(headlines, read, strict=True)]
+    assert translator.translate(headlines) == translator.translate(
+        translator.as_read(headlines))
 
 
 def test_a_span_with_a_number_or_an_address_is_read_as_it_is(translator):

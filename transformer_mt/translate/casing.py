@@ -1,15 +1,18 @@
-"""Sentences written all in capitals ("EIN HUND LÄUFT ÜBER DIE WIESE.": a headline, a sign)
-or all in lower case ("ein hund läuft über die wiese": typed in haste). A model trained on
-ordinary text has seen few such: in capitals it reads rare pieces and writes nonsense, in lower
-case it misses German's nouns (test_2016_flickr, the seed-1234 hour model of
-``config/cpu.yaml``: BLEU 0.03 in capitals, 26.80 in lower case, against 42.99 as written). So
-such a sentence is read as it would be written (:func:`truecased`: each word in the case the
-model's own source vocabulary spells it most readily, the first with a capital): 40.20 and
-39.94. A translation of a sentence in capitals is written in capitals (:func:`as_shouted`); of
-one in lower case, as the model writes it.
+"""Sentences written all in capitals ("EIN HUND LÄUFT ÜBER DIE WIESE.": a headline, a sign),
+all in lower case ("ein hund läuft über die wiese": typed in haste) or in title case ("Ein Hund
+Läuft Über Die Wiese": a headline). A model trained on ordinary text has seen few such: in
+capitals it reads rare pieces and writes nonsense, otherwise it misreads the words' case
+(test_2016_flickr, the seed-1234 hour model of ``config/cpu.yaml``: BLEU 0.03 in capitals,
+26.80 in lower case, 25.73 in title case, against 42.99 as written). So such a sentence is
+read as it would be written (:func:`truecased`: each word in the case the model's own source
+vocabulary spells it most readily, the first with a capital): 40.20, 39.94 and 39.90. A
+translation of a sentence in capitals is written in capitals (:func:`as_shouted`); of the
+others, as the model writes it.
 
 A sentence is read so where it has a word of two letters or more and its letters are all of
-one case, most of them cased ("Ein USA-Urlaub" and "我在IBM工作" are read as they are); a word
+one case, most of them cased ("Ein USA-Urlaub" and "我在IBM工作" are read as they are), or
+three words or more each with a capital and the rest in lower case ("Zwei Hunde." is read as
+it is); a word
 the vocabulary spells most readily in capitals is written so ("USA"), and a span with a digit,
 with a dot, a slash, an at sign, a colon or an underscore inside it, or with a bracket, a brace
 or a percent sign (a number, an address, a file, a placeholder) is left as it is
@@ -41,6 +44,14 @@ def shouts(sentence: str) -> bool:
 def whispers(sentence: str) -> bool:
     """Whether ``sentence`` is written in lower case, as :func:`shouts` in capitals."""
     return _one_case(sentence, str.islower, str.isupper)
+
+
+def titled(sentence: str) -> bool:
+    """Whether ``sentence`` is written in title case, as headlines are ("Man Bites Dog In
+    Park"): three words or more of two letters or more, each with a capital and the rest in
+    lower case."""
+    words = LONG_WORD.findall(sentence)
+    return len(words) >= 3 and all(w[0].isupper() and w[1:].islower() for w in words)
 
 
 def _one_case(sentence: str, case: Callable[[str], bool], other: Callable[[str], bool]
@@ -90,9 +101,9 @@ def truecased(sentence: str, tokenizer: Tokenizer, vocab: Vocab) -> str:
 
 
 def as_read(sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab) -> list[str]:
-    """``sentences`` as the model reads them: those in one case truecased, the others as
-    they are."""
-    return [truecased(s, tokenizer, vocab) if shouts(s) or whispers(s) else s
+    """``sentences`` as the model reads them: those in one case or in title case truecased,
+    the others as they are."""
+    return [truecased(s, tokenizer, vocab) if shouts(s) or whispers(s) or titled(s) else s
             for s in sentences]
 
 
