@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,6 +50,11 @@ class Vocab:
 
     def __len__(self) -> int:
         return len(self.itos)
+
+    @functools.cached_property
+    def letters(self) -> frozenset[str]:
+        """The letters its tokens are written with."""
+        return frozenset(c for t in self.itos for c in t if c.isalpha())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocab) and self.itos == other.itos

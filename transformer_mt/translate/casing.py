@@ -26,12 +26,17 @@ from collections.abc import Callable, Sequence
 
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
+from transformer_mt.translate.spelling import (
+    WORDS,
+    Reading,
+    better_spelt,
+    missing_letters,
+    respelt,
+    spellings,
+    words_read,
+)
 
-WORDS = re.compile(r"[^\W\d_]+")  # runs of letters: the words whose case is chosen
 LONG_WORD = re.compile(r"[^\W\d_]{2,}")
-SPANS = re.compile(r"\S+")
-# a number, an address, a file name, a placeholder ({name}, %s), markup: as it is
-KEPT = re.compile(r"\d|\w[./@:_\\]+\w|[{}%<>\[\]$#|~^*=+\\]")
 
 
 def shouts(sentence: str) -> bool:
@@ -62,33 +67,29 @@ def _one_case(sentence: str, case: Callable[[str], bool], other: Callable[[str],
     return 2 * sum(map(case, letters)) > len(letters)
 
 
-def truecased(sentence: str, tokenizer: Tokenizer, vocab: Vocab) -> str:
+def truecased(sentence: str, reading: Reading, letters: str = "") -> str:
     """``sentence`` (in one case) as it would be written: each word in lower case, with a
     capital or in capitals, whichever the source side spells with the fewest tokens, unknown
     ones counted twice (then the most frequent: the lowest ids; lower case first on a tie;
-    "SS" as "ß" too); the first word with a capital unless that takes more tokens ("vert" of a
-    corpus in lower case stays so); spans with a number, an address or a placeholder as they
-    are."""
-    def cost(word: str) -> tuple[int, int]:
-        # (a word model's tokens are its words: spaCy is not asked, nor makes them lexemes)
-        tokens = next(tokenizer.tokenize([word])) if tokenizer.subword else [word]
-        ids = [vocab.stoi.get(t, len(vocab)) for t in tokens]
-        return len(ids) + sum(i == len(vocab) for i in ids), max(ids, default=0)
+    "SS" as "ß" too, and each spelling of the missing ``letters`` as the letter:
+    ``spelling.py``); the first word with a capital unless that takes more tokens ("vert" of
+    a corpus in lower case stays so); spans with a number, an address or a placeholder as
+    they are."""
+    cost = reading.cost
 
     def chosen(found: re.Match[str]) -> str:
         word = found.group().upper()
         forms = [word.lower(), word[:1] + word[1:].lower(), word]
         if "SS" in word:  # a ß is written SS in capitals ("STRASSE")
             forms += [form.replace("ss", "ß") for form in forms[:2]]
-        return min(forms, key=cost)
+        return better_spelt(min(forms, key=cost),
+                            (s for form in forms for s in spellings(form, letters)[1:]),
+                            letters, reading)
 
     first = True
 
-    def span(found: re.Match[str]) -> str:
+    def read(text: str) -> str:
         nonlocal first
-        text = found.group()
-        if KEPT.search(text) or not WORDS.search(text):
-            return text
         text = WORDS.sub(chosen, text)
         word = WORDS.search(text)
         if first and word is not None:
@@ -97,14 +98,23 @@ def truecased(sentence: str, tokenizer: Tokenizer, vocab: Vocab) -> str:
                 text = text[:word.start()] + capital + text[word.end():]
         return text
 
-    return SPANS.sub(span, sentence)
+    return words_read(sentence, read)
 
 
 def as_read(sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab) -> list[str]:
     """``sentences`` as the model reads them: those in one case or in title case truecased,
-    the others as they are."""
-    return [truecased(s, tokenizer, vocab) if shouts(s) or whispers(s) or titled(s) else s
-            for s in sentences]
+    those typed without their language's letters respelt (``spelling.py``), the others as
+    they are."""
+    reading = Reading(tokenizer, vocab)
+    read = []
+    for sentence in sentences:
+        letters = missing_letters(sentence, vocab)
+        if shouts(sentence) or whispers(sentence) or titled(sentence):
+            sentence = truecased(sentence, reading, letters)
+        elif letters:
+            sentence = respelt(sentence, letters, reading)
+        read.append(sentence)
+    return read
 
 
 def as_shouted(text: str) -> str:

@@ -36,6 +36,7 @@ from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
 from transformer_mt.translate.results import Required
+from transformer_mt.translate.spelling import either_way
 
 if TYPE_CHECKING:
     from transformer_mt.config import DecodeConfig
@@ -78,6 +79,7 @@ class Glossary:
     avoid: Mapping[str, Sequence[str]] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = field(init=False, repr=False, default=None)
     _target: dict[str, str] = field(init=False, repr=False, default_factory=dict)
+    _term: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     _avoid: dict[str, tuple[str, ...]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -89,7 +91,12 @@ class Glossary:
                     raise MTError(f"glossary entry '{source[:40]}': its {what} term is over "
                                   f"{LONGEST_TERM} characters")
         read = {_read(source).strip(): target.strip() for source, target in self.terms.items()}
-        pattern = rf"(?<!{LETTER}){_trie(read)}(?!{LETTER})"  # the longest term first
+        # each term typed with its letters or without ("Straße", "Strasse": spelling.py), in
+        # a sentence as typed or as read; a term given in both spellings: each its own
+        spelt = {v: t.casefold() for t in read for v in either_way(t)} | {
+            t: t.casefold() for t in read}
+        self._term = {v.casefold(): t for v, t in spelt.items()}
+        pattern = rf"(?<!{LETTER}){_trie(spelt)}(?!{LETTER})"  # the longest term first
         self._pattern = re.compile(pattern, re.IGNORECASE) if read else None
         self._target = {t.casefold(): v for t, v in read.items()}
         self._avoid = {key: words for key, words in map(self._avoided, self.avoid.items())}
@@ -178,7 +185,7 @@ class Glossary:
         if self._pattern is not None:
             found += [(m.start(), m.end(), self._target[key], self._avoid.get(key, ()))
                       for m in self._pattern.finditer(sentence)
-                      for key in [m.group().casefold()]]
+                      for key in [self._term[m.group().casefold()]]]
         if self.keep_spans:
             found += [(m.start(), m.end(), m.group(), ()) for m in KEPT.finditer(sentence)]
         kept, end = [], -1

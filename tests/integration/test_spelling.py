@@ -1,0 +1,90 @@
+"""Sentences typed without their language's letters, "ae" for "ä", "ss" for "ß"
+(``translate/spelling.py``): read as they are written with them and translated so; sentences
+written with them, and those of a language without them, read as they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import TOY_DE_EN, local_client
+from transformer_mt.data.vocab import SPECIALS, Vocab
+from transformer_mt.translate import Translator
+from transformer_mt.translate.glossary import Glossary
+from transformer_mt.translate.spelling import either_way, missing_letters, spellings
+
+TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
+SPELT_OUT = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss", "Ä": "Ae", "Ö": "Oe",
+                           "Ü": "Ue"})  # German on a keyboard without them (DIN 5007-2)
+
+
+@pytest.mark.parametrize(("word", "letters", "readings"), [
+    ("Maedchen", "äöü", ["Maedchen", "Mädchen"]),
+    ("Fuessen", "üß", ["Fuessen", "Fueßen", "Füssen", "Füßen"]),
+    ("UEBER", "ü", ["UEBER", "ÜBER"]), ("Aerger", "ä", ["Aerger", "Ärger"]),
+    ("Haere", "äæ", ["Haere", "Häre", "Hære"]),  # "ae": German's "ä", Danish "æ"
+    ("Hund", "äöüß", ["Hund"]), ("Maedchen", "ö", ["Maedchen"]),
+])
+def test_each_spelling_of_a_letter_is_read_as_typed_and_as_the_letter(word, letters, readings):
+    assert spellings(word, letters) == readings
+
+
+def test_a_sentence_is_respelt_where_it_lacks_every_letter_its_source_side_has():
+    """The letters of the vocabulary's tokens a sentence has none of, where it has a spelling
+    of one; none where it has one ("Ein Mädchen laeuft": typed with them) or where the source
+    side has none (an English source: "queue" is English)."""
+    german = Vocab([*SPECIALS, "Mädchen", "über", "Straße", "Hund"])
+    assert missing_letters("Ein Maedchen laeuft ueber die Strasse", german) == "äüß"
+    assert missing_letters("Ein Mädchen laeuft", german) == ""
+    assert missing_letters("Ein Hund", german) == ""
+    assert missing_letters("A queue of boats", Vocab([*SPECIALS, "queue", "boat"])) == ""
+
+
+@pytest.mark.parametrize("run", ["trained_run", "subword_run"])
+def test_a_sentence_typed_without_umlauts_translates_as_written_with_them(run, request):
+    """Words and SentencePiece models: the toy sentences typed without "ä", "ö", "ü" and "ß"
+    are read back mostly as written, words typed alike as typed ("isst"), and each translates
+    as that reading does, alone and in capitals; sentences as written read as they are."""
+    found = request.getfixturevalue(run)
+    translator = Translator.load((found[0] if run == "trained_run" else found) / "best.pt",
+                                 "cpu")
+    typed = [s.translate(SPELT_OUT) for s in TOY]
+    read = translator.as_read(typed)
+    assert translator.as_read(TOY) == TOY
+    words = [(a, b, c) for s, t, r in zip(TOY, typed, read, strict=True)
+             for a, b, c in zip(s.split(), t.split(), r.split(), strict=True)]
+    respelt = [(a, c) for a, b, c in words if a != b]
+    assert len(respelt) >= 10 and sum(a == c for a, c in respelt) >= 0.8 * len(respelt)
+    assert all(b == c for a, b, c in words if a == b)
+    assert translator.translate(typed) == translator.translate(read)
+    shouted = [s.upper() for s in typed]
+    assert translator.as_read(shouted) == translator.as_read([s.upper() for s in TOY])
+
+
+def test_the_server_reads_a_sentence_typed_without_umlauts_as_the_api_does(translator):
+    """``/v1/translate`` and LibreTranslate's ``/translate``: the translations of
+    ``Translator.translate``, which are the reading's."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    typed = [s.translate(SPELT_OUT) for s in TOY[:6]]
+    expected = translator.translate(translator.as_read(typed))
+    assert translator.as_read(typed) != typed
+    with local_client(create_app(translator, ServeOptions())) as client:
+        ours = client.post("/v1/translate", json={"text": typed}).json()
+        libre = client.post("/translate", json={"q": typed, "source": "de", "target": "en"})
+    assert [t["text"] for t in ours["translations"]] == expected
+    assert libre.json()["translatedText"] == expected
+
+
+def test_a_glossary_term_is_found_typed_either_way_in_a_sentence_typed_either_way(translator):
+    """A term given with its letters or spelt out is found in a sentence typed either way, as
+    typed and as read ("Strasse" read "Straße"), and its target is in the translation."""
+    assert either_way("Straße") == ["Straße", "Strasse"]
+    assert either_way("Strasse") == ["Strasse", "Straße"]
+    for term in ("Mädchen", "Maedchen"):
+        glossary = Glossary({term: "lass"})
+        for sentence in ("Ein Mädchen läuft.", "Ein Maedchen laeuft."):
+            assert glossary.required(sentence) == ["lass"]
+            assert "lass" in translator.translate([sentence], glossary=glossary)[0]
+    assert Glossary({"Hund": "hound"}).required("Ein Huend") == []
