@@ -11,6 +11,7 @@ import torch
 from tests.helpers import run_cli
 from transformer_mt.errors import MTError
 from transformer_mt.translate.documents import split_document, split_html, split_text
+from transformer_mt.translate.sentences import symbols
 
 PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee. Eine Frau liest ein Buch."
 
@@ -196,6 +197,26 @@ def test_a_notes_mark_stays_where_it_stood_and_is_not_read():
         doc = split_html(book, "de", xml)
         assert doc.sentences == ["Ein Hund.", "Zwei Katzen ."]
         assert 'Katzen<a role="doc-noteref" href="#n2">2</a>.' in doc.rebuild(doc.sentences)
+
+
+def test_symbols_stay_where_they_stood_and_are_not_read(translator, monkeypatch):
+    """Emoji and other symbols (a family joined by ZWJ, a skin tone, a flag, ©) are kept where
+    they stand between the words around them and read as spaces: a model of sentences reads
+    an emoji as rare bytes ("Ein Hund 🐶 läuft über die Wiese." gave "A dog is sumping
+    sumping across the grassy field."); a text of symbols alone is kept as it is."""
+    text = "Ein Hund 🐶 läuft 👨‍👩‍👧 mit 👍🏽 in 🇩🇪 © 2026."
+    assert [text[a:b] for a, b, _ in symbols(text)] == ["🐶", "👨‍👩‍👧", "👍🏽", "🇩🇪", "©"]
+    dog = translator.translate(["Ein Hund läuft."])[0]
+    read: list[list[int]] = []
+    decode = translator.engine.decode
+    monkeypatch.setattr(translator.engine, "decode",
+                        lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
+    one, alone, after = translator.translate(["Ein Hund 🐶 läuft.", "👍", "Ein Hund läuft. 🇩🇪"])
+    assert one.count("🐶") == 1 and one.replace("🐶", " ").split() == dog.split()
+    assert (alone, after) == ("👍", f"{dog} 🇩🇪")
+    page = translator.translate(["<p>Ein Hund 🐶 läuft.</p>"], form="html")[0]
+    assert page.count("🐶") == 1 and page.startswith("<p>") and page.endswith("</p>")
+    assert read == translator.encode(["Ein Hund läuft."] * 3)
 
 
 def test_numbers_dates_and_dashes_are_kept_not_translated(translator, monkeypatch):

@@ -35,6 +35,7 @@ from transformer_mt.translate.sentences import (
     UNSPACED_SENTENCES,
     sentence_spans,
     soft_breaks,
+    symbols,
 )
 
 T = TypeVar("T")
@@ -78,7 +79,7 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     loose = [bool(b) for b in bare] or [False] * len(pieces)
     lines = "".join(re.sub("[\r\n]", " ", p) if collapsed and not (k and p == "\n") else p
                     for p, k in zip(pieces, keep, strict=True))  # (HTML's: no line ends)
-    breaks = soft_breaks(lines, lang)
+    breaks = sorted([*soft_breaks(lines, lang), *symbols(lines)])
     if not breaks:
         return _flow(pieces, "".join(pieces), lines, lang, keep, loose, closed, collapsed)
     bounds = sorted({b for start, end, _ in breaks for b in (start, end)})

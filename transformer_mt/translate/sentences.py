@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -96,6 +97,29 @@ class Break(NamedTuple):
     start: int
     end: int
     joined: bool = False
+
+
+# what joins pictographs into one (a family, a flag, a skin tone, a keycap: ZWJ, variation
+# selectors, emoji modifiers, tags) beside the symbols themselves (Unicode's "So")
+SYMBOL_JOINERS = re.compile("[\u200d\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff"
+                            "\U000e0020-\U000e007f]")
+
+
+def symbols(text: str) -> list[Break]:
+    """The runs of symbols in ``text`` (emoji, pictographs, ©, ™: Unicode's "other symbols"
+    with what joins them), each kept in place as it is and read as spaces: a model trained
+    on sentences has hardly seen them (a SentencePiece model reads an emoji as four rarely
+    seen bytes: "Ein Hund 🐶 läuft über die Wiese." gave "A dog is sumping sumping across
+    the grassy field.")."""
+    out: list[Break] = []
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) == "So" or (out and out[-1].end == i
+                                                 and SYMBOL_JOINERS.match(ch)):
+            if out and out[-1].end == i:
+                out[-1] = Break(out[-1].start, i + 1)
+            else:
+                out.append(Break(i, i + 1))
+    return out
 
 
 def soft_breaks(text: str, lang: str) -> list[Break]:
