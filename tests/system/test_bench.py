@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.peer import takes_mkl
-from tests.helpers import REPO, needs_data, run_bench
+from tests.helpers import REPO, TOY_DE_EN, needs_data, run_bench
 from transformer_mt.__main__ import tcmalloc
 from transformer_mt.device import threads_per_process
 
@@ -280,3 +280,24 @@ def test_long_inputs_benchmark_compares_ours_with_each_input_read_whole(trained_
         assert found["ratio"] == (round(ours / whole, 3) if whole else None)
     if alone["cut"] == 0:  # each sentence whole: the same translations
         assert alone["ours"]["bleu"] == alone["whole"]["bleu"]
+
+
+def test_typed_inputs_benchmark_compares_ours_with_each_sentence_read_as_typed(trained_run):
+    """bench/typed_inputs.py on the toy test set: each way of typing changes the sentences it
+    should (those with an umlaut spelt out), ours against each read as typed; with an emoji,
+    ours keeps it in every translation and, scored without it, is the sentences' as written
+    (it is read as a space)."""
+    record = json.loads(run_bench("bench/typed_inputs.py", "--checkpoint",
+                                  str(trained_run[0] / "best.pt"), "--set", "toy_test",
+                                  "--max-sentences", "8").stdout)
+    sources = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:8]
+    assert record["sentences"] == 8
+    assert record["spelt out"]["changed"] == sum(any(c in s for c in "äöüßÄÖÜ") for s in sources)
+    for name in ("capitals", "lower case", "title case", "spelt out", "an emoji"):
+        found = record[name]
+        ours, typed = found["ours"]["bleu"], found["typed"]["bleu"]
+        assert found["ratio"] == (round(ours / typed, 3) if typed else None)
+        assert 0 <= found["ours"]["chrf"] <= 100 and 0 <= found["typed"]["chrf"] <= 100
+    emoji = record["an emoji"]
+    assert emoji["changed"] == 8 and emoji["kept"]["ours"] == 8
+    assert emoji["ours"] == record["written"]
