@@ -1,6 +1,6 @@
 """Sentences as people type them: a test set in capitals (its references too), in lower case,
-in title case, without its language's letters ("ae" for "ä", "ss" for "ß": translate/
-spelling.py) and with an emoji after its second word, translated as ``mt translate`` does
+in title case, without its language's letters ("ae" for "ä", "ss" for "ß", or "a" for "ä":
+translate/spelling.py) and with an emoji after its second word, translated as ``mt translate`` does
 them (translate/casing.py, translate/spelling.py, ``sentences.symbols``) against each read
 as typed (its tokens as they are, as an export in CTranslate2 or transformers reads it, and
 as ours did before 2026-12-06), and against the sentences as written (the bound).
@@ -27,11 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import on_a_test_set
 from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
-from transformer_mt.translate.spelling import SPELT
+from transformer_mt.translate.spelling import BARE, SPELT
 
 WORDS = re.compile(r"[^\W\d_]+")
 SPELT_OUT = str.maketrans({**SPELT, **{c.upper(): s.capitalize() for c, s in SPELT.items()
-                                       if c.upper() != c and len(c.upper()) == 1}})
+                                       if len(c.upper()) == 1}})
+WITHOUT_MARKS = str.maketrans({**SPELT, **BARE, **{c.upper(): s.upper() for c, s in BARE.items()}})
 
 
 EMOJI = "🙂"
@@ -49,6 +50,7 @@ TYPINGS: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
     "lower case": (str.lower, str),
     "title case": (lambda s: WORDS.sub(lambda m: m[0][:1].upper() + m[0][1:].lower(), s), str),
     "spelt out": (lambda s: s.translate(SPELT_OUT), str),
+    "without dots": (lambda s: s.translate(WITHOUT_MARKS), str),  # (ß spelt "ss")
     "an emoji": (with_emoji, str),
 }
 
