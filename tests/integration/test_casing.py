@@ -4,11 +4,15 @@ in capitals written in capitals; everything else as it was."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tests.helpers import TOY_DE_EN, local_client
+from transformer_mt.data.vocab import SPECIALS, Vocab
 from transformer_mt.translate import Translator
-from transformer_mt.translate.casing import shouts, titled, whispers
+from transformer_mt.translate.casing import shouts, titled, truecased, whispers
+from transformer_mt.translate.spelling import Reading
 
 TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
 
@@ -102,3 +106,12 @@ def test_the_server_translates_sentences_in_capitals_as_the_api_does(translator)
     assert libre.json()["translatedText"] == expected
     assert [t["text"] for t in again["translations"]] == translator.translate(
         translator.as_read(shouted)) != expected
+
+
+def test_a_word_with_an_apostrophe_is_cased_as_one():
+    """"GEHT'S" is one word, its case chosen whole ("geht's", "Geht's" or "GEHT'S"): its
+    clitic was chosen on its own, "geht'S" where the vocabulary knows "S" and not "s"."""
+    vocab = Vocab([*SPECIALS, "S", "Ein", "Mann", "geht", "geht's"])
+    reading = Reading(SimpleNamespace(subword=False), vocab)  # (a word model's: no spaCy)
+    assert truecased("EIN MANN GEHT'S", reading) == "Ein Mann geht's"
+    assert truecased("JOE'S HUND", reading) == "Joe's hund"

@@ -28,7 +28,7 @@ from transformer_mt.data.vocab import Vocab
 SPELT = {"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss", "å": "aa", "æ": "ae", "ø": "oe"}
 BARE = {"ä": "a", "ö": "o", "ü": "u", "å": "a", "ø": "o"}  # or without their marks
 MOST_SPELLINGS = 4  # a word's first four spellings are each read either way: 16 readings
-WORDS = re.compile(r"[^\W\d_]+")  # runs of letters: the words read
+WORDS = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # the words read ("man's": one)
 SPANS = re.compile(r"\S+")
 # a number, an address, a file name, a placeholder ({name}, %s), markup: as it is
 KEPT = re.compile(r"\d|\w[./@:_\\]+\w|[{}%<>\[\]$#|~^*=+\\]")
