@@ -1,9 +1,10 @@
 """Sentences as people type them: a test set in capitals (its references too), in lower case,
-in title case, without its language's letters ("ae" for "ä", "ss" for "ß", or "a" for "ä":
-translate/spelling.py) and with an emoji after its second word, translated as ``mt translate`` does
-them (translate/casing.py, translate/spelling.py, ``sentences.symbols``) against each read
-as typed (its tokens as they are, as an export in CTranslate2 or transformers reads it, and
-as ours did before 2026-12-06), and against the sentences as written (the bound).
+its first letter in lower case, in title case, without its language's letters ("ae" for "ä",
+"ss" for "ß", or "a" for "ä": translate/spelling.py) and with an emoji after its second word,
+translated as ``mt translate`` does them (translate/casing.py, translate/spelling.py,
+``sentences.symbols``) against each read as typed (its tokens as they are, as an export in
+CTranslate2 or transformers reads it, and as ours did before 2026-12-06), and against the
+sentences as written (the bound).
 
     python bench/typed_inputs.py --checkpoint runs/cpu/avg.pt [--set test_2016_flickr]
 
@@ -48,6 +49,7 @@ def with_emoji(sentence: str) -> str:
 TYPINGS: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
     "capitals": (str.upper, str.upper),
     "lower case": (str.lower, str),
+    "first in lower case": (lambda s: s[:1].lower() + s[1:], str),
     "title case": (lambda s: WORDS.sub(lambda m: m[0][:1].upper() + m[0][1:].lower(), s), str),
     "spelt out": (lambda s: s.translate(SPELT_OUT), str),
     "without dots": (lambda s: s.translate(WITHOUT_MARKS), str),  # (ß spelt "ss")

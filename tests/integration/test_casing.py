@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import TOY_DE_EN, local_client
 from transformer_mt.data.vocab import SPECIALS, Vocab
 from transformer_mt.translate import Translator
-from transformer_mt.translate.casing import shouts, titled, truecased, whispers
+from transformer_mt.translate.casing import capitalized, shouts, titled, truecased, whispers
 from transformer_mt.translate.spelling import Reading
 
 TOY = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:30]
@@ -68,6 +68,8 @@ def test_a_sentence_in_capitals_translates_as_written_otherwise_in_capitals(run,
     assert html.startswith("<p>") and html[3:-4] == expected[0]
     mixed = [TOY[0], shouted[1]]
     assert translator.translate(mixed) == [translator.translate(TOY[:1])[0], expected[1]]
+    begun = [s[:1].lower() + s[1:] for s in TOY]  # its first letter in lower case: read so
+    assert sum(r == s for r, s in zip(translator.as_read(begun), TOY, strict=True)) >= 24
     whispered = [s.lower() for s in TOY]  # read alike; translated as the model writes
     assert translator.as_read(whispered) == read
     assert translator.translate(whispered) == translator.translate(read)
@@ -115,3 +117,15 @@ def test_a_word_with_an_apostrophe_is_cased_as_one():
     reading = Reading(SimpleNamespace(subword=False), vocab)  # (a word model's: no spaCy)
     assert truecased("EIN MANN GEHT'S", reading) == "Ein Mann geht's"
     assert truecased("JOE'S HUND", reading) == "Joe's hund"
+
+
+def test_a_first_word_in_lower_case_is_read_with_a_capital_where_that_costs_no_more():
+    """Typed in haste, "ein Mann läuft." is read "Ein Mann läuft."; a first word the source
+    side reads more readily in lower case ("und"), one with a capital inside ("iPhone") and
+    an address stay as typed."""
+    vocab = Vocab([*SPECIALS, "Ein", "ein", "Mann", "und"])
+    reading = Reading(SimpleNamespace(subword=False), vocab)  # (a word model's: no spaCy)
+    for typed, read in [("ein Mann läuft.", "Ein Mann läuft."), ("„ein Mann“", "„Ein Mann“"),
+                        ("und dann Mann", "und dann Mann"), ("iPhone für Mann", "iPhone für Mann"),
+                        ("www.mann.de zeigt", "www.mann.de zeigt"), ("3 Mann", "3 Mann")]:
+        assert capitalized(typed, reading) == read

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
 from transformer_mt.translate.spelling import (
+    KEPT,
+    SPANS,
     WORDS,
     Reading,
     better_spelt,
@@ -111,10 +113,28 @@ def as_read(sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab) -> lis
         letters = missing_letters(sentence, vocab)
         if shouts(sentence) or whispers(sentence) or titled(sentence):
             sentence = truecased(sentence, reading, letters)
-        elif letters:
-            sentence = respelt(sentence, letters, reading)
+        else:
+            sentence = capitalized(respelt(sentence, letters, reading) if letters
+                                   else sentence, reading)
         read.append(sentence)
     return read
+
+
+def capitalized(sentence: str, reading: Reading) -> str:
+    """``sentence`` with its first word given a capital where it begins in lower case and
+    that takes no more tokens ("ein Mann fährt Fahrrad": typed in haste; "iPhone", "und"
+    where "Und" is rarer, and an address stay as typed)."""
+    start = SPANS.search(sentence)
+    if start is None or KEPT.search(start[0]):
+        return sentence
+    word = WORDS.search(sentence, start.start(), start.end())  # (after a quote, a bracket)
+    if word is None or not word[0].islower() or any(
+            c.isalnum() for c in sentence[start.start():word.start()]):
+        return sentence
+    capital = word[0][:1].upper() + word[0][1:]
+    if reading.cost(capital)[0] > reading.cost(word[0])[0]:
+        return sentence
+    return sentence[:word.start()] + capital + sentence[word.end():]
 
 
 def as_shouted(text: str) -> str:
