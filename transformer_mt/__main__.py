@@ -22,6 +22,14 @@ in the same time (docs/benchmarks.md, ``bench/allocator.py``). ``MT_ALLOCATOR=sy
 keeps the system's malloc; ``MT_ALLOCATOR=PATH`` preloads that library instead (jemalloc,
 say); an allocator already in ``LD_PRELOAD`` is kept. Its children (the workers, the
 compilers) inherit it.
+
+And a Ctrl-C while ``mt`` starts (the allocator's restart, torch's imports) waits until torch
+is imported, then ends the command as one in it does (exit 130, one line): landing inside
+those imports, it was lost where a library catches what its import raised and goes on without
+it (numpy's C module failing so left torch without NumPy, and ``mt train`` trained on), or
+aborted the process from C++ ("terminate called after throwing an instance of
+... KeyboardInterrupt"); landing just before the restart, it was lost with the process image.
+(Ctrl-C in the first ~50 ms, while Python itself starts, ends in Python's traceback.)
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import argparse
 import contextlib
 import gc
 import os
+import signal
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -39,6 +48,7 @@ NO_REPORTS = str(2**62)  # tcmalloc's "large alloc" lines on stderr: from 1 GiB 
 
 
 def main() -> int:
+    interrupts_held(True)  # until torch is imported (_settle); pending through the restart
     error = restart_with_allocator()
     if error:
         print(f"mt: error: {error}", file=sys.stderr)
@@ -62,11 +72,22 @@ def _settle(args: argparse.Namespace) -> None:
         from transformer_mt.data import word_worker
 
         word_worker.start_for(args.checkpoint[0])
-    with collector_waiting():  # (main() made it wait already, before the command's imports)
-        import torch  # noqa: F401  (every command imports it: here, once, unscanned)
+    try:
+        with collector_waiting():  # (main() made it wait already, before the command's imports)
+            import torch  # noqa: F401  (every command imports it: here, once, unscanned)
+    finally:
+        interrupts_held(False)  # a Ctrl-C that came meanwhile lands here: "interrupted"
     import logging
 
     logging.getLogger(__name__).debug("memory allocator: %s", allocator_in_use())
+
+
+def interrupts_held(held: bool) -> None:
+    """Hold Ctrl-C (SIGINT) back, or deliver it: one that came meanwhile raises
+    KeyboardInterrupt as Python runs on. Held, it stays pending through ``execve``; children
+    started meanwhile start with it held too."""
+    if hasattr(signal, "pthread_sigmask"):  # (not on Windows)
+        signal.pthread_sigmask(signal.SIG_BLOCK if held else signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @contextlib.contextmanager

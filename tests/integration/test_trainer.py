@@ -214,6 +214,26 @@ def test_a_signal_while_preparing_stops_at_once_and_one_while_stepping_after_the
     assert signal.getsignal(signal.SIGINT) is before  # put back
 
 
+def test_a_signal_while_preparing_that_a_library_swallowed_stops_the_run_before_its_first_step():
+    """A library that turns whatever it meets into an error of its own and goes on (numpy's
+    import, torch's without NumPy) swallows the error a signal raised while preparing: the
+    loop does not start, the same error stops the run."""
+    stop = StopSignals(DistInfo(), torch.device("cpu"), log_every=1)
+    with stop.installed():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100):
+                time.sleep(0.01)
+        except StopRequestedError:
+            pass  # what the library did
+    with pytest.raises(StopRequestedError, match="SIGINT while preparing") as caught:
+        stop.start_stepping()
+    assert caught.value.exit_code == 130 and not stop.stepping
+    calm = StopSignals(DistInfo(), torch.device("cpu"), log_every=1)
+    calm.start_stepping()
+    assert calm.stepping and not calm.agreed(1)
+
+
 def test_a_signal_during_a_log_write_logs_nothing_inside_it_and_is_announced_after_the_step():
     """A signal's handler runs between two bytecodes of the main thread, maybe inside the log's
     own write to train.log: a log call there wrote into the file's writer again ("reentrant

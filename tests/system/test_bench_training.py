@@ -115,7 +115,7 @@ def test_quality_benchmark_says_when_its_timeout_came_before_the_first_step(tmp_
     so, and what to change."""
     from bench import quality
 
-    # (0.2 s: still importing; at ~0.5 s a Ctrl-C was once lost and the run trained on)
+    # (0.2 s: still importing torch, where mt holds a Ctrl-C back until the imports end)
     args = argparse.Namespace(config="config/quickstart.yaml", train_timeout=0.2,
                               set=[*TINY, "train.max_steps=2"])  # (ends soon if not stopped)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal:

@@ -48,6 +48,7 @@ class StopSignals:
         self.dist, self.device, self.log_every = dist_info, device, log_every
         self.signum: int | None = None
         self.stepping = False  # set by the loop; before it (data, model) a signal stops at once
+        self.refused: StopRequestedError | None = None  # what a signal while preparing raised
         self.announced = False  # the signal logged (after the step it arrived in)
 
     @contextlib.contextmanager
@@ -67,10 +68,19 @@ class StopSignals:
         if self.signum is not None:  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
         if not self.stepping:  # preparing data or the model (minutes, maybe): nothing to save
-            raise StopRequestedError(f"stopped by {signal.Signals(signum).name} while preparing, "
-                                     "before the first step: nothing trained, nothing saved",
-                                     signum)
+            self.refused = StopRequestedError(
+                f"stopped by {signal.Signals(signum).name} while preparing, before the first "
+                "step: nothing trained, nothing saved", signum)
+            raise self.refused
         self.signum = signum
+
+    def start_stepping(self) -> None:
+        """From here a signal stops the loop after a step, with a save. One that came while
+        preparing stops the run now: its error may have been caught on the way, by a library
+        that turns what it meets into an error of its own and goes on without."""
+        if self.refused is not None:
+            raise self.refused
+        self.stepping = True
 
     def agreed(self, step: int) -> bool:
         """Whether to stop now: a signal arrived (on any rank; ranks agree at log steps only)."""

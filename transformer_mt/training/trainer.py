@@ -187,7 +187,7 @@ class Trainer:
     def _loop(self, run: Run) -> None:
         t, p = self.cfg.train, run.progress
         run.model.train()
-        self.stop.stepping = True  # from here a signal stops after a step, with a save
+        self.stop.start_stepping()  # from here a signal stops after a step, with a save
         plan, bar = self._plan_first_epoch(run)
         last_log = (time.perf_counter(), p.step, 0)
         n_tokens_seen = 0
