@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import REPO, needs_data, run_bench, run_cli
+from tests.helpers import REPO, TOY_DE_EN, needs_data, run_bench, run_cli
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
         "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]
@@ -268,3 +268,25 @@ def test_gpu_check_refuses_an_out_it_cannot_write_before_it_starts(tmp_path, cap
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "is a directory" in err.splitlines()[-1]
     assert "gpu_check: environment" not in err  # refused before the first part
+
+
+def test_numbers_benchmark_writes_a_number_in_digits_on_both_sides(trained_run):
+    """bench/numbers_in_digits.py on the toy test set: each pair that says one number in words
+    on each side ("Zwei Männer" / "Two men") has it in digits, the same on both sides and
+    nothing else changed; a model against itself keeps as many."""
+    from bench.numbers_in_digits import IN_WORDS, in_digits
+
+    sources = (TOY_DE_EN / "test.de").read_text(encoding="utf-8").splitlines()[:40]
+    refs = (TOY_DE_EN / "test.en").read_text(encoding="utf-8").splitlines()[:40]
+    pairs = in_digits(sources, refs)
+    said = [(s.split(" ", 1), r.split(" ", 1)) for s, r in zip(sources, refs, strict=True)
+            if IN_WORDS.get(s.split(" ")[0].casefold()) == r.split(" ")[0].casefold()]
+    assert len(pairs) == len(said) > 5 and len({n for _, _, n in pairs}) > 1
+    for (src, ref, number), ((_, src_rest), (_, ref_rest)) in zip(pairs, said, strict=True):
+        assert (src, ref) == (f"{number} {src_rest}", f"{number} {ref_rest}")
+    record = json.loads(run_bench("bench/numbers_in_digits.py", "--checkpoint",
+                                  str(trained_run[0] / "best.pt"), "--against",
+                                  str(trained_run[0] / "best.pt"), "--set", "toy_test",
+                                  "--max-sentences", "40").stdout)
+    assert record["sentences"] == len(pairs) and record["ours"] == record["peer"]
+    assert record["ratio"] == (1.0 if record["ours"]["kept"] else None)

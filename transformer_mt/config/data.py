@@ -20,6 +20,7 @@ TAG = re.compile(r"<[A-Za-z0-9_-]+>")  # a corpus tag: one token, as SentencePie
 
 
 MAX_WEIGHT = 1000.0  # a training corpus's weight: each pair seen at most this often an epoch
+MAX_NUMBERS = 100  # a training corpus's variants of each pair with numbers
 
 
 @dataclass
@@ -39,8 +40,13 @@ class CorpusConfig:
     # half every epoch), and a token put before each source (e.g. <bt> for back-translations)
     weight: float = 1.0
     tag: str | None = None
+    # training corpora only: for each pair whose sides share a number, this many variants with
+    # other numbers in its place (data/numbers.py: a model learns to copy numbers it rarely saw)
+    numbers: int = 0
 
     def validate(self, key: str) -> None:
+        ensure(0 <= self.numbers <= MAX_NUMBERS, f"{key}.numbers", "must be from 0 to "
+               f"{MAX_NUMBERS} (variants of each pair with numbers), got {self.numbers}")
         ensure(math.isfinite(self.weight) and 0 < self.weight <= MAX_WEIGHT, f"{key}.weight",
                f"must be a positive number up to {MAX_WEIGHT:g} (times each pair is seen an "
                f"epoch), got {self.weight:g}")
@@ -171,9 +177,10 @@ class DataConfig:
             ensure(self.max_vocab > 4, "data.max_vocab", "must be greater than 4 (the specials)")
         for key, corpus in self.corpora().items():
             corpus.validate(f"data.{key}")
-            ensure(key.startswith("train") or (corpus.weight == 1.0 and corpus.tag is None),
-                   f"data.{key}", "has a weight or a tag: those belong to training corpora "
-                   "(data.train) only")
+            ensure(key.startswith("train") or (corpus.weight == 1.0 and corpus.tag is None
+                                               and not corpus.numbers),
+                   f"data.{key}", "has a weight, a tag or numbers: those belong to training "
+                   "corpora (data.train) only")
             if corpus.multi30k is not None:
                 for lang in (self.src_lang, self.tgt_lang):
                     ensure(lang in MULTI30K_LANGS, f"data.{key}",

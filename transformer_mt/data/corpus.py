@@ -10,9 +10,11 @@ different lengths (both counts), a TSV line without exactly two columns.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gzip
 import hashlib
+import itertools
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from transformer_mt.config.data import CorpusConfig
-from transformer_mt.data import multi30k
+from transformer_mt.data import multi30k, numbers
 from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError
 from transformer_mt.fileio import STD_STREAM, not_a_file, open_input, sha256_of, text_lines
@@ -61,12 +63,17 @@ class Corpus:
     paths: tuple[Path, ...]  # (src, tgt) files, or (tsv,), or (suggestions store,)
     multi30k: str | None = None
     languages: tuple[str, str] | None = None  # a suggestions store's: the pairs read from it
+    numbers: int = 0  # variants of each pair with numbers, after it (data/numbers.py)
 
     @classmethod
     def from_config(cls, corpus: CorpusConfig, key: str, src_lang: str, tgt_lang: str,
                     data_dir: str | None = None) -> Corpus:
         """Resolve the files and check that they exist and are not empty (Multi30k's are
         located, and downloaded if need be)."""
+        if corpus.numbers:
+            plain = dataclasses.replace(corpus, numbers=0)
+            found = cls.from_config(plain, key, src_lang, tgt_lang, data_dir)
+            return dataclasses.replace(found, numbers=corpus.numbers)
         if corpus.multi30k is not None:
             names = (f"{corpus.multi30k}.{src_lang}.gz", f"{corpus.multi30k}.{tgt_lang}.gz")
             return cls(key, tuple(multi30k.locate(n, data_dir) for n in names), corpus.multi30k)
@@ -105,7 +112,11 @@ class Corpus:
         return len(self.paths) == 1
 
     def fingerprint(self, side: Side) -> str:
-        """What identifies one side's text: its file's SHA-256 (and the column of a TSV)."""
+        """What identifies one side's text: its file's SHA-256 (and the column of a TSV; and
+        the variants with numbers)."""
+        if self.numbers:
+            plain = dataclasses.replace(self, numbers=0).fingerprint(side)
+            return f"{plain}:numbers={self.numbers}.{numbers.VERSION}"
         if self.multi30k is not None:
             return multi30k.SHA256[self.paths[0 if side == "src" else 1].name]
         if self.languages is not None:  # the pairs themselves: the file's bytes lag a write
@@ -116,7 +127,23 @@ class Corpus:
         return file_sha256(self.paths[0 if side == "src" else 1])
 
     def lines(self, side: Side) -> Iterator[str]:
-        """One side's sentences, line by line."""
+        """One side's sentences, line by line; with ``numbers``, each pair's variants after it
+        (:func:`~transformer_mt.data.numbers.number_variants`)."""
+        if not self.numbers:
+            yield from self._side(side)
+            return
+        column = 0 if side == "src" else 1
+        for n, (src, tgt) in enumerate(itertools.zip_longest(self._side("src"),
+                                                             self._side("tgt"))):
+            if src is None or tgt is None:  # sides of different lengths: said so (raises)
+                self.check_parallel(*(sum(1 for _ in self._side(s)) for s in ("src", "tgt")))
+                return
+            yield (src, tgt)[column]
+            for variant in numbers.number_variants(src, tgt, self.numbers, seed=n):
+                yield variant[column]
+
+    def _side(self, side: Side) -> Iterator[str]:
+        """One side's sentences as the corpus has them."""
         if self.languages is not None:
             yield from (p[0 if side == "src" else 1] for p in self.pairs())
             return
