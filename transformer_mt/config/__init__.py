@@ -262,11 +262,11 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         plain = to_plain(dataclasses.asdict(self))
-        data = plain["data"]  # a corpus lists only the keys it uses (and a weight not 1)
+        data = plain["data"]  # a corpus lists only the keys it uses (a weight not 1, numbers)
+        plain_corpus = {"weight": 1.0, "numbers": 0}
 
         def used(corpus: dict[str, Any]) -> dict[str, Any]:
-            return {k: v for k, v in corpus.items()
-                    if v is not None and not (k == "weight" and v == 1.0)}
+            return {k: v for k, v in corpus.items() if v is not None and v != plain_corpus.get(k)}
 
         data["train"] = ([used(c) for c in data["train"]] if isinstance(data["train"], list)
                          else used(data["train"]))
