@@ -169,6 +169,9 @@ class Corpus:
             raise DataError(f"{self.key}: '{self.paths[0]}' holds no sentence pairs")
 
     def describe(self) -> str:
+        if self.numbers:
+            plain = dataclasses.replace(self, numbers=0).describe()
+            return f"{plain} with {self.numbers} variants of each pair with numbers"
         if self.multi30k is not None:
             return f"Multi30k {self.multi30k}"
         if self.languages is not None:
