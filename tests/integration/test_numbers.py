@@ -57,6 +57,8 @@ def test_a_corpus_with_numbers_reads_each_pairs_variants_after_it(tmp_path):
     plain = _corpus(tmp_path, PAIRS, 0)
     assert list(plain.lines("src")) == [a for a, _ in PAIRS]
     assert corpus.describe() == f"{plain.describe()} with 3 variants of each pair with numbers"
+    assert CorpusConfig(multi30k="train", numbers=8).describe() == (
+        "Multi30k train with 8 variants of each pair with numbers")
     assert {corpus.fingerprint(s) for s in ("src", "tgt")}.isdisjoint(
         {plain.fingerprint(s) for s in ("src", "tgt")})
 

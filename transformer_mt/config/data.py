@@ -67,10 +67,17 @@ class CorpusConfig:
 
     def describe(self) -> str:
         if self.multi30k is not None:
-            return f"Multi30k {self.multi30k}"
-        if self.suggestions is not None:
-            return f"suggestions in {self.suggestions}"
-        return self.tsv if self.tsv is not None else f"{self.src} + {self.tgt}"
+            found = f"Multi30k {self.multi30k}"
+        elif self.suggestions is not None:
+            found = f"suggestions in {self.suggestions}"
+        else:
+            found = self.tsv if self.tsv is not None else f"{self.src} + {self.tgt}"
+        return with_numbers(found, self.numbers)
+
+
+def with_numbers(corpus: str, numbers: int) -> str:
+    """A corpus's description, and its variants with numbers (``CorpusConfig.numbers``)."""
+    return f"{corpus} with {numbers} variants of each pair with numbers" if numbers else corpus
 
 
 def _default_tests() -> dict[str, CorpusConfig]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from transformer_mt.config.data import CorpusConfig
+from transformer_mt.config.data import CorpusConfig, with_numbers
 from transformer_mt.data import multi30k, numbers
 from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError
@@ -170,8 +170,7 @@ class Corpus:
 
     def describe(self) -> str:
         if self.numbers:
-            plain = dataclasses.replace(self, numbers=0).describe()
-            return f"{plain} with {self.numbers} variants of each pair with numbers"
+            return with_numbers(dataclasses.replace(self, numbers=0).describe(), self.numbers)
         if self.multi30k is not None:
             return f"Multi30k {self.multi30k}"
         if self.languages is not None:
