@@ -6,6 +6,7 @@ import pytest
 
 from transformer_mt.config import Config
 from transformer_mt.config.data import CorpusConfig, DataConfig
+from transformer_mt.config.file import load_config
 from transformer_mt.data.corpus import Corpus
 from transformer_mt.data.numbers import NUMBER, number_variants
 from transformer_mt.data.prepare import prepare_data
@@ -75,6 +76,10 @@ def test_numbers_of_sides_of_different_lengths_or_of_a_test_set_are_one_line(tmp
         DataConfig(valid=CorpusConfig(multi30k="val", numbers=2)).validate()
     with pytest.raises(ConfigError, match=r"'data.train.numbers' must be from 0 to 100"):
         DataConfig(train=CorpusConfig(multi30k="train", numbers=-1)).validate()
+    with pytest.raises(ConfigError, match=r"\(got none\); a --set of data.train.numbers, weight "
+                       r"or tag alone replaces the default corpus: name it too, e.g. --set "
+                       r"data.train.multi30k=train$"):
+        load_config("config/cpu.yaml", ["data.train.numbers=8"])
 
 
 def test_training_reads_the_variants_as_pairs_of_its_corpus(tmp_path, monkeypatch):

@@ -59,8 +59,12 @@ class CorpusConfig:
             forms.append("src/tgt")
             ensure(self.src is not None and self.tgt is not None, key,
                    "needs both src and tgt files (or one tsv file, or a multi30k split)")
+        alone = "" if forms or not key.startswith("data.train") else (
+            f"; a --set of {key}.numbers, weight or tag alone replaces the default corpus: "
+            f"name it too, e.g. --set {key}.multi30k=train")
         ensure(len(forms) == 1, key, "must name exactly one corpus: a multi30k split, src and "
-               f"tgt files, a tsv file or a suggestions store (got {', '.join(forms) or 'none'})")
+               f"tgt files, a tsv file or a suggestions store (got {', '.join(forms) or 'none'}"
+               f"){alone}")
         if self.multi30k is not None:
             ensure(self.multi30k in MULTI30K_SPLITS, f"{key}.multi30k",
                    f"must be one of {', '.join(MULTI30K_SPLITS)}, got {self.multi30k!r}")
