@@ -35,7 +35,7 @@ from transformer_mt.translate.documents import Document, TextForm, split_documen
 from transformer_mt.translate.glossary import Glossary, steered
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.language_tags import says
-from transformer_mt.translate.long_sentences import fitted, writer
+from transformer_mt.translate.long_sentences import readable
 from transformer_mt.translate.unknown import copy_unknown
 
 T = TypeVar("T")
@@ -213,8 +213,7 @@ class Service:
         texts come here: ``mt serve --glossary``'s file is read again here if it changed."""
         if self.options.glossary_file is not None:
             self.options.glossary_file.refresh(self.translator)
-        docs = fitted(docs, lambda sentences: self.translator.fits(sentences, cfg),
-                      writer(self.translator))
+        docs = readable(self.translator, docs, cfg)
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences
         if len(sentences) > most:

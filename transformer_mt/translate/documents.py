@@ -33,6 +33,7 @@ from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
 from transformer_mt.translate.sentences import (
     UNSPACED_SENTENCES,
+    Break,
     sentence_spans,
     soft_breaks,
     symbols,
@@ -63,7 +64,7 @@ class Document(Generic[T]):
 
 def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
                bare: Sequence[bool] = (), closed: bool = False,
-               collapsed: bool = False) -> Document[list[str]]:
+               collapsed: bool = False, marks: Sequence[Break] = ()) -> Document[list[str]]:
     """Text in pieces that run on (a paragraph's text nodes or runs, formatted apart): the
     sentences of the pieces joined; rebuilding gives each piece its text again, the spacing
     between sentences kept and a sentence across pieces shared out among them. A ``kept``
@@ -74,12 +75,14 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     word of its sentence if it holds one; ``collapsed``: a line break is a space (HTML's), but
     a kept piece that is one (a ``<br>``). A line break inside a sentence
     (``sentences.soft_breaks``: "fährt\nmit dem Fahrrad") is read as a space and kept as it
-    was, between the words of the translation that read the text before it and after it."""
+    was, between the words of the translation that read the text before it and after it; so
+    is a run of symbols (emoji: ``sentences.symbols``) and each of ``marks`` (breaks in the
+    text of the pieces that do not cut a word: ``marks.py``'s)."""
     keep = [bool(k) for k in kept] or [False] * len(pieces)
     loose = [bool(b) for b in bare] or [False] * len(pieces)
     lines = "".join(re.sub("[\r\n]", " ", p) if collapsed and not (k and p == "\n") else p
                     for p, k in zip(pieces, keep, strict=True))  # (HTML's: no line ends)
-    breaks = sorted([*soft_breaks(lines, lang), *symbols(lines)])
+    breaks = _joined(sorted([*soft_breaks(lines, lang), *symbols(lines), *marks]))
     if not breaks:
         return _flow(pieces, "".join(pieces), lines, lang, keep, loose, closed, collapsed)
     bounds = sorted({b for start, end, _ in breaks for b in (start, end)})
@@ -116,6 +119,19 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
                 in zip(flow.rebuild_with(translations, links), parts, of, strict=True)]
 
     return gathered(Document(flow.sentences, flow.cuts, rebuild), owner, len(pieces))
+
+
+def _joined(breaks: list[Break]) -> list[Break]:
+    """Breaks in order, each that begins where the one before it ends (a mark after an emoji)
+    or inside it one with it."""
+    out: list[Break] = []
+    for b in breaks:
+        if out and (b.start < out[-1].end or (out[-1].end == b.start and not (
+                b.joined or out[-1].joined))):
+            out[-1] = Break(out[-1].start, max(b.end, out[-1].end), out[-1].joined)
+        else:
+            out.append(b)
+    return out
 
 
 def gathered(flow: Document[list[str]], owner: Sequence[int], n: int) -> Document[list[str]]:

@@ -21,6 +21,7 @@ from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, translate_split
 from transformer_mt.translate.inline import UNIT, attention_links
+from transformer_mt.translate.marks import marked, unread_marks
 
 if TYPE_CHECKING:
     from transformer_mt.config import DecodeConfig
@@ -69,6 +70,14 @@ def _cut(text: str, start: int, end: int, fits: Fits) -> list[tuple[int, int]]:
     else:  # no space near the middle (a script without spaces, a word too long): at it
         a = b = int(middle)
     return _cut(text, start, a, fits) + _cut(text, b, end, fits)
+
+
+def readable(translator: Translator, docs: Sequence[Document[T]],
+             cfg: DecodeConfig | None = None) -> list[Document[T]]:
+    """``docs`` as ``translator``'s model reads them: sentences too long for it (``cfg``'s)
+    in parts (:func:`fitted`), marks it reads only as bytes kept apart (``marks.py``)."""
+    docs = fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator))
+    return marked(docs, translator.config.data.src_lang, unread_marks(translator))
 
 
 def fitted(docs: Sequence[Document[T]], fits: Fits,
@@ -196,7 +205,7 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     :meth:`Translator.translate`): their sentences in one batch, those too long for the model
     in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
     return translate_split(
-        fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator)),
+        readable(translator, docs, cfg),
         lambda sentences: [h[0].text for h in translator.translate(
             sentences, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)],
         lambda sources, translations: attention_links(translator, sources, translations))

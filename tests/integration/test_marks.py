@@ -1,0 +1,69 @@
+"""Brackets and quotation marks a model reads only as bytes or as unknown
+(``translate/marks.py``): kept where they stand, between the words of the translation that read
+the text around them, and not read; those a model knows, and other marks, read as they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import local_client
+from transformer_mt.translate import Translator
+from transformer_mt.translate.marks import unread_marks
+
+# the toy corpus has full stops, but no brackets, question marks, commas or German quotes
+SENTENCE = "Ein Mann (mit Hut) läuft."
+WITHOUT = "Ein Mann mit Hut läuft."
+
+
+@pytest.fixture(params=["words", "subwords"])
+def translator(request, trained_run, subword_run) -> Translator:
+    run = trained_run[0] if request.param == "words" else subword_run
+    return Translator.load(run / "best.pt", "cpu")
+
+
+def test_the_marks_a_model_reads_only_as_bytes_or_unknown(translator):
+    unread = unread_marks(translator)
+
+    def marks(sentence: str) -> list[str]:
+        return [sentence[a:b] for a, b, _ in unread(sentence)]
+
+    assert marks(SENTENCE) == ["(", ")"] and marks("Ein Hund läuft.") == []
+    assert marks("„Zwei, drei!?“ ([Mann]/Frau) «a»") == ["„", "“", "([", "]", ")", "«", "»"]
+    assert marks("Um 10:30 (https://a.de/b?c=1) ist's „gut“.") == []  # (a pair read alike)
+    assert marks("{name}, {n} (am Tor) geht’s „gut“") == ["(", ")", "„", "“"]
+    assert marks("vor einem„Boston“-Schild") == ["„", "“"]
+
+
+def test_marks_are_kept_where_they_stand_and_not_read(translator, monkeypatch):
+    """Alone, in a text, in HTML and through the server: the model reads the sentence without
+    the marks, and its translation holds each where it stood."""
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    plain = translator.translate([WITHOUT])[0]
+    read: list[list[int]] = []
+    decode = translator.engine.decode
+    monkeypatch.setattr(translator.engine, "decode",
+                        lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
+    out, text = translator.translate([SENTENCE, f"Ein Hund läuft. {SENTENCE}"])
+    assert sorted(read) == sorted(translator.encode([WITHOUT, "Ein Hund läuft.", WITHOUT]))
+    assert [c for c in out if c in "()"] == list("()")
+    assert out.translate(str.maketrans("()", "  ")).split() == plain.split()
+    assert text.endswith(out) and text.count("(") == 1
+    page = translator.translate([f"<p>{SENTENCE}</p>"], form="html")[0]
+    assert page == f"<p>{out}</p>"
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/translate", json={"q": SENTENCE, "source": "de", "target": "en"})
+        assert answer.json()["translatedText"] == out
+
+
+def test_a_mark_the_model_knows_is_read(translator, monkeypatch):
+    read: list[list[int]] = []
+    decode = translator.engine.decode
+    monkeypatch.setattr(translator.engine, "decode",
+                        lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
+    translator.translate(["Ein Hund läuft."])
+    assert read == translator.encode(["Ein Hund läuft."])
+    assert translator.translate(["(?)"]) == ["(?)"]  # no letter: no sentence, kept
+    translator.translate(["Wo ist der Hund?"])  # (other marks: as the model reads them)
+    assert read[1:] == translator.encode(["Wo ist der Hund?"])
