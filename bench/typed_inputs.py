@@ -1,8 +1,10 @@
 """Sentences as people type them: a test set in capitals (its references too), in lower case,
 its first letter in lower case, in title case, without its language's letters ("ae" for "ä",
-"ss" for "ß", or "a" for "ä": translate/spelling.py) and with an emoji after its second word,
-translated as ``mt translate`` does them (translate/casing.py, translate/spelling.py,
-``sentences.symbols``) against each read as typed (its tokens as they are, as an export in
+"ss" for "ß", or "a" for "ä": translate/spelling.py), with an emoji after its second word,
+with its words after the second in brackets or in German quotes, as a question (its
+references too), and with a semicolon or a dash for its first comma, translated as ``mt
+translate`` does them (translate/casing.py, translate/spelling.py, ``sentences.symbols``,
+translate/marks.py) against each read as typed (its tokens as they are, as an export in
 CTranslate2 or transformers reads it, and as ours did before 2026-12-06), and against the
 sentences as written (the bound).
 
@@ -12,7 +14,8 @@ Prints one JSON record: BLEU and chrF of the sentences as written, and for each 
 typing them how many it changed, BLEU and chrF of ours and of each read as typed, ``ratio``
 (ours over as typed, BLEU, measured in the same run) and ``recovered`` (ours over the
 translations of the sentences as written, typed alike: in capitals for capitals); with an
-emoji, how many translations hold it once (``kept``), scored without it.
+emoji, how many translations hold it once (``kept``), scored without it; in brackets or
+quotes, how many hold them in order, scored without them.
 """
 
 from __future__ import annotations
@@ -37,12 +40,30 @@ WITHOUT_MARKS = str.maketrans({**SPELT, **BARE, **{c.upper(): s.upper() for c, s
 
 
 EMOJI = "🙂"
+PAIRS = {"()": re.compile(r" ?\( ?| ?\) ?"), "„“": re.compile(" ?„ ?| ?“ ?")}
 
 
 def with_emoji(sentence: str) -> str:
     """``sentence`` with an emoji after its second word."""
     words = sentence.split(" ")
     return " ".join([*words[:2], EMOJI, *words[2:]])
+
+
+def bracketed(sentence: str) -> str:
+    """``sentence`` with its words after the second in brackets, the final mark outside."""
+    words, end = sentence.rstrip(".").split(" "), "." if sentence.endswith(".") else ""
+    return " ".join([*words[:2], f"({' '.join(words[2:])})"]) + end if len(words) > 2 \
+        else sentence
+
+
+def quoted(sentence: str) -> str:
+    """``sentence`` with its words after the second in German quotes, the final mark outside."""
+    return bracketed(sentence).replace("(", "„").replace(")", "“")
+
+
+def asked(sentence: str) -> str:
+    """``sentence`` as a question: its full stop a question mark."""
+    return sentence.rstrip(".") + "?"
 
 
 # each way of typing: the sentences, and what their translations are scored against
@@ -54,6 +75,11 @@ TYPINGS: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
     "spelt out": (lambda s: s.translate(SPELT_OUT), str),
     "without dots": (lambda s: s.translate(WITHOUT_MARKS), str),  # (ß spelt "ss")
     "an emoji": (with_emoji, str),
+    "in brackets": (bracketed, str),
+    "in quotes": (quoted, str),
+    "a question": (asked, asked),
+    "a semicolon": (lambda s: s.replace(", ", "; ", 1), str),  # (for the first comma)
+    "a dash": (lambda s: s.replace(", ", " – ", 1), str),
 }
 
 
@@ -86,6 +112,13 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
             found["kept"] = {k: sum(t.count(EMOJI) == 1 for t in texts)
                              for k, texts in (("ours", ours), ("typed", plain))}
             ours, plain = ([re.sub(f" ?{EMOJI} ?", " ", t).strip() for t in texts]
+                           for texts in (ours, plain))
+        if name in ("in brackets", "in quotes"):  # (kept in order, then scored without them)
+            pair = "()" if name == "in brackets" else "„“"
+            found["kept"] = {k: sum(t.count(pair[0]) == t.count(pair[1]) == 1 and t.index(
+                pair[0]) < t.index(pair[1]) for t in texts)
+                             for k, texts in (("ours", ours), ("typed", plain))}
+            ours, plain = ([PAIRS[pair].sub(" ", t).replace(" .", ".").strip() for t in texts]
                            for texts in (ours, plain))
         found |= {"ours": scored(ours, their_refs, lang), "typed": scored(plain, their_refs, lang)}
         bound = scored([as_ref(w) for w in written], their_refs, lang)["bleu"]

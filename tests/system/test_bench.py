@@ -286,7 +286,7 @@ def test_typed_inputs_benchmark_compares_ours_with_each_sentence_read_as_typed(t
     """bench/typed_inputs.py on the toy test set: each way of typing changes the sentences it
     should (those with an umlaut spelt out), ours against each read as typed; with an emoji,
     ours keeps it in every translation and, scored without it, is the sentences' as written
-    (it is read as a space)."""
+    (it is read as a space); so with brackets the toy model does not know (in order)."""
     record = json.loads(run_bench("bench/typed_inputs.py", "--checkpoint",
                                   str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                   "--max-sentences", "8").stdout)
@@ -295,7 +295,7 @@ def test_typed_inputs_benchmark_compares_ours_with_each_sentence_read_as_typed(t
     with_letters = sum(any(c in s for c in "äöüßÄÖÜ") for s in sources)
     assert record["spelt out"]["changed"] == record["without dots"]["changed"] == with_letters
     for name in ("capitals", "lower case", "first in lower case", "title case", "spelt out",
-                 "without dots", "an emoji"):
+                 "without dots", "an emoji", "in brackets", "a question"):
         found = record[name]
         ours, typed = found["ours"]["bleu"], found["typed"]["bleu"]
         assert found["ratio"] == (round(ours / typed, 3) if typed else None)
@@ -303,3 +303,6 @@ def test_typed_inputs_benchmark_compares_ours_with_each_sentence_read_as_typed(t
     emoji = record["an emoji"]
     assert emoji["changed"] == 8 and emoji["kept"]["ours"] == 8
     assert emoji["ours"] == record["written"]
+    brackets = record["in brackets"]
+    assert brackets["changed"] == brackets["kept"]["ours"] == 8
+    assert brackets["ours"] == record["written"] and record["a question"]["changed"] == 8
