@@ -4,6 +4,8 @@ the text around them, and not read; those a model knows, and other marks, read a
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.helpers import local_client
@@ -52,6 +54,12 @@ def test_marks_are_kept_where_they_stand_and_not_read(translator, monkeypatch):
     assert text.endswith(out) and text.count("(") == 1
     page = translator.translate([f"<p>{SENTENCE}</p>"], form="html")[0]
     assert page == f"<p>{out}</p>"
+    read.clear()  # cut by inline markup: shared out along links that read each mark in place
+    cut = translator.translate(["<p>Ein <i>Mann</i> (mit <b>Hut</b>) läuft.</p>"], form="html")[0]
+    assert read == translator.encode([WITHOUT])
+    assert re.sub("<[^>]+>", "", cut) == f"<p>{out}</p>"[3:-4] and cut.count("(") == 1
+    at = [cut.index(t) for t in ("<i>", "</i>", "(", "<b>", "</b>", ")")]  # (each in its piece)
+    assert at == sorted(at) and cut.count("<b>") == cut.count("<i>") == 1, cut
     with local_client(create_app(translator, ServeOptions())) as client:
         answer = client.post("/translate", json={"q": SENTENCE, "source": "de", "target": "en"})
         assert answer.json()["translatedText"] == out

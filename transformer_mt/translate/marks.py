@@ -18,6 +18,7 @@ against its bytes, and a question mark's bytes are read as well as a space.
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -74,15 +75,23 @@ def unread_marks(translator: Translator) -> Unread:
 def marked(docs: Sequence[Document[T]], lang: str, unread: Unread) -> list[Document[T]]:
     """``docs`` with each sentence that holds marks the model reads only as bytes (``unread``)
     read without them, the marks kept where they stand (:func:`documents.split_flow` of the
-    sentence with them as breaks); a sentence cut by inline markup is read as it is.
+    sentence with them as breaks); in a sentence that inline markup cuts, the translation
+    with the marks in place is shared out along links that read each mark where it stood.
     Documents without such a sentence are returned as they are."""
     out = []
     for doc in docs:
-        read = [next(normalized([s])) for s in doc.sentences]  # (as the tokenizer reads it)
-        subs = [None if cut or not (marks := unread(s)) else split_flow([s], lang, marks=marks)
-                for s, cut in zip(read, doc.cuts, strict=True)]
+        subs = [_sub(s if cut else next(normalized([s])), lang, unread, bool(cut))
+                for s, cut in zip(doc.sentences, doc.cuts, strict=True)]
         out.append(doc if all(sub is None for sub in subs) else _read_in(doc, subs))
     return out
+
+
+def _sub(sentence: str, lang: str, unread: Unread, cut: bool) -> Document[list[str]] | None:
+    """``sentence`` read without its unread marks (None: it has none); a sentence that inline
+    markup cuts (its offsets kept: not normalized) only where it stays one sentence."""
+    marks = unread(sentence)
+    sub = split_flow([sentence], lang, marks=marks) if marks else None
+    return None if sub is None or (cut and len(sub.sentences) != 1) else sub
 
 
 def _read_in(doc: Document[T], subs: Sequence[Document[list[str]] | None]) -> Document[T]:
@@ -96,12 +105,33 @@ def _read_in(doc: Document[T], subs: Sequence[Document[list[str]] | None]) -> Do
         whole: list[str] = []
         read: list[Links] = []
         at = 0
-        for sub in subs:
+        for sub, source, cut in zip(subs, doc.sentences, doc.cuts, strict=True):
             n = len(sub.sentences) if sub else 1
             whole.append(sub.rebuild(translations[at:at + n], links[at:at + n])[0] if sub
                          else translations[at])
-            read.append(None if sub else links[at])
+            read.append(links[at] if not sub else None if not cut else relinked(
+                translations[at], links[at], whole[-1], source))
             at += n
         return doc.rebuild_with(whole, read)
 
     return Document(sentences, cuts, rebuild)
+
+
+def relinked(translation: str, links: Links, placed: str, source: str) -> Links:
+    """The links of ``placed`` (``translation`` with marks of ``source`` put in) into
+    ``source``: each character of the translation's as it was, each mark put in read where
+    it stands in the source (the first of its kind not yet read)."""
+    if links is None:
+        return None
+    matcher = difflib.SequenceMatcher(None, translation, placed, autojunk=False)
+    to = {a + k: b + k for a, b, n in matcher.get_matching_blocks() for k in range(n)}
+    out = [(to[o], s) for o, s in links if o in to]
+    taken, read = set(to.values()), set()
+    for j, c in enumerate(placed):
+        if j in taken or unicodedata.category(c) not in PAIRED:
+            continue
+        at = next((i for i, m in enumerate(source) if m == c and i not in read), None)
+        if at is not None:
+            out.append((j, at))
+            read.add(at)
+    return sorted(out)
