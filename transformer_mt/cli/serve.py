@@ -71,7 +71,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "request's own glossary (/v1/translate) goes over it; read again when "
                    "the file changes")
     p.add_argument("--keep-spans", action="store_true", help="every translation keeps URLs, "
-                   "e-mail addresses, {placeholders}, %%s and numbers exactly as in the source")
+                   "e-mail addresses, {placeholders}, %%s and numbers exactly as in the source "
+                   "(and no number it lacks)")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
         p.add_argument(setting.metadata["flag"], type=type(setting.default),
                        default=setting.default, help=setting.metadata["help"])

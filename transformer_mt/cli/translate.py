@@ -66,7 +66,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "line's further fields: 'Hund<TAB>hound<TAB>dog')")
     p.add_argument("--keep-spans", action="store_true",
                    help="keep URLs, e-mail addresses, {placeholders}, %%s and numbers exactly "
-                   "as in the source")
+                   "as in the source (and write no number it lacks)")
     p.add_argument("--alternatives", type=int, metavar="K",
                    help="print the K most probable tokens after --prefix (or at the start), "
                    "each with the translation completed from it: index, token, "

@@ -68,7 +68,8 @@ class _TranslateRequest(BaseModel):
         "must not hold where the term is (the model's own word for it: {\"Hund\": [\"dog\"]} "
         "with the glossary {\"Hund\": \"hound\"})")
     keep_spans: bool = Field(False, description="URLs, e-mail addresses, {placeholders}, %s "
-                             "and numbers kept exactly as in the source")
+                             "and numbers kept exactly as in the source (and no "
+                             "number it lacks)")
 
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)

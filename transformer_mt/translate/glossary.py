@@ -168,6 +168,15 @@ class Glossary:
         :meth:`required` (none for a span kept)."""
         return [words for _, _, _, words in self._spans(_read(sentence))]
 
+    def numbers_kept(self, sentence: str) -> bool:
+        """Whether spans are kept and every digit of ``sentence`` stands in one (a number, a
+        URL): none in a word ("3D", "MP3"). Its translation then writes a number only as
+        the source has it (:func:`steered`): "Ein Kind mit der Nummer 93" came out as "the
+        number 93 9 #8" with 93 kept, "Nummer 15" as "15 5"."""
+        read = _read(sentence)
+        kept = {i for m in KEPT.finditer(read) for i in range(*m.span())}
+        return self.keep_spans and all(i in kept for i, c in enumerate(read) if c.isdigit())
+
     def marked(self, sentence: str, targets: Collection[str]) -> str:
         """``sentence`` with the source of each glossary term whose target term is one of
         ``targets`` written as its target term (the sentence as it is where it holds none)."""
@@ -205,11 +214,13 @@ def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary
     where it reads them as they are): a term the target vocabulary lacks (a word model's
     ``<unk>``) is read in the source as itself, :meth:`Glossary.marked`."""
     required = []
+    digits = _digits(translator.tgt_vocab.itos) if glossary.keep_spans else ()
     for s in sentences:
         texts, avoided = glossary.required(s), glossary.avoided(s)
         pieces = translator.tokenizers[1].tokenize(texts)
+        others = digits if texts and glossary.numbers_kept(s) else ()  # no number but those
         required.append([Required(text, translator.tgt_vocab.encode(p, eos=False),
-                                  _spellings(translator, words) if words else ())
+                                  (_spellings(translator, words) if words else ()) + others)
                          for text, p, words in zip(texts, pieces, avoided, strict=True)])
     marked = [glossary.marked(s, {r.text for r in req if UNK_ID in r.ids})
               for s, req in zip(sentences, required, strict=True)]
@@ -234,6 +245,13 @@ def _spellings(translator: Translator, words: Sequence[str]) -> tuple[tuple[int,
     if tokenizer.subword:
         ids += [s for p in pieces for s in _segmentations("".join(p), vocab.stoi)]
     return tuple(dict.fromkeys(i for i in ids if i and UNK_ID not in i))
+
+
+def _digits(pieces: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """The target tokens that write a digit (a piece or word with one, a byte piece of an
+    ASCII digit), each a sequence to avoid."""
+    return tuple((i,) for i, piece in enumerate(pieces) if piece in DIGIT_BYTES or (
+        not BYTE.fullmatch(piece) and any(c.isdigit() for c in piece)))
 
 
 SPELLINGS = 16  # segmentations of a word avoided, fewest pieces first
@@ -277,8 +295,10 @@ def _read(text: str) -> str:
     return next(normalized([text]))
 
 
+BYTE = re.compile(r"<0x[0-9A-F]{2}>")  # a SentencePiece byte piece
 # SentencePiece's byte pieces of ASCII letters and digits (a digit it has no piece for)
 ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
+DIGIT_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isdigit())
 
 
 def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: DecodeConfig,
@@ -301,7 +321,7 @@ def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: D
                       ) if translator.tokenizers[1].subword else frozenset()
     found = translator.engine.decode_constrained(
         [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
-        stop, glued, [[a for r in required[i] for a in r.avoid] for i in held])
+        stop, glued, [list(dict.fromkeys(a for r in required[i] for a in r.avoid)) for i in held])
     for i, placed in zip(held, found, strict=True):
         hyps[i] = list(placed)
     if free:

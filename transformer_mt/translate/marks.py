@@ -19,7 +19,6 @@ against its bytes, and a question mark's bytes are read as well as a space.
 from __future__ import annotations
 
 import difflib
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 from transformer_mt.data.tokenize import normalized
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, split_flow
-from transformer_mt.translate.glossary import KEPT
+from transformer_mt.translate.glossary import BYTE, KEPT
 from transformer_mt.translate.sentences import Break
 
 if TYPE_CHECKING:
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Unread = Callable[[str], list[Break]]  # where a sentence's marks the model cannot read stand
 
-BYTE = re.compile(r"<0x[0-9A-F]{2}>")  # a SentencePiece byte piece
 PAIRED = frozenset({"Ps", "Pe", "Pi", "Pf"})  # Unicode's brackets and quotation marks
 APOSTROPHES = frozenset("’‘ʼ")  # (typed for "'" too)
 
