@@ -7,8 +7,10 @@ pairs with numbers: data/numbers.py) against one trained without (``--against``,
     python bench/numbers_in_digits.py --checkpoint runs/numbers/avg.pt --against runs/cpu/avg.pt
 
 Prints one JSON record: for each model, how many of its translations hold the number exactly
-(``kept``) and their BLEU and chrF against the references so written; ``ratio`` (ours kept
-over the peer's, measured in the same run).
+(``kept``), how many hold another (``others``: a number the source lacks) and their BLEU and
+chrF against the references so written, as it translates and with spans kept
+(``*_keep_spans``: ``Glossary(keep_spans=True)``, ``mt translate --keep-spans``); ``ratio``
+(ours kept over the peer's, as it translates, measured in the same run).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from bench.common import on_a_test_set
 from transformer_mt.data.numbers import drawn_number
 from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
+from transformer_mt.translate.glossary import Glossary
 
 # the numbers Multi30k's captions say in words, German and English
 IN_WORDS = {"zwei": "two", "drei": "three", "vier": "four", "fünf": "five", "sechs": "six",
@@ -59,11 +62,14 @@ def run(translator: Translator, sources: list[str], refs: list[str],
     lines, their_refs = [s for s, _, _ in pairs], [r for _, r, _ in pairs]
     out: dict = {"sentences": len(pairs), "against": str(against)}
     for name, model in (("ours", translator), ("peer", Translator.load(against))):
-        texts = model.translate(lines)
-        kept = sum(re.search(rf"(?<!\d){n}(?!\d)", t) is not None
-                   for t, (_, _, n) in zip(texts, pairs, strict=True))
-        s = score(texts, their_refs, lang)
-        out[name] = {"kept": kept, "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+        for key, glossary in ((name, None), (f"{name}_keep_spans", Glossary(keep_spans=True))):
+            texts = model.translate(lines, glossary=glossary)
+            numbers = [re.findall(r"\d+(?:[.,:]\d+)*", t) for t in texts]
+            s = score(texts, their_refs, lang)
+            out[key] = {"kept": sum(n in found for found, (_, _, n) in zip(
+                numbers, pairs, strict=True)), "others": sum(any(f != n for f in found) for (
+                    found, (_, _, n)) in zip(numbers, pairs, strict=True)),
+                "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
     out["ratio"] = round(out["ours"]["kept"] / out["peer"]["kept"], 3) \
         if out["peer"]["kept"] else None
     return out

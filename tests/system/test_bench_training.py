@@ -290,3 +290,7 @@ def test_numbers_benchmark_writes_a_number_in_digits_on_both_sides(trained_run):
                                   "--max-sentences", "40").stdout)
     assert record["sentences"] == len(pairs) and record["ours"] == record["peer"]
     assert record["ratio"] == (1.0 if record["ours"]["kept"] else None)
+    # spans kept: every number held, and no other written
+    assert record["ours_keep_spans"] == record["peer_keep_spans"]
+    assert (record["ours_keep_spans"]["kept"], record["ours_keep_spans"]["others"]) == (
+        len(pairs), 0)
