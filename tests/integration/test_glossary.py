@@ -89,6 +89,9 @@ def test_kept_spans_are_urls_addresses_placeholders_and_numbers():
     assert g.required("%s hat %(n)d, {{x}}, {} und ${HOME}; 3,5 oder 1.000") == [
         "%s", "%(n)d", "{{x}}", "{}", "${HOME}", "3,5", "1.000"]
     assert Glossary({"www.x.de": "X"}, keep_spans=True).required("auf www.x.de") == ["X"]
+    # quotation marks round a URL are not of it
+    assert g.required("Siehe „www.x.de“, «https://x.org/a?b=1» und ‚x.de/a‘.") == [
+        "www.x.de", "https://x.org/a?b=1"]
 
 
 def test_chinese_and_japanese_words_run_together_and_are_found_all_the_same():

@@ -53,13 +53,14 @@ PLACEHOLDER = (r"%[A-Za-z_]\w+%|%(?:\d+\$|\(\w+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[
 LETTER = f"[^\\W{CJK}{SOUTHEAST_ASIAN}]"
 MARKS = "\u3000-\u303f\uff01-\uff60"  # Chinese and Japanese punctuation, full-width forms
 WIDE = f"{CJK}{MARKS}"
+QUOTES = "\u2018-\u201f\u00ab\u00bb\u2039\u203a"  # ‘’‚‛“”„‟«»‹›: round a URL, not in it
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
 KEPT = re.compile("|".join([
     rf"(?:{LETTER}|[.+-])+@(?:{LETTER}|-)+(?:\.(?:{LETTER}|-)+)+",  # e-mail addresses
     # a URL: after a space, to the next (Chinese in its path too, https://zh.x.org/wiki/中国);
     # run on from Chinese text, up to its first Chinese character or mark
-    rf"(?<![{WIDE}])(?:(?:https?|ftp)://|www\.)[^\s<>\"']+[^\s<>\"'.,;:!?)\]{MARKS}]",
-    rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}]+[^\s<>\"'.,;:!?)\]{WIDE}]",
+    rf"(?<![{WIDE}])(?:(?:https?|ftp)://|www\.)[^\s<>\"'{QUOTES}]+[^\s<>\"'.,;:!?)\]{MARKS}{QUOTES}]",
+    rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}{QUOTES}]+[^\s<>\"'.,;:!?)\]{WIDE}{QUOTES}]",
     PLACEHOLDER,
     rf"(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})",  # numbers, times, dates
 ]))
