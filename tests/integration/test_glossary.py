@@ -168,6 +168,38 @@ def test_a_number_is_written_only_as_the_source_has_it(translator):
     assert sorted(re.findall(r"\d+", out)) == ["10", "30", "42", "7"], out
 
 
+def test_sampling_with_a_glossary_is_refused_not_searched(translator, trained_run):
+    """The constrained search is a beam search: sampling with a glossary or kept spans was
+    searched instead, every seed the same translation. Refused, whether or not a sentence
+    holds a term: in Python, by ``mt translate`` (one line, exit 2) and by the server (422,
+    a request's own glossary or, for a sentence with a term, the server's); sampling alone
+    and the glossary alone translate."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    message = "sampling (sample_topk, top_p) and a glossary (or kept spans) cannot be given"
+    for glossary, sampled in ((Glossary(keep_spans=True), {"sample_topk": 5}),
+                              (Glossary(TERMS), {"top_p": 0.9})):
+        with pytest.raises(MTError, match=re.escape(message)):
+            translator.translate(["Ein Kind fährt Fahrrad.", "Drei Kinder lachen."],
+                                 glossary=glossary, **sampled)
+    assert translator.translate(["Drei Kinder lachen."], sample_topk=5) and \
+        translator.translate(["Drei Kinder lachen."], glossary=Glossary(TERMS))
+    done = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
+                    "--keep-spans", "--sample-topk", "5", "Drei Kinder lachen."])
+    assert done.returncode == 2 and done.stderr.strip().endswith(message + " together")
+    assert "Traceback" not in done.stderr
+    server = translator.with_settings(translator.config.decode, Glossary(TERMS))
+    with local_client(create_app(server, ServeOptions())) as client:
+        for body in ({"text": "Drei Kinder lachen.", "keep_spans": True, "sample_topk": 5},
+                     {"text": SOURCES[0], "sample_topk": 5}):
+            r = client.post("/v1/translate", json=body)
+            assert r.status_code == 422 and message in r.text, r.text
+        r = client.post("/v1/translate", json={"text": "Drei Kinder lachen.", "sample_topk": 5})
+        assert r.status_code == 200, r.text
+
+
 def test_each_of_the_n_best_holds_the_terms(translator):
     hyps = translator.translate(SOURCES[:2], nbest=3, beam_size=3,
                                       glossary=Glossary(TERMS))

@@ -30,7 +30,7 @@ from transformer_mt.serve.deps import Caller
 from transformer_mt.serve.service import RequestError, Service
 from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import Choice, Translation
-from transformer_mt.translate.glossary import Glossary, steered
+from transformer_mt.translate.glossary import SAMPLED, Glossary, steered
 
 
 async def translate(svc: Service, req: TranslateRequest, who: Caller) -> TranslateResponse:
@@ -89,6 +89,8 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
     read: list[str] = []  # per sentence, what the model read (a glossary's terms: their targets)
     base = translator.glossary if req.prefix is None and not req.alternatives else None
     glossary = (base or Glossary()).extended(req.glossary or {}, req.keep_spans, req.avoid or {})
+    if glossary and cfg.samples:
+        raise RequestError(422, SAMPLED)
 
     def run() -> tuple[list[list[Translation]], list[list[Choice]]]:  # on the worker
         forcing = translator.forcing(per_sentence)

@@ -37,7 +37,7 @@ from transformer_mt.translate.engines import (
     note_cut,
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
-from transformer_mt.translate.glossary import Glossary, decode_required, steered
+from transformer_mt.translate.glossary import SAMPLED, Glossary, decode_required, steered
 from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.nbest import different as nbest_different
 from transformer_mt.translate.prefix import Prefixes, forcing_of
@@ -234,6 +234,8 @@ class Translator:
             raise TypeError("translate a list of texts (strings), e.g. "
                             "translate([\"Ein Hund.\"])")
         cfg = self.settings(settings, **changes)
+        if cfg.samples and (self.glossary if glossary is None else glossary):
+            raise MTError(SAMPLED)  # (whether or not a sentence holds a term)
         if form not in ("sentences", *FORMS):
             raise MTError(f"unknown form {form!r}; use 'sentences', "
                           f"{', '.join(map(repr, FORMS))}")

@@ -65,6 +65,9 @@ KEPT = re.compile("|".join([
     rf"(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})",  # numbers, times, dates
 ]))
 LONGEST_TERM = 200  # characters of a glossary term
+# (the constrained search is a beam search: a sampled sentence would be searched instead)
+SAMPLED = ("sampling (sample_topk, top_p) and a glossary (or kept spans) cannot be given "
+           "together")
 
 
 @dataclass
@@ -314,6 +317,8 @@ def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: D
                       "CTranslate2 cannot constrain its search")
     if forcing is not None:
         raise MTError("a prefix and a glossary (or kept spans) cannot be given together")
+    if cfg.samples:
+        raise MTError(SAMPLED)
     held = [i for i, r in enumerate(required) if r]
     free = [i for i, r in enumerate(required) if not r]
     hyps: list[list[Hypothesis]] = [[] for _ in ids]
