@@ -211,28 +211,26 @@ class Translator:
                   scores: bool = True, prefix: Sequence[str] | None = None,
                   glossary: Glossary | None = None, progress: bool = False,
                   **changes: Any) -> list[str] | list[list[Translation]]:
-        """Translate ``texts``: one translation (detokenized text) per text, an empty text
-        giving an empty one; with ``nbest=k``, the k best of each as :class:`Translation`
-        objects, best first, each a different text (``nbest.py``), with their scores
-        (``scores=False`` spares greedy decoding them, a tenth of its time) and their
-        cross-attention weights with ``attention=True``.
+        """Translate ``texts``: one translation (detokenized text) per text, an empty text giving an
+        empty one; with ``nbest=k``, the k best of each as :class:`Translation` objects, best
+        first, each a different text (``nbest.py``), with their scores (``scores=False`` spares
+        greedy decoding them, a tenth of its time) and their cross-attention weights with
+        ``attention=True``.
 
-        ``settings``: the decoding settings (:meth:`settings`; by default the checkpoint's),
-        with ``changes`` on top: ``beam_size``, ``alpha``, ``max_len_a``, ``max_len_b``,
-        ``sample_topk``, ``top_p``, ``temperature``, ``sample_seed``, ``batch_size``,
-        ``precision``. ``form``: each text is a sentence (``"sentences"``: one translated
-        sentence by sentence where it holds several, in parts where it is longer than the
-        model takes, ``long_sentences.py``; each read alone with ``nbest``, ``attention`` or
-        ``prefix``), or text of several sentences and lines (``"text"``), HTML (``"html"``)
-        or XHTML read as XML (``"xhtml"``), split into sentences that translate in one batch
-        and put back together with their spacing and markup (``documents.py``). ``prefix``:
-        how each translation must begin (one per sentence, "" for none; an unfinished last
-        word is finished by the model: ``prefix.py``). ``glossary``: terms each translation
-        must hold, and spans kept as they are (``glossary.py``)."""
+        ``settings``: the decoding settings (:meth:`settings`; by default the checkpoint's), with
+        ``changes`` to its fields on top (``beam_size=3``, ``sample_topk=10``,
+        ``precision="fp32"``). ``form``: each text is a sentence (``"sentences"``: one translated
+        sentence by sentence where it holds several, in parts where it is longer than the model
+        takes, ``long_sentences.py``; each read alone with ``nbest``, ``attention`` or ``prefix``),
+        or text of several sentences and lines (``"text"``), HTML (``"html"``) or XHTML read as XML
+        (``"xhtml"``), split into sentences that translate in one batch and put back together with
+        their spacing and markup (``documents.py``). ``prefix``: how each translation must begin
+        (one per sentence, "" for none; an unfinished last word is finished by the model:
+        ``prefix.py``). ``glossary``: terms each translation must hold, and spans kept as they are
+        (``glossary.py``; not with sampling)."""
         if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(
                 isinstance(s, str) for s in texts):
-            raise TypeError("translate a list of texts (strings), e.g. "
-                            "translate([\"Ein Hund.\"])")
+            raise TypeError('translate a list of texts (strings), e.g. translate(["Ein Hund."])')
         cfg = self.settings(settings, **changes)
         if cfg.samples and (self.glossary if glossary is None else glossary):
             raise MTError(SAMPLED)  # (whether or not a sentence holds a term)
