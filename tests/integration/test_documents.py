@@ -60,6 +60,24 @@ def test_abbreviations_and_numbers_do_not_end_a_sentence():
     assert doc.sentences == ["Dr. Müller kam am 3. Mai an.", "Er blieb z.B. zwei Tage."]
 
 
+def test_a_bracket_or_quote_that_opens_a_sentence_is_of_that_sentence():
+    """spaCy's sentencizer ends a sentence after every mark that follows its full stop, the
+    next one's opening bracket or quote too ("Er lief. (" and "Eine Katze schläft.)", a
+    placeholder cut in two); a mark after a space that touches the next sentence opens it,
+    one that touches the full stop closes it."""
+    for text, sentences in (
+            ("Ein Hund läuft. (Eine Katze schläft.)", ["Ein Hund läuft.", "(Eine Katze schläft.)"]),
+            ("Er lief. „Sie schläft.“ Dann ging er.", ["Er lief.", "„Sie schläft.“",
+                                                        "Dann ging er."]),
+            ("Ein Hund. {name} läuft. [1] Eine Katze.", ["Ein Hund.", "{name} läuft.",
+                                                          "[1] Eine Katze."]),
+            ('He said. "Hello." Then he left.', ["He said.", '"Hello."', "Then he left."]),
+            ("Ein Hund.(Eine Katze.)", ["Ein Hund.(Eine Katze.)"])):
+        doc = split_text(text, "de")
+        assert doc.sentences == sentences
+        assert doc.rebuild([s.upper() for s in sentences]) == text.upper()
+
+
 def test_a_pages_source_wraps_its_lines_and_a_sentence_runs_on_across_them():
     """In HTML a line break is a space: a sentence across one is one sentence (each line
     was translated alone, "Ein Hund" and "läuft im Park."); in plain text a line ends one,

@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from transformer_mt.translate.documents import split_flow, split_html
+from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.inline import UNIT, share
 from transformer_mt.translate.subtitles import running_on, split_tagged
 
@@ -77,6 +78,23 @@ def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, tr
 def _pieces(source: str, cuts: list[int]) -> list[str]:
     bounds = [0, *cuts, len(source)]
     return [source[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=60, max_size=60))
+def test_what_is_kept_as_it_is_goes_whole_into_one_piece(reads):
+    """A URL, an address, a placeholder or a number (``glossary.KEPT``) is never cut, however
+    its characters read: markup once took "https" of a URL and left "://x.org/a?b=1" outside
+    it, "www.hund." and "de" apart, "%" and "s"."""
+    source = "Ein Hund <b>sieht</b> 42 Kinder um 10:30 auf der Seite."
+    cuts = [9, 18, 24]
+    translation = "A dog sees https://x.org/a?b=1 and {name}, %s, a.b@c.de at 1.000 or 10:30."
+    links = [(o, reads[o % len(reads)]) for o in range(len(translation))]
+    shares = share(source, cuts, translation, links, bare=[True, False, True, True])
+    bounds = list(itertools.accumulate(len(s) for s in shares))[:-1]
+    assert "".join(shares) == translation
+    for m in KEPT.finditer(translation):
+        assert not any(m.start() < b < m.end() for b in bounds), (m.group(), shares)
 
 
 def test_links_say_which_words_go_where_in_order():

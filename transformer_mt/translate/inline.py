@@ -28,15 +28,18 @@ from transformer_mt.data.tokenize import CJK
 from transformer_mt.data.vocab import UNK
 from transformer_mt.decode.align import token_links
 from transformer_mt.errors import MTError
+from transformer_mt.translate.glossary import KEPT
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
 
 Link = tuple[int, int]  # an output character offset, and the source character offset it reads
-# never cut: a word ("middle-aged"), the unknown word a model writes ("<unk>"), a Chinese
-# character or a kana (their scripts run words together: each may go to a piece of its own),
-# or a mark
-UNIT = re.compile(rf"{re.escape(UNK)}|[{CJK}]|[^\W{CJK}]+(?:['’-][^\W{CJK}]+)*|[^\w\s]")
+# never cut: what is kept as it is (a URL, an address, a placeholder, a number: glossary.KEPT,
+# "www.hund.de", "{name}", "1.000"), a word ("middle-aged"), the unknown word a model writes
+# ("<unk>"), a Chinese character or a kana (their scripts run words together: each may go to
+# a piece of its own), or a mark
+UNIT = re.compile(rf"{KEPT.pattern}|{re.escape(UNK)}|[{CJK}]|[^\W{CJK}]+(?:['’-][^\W{CJK}]+)*"
+                  r"|[^\w\s]")
 
 
 def share(source: str, cuts: Sequence[int], translation: str,

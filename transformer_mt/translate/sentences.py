@@ -69,8 +69,8 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, int]]:
         marker = LIST_MARKER.match(line)
         skip = marker.end() if marker else 0
         for at, part in _separated(line, skip):
-            found = [(0, len(part))] if _one_sentence(part) else _cjk_cut(part, [
-                (s.start_char, s.end_char) for s in _sentencizer(lang)(part).sents])
+            found = [(0, len(part))] if _one_sentence(part) else _cjk_cut(part, _opened(
+                part, [(s.start_char, s.end_char) for s in _sentencizer(lang)(part).sents]))
             for sent_start, sent_end in found:
                 start = line_start + at + sent_start
                 end = line_start + at + sent_end
@@ -212,6 +212,22 @@ def _stop_words(lang: str) -> frozenset[str]:
 # a Chinese or Japanese sentence's end, not in a quotation ("「すごい！」と彼は言った。" is one),
 # even where spaCy reads the line as one token (Japanese without SudachiPy: cut at spaces)
 CJK_END = re.compile("[。！？]+(?![」』）〕】”’\"')" + re.escape("".join(SENTENCE_ENDS)) + "])")
+
+
+def _opened(part: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """spaCy's sentences of ``part`` with the marks that open one moved to it: the sentencizer
+    ends a sentence after every mark that follows its full stop, so "Er lief. (Eine Katze
+    schläft.)" gave "Er lief. (" and "Eine Katze schläft.)", and "Ein Hund. {name} läuft."
+    cut the placeholder. Marks after a space that touch the next sentence open it."""
+    out = list(spans)
+    for k in range(len(out) - 1):
+        (start, end), (after, stop) = out[k], out[k + 1]
+        mark = end
+        while mark > start and not (part[mark - 1].isalnum() or _blank(part[mark - 1])):
+            mark -= 1
+        if start < mark < end == after and _blank(part[mark - 1]):
+            out[k], out[k + 1] = (start, mark), (mark, stop)
+    return out
 
 
 def _cjk_cut(part: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
