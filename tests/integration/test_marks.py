@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import local_client
 from transformer_mt.translate import Translator
+from transformer_mt.translate.glossary import Glossary
 from transformer_mt.translate.marks import unread_marks
 
 # the toy corpus has full stops, but no brackets, question marks, commas or German quotes
@@ -31,7 +32,7 @@ def test_the_marks_a_model_reads_only_as_bytes_or_unknown(translator):
 
     assert marks(SENTENCE) == ["(", ")"] and marks("Ein Hund läuft.") == []
     assert marks("„Zwei, drei!?“ ([Mann]/Frau) «a»") == ["„", "“", "([", "]", ")", "«", "»"]
-    assert marks("Um 10:30 (https://a.de/b?c=1) ist's „gut“.") == []  # (a pair read alike)
+    assert marks("Um 10:30 (https://a.de/b?c=1) ist's „gut“.") == ["(", ")", "„", "“"]
     assert marks("{name}, {n} (am Tor) geht’s „gut“") == ["(", ")", "„", "“"]
     assert marks("vor einem„Boston“-Schild") == ["„", "“"]
 
@@ -75,3 +76,15 @@ def test_a_mark_the_model_knows_is_read(translator, monkeypatch):
     assert translator.translate(["(?)"]) == ["(?)"]  # no letter: no sentence, kept
     translator.translate(["Wo ist der Hund?"])  # (other marks: as the model reads them)
     assert read[1:] == translator.encode(["Wo ist der Hund?"])
+
+
+def test_a_mark_beside_a_kept_span_is_kept_and_the_span_whole(translator):
+    """With spans kept, brackets round a number are kept as any others: the model reads the
+    sentence without them, and the number comes out whole (read as they are, the marks' bytes
+    made the model write "(((( 2:1")."""
+    glossary = Glossary(keep_spans=True)
+    out = translator.translate(["Ein Mann (10:30) läuft."], glossary=glossary)[0]
+    plain = translator.translate(["Ein Mann 10:30 läuft."], glossary=glossary)[0]
+    assert out.count("(") == out.count(")") == 1 and out.index("(") < out.index(")")
+    assert re.search(r"(?<![\d:])10:30(?![\d:])", out), out
+    assert out.translate(str.maketrans("()", "  ")).split() == plain.split()

@@ -43,8 +43,8 @@ def unread_marks(translator: Translator) -> Unread:
     """Where the brackets and quotation marks of a sentence stand that ``translator``'s source
     side reads only as bytes or as unknown (each mark asked of its tokenizer once; a run of
     them one break), but an apostrophe inside a word ("geht’s") and those inside a span kept as
-    it is (a number, an address, a placeholder: ``glossary.KEPT``, "{name}"); none where one
-    stands next to such a span ("(10:30)", "({name})"): a pair is read alike."""
+    it is (a number, an address, a placeholder: ``glossary.KEPT``, "{name}"; one next to such
+    a span is a mark: "(10:30)", "„{name}“", the span never cut by it, ``inline.UNIT``)."""
     tokenizer, vocab = translator.tokenizers[0], translator.src_vocab
     known: dict[str, bool] = {}
 
@@ -59,8 +59,6 @@ def unread_marks(translator: Translator) -> Unread:
         inside = {i for a, b in spans for i in range(a, b)}
         at = [i for i, c in enumerate(sentence) if known.get(c) and i not in inside and not (
             c in APOSTROPHES and sentence[i - 1:i].isalpha() and sentence[i + 1:i + 2].isalpha())]
-        if {i for a, b in spans for i in (a - 1, b)}.intersection(at):
-            return []
         out: list[Break] = []
         for i in at:
             out[-1:] = [Break(out[-1].start, i + 1)] if out and out[-1].end == i else [
