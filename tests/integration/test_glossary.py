@@ -144,30 +144,6 @@ def test_kept_spans_come_out_exactly(translator, beam):
         assert re.search(rf"(?<!\w){re.escape(span)}(?!\w)", out[1]), out[1]  # byte piece)
 
 
-def test_a_number_is_written_only_as_the_source_has_it(translator):
-    """With spans kept, a sentence whose every digit stands in a kept span (a number, a URL)
-    avoids every target token that writes a digit (``Required.avoid``), which its kept spans
-    still write: no other number beside them ("Nummer 93" gave "the number 93 9 #8"). A
-    digit in a word ("3D") leaves them free, as does a glossary without kept spans."""
-    g = Glossary(keep_spans=True)
-    assert g.numbers_kept("42 Kinder um 10:30 auf https://x.org/7") and g.numbers_kept("Ja.")
-    assert not g.numbers_kept("Eine 3D-Brille und 7 Hunde.")
-    assert not Glossary({"Hund": "hound"}).numbers_kept("Ein Hund und 7 Katzen.")
-    sentences = ["Zwei Hunde und 42 Kinder.", "Eine 3D-Brille und 7 Hunde.", "Ein Hund."]
-    _, _, required = steered(translator, sentences, Glossary({"Hunde": "hounds"},
-                                                             keep_spans=True))
-    vocab = translator.tgt_vocab
-    writes_a_digit = {(i,) for i in range(len(vocab)) if i != UNK_ID and re.search(
-        r"[0-9]", translator.detokenize(vocab.decode([i])))}
-    assert writes_a_digit or not translator.tokenizers[1].subword  # (bytes: digits)
-    assert [r.text for r in required[0]] == ["hounds", "42"]
-    assert all(set(r.avoid) == writes_a_digit for r in required[0])
-    assert [r.avoid for r in required[1]] == [(), ()] and required[2] == []
-    out = translator.translate(["Zwei Hunde sehen 42 Kinder und 7 Katzen um 10:30."],
-                               beam_size=3, glossary=g)[0]
-    assert sorted(re.findall(r"\d+", out)) == ["10", "30", "42", "7"], out
-
-
 def test_sampling_with_a_glossary_is_refused_not_searched(translator, trained_run):
     """The constrained search is a beam search: sampling with a glossary or kept spans was
     searched instead, every seed the same translation. Refused, whether or not a sentence
