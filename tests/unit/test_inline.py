@@ -97,6 +97,18 @@ def test_what_is_kept_as_it_is_goes_whole_into_one_piece(reads):
         assert not any(m.start() < b < m.end() for b in bounds), (m.group(), shares)
 
 
+def test_what_is_kept_as_it_is_goes_where_the_source_has_it():
+    """A URL, a number, a placeholder the translation holds as often as the source is read
+    where the source has it, as punctuation is, whatever attention says (a kept span's
+    constraint tokens look anywhere): the link's text into the link."""
+    source = "Ein Mann sieht www.hund.de mit einem Hund an."  # <a>www.hund.de</a>
+    start = source.index("www")
+    translation = "A man looks at www.hund.de with a dog."
+    links = [(o, 0) for o in range(len(translation))]  # every token looking at "Ein"
+    assert share(source, [start, start + 11], translation, links, bare=[True, False, True]) == [
+        "A man looks at ", "www.hund.de", " with a dog."]  # (was "dog" into the link)
+
+
 def test_links_say_which_words_go_where_in_order():
     source = "Ein Mann fährt Fahrrad."  # pieces: "Ein Mann fährt " | <b>"Fahrrad"</b> | "."
     translation = "A man is riding a bike."

@@ -101,15 +101,18 @@ def _lines_kept(translation: str, units: list[tuple[int, int]], pieces: list[int
 
 
 def _marks(source: str, translation: str) -> list[Link]:
-    """Punctuation read where the source has it: the k-th of a mark the translation holds as
-    often as the source linked to the source's k-th (attention, at a full stop, often looks at
-    the last word), counted four times over."""
+    """Punctuation, and what is kept as it is (a number, a URL, a placeholder), read where the
+    source has it: the k-th of a mark or span the translation holds as often as the source
+    linked to the source's k-th (attention, at a full stop, often looks at the last word; a
+    kept span's constraint tokens look anywhere), counted four times over."""
     out: list[Link] = []
-    for mark in {c for c in translation if not (c.isalnum() or c.isspace() or c == "_")}:
-        mine = [i for i, c in enumerate(translation) if c == mark]
-        theirs = [i for i, c in enumerate(source) if c == mark]
+    marks = {c for c in translation if not (c.isalnum() or c.isspace() or c == "_")}
+    for text in marks | {m.group() for m in KEPT.finditer(translation)}:
+        mine = [i for i in range(len(translation)) if translation.startswith(text, i)]
+        theirs = [i for i in range(len(source)) if source.startswith(text, i)]
         if len(mine) == len(theirs):
-            out += [(o, s) for o, s in zip(mine, theirs, strict=True) for _ in range(4)]
+            out += [(o + k, s + k) for o, s in zip(mine, theirs, strict=True)
+                    for k in range(len(text)) for _ in range(4)]
     return out
 
 
