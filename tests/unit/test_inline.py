@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from transformer_mt.translate.documents import split_flow, split_html
 from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.inline import UNIT, share
+from transformer_mt.translate.sentences import Break
 from transformer_mt.translate.subtitles import running_on, split_tagged
 
 WORDS = st.text(alphabet="abcdefgÄöß0123", min_size=1, max_size=6)
@@ -59,8 +60,9 @@ def test_a_translation_that_is_its_source_comes_back_in_the_sources_pieces(case)
 def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, translation, links,
                                                                        bare):
     """Whichever pieces are bare (text outside markup); the last piece, if bare, may go
-    without a word, unless the share is ``closed`` (subtitles); "<unk>" is never cut (its
-    "<" and ">" in other pieces than its letters would read as markup)."""
+    without a word, unless the share is ``closed`` (subtitles), or a number the translation
+    holds as often as the source, held in the source's piece, leaves none for it; "<unk>" is
+    never cut (its "<" and ">" in other pieces than its letters would read as markup)."""
     source, cuts = case
     bare = (bare + [False] * (len(cuts) + 1))[:len(cuts) + 1]
     for given_links, closed in itertools.product((None, links), (False, True)):
@@ -70,7 +72,9 @@ def test_nothing_is_lost_or_added_and_each_piece_with_words_gets_a_word(case, tr
         worded = [any(c.isalnum() for c in p) for p in _pieces(source, cuts)]
         words = [w for w in UNIT.findall(translation) if any(c.isalnum() for c in w)]
         needs = [*worded[:-1], worded[-1] and (closed or not bare[-1])]
-        if len(words) >= sum(worded):  # enough to go round: each worded piece gets a word
+        kept = [sorted(m.group() for m in KEPT.finditer(t)) for t in (source, translation)]
+        held = any(kept[0].count(n) == kept[1].count(n) for n in kept[1])
+        if len(words) >= sum(worded) and not held:  # enough to go round: each gets a word
             assert all(any(c.isalnum() for c in s)
                        for s, w in zip(shares, needs, strict=True) if w)
 
@@ -107,6 +111,39 @@ def test_what_is_kept_as_it_is_goes_where_the_source_has_it():
     links = [(o, 0) for o in range(len(translation))]  # every token looking at "Ein"
     assert share(source, [start, start + 11], translation, links, bare=[True, False, True]) == [
         "A man looks at ", "www.hund.de", " with a dog."]  # (was "dog" into the link)
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=40, max_size=40))
+def test_a_kept_span_goes_into_the_piece_the_source_has_it_in_whatever_attention_says(reads):
+    """However the words read, a number or a placeholder the translation holds as often as
+    the source goes into the piece that holds it in the source; a piece that holds nothing
+    but such spans takes no other word ("(10:30)", not "(10:30 white)")."""
+    source = "Ein Hund sieht 42 Kinder um 10:30 bei {name}."  # <b>42</b>, <i>10:30</i>
+    cuts = [15, 17, 28, 33]
+    translation = "A dog sees 42 children at 10:30 white with {name}."
+    links = [(o, reads[o % len(reads)]) for o in range(len(translation))]
+    bold, italic = share(source, cuts, translation, links,
+                         bare=[True, False, True, False, True])[1::2]
+    assert bold == "42" and italic == "10:30"
+
+
+def test_marks_round_a_kept_span_stay_round_it():
+    """Brackets and quotes round a kept span that the model cannot read (``marks.py``) come
+    back round that span, not round a word beside it, whichever word reads the span."""
+    for sentence, translation, out in (
+            ("Ein Hund läuft (10:30).", "A dog is running 10:30 white.",
+             "A dog is running (10:30) white."),
+            ("Ein Kämpfer „{name}“ steht auf der Bühne.", "A fighter standing on stage {name}.",
+             "A fighter standing on stage „{name}“."),
+            ("Kinder spielen [3] im Park.", "Children are playing in the park 3.",
+             "Children are playing in the park [3].")):
+        marks = [Break(i, i + 1) for i, c in enumerate(sentence) if c in "()„“[]"]
+        flow = split_flow([sentence], "de", marks=marks)
+        span = next(KEPT.finditer(sentence)).span()
+        links = [(o, span[0]) for o in range(len(translation))]  # every word reads the span
+        assert flow.rebuild([translation], [links]) == [out]
 
 
 def test_links_say_which_words_go_where_in_order():

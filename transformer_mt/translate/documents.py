@@ -42,6 +42,7 @@ from transformer_mt.translate.sentences import (
 T = TypeVar("T")
 
 Links = Sequence[Link] | None  # where a sentence's translation reads in it (None: unknown)
+CLOSING = frozenset(".,;:!?…")  # marks written against the word before them
 
 
 @dataclass
@@ -203,7 +204,8 @@ def _between(text: str, at: int, a: int, before: str, after: str, collapsed: boo
 def _around_kept(pieces: Sequence[str], out: list[str], keep: list[bool]) -> list[str]:
     """Kept pieces as they were, with a space beside them wherever the source had one (the
     words that read one are left out, or the translation has none: "A woman <code>Maria</code>
-    reads", not "A woman <code>Maria</code>reads")."""
+    reads", not "A woman <code>Maria</code>reads"), but before a mark that closes a sentence or
+    a clause: "„{name}“.", not "„{name}“ .")."""
     out = [piece if k else o for piece, o, k in zip(pieces, out, keep, strict=True)]
     for i in (i for i, k in enumerate(keep) if k):
         before = _nearest(out, i, -1)  # (a piece between left empty: the text beyond it)
@@ -212,7 +214,7 @@ def _around_kept(pieces: Sequence[str], out: list[str], keep: list[bool]) -> lis
             out[i - 1] += " "
         after = _nearest(out, i, 1)
         if i + 1 < len(out) and not keep[i + 1] and pieces[i + 1][:1].isspace() and after \
-                and not after[:1].isspace():
+                and not after[:1].isspace() and after[:1] not in CLOSING:
             out[i + 1] = " " + out[i + 1]
     return out
 

@@ -41,6 +41,9 @@ Link = tuple[int, int]  # an output character offset, and the source character o
 UNIT = re.compile(rf"{KEPT.pattern}|{re.escape(UNK)}|[{CJK}]|[^\W{CJK}]+(?:['’-][^\W{CJK}]+)*"
                   r"|[^\w\s]")
 
+INF = float("inf")
+LEFT = 1000.0  # a piece left without a word, or one given a word besides its kept spans
+
 
 def share(source: str, cuts: Sequence[int], translation: str,
           links: Sequence[Link] | None = None, kept: Sequence[bool] = (),
@@ -51,14 +54,53 @@ def share(source: str, cuts: Sequence[int], translation: str,
     (which the caller keeps as they were) get the words that read them and no others; a word
     moved between two ``bare`` pieces (text outside markup) costs half what a word put into
     markup, or out of it, does; a last piece that is ``bare`` may go without a word, unless
-    ``closed`` (subtitles: every one that holds a word in the source shows one)."""
+    ``closed`` (subtitles: every one that holds a word in the source shows one); a span kept as
+    it is (a number, an address, a placeholder) that the translation holds as often as the
+    source goes where the source has it (:func:`_pinned`)."""
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
+    prefer = _preferences(source, cuts, translation, units, links)
+    sources = [source[a:b] for a, b in itertools.pairwise([0, *cuts, len(source)])]
+    keep = [bool(kept and kept[i]) for i in range(len(sources))]
+    loose = [bool(bare and bare[i]) for i in range(len(sources))]
+    worded = [any(c.isalnum() for c in text) and not k
+              for text, k in zip(sources, keep, strict=True)]
+    words = [any(c.isalnum() for c in translation[a:b]) for a, b in units]
+    if sum(worded) > sum(words):  # too few words to give each piece one
+        worded = [False] * len(worded)
+    # the text after the last markup may go without a word, not after a kept piece (a field
+    # is placed by the words around it alone)
+    open_end = not closed and loose[-1] and not (len(sources) > 1 and keep[-2])
+    # a kept piece of no text (a line break, a note's mark) takes no word: it would be lost
+    shut = [k and not text.strip() for text, k in zip(sources, keep, strict=True)]
+    pinned, alone = _pinned(source, cuts, translation, units)
+    # a piece needs a word; where a span kept as it is holds its place, it may go without one
+    # (at a price no misplaced word reaches) rather than the span leave it
+    need = INF if all(p is None for p in pinned) else LEFT
+    skip = [(1.0 if p == len(sources) - 1 and open_end else need) if worded[p] else 0.0
+            for p in range(len(sources))]
+    # what each unit costs in each piece: a pinned one nowhere else; no word beside a piece's
+    # kept spans, no unit in a kept piece it does not read (the caller keeps the piece as it
+    # was: its text would be lost)
+    place = [[(0.0 if p == pin else INF) if pin is not None else _miss(want, p, loose)
+              + LEFT * ((alone[p] and word) or (keep[p] and p not in want))
+              for p in range(len(sources))]
+             for want, pin, word in zip(prefer, pinned, words, strict=True)]
+    pieces = _in_order(place, words, skip, shut)
+    return _cut(translation, units, _lines_kept(translation, units, pieces, sources), sources,
+                loose)
+
+
+def _preferences(source: str, cuts: Sequence[int], translation: str,
+                 units: list[tuple[int, int]], links: Sequence[Link] | None
+                 ) -> list[dict[int, float]]:
+    """Each unit's preference: the share of its links that read from each piece (without
+    ``links``, at the same relative position; punctuation and kept spans where the source
+    has them: :func:`_marks`)."""
     if links is None:
         scale = len(source) / max(len(translation), 1)
         links = [(o, int(o * scale)) for start, end in units for o in range(start, end)]
-    # each unit's preference: the share of its links that read from each piece
     links = sorted([*_marks(source, translation), *links])
     outs = [o for o, _ in links]
     prefer: list[dict[int, float]] = []
@@ -66,21 +108,44 @@ def share(source: str, cuts: Sequence[int], translation: str,
         reads = [bisect.bisect_right(cuts, s) for _, s in
                  links[bisect.bisect_left(outs, start):bisect.bisect_left(outs, end)]]
         prefer.append({p: reads.count(p) / len(reads) for p in set(reads)})
-    sources = [source[a:b] for a, b in itertools.pairwise([0, *cuts, len(source)])]
-    worded = [any(c.isalnum() for c in text) and not (kept and kept[i])
-              for i, text in enumerate(sources)]
-    words = [any(c.isalnum() for c in translation[a:b]) for a, b in units]
-    if sum(worded) > sum(words):  # too few words to give each piece one
-        worded = [False] * len(worded)
-    loose = [bool(bare and bare[i]) for i in range(len(sources))]
-    # the text after the last markup may go without a word, not after a kept piece (a field
-    # is placed by the words around it alone)
-    open_end = not closed and loose[-1] and not (len(sources) > 1 and kept and kept[-2])
-    # a kept piece of no text (a line break, a note's mark) takes no word: it would be lost
-    shut = [bool(kept and kept[i]) and not text.strip() for i, text in enumerate(sources)]
-    pieces = _in_order(prefer, words, worded, loose, open_end, shut)
-    return _cut(translation, units, _lines_kept(translation, units, pieces, sources), sources,
-                loose)
+    return prefer
+
+
+def _pinned(source: str, cuts: Sequence[int], translation: str,
+            units: list[tuple[int, int]]) -> tuple[list[int | None], list[bool]]:
+    """The piece each unit must go to: a span kept as it is (``glossary.KEPT``: a number, an
+    address, a placeholder; verbatim in the translation with ``--keep-spans``) that the
+    translation holds as often as the source, the k-th into the piece of the source's k-th
+    (None: any piece); and the pieces whose words are all such spans, which take no other
+    word ("(10:30)", not "(10:30 white)"). None pinned where they would go out of order."""
+    pinned: list[int | None] = [None] * len(units)
+    held: list[list[tuple[int, int]]] = [[] for _ in range(len(cuts) + 1)]
+    unit = {span: k for k, span in enumerate(units)}
+    theirs = _kept_spans(source)
+    for text, mine in _kept_spans(translation).items():
+        if len(mine) != len(theirs.get(text, [])):
+            continue
+        for span, (start, end) in zip(mine, theirs[text], strict=True):
+            piece = bisect.bisect_right(cuts, start)
+            if span in unit and bisect.bisect_right(cuts, end - 1) == piece:
+                pinned[unit[span]] = piece
+                held[piece].append((start, end))
+    order = [p for p in pinned if p is not None]
+    if order != sorted(order):  # the translation moved one past another
+        return [None] * len(units), [False] * len(held)
+    bounds = list(itertools.pairwise([0, *cuts, len(source)]))
+    alone = [bool(spans) and not any(source[i].isalnum() for i in range(a, b)
+                                     if not any(s <= i < e for s, e in spans))
+             for (a, b), spans in zip(bounds, held, strict=True)]
+    return pinned, alone
+
+
+def _kept_spans(text: str) -> dict[str, list[tuple[int, int]]]:
+    """Where each span kept as it is (``glossary.KEPT``) stands in ``text``, by its text."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for m in KEPT.finditer(text):
+        out.setdefault(m.group(), []).append(m.span())
+    return out
 
 
 def _lines_kept(translation: str, units: list[tuple[int, int]], pieces: list[int],
@@ -104,7 +169,9 @@ def _marks(source: str, translation: str) -> list[Link]:
     """Punctuation, and what is kept as it is (a number, a URL, a placeholder), read where the
     source has it: the k-th of a mark or span the translation holds as often as the source
     linked to the source's k-th (attention, at a full stop, often looks at the last word; a
-    kept span's constraint tokens look anywhere), counted four times over."""
+    kept span's constraint tokens look anywhere), counted four times over; a mark that ends
+    both, the one that ends the translation to the one that ends the source ("(ca. 2 m)
+    hoch." and "up 2.": the full stop after the bracket)."""
     out: list[Link] = []
     marks = {c for c in translation if not (c.isalnum() or c.isspace() or c == "_")}
     for text in marks | {m.group() for m in KEPT.finditer(translation)}:
@@ -113,33 +180,31 @@ def _marks(source: str, translation: str) -> list[Link]:
         if len(mine) == len(theirs):
             out += [(o + k, s + k) for o, s in zip(mine, theirs, strict=True)
                     for k in range(len(text)) for _ in range(4)]
+        elif len(text) == 1 and translation.rstrip()[-1:] == text == source.rstrip()[-1:]:
+            out += [(len(translation.rstrip()) - 1, len(source.rstrip()) - 1)] * 4
     return out
 
 
-def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bool],
-              bare: list[bool], open_end: bool, shut: list[bool]) -> list[int]:
-    """The piece of each unit: in order (never decreasing), every ``worded`` piece given at
-    least one unit that is a word (``words``; the last piece, if ``open_end``, may go without
-    one at the cost of one word moved), and as many of the units' ``prefer``-ences met
-    as that allows (``_miss``: a word moved between two ``bare`` pieces, across the markup
-    between them, costs half what a word put into markup, or out of it, does), none in a
-    ``shut`` piece: a dynamic programme over the units, its states a piece and whether it has
-    a word yet."""
-    m, inf = len(worded), float("inf")
-    # what leaving a piece without a word costs: the words after the last markup may all have
-    # moved before it ("vor einem <b>Gebäude</b> stehen." gives "standing in front of a
-    # <b>building</b>."); any other worded piece needs one (attention often reads a word
-    # ahead: "A" reads "<b>Mann</b>", "man" the word after; freeing them too placed worse)
-    skip = [(1.0 if p == m - 1 and open_end else inf) if worded[p] else 0.0 for p in range(m)]
-
+def _in_order(place: list[list[float]], words: list[bool], skip: list[float],
+              shut: list[bool]) -> list[int]:
+    """The piece of each unit: in order (never decreasing), at the least cost of ``place``
+    (what putting each unit in each piece costs: :func:`_miss`, a span kept as it is held
+    where the source has it) and ``skip`` (what leaving each piece without a unit that is a
+    word, ``words``, costs: infinite where it needs one; the words after the last markup may
+    all have moved before it: "vor einem <b>Gebäude</b> stehen." gives "standing in front of
+    a <b>building</b>."; any other worded piece needs one: attention often reads a word
+    ahead, "A" reads "<b>Mann</b>", "man" the word after; freeing them too placed worse),
+    none in a ``shut`` piece: a dynamic programme over the units, its states a piece and
+    whether it has a word yet."""
+    m, inf = len(skip), float("inf")
     between = _skipping(skip)
 
     cost = [[inf, inf] for _ in range(m)]  # [piece][has a word]
     for p in range(m):
         if between(-1, p) < inf and not shut[p]:
-            cost[p][words[0]] = between(-1, p) + _miss(prefer[0], p, bare)
+            cost[p][words[0]] = between(-1, p) + place[0][p]
     back: list[list[list[tuple[int, int]]]] = [[[(-1, -1)] * 2 for _ in range(m)]]
-    for k in range(1, len(prefer)):
+    for k in range(1, len(place)):
         new = [[inf, inf] for _ in range(m)]
         arrows = [[(-1, -1)] * 2 for _ in range(m)]
         for q, w in ((q, w) for q in range(m) for w in (0, 1) if cost[q][w] < inf):
@@ -149,7 +214,7 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
                 if step == inf:
                     continue
                 state = w or words[k] if p == q else words[k]
-                total = cost[q][w] + step + _miss(prefer[k], p, bare)
+                total = cost[q][w] + step + place[k][p]
                 if total < new[p][state]:
                     new[p][state], arrows[p][state] = total, (q, w)
         cost = new
@@ -157,7 +222,7 @@ def _in_order(prefer: list[dict[int, float]], words: list[bool], worded: list[bo
     _, p, w = min((total, p, w) for p in range(m) for w in (0, 1) if (
         total := cost[p][w] + (0.0 if w else skip[p]) + between(p, m)) < inf)
     out = [p]
-    for k in range(len(prefer) - 1, 0, -1):
+    for k in range(len(place) - 1, 0, -1):
         p, w = back[k][p][w]
         out.append(p)
     return out[::-1]
