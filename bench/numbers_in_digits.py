@@ -9,8 +9,10 @@ pairs with numbers: data/numbers.py) against one trained without (``--against``,
 Prints one JSON record: for each model, how many of its translations hold the number exactly
 (``kept``), how many hold another (``others``: a number the source lacks) and their BLEU and
 chrF against the references so written, as it translates and with spans kept
-(``*_keep_spans``: ``Glossary(keep_spans=True)``, ``mt translate --keep-spans``); ``ratio``
-(ours kept over the peer's, as it translates, measured in the same run).
+(``*_keep_spans``: ``Glossary(keep_spans=True)``, ``mt translate --keep-spans``), and with spans
+kept, the number in brackets on both sides ("(37) Männer ..." / "(37) men ...",
+``*_in_brackets``: ``kept`` counts "(37)" whole, the marks round the number); ``ratio`` (ours
+kept over the peer's, as it translates, measured in the same run).
 """
 
 from __future__ import annotations
@@ -61,15 +63,23 @@ def run(translator: Translator, sources: list[str], refs: list[str],
     pairs = in_digits(sources, refs)
     lines, their_refs = [s for s, _, _ in pairs], [r for _, r, _ in pairs]
     out: dict = {"sentences": len(pairs), "against": str(against)}
+    said = [n for _, _, n in pairs]
+    bracketed = [[t.replace(n, f"({n})", 1) for t, n in zip(side, said, strict=True)]
+                 for side in (lines, their_refs)]
     for name, model in (("ours", translator), ("peer", Translator.load(against))):
-        for key, glossary in ((name, None), (f"{name}_keep_spans", Glossary(keep_spans=True))):
-            texts = model.translate(lines, glossary=glossary)
+        for key, glossary, (ins, outs, held) in (
+                (name, None, (lines, their_refs, said)),
+                (f"{name}_keep_spans", Glossary(keep_spans=True), (lines, their_refs, said)),
+                (f"{name}_in_brackets", Glossary(keep_spans=True),
+                 (*bracketed, [f"({n})" for n in said]))):
+            texts = model.translate(ins, glossary=glossary)
             numbers = [re.findall(r"\d+(?:[.,:]\d+)*", t) for t in texts]
-            s = score(texts, their_refs, lang)
-            out[key] = {"kept": sum(n in found for found, (_, _, n) in zip(
-                numbers, pairs, strict=True)), "others": sum(any(f != n for f in found) for (
-                    found, (_, _, n)) in zip(numbers, pairs, strict=True)),
-                "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+            s = score(texts, outs, lang)
+            out[key] = {"kept": sum(h in (t if h.startswith("(") else found) for t, found, h
+                                    in zip(texts, numbers, held, strict=True)),
+                        "others": sum(any(f != n for f in found) for found, n in zip(
+                            numbers, said, strict=True)),
+                        "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
     out["ratio"] = round(out["ours"]["kept"] / out["peer"]["kept"], 3) \
         if out["peer"]["kept"] else None
     return out
