@@ -32,9 +32,11 @@ def _sentencizer(lang: str) -> Any:
     return nlp
 
 
-# a list item's marker at the start of a line ("- ", "* ", "• ", "1. ", "2) "): kept as it is
+# a list item's marker at the start of a line ("- ", "* ", "• ", "1. ", "2) ", "(3) ", "[4] ",
+# "a) ", "(b) ", "(iv) ": a German law's paragraph "(1) Die Würde ..."): kept as it is
 ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
-LIST_MARKER = re.compile(f"[ \t{ZERO_WIDTH}]*(?:[-*•–]|\\d{{1,3}}[.)])[ \t]+(?=\\S)")
+LIST_MARKER = re.compile(rf"[ \t{ZERO_WIDTH}]*(?:[-*•–]|\d{{1,3}}[.)]|\(\d{{1,3}}\)|\[\d{{1,3}}\]"
+                         r"|\(?(?:[a-zA-Z]|[ivxIVX]{2,4})\))[ \t]+(?=\S)")
 
 
 def _blank(c: str) -> bool:
