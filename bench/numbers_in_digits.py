@@ -10,9 +10,10 @@ Prints one JSON record: for each model, how many of its translations hold the nu
 (``kept``), how many hold another (``others``: a number the source lacks) and their BLEU and
 chrF against the references so written, as it translates and with spans kept
 (``*_keep_spans``: ``Glossary(keep_spans=True)``, ``mt translate --keep-spans``), and with spans
-kept, the number in brackets on both sides ("(37) Männer ..." / "(37) men ...",
-``*_in_brackets``: ``kept`` counts "(37)" whole, the marks round the number); ``ratio`` (ours
-kept over the peer's, as it translates, measured in the same run).
+kept, the number in brackets on both sides where it begins neither ("Auf dem Bild sind (37)
+Männer" / "There are (37) men ...", ``*_in_brackets``: ``kept`` counts "(37)" whole, the marks
+round the number; one that begins a line is a list item's marker); ``ratio`` (ours kept over
+the peer's, as it translates, measured in the same run).
 """
 
 from __future__ import annotations
@@ -54,6 +55,23 @@ def in_digits(sources: list[str], refs: list[str]) -> list[tuple[str, str, str]]
     return found
 
 
+def _row(model: Translator, glossary: Glossary | None, lines: list[str], refs: list[str],
+         said: list[str], lang: str, bracketed: bool = False) -> dict:
+    """How many translations of ``lines`` hold their number (``bracketed``: "(37)" whole),
+    how many another, and their BLEU and chrF against ``refs``."""
+    if not lines:
+        return {"sentences": 0}
+    texts = model.translate(lines, glossary=glossary)
+    numbers = [re.findall(r"\d+(?:[.,:]\d+)*", t) for t in texts]
+    s = score(texts, refs, lang)
+    return {"sentences": len(lines),
+            "kept": sum(f"({n})" in t if bracketed else n in found
+                        for n, t, found in zip(said, texts, numbers, strict=True)),
+            "others": sum(any(f != n for f in found)
+                          for n, found in zip(said, numbers, strict=True)),
+            "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+
+
 def run(translator: Translator, sources: list[str], refs: list[str],
         against: Path) -> dict:
     lang = translator.config.data.tgt_lang
@@ -61,25 +79,18 @@ def run(translator: Translator, sources: list[str], refs: list[str],
         raise SystemExit("bench/numbers_in_digits.py: its numbers in words are German and "
                          "English ones")
     pairs = in_digits(sources, refs)
-    lines, their_refs = [s for s, _, _ in pairs], [r for _, r, _ in pairs]
     out: dict = {"sentences": len(pairs), "against": str(against)}
-    said = [n for _, _, n in pairs]
-    bracketed = [[t.replace(n, f"({n})", 1) for t, n in zip(side, said, strict=True)]
-                 for side in (lines, their_refs)]
+    plain = ([s for s, _, _ in pairs], [r for _, r, _ in pairs], [n for _, _, n in pairs])
+    # in brackets where the number does not begin either side (there "(37) " is a list
+    # item's marker, kept as it is and not read: translate/sentences.py)
+    inner = [(s, r, n) for s, r, n in pairs if not s.startswith(n) and not r.startswith(n)]
+    bracketed = ([s.replace(n, f"({n})", 1) for s, _, n in inner],
+                 [r.replace(n, f"({n})", 1) for _, r, n in inner], [n for _, _, n in inner])
     for name, model in (("ours", translator), ("peer", Translator.load(against))):
-        for key, glossary, (ins, outs, held) in (
-                (name, None, (lines, their_refs, said)),
-                (f"{name}_keep_spans", Glossary(keep_spans=True), (lines, their_refs, said)),
-                (f"{name}_in_brackets", Glossary(keep_spans=True),
-                 (*bracketed, [f"({n})" for n in said]))):
-            texts = model.translate(ins, glossary=glossary)
-            numbers = [re.findall(r"\d+(?:[.,:]\d+)*", t) for t in texts]
-            s = score(texts, outs, lang)
-            out[key] = {"kept": sum(h in (t if h.startswith("(") else found) for t, found, h
-                                    in zip(texts, numbers, held, strict=True)),
-                        "others": sum(any(f != n for f in found) for found, n in zip(
-                            numbers, said, strict=True)),
-                        "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+        out[name] = _row(model, None, *plain, lang)
+        out[f"{name}_keep_spans"] = _row(model, Glossary(keep_spans=True), *plain, lang)
+        out[f"{name}_in_brackets"] = _row(model, Glossary(keep_spans=True), *bracketed, lang,
+                                          bracketed=True)
     out["ratio"] = round(out["ours"]["kept"] / out["peer"]["kept"], 3) \
         if out["peer"]["kept"] else None
     return out

@@ -329,26 +329,6 @@ def test_mt_translate_translates_a_line_of_sentences_sentence_by_sentence(traine
     assert split_document("<b>x</b>", "de", "html").sentences == ["x"]
 
 
-def test_list_markers_and_zero_width_characters_are_kept_out_of_sentences():
-    text = "- Ein Hund.\n1. Zwei Katzen.\n2) Ein Mann. Eine Frau.\n\u200b* Ein Kind.\u200b"
-    doc = split_text(text, "de")
-    assert doc.sentences == ["Ein Hund.", "Zwei Katzen.", "Ein Mann.", "Eine Frau.",
-                             "Ein Kind."]
-    assert doc.rebuild(["A dog.", "Two cats.", "A man.", "A woman.", "A child."]) == (
-        "- A dog.\n1. Two cats.\n2) A man. A woman.\n\u200b* A child.\u200b")
-    assert split_text("-5 Grad. 3.5 Meter.", "de").sentences == ["-5 Grad.", "3.5 Meter."]
-    # numbered paragraphs (a German law's "(1)") and lettered items, but not a word in brackets
-    text = ("(1) Die Würde.\n[2] Ein Hund.\na) Ein Mann.\n(b) Eine Frau.\n(iv) Ein Kind.\n"
-            "(Foto) Ein Ball.")
-    doc = split_text(text, "de")
-    assert doc.sentences == ["Die Würde.", "Ein Hund.", "Ein Mann.", "Eine Frau.", "Ein Kind.",
-                             "(Foto) Ein Ball."]
-    assert doc.rebuild(["Dignity.", "A dog.", "A man.", "A woman.", "A child.",
-                        "(Photo) A ball."]) == ("(1) Dignity.\n[2] A dog.\na) A man.\n(b) A "
-                                                "woman.\n(iv) A child.\n(Photo) A ball.")
-
-
-
 def test_a_sentence_longer_than_the_model_takes_is_translated_in_parts(trained_run, caplog):
     """Past ``decode.max_input_tokens`` a sentence is cut at its clauses and translated part
     by part, as a text, in a page (its markup across a cut kept) and by ``mt translate``; an

@@ -294,8 +294,18 @@ def test_numbers_benchmark_writes_a_number_in_digits_on_both_sides(trained_run):
     assert record["ours_keep_spans"] == record["peer_keep_spans"]
     assert (record["ours_keep_spans"]["kept"], record["ours_keep_spans"]["others"]) == (
         len(pairs), 0)
-    # and in brackets on both sides: no other number written (the toy's translations are
-    # too poor to hold "(37)" whole: the model's own words go between the marks)
-    assert record["ours_in_brackets"] == record["peer_in_brackets"]
-    assert record["ours_in_brackets"]["others"] == 0
-    assert 0 <= record["ours_in_brackets"]["kept"] <= len(pairs)
+    # in brackets only where the number begins neither side: each toy pair begins with it
+    # (a line's "(37) " is a list item's marker, not read)
+    assert record["ours_in_brackets"] == record["peer_in_brackets"] == {"sentences": 0}
+    assert record["ours"]["sentences"] == len(pairs)
+    # the row of such pairs, the number moved inside: kept spans write no other number
+    from bench.numbers_in_digits import _row
+    from transformer_mt.translate import Translator
+    from transformer_mt.translate.glossary import Glossary
+
+    inner = [(f"Heute ({n}) {s.split(' ', 1)[1]}", f"Today ({n}) {r.split(' ', 1)[1]}", n)
+             for s, r, n in pairs]
+    row = _row(Translator.load(trained_run[0] / "best.pt", "cpu"), Glossary(keep_spans=True),
+               *map(list, zip(*inner, strict=True)), "en", bracketed=True)
+    assert row["sentences"] == len(pairs) and row["others"] == 0
+    assert 0 <= row["kept"] <= len(pairs) and row["bleu"] >= 0
