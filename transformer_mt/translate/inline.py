@@ -56,7 +56,7 @@ def share(source: str, cuts: Sequence[int], translation: str,
     markup, or out of it, does; a last piece that is ``bare`` may go without a word, unless
     ``closed`` (subtitles: every one that holds a word in the source shows one); a span kept as
     it is (a number, an address, a placeholder) that the translation holds as often as the
-    source goes where the source has it (:func:`_pinned`)."""
+    source goes where the source has it (:func:`_pinned`), unless ``closed``."""
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
@@ -74,7 +74,9 @@ def share(source: str, cuts: Sequence[int], translation: str,
     open_end = not closed and loose[-1] and not (len(sources) > 1 and keep[-2])
     # a kept piece of no text (a line break, a note's mark) takes no word: it would be lost
     shut = [k and not text.strip() for text, k in zip(sources, keep, strict=True)]
-    pinned, alone = _pinned(source, cuts, translation, units)
+    # (subtitles: every one shows a word before any span holds its place)
+    pinned, alone = _pinned(source, cuts, translation, units) if not closed else (
+        [None] * len(units), [False] * len(sources))
     # a piece needs a word; where a span kept as it is holds its place, it may go without one
     # (at a price no misplaced word reaches) rather than the span leave it
     need = INF if all(p is None for p in pinned) else LEFT
