@@ -8,12 +8,13 @@ pairs with numbers: data/numbers.py) against one trained without (``--against``,
 
 Prints one JSON record: for each model, how many of its translations hold the number exactly
 (``kept``), how many hold another (``others``: a number the source lacks) and their BLEU and
-chrF against the references so written, as it translates and with spans kept
-(``*_keep_spans``: ``Glossary(keep_spans=True)``, ``mt translate --keep-spans``), and with spans
+chrF against the references so written, as the model writes them (``keep_spans=False``, ``mt
+translate --no-keep-spans``) and with spans kept (``*_keep_spans``: ``decode.keep_spans``, on
+by default), and with spans
 kept, the number in brackets on both sides where it begins neither ("Auf dem Bild sind (37)
 Männer" / "There are (37) men ...", ``*_in_brackets``: ``kept`` counts "(37)" whole, the marks
 round the number; one that begins a line is a list item's marker); ``ratio`` (ours kept over
-the peer's, as it translates, measured in the same run).
+the peer's, as the models write them, measured in the same run).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from bench.common import on_a_test_set
 from transformer_mt.data.numbers import drawn_number
 from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
-from transformer_mt.translate.glossary import Glossary
 
 # the numbers Multi30k's captions say in words, German and English
 IN_WORDS = {"zwei": "two", "drei": "three", "vier": "four", "fünf": "five", "sechs": "six",
@@ -55,13 +55,13 @@ def in_digits(sources: list[str], refs: list[str]) -> list[tuple[str, str, str]]
     return found
 
 
-def _row(model: Translator, glossary: Glossary | None, lines: list[str], refs: list[str],
+def _row(model: Translator, keep: bool, lines: list[str], refs: list[str],
          said: list[str], lang: str, bracketed: bool = False) -> dict:
     """How many translations of ``lines`` hold their number (``bracketed``: "(37)" whole),
     how many another, and their BLEU and chrF against ``refs``."""
     if not lines:
         return {"sentences": 0}
-    texts = model.translate(lines, glossary=glossary)
+    texts = model.translate(lines, keep_spans=keep)
     numbers = [re.findall(r"\d+(?:[.,:]\d+)*", t) for t in texts]
     s = score(texts, refs, lang)
     return {"sentences": len(lines),
@@ -87,10 +87,9 @@ def run(translator: Translator, sources: list[str], refs: list[str],
     bracketed = ([s.replace(n, f"({n})", 1) for s, _, n in inner],
                  [r.replace(n, f"({n})", 1) for _, r, n in inner], [n for _, _, n in inner])
     for name, model in (("ours", translator), ("peer", Translator.load(against))):
-        out[name] = _row(model, None, *plain, lang)
-        out[f"{name}_keep_spans"] = _row(model, Glossary(keep_spans=True), *plain, lang)
-        out[f"{name}_in_brackets"] = _row(model, Glossary(keep_spans=True), *bracketed, lang,
-                                          bracketed=True)
+        out[name] = _row(model, False, *plain, lang)
+        out[f"{name}_keep_spans"] = _row(model, True, *plain, lang)
+        out[f"{name}_in_brackets"] = _row(model, True, *bracketed, lang, bracketed=True)
     out["ratio"] = round(out["ours"]["kept"] / out["peer"]["kept"], 3) \
         if out["peer"]["kept"] else None
     return out

@@ -208,6 +208,12 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
                     "--keep-spans", "Ein Hund."])  # nothing to keep: translated as ever
     assert kept.returncode == 0 and kept.stdout == run_cli(
         ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]).stdout
+    from transformer_mt.translate import Translator
+
+    exported = Translator.load(out, "cpu", engine="ctranslate2")  # the checkpoint's
+    assert exported.config.decode.keep_spans and exported.translate(  # keep_spans: not here
+        ["Ein Hund sieht 3 Katzen."]) == exported.translate(["Ein Hund sieht 3 Katzen."],
+                                                           keep_spans=False)
 
 
 def test_the_export_copies_unknown_words_as_ours_does(trained_run, tmp_path):

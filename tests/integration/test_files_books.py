@@ -224,7 +224,10 @@ def test_fields_inside_a_sentence_stay_where_they_were(translator):
     footer.add_run(" von zehn Seiten.")
     source = io.BytesIO()
     word.save(source)
-    out = docx.Document(io.BytesIO(translate_file(translator, "f.docx", source.getvalue())))
+    # (the page number as the model writes it: kept, "3" is pinned to its field, and the
+    # toy model writes it last, its words all before the field)
+    as_written = translator.with_settings(translator.settings(keep_spans=False))
+    out = docx.Document(io.BytesIO(translate_file(as_written, "f.docx", source.getvalue())))
     written = out.sections[0].footer.paragraphs[0]
     kinds = [c.tag.rsplit("}", 1)[1] for c in written._p if not c.tag.endswith("}pPr")]
     assert kinds == ["r", "fldSimple", "r"] and written.runs[1].text.strip()
@@ -238,7 +241,7 @@ def test_fields_inside_a_sentence_stay_where_they_were(translator):
     doc.text.addElement(odt_paragraph)
     source = io.BytesIO()
     doc.write(source)
-    out = translate_file(translator, "p.odt", source.getvalue())
+    out = translate_file(as_written, "p.odt", source.getvalue())
     written = opendocument.load(io.BytesIO(out)).text.getElementsByType(text.P)[0]
     kinds = [c.tagName if c.nodeType != c.TEXT_NODE else "text" for c in written.childNodes]
     assert kinds == ["text", "text:page-number", "text"] and str(

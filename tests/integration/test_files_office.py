@@ -109,7 +109,10 @@ def test_what_a_sentence_holds_stays_in_place(translator):
     its instruction and result between translated words; a content control inside a
     sentence and a link's field get their share of its translation, a table of contents'
     entry is translated."""
-    after = parts(translate_file(translator, "notes.docx", hidden_places()))
+    # (the page number as the model writes it: kept, "3" is pinned to its field, and the
+    # toy model writes it last, its words all before the field)
+    as_written = translator.with_settings(translator.settings(keep_spans=False))
+    after = parts(translate_file(as_written, "notes.docx", hidden_places()))
     body = after["word/document.xml"]
     noted = body.xpath("//w:r[w:footnoteReference]", namespaces=NS)[0]
     assert [etree.QName(c).localname for c in noted] == ["t", "footnoteReference"]

@@ -160,8 +160,9 @@ def test_sampling_with_a_glossary_is_refused_not_searched(translator, trained_ru
         with pytest.raises(MTError, match=re.escape(message)):
             translator.translate(["Ein Kind fährt Fahrrad.", "Drei Kinder lachen."],
                                  glossary=glossary, **sampled)
-    assert translator.translate(["Drei Kinder lachen."], sample_topk=5) and \
-        translator.translate(["Drei Kinder lachen."], glossary=Glossary(TERMS))
+    assert translator.translate(["Drei Kinder lachen.", KEPT[1]], sample_topk=5) and \
+        translator.translate(["Drei Kinder lachen."], glossary=Glossary(TERMS))  # (spans:
+    # kept by default where the search can, test_kept_spans.py)
     done = run_cli(["translate", "--checkpoint", str(trained_run[0] / "best.pt"),
                     "--keep-spans", "--sample-topk", "5", "Drei Kinder lachen."])
     assert done.returncode == 2 and done.stderr.strip().endswith(message + " together")
@@ -172,7 +173,8 @@ def test_sampling_with_a_glossary_is_refused_not_searched(translator, trained_ru
                      {"text": SOURCES[0], "sample_topk": 5}):
             r = client.post("/v1/translate", json=body)
             assert r.status_code == 422 and message in r.text, r.text
-        r = client.post("/v1/translate", json={"text": "Drei Kinder lachen.", "sample_topk": 5})
+        r = client.post("/v1/translate", json={"text": ["Drei Kinder lachen.", "42 Kinder."],
+                                                "sample_topk": 5})
         assert r.status_code == 200, r.text
 
 
@@ -336,7 +338,7 @@ def test_the_server_holds_its_glossary_on_every_route(translator):
     server = translator.with_settings(translator.config.decode, terms)
     texts = [SOURCES[0], SOURCES[2]]
     with local_client(create_app(server, ServeOptions())) as client:
-        assert client.get("/v1/info").json()["glossary"] == {"terms": 2, "keep_spans": False}
+        assert client.get("/v1/info").json()["glossary"] == {"terms": 2, "keep_spans": True}
         for _ in range(2):  # the second time from the cache, where it may be
             r = client.post("/v1/translate", json={"text": texts})
             assert r.status_code == 200, r.text

@@ -44,7 +44,7 @@ def test_the_server_reads_its_glossary_again_when_the_file_changes(trained_run, 
 
     def expect(client, terms: dict[str, str], error: str | None = None) -> None:
         info = client.get("/v1/info").json()["glossary"]
-        assert info == {"terms": len(terms), "keep_spans": False, **(
+        assert info == {"terms": len(terms), "keep_spans": True, **(
             {"error": info.get("error")} if error else {})}
         assert error is None or error in info["error"]
         r = client.post("/v1/translate", json={"text": SOURCES})

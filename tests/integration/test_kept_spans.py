@@ -8,7 +8,9 @@ import re
 
 import pytest
 
+from tests.helpers import local_client
 from transformer_mt.data.vocab import UNK_ID
+from transformer_mt.errors import MTError
 from transformer_mt.translate import Translator
 from transformer_mt.translate.glossary import KEPT, Glossary, steered
 
@@ -57,3 +59,72 @@ def test_every_kept_span_comes_out_whole_in_texts_and_pages(translator, text):
     out = translator.translate([text], form=form, glossary=Glossary(keep_spans=True))[0]
     for m in KEPT.finditer(re.sub("<[^>]+>", "", text)):
         assert re.search(rf"(?<![\w.:/]){re.escape(m.group())}(?![\w:/])", out), (m.group(), out)
+
+
+SPANS = ["Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30.",
+         "Ein Mann schreibt an anna.berg@example.org, {name}.", "Ein Hund."]
+
+
+def _holds_every_span(source: str, out: str) -> bool:
+    return all(m.group() in out for m in KEPT.finditer(source))
+
+
+def test_spans_are_kept_by_default_where_the_search_can(translator):
+    """``decode.keep_spans`` (on by default): a call that asks for nothing keeps every span
+    as ``--keep-spans`` does; ``keep_spans=False`` translates without; sampling and a
+    prefix, whose search cannot keep them, translate without them unless asked for there (an
+    error then, as with a glossary)."""
+    assert translator.config.decode.keep_spans
+    kept = translator.translate(SPANS, beam_size=3, glossary=Glossary(keep_spans=True))
+    assert translator.translate(SPANS, beam_size=3) == kept
+    assert all(_holds_every_span(s, out) for s, out in zip(SPANS, kept, strict=True))
+    plain = translator.translate(SPANS, beam_size=3, keep_spans=False)
+    assert not all(_holds_every_span(s, out) for s, out in zip(SPANS, plain, strict=True))
+    assert plain[2] == kept[2]  # (nothing to keep: as ever)
+    sampled = {"sample_topk": 5, "sample_seed": 3}
+    assert translator.translate(SPANS, **sampled) == translator.translate(
+        SPANS, keep_spans=False, **sampled)
+    prefixed = {"nbest": 1, "prefix": ["Two", "A", ""]}
+    assert translator.translate(SPANS, **prefixed) == translator.translate(
+        SPANS, keep_spans=False, **prefixed)
+    for asked in (sampled, prefixed):
+        with pytest.raises(MTError, match="cannot be given together"):
+            translator.translate(SPANS, keep_spans=True, **asked)
+
+
+def _cache_hits(client) -> float:
+    return next(float(line.split()[1]) for line in client.get("/metrics").text.splitlines()
+                if line.startswith("mt_cache_hits_total"))
+
+
+def test_the_server_keeps_spans_by_default_and_caches_them(translator):
+    """The server keeps spans as the checkpoint does (``/v1/info`` says so), each request may
+    turn it off (``keep_spans: false``) or keep them (``true``); a sentence whose spans were
+    kept is read from the cache the second time; a prefix's or a sampling request translates
+    without them; ``mt serve --no-keep-spans`` translates without them."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    kept = translator.translate(SPANS, beam_size=3)
+    plain = translator.translate(SPANS, beam_size=3, keep_spans=False)
+
+    def texts(client, **body) -> list[str]:
+        r = client.post("/v1/translate", json={"text": SPANS, "beam_size": 3, **body})
+        assert r.status_code == 200, r.text
+        return [t["text"] for t in r.json()["translations"]]
+
+    with local_client(create_app(translator, ServeOptions())) as client:
+        info = client.get("/v1/info").json()
+        assert info["decode"]["keep_spans"] and info["glossary"]["keep_spans"]
+        assert texts(client) == kept == texts(client)  # (the second: every part cached)
+        hits = _cache_hits(client)
+        assert hits >= len(SPANS) and texts(client, keep_spans=True) == kept
+        assert texts(client, keep_spans=False) == plain and _cache_hits(client) == hits
+        r = client.post("/v1/translate", json={"text": SPANS[0], "prefix": "Two"})
+        assert r.status_code == 200 and r.json()["translations"][0]["text"].startswith("Two")
+        assert texts(client, sample_topk=5, beam_size=1)
+    server = translator.with_settings(translator.settings(keep_spans=False))
+    with local_client(create_app(server, ServeOptions())) as client:
+        assert not client.get("/v1/info").json()["glossary"]["keep_spans"]
+        assert texts(client) == plain and texts(client, keep_spans=True) == kept

@@ -183,7 +183,7 @@ def test_info_languages_and_libretranslate(client, translator):
                               for name in ("beam_size", "alpha", "max_len_a", "max_len_b",
                                            "max_sentence_tokens", "sample_topk", "top_p",
                                            "temperature", "sample_seed", "precision",
-                                           "replace_unk", "end_as_source")}
+                                           "replace_unk", "end_as_source", "keep_spans")}
     assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]

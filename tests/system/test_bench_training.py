@@ -301,11 +301,10 @@ def test_numbers_benchmark_writes_a_number_in_digits_on_both_sides(trained_run):
     # the row of such pairs, the number moved inside: kept spans write no other number
     from bench.numbers_in_digits import _row
     from transformer_mt.translate import Translator
-    from transformer_mt.translate.glossary import Glossary
 
     inner = [(f"Heute ({n}) {s.split(' ', 1)[1]}", f"Today ({n}) {r.split(' ', 1)[1]}", n)
              for s, r, n in pairs]
-    row = _row(Translator.load(trained_run[0] / "best.pt", "cpu"), Glossary(keep_spans=True),
+    row = _row(Translator.load(trained_run[0] / "best.pt", "cpu"), True,
                *map(list, zip(*inner, strict=True)), "en", bracketed=True)
     assert row["sentences"] == len(pairs) and row["others"] == 0
     assert 0 <= row["kept"] <= len(pairs) and row["bleu"] >= 0

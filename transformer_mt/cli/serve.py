@@ -39,7 +39,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, action="append",
                    help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
     add_engine_flags(p)
-    add_decoding_flags(p, ["precision"])
+    add_decoding_flags(p, ["precision", "keep_spans"])
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "
@@ -70,9 +70,6 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "term<TAB>target term[<TAB>word to avoid...]' lines, as mt translate's; a "
                    "request's own glossary (/v1/translate) goes over it; read again when "
                    "the file changes")
-    p.add_argument("--keep-spans", action="store_true", help="every translation keeps URLs, "
-                   "e-mail addresses, {placeholders}, %%s and numbers exactly as in the source "
-                   "(and no number it lacks)")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
         p.add_argument(setting.metadata["flag"], type=type(setting.default),
                        default=setting.default, help=setting.metadata["help"])
@@ -117,7 +114,8 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
     """``--glossary`` and ``--keep-spans`` read (a bad line: one line of error), or None;
     ``args.terms_file``: the file to read again when it changes."""
     args.terms_file = None
-    if not args.glossary and not args.keep_spans:
+    keep = bool(args.keep_spans)  # asked for: held to, as a glossary (an error where it cannot)
+    if not args.glossary and not keep:
         return None
     if args.engine != "torch":
         raise MTError("--glossary and --keep-spans need a PyTorch checkpoint (.pt): "
@@ -125,11 +123,11 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
     from transformer_mt.serve.glossary_file import GlossaryFile, counted
     from transformer_mt.translate.glossary import Glossary
 
-    glossary, args.terms_file = GlossaryFile.read(args.glossary, args.keep_spans) \
+    glossary, args.terms_file = GlossaryFile.read(args.glossary, keep) \
         if args.glossary else (Glossary(keep_spans=True), None)
     log.info("every translation holds %s", " and ".join(
         [f"the {counted(len(glossary.terms))} of {args.glossary}"] * bool(args.glossary)
-        + ["URLs, addresses, placeholders and numbers as they are"] * args.keep_spans))
+        + ["URLs, addresses, placeholders and numbers as they are"] * keep))
     return glossary
 
 
@@ -139,9 +137,9 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None
     from transformer_mt.translate import Translator
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
-    if args.precision or args.terms:  # what a request that names none decodes in and holds
-        translator = translator.with_settings(translator.settings(
-            **({"precision": args.precision} if args.precision else {})), args.terms)
+    if args.precision or args.keep_spans is not None or args.terms:  # what a request that
+        translator = translator.with_settings(translator.settings(  # names none decodes with
+            precision=args.precision, keep_spans=args.keep_spans), args.terms)
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "

@@ -64,9 +64,6 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "term' lines; where a source term is found (whole words, any case), its "
                    "target term is in the output, exactly (and none of the words in the "
                    "line's further fields: 'Hund<TAB>hound<TAB>dog')")
-    p.add_argument("--keep-spans", action="store_true",
-                   help="keep URLs, e-mail addresses, {placeholders}, %%s and numbers exactly "
-                   "as in the source (and write no number it lacks)")
     p.add_argument("--alternatives", type=int, metavar="K",
                    help="print the K most probable tokens after --prefix (or at the start), "
                    "each with the translation completed from it: index, token, "
@@ -208,11 +205,11 @@ def _translator_for(args: argparse.Namespace) -> Translator:
                       "--alternatives")
     refuse_same_file(args.output, [args.input, args.glossary, *args.checkpoint])
     glossary = None
-    if args.glossary or args.keep_spans:
-        from transformer_mt.translate.glossary import Glossary
+    if args.glossary or args.keep_spans:  # asked for: held to (an error where it cannot be);
+        from transformer_mt.translate.glossary import KEEP, Glossary  # by default (the
 
-        glossary = Glossary.read(args.glossary, args.keep_spans) if args.glossary else \
-            Glossary(keep_spans=True)
+        glossary = Glossary.read(args.glossary, bool(args.keep_spans)) if args.glossary \
+            else KEEP  # checkpoint's decode.keep_spans) kept where the search can
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile,
                                  args.workers)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})

@@ -67,9 +67,6 @@ class _TranslateRequest(BaseModel):
         None, max_length=1000, description="a glossary's source term -> words its translation "
         "must not hold where the term is (the model's own word for it: {\"Hund\": [\"dog\"]} "
         "with the glossary {\"Hund\": \"hound\"})")
-    keep_spans: bool = Field(False, description="URLs, e-mail addresses, {placeholders}, %s "
-                             "and numbers kept exactly as in the source (and no "
-                             "number it lacks)")
 
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
@@ -85,7 +82,7 @@ class _TranslateRequest(BaseModel):
         """Whether decoding is steered (a prefix, alternatives, a glossary, kept spans):
         decoded on its own."""
         return (self.prefix is not None or self.alternatives > 0 or bool(self.glossary)
-                or bool(self.avoid) or self.keep_spans)
+                or bool(self.avoid) or bool(self.settings()["keep_spans"]))
 
     @property
     def inspects(self) -> bool:

@@ -30,7 +30,7 @@ from transformer_mt.serve.deps import Caller
 from transformer_mt.serve.service import RequestError, Service
 from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import Choice, Translation
-from transformer_mt.translate.glossary import SAMPLED, Glossary, steered
+from transformer_mt.translate.glossary import SAMPLED, Glossary, holding, steered
 
 
 async def translate(svc: Service, req: TranslateRequest, who: Caller) -> TranslateResponse:
@@ -87,8 +87,10 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
     translator = svc.translator
     forced: list[int] = []  # per sentence, the output tokens its prefix forced
     read: list[str] = []  # per sentence, what the model read (a glossary's terms: their targets)
-    base = translator.glossary if req.prefix is None and not req.alternatives else None
-    glossary = (base or Glossary()).extended(req.glossary or {}, req.keep_spans, req.avoid or {})
+    base = holding(translator, None, cfg) if req.prefix is None and not req.alternatives \
+        else None  # (the server's, with the spans kept where the checkpoint keeps them)
+    glossary = (base or Glossary()).extended(req.glossary or {}, bool(req.settings()["keep_spans"]),
+                                             req.avoid or {})
     if glossary and cfg.samples:
         raise RequestError(422, SAMPLED)
 

@@ -21,6 +21,7 @@ from transformer_mt.serve.api import (
 )
 from transformer_mt.serve.deps import CallerDep, ServiceDep, api_key
 from transformer_mt.serve.inside import run_checkpoints
+from transformer_mt.translate.glossary import holding
 
 router = APIRouter()
 
@@ -37,6 +38,7 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
     if terms is not None:  # (as a request would find it)
         terms.refresh(t)
     cfg = t.config
+    kept = holding(t, None, cfg.decode)
     out: dict[str, Any] = {
         "source_language": cfg.data.src_lang, "target_language": cfg.data.tgt_lang,
         "tokenizer": cfg.data.tokenizer, "engine": svc.options.engine,
@@ -50,7 +52,7 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
                    "max_source_tokens": t.max_source_tokens, "timeout_s": limits.timeout_s},
         "inspect": t.engine.can_inspect,
         "glossary": {"terms": len(t.glossary.terms) if t.glossary else 0,  # mt serve --glossary
-                     "keep_spans": bool(t.glossary and t.glossary.keep_spans),
+                     "keep_spans": bool(kept and kept.keep_spans),  # (or by default)
                      **({"error": terms.error} if terms and terms.error else {})},
         "look": {"run": run_checkpoints(svc.options.run_dir), "compare": svc.compare is not None},
     }

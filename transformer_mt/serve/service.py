@@ -32,7 +32,7 @@ from transformer_mt.serve.storage import Storage
 from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, TextForm, split_document
-from transformer_mt.translate.glossary import Glossary, steered
+from transformer_mt.translate.glossary import Glossary, holding, steered
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.language_tags import says
 from transformer_mt.translate.long_sentences import readable
@@ -234,19 +234,25 @@ class Service:
         completes if the client leaves (the decoding stops); ``queued``: called once the
         request is in the queue (or needs none)."""
         sampling = cfg.samples
+        caching = not sampling and self.options.cache_size > 0
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
         found: list[list[Translation] | None] = [None] * len(prepared.ids)
-        glossary = self.translator.glossary
+        glossary = holding(self.translator, None, cfg)
+        # spans kept alone translate a sentence as its ids and settings say: cached (a
+        # glossary's terms, which its file may change, are not)
+        kept_alone = caching and glossary is not None and not glossary.terms
+        if kept_alone:
+            found = self._cached(key, prepared.ids)
         held = [i for i, s in enumerate(s for d in prepared.docs for s in d.sentences)
-                if glossary and glossary.required(s)]
+                if glossary and found[i] is None and glossary.required(s)]
         read = await self.decode_held(prepared, held, glossary, cfg, nbest, found, waiting,
                                       queued)
         queued = (lambda: None) if held else queued  # (called: the held sentences' queue)
-        if not sampling and self.options.cache_size:
-            cached = [None if f else c for f, c in zip(found, self.storage.get(
-                key, prepared.ids), strict=True)]  # (not where the glossary held it)
-            self.metrics.cache_hits.inc(sum(c is not None for c in cached))
-            found = [f or c for f, c in zip(found, cached, strict=True)]
+        if kept_alone:
+            for i in held:
+                self.storage.put(key, prepared.ids[i], found[i] or [])
+        elif caching:  # (not where the glossary held it)
+            found = [f or c for f, c in zip(found, self._cached(key, prepared.ids), strict=True)]
         missing = [i for i, f in enumerate(found) if f is None]
         if not missing:
             queued()
@@ -256,7 +262,7 @@ class Service:
             decoded = await self.wait(work, waiting)
             for i, hyps in zip(missing, decoded, strict=True):
                 found[i] = hyps
-                if not sampling and self.options.cache_size:
+                if caching:
                     self.storage.put(key, prepared.ids[i], hyps)
         results, at = [], 0
         for doc in prepared.docs:
@@ -266,6 +272,13 @@ class Service:
         await self.copy_unknown(results, cfg, waiting, read)
         await self.link(results, waiting)
         return results
+
+    def _cached(self, key: str, ids: list[list[int]]) -> list[list[Translation] | None]:
+        """The translations the cache holds of ``ids`` with the settings ``key``, None where
+        it holds none (counted)."""
+        cached = self.storage.get(key, ids)
+        self.metrics.cache_hits.inc(sum(c is not None for c in cached))
+        return cached
 
     async def decode_held(self, prepared: Prepared, held: list[int], glossary: Glossary | None,
                           cfg: DecodeConfig, nbest: int, found: list[list[Translation] | None],

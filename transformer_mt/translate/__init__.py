@@ -37,7 +37,7 @@ from transformer_mt.translate.engines import (
     note_cut,
 )
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
-from transformer_mt.translate.glossary import SAMPLED, Glossary, decode_required, steered
+from transformer_mt.translate.glossary import Glossary, asked, decode_required, holding, steered
 from transformer_mt.translate.long_sentences import translate_documents
 from transformer_mt.translate.nbest import different as nbest_different
 from transformer_mt.translate.prefix import Prefixes, forcing_of
@@ -226,14 +226,14 @@ class Translator:
         (``"xhtml"``), split into sentences that translate in one batch and put back together with
         their spacing and markup (``documents.py``). ``prefix``: how each translation must begin
         (one per sentence, "" for none; an unfinished last word is finished by the model:
-        ``prefix.py``). ``glossary``: terms each translation must hold, and spans kept as they are
-        (``glossary.py``; not with sampling)."""
+        ``prefix.py``). ``glossary``: terms each translation must hold (``glossary.py``; not with
+        sampling); URLs, numbers and the like are kept as they are where ``keep_spans`` (the
+        checkpoint's: on) and the search can (``glossary.holding``)."""
         if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(
                 isinstance(s, str) for s in texts):
             raise TypeError('translate a list of texts (strings), e.g. translate(["Ein Hund."])')
         cfg = self.settings(settings, **changes)
-        if cfg.samples and (self.glossary if glossary is None else glossary):
-            raise MTError(SAMPLED)  # (whether or not a sentence holds a term)
+        glossary = asked(self, glossary, cfg, changes.get("keep_spans") is not None)
         if form not in ("sentences", *FORMS):
             raise MTError(f"unknown form {form!r}; use 'sentences', "
                           f"{', '.join(map(repr, FORMS))}")
@@ -248,7 +248,7 @@ class Translator:
         if prefix is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
             raise MTError(f"give one prefix per sentence ({len(texts)}), \"\" for none")
         nonempty = [i for i, s in enumerate(texts) if s.strip()]
-        glossary = self.glossary if glossary is None else glossary
+        glossary = holding(self, glossary, cfg, prefix is not None)
         # as the model reads them (capitals: casing.py; a glossary's terms' sources written as
         # their targets)
         read = self.as_read(texts)

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.data.vocab import UNK_ID
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from transformer_mt.decode.forcing import Forcing
     from transformer_mt.decode.search import Hypothesis
     from transformer_mt.translate import Translator
+    from transformer_mt.translate.engines import TorchEngine
 
 # a program's placeholders: Symfony's (%name%), printf's (%s, %(count)d, %1$s, %.2f), Python's
 # and templates' ({name}, {0}, {{ name }}), the shell's (${HOME})
@@ -68,6 +69,9 @@ LONGEST_TERM = 200  # characters of a glossary term
 # (the constrained search is a beam search: a sampled sentence would be searched instead)
 SAMPLED = ("sampling (sample_topk, top_p) and a glossary (or kept spans) cannot be given "
            "together")
+PREFIXED = "a prefix and a glossary (or kept spans) cannot be given together"
+EXPORTED = ("a glossary and kept spans need a PyTorch checkpoint (.pt): CTranslate2 cannot "
+            "constrain its search")
 
 
 @dataclass
@@ -85,6 +89,7 @@ class Glossary:
     _target: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     _term: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     _avoid: dict[str, tuple[str, ...]] = field(init=False, repr=False, default_factory=dict)
+    _keeping: Glossary | None = field(init=False, repr=False, default=None)  # (extended)
 
     def __post_init__(self) -> None:
         for source, target in self.terms.items():
@@ -155,8 +160,11 @@ class Glossary:
         """This glossary with ``terms`` over its own (a source term in both: the given one,
         with the given words to avoid or none), spans kept where either keeps them."""
         if not terms and not avoid:  # (a server's thousands of terms not read again)
-            return self if keep_spans <= self.keep_spans else dataclasses.replace(
-                self, keep_spans=True)
+            if keep_spans <= self.keep_spans:
+                return self
+            if self._keeping is None:  # (each request's: made once)
+                self._keeping = dataclasses.replace(self, keep_spans=True)
+            return self._keeping
         given = {_read(t).strip().casefold() for t in terms if isinstance(t, str)}
         mine = {t: v for t, v in self.terms.items() if _read(t).strip().casefold() not in given}
         return Glossary({**mine, **terms}, self.keep_spans or keep_spans,
@@ -305,27 +313,58 @@ ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
 DIGIT_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isdigit())
 
 
+def unheld(translator: Translator, cfg: DecodeConfig, forced: bool) -> str | None:
+    """Why a search with these settings (``forced``: with a prefix) cannot hold a glossary or
+    keep spans, or None where it can."""
+    from transformer_mt.translate.engines import TorchEngine  # (torch: not for mt --help)
+
+    if not isinstance(translator.engine, TorchEngine):
+        return EXPORTED
+    return PREFIXED if forced else SAMPLED if cfg.samples else None
+
+
+def holding(translator: Translator, glossary: Glossary | None, cfg: DecodeConfig,
+            forced: bool = False) -> Glossary | None:
+    """What a call's translations hold to: ``glossary``, else the translator's (``mt
+    translate``'s and ``mt serve``'s ``--glossary``), with the spans kept where
+    ``cfg.keep_spans`` asks it and the search can (``forced``: a prefix; a search that cannot,
+    sampling's, a prefix's, CTranslate2's, translates without)."""
+    glossary = translator.glossary if glossary is None else glossary
+    if not cfg.keep_spans or (glossary is not None and glossary.keep_spans) or \
+            unheld(translator, cfg, forced):
+        return glossary
+    return (glossary or KEEP).extended({}, True)
+
+
+def asked(translator: Translator, glossary: Glossary | None, cfg: DecodeConfig,
+          given: bool) -> Glossary | None:
+    """The glossary a call gives (None: the translator's holds), with the spans kept where
+    the call itself asks for them (``given``: ``cfg.keep_spans`` was; then held to as a
+    glossary is, an error where the search cannot); sampling refused with either."""
+    if given and cfg.keep_spans:  # (the checkpoint's: where the search can, holding)
+        glossary = ((translator.glossary if glossary is None else glossary) or KEEP).extended(
+            {}, True)
+    if cfg.samples and (translator.glossary if glossary is None else glossary):
+        raise MTError(SAMPLED)  # (whether or not a sentence holds a term)
+    return glossary
+
+
 def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: DecodeConfig,
                     nbest: int, forcing: Forcing | None, stop: Callable[[], bool] | None,
                     required: Sequence[Sequence[Required]]) -> list[list[Hypothesis]]:
     """The sentences with something required (``steered``) searched with constraints, the
     others as ever."""
-    from transformer_mt.translate.engines import TorchEngine  # (torch: not for mt --help)
-
-    if not isinstance(translator.engine, TorchEngine):
-        raise MTError("a glossary and kept spans need a PyTorch checkpoint (.pt): "
-                      "CTranslate2 cannot constrain its search")
-    if forcing is not None:
-        raise MTError("a prefix and a glossary (or kept spans) cannot be given together")
-    if cfg.samples:
-        raise MTError(SAMPLED)
+    why = unheld(translator, cfg, forcing is not None)
+    if why:
+        raise MTError(why)
+    engine = cast("TorchEngine", translator.engine)  # (unheld: it is one)
     held = [i for i, r in enumerate(required) if r]
     free = [i for i, r in enumerate(required) if not r]
     hyps: list[list[Hypothesis]] = [[] for _ in ids]
     glued = frozenset(i for i, piece in enumerate(translator.tgt_vocab.itos)  # a word goes on:
                       if piece[:1].isalnum() or piece in ALNUM_BYTES  # (a digit's byte)
                       ) if translator.tokenizers[1].subword else frozenset()
-    found = translator.engine.decode_constrained(
+    found = engine.decode_constrained(
         [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
         stop, glued, [list(dict.fromkeys(a for r in required[i] for a in r.avoid)) for i in held])
     for i, placed in zip(held, found, strict=True):
@@ -336,3 +375,5 @@ def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: D
             hyps[i] = h
     return hyps
 
+
+KEEP = Glossary(keep_spans=True)  # spans kept, no terms
