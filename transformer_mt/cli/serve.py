@@ -111,23 +111,20 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
 
 
 def _glossary(args: argparse.Namespace) -> Glossary | None:
-    """``--glossary`` and ``--keep-spans`` read (a bad line: one line of error), or None;
-    ``args.terms_file``: the file to read again when it changes."""
+    """``--glossary`` read (a bad line: one line of error), or None; ``args.terms_file``: the
+    file to read again when it changes. (``--keep-spans`` sets what a request that says
+    nothing keeps, ``_load``; asked for, it needs our engine as a glossary does.)"""
     args.terms_file = None
-    keep = bool(args.keep_spans)  # asked for: held to, as a glossary (an error where it cannot)
-    if not args.glossary and not keep:
-        return None
-    if args.engine != "torch":
+    if args.engine != "torch" and (args.glossary or args.keep_spans):
         raise MTError("--glossary and --keep-spans need a PyTorch checkpoint (.pt): "
                       "CTranslate2 cannot constrain its search")
+    if not args.glossary:
+        return None
     from transformer_mt.serve.glossary_file import GlossaryFile, counted
-    from transformer_mt.translate.glossary import Glossary
 
-    glossary, args.terms_file = GlossaryFile.read(args.glossary, keep) \
-        if args.glossary else (Glossary(keep_spans=True), None)
-    log.info("every translation holds %s", " and ".join(
-        [f"the {counted(len(glossary.terms))} of {args.glossary}"] * bool(args.glossary)
-        + ["URLs, addresses, placeholders and numbers as they are"] * keep))
+    glossary, args.terms_file = GlossaryFile.read(args.glossary)
+    log.info("every translation holds the %s of %s", counted(len(glossary.terms)),
+             args.glossary)
     return glossary
 
 

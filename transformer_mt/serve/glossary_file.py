@@ -36,18 +36,17 @@ class GlossaryFile:
     """A glossary's file as last read (``seen``), and why its latest version was not used."""
 
     path: str
-    keep_spans: bool
     seen: Signature | None
     error: str | None = None
 
     @classmethod
-    def read(cls, path: str, keep_spans: bool) -> tuple[Glossary, GlossaryFile | None]:
+    def read(cls, path: str) -> tuple[Glossary, GlossaryFile | None]:
         """The glossary, and the file to watch: None for what is not a regular file (a pipe,
         ``/dev/stdin``: read once)."""
         seen = signature(path)  # before the read: a change while it reads is read again
-        glossary = Glossary.read(path, keep_spans)
+        glossary = Glossary.read(path)
         regular = stat.S_ISREG(os.stat(path).st_mode)
-        return glossary, cls(path, keep_spans, seen) if regular else None
+        return glossary, cls(path, seen) if regular else None
 
     def refresh(self, translator: Translator) -> None:
         """``translator.glossary`` read again from the file if it has changed since."""
@@ -60,7 +59,7 @@ class GlossaryFile:
             self.seen = now
             before = len(translator.glossary.terms) if translator.glossary else 0
             try:
-                glossary = Glossary.read(self.path, self.keep_spans)
+                glossary = Glossary.read(self.path)
             except MTError as exc:
                 self.error = str(exc)
                 log.error("%s; the %s read before stay in use", exc, counted(before))
