@@ -59,10 +59,7 @@ class _Hyp:
     met: tuple[bool, ...]  # per constraint
     going: tuple[int, int] | None = None  # (constraint, its tokens written) while writing one
     spans: tuple[tuple[int, int, int], ...] = ()
-
-    def progress(self, constraints: Sequence[Sequence[int]]) -> int:
-        done = sum(len(c) for c, met in zip(constraints, self.met, strict=True) if met)
-        return done + (self.going[1] if self.going else 0)
+    progress: int = 0  # constraint tokens written: of those met and of the one being written
 
     def complete(self) -> bool:
         return all(self.met) and self.going is None
@@ -76,10 +73,11 @@ class _Hyp:
             going = (going[0], going[1] + 1)
         elif start >= 0:
             going = (start, 1)
+        progress = self.progress + (going is not None)
         if going is not None and going[1] == len(constraints[going[0]]):
             j, written = going
             met[j], going, spans = True, None, (*spans, (j, at + 1 - written, at + 1))
-        return _Hyp((*self.tokens, token), score, tuple(met), going, spans)
+        return _Hyp((*self.tokens, token), score, tuple(met), going, spans, progress)
 
     def finished(self, constraints: Sequence[Sequence[int]]) -> _Hyp:
         """This hypothesis with its missing constraints appended (the length limit's end)."""
@@ -102,21 +100,19 @@ def _barred(h: _Hyp, avoid: Sequence[Sequence[int]]) -> list[int]:
             and h.tokens[len(h.tokens) + 1 - len(a):] == tuple(a[:-1])]
 
 
-def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
-                k: int, at_limit: bool, glued: frozenset[int],
-                avoid: Sequence[Sequence[int]] = ()) -> list[tuple[float, int, int, int]]:
-    """(score, row, token, constraint it begins or -1) of every continuation worth a place,
-    best first: each live row's ``k`` best tokens, and the first token of each constraint it
-    lacks (a token may be both: the output may hold it before it holds the constraint);
+Candidate = tuple[float, int, int, int]  # (score, row, token, the constraint it begins or -1)
+
+
+def _proposals(beam: list[_Hyp | None], top: Sequence[Sequence[int]],
+               barred: Sequence[set[int]], constraints: Sequence[Sequence[int]],
+               at_limit: bool, glued: frozenset[int]) -> list[Candidate]:
+    """Every continuation worth a place, with its row's score (the token's log-probability
+    not added yet): each live row's ``top`` tokens, and the first token of each constraint
+    it lacks (a token may be both: the output may hold it before it holds the constraint);
     ``<eos>`` only where all are met, and nothing else ``at_limit``; no token of ``glued``
-    right after a constraint, none that completes a sequence of ``avoid`` (but a constraint
-    may begin with it: "parkland" where "park" is avoided). logp: (K, V) fp32
-    log-probabilities on the host."""
-    barred = [set(_barred(h, avoid)) if h is not None and h.going is None and avoid else set()
-              for h in beam]
-    # (K, k + 1): k that are not <eos> among them, whatever <eos>'s rank
-    top = _top(logp, min(k + 1, logp.size(1)), barred)
-    out: list[tuple[float, int, int, int]] = []  # scores filled in below, read at once
+    right after a constraint, none of the row's ``barred`` (those completing a sequence to
+    avoid; but a constraint may begin with one: "parkland" where "park" is avoided)."""
+    out: list[Candidate] = []
     for row, h in enumerate(beam):
         if h is None:
             continue
@@ -132,11 +128,21 @@ def _candidates(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Seq
                       if (t != EOS_ID or h.complete()) and t not in bars]
             tokens += [(c[0], j) for j, c in enumerate(constraints) if not h.met[j]]
         out += [(h.score, row, t, j) for t, j in tokens]
-    if not at_limit and out:
-        rows, tokens_ = zip(*((row, t) for _, row, t, _ in out), strict=True)
-        gained = logp[list(rows), list(tokens_)].tolist()
-        out = [(score + g, row, t, j) for (score, row, t, j), g in zip(out, gained, strict=True)]
-    return sorted(out, reverse=True)
+    return out
+
+
+def _scored(proposed: Sequence[list[Candidate]], logp: Tensor, k: int,
+            at_limit: Sequence[bool]) -> list[list[Candidate]]:
+    """Each sentence's proposals with their token's log-probability added (none at its length
+    limit: ``<eos>`` is free there), best first. logp: (N*K, V) fp32 on the host, sentence
+    ``n``'s rows from ``n * k``; its values read at once (one gather a step)."""
+    where = [(n * k + row, t) for n, cands in enumerate(proposed) if not at_limit[n]
+             for _, row, t, _ in cands]
+    rows, tokens = zip(*where, strict=True) if where else ((), ())
+    gained = iter(logp[list(rows), list(tokens)].tolist())
+    return [sorted(cands if at_limit[n] else [(score + next(gained), row, t, j)
+                                              for score, row, t, j in cands], reverse=True)
+            for n, cands in enumerate(proposed)]
 
 
 def _top(logp: Tensor, n: int, barred: Sequence[set[int]]) -> list[list[int]]:
@@ -152,29 +158,28 @@ def _top(logp: Tensor, n: int, barred: Sequence[set[int]]) -> list[list[int]]:
     return top
 
 
-def _choose(beam: list[_Hyp | None], logp: Tensor, constraints: Sequence[Sequence[int]],
-            k: int, at_limit: bool, glued: frozenset[int],
-            avoid: Sequence[Sequence[int]] = ()) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
-    """A step's decisions: the hypotheses that end (their ``<eos>`` among the ``k`` kept of
-    all candidates), and the ``k`` that continue (of the others), each with its row."""
+def _choose(beam: list[_Hyp | None], candidates: list[Candidate],
+            constraints: Sequence[Sequence[int]], k: int,
+            ) -> tuple[list[_Hyp], list[tuple[_Hyp, int]]]:
+    """A step's decisions from the ``candidates`` (best first): the hypotheses that end
+    (their ``<eos>`` among the ``k`` kept of all candidates), and the ``k`` that continue
+    (of the others), each with its row."""
     ranked = []  # (hypothesis, row, whether it ends), best first
-    for score, row, token, start in _candidates(beam, logp, constraints, k, at_limit, glued,
-                                                avoid):
+    for score, row, token, start in candidates:
         h = beam[row]
         assert h is not None
         ranked.append((dataclasses.replace(h, score=score), row, True) if token == EOS_ID
                       else (h.then(token, score, constraints, start), row, False))
     banks = min(sum(len(c) for c in constraints) + 1, k)
-    ends = [h for h, _, ended in _allocate(ranked, k, banks, constraints) if ended]
+    ends = [h for h, _, ended in _allocate(ranked, k, banks) if ended]
     return ends, [(h, row) for h, row, _ in _allocate([r for r in ranked if not r[2]], k,
-                                                      banks, constraints)]
+                                                      banks)]
 
 
 Ranked = tuple[_Hyp, int, bool]  # a candidate hypothesis, the row it extends, if it ends
 
 
-def _allocate(ranked: list[Ranked], k: int, banks: int,
-              constraints: Sequence[Sequence[int]]) -> list[Ranked]:
+def _allocate(ranked: list[Ranked], k: int, banks: int) -> list[Ranked]:
     """The ``k`` candidates kept of ``ranked`` (best first): the best of each progress level
     (``k // banks`` a level), then the best of the rest."""
     per_bank = k // banks
@@ -182,7 +187,7 @@ def _allocate(ranked: list[Ranked], k: int, banks: int,
     taken: dict[int, int] = {}
     rest = []
     for h in ranked:
-        level = h[0].progress(constraints)
+        level = h[0].progress
         if taken.get(level, 0) < per_bank:
             taken[level] = taken.get(level, 0) + 1
             kept.append(h)
@@ -207,12 +212,23 @@ class _Sentence:
     def __post_init__(self) -> None:
         self.beam = [_Hyp((), 0.0, (False,) * len(self.constraints))] + [None] * (self.k - 1)
 
-    def advance(self, logp: Tensor, step: int, alpha: float,
-                glued: frozenset[int]) -> list[int] | None:
-        """A step, from the next-token log-probabilities (k, V) of its rows: the row each of
-        its next hypotheses extends (``k``, 0 for a dead one), or None once it is done."""
-        ends, kept = _choose(self.beam, logp, self.constraints, self.k, step == self.limit,
-                             glued, self.avoid)
+    def barred(self) -> list[set[int]]:
+        """The tokens each of its rows may not write next: those completing a sequence it
+        avoids (none inside a constraint being written)."""
+        return [set(_barred(h, self.avoid)) if h is not None and h.going is None and self.avoid
+                else set() for h in self.beam]
+
+    def propose(self, top: Sequence[Sequence[int]], barred: Sequence[set[int]], step: int,
+                glued: frozenset[int]) -> list[Candidate]:
+        """Its rows' continuations worth a place (:func:`_proposals`), from the most probable
+        tokens of each row (at least ``k + 1``: the ``k + 1`` first taken)."""
+        return _proposals(self.beam, [t[:self.k + 1] for t in top], barred, self.constraints,
+                          step == self.limit, glued)
+
+    def advance(self, candidates: list[Candidate], step: int, alpha: float) -> list[int] | None:
+        """A step, from its scored ``candidates`` (best first): the row each of its next
+        hypotheses extends (``k``, 0 for a dead one), or None once it is done."""
+        ends, kept = _choose(self.beam, candidates, self.constraints, self.k)
         penalty = float(length_penalty(step + 1, alpha))
         self.finished += [(True, h.score / penalty, h) for h in ends]
         if len(self.finished) >= self.k or not kept:
@@ -232,6 +248,12 @@ class _Sentence:
         return [Placed(list(h.tokens), score, list(h.spans)) for _, score, h in best]
 
 
+def _width(constraints: Sequence[Sequence[int]], beam_size: int, nbest: int) -> int:
+    """The hypotheses a sentence of ``constraints`` searches: the beam, widened to the
+    ``nbest`` asked and to a hypothesis a progress level (at most :data:`MOST_BANKS`)."""
+    return max(beam_size, nbest, min(sum(map(len, constraints)) + 1, MOST_BANKS))
+
+
 @torch.inference_mode()
 def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                        constraints: Sequence[Sequence[Sequence[int]]], beam_size: int = 5,
@@ -247,8 +269,7 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
     tokens that would go on with the word a constraint ends (subword pieces), never next to
     one. ``avoid``: per source, the sequences its outputs do not hold (outside constraints)."""
     cap = model.cfg.max_output_tokens
-    sentences = [_Sentence(c, min(int(n) + sum(map(len, c)), cap),
-                           max(beam_size, nbest, min(sum(map(len, c)) + 1, MOST_BANKS)),
+    sentences = [_Sentence(c, min(int(n) + sum(map(len, c)), cap), _width(c, beam_size, nbest),
                            avoid[i] if avoid else ())
                  for i, (c, n) in enumerate(zip(constraints, max_output_lengths(
                      src_mask, max_len_a, max_len_b).tolist(), strict=True))]
@@ -256,17 +277,21 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
     state = start_decoding(model, src, src_mask, k, use_cache)
     alive, step = list(range(len(sentences))), 0
     while alive:
+        searched = [sentences[i] for i in alive]
         prefix = torch.tensor([[BOS_ID, *(h or s.beam[0]).tokens]  # type: ignore[union-attr]
-                               for s in (sentences[i] for i in alive)
-                               for h in s.beam + [None] * (k - s.k)],
+                               for s in searched for h in s.beam + [None] * (k - s.k)],
                               device=src.device)  # (N*K, t + 1)
         logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (N*K, V)
+        barred = [s.barred() + [set()] * (k - s.k) for s in searched]
+        top = _top(logp, min(k + 1, logp.size(1)), [b for bars in barred for b in bars])
+        scored = _scored([s.propose(top[n * k:n * k + s.k], barred[n], step, glued)
+                          for n, s in enumerate(searched)], logp, k,
+                         [step == s.limit for s in searched])
         rows, kept = [], []  # the rows continued (N'*K), the sentences still searched (N')
-        for n, i in enumerate(alive):
-            chosen = sentences[i].advance(logp[n * k:n * k + sentences[i].k], step, alpha,
-                                          glued)
+        for n, s in enumerate(searched):
+            chosen = s.advance(scored[n], step, alpha)
             if chosen is not None:
-                rows += [n * k + row for row in chosen] + [n * k] * (k - sentences[i].k)
+                rows += [n * k + row for row in chosen] + [n * k] * (k - s.k)
                 kept.append(n)
         if not kept:
             break
@@ -287,7 +312,10 @@ def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
     (``glued``, ``avoid``: as :func:`constrained_search`'s)."""
     precision = resolve_precision(cfg.precision, device)
     model = for_decoding(model, precision, device)
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    # batches of sentences that search as many hypotheses (a sentence's rows beyond its own
+    # are dead, but computed) and are about as long
+    order = sorted(range(len(src_ids)), key=lambda i: (
+        _width(constraints[i], cfg.beam_size, nbest), len(src_ids[i])))
     out: list[list[Placed]] = [[] for _ in src_ids]
     for start in range(0, len(order), cfg.batch_size):
         chunk = order[start:start + cfg.batch_size]
