@@ -13,8 +13,10 @@ translate --no-keep-spans``) and with spans kept (``*_keep_spans``: ``decode.kee
 by default), and with spans
 kept, the number in brackets on both sides where it begins neither ("Auf dem Bild sind (37)
 Männer" / "There are (37) men ...", ``*_in_brackets``: ``kept`` counts "(37)" whole, the marks
-round the number; one that begins a line is a list item's marker); ``ratio`` (ours kept over
-the peer's, as the models write them, measured in the same run).
+round the number; one that begins a line is a list item's marker), each row's seconds;
+``ratio`` (ours kept over the peer's, as the models write them, measured in the same run) and
+``keep_spans_slowdown`` (ours with spans kept against without: what the constrained search
+costs).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import random
 import re
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,10 +61,12 @@ def in_digits(sources: list[str], refs: list[str]) -> list[tuple[str, str, str]]
 def _row(model: Translator, keep: bool, lines: list[str], refs: list[str],
          said: list[str], lang: str, bracketed: bool = False) -> dict:
     """How many translations of ``lines`` hold their number (``bracketed``: "(37)" whole),
-    how many another, and their BLEU and chrF against ``refs``."""
+    how many another, their BLEU and chrF against ``refs``, and the seconds it took."""
     if not lines:
         return {"sentences": 0}
+    start = time.perf_counter()
     texts = model.translate(lines, keep_spans=keep)
+    seconds = time.perf_counter() - start
     numbers = [re.findall(r"\d+(?:[.,:]\d+)*", t) for t in texts]
     s = score(texts, refs, lang)
     return {"sentences": len(lines),
@@ -69,7 +74,7 @@ def _row(model: Translator, keep: bool, lines: list[str], refs: list[str],
                         for n, t, found in zip(said, texts, numbers, strict=True)),
             "others": sum(any(f != n for f in found)
                           for n, found in zip(said, numbers, strict=True)),
-            "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2)}
+            "bleu": round(s.bleu, 2), "chrf": round(s.chrf, 2), "seconds": round(seconds, 2)}
 
 
 def run(translator: Translator, sources: list[str], refs: list[str],
@@ -90,6 +95,11 @@ def run(translator: Translator, sources: list[str], refs: list[str],
         out[name] = _row(model, False, *plain, lang)
         out[f"{name}_keep_spans"] = _row(model, True, *plain, lang)
         out[f"{name}_in_brackets"] = _row(model, True, *bracketed, lang, bracketed=True)
+    # what holding the spans costs: the constrained search (decode/constraints.py) against
+    # the plain one, the same sentences, the same run
+    seconds = out["ours"].get("seconds")
+    out["keep_spans_slowdown"] = round(out["ours_keep_spans"]["seconds"] / seconds, 2) \
+        if seconds else None
     out["ratio"] = round(out["ours"]["kept"] / out["peer"]["kept"], 3) \
         if out["peer"]["kept"] else None
     return out

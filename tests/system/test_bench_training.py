@@ -288,6 +288,10 @@ def test_numbers_benchmark_writes_a_number_in_digits_on_both_sides(trained_run):
                                   str(trained_run[0] / "best.pt"), "--against",
                                   str(trained_run[0] / "best.pt"), "--set", "toy_test",
                                   "--max-sentences", "40").stdout)
+    timed = [record[f"{side}{row}"].pop("seconds") for row in ("", "_keep_spans")
+             for side in ("ours", "peer")]
+    assert all(seconds > 0 for seconds in timed)
+    assert record["keep_spans_slowdown"] == round(timed[2] / timed[0], 2)
     assert record["sentences"] == len(pairs) and record["ours"] == record["peer"]
     assert record["ratio"] == (1.0 if record["ours"]["kept"] else None)
     # spans kept: every number held, and no other written
