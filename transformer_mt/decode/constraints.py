@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -164,19 +165,21 @@ def _choose(beam: list[_Hyp | None], candidates: list[Candidate],
     """A step's decisions from the ``candidates`` (best first): the hypotheses that end
     (their ``<eos>`` among the ``k`` kept of all candidates), and the ``k`` that continue
     (of the others), each with its row."""
-    ranked = []  # (hypothesis, row, whether it ends), best first
-    for score, row, token, start in candidates:
-        h = beam[row]
-        assert h is not None
-        ranked.append((dataclasses.replace(h, score=score), row, True) if token == EOS_ID
-                      else (h.then(token, score, constraints, start), row, False))
+    live = cast("list[_Hyp]", beam)  # (a dead row, None, proposes nothing)
+    ranked: list[Ranked] = []  # best first
+    for candidate in candidates:
+        h, token, start = live[candidate[1]], candidate[2], candidate[3]
+        ranked.append((h.progress + (token != EOS_ID and (h.going is not None or start >= 0)),
+                       candidate))
     banks = min(sum(len(c) for c in constraints) + 1, k)
-    ends = [h for h, _, ended in _allocate(ranked, k, banks) if ended]
-    return ends, [(h, row) for h, row, _ in _allocate([r for r in ranked if not r[2]], k,
-                                                      banks)]
+    ends = [dataclasses.replace(live[row], score=score)
+            for _, (score, row, token, _) in _allocate(ranked, k, banks) if token == EOS_ID]
+    kept = _allocate([r for r in ranked if r[1][2] != EOS_ID], k, banks)
+    return ends, [(live[row].then(token, score, constraints, start), row)
+                  for _, (score, row, token, start) in kept]
 
 
-Ranked = tuple[_Hyp, int, bool]  # a candidate hypothesis, the row it extends, if it ends
+Ranked = tuple[int, Candidate]  # a candidate and its progress level
 
 
 def _allocate(ranked: list[Ranked], k: int, banks: int) -> list[Ranked]:
@@ -186,13 +189,12 @@ def _allocate(ranked: list[Ranked], k: int, banks: int) -> list[Ranked]:
     kept: list[Ranked] = []
     taken: dict[int, int] = {}
     rest = []
-    for h in ranked:
-        level = h[0].progress
-        if taken.get(level, 0) < per_bank:
-            taken[level] = taken.get(level, 0) + 1
-            kept.append(h)
+    for r in ranked:
+        if taken.get(r[0], 0) < per_bank:
+            taken[r[0]] = taken.get(r[0], 0) + 1
+            kept.append(r)
         else:
-            rest.append(h)
+            rest.append(r)
     return (kept + rest)[:k]
 
 
