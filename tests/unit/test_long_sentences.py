@@ -59,6 +59,20 @@ def test_a_script_without_spaces_is_cut_after_its_marks_else_anywhere():
     assert all(b - a <= 16 for a, b in spans)
 
 
+def test_a_span_kept_as_it_is_is_cut_only_where_it_does_not_fit_alone():
+    """A price and a template's placeholder hold a space, where no cut goes (``glossary.KEPT``:
+    the span is written whole, "{{ user" and "name }}" were two parts); a span that does not
+    fit alone is cut as a word too long is."""
+    def shorter_than(n):
+        return lambda texts: [len(t) < n for t in texts]
+
+    text = "Ein Hund kostet 12,50 € und {{ user name }} heute."
+    assert [text[a:b] for a, b in clause_spans(text, shorter_than(16))] == [
+        "Ein Hund", "kostet 12,50 €", "und", "{{ user name }}", "heute."]
+    assert [text[a:b] for a, b in clause_spans(text, shorter_than(8))][3:6] == [
+        "12,50 €", "und", "{{ user"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["Hund", "Katze", ",", ";", ".", " ", "  ", "\n", "–", "(",
                                  ")", "，", "x" * 12]), max_size=40).map("".join),

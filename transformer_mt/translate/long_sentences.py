@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, translate_split
+from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.inline import UNIT, attention_links
 from transformer_mt.translate.marks import marked, unread_marks
 
@@ -61,14 +62,22 @@ def _cut(text: str, start: int, end: int, fits: Fits) -> list[tuple[int, int]]:
         return [(start, end)]
     margin = (end - start) * (1 - REACH) / 2
     middle = (start + end) / 2
+    # never inside a span kept as it is ("12,50 €", "{{ name }}", a URL: glossary.KEPT)
+    kept = [m.span() for m in KEPT.finditer(text) if m.start() < end and start < m.end()]
     for pattern in BREAKS:
         gaps = [m.span() for m in pattern.finditer(text, start, end)
-                if start + margin <= m.start() and m.end() <= end - margin]
+                if start + margin <= m.start() and m.end() <= end - margin
+                and not any(s < m.start() < e for s, e in kept)]
         if gaps:
             a, b = min(gaps, key=lambda gap: abs(sum(gap) / 2 - middle))
             break
-    else:  # no space near the middle (a script without spaces, a word too long): at it
+    else:  # no space near the middle (a script without spaces, a word too long): at it,
+        # or at the edge of the kept span it falls in (a span too long alone: in it)
         a = b = int(middle)
+        for s, e in kept:
+            if s < a < e:
+                a = b = min((edge for edge in (s, e) if start < edge < end),
+                            key=lambda edge: abs(edge - middle), default=a)
     return _cut(text, start, a, fits) + _cut(text, b, end, fits)
 
 
