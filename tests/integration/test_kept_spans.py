@@ -61,6 +61,25 @@ def test_every_kept_span_comes_out_whole_in_texts_and_pages(translator, text):
         assert re.search(rf"(?<![\w.:/]){re.escape(m.group())}(?![\w:/])", out), (m.group(), out)
 
 
+# a number's sign: a currency's before or after it, a percentage's, degrees ("°", a symbol a
+# text keeps in place apart from the words, but not apart from its number)
+SIGNED = ["Ein Hund kostet 12,50 € und eine Katze $5.", "Zwei Hunde spielen bei 30 °C.",
+          "Ein Mann zahlt 50 % von 3 £ für 1.000 ¥."]
+
+
+def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
+    """A price, a percentage, a temperature is kept whole, its sign with it (a model of
+    captions wrote "12,50" alone, dropped "$" and "%", and "30 °C" came out as "30 °'s")."""
+    assert [m.group() for m in KEPT.finditer(" ".join(SIGNED))] == [
+        "12,50 €", "$5", "30 °C", "50 %", "3 £", "1.000 ¥"]
+    # (a sign only where it stands beside the number: "%s" is a placeholder, "5 Euro" a word)
+    assert [m.group() for m in KEPT.finditer("5 Euro, 7 %s, 30°Celsius")] == [
+        "5", "7", "%s", "30"]
+    for form in ("sentences", "text"):
+        for source, out in zip(SIGNED, translator.translate(SIGNED, form=form), strict=True):
+            assert _holds_every_span(source, out), (form, out)
+
+
 SPANS = ["Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30.",
          "Ein Mann schreibt an anna.berg@example.org, {name}.", "Ein Hund."]
 

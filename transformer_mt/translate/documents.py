@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from transformer_mt.translate.casing import as_shouted, shouts
+from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.html_text import INLINE, read_node, text_flows, unwrapped
 from transformer_mt.translate.inline import Link, share
 from transformer_mt.translate.language_tags import relabel_html
@@ -83,7 +84,9 @@ def split_flow(pieces: Sequence[str], lang: str, kept: Sequence[bool] = (),
     loose = [bool(b) for b in bare] or [False] * len(pieces)
     lines = "".join(re.sub("[\r\n]", " ", p) if collapsed and not (k and p == "\n") else p
                     for p, k in zip(pieces, keep, strict=True))  # (HTML's: no line ends)
-    breaks = _joined(sorted([*soft_breaks(lines, lang), *symbols(lines), *marks]))
+    # (a symbol inside a span kept as it is, "30 °C", is the span's: glossary.KEPT)
+    unkept = KEPT.sub(lambda m: "x" * len(m.group()), lines)
+    breaks = _joined(sorted([*soft_breaks(lines, lang), *symbols(unkept), *marks]))
     if not breaks:
         return _flow(pieces, "".join(pieces), lines, lang, keep, loose, closed, collapsed)
     bounds = sorted({b for start, end, _ in breaks for b in (start, end)})

@@ -55,6 +55,10 @@ LETTER = f"[^\\W{CJK}{SOUTHEAST_ASIAN}]"
 MARKS = "\u3000-\u303f\uff01-\uff60"  # Chinese and Japanese punctuation, full-width forms
 WIDE = f"{CJK}{MARKS}"
 QUOTES = "\u2018-\u201f\u00ab\u00bb\u2039\u203a"  # ‘’‚‛“”„‟«»‹›: round a URL, not in it
+# a currency's sign (Unicode's Sc: $, ¢, £, ¥, €, ₹, ...) and the spaces between it and a number
+CURRENCY = ("$\u00a2-\u00a5\u058f\u060b\u07fe\u07ff\u09f2\u09f3\u09fb\u0af1\u0bf9\u0e3f"
+            "\u17db\u20a0-\u20c0\ua838\ufdfc\ufe69\uff04\uffe0\uffe1\uffe5\uffe6")
+SPACE = " \u00a0\u202f"
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
 KEPT = re.compile("|".join([
     rf"(?:{LETTER}|[.+-])+@(?:{LETTER}|-)+(?:\.(?:{LETTER}|-)+)+",  # e-mail addresses
@@ -63,7 +67,10 @@ KEPT = re.compile("|".join([
     rf"(?<![{WIDE}])(?:(?:https?|ftp)://|www\.)[^\s<>\"'{QUOTES}]+[^\s<>\"'.,;:!?)\]{MARKS}{QUOTES}]",
     rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}{QUOTES}]+[^\s<>\"'.,;:!?)\]{WIDE}{QUOTES}]",
     PLACEHOLDER,
-    rf"(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})",  # numbers, times, dates
+    # numbers, times, dates; with a currency's sign before or after ("$5", "12,50 €"), a
+    # percentage's, degrees ("50 %", "30 °C"): a model of captions wrote "12,50" alone
+    rf"(?:[{CURRENCY}][{SPACE}]?)?(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})"
+    rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?",
 ]))
 LONGEST_TERM = 200  # characters of a glossary term
 # (the constrained search is a beam search: a sampled sentence would be searched instead)
