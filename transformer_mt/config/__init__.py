@@ -222,7 +222,8 @@ class DecodeConfig:
     # sentences that hold such spans the search is constrained to write them; where it cannot
     # be (sampling, a prefix, a CTranslate2 export) translated without, unless asked for there
     keep_spans: bool = per_call(True, "keep URLs, e-mail addresses, placeholders ({name}, "
-                                "printf's) and numbers exactly as the source writes them, and "
+                                "printf's) and numbers (a currency, percent or degree sign "
+                                "beside one with it) exactly as the source writes them, and "
                                 "write no number it lacks (the search constrained on the "
                                 "sentences that hold them; not with sampling, a prefix or "
                                 "a CTranslate2 export)")
