@@ -78,6 +78,10 @@ def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
     for form in ("sentences", "text"):
         for source, out in zip(SIGNED, translator.translate(SIGNED, form=form), strict=True):
             assert _holds_every_span(source, out), (form, out)
+    # the amount in bold, its currency not: each where the page has it
+    page = translator.translate(["<p>Zwei Hunde kosten <b>12,50</b> € im Park.</p>"],
+                                form="html")[0]
+    assert re.search(r"<b>12,50</b> ?€", page), page
 
 
 SPANS = ["Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30.",

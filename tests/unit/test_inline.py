@@ -114,6 +114,20 @@ def test_what_is_kept_as_it_is_goes_where_the_source_has_it():
 
 
 
+def test_a_kept_span_the_source_markup_cuts_is_cut_as_the_source_is():
+    """A price whose amount is in bold and its currency not ("<b>12,50</b> €"; Word's runs cut
+    so too): the translation's "12,50 €", a span kept whole, gives each piece its part,
+    whatever attention says (it went whole into one)."""
+    source = "Der Hund kostet 12,50 € heute."
+    at = source.index("12")
+    translation = "The dog costs 12,50 € today."
+    for links in ([(o, 0) for o in range(len(translation))], None):
+        assert share(source, [at, at + 5], translation, links, bare=[True, False, True]) == [
+            "The dog costs ", "12,50", " € today."]
+        assert share(source, [at, at + 7], translation, links, bare=[True, False, True]) == [
+            "The dog costs ", "12,50 €", " today."]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 60), min_size=40, max_size=40))
 def test_a_kept_span_goes_into_the_piece_the_source_has_it_in_whatever_attention_says(reads):

@@ -60,6 +60,8 @@ def share(source: str, cuts: Sequence[int], translation: str,
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
+    if not closed:
+        units = _split_kept(source, cuts, translation, units)
     prefer = _preferences(source, cuts, translation, units, links)
     sources = [source[a:b] for a, b in itertools.pairwise([0, *cuts, len(source)])]
     keep = [bool(kept and kept[i]) for i in range(len(sources))]
@@ -118,20 +120,19 @@ def _pinned(source: str, cuts: Sequence[int], translation: str,
     """The piece each unit must go to: a span kept as it is (``glossary.KEPT``: a number, an
     address, a placeholder; verbatim in the translation with ``--keep-spans``) that the
     translation holds as often as the source, the k-th into the piece of the source's k-th
-    (None: any piece); and the pieces whose words are all such spans, which take no other
-    word ("(10:30)", not "(10:30 white)"). None pinned where they would go out of order."""
+    (one the source's markup cuts, "<b>12,50</b> €", each part into its piece: ``units`` cut
+    so, :func:`_kept_parts`); and the pieces whose words are all such spans, which take no
+    other word ("(10:30)", not "(10:30 white)"). None pinned where they would go out of
+    order."""
     pinned: list[int | None] = [None] * len(units)
     held: list[list[tuple[int, int]]] = [[] for _ in range(len(cuts) + 1)]
     unit = {span: k for k, span in enumerate(units)}
-    theirs = _kept_spans(source)
-    for text, mine in _kept_spans(translation).items():
-        if len(mine) != len(theirs.get(text, [])):
-            continue
-        for span, (start, end) in zip(mine, theirs[text], strict=True):
-            piece = bisect.bisect_right(cuts, start)
-            if span in unit and bisect.bisect_right(cuts, end - 1) == piece:
-                pinned[unit[span]] = piece
-                held[piece].append((start, end))
+    for mine, (start, end) in _kept_pairs(source, translation):
+        for part, (a, b) in _kept_parts(translation, mine, start, end, cuts):
+            if part in unit:
+                piece = bisect.bisect_right(cuts, a)
+                pinned[unit[part]] = piece
+                held[piece].append((a, b))
     order = [p for p in pinned if p is not None]
     if order != sorted(order):  # the translation moved one past another
         return [None] * len(units), [False] * len(held)
@@ -140,6 +141,42 @@ def _pinned(source: str, cuts: Sequence[int], translation: str,
                                      if not any(s <= i < e for s, e in spans))
              for (a, b), spans in zip(bounds, held, strict=True)]
     return pinned, alone
+
+
+def _kept_pairs(source: str, translation: str,
+                ) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Each span kept as it is that the translation holds as often as the source, the k-th of
+    the translation's with the source's k-th: (its place in the translation, in the source)."""
+    theirs = _kept_spans(source)
+    return [pair for text, mine in _kept_spans(translation).items()
+            if len(mine) == len(theirs.get(text, []))
+            for pair in zip(mine, theirs[text], strict=True)]
+
+
+def _kept_parts(translation: str, mine: tuple[int, int], start: int, end: int,
+                cuts: Sequence[int]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The parts of the kept span ``mine`` of the translation as the source's ``cuts`` cut
+    its own (``start``, ``end``): each part's place in the translation (spaces round it left
+    out) and in the source; the span whole where no cut falls in it."""
+    bounds = [start, *[c for c in cuts if start < c < end], end]
+    parts = []
+    for a, b in itertools.pairwise(bounds):
+        text = translation[mine[0] + a - start:mine[0] + b - start]
+        lead = len(text) - len(text.lstrip())
+        if text.strip():
+            parts.append(((mine[0] + a - start + lead,
+                           mine[0] + a - start + lead + len(text.strip())), (a, b)))
+    return parts
+
+
+def _split_kept(source: str, cuts: Sequence[int], translation: str,
+                units: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``units`` with each kept span of the translation that the source's markup cuts
+    ("<b>12,50</b> €") cut into its parts (:func:`_kept_parts`), which :func:`_pinned` pins
+    each into its piece."""
+    parts = {mine: [part for part, _ in _kept_parts(translation, mine, start, end, cuts)]
+             for mine, (start, end) in _kept_pairs(source, translation)}
+    return [part for span in units for part in parts.get(span, [span])]
 
 
 def _kept_spans(text: str) -> dict[str, list[tuple[int, int]]]:
