@@ -59,6 +59,9 @@ QUOTES = "\u2018-\u201f\u00ab\u00bb\u2039\u203a"  # ‘’‚‛“”„‟«»
 CURRENCY = ("$\u00a2-\u00a5\u058f\u060b\u07fe\u07ff\u09f2\u09f3\u09fb\u0af1\u0bf9\u0e3f"
             "\u17db\u20a0-\u20c0\ua838\ufdfc\ufe69\uff04\uffe0\uffe1\uffe5\uffe6")
 SPACE = " \u00a0\u202f"
+# units written on after a number ("10km", "0,5l", "24h"), in lower case where they are
+UNITS = ("km/h|km²|km|cm|mm|m²|m³|m|kg|mg|g|ml|cl|l|kWh|kW|W|V|GB|MB|TB|kB|KB|GHz|MHz|kHz|Hz|h"
+         "|min|s|ms|mph|ft|lb|oz|mi")
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
 KEPT = re.compile("|".join([
     rf"(?:{LETTER}|[.+-])+@(?:{LETTER}|-)+(?:\.(?:{LETTER}|-)+)+",  # e-mail addresses
@@ -67,10 +70,13 @@ KEPT = re.compile("|".join([
     rf"(?<![{WIDE}])(?:(?:https?|ftp)://|www\.)[^\s<>\"'{QUOTES}]+[^\s<>\"'.,;:!?)\]{MARKS}{QUOTES}]",
     rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}{QUOTES}]+[^\s<>\"'.,;:!?)\]{WIDE}{QUOTES}]",
     PLACEHOLDER,
-    # numbers, times, dates; with a currency's sign before or after ("$5", "12,50 €"), a
-    # percentage's, degrees ("50 %", "30 °C"): a model of captions wrote "12,50" alone
-    rf"(?:[{CURRENCY}][{SPACE}]?)?(?<!{LETTER})(?<![.,])\d+(?:[.,:/]\d+)*(?!{LETTER})"
-    rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?",
+    # numbers, times, dates, whole or not at all ("0" of "0,5l" was one; a digit in a word is
+    # none: "3D", "MP3"); with a currency's sign before or after ("$5", "12,50 €"), a
+    # percentage's, degrees ("50 %", "30 °C", "50%ige"), a unit written on ("10km", "0,5l"):
+    # a model of captions wrote "12,50" alone, left "10km" out
+    rf"(?:[{CURRENCY}][{SPACE}]?)?(?<!{LETTER})(?<![.,])(?=(?P<number>\d+(?:[.,:/]\d+)*))"
+    rf"(?P=number)(?:%(?={LETTER})|(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
+    rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?)",
 ]))
 LONGEST_TERM = 200  # characters of a glossary term
 # (the constrained search is a beam search: a sampled sentence would be searched instead)
