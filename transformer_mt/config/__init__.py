@@ -222,11 +222,11 @@ class DecodeConfig:
     # sentences that hold such spans the search is constrained to write them; where it cannot
     # be (sampling, a prefix, a CTranslate2 export) translated without, unless asked for there
     keep_spans: bool = per_call(True, "keep URLs, e-mail addresses, placeholders ({name}, "
-                                "printf's) and numbers (a currency, percent or degree sign "
-                                "beside one with it) exactly as the source writes them, and "
-                                "write no number it lacks (the search constrained on the "
-                                "sentences that hold them; not with sampling, a prefix or "
-                                "a CTranslate2 export)")
+                                "printf's) and numbers (with a currency, percent or degree "
+                                "sign or a unit beside them) exactly as the source writes "
+                                "them, and write no number it lacks (the search constrained "
+                                "on the sentences that hold them; not with sampling, a "
+                                "prefix or a CTranslate2 export)")
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable
     # ones whose probability adds up to top_p (1 = all), their probabilities sharpened or
