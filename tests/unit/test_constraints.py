@@ -12,7 +12,7 @@ import torch
 from tests.toy import lone_sources, make_model, toy_sources, train_toy_model
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import EOS_ID, PAD_ID
-from transformer_mt.decode.constraints import constrained_search
+from transformer_mt.decode.constraints import _top, constrained_search
 from transformer_mt.decode.search import beam_search
 
 
@@ -167,3 +167,17 @@ def test_a_sentence_in_a_batch_is_searched_as_alone(toy_model):
     for hs, c in zip(together, constraints, strict=True):
         for h in hs:
             _holds(h.tokens, h.spans, c)
+
+
+
+def test_a_row_that_ends_a_constraint_draws_its_best_tokens_without_the_glued_ones():
+    """Right after a constraint no ``glued`` token (one that would go on with its word) may
+    come: the row's best tokens are drawn without them, so a hypothesis whose best all went
+    on ("5kg" -> "5kgs") keeps continuations (it was left with none: a model of captions gave
+    "Two men are wearing ####Ens................... 5kg", the limit's output, span appended;
+    now "Two men are wearing ### 5kg."); other rows as ever, a row's ``barred`` left out."""
+    logp = torch.tensor([[0.0, -1, -2, -3, -4, -5]] * 2)
+    glue = torch.tensor([False, True, True, False, False, True])
+    assert _top(logp, 2, [set(), set()], glue, [False, True]) == [[0, 1], [0, 3]]
+    assert _top(logp, 2, [{0}, {0}], glue, [False, True]) == [[1, 2], [3, 4]]
+    assert torch.equal(logp, torch.tensor([[0.0, -1, -2, -3, -4, -5]] * 2))  # (as it was)

@@ -104,6 +104,11 @@ def _barred(h: _Hyp, avoid: Sequence[Sequence[int]]) -> list[int]:
 Candidate = tuple[float, int, int, int]  # (score, row, token, the constraint it begins or -1)
 
 
+def _ends_a_span(h: _Hyp | None) -> bool:
+    """Whether ``h``'s last token ends a constraint (the next may not go on with its word)."""
+    return h is not None and bool(h.spans) and h.spans[-1][2] == len(h.tokens)
+
+
 def _proposals(beam: list[_Hyp | None], top: Sequence[Sequence[int]],
                barred: Sequence[set[int]], constraints: Sequence[Sequence[int]],
                at_limit: bool, glued: frozenset[int]) -> list[Candidate]:
@@ -123,8 +128,7 @@ def _proposals(beam: list[_Hyp | None], top: Sequence[Sequence[int]],
         if h.going is not None:  # a constraint begun is written to its end
             tokens = [(constraints[h.going[0]][h.going[1]], -1)]
         else:
-            bars = barred[row] | (glued if h.spans and h.spans[-1][2] == len(h.tokens)
-                                  else frozenset())
+            bars = barred[row] | (glued if _ends_a_span(h) else frozenset())
             tokens = [(t, -1) for t in top[row]
                       if (t != EOS_ID or h.complete()) and t not in bars]
             tokens += [(c[0], j) for j, c in enumerate(constraints) if not h.met[j]]
@@ -146,16 +150,25 @@ def _scored(proposed: Sequence[list[Candidate]], logp: Tensor, k: int,
             for n, cands in enumerate(proposed)]
 
 
-def _top(logp: Tensor, n: int, barred: Sequence[set[int]]) -> list[list[int]]:
+def _top(logp: Tensor, n: int, barred: Sequence[set[int]], glued: Tensor,
+         ending: Sequence[bool]) -> list[list[int]]:
     """The ``n`` most probable tokens of each row of ``logp`` (K, V), those of its
-    ``barred`` left out."""
-    rows = [(row, list(bar)) for row, bar in enumerate(barred) if bar]
-    kept = [logp[row, bar] for row, bar in rows]
-    for row, bar in rows:
-        logp[row, bar] = float("-inf")
+    ``barred`` left out, and where the row has just written a constraint (``ending``) those
+    ``glued`` (V,) marks (drawn without them: a row whose best tokens all went on with the
+    constraint's word, "5kg" -> "5kgs", was left with no continuation and the search with
+    no hypothesis that ends: "wearing ####Ens................... 5kg")."""
     top = logp.topk(n, dim=-1).indices.tolist()  # (K, n)
-    for (row, bar), values in zip(rows, kept, strict=True):
-        logp[row, bar] = values
+    rows = [row for row, (bar, end) in enumerate(zip(barred, ending, strict=True))
+            if bar or end]
+    if rows:
+        some = logp[rows]  # (R, V), a copy
+        for j, row in enumerate(rows):
+            if barred[row]:
+                some[j, list(barred[row])] = float("-inf")
+            if ending[row]:
+                some[j].masked_fill_(glued, float("-inf"))
+        for row, tokens in zip(rows, some.topk(n, dim=-1).indices.tolist(), strict=True):
+            top[row] = tokens
     return top
 
 
@@ -276,6 +289,8 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                  for i, (c, n) in enumerate(zip(constraints, max_output_lengths(
                      src_mask, max_len_a, max_len_b).tolist(), strict=True))]
     k = max(s.k for s in sentences)  # rows a sentence in the batch (beyond its own k: dead)
+    glue = torch.zeros(model.tgt_vocab_size, dtype=torch.bool)  # (V,) glued's tokens
+    glue[list(glued)] = True
     state = start_decoding(model, src, src_mask, k, use_cache)
     alive, step = list(range(len(sentences))), 0
     while alive:
@@ -285,7 +300,8 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                               device=src.device)  # (N*K, t + 1)
         logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (N*K, V)
         barred = [s.barred() + [set()] * (k - s.k) for s in searched]
-        top = _top(logp, min(k + 1, logp.size(1)), [b for bars in barred for b in bars])
+        top = _top(logp, min(k + 1, logp.size(1)), [b for bars in barred for b in bars],
+                   glue, [_ends_a_span(h) for s in searched for h in s.beam + [None] * (k - s.k)])
         scored = _scored([s.propose(top[n * k:n * k + s.k], barred[n], step, glued)
                           for n, s in enumerate(searched)], logp, k,
                          [step == s.limit for s in searched])
