@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from bench.common import check_out, machine, write_out
+from bench.common import check_out, machine, start_as_mt, write_out
 from transformer_mt.average import average_checkpoints
 from transformer_mt.checkpoint import load_checkpoint, save_checkpoint
 from transformer_mt.config import DECODE_RANGES
@@ -282,6 +282,7 @@ def main() -> None:
         parser.error(str(exc))
     if args.ensemble and len(args.checkpoint or args.seeds or []) < 2:
         parser.error("--ensemble needs two or more --seeds or --checkpoint models")
+    start_as_mt()  # scored as mt scores, with its allocator (the trainings are mt's too)
     args.threads = None
     record: dict = {"benchmark": "quality", "date": time.strftime("%Y-%m-%d"),
                     "machine": machine(torch.device("cuda") if torch.cuda.is_available()

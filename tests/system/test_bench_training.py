@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.helpers import REPO, TOY_DE_EN, needs_data, run_bench, run_cli
+from transformer_mt.__main__ import tcmalloc
 
 TINY = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
         "model.n_decoder_layers=1", "data.max_pairs=300", "data.valid_max_pairs=40"]
@@ -27,6 +28,8 @@ def test_quality_benchmark_reports_each_seed_and_their_mean_as_mt_evaluate_score
     record = _quality(tmp_path, "train.max_steps=30", "--seeds", "1,2", "--jobs", "2",
                       "--alphas", "0.6,2", "--ensemble", "--out", str(tmp_path / "q.json"))
     assert json.loads((tmp_path / "q.json").read_text()) == record  # no parts_to_come
+    # scored with mt's allocator (tcmalloc where installed), as its trainings run
+    assert record["machine"]["allocator"] == (tcmalloc() or "the system's malloc")
     runs = record["runs"]
     assert [r["seed"] for r in runs] == [1, 2] and not any(r["stopped"] for r in runs)
     for run in runs:
@@ -97,6 +100,7 @@ def test_quality_benchmark_cut_short_keeps_the_models_it_scored(trained_run, tmp
         raise SystemExit(124)  # what `timeout` does to the process, as far as the file goes
 
     monkeypatch.setattr(quality, "ensemble", killed)
+    monkeypatch.setattr(quality, "start_as_mt", lambda: None)  # (it would start pytest again)
     models = [str(trained_run[0] / name) for name in ("step_0000003.pt", "best.pt")]
     out = tmp_path / "quality.json"
     monkeypatch.setattr(sys, "argv", ["quality.py", *(a for m in models for a in (
