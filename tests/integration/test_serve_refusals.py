@@ -21,7 +21,7 @@ from transformer_mt.serve.settings import Limits, ServeOptions
 @pytest.mark.parametrize("body, status, message", [
     (b"{bad json", 400, "not JSON"),
     (b'{"text": ["\\ud800"]}', 422, "lone surrogate"),
-    (json.dumps([1, 2]), 422, "JSON object"),
+    (json.dumps([1, 2]), 422, "the body must be a JSON object holding 'text'"),
     (json.dumps({"text": 5}), 422, "a text or a list of texts"),
     (json.dumps({"text": ["a", 3]}), 422, "a text or a list of texts"),
     (json.dumps({"sentences": ["a"]}), 422, "missing text"),
@@ -72,6 +72,21 @@ def test_a_body_nested_past_what_json_parses_is_a_400(translator, path):
         assert answer.status_code == 400, answer.text
         assert answer.json() == {"error": "the body could not be parsed as JSON (too deeply "
                                           "nested, or not JSON)"}
+        assert_serving(client)
+
+
+@pytest.mark.parametrize("path, status, fields", [
+    ("/v1/translate", 422, "'text'"), ("/v1/score", 422, "'source', 'translation'"),
+    ("/translate", 400, "'q', 'target'"), ("/detect", 400, "'q'")])
+def test_a_body_that_is_no_object_is_told_the_fields_of_its_route(translator, path, status,
+                                                                  fields):
+    """A JSON body that is not an object (a list, a string) is told what its route's body
+    holds: LibreTranslate's routes name 'q', not our API's 'text'."""
+    with local_client(create_app(translator, ServeOptions())) as client:
+        for body in ([1, 2], "Ein Hund."):
+            answer = client.post(path, json=body)
+            assert answer.status_code == status, answer.text
+            assert answer.json() == {"error": f"the body must be a JSON object holding {fields}"}
         assert_serving(client)
 
 

@@ -47,8 +47,9 @@ LIBRE_PATHS = {"/translate", "/detect", "/translate_file", "/suggest", "/languag
                "/frontend/settings", "/spec"}
 
 
-def one_line(error: dict) -> str:
-    """A pydantic error as one line: the field, and what is wrong with it."""
+def one_line(error: dict, fields: list[str] | None = None) -> str:
+    """A pydantic error as one line: the field, and what is wrong with it; ``fields``, the
+    route's required ones, for a body that is no JSON object."""
     where = [str(x) for x in error.get("loc", ()) if x != "body"]
     field = where[0] if where else "body"
     if error.get("type") == "missing":
@@ -58,7 +59,8 @@ def one_line(error: dict) -> str:
     if field in ("text", "q") and error.get("type") in ("list_type", "string_type"):
         return f"'{field}': must be a text or a list of texts (strings)"
     if error.get("type") in ("model_attributes_type", "dict_type", "model_type"):
-        return "the body must be a JSON object, e.g. {\"text\": [\"...\"]}"
+        named = ", ".join(f"'{name}'" for name in fields or ())
+        return "the body must be a JSON object" + (f" holding {named}" if named else "")
     if error.get("type") == "extra_forbidden":
         return f"'{field}': unknown field"
     message = str(error.get("msg", "invalid")).replace("Value error, ", "")
@@ -166,12 +168,22 @@ async def _invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # a value's own complaint (a lone surrogate) says more than a union's type mismatch
     errors = sorted(exc.errors(), key=lambda e: e.get("type") != "value_error")
-    message = one_line(errors[0]) + sent_instead(errors[0], exc.body, request.url.path) \
-        if errors else "the request is not valid"
+    message = one_line(errors[0], required_fields(request)) + sent_instead(
+        errors[0], exc.body, request.url.path) if errors else "the request is not valid"
     libre_route = request.url.path in LIBRE_PATHS
     status = 400 if libre_route or (errors and errors[0].get("type") == "json_invalid") \
         else 422
     return _error(status, message)
+
+
+def required_fields(request: Request) -> list[str]:
+    """The fields the JSON body of the request's route must hold, as its OpenAPI schema
+    (/openapi.json, made once) says."""
+    schema = request.app.openapi()
+    operation = schema["paths"].get(request.url.path, {}).get(request.method.lower(), {})
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    name = body.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+    return list(schema.get("components", {}).get("schemas", {}).get(name, {}).get("required", []))
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
