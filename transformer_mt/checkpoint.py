@@ -218,7 +218,7 @@ def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> 
     training (0), as long as the training's sources were (all but their longest thousandth),
     where the checkpoint records it."""
     try:
-        config = config_from_dict(_upgrade(ckpt["config"]))
+        config = config_from_dict(upgrade_config(ckpt["config"]))
     except (ConfigError, KeyError) as exc:
         raise CheckpointError(f"the config stored in '{path}' is invalid: {exc}") from exc
     if not config.decode.max_sentence_tokens:
@@ -227,9 +227,10 @@ def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> 
     return config
 
 
-def _upgrade(config: Any) -> dict[str, Any]:
+def upgrade_config(config: Any) -> dict[str, Any]:
     """A stored config in today's keys: checkpoints of 0.1 named Multi30k splits
-    (``data.train_split``, ``data.valid_split``) where the data section now names corpora.
+    (``data.train_split``, ``data.valid_split``) where the data section now names corpora;
+    word models made before ``data.mark_hyphens`` split hyphens without marking them.
     Every section a checkpoint stores is a mapping, and its data section (languages,
     tokenizer) is there: defaults in its place would describe another model."""
     if not isinstance(config, dict):
@@ -245,6 +246,8 @@ def _upgrade(config: Any) -> dict[str, Any]:
     for old, new in (("train_split", "train"), ("valid_split", "valid")):
         if old in data:
             data[new] = {"multi30k": data.pop(old)}
+    if data.get("tokenizer", "spacy") == "spacy":  # words split as they were
+        data.setdefault("mark_hyphens", False)
     return {**config, "data": data}
 
 

@@ -118,6 +118,35 @@ def test_fine_tuning_starts_from_a_checkpoint_and_refuses_another_model(toy_run,
     assert not (tmp_path / "other").exists()
 
 
+def test_a_word_model_made_before_hyphens_were_marked_goes_on_splitting_them_so(toy_run,
+                                                                               tmp_path):
+    """A checkpoint without ``data.mark_hyphens`` (made before it) reads and writes words as it
+    was trained to (hyphens unmarked), and so do its fine-tuning and a resumed run of it."""
+    from transformer_mt import Translator
+
+    base, data = toy_run
+    old = tmp_path / "old"
+    shutil.copytree(base, old)
+    ckpt = torch.load(old / "last.pt", weights_only=True)
+    assert ckpt["config"]["data"].pop("mark_hyphens") is True  # today's default
+    torch.save(ckpt, old / "last.pt")
+    assert [t.mark_hyphens for t in Translator.load(old / "last.pt", "cpu").tokenizers] == [
+        False, False]
+
+    write_config(tmp_path / "tune.yaml", data, train={"max_steps": 1, "warmup_steps": 0,
+                                                      "init_from": str(old / "last.pt")})
+    resumed = ["train", "--config", str(base.parent / "toy.yaml"), "--run-dir", str(old),
+               "--set", f"train.max_steps={ckpt['progress']['step'] + 1}",
+               "--set", "train.max_epochs=null"]
+    for args in (["train", "--config", str(tmp_path / "tune.yaml"), "--run-dir",
+                  str(tmp_path / "tuned")], resumed):
+        result = run_cli(args)
+        assert result.returncode == 0, result.stderr
+        run = tmp_path / ("tuned" if args is not resumed else "old")
+        assert torch.load(run / "last.pt", weights_only=True)["config"]["data"][
+            "mark_hyphens"] is False
+
+
 @pytest.mark.parametrize("problem, expected", [
     ("missing", "data.train.src: '{dir}/missing.fr' not found"),
     ("empty", "'{dir}/empty.fr' is empty"),

@@ -91,21 +91,21 @@ def test_the_first_request_finds_the_server_warmed_up(translator, monkeypatch):
     endpoint's source lines (~1 ms, read at startup)."""
     import inspect
 
-    from transformer_mt.data import tokenize
+    from transformer_mt.data import words
     from transformer_mt.translate import sentences
 
-    tokenize.spacy_pipeline.cache_clear()  # no word met by the tests before
+    words.spacy_pipeline.cache_clear()  # no word met by the tests before
     sentences._sentencizer.cache_clear()
     if hasattr(fastapi.routing, "_endpoint_context_cache"):  # no endpoint read before
         monkeypatch.setattr(fastapi.routing, "_endpoint_context_cache", {})
     known = [w for w in translator.src_vocab.itos if w.isalpha()][-12:]
     with local_client(create_app(translator, ServeOptions())) as client:
-        vocab = tokenize.spacy_pipeline(translator.config.data.src_lang).vocab
-        words, read = len(vocab), []
+        vocab = words.spacy_pipeline(translator.config.data.src_lang).vocab
+        met, read = len(vocab), []
         monkeypatch.setattr(inspect, "getsourcelines", lambda *a: read.append(a) or ([], 0))
         answer = client.post("/v1/translate", json={"text": [" ".join(known) + "."]})
         assert answer.status_code == 200
-    assert len(vocab) == words
+    assert len(vocab) == met
     assert read == []
     assert sentences._sentencizer(translator.config.data.src_lang).vocab is vocab
 

@@ -14,16 +14,17 @@ from types import SimpleNamespace
 import pytest
 
 from transformer_mt.checkpoint import load_checkpoint
-from transformer_mt.data import tokenize, word_worker
+from transformer_mt.data import word_worker, words
 from transformer_mt.data.tokenize import WordTokenizer
 from transformer_mt.data.word_worker import WordWorker, peek_data_config
 from transformer_mt.errors import DataError
 
 TEXTS = ["Ein Mann fährt Fahrrad.", "„Zwei Männer“ (z. B. in Köln) spielen Fußball!",
          "", "   ", "Eine Frau, 3,5 km/h, schreibt an info@example.de über https://x.de/a?b=1.",
-         "Drei\tKinder  spielen\n im Schnee 🙂", "ÄRZTE untersuchen 2019er Proben – gut?"]
+         "Drei\tKinder  spielen\n im Schnee 🙂", "ÄRZTE untersuchen 2019er Proben – gut?",
+         "2-3 Hunde - und ein Röntgen-Bild"]
 OUTPUTS = [["A", "man", "'s", "bike", "(", "red", ")", "."], ["\"", "Hello", "\"", ",", "you", "!"],
-           [], ["3.5", "km", "/", "h", "-", "fine", "?"]]
+           [], ["3.5", "km", "/", "h", "-", "fine", "?"], ["a", "t", "@-@", "shirt", "-", "x"]]
 
 
 @pytest.fixture
@@ -35,17 +36,19 @@ def worker(monkeypatch):
     running.close()
 
 
-@pytest.mark.parametrize("lowercase", [False, True])
-def test_the_worker_gives_the_tokens_and_text_of_the_tokenizer(worker, monkeypatch, lowercase):
-    in_process = WordTokenizer("de", lowercase)
+@pytest.mark.parametrize("lowercase, mark_hyphens", [(False, True), (True, False)])
+def test_the_worker_gives_the_tokens_and_text_of_the_tokenizer(worker, monkeypatch, lowercase,
+                                                               mark_hyphens):
+    in_process = WordTokenizer("de", lowercase, mark_hyphens)
     monkeypatch.setattr(word_worker, "_worker", None)
     expected = list(in_process.tokenize(TEXTS))
     texts = [WordTokenizer("en").detokenize(tokens) for tokens in OUTPUTS]
     monkeypatch.setattr(word_worker, "_worker", worker)
     # and the worker, not this process, did the work
-    monkeypatch.setattr(tokenize, "spacy_words", lambda *args: 1 / 0)
-    monkeypatch.setattr(tokenize, "moses_detokenizer", lambda *args: 1 / 0)
-    assert list(WordTokenizer("de", lowercase).tokenize(TEXTS)) == expected
+    monkeypatch.setattr(words, "spacy_words", lambda *args: 1 / 0)
+    monkeypatch.setattr(words, "moses_detokenizer", lambda *args: 1 / 0)
+    assert list(WordTokenizer("de", lowercase, mark_hyphens).tokenize(TEXTS)) == expected
+    assert expected[-1][:3] == ["2", "@-@" if mark_hyphens else "-", "3"]
     assert [WordTokenizer("en").detokenize(tokens) for tokens in OUTPUTS] == texts
     assert expected[0][:2] == (["ein", "mann"] if lowercase else ["Ein", "Mann"])
 

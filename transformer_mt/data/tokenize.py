@@ -11,7 +11,6 @@ saw (so no input becomes ``<unk>``), and it detokenizes its own output.
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 import io
 import json
@@ -26,25 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from transformer_mt.config.data import DataConfig
-from transformer_mt.data import word_worker
+from transformer_mt.data import word_worker, words
 from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Side
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
+from transformer_mt.data.words import HYPHEN, UNSPACED, WHOLE_WORDS
 from transformer_mt.errors import DataError
 from transformer_mt.packages import missing_error, require, tokenizer_packages
 
 log = logging.getLogger(__name__)
 
-# languages written without spaces between words: word tokens are joined without them
-UNSPACED = ("zh", "ja", "th", "lo", "km", "my", "bo")
 SPM_SAMPLE = 1_000_000  # sentences SentencePiece learns from (sampled from larger corpora)
 
 SAMPLE_CHUNK = 10_000  # sentences encoded at once; sampled ones draw from a generator per chunk
 # fewer are encoded one by one: SentencePiece encodes a list in threads it starts for the call
 POOLED = 64
-# a literal <unk> in a text is one word, the unknown one (as a model writes it without
-# decode.replace_unk, and as older corpora hold it), not "<", "unk" and ">"; in the cache keys
-WHOLE_WORDS = (UNK,)
 # of the text every tokenizer reads (in the cache keys: ids made before differ)
 NORMAL_FORM = "NFC, no soft hyphens, zero-width spaces or control characters"
 # characters that show nothing and join a word's parts (a soft hyphen, a zero-width space, a
@@ -130,73 +125,37 @@ class Tokenizer:
         """The vocabulary the tokenizer brings (subword models), or None (built from counts)."""
         return None
 
-    def prime(self, words: Sequence[str]) -> None:
-        """Meet ``words`` now, where the tokenizer pays for a word the first time it sees it
-        (a server primes its source vocabulary as it warms up)."""
-
-
-def spacy_tokenizer(lang: str) -> Any:
-    """spaCy's rule-based tokenizer for ``lang``."""
-    return spacy_pipeline(lang).tokenizer
-
-
-@functools.lru_cache(maxsize=8)
-def spacy_pipeline(lang: str) -> Any:
-    """spaCy's blank pipeline for ``lang`` (made once): its tokenizer splits words, and the
-    sentence splitter (``translate/documents.py``) adds a sentencizer to it, so that both share one
-    vocabulary, and a word met by one is met by both."""
-    import spacy  # imported lazily: spaCy takes a second to import
-
-    try:
-        nlp = spacy.blank(lang)
-    except (ImportError, ValueError, OSError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"spaCy cannot tokenize '{lang}' here ({first}); install what it asks "
-                        "for, or use data.tokenizer=sentencepiece") from exc
-    tokenizer: Any = nlp.tokenizer
-    if hasattr(tokenizer, "add_special_case"):  # rule-based (not Chinese's, Thai's, ...)
-        for word in WHOLE_WORDS:
-            tokenizer.add_special_case(word, [{"ORTH": word}])
-    return nlp
-
-
-def spacy_words(lang: str, texts: Iterable[str]) -> Iterator[list[str]]:
-    """The words spaCy finds in each of ``texts`` (whitespace tokens dropped)."""
-    for doc in spacy_tokenizer(lang).pipe(texts, batch_size=1000):
-        yield [t.text for t in doc if not t.is_space]
-
-
-@functools.lru_cache(maxsize=8)
-def moses_detokenizer(lang: str) -> Any:
-    """sacremoses' detokenizer for ``lang`` (made once)."""
-    from sacremoses import MosesDetokenizer  # imported lazily, like spaCy: training needs neither
-
-    return MosesDetokenizer(lang=lang)
+    def prime(self, known: Sequence[str]) -> None:
+        """Meet the words ``known`` now, where the tokenizer pays for a word the first time it
+        sees it (a server primes its source vocabulary as it warms up)."""
 
 
 class WordTokenizer(Tokenizer):
-    """spaCy's rule-based word tokenizer for ``lang`` (whitespace tokens dropped). In ``mt
-    translate``, spaCy and sacremoses may run in a process of their own (``word_worker.py``)."""
+    """spaCy's rule-based word tokenizer for ``lang`` (whitespace tokens dropped; with
+    ``mark_hyphens`` a hyphen inside a word is ``@-@``: ``words.py``). In ``mt translate``,
+    spaCy and sacremoses may run in a process of their own (``word_worker.py``)."""
 
-    def __init__(self, lang: str, lowercase: bool = False) -> None:
-        self.lang, self.lowercase = lang, lowercase
+    def __init__(self, lang: str, lowercase: bool = False, mark_hyphens: bool = False) -> None:
+        self.lang, self.lowercase, self.mark_hyphens = lang, lowercase, mark_hyphens
 
     def tokenize(self, texts: Iterable[str]) -> Iterator[list[str]]:
         texts, worker = normalized(texts), word_worker.current()
-        words: Iterable[list[str]] | None = None
+        found: Iterable[list[str]] | None = None
         if worker is not None:
             texts = list(texts)
-            words = worker.ask({"op": "words", "lang": self.lang, "texts": texts})
-            if not isinstance(words, list) or len(words) != len(texts):
-                words = None  # no answer (or not one a text): the work is done here
-        for tokens in spacy_words(self.lang, texts) if words is None else words:
+            found = worker.ask({"op": "words", "lang": self.lang, "texts": texts,
+                                "mark_hyphens": self.mark_hyphens})
+            if not isinstance(found, list) or len(found) != len(texts):
+                found = None  # no answer (or not one a text): the work is done here
+        for tokens in (words.spacy_words(self.lang, texts, self.mark_hyphens) if found is None
+                       else found):
             yield [t.lower() for t in tokens] if self.lowercase else tokens
 
-    def prime(self, words: Sequence[str]) -> None:
+    def prime(self, known: Sequence[str]) -> None:
         """spaCy makes a word's lexeme, and caches how it splits, the first time it meets the
         word (~25 us): a new sentence took 0.6 ms to tokenize, 0.09 ms once the 8,000 words
         of the Multi30k model's vocabulary had been met (in ~150 ms)."""
-        lines = (" ".join(words[i:i + 100]) for i in range(0, len(words), 100))
+        lines = (" ".join(known[i:i + 100]) for i in range(0, len(known), 100))
         collections.deque(self.tokenize(lines), maxlen=0)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
@@ -209,7 +168,7 @@ class WordTokenizer(Tokenizer):
             text = worker.ask({"op": "text", "lang": self.lang, "tokens": list(tokens)})
             if isinstance(text, str):
                 return text
-        return moses_detokenizer(self.lang).detokenize(list(tokens))
+        return words.moses_detokenizer(self.lang).detokenize(list(tokens))
 
     @property
     def key(self) -> str:
@@ -218,7 +177,7 @@ class WordTokenizer(Tokenizer):
         except PackageNotFoundError as exc:
             raise missing_error(["spacy"]) from exc
         return json.dumps(["spacy", self.lang, self.lowercase, spacy_version, NORMAL_FORM,
-                           WHOLE_WORDS])
+                           WHOLE_WORDS, *([HYPHEN] if self.mark_hyphens else [])])
 
 
 class SubwordTokenizer(Tokenizer):
@@ -395,4 +354,5 @@ def make_tokenizer(cfg: DataConfig, side: Side, model: bytes | None = None) -> T
         if model is None:
             raise DataError(f"the {side} side needs its SentencePiece model")
         return SubwordTokenizer(model, cfg.lowercase)
-    return WordTokenizer(cfg.src_lang if side == "src" else cfg.tgt_lang, cfg.lowercase)
+    return WordTokenizer(cfg.src_lang if side == "src" else cfg.tgt_lang, cfg.lowercase,
+                         cfg.mark_hyphens)

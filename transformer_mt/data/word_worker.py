@@ -119,29 +119,30 @@ def main(langs: Sequence[str]) -> None:
 
 def _prepare(langs: Sequence[str]) -> None:
     """The tokenizers of ``langs``, made before the first request (each made once)."""
-    from transformer_mt.data import tokenize
+    from transformer_mt.data import words
 
     for lang in langs:
-        for prepare in (tokenize.spacy_tokenizer, tokenize.moses_detokenizer):
+        for prepare in (words.spacy_tokenizer, words.moses_detokenizer):
             with contextlib.suppress(Exception):  # asked for, it answers with the error
                 prepare(lang)
 
 
 def serve(langs: Sequence[str], stdin: IO[str] = sys.stdin,
           stdout: IO[str] = sys.stdout) -> None:
-    """The worker: get the tokenizers of ``langs`` ready, then answer
-    ``{"op": "words", "lang": L, "texts": [...]}`` (each text's words) and ``{"op": "text",
+    """The worker: get the tokenizers of ``langs`` ready, then answer ``{"op": "words",
+    "lang": L, "texts": [...], "mark_hyphens": B}`` (each text's words) and ``{"op": "text",
     "lang": L, "tokens": [...]}`` (the words put back together) until its input closes."""
-    from transformer_mt.data import tokenize
+    from transformer_mt.data import words
 
     _prepare(langs)  # what the first request needs, before it comes
     for line in stdin:
         try:
             request = json.loads(line)
             if request["op"] == "words":
-                result: Any = list(tokenize.spacy_words(request["lang"], request["texts"]))
+                result: Any = list(words.spacy_words(request["lang"], request["texts"],
+                                                     bool(request.get("mark_hyphens"))))
             else:
-                result = tokenize.moses_detokenizer(request["lang"]).detokenize(
+                result = words.moses_detokenizer(request["lang"]).detokenize(
                     request["tokens"])
             answer = {"result": result}
         except Exception as exc:  # the caller does the work itself, and says

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from transformer_mt.checkpoint import load_checkpoint, make_checkpoint
+from transformer_mt.checkpoint import load_checkpoint, make_checkpoint, upgrade_config
 from transformer_mt.config import Config, Start
 from transformer_mt.data.prepare import training_fingerprint
 from transformer_mt.errors import CheckpointError, MTError, TrainingError
@@ -38,8 +38,23 @@ RESUME_MAY_CHANGE = ("data.data_dir", "data.test")  # where the corpora lie; tes
 RESUME_WARNS = ("train.max_tokens", "train.accum_steps", "train.seed", "train.lr",
                 "train.warmup_steps", "train.lr_schedule")
 LINEAR_SCHEDULE_WARNS = ("train.max_steps",)  # a linear schedule's rates follow its length
+# keys that a checkpoint made before them was trained without (their default then other than now)
+KEPT_AS_TRAINED = ("data.mark_hyphens",)
 FINE_TUNE_REFUSES = ("model.*", "data.src_lang", "data.tgt_lang", "data.tokenizer",
-                     "data.shared_vocab", "data.lowercase")
+                     "data.shared_vocab", "data.lowercase", "data.mark_hyphens")
+
+
+def as_trained(config: Config, stored: dict[str, Any]) -> dict[str, Any]:
+    """The ``stored`` config in today's keys (:func:`checkpoint.upgrade_config`); where it
+    predates a key of :data:`KEPT_AS_TRAINED`, ``config`` takes the value it was trained with
+    (a word model made before ``data.mark_hyphens`` resumes, and is fine-tuned, with its
+    hyphens split as they were, not as the key's default now splits them)."""
+    upgraded = upgrade_config(stored)
+    for key in KEPT_AS_TRAINED:
+        section, name = key.split(".")
+        if name not in stored.get(section, {}) and name in upgraded.get(section, {}):
+            setattr(getattr(config, section), name, upgraded[section][name])
+    return upgraded
 
 
 def differences(stored: dict[str, Any], current: dict[str, Any], patterns: Iterable[str],
@@ -128,7 +143,7 @@ def _decide(files: RunDir, config: Config, start: Start) -> dict[str, Any] | Non
     ckpt = load_checkpoint(path)
     if "training_state" not in ckpt:
         raise CheckpointError(f"'{path}' holds no training state to resume from")
-    check_resumable(ckpt["config"], config, run_dir)
+    check_resumable(as_trained(config, ckpt["config"]), config, run_dir)
     stored = ckpt.get("corpus")
     if isinstance(stored, str) and stored != training_fingerprint(config.data):
         corpora = "; ".join(c.describe() for c in config.data.training_corpora())
@@ -171,7 +186,8 @@ def checkpoint_to_start_from(config: Config) -> dict[str, Any] | None:
     if path is None:
         return None
     ckpt = load_checkpoint(path)
-    for key, before, now in differences(ckpt["config"], config.to_dict(), FINE_TUNE_REFUSES):
+    stored = as_trained(config, ckpt["config"])
+    for key, before, now in differences(stored, config.to_dict(), FINE_TUNE_REFUSES):
         raise CheckpointError(
             f"train.init_from: '{path}' was trained with {key}={before!r}, the config says "
             f"{now!r}; fine-tuning keeps the model and its tokenizer: set the same value")

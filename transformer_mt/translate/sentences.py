@@ -17,7 +17,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from transformer_mt.data.tokenize import CJK, CJK_CHARACTER, spacy_pipeline
+from transformer_mt.data.tokenize import CJK, CJK_CHARACTER
+from transformer_mt.data.words import spacy_pipeline
 from transformer_mt.errors import DataError
 
 
