@@ -1,35 +1,59 @@
 """Words (``data/words.py``): spaCy splits them, Moses' detokenizer writes them back; a hyphen
-spaCy splits out of a word is marked (``@-@``, ``data.mark_hyphens``), so that a word model's
-translation writes the word whole ("t-shirt"), where a plain hyphen is written spaced."""
+inside a word is marked (``@-@``, ``data.mark_hyphens``), so that a word model's translation
+writes the word whole ("t-shirt"), where a plain hyphen is written spaced; English endings
+spaCy splits off ("do", "n't") are written joined."""
 
 from __future__ import annotations
+
+import pytest
 
 from transformer_mt.data.tokenize import WordTokenizer
 from transformer_mt.data.words import HYPHEN
 
-SENTENCES = {  # each sentence: the hyphens of its tokens, marked
-    "A man in a t-shirt and a red-haired girl.": [HYPHEN, HYPHEN],
-    "Two dogs - one brown - play.": ["-", "-"],  # a dash between words stays one
-    "An X-ray of a 2-3 year-old co-op.": [HYPHEN] * 4,
-    "It is -5 degrees at a well- known place.": ["-5", "well-"],  # not between two words
-}
+SENTENCES = [  # each sentence, and the tokens of it that hold a hyphen, marked
+    ("en", "A man in a t-shirt and a red-haired girl.", [HYPHEN, HYPHEN]),
+    ("en", "Two dogs - one brown - play.", ["-", "-"]),  # a dash between words stays one
+    ("en", "An X-ray of a 2-3 year-old co-op.", [HYPHEN] * 4),
+    ("en", "It is -5 degrees at a well- known place, pre- and post-war.",
+     ["-5", "well-", "pre-", HYPHEN]),  # not between two words
+    # French: spaCy glues a hyphen to the pronoun after a verb ("dit", "-elle")
+    ("fr", "« Oui », dit-elle. Y a-t-il un chat, n'est-ce pas ?", [HYPHEN] * 4),
+    ("de", "Die E-Mail-Adresse, 2-3 Hunde.", ["E-Mail-Adresse", HYPHEN]),  # one word in German
+]
 
 
-def test_a_word_split_at_its_hyphen_is_written_whole_again():
-    marked, plain = WordTokenizer("en", mark_hyphens=True), WordTokenizer("en")
-    for sentence, hyphens in SENTENCES.items():
-        tokens = next(marked.tokenize([sentence]))
-        assert [t for t in tokens if "-" in t] == hyphens
-        assert marked.detokenize(tokens) == sentence
-        # the same words as unmarked, each marked hyphen a "-" there
-        assert ["-" if t == HYPHEN else t for t in tokens] == next(plain.tokenize([sentence]))
-    # unmarked (checkpoints made before the mark), the word came out in three
-    tokens = next(plain.tokenize(["A man in a t-shirt."]))
-    assert plain.detokenize(tokens) == "A man in a t - shirt."
+@pytest.mark.parametrize("lang, sentence, hyphens", SENTENCES)
+def test_a_word_split_at_its_hyphen_is_written_whole_again(lang, sentence, hyphens):
+    marked, plain = WordTokenizer(lang, mark_hyphens=True), WordTokenizer(lang)
+    tokens = next(marked.tokenize([sentence]))
+    assert [t for t in tokens if "-" in t] == hyphens
+    assert marked.detokenize(tokens) == sentence
+    # the same words as unmarked, but for the hyphens split off
+    assert "".join(t for t in tokens if t != HYPHEN) == "".join(
+        t.replace("-", "") if "-" in t and t not in hyphens else t
+        for t in next(plain.tokenize([sentence])))
     assert marked.key != plain.key  # token ids cached for one are not read for the other
+
+
+def test_unmarked_as_checkpoints_made_before_the_mark_the_word_came_out_in_three():
+    plain = WordTokenizer("en")
+    assert plain.detokenize(next(plain.tokenize(["A man in a t-shirt."]))) == \
+        "A man in a t - shirt."
 
 
 def test_languages_written_without_spaces_are_not_marked():
     chinese = WordTokenizer("zh", mark_hyphens=True)
     tokens = next(chinese.tokenize(["T-shirt很好"]))
     assert HYPHEN not in tokens and chinese.detokenize(tokens) == "T-shirt很好"
+
+
+@pytest.mark.parametrize("sentence", [
+    "I can't, won't, don't know: they aren't here.", "DON'T GO!",
+    "I don’t know the man’s dog; we’re sure you’ll see.",
+    "He said 'stop' and 'don't'.", "I'm sure you're right, they'd go, I've."])
+def test_english_endings_split_off_are_written_joined(sentence):
+    """spaCy splits "don't" into "do" and "n't", which Moses' detokenizer wrote spaced, as
+    every ending after a typographic apostrophe ("man ’s")."""
+    english = WordTokenizer("en")
+    tokens = next(english.tokenize([sentence]))
+    assert english.detokenize(tokens) == sentence

@@ -168,9 +168,9 @@ class DataConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)  # subword regularization
     min_freq: int = 2  # spacy: words seen fewer times are <unk>
     max_vocab: int | None = None  # spacy: per vocabulary, specials included
-    # spacy: a hyphen spaCy splits out of a word ("t-shirt": t, -, shirt) is the token @-@, which
-    # the translation writes joined ("t-shirt", not "t - shirt"); checkpoints made before it
-    # have false
+    # spacy: a hyphen spaCy splits out of a word ("t-shirt": t, -, shirt; "dit-elle": dit,
+    # -elle) is the token @-@, which the translation writes joined ("t-shirt", not "t - shirt");
+    # checkpoints made before it have false
     mark_hyphens: bool = True
     lowercase: bool = False
 

@@ -159,8 +159,8 @@ class WordTokenizer(Tokenizer):
         collections.deque(self.tokenize(lines), maxlen=0)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
-        """Moses rules (``man 's`` becomes ``man's``, ``( x )`` becomes ``(x)``); languages
-        written without spaces are joined without them."""
+        """Moses' rules and a few more (``words.written``); languages written without spaces
+        are joined without them."""
         if self.lang in UNSPACED:
             return "".join(tokens)
         worker = word_worker.current()
@@ -168,7 +168,7 @@ class WordTokenizer(Tokenizer):
             text = worker.ask({"op": "text", "lang": self.lang, "tokens": list(tokens)})
             if isinstance(text, str):
                 return text
-        return words.moses_detokenizer(self.lang).detokenize(list(tokens))
+        return words.written(self.lang, tokens)
 
     @property
     def key(self) -> str:

@@ -142,8 +142,7 @@ def serve(langs: Sequence[str], stdin: IO[str] = sys.stdin,
                 result: Any = list(words.spacy_words(request["lang"], request["texts"],
                                                      bool(request.get("mark_hyphens"))))
             else:
-                result = words.moses_detokenizer(request["lang"]).detokenize(
-                    request["tokens"])
+                result = words.written(request["lang"], request["tokens"])
             answer = {"result": result}
         except Exception as exc:  # the caller does the work itself, and says
             answer = {"error": f"{type(exc).__name__}: {exc}"}

@@ -10,7 +10,8 @@ marks it (``-a``), and the detokenizer joins the word again: "t-shirt".
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from transformer_mt.data.vocab import UNK
@@ -22,6 +23,9 @@ UNSPACED = ("zh", "ja", "th", "lo", "km", "my", "bo")
 # decode.replace_unk, and as older corpora hold it), not "<", "unk" and ">"; in the cache keys
 WHOLE_WORDS = (UNK,)
 HYPHEN = "@-@"  # a hyphen inside a word, as Moses marks it; written "-", joined to its word
+# English endings spaCy splits off that Moses' detokenizer leaves spaced: "n't" ("do n't",
+# "ca n't"), and any with a typographic apostrophe ("man ’s", "do n’t")
+ENGLISH_ENDINGS = re.compile(r"(?<=\w) (n['’]t|’(?:s|m|re|ll|d|ve))\b", re.IGNORECASE)
 
 
 def spacy_tokenizer(lang: str) -> Any:
@@ -55,16 +59,44 @@ def spacy_words(lang: str, texts: Iterable[str],
     ``mark_hyphens``, a hyphen inside a word as :data:`HYPHEN` (where words are spaced)."""
     mark = mark_hyphens and lang not in UNSPACED
     for doc in spacy_tokenizer(lang).pipe(texts, batch_size=1000):
-        yield [HYPHEN if mark and t.text == "-" and inside_word(t) else t.text
-               for t in doc if not t.is_space]
+        if not mark:
+            yield [t.text for t in doc if not t.is_space]
+            continue
+        words: list[str] = []
+        for t in doc:
+            if not t.is_space:
+                words += marked(t) if "-" in t.text else [t.text]
+        yield words
 
 
-def inside_word(token: Any) -> bool:
-    """Whether the spaCy token ``token`` stands between a letter or digit and another, with
-    no space on either side ("t-shirt", "2-3"; not "outside - the", "-5" or "well-")."""
-    doc, i = token.doc, token.i
-    return (0 < i < len(doc) - 1 and not token.whitespace_ and not doc[i - 1].whitespace_
-            and doc[i - 1].text[-1:].isalnum() and doc[i + 1].text[:1].isalnum())
+def marked(token: Any) -> list[str]:
+    """The spaCy token ``token`` with a hyphen between a letter or digit and another, with no
+    space on either side, as :data:`HYPHEN` of its own: a token of its own ("t-shirt": ``t``,
+    ``-``, ``shirt``), or at the edge of one glued to its neighbour (French "dit-elle": ``dit``,
+    ``-elle``); not "outside - the", "-5 degrees" or "well- known"."""
+    doc, i, text = token.doc, token.i, token.text
+    after = i > 0 and not doc[i - 1].whitespace_ and doc[i - 1].text[-1:].isalnum()
+    before = i < len(doc) - 1 and not token.whitespace_ and doc[i + 1].text[:1].isalnum()
+    if text == "-":
+        return [HYPHEN] if after and before else [text]
+    if text.startswith("-") and after and text[1].isalnum():
+        return [HYPHEN, *marked_end(text[1:], before)]
+    return marked_end(text, before)
+
+
+def marked_end(text: str, before: bool) -> list[str]:
+    """``text``, a token's, with its last character a hyphen glued to a word after it as
+    :data:`HYPHEN` of its own."""
+    return [text[:-1], HYPHEN] if before and text.endswith("-") and text[-2:-1].isalnum() \
+        else [text]
+
+
+def written(lang: str, tokens: Sequence[str]) -> str:
+    """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
+    ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), and English's
+    :data:`ENGLISH_ENDINGS` joined to their words."""
+    text = moses_detokenizer(lang).detokenize(list(tokens))
+    return ENGLISH_ENDINGS.sub(r"\1", text) if lang == "en" else text
 
 
 @functools.lru_cache(maxsize=8)
