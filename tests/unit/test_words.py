@@ -57,3 +57,18 @@ def test_english_endings_split_off_are_written_joined(sentence):
     english = WordTokenizer("en")
     tokens = next(english.tokenize([sentence]))
     assert english.detokenize(tokens) == sentence
+
+
+@pytest.mark.parametrize("lang, sentence", [
+    ("it", "Vorrei un po' di acqua, un po'."),  # cut short: spaced from the next word
+    ("it", "Perché l'ha fatto? Un'ora dell'acqua."),  # elided: joined to it
+    ("fr", "L'homme qu'il a vu."),
+    ("de", "Das ist Hans' Auto."),  # German's apostrophe after an s sound (a lone one)
+    ("de", "Er sagte 'Hallo' zu Hans."),  # and quotes
+])
+def test_apostrophes_are_written_where_they_were(lang, sentence):
+    """Moses' detokenizer joins every Italian word ending in an apostrophe to the next, as it
+    does an elided one ("l'uomo"): "un po'di"; and reads German's lone apostrophe after a
+    name as an opening quote: "Hans 'Auto"."""
+    words = WordTokenizer(lang)
+    assert words.detokenize(next(words.tokenize([sentence]))) == sentence

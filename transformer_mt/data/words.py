@@ -26,6 +26,15 @@ HYPHEN = "@-@"  # a hyphen inside a word, as Moses marks it; written "-", joined
 # English endings spaCy splits off that Moses' detokenizer leaves spaced: "n't" ("do n't",
 # "ca n't"), and any with a typographic apostrophe ("man ’s", "do n’t")
 ENGLISH_ENDINGS = re.compile(r"(?<=\w) (n['’]t|’(?:s|m|re|ll|d|ve))\b", re.IGNORECASE)
+# an Italian word cut short ("un po' di", "mo'", "be'"): a vowel before its apostrophe, where a
+# word elided before the next ("l'uomo", "dell'acqua", "un'ora") ends in a consonant; Moses'
+# rule would join both to the word after
+ITALIAN_CUT = re.compile(r"\w*[aeiouàèéìíòóùú]'", re.IGNORECASE)
+# German's apostrophe after a name ending in an s sound ("Hans' Auto"), split off by spaCy, which
+# Moses' detokenizer would read as an opening quote ("Hans 'Auto"); where a sentence has two
+# or more, they are read as quotes
+GERMAN_GENITIVE = re.compile(r"\w*[sßxz]", re.IGNORECASE)
+KEPT = "\ue000"  # an apostrophe Moses' rules do not see (a private-use character)
 
 
 def spacy_tokenizer(lang: str) -> Any:
@@ -93,10 +102,25 @@ def marked_end(text: str, before: bool) -> list[str]:
 
 def written(lang: str, tokens: Sequence[str]) -> str:
     """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
-    ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), and English's
-    :data:`ENGLISH_ENDINGS` joined to their words."""
-    text = moses_detokenizer(lang).detokenize(list(tokens))
+    ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), English's
+    :data:`ENGLISH_ENDINGS` joined to their words, and the apostrophes its rules would
+    misplace kept (:func:`_apostrophes_kept`)."""
+    text = moses_detokenizer(lang).detokenize(_apostrophes_kept(lang, list(tokens)))
+    text = text.replace(KEPT, "'")
     return ENGLISH_ENDINGS.sub(r"\1", text) if lang == "en" else text
+
+
+def _apostrophes_kept(lang: str, tokens: list[str]) -> list[str]:
+    """``tokens`` with the apostrophes Moses' rules would misplace written :data:`KEPT`: an
+    Italian word's cut short (:data:`ITALIAN_CUT`), and German's lone one after a name
+    (:data:`GERMAN_GENITIVE`), joined to it."""
+    if lang == "it":
+        return [t[:-1] + KEPT if ITALIAN_CUT.fullmatch(t) else t for t in tokens]
+    if lang == "de" and tokens.count("'") == 1:  # (two: quotes)
+        i = tokens.index("'")
+        if i and GERMAN_GENITIVE.fullmatch(tokens[i - 1]):
+            return [*tokens[:i - 1], tokens[i - 1] + KEPT, *tokens[i + 1:]]
+    return tokens
 
 
 @functools.lru_cache(maxsize=8)
