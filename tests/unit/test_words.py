@@ -72,3 +72,19 @@ def test_apostrophes_are_written_where_they_were(lang, sentence):
     name as an opening quote: "Hans 'Auto"."""
     words = WordTokenizer(lang)
     assert words.detokenize(next(words.tokenize([sentence]))) == sentence
+
+
+@pytest.mark.parametrize("lang, sentence, kept", [
+    ("it", "Un po' di https://x.org/a-b oggi.", "https://x.org/a-b"),
+    ("de", "Hans' Auto kostet 12,50 € heute.", "12,50 €"),
+    ("en", "A man's site is https://x.org/a-b today.", "https://x.org/a-b")])
+def test_a_kept_span_is_written_as_it_is_beside_the_apostrophes(lang, sentence, kept):
+    """A span written as its text (a URL kept, a glossary's term: ``detokenize_keeping``)
+    stands in a character of its own while the words are detokenized, not one the
+    apostrophes' rules write as "'"."""
+    words = WordTokenizer(lang)
+    tokens = next(words.tokenize([sentence]))
+    start = next(i for i in range(len(tokens)) if "".join(tokens[i:]).startswith(
+        kept.replace(" ", "")))
+    end = start + len(next(words.tokenize([kept])))
+    assert words.detokenize_keeping(tokens, [(start, end, kept)]) == sentence

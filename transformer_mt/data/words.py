@@ -34,7 +34,9 @@ ITALIAN_CUT = re.compile(r"\w*[aeiouàèéìíòóùú]'", re.IGNORECASE)
 # Moses' detokenizer would read as an opening quote ("Hans 'Auto"); where a sentence has two
 # or more, they are read as quotes
 GERMAN_GENITIVE = re.compile(r"\w*[sßxz]", re.IGNORECASE)
-KEPT = "\ue000"  # an apostrophe Moses' rules do not see (a private-use character)
+# an apostrophe Moses' rules do not see: a noncharacter (U+FDD0, never in text), not one of
+# the private-use ones that stand for kept spans while detokenizing (tokenize.MARKERS)
+KEPT = "\ufdd0"
 
 
 def spacy_tokenizer(lang: str) -> Any:
