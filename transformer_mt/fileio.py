@@ -31,6 +31,7 @@ import socket
 import stat
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -289,11 +290,13 @@ def sha256_of(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+def text_lines(stream: Iterable[bytes], name: str,
+               ends: Counter[str] | None = None) -> Iterator[str]:
     """The lines of a UTF-8 byte stream (or UTF-16, where a byte order mark says so: Windows'
-    "Unicode" text, Excel's tab-separated export), without line ends and without a leading
-    BOM; a line that is not UTF-8 is named, by number, in a one-line error, as a stream of
-    another format (a PDF, say: :data:`FOREIGN`) is."""
+    "Unicode" text, Excel's tab-separated export), without line ends (counted in ``ends``,
+    given: :func:`line_end`) and without a leading BOM; a line that is not UTF-8 is named, by
+    number, in a one-line error, as a stream of another format (a PDF, say: :data:`FOREIGN`)
+    is."""
     stream = iter(stream)
     first = next(stream, b"")
     lines = _from_utf16(first, stream, name) if first.startswith(UTF16_BOMS) else itertools.chain(
@@ -301,6 +304,8 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
     for n, raw in enumerate(lines, start=1):
         if n == 1 and foreign(raw):
             raise MTError(f"{name} is {foreign(raw)}, not lines of text")
+        if ends is not None and raw.endswith(b"\n"):
+            ends["\r\n" if raw.endswith(b"\r\n") else "\n"] += 1
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
@@ -311,6 +316,12 @@ def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
                           "(CR-only line ends?); lines must end in LF or CRLF: convert it, e.g. "
                           "tr '\\r' '\\n' < FILE > FILE.lf")
         yield line.removeprefix("\ufeff") if n == 1 else line
+
+
+def line_end(ends: Counter[str]) -> str:
+    """The line end to write lines with whose source's line ends were counted in ``ends``
+    (:func:`text_lines`): CRLF where each line that ended did so (Windows' text), else LF."""
+    return "\r\n" if ends["\r\n"] and not ends["\n"] else "\n"
 
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # how UTF-16 text begins (little, big endian)

@@ -142,3 +142,30 @@ def test_a_second_run_writing_the_same_output_is_refused(trained_run, many, monk
         "output is locked); wait for it to end, or choose another --output")
     assert partial.read_text(encoding="utf-8") == "a line of the other run\n"
     assert not output.exists()
+
+
+@pytest.mark.parametrize("end", ["\r\n", "\n"])
+def test_the_translation_ends_its_lines_as_the_input_does(trained_run, many, end):
+    """A file of Windows' CRLF lines is translated into one (written whole, in parts, or to
+    standard output, as a pipe's lines come); LF lines, or a mix, into LF lines."""
+    source, output = many
+    checkpoint = trained_run[0] / "best.pt"
+    lines = source.read_text(encoding="utf-8").splitlines()
+    source.write_bytes("".join(line + end for line in lines).encode())
+    translations = [line + end for line in Translator.load(checkpoint).translate(lines)]
+    expected = "".join(translations).encode()
+    assert _translate(checkpoint, source, output).returncode == 0  # in parts of 7 lines
+    assert output.read_bytes() == expected
+    few = source.with_name("few.de")
+    few.write_bytes("".join(line + end for line in lines[:3]).encode())
+    assert _translate(checkpoint, few, output).returncode == 0  # written whole
+    assert output.read_bytes() == "".join(translations[:3]).encode()
+    for given in (["--input", str(source)], ["--input", "-"]):  # to standard output
+        result = run_cli(["translate", "--checkpoint", str(checkpoint), *given],
+                         stdin=source.read_bytes())
+        assert result.returncode == 0 and result.stdout == expected
+    mixed = source.read_bytes().replace(b"\r\n", b"\n", 1) if end == "\r\n" else b""
+    if mixed:
+        result = run_cli(["translate", "--checkpoint", str(checkpoint), "--input", "-"],
+                         stdin=mixed)
+        assert result.stdout == expected.replace(b"\r\n", b"\n")

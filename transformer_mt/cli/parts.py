@@ -50,10 +50,12 @@ def in_parts(args: argparse.Namespace, lines: list[str]) -> bool:
     return not (os.path.exists(args.output) and not stat.S_ISREG(os.stat(args.output).st_mode))
 
 
-def translate_in_parts(args: argparse.Namespace, lines: list[str], translate: Translate) -> int:
-    """``lines`` translated by ``translate`` a part at a time into ``args.output`` (see the
-    module's docstring); goes on from the partial output a stopped run of the same command
-    left. A second run writing the same output meanwhile is refused in one line."""
+def translate_in_parts(args: argparse.Namespace, lines: list[str], translate: Translate,
+                       end: str = "\n") -> int:
+    """``lines`` translated by ``translate`` a part at a time into ``args.output``, each
+    ending in ``end`` (see the module's docstring); goes on from the partial output a stopped
+    run of the same command left. A second run writing the same output meanwhile is refused
+    in one line."""
     output = Path(args.output)
     partial, record = output.with_name(output.name + ".partial"), \
         output.with_name(output.name + ".partial.json")
@@ -69,13 +71,13 @@ def translate_in_parts(args: argparse.Namespace, lines: list[str], translate: Tr
             out.truncate(size)  # (lines a stop left after the record's count)
             for start in range(done, len(lines), PART):
                 part = lines[start:start + PART]
-                out.write("".join(f"{line}\n" for line in translate(part, start)).encode())
+                out.write("".join(line + end for line in translate(part, start)).encode())
                 out.flush()
                 os.fsync(out.fileno())
                 done, size = start + len(part), out.tell()
                 atomic_write_text(record, json.dumps({"key": key, "lines": done, "bytes": size}))
                 log.info("%d of %d lines translated (%s)", done, len(lines), partial)
-            atomic_write_text(output, partial.read_text(encoding="utf-8"))
+            atomic_write_text(output, partial.read_bytes().decode("utf-8"))  # (CRLF kept)
         except BaseException:  # Ctrl-C, an error: what is done stays for the next run
             if done:
                 log.warning("stopped: the first %d of %d lines are translated, in %s; the "

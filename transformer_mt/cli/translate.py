@@ -12,6 +12,7 @@ import logging
 import math
 import sys
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from transformer_mt.cli.parts import in_parts, translate_in_parts
 from transformer_mt.config import per_call_settings
 from transformer_mt.decode.align import pharaoh
 from transformer_mt.errors import MTError
-from transformer_mt.fileio import STD_STREAM, not_an_input, open_input, text_lines
+from transformer_mt.fileio import STD_STREAM, line_end, not_an_input, open_input, text_lines
 from transformer_mt.logs import PROGRESS_FROM, bars_enabled
 
 if TYPE_CHECKING:
@@ -91,7 +92,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     translator = _translator_for(args)
     if args.whole or (args.input and is_document(args.input)):  # HTML, subtitles: their
         return _translate_document(translator, args)  # format kept
-    lines = _given_lines(args)
+    ends: Counter[str] = Counter()  # the input's line ends: its translation's are the same
+    lines = _given_lines(args, ends)
     if args.attention:
         return _attention_map(translator, lines, args)
     if args.alternatives:
@@ -99,16 +101,16 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if lines is None:  # standard input
         if sys.stdin.isatty():
             return _interactive(translator, args)
-        stream = text_lines(sys.stdin.buffer, "standard input")
+        stream = text_lines(sys.stdin.buffer, "standard input", ends)
         if not args.output:  # a pipe: translated a chunk of lines at a time, as they come
-            return _translate_stream(translator, args, stream)
+            return _translate_stream(translator, args, stream, ends)
         lines = list(stream)
     if not any(line.strip() for line in lines):
         raise MTError("the input is empty; give a sentence, --input FILE or lines on stdin")
     translated = functools.partial(_translated, translator, args)
     if in_parts(args, lines):  # many lines: a stopped run goes on where it stopped
-        return translate_in_parts(args, lines, translated)
-    return _emit(args, translated(lines, 0))
+        return translate_in_parts(args, lines, translated, line_end(ends))
+    return _emit(args, translated(lines, 0), line_end(ends))
 
 
 def _translated(translator: Translator, args: argparse.Namespace, lines: list[str],
@@ -173,16 +175,17 @@ def _text_read_whole(path: Path, name: str) -> bytes:
     return data
 
 
-def _emit(args: argparse.Namespace, out: list[str]) -> int:
-    """The lines to ``--output`` (written whole, or not at all), else to stdout."""
+def _emit(args: argparse.Namespace, out: list[str], end: str = "\n") -> int:
+    """The lines, each ending in ``end``, to ``--output`` (written whole, or not at all), else
+    to stdout."""
     from transformer_mt.fileio import atomic_write_text
 
     if args.output:
-        atomic_write_text(args.output, "".join(line + "\n" for line in out))
+        atomic_write_text(args.output, "".join(line + end for line in out))
         log.info("wrote %d lines to %s", len(out), args.output)
     else:
         for line in out:
-            print(line)
+            print(line, end=end)
     return 0
 
 
@@ -218,8 +221,9 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     return translator.with_settings(decode, glossary)
 
 
-def _given_lines(args: argparse.Namespace) -> list[str] | None:
-    """The sentences given as arguments or in ``--input``; None: standard input."""
+def _given_lines(args: argparse.Namespace, ends: Counter[str]) -> list[str] | None:
+    """The sentences given as arguments or in ``--input`` (its line ends counted in
+    ``ends``); None: standard input."""
     if args.sentences:
         return list(args.sentences)
     if not args.input or (args.input == STD_STREAM and not (args.attention or args.alternatives)):
@@ -230,7 +234,7 @@ def _given_lines(args: argparse.Namespace) -> list[str] | None:
         raise MTError(f"input file '{path}' {why}")
     from transformer_mt.data.corpus import read_lines
 
-    lines = list(read_lines(path))
+    lines = list(read_lines(path, ends))
     if not lines:
         raise MTError(f"input file '{path}' is empty; nothing to translate")
     return lines
@@ -292,13 +296,15 @@ def _alternatives(translator: Translator, lines: list[str] | None,
 
 
 def _translate_stream(translator: Translator, args: argparse.Namespace,
-                      stream: Iterator[str]) -> int:
-    """Piped standard input, translated and printed a chunk of lines at a time, in order."""
-    done = 0
+                      stream: Iterator[str], ends: Counter[str]) -> int:
+    """Piped standard input, translated and printed a chunk of lines at a time, in order, each
+    ending as the first chunk's lines did (``ends``)."""
+    done, end = 0, ""
     for chunk in _chunks(stream, STDIN_CHUNK):
+        end = end or line_end(ends)
         for i, hyps in enumerate(_translations(translator, args, chunk), start=done):
             for out_line in _rendered(args, i, hyps):
-                print(out_line)
+                print(out_line, end=end)
         sys.stdout.flush()
         done += len(chunk)
     return 0

@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import itertools
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,16 +42,17 @@ def file_sha256(path: Path) -> str:
     return _sha256(path.resolve(), st.st_size, st.st_mtime_ns)
 
 
-def read_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file, plain or gzipped, without line ends (and BOM); ``-``
-    is standard input, and a pipe is read too (:func:`~transformer_mt.fileio.open_input`)."""
+def read_lines(path: Path, ends: Counter[str] | None = None) -> Iterator[str]:
+    """The lines of a UTF-8 text file, plain or gzipped, without line ends (counted in
+    ``ends``, given) and BOM; ``-`` is standard input, and a pipe is read too
+    (:func:`~transformer_mt.fileio.open_input`)."""
     name = "standard input" if str(path) == STD_STREAM else f"'{path}'"
     try:
         with open_input(path) as f:
             gzipped = f.read(2) == b"\x1f\x8b"
             f.seek(0)
             with gzip.GzipFile(fileobj=f) if gzipped else contextlib.nullcontext(f) as lines:
-                yield from text_lines(lines, name)
+                yield from text_lines(lines, name, ends)
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"cannot read {name}: {exc}") from exc
 
