@@ -88,3 +88,19 @@ def test_a_kept_span_is_written_as_it_is_beside_the_apostrophes(lang, sentence, 
         kept.replace(" ", "")))
     end = start + len(next(words.tokenize([kept])))
     assert words.detokenize_keeping(tokens, [(start, end, kept)]) == sentence
+
+
+@pytest.mark.parametrize("lang, sentence", [
+    ("en", "He said “hi, there”, then left."),
+    ("en", "“She said ‘no’ to the students’ teacher.”"),  # nested; an apostrophe
+    ("de", "Er sagt »Hallo«, sie sagt ‚ja‘ und „nein“."),
+    ("sv", "Han sa ”hej” till mig."),  # the same mark opening and closing
+    ("it", "Ha detto «ciao» a tutti."),
+    ("pl", "Powiedział: „Cześć!”"),
+    ("fr", "Il a dit « bonjour » et “salut”."),  # French's guillemets spaced inside
+])
+def test_quotation_marks_hold_what_they_enclose(lang, sentence):
+    """Moses' detokenizer places ASCII quotes and German's „“ only: a typographic quote was
+    written as a word of its own ("He said “hi ”", "« ciao »")."""
+    words = WordTokenizer(lang)
+    assert words.detokenize(next(words.tokenize([sentence]))) == sentence

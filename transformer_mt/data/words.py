@@ -34,6 +34,12 @@ ITALIAN_CUT = re.compile(r"\w*[aeiouàèéìíòóùú]'", re.IGNORECASE)
 # Moses' detokenizer would read as an opening quote ("Hans 'Auto"); where a sentence has two
 # or more, they are read as quotes
 GERMAN_GENITIVE = re.compile(r"\w*[sßxz]", re.IGNORECASE)
+# quotation marks Moses' detokenizer spaces as words (it places ASCII's, "„" and "“" only): a
+# family's marks alternate, opening then closing ("“hi”", "‚ja‘", "»Hallo«", Swedish "”hej”");
+# a "’" that closes nothing is an apostrophe ("the students’ books")
+QUOTE_FAMILIES = ("“”„‟", "‘’‚‛", "«»", "‹›")
+FAMILY = {mark: family for family in QUOTE_FAMILIES for mark in family}
+SPACED_INSIDE = {"fr": "«»‹›"}  # French writes a space inside its guillemets: « oui »
 # an apostrophe Moses' rules do not see: a noncharacter (U+FDD0, never in text), not one of
 # the private-use ones that stand for kept spans while detokenizing (tokenize.MARKERS)
 KEPT = "\ufdd0"
@@ -105,11 +111,37 @@ def marked_end(text: str, before: bool) -> list[str]:
 def written(lang: str, tokens: Sequence[str]) -> str:
     """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
     ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), English's
-    :data:`ENGLISH_ENDINGS` joined to their words, and the apostrophes its rules would
-    misplace kept (:func:`_apostrophes_kept`)."""
+    :data:`ENGLISH_ENDINGS` joined to their words, the apostrophes its rules would misplace
+    kept (:func:`_apostrophes_kept`), and typographic quotes joined to what they enclose
+    (:func:`_quotes_placed`)."""
     text = moses_detokenizer(lang).detokenize(_apostrophes_kept(lang, list(tokens)))
-    text = text.replace(KEPT, "'")
+    text = _quotes_placed(lang, tokens, text.replace(KEPT, "'"))
     return ENGLISH_ENDINGS.sub(r"\1", text) if lang == "en" else text
+
+
+def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
+    """``text``, ``tokens`` as Moses' rules wrote them, with each quotation mark of
+    :data:`QUOTE_FAMILIES` that is a token of its own joined to what it encloses: an opening
+    one to the word after it, a closing one (or an apostrophe) to the word before."""
+    opening: list[bool | None] = []  # each mark's in the text, in order (None: in a word)
+    opened = dict.fromkeys(QUOTE_FAMILIES, False)
+    for token in tokens:
+        for mark in (c for c in token if c in FAMILY):
+            family = FAMILY[mark]
+            if token != mark or mark in SPACED_INSIDE.get(lang, ""):
+                opening.append(None)
+            else:
+                opening.append(not opened[family] and mark != "’")
+                opened[family] = bool(opening[-1])
+    if not any(role is not None for role in opening):
+        return text
+    pieces = re.split(f"([{''.join(FAMILY)}])", text)  # text, a mark, text, ...
+    for k, role in zip(range(1, len(pieces), 2), opening, strict=False):  # (the same count)
+        if role:
+            pieces[k + 1] = pieces[k + 1].lstrip(" ")
+        elif role is not None:
+            pieces[k - 1] = pieces[k - 1].rstrip(" ")
+    return "".join(pieces)
 
 
 def _apostrophes_kept(lang: str, tokens: list[str]) -> list[str]:
