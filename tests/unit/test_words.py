@@ -98,9 +98,13 @@ def test_a_kept_span_is_written_as_it_is_beside_the_apostrophes(lang, sentence, 
     ("it", "Ha detto «ciao» a tutti."),
     ("pl", "Powiedział: „Cześć!”"),
     ("fr", "Il a dit « bonjour » et “salut”."),  # French's guillemets spaced inside
+    ("en", "A sign that says 'free dinner' and Michael Jackson's 'Thriller'."),
+    ("en", "The boss' 'yes' came."),  # an apostrophe after an s
+    ("de", "Er sagte 'Hallo' zu Max' Hund."),
 ])
 def test_quotation_marks_hold_what_they_enclose(lang, sentence):
-    """Moses' detokenizer places ASCII quotes and German's „“ only: a typographic quote was
-    written as a word of its own ("He said “hi ”", "« ciao »")."""
+    """Moses' detokenizer places '"' and German's „“ only: a typographic quote was written as a
+    word of its own ("He said “hi ”", "« ciao »"), and its rule for "'" after an s, a
+    possessive's, misread quotes: "says' free dinner '"."""
     words = WordTokenizer(lang)
     assert words.detokenize(next(words.tokenize([sentence]))) == sentence

@@ -26,18 +26,20 @@ HYPHEN = "@-@"  # a hyphen inside a word, as Moses marks it; written "-", joined
 # English endings spaCy splits off that Moses' detokenizer leaves spaced: "n't" ("do n't",
 # "ca n't"), and any with a typographic apostrophe ("man ’s", "do n’t")
 ENGLISH_ENDINGS = re.compile(r"(?<=\w) (n['’]t|’(?:s|m|re|ll|d|ve))\b", re.IGNORECASE)
+# German's "’s" (an "es" elided, or a name's genitive), split off after a typographic
+# apostrophe: "geht’s", "McDonald’s"
+GERMAN_ENDING = re.compile(r"(?<=\w) ([’‘]s)\b")
 # an Italian word cut short ("un po' di", "mo'", "be'"): a vowel before its apostrophe, where a
 # word elided before the next ("l'uomo", "dell'acqua", "un'ora") ends in a consonant; Moses'
 # rule would join both to the word after
 ITALIAN_CUT = re.compile(r"\w*[aeiouàèéìíòóùú]'", re.IGNORECASE)
-# German's apostrophe after a name ending in an s sound ("Hans' Auto"), split off by spaCy, which
-# Moses' detokenizer would read as an opening quote ("Hans 'Auto"); where a sentence has two
-# or more, they are read as quotes
-GERMAN_GENITIVE = re.compile(r"\w*[sßxz]", re.IGNORECASE)
-# quotation marks Moses' detokenizer spaces as words (it places ASCII's, "„" and "“" only): a
-# family's marks alternate, opening then closing ("“hi”", "‚ja‘", "»Hallo«", Swedish "”hej”");
-# a "’" that closes nothing is an apostrophe ("the students’ books")
-QUOTE_FAMILIES = ("“”„‟", "‘’‚‛", "«»", "‹›")
+# quotation marks Moses' detokenizer spaces as words (it places ASCII's '"', "„" and "“"): a
+# family's marks alternate, opening then closing ("“hi”", "‚ja‘", "»Hallo«", Swedish "”hej”"),
+# '"' among them (placed by Moses: '"Where are you?“ he asks'); a "’" that closes nothing is an
+# apostrophe ("the students’ books"); ASCII's "'" (:data:`STRAIGHT` while Moses' rules run:
+# they read "says 'hi'" as a possessive, "says' hi '") as :func:`_straight_quotes` says
+STRAIGHT = "\ufdd1"
+QUOTE_FAMILIES = ('"“”„‟', "‘’‚‛", "«»", "‹›", STRAIGHT)
 FAMILY = {mark: family for family in QUOTE_FAMILIES for mark in family}
 SPACED_INSIDE = {"fr": "«»‹›"}  # French writes a space inside its guillemets: « oui »
 # an apostrophe Moses' rules do not see: a noncharacter (U+FDD0, never in text), not one of
@@ -111,12 +113,15 @@ def marked_end(text: str, before: bool) -> list[str]:
 def written(lang: str, tokens: Sequence[str]) -> str:
     """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
     ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), English's
-    :data:`ENGLISH_ENDINGS` joined to their words, the apostrophes its rules would misplace
-    kept (:func:`_apostrophes_kept`), and typographic quotes joined to what they enclose
-    (:func:`_quotes_placed`)."""
-    text = moses_detokenizer(lang).detokenize(_apostrophes_kept(lang, list(tokens)))
-    text = _quotes_placed(lang, tokens, text.replace(KEPT, "'"))
-    return ENGLISH_ENDINGS.sub(r"\1", text) if lang == "en" else text
+    :data:`ENGLISH_ENDINGS` joined to their words, an Italian word cut short kept from its
+    rule for elisions (:data:`ITALIAN_CUT`), and quotation marks joined to what they
+    enclose (:func:`_quotes_placed`)."""
+    given = [STRAIGHT if t == "'" else t for t in tokens]
+    text = moses_detokenizer(lang).detokenize(
+        [t[:-1] + KEPT if lang == "it" and ITALIAN_CUT.fullmatch(t) else t for t in given])
+    text = _quotes_placed(lang, given, text).replace(KEPT, "'").replace(STRAIGHT, "'")
+    ending = {"en": ENGLISH_ENDINGS, "de": GERMAN_ENDING}.get(lang)
+    return ending.sub(r"\1", text) if ending else text
 
 
 def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
@@ -125,14 +130,18 @@ def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
     one to the word after it, a closing one (or an apostrophe) to the word before."""
     opening: list[bool | None] = []  # each mark's in the text, in order (None: in a word)
     opened = dict.fromkeys(QUOTE_FAMILIES, False)
+    straight = iter(_straight_quotes(tokens))
     for token in tokens:
         for mark in (c for c in token if c in FAMILY):
             family = FAMILY[mark]
             if token != mark or mark in SPACED_INSIDE.get(lang, ""):
                 opening.append(None)
+            elif mark == STRAIGHT:
+                opening.append(next(straight))
             else:
-                opening.append(not opened[family] and mark != "’")
-                opened[family] = bool(opening[-1])
+                opens = not opened[family] and mark != "’"
+                opening.append(None if mark == '"' else opens)  # ('"': Moses placed it)
+                opened[family] = opens
     if not any(role is not None for role in opening):
         return text
     pieces = re.split(f"([{''.join(FAMILY)}])", text)  # text, a mark, text, ...
@@ -144,17 +153,18 @@ def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
     return "".join(pieces)
 
 
-def _apostrophes_kept(lang: str, tokens: list[str]) -> list[str]:
-    """``tokens`` with the apostrophes Moses' rules would misplace written :data:`KEPT`: an
-    Italian word's cut short (:data:`ITALIAN_CUT`), and German's lone one after a name
-    (:data:`GERMAN_GENITIVE`), joined to it."""
-    if lang == "it":
-        return [t[:-1] + KEPT if ITALIAN_CUT.fullmatch(t) else t for t in tokens]
-    if lang == "de" and tokens.count("'") == 1:  # (two: quotes)
-        i = tokens.index("'")
-        if i and GERMAN_GENITIVE.fullmatch(tokens[i - 1]):
-            return [*tokens[:i - 1], tokens[i - 1] + KEPT, *tokens[i + 1:]]
-    return tokens
+def _straight_quotes(tokens: Sequence[str]) -> list[bool]:
+    """Whether each :data:`STRAIGHT` token of ``tokens`` opens a quote (else it closes one, or
+    is an apostrophe): they alternate, but where their count is odd, the first after a word
+    ending in an s sound is that word's apostrophe ("the boss' 'yes'", "Hans' Auto")."""
+    at = [i for i, t in enumerate(tokens) if t == STRAIGHT]
+    apostrophe = next((i for i in at if i and tokens[i - 1][-1:].lower() in "sxzß"),
+                      None) if len(at) % 2 else None
+    roles, opened = [], False
+    for i in at:
+        roles.append(not opened and i != apostrophe)
+        opened ^= i != apostrophe
+    return roles
 
 
 @functools.lru_cache(maxsize=8)
