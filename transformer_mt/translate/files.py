@@ -164,7 +164,8 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
     if kind == "xlsx":
         return _workbook(name, data, lang)
     if kind in BINARY:
-        return _parsed(*BINARY[kind](name, data, lang, target))
+        found = _parsed(*BINARY[kind](name, data, lang, target))
+        return _crlf_kept(data.decode("latin-1"), found) if kind == "xliff" else found
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
     try:  # UTF-8, or UTF-16 where a byte order mark says so (Windows' "Unicode" text)
@@ -172,11 +173,22 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
     except UnicodeDecodeError as exc:
         raise MTError(f"'{name}' is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if kind in READERS:
-        return _subtitles(READERS[kind](name, text), lang, target if kind == "vtt" else None)
-    if kind in PARSERS:
-        return _parsed(*PARSERS[kind](name, text, lang, target))
-    return FileText([split_document(text, lang, "html" if kind == "html" else "text", target)],
-                    len(text), lambda out: out[0].encode("utf-8"))
+        found = _subtitles(READERS[kind](name, text), lang, target if kind == "vtt" else None)
+    elif kind in PARSERS:
+        found = _parsed(*PARSERS[kind](name, text, lang, target))
+    else:
+        found = FileText([split_document(text, lang, "html" if kind == "html" else "text",
+                                         target)], len(text), lambda out: out[0].encode("utf-8"))
+    return _crlf_kept(text, found)
+
+
+def _crlf_kept(text: str, found: FileText) -> FileText:
+    """``found`` written with CRLF line ends where each line of ``text`` ends so (Windows'
+    text), as the parsers that write LF do not (HTML's and XML's, srt's, polib's)."""
+    if "\r\n" not in text or re.search("(?<!\r)\n", text):
+        return found
+    return FileText(found.documents, found.chars, lambda out: re.sub(
+        b"(?<!\r)\n", b"\r\n", found.rebuild(out)))
 
 
 # the formats read by a parser of their own: their texts, and how to write the file (from
