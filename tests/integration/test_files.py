@@ -253,6 +253,7 @@ def test_markdown_xliff_and_gettext_keep_their_structure_and_translate_every_tex
     message = polib.pofile(out["app.po"])[0]
     assert message.msgstr.count("%(farbe)s") == 1 and message.flags == ["fuzzy", "python-format"]
     assert message.msgstr.replace("%(farbe)s", "").split() and message.msgstr != message.msgid
+    assert out["app.po"].startswith('msgid ""\n')  # no header comment: none written (polib's "#")
 
 
 def test_a_workbooks_strings_are_translated_its_numbers_and_formulas_kept(translator):

@@ -60,7 +60,9 @@ def read_po(name: str, text: str, lang: str, target: str | None
         kind = catalogue.metadata.get("Content-Type", "")  # written as UTF-8: said so
         catalogue.metadata["Content-Type"] = re.sub(r"charset=[\w.:-]+", "charset=UTF-8", kind,
                                                     flags=re.I) or "text/plain; charset=UTF-8"
-        return str(catalogue).encode("utf-8")
+        out = str(catalogue)  # (polib writes an empty header comment as "#")
+        return (out if catalogue.header or text.startswith("#") else out.removeprefix("#\n")
+                ).encode("utf-8")
 
     return [_message(message, lang) for _, message in texts], write
 
