@@ -108,3 +108,10 @@ def test_quotation_marks_hold_what_they_enclose(lang, sentence):
     possessive's, misread quotes: "says' free dinner '"."""
     words = WordTokenizer(lang)
     assert words.detokenize(next(words.tokenize([sentence]))) == sentence
+
+
+def test_a_number_sign_is_joined_to_what_it_marks():
+    """spaCy splits "#" off a number and a hashtag's word: "The # 19 player"."""
+    english = WordTokenizer("en")
+    sentence = "The #19 player (#5's friend) loves #summer."
+    assert english.detokenize(next(english.tokenize([sentence]))) == sentence
