@@ -110,8 +110,12 @@ def test_quotation_marks_hold_what_they_enclose(lang, sentence):
     assert words.detokenize(next(words.tokenize([sentence]))) == sentence
 
 
-def test_a_number_sign_is_joined_to_what_it_marks():
-    """spaCy splits "#" off a number and a hashtag's word: "The # 19 player"."""
-    english = WordTokenizer("en")
-    sentence = "The #19 player (#5's friend) loves #summer."
-    assert english.detokenize(next(english.tokenize([sentence]))) == sentence
+@pytest.mark.parametrize("lang, sentence", [
+    ("en", "The #19 player (#5's friend) loves #summer at 30 km/h."),
+    ("de", "Die Lehrer/innen fahren 30 km/h, er/sie auch."),
+])
+def test_a_number_sign_and_a_slash_are_joined_to_their_words(lang, sentence):
+    """spaCy splits "#" off a number and a hashtag's word, and a slash out of "km/h": "The #
+    19 player", "30 km / h"."""
+    words = WordTokenizer(lang)
+    assert words.detokenize(next(words.tokenize([sentence]))) == sentence

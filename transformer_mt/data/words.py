@@ -29,8 +29,10 @@ ENGLISH_ENDINGS = re.compile(r"(?<=\w) (n['’]t|’(?:s|m|re|ll|d|ve))\b", re.I
 # German's "’s" (an "es" elided, or a name's genitive), split off after a typographic
 # apostrophe: "geht’s", "McDonald’s"
 GERMAN_ENDING = re.compile(r"(?<=\w) ([’‘]s)\b")
-# "#" before a number or a hashtag's word, which spaCy splits off ("#19", "#summer")
-HASH = re.compile(r"(?<!\w)# (?=\w)")
+# what spaCy splits off a word that is written joined to it: "#" before a number or a
+# hashtag's word ("#19", "#summer"), a slash between two ("km/h", "Lehrer/innen"; a spaced one
+# is rare)
+JOINED = re.compile(r"(?<!\w)(#) (?=\w)|(?<=\w) (/) (?=\w)")
 # an Italian word cut short ("un po' di", "mo'", "be'"): a vowel before its apostrophe, where a
 # word elided before the next ("l'uomo", "dell'acqua", "un'ora") ends in a consonant; Moses'
 # rule would join both to the word after
@@ -115,7 +117,7 @@ def marked_end(text: str, before: bool) -> list[str]:
 def written(lang: str, tokens: Sequence[str]) -> str:
     """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
     ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), English's
-    :data:`ENGLISH_ENDINGS` joined to their words, :data:`HASH` to what it marks, an Italian
+    :data:`ENGLISH_ENDINGS` joined to their words, :data:`JOINED` "#" and "/", an Italian
     word cut short kept from its rule for elisions (:data:`ITALIAN_CUT`), and quotation
     marks joined to what they enclose (:func:`_quotes_placed`)."""
     given = [STRAIGHT if t == "'" else t for t in tokens]
@@ -123,7 +125,7 @@ def written(lang: str, tokens: Sequence[str]) -> str:
         [t[:-1] + KEPT if lang == "it" and ITALIAN_CUT.fullmatch(t) else t for t in given])
     text = _quotes_placed(lang, given, text).replace(KEPT, "'").replace(STRAIGHT, "'")
     ending = {"en": ENGLISH_ENDINGS, "de": GERMAN_ENDING}.get(lang)
-    return HASH.sub("#", ending.sub(r"\1", text) if ending else text)
+    return JOINED.sub(lambda m: m[1] or m[2], ending.sub(r"\1", text) if ending else text)
 
 
 def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
