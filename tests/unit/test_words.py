@@ -100,6 +100,8 @@ def test_a_kept_span_is_written_as_it_is_beside_the_apostrophes(lang, sentence, 
     ("fr", "Il a dit « bonjour » et “salut”."),  # French's guillemets spaced inside
     ("en", "A sign that says 'free dinner' and Michael Jackson's 'Thriller'."),
     ("en", "The boss' 'yes' came."),  # an apostrophe after an s
+    ("en", "The dogs' toys, the cats' beds, all 'cause of the '90s."),  # apostrophes only
+    ("en", "He said, 'It's the boss' car.'"),  # an apostrophe inside quotes
     ("de", "Er sagte 'Hallo' zu Max' Hund."),
 ])
 def test_quotation_marks_hold_what_they_enclose(lang, sentence):

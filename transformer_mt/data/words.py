@@ -33,6 +33,9 @@ GERMAN_ENDING = re.compile(r"(?<=\w) ([’‘]s)\b")
 # hashtag's word ("#19", "#summer"), a slash between two ("km/h", "Lehrer/innen"; a spaced one
 # is rare)
 JOINED = re.compile(r"(?<!\w)(#) (?=\w)|(?<=\w) (/) (?=\w)")
+# an English word whose start is elided ("'cause", "'em", "'til"), which Moses' rule for an
+# ending ("'s", "'re", "'ll") would join to the word before: "It's'cause"
+ENGLISH_ELIDED = re.compile(r"'(?!(?:s|m|re|ll|d|ve)$)[^\W\d_]\w*", re.IGNORECASE)
 # an Italian word cut short ("un po' di", "mo'", "be'"): a vowel before its apostrophe, where a
 # word elided before the next ("l'uomo", "dell'acqua", "un'ora") ends in a consonant; Moses'
 # rule would join both to the word after
@@ -43,6 +46,7 @@ ITALIAN_CUT = re.compile(r"\w*[aeiouàèéìíòóùú]'", re.IGNORECASE)
 # apostrophe ("the students’ books"); ASCII's "'" (:data:`STRAIGHT` while Moses' rules run:
 # they read "says 'hi'" as a possessive, "says' hi '") as :func:`_straight_quotes` says
 STRAIGHT = "\ufdd1"
+S_SOUND = re.compile(r"\w*[sxzß]", re.IGNORECASE)  # a word whose possessive is an apostrophe
 QUOTE_FAMILIES = ('"“”„‟', "‘’‚‛", "«»", "‹›", STRAIGHT)
 FAMILY = {mark: family for family in QUOTE_FAMILIES for mark in family}
 SPACED_INSIDE = {"fr": "«»‹›"}  # French writes a space inside its guillemets: « oui »
@@ -117,15 +121,23 @@ def marked_end(text: str, before: bool) -> list[str]:
 def written(lang: str, tokens: Sequence[str]) -> str:
     """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
     ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), English's
-    :data:`ENGLISH_ENDINGS` joined to their words, :data:`JOINED` "#" and "/", an Italian
-    word cut short kept from its rule for elisions (:data:`ITALIAN_CUT`), and quotation
-    marks joined to what they enclose (:func:`_quotes_placed`)."""
+    :data:`ENGLISH_ENDINGS` joined to their words, :data:`JOINED` "#" and "/", apostrophes
+    its rules misread kept from them (:func:`_unruled`), and quotation marks joined to what
+    they enclose (:func:`_quotes_placed`)."""
     given = [STRAIGHT if t == "'" else t for t in tokens]
-    text = moses_detokenizer(lang).detokenize(
-        [t[:-1] + KEPT if lang == "it" and ITALIAN_CUT.fullmatch(t) else t for t in given])
+    text = moses_detokenizer(lang).detokenize([_unruled(lang, t) for t in given])
     text = _quotes_placed(lang, given, text).replace(KEPT, "'").replace(STRAIGHT, "'")
     ending = {"en": ENGLISH_ENDINGS, "de": GERMAN_ENDING}.get(lang)
     return JOINED.sub(lambda m: m[1] or m[2], ending.sub(r"\1", text) if ending else text)
+
+
+def _unruled(lang: str, token: str) -> str:
+    """``token`` with an apostrophe Moses' rules would misplace written :data:`KEPT`: an
+    Italian word's cut short (:data:`ITALIAN_CUT`), an English word's elided start
+    (:data:`ENGLISH_ELIDED`)."""
+    if lang == "it" and ITALIAN_CUT.fullmatch(token):
+        return token[:-1] + KEPT
+    return KEPT + token[1:] if lang == "en" and ENGLISH_ELIDED.fullmatch(token) else token
 
 
 def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
@@ -159,15 +171,25 @@ def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
 
 def _straight_quotes(tokens: Sequence[str]) -> list[bool]:
     """Whether each :data:`STRAIGHT` token of ``tokens`` opens a quote (else it closes one, or
-    is an apostrophe): they alternate, but where their count is odd, the first after a word
-    ending in an s sound is that word's apostrophe ("the boss' 'yes'", "Hans' Auto")."""
+    is an apostrophe): one before a mark or the end closes, one after a mark or at the start
+    opens; between two words, one after a word ending in an s sound is its apostrophe ("the
+    dogs' toys", "Max' Hund") unless a quote closes later ("says 'free dinner'."), and any
+    other opens a quote where another follows it ("said 'hi' to me"; else "Guck' mal"); one
+    before a number is joined to it ("the '90s")."""
     at = [i for i, t in enumerate(tokens) if t == STRAIGHT]
-    apostrophe = next((i for i in at if i and tokens[i - 1][-1:].lower() in "sxzß"),
-                      None) if len(at) % 2 else None
+    closes = [i + 1 == len(tokens) or not tokens[i + 1][:1].isalnum() for i in at]
     roles, opened = [], False
-    for i in at:
-        roles.append(not opened and i != apostrophe)
-        opened ^= i != apostrophe
+    for n, i in enumerate(at):
+        before, after = i > 0 and tokens[i - 1][-1:].isalnum(), closes[n] is False
+        later = any(closes[n + 1:])  # a quote that closes later
+        possessive = i > 0 and S_SOUND.fullmatch(tokens[i - 1]) is not None
+        if after and tokens[i + 1][:1].isdigit():  # a year's apostrophe: "the '90s"
+            roles.append(True)
+            continue
+        opens = after and (not before or (not opened and (
+            later or (not possessive and n + 1 < len(at)))))
+        roles.append(opens)
+        opened = opens or (opened and after and possessive and later)  # (one inside quotes)
     return roles
 
 
