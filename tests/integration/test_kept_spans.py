@@ -73,11 +73,12 @@ def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
     assert [m.group() for m in KEPT.finditer(" ".join(SIGNED))] == [
         "12,50 €", "$5", "30 °C", "50 %", "3 £", "1.000 ¥"]
     # (a sign only where it stands beside the number: "%s" is a placeholder, "5 Euro" a word;
-    # a unit written on, whole: "0" of "0,5l" was kept, "%i" of "50%ige"; a digit in a word
-    # is none)
+    # a unit written on or spaced, whole: "0" of "0,5l" was kept, "%i" of "50%ige", "30" of
+    # "30 km/h"; a digit in a word is none)
     assert [m.group() for m in KEPT.finditer(
-        "5 Euro, 7 %s, 30°Celsius, 0,5l, 10km/h, eine 50%ige, 3D-Brille, MP3, 3er, 5G")] == [
-        "5", "7", "%s", "30", "0,5l", "10km/h", "50%"]
+        "5 Euro, 7 %s, 30°Celsius, 0,5l, 10km/h, eine 50%ige, 3D-Brille, MP3, 3er, 5G, "
+        "30 km/h, 5 kg, 10 min, 2 mittags")] == [
+        "5", "7", "%s", "30", "0,5l", "10km/h", "50%", "30 km/h", "5 kg", "10 min", "2"]
     for form in ("sentences", "text"):
         for source, out in zip(SIGNED, translator.translate(SIGNED, form=form), strict=True):
             assert _holds_every_span(source, out), (form, out)

@@ -59,7 +59,8 @@ QUOTES = "\u2018-\u201f\u00ab\u00bb\u2039\u203a"  # ‘’‚‛“”„‟«»
 CURRENCY = ("$\u00a2-\u00a5\u058f\u060b\u07fe\u07ff\u09f2\u09f3\u09fb\u0af1\u0bf9\u0e3f"
             "\u17db\u20a0-\u20c0\ua838\ufdfc\ufe69\uff04\uffe0\uffe1\uffe5\uffe6")
 SPACE = " \u00a0\u202f"
-# units written on after a number ("10km", "0,5l", "24h"), in lower case where they are
+# units after a number, written on or spaced ("10km", "0,5l", "30 km/h"), in lower case where
+# they are
 UNITS = ("km/h|km²|km|cm|mm|m²|m³|m|kg|mg|g|ml|cl|l|kWh|kW|W|V|GB|MB|TB|kB|KB|GHz|MHz|kHz|Hz|h"
          "|min|s|ms|mph|ft|lb|oz|mi")
 # what is kept as it is, most specific first (an e-mail address is not read as a URL)
@@ -72,10 +73,10 @@ KEPT = re.compile("|".join([
     PLACEHOLDER,
     # numbers, times, dates, whole or not at all ("0" of "0,5l" was one; a digit in a word is
     # none: "3D", "MP3"); with a currency's sign before or after ("$5", "12,50 €"), a
-    # percentage's, degrees ("50 %", "30 °C", "50%ige"), a unit written on ("10km", "0,5l"):
-    # a model of captions wrote "12,50" alone, left "10km" out
+    # percentage's, degrees ("50 %", "30 °C", "50%ige"), a unit ("10km", "0,5l", "30 km/h"):
+    # a model of captions wrote "12,50" alone, left "10km" out, wrote "30 km/h" "30-km km km"
     rf"(?:[{CURRENCY}][{SPACE}]?)?(?<!{LETTER})(?<![.,])(?=(?P<number>\d+(?:[.,:/]\d+)*))"
-    rf"(?P=number)(?:%(?={LETTER})|(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
+    rf"(?P=number)(?:%(?={LETTER})|[{SPACE}]?(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
     rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?)",
 ]))
 LONGEST_TERM = 200  # characters of a glossary term
