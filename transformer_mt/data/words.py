@@ -49,6 +49,7 @@ STRAIGHT = "\ufdd1"
 S_SOUND = re.compile(r"\w*[sxzß]", re.IGNORECASE)  # a word whose possessive is an apostrophe
 QUOTE_FAMILIES = ('"“”„‟', "‘’‚‛", "«»", "‹›", STRAIGHT)
 FAMILY = {mark: family for family in QUOTE_FAMILIES for mark in family}
+QUOTE_MARK = re.compile(f"([{''.join(FAMILY)}])")
 SPACED_INSIDE = {"fr": "«»‹›"}  # French writes a space inside its guillemets: « oui »
 # an apostrophe Moses' rules do not see: a noncharacter (U+FDD0, never in text), not one of
 # the private-use ones that stand for kept spans while detokenizing (tokenize.MARKERS)
@@ -144,6 +145,8 @@ def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
     """``text``, ``tokens`` as Moses' rules wrote them, with each quotation mark of
     :data:`QUOTE_FAMILIES` that is a token of its own joined to what it encloses: an opening
     one to the word after it, a closing one (or an apostrophe) to the word before."""
+    if not QUOTE_MARK.search(text):
+        return text
     opening: list[bool | None] = []  # each mark's in the text, in order (None: in a word)
     opened = dict.fromkeys(QUOTE_FAMILIES, False)
     straight = iter(_straight_quotes(tokens))
@@ -160,7 +163,7 @@ def _quotes_placed(lang: str, tokens: Sequence[str], text: str) -> str:
                 opened[family] = opens
     if not any(role is not None for role in opening):
         return text
-    pieces = re.split(f"([{''.join(FAMILY)}])", text)  # text, a mark, text, ...
+    pieces = QUOTE_MARK.split(text)  # text, a mark, text, ...
     for k, role in zip(range(1, len(pieces), 2), opening, strict=False):  # (the same count)
         if role:
             pieces[k + 1] = pieces[k + 1].lstrip(" ")
