@@ -193,15 +193,6 @@ def test_each_format_keeps_its_structure_and_translates_every_text(translator):
         ["Ein Mann fährt mit dem Fahrrad.", "Zwei Hunde, eine Katze spielen im Schnee."])
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_a_file_of_crlf_lines_is_translated_into_one(translator, name):
-    """Windows' text: a file whose lines end in CRLF is translated into the file its LF
-    version is, each line ending in CRLF (HTML's and XML's parsers, srt and polib write LF)."""
-    windows = FILES[name].replace("\n", "\r\n").encode()
-    assert translate_file(translator, name, windows) == translate_file(
-        translator, name, FILES[name].encode()).replace(b"\n", b"\r\n")
-
-
 def test_word_and_powerpoint_keep_their_runs_tables_and_notes(translator):
     # Word: the same paragraphs, runs (bold where it was), table and header; every text
     # translated, the sentence the bold word is in whole, its translation shared out among

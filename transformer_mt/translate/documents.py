@@ -282,7 +282,7 @@ def split_html(text: str, lang: str, xml: bool = False,
             raise ValueError("one translation per sentence")
         for tag in translated if target else []:
             relabel_html(tag, lang, str(target))
-        return soup.decode(formatter=_as_written(xml))
+        return with_line_ends_of(text, soup.decode(formatter=_as_written(xml)))
 
     return Document([unwrapped(s) for f, _ in flows for s in f.sentences],
                     [c for f, _ in flows for c in f.cuts], rebuild)
@@ -356,6 +356,14 @@ def split_document(text: str, lang: str, form: TextForm = "text",
     ``target``: the language HTML's translation is said to be in (:func:`split_html`)."""
     return split_text(text, lang) if form == "text" else split_html(text, lang, form == "xhtml",
                                                                     target)
+
+
+def with_line_ends_of(source: str, out: str) -> str:
+    """``out`` with CRLF line ends where each line of ``source`` ends so (Windows' text), as
+    the parsers that write LF do not keep them (HTML's, XML's, srt's, polib's)."""
+    if "\r\n" not in source or re.search("(?<!\r)\n", source):
+        return out
+    return re.sub("(?<!\r)\n", "\r\n", out)
 
 
 LinksOf = Callable[[list[str], list[str]], "Sequence[Links] | None"]

@@ -77,6 +77,7 @@ from transformer_mt.translate.documents import (
     Document,
     split_document,
     split_flow,
+    with_line_ends_of,
 )
 from transformer_mt.translate.language_tags import (
     relabel_epub,
@@ -183,12 +184,10 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
 
 
 def _crlf_kept(text: str, found: FileText) -> FileText:
-    """``found`` written with CRLF line ends where each line of ``text`` ends so (Windows'
-    text), as the parsers that write LF do not (HTML's and XML's, srt's, polib's)."""
-    if "\r\n" not in text or re.search("(?<!\r)\n", text):
-        return found
-    return FileText(found.documents, found.chars, lambda out: re.sub(
-        b"(?<!\r)\n", b"\r\n", found.rebuild(out)))
+    """``found`` written with CRLF line ends where each line of ``text`` ends so
+    (:func:`~transformer_mt.translate.documents.with_line_ends_of`)."""
+    return FileText(found.documents, found.chars, lambda out: with_line_ends_of(
+        text, found.rebuild(out).decode("latin-1")).encode("latin-1"))  # (bytes as they are)
 
 
 # the formats read by a parser of their own: their texts, and how to write the file (from
