@@ -77,7 +77,9 @@ def test_apostrophes_are_written_where_they_were(lang, sentence):
 @pytest.mark.parametrize("lang, sentence, kept", [
     ("it", "Un po' di https://x.org/a-b oggi.", "https://x.org/a-b"),
     ("de", "Hans' Auto kostet 12,50 € heute.", "12,50 €"),
-    ("en", "A man's site is https://x.org/a-b today.", "https://x.org/a-b")])
+    ("en", "A man's site is https://x.org/a-b today.", "https://x.org/a-b"),
+    ("en", "He said '12,50 €' twice.", "12,50 €"),  # (a quote's word the span)
+    ("en", "Visit 'https://x.org/a-b' now.", "https://x.org/a-b")])
 def test_a_kept_span_is_written_as_it_is_beside_the_apostrophes(lang, sentence, kept):
     """A span written as its text (a URL kept, a glossary's term: ``detokenize_keeping``)
     stands in a character of its own while the words are detokenized, not one the

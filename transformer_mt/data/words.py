@@ -47,6 +47,8 @@ ITALIAN_CUT = re.compile(r"\w*[aeiouàèéìíòóùú]'", re.IGNORECASE)
 # they read "says 'hi'" as a possessive, "says' hi '") as :func:`_straight_quotes` says
 STRAIGHT = "\ufdd1"
 S_SOUND = re.compile(r"\w*[sxzß]", re.IGNORECASE)  # a word whose possessive is an apostrophe
+# a letter, a digit or a kept span's stand-in (a private-use character: tokenize.MARKERS)
+WORDLIKE = re.compile("[^\\W_]|[\ue000-\uf8ff]")
 QUOTE_FAMILIES = ('"“”„‟', "‘’‚‛", "«»", "‹›", STRAIGHT)
 FAMILY = {mark: family for family in QUOTE_FAMILIES for mark in family}
 QUOTE_MARK = re.compile(f"([{''.join(FAMILY)}])")
@@ -180,10 +182,10 @@ def _straight_quotes(tokens: Sequence[str]) -> list[bool]:
     other opens a quote where another follows it ("said 'hi' to me"; else "Guck' mal"); one
     before a number is joined to it ("the '90s")."""
     at = [i for i, t in enumerate(tokens) if t == STRAIGHT]
-    closes = [i + 1 == len(tokens) or not tokens[i + 1][:1].isalnum() for i in at]
+    closes = [i + 1 == len(tokens) or not WORDLIKE.match(tokens[i + 1][:1]) for i in at]
     roles, opened = [], False
     for n, i in enumerate(at):
-        before, after = i > 0 and tokens[i - 1][-1:].isalnum(), closes[n] is False
+        before, after = i > 0 and WORDLIKE.match(tokens[i - 1][-1:]), closes[n] is False
         later = any(closes[n + 1:])  # a quote that closes later
         possessive = i > 0 and S_SOUND.fullmatch(tokens[i - 1]) is not None
         if after and tokens[i + 1][:1].isdigit():  # a year's apostrophe: "the '90s"
