@@ -74,6 +74,19 @@ def test_copy_follows_attention_and_keeps_a_glossarys_spans(translator):
     assert copied_from(weights, ids, [4, 3], ["."]) == []  # no word: <unk> stays
 
 
+def test_a_word_copied_before_a_full_stop_is_written_without_its_own(translator):
+    """spaCy reads German's "42." at a sentence's end as one word (an ordinal's): copied
+    before the full stop the output writes, it was written "42.."."""
+    sentence = "Ein Mann läuft 42."
+    assert next(iter(translator.tokenizers[0].tokenize([sentence])))[-1] == "42."
+    assert translator.encode([sentence])[0][-2] == UNK_ID  # (the one word the model lacks)
+    for tokens, text in ([["A", UNK, "."], "A 42."], [["A", UNK, "runs"], "A 42. runs"]):
+        ids = [translator.tgt_vocab.stoi.get(t, UNK_ID) for t in tokens]
+        [[out]] = copy_unknown(translator, [sentence], [[Translation(
+            translator.tokenizers[1].detokenize(tokens), tokens, 0.0, ids)]])
+        assert out.text == text
+
+
 def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):
     """``--no-replace-unk`` leaves ``<unk>``; the copy is the default (word-level models)."""
     from transformer_mt.translate import Translator

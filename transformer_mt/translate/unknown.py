@@ -74,8 +74,9 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         kept = [(start, end, text) for start, end, text in h.kept]  # (from JSON: lists)
         places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
         copies = copied_from(w, h.ids, src_ids[i], words[i])  # []: the source has no word
-        written = [words[i][j].replace(WORD_START, " ").strip() if subword else words[i][j]
-                   for j in copies]
+        written = [_stopped(words[i][j].replace(WORD_START, " ").strip() if subword else
+                            words[i][j], h.tokens[k + 1:k + 2])
+                   for k, j in zip(places, copies, strict=False)]
         if terms:
             kept = _placed(kept, dict(zip(places, written, strict=False)))
         taken = {k for start, end, _ in kept for k in range(start, end)}
@@ -85,6 +86,12 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         out[i][n] = replace(h, tokens=shown(h.tokens, h.ids, kept), kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
+
+
+def _stopped(word: str, after: Sequence[str]) -> str:
+    """A source ``word`` as copied before the output tokens ``after``: without its full stop
+    where a full stop follows it (a German ordinal, "Startnummer 42.", one token: "the 42..")."""
+    return word[:-1] if after == ["."] and len(word) > 1 and word.endswith(".") else word
 
 
 def _placed(kept: list[tuple[int, int, str]],
