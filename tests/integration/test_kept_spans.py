@@ -77,8 +77,9 @@ def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
     # "30 km/h"; a digit in a word is none)
     assert [m.group() for m in KEPT.finditer(
         "5 Euro, 7 %s, 30°Celsius, 0,5l, 10km/h, eine 50%ige, 3D-Brille, MP3, 3er, 5G, "
-        "30 km/h, 5 kg, 10 min, 2 mittags, #19")] == [
-        "5", "7", "%s", "30", "0,5l", "10km/h", "50%", "30 km/h", "5 kg", "10 min", "2", "#19"]
+        "30 km/h, 5 kg, 10 min, 2 mittags, #19, 5-6 Hunde, 2021-05-03, 5-Trikot")] == [
+        "5", "7", "%s", "30", "0,5l", "10km/h", "50%", "30 km/h", "5 kg", "10 min", "2", "#19",
+        "5-6", "2021-05-03", "5"]
     for form in ("sentences", "text"):
         for source, out in zip(SIGNED, translator.translate(SIGNED, form=form), strict=True):
             assert _holds_every_span(source, out), (form, out)

@@ -75,8 +75,9 @@ KEPT = re.compile("|".join([
     # none: "3D", "MP3"); with a currency's sign before or after ("$5", "12,50 €"), a
     # percentage's, degrees ("50 %", "30 °C", "50%ige"), a unit ("10km", "0,5l", "30 km/h"):
     # a model of captions wrote "12,50" alone, left "10km" out, wrote "30 km/h" "30-km km km";
-    # a number's sign before it ("#19": the model left "#" out)
-    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?<!{LETTER})(?<![.,])(?=(?P<number>\d+(?:[.,:/]\d+)*))"
+    # a number's sign before it ("#19": the model left "#" out); a range or a score whole
+    # ("5-6": "5 people ... the 6 Müller")
+    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?<!{LETTER})(?<![.,])(?=(?P<number>\d+(?:[.,:/–-]\d+)*))"
     rf"(?P=number)(?:%(?={LETTER})|[{SPACE}]?(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
     rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?)",
 ]))
