@@ -123,3 +123,15 @@ def test_a_number_sign_and_a_slash_are_joined_to_their_words(lang, sentence):
     19 player", "30 km / h"."""
     words = WordTokenizer(lang)
     assert words.detokenize(next(words.tokenize([sentence]))) == sentence
+
+
+@pytest.mark.parametrize("lang, sentence", [
+    ("en", "It was 25 °C (77 °F) at noon, 50% more than at -5 °C; a 90° turn."),
+    ("de", "Es waren 25 °C und 50 % (nicht 5,5 %) der Leute drehten sich um 180°."),
+    ("fr", "Il fait 25 °C et 50 % des gens."),
+])
+def test_degrees_and_percent_are_written_as_the_language_writes_them(lang, sentence):
+    """spaCy splits "°" off its number and its scale ("25 ° C", "90 °"), which Moses' rules
+    left so; and they join "%" to its number in every language but French: German's "50%"."""
+    words = WordTokenizer(lang)
+    assert words.detokenize(next(words.tokenize([sentence]))) == sentence

@@ -33,6 +33,13 @@ GERMAN_ENDING = re.compile(r"(?<=\w) ([’‘]s)\b")
 # hashtag's word ("#19", "#summer"), a slash between two ("km/h", "Lehrer/innen"; a spaced one
 # is rare)
 JOINED = re.compile(r"(?<!\w)(#) (?=\w)|(?<=\w) (/) (?=\w)")
+# a degree sign, which spaCy splits off its number and its scale ("25 ° C", "90 °"): a
+# temperature written as SI writes it, "25 °C", an angle joined to its number, "90°"
+TEMPERATURE = re.compile(r"(?<= )° ([CF])\b")
+ANGLE = re.compile(r"(?<=[\d\ue000-\uf8ff]) °(?!\w)")  # (a number, or a kept span's stand-in)
+# the languages that space "%" from its number, as Moses' rules write it for French only: German
+# (DIN 5008, and Multi30k's German: "50 %")
+SPACED_PERCENT = re.compile(r"(?<=[\d\ue000-\uf8ff])([%‰])")
 # an English word whose start is elided ("'cause", "'em", "'til"), which Moses' rule for an
 # ending ("'s", "'re", "'ll") would join to the word before: "It's'cause"
 ENGLISH_ELIDED = re.compile(r"'(?!(?:s|m|re|ll|d|ve)$)[^\W\d_]\w*", re.IGNORECASE)
@@ -124,14 +131,17 @@ def marked_end(text: str, before: bool) -> list[str]:
 def written(lang: str, tokens: Sequence[str]) -> str:
     """``tokens`` (words of ``lang``) as text: Moses' rules (``man 's`` becomes ``man's``,
     ``( x )`` becomes ``(x)``, :data:`HYPHEN` a hyphen joined to its word), English's
-    :data:`ENGLISH_ENDINGS` joined to their words, :data:`JOINED` "#" and "/", apostrophes
+    :data:`ENGLISH_ENDINGS` joined to their words, :data:`JOINED` "#" and "/", a degree sign
+    (:data:`TEMPERATURE`, :data:`ANGLE`), German's spaced "%", apostrophes
     its rules misread kept from them (:func:`_unruled`), and quotation marks joined to what
     they enclose (:func:`_quotes_placed`)."""
     given = [STRAIGHT if t == "'" else t for t in tokens]
     text = moses_detokenizer(lang).detokenize([_unruled(lang, t) for t in given])
     text = _quotes_placed(lang, given, text).replace(KEPT, "'").replace(STRAIGHT, "'")
     ending = {"en": ENGLISH_ENDINGS, "de": GERMAN_ENDING}.get(lang)
-    return JOINED.sub(lambda m: m[1] or m[2], ending.sub(r"\1", text) if ending else text)
+    text = JOINED.sub(lambda m: m[1] or m[2], ending.sub(r"\1", text) if ending else text)
+    text = ANGLE.sub("°", TEMPERATURE.sub(r"°\1", text))
+    return SPACED_PERCENT.sub(r" \1", text) if lang == "de" else text
 
 
 def _unruled(lang: str, token: str) -> str:
