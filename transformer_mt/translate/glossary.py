@@ -242,7 +242,7 @@ def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary
     where it reads them as they are): a term the target vocabulary lacks (a word model's
     ``<unk>``) is read in the source as itself, :meth:`Glossary.marked`."""
     required = []
-    digits = _digits(translator.tgt_vocab.itos) if glossary.keep_spans else ()
+    digits = tuple((i,) for i in translator.tgt_vocab.digit_ids) if glossary.keep_spans else ()
     for s in sentences:
         texts, avoided = glossary.required(s), glossary.avoided(s)
         pieces = translator.tokenizers[1].tokenize(texts)
@@ -273,13 +273,6 @@ def _spellings(translator: Translator, words: Sequence[str]) -> tuple[tuple[int,
     if tokenizer.subword:
         ids += [s for p in pieces for s in _segmentations("".join(p), vocab.stoi)]
     return tuple(dict.fromkeys(i for i in ids if i and UNK_ID not in i))
-
-
-def _digits(pieces: Sequence[str]) -> tuple[tuple[int, ...], ...]:
-    """The target tokens that write a digit (a piece or word with one, a byte piece of an
-    ASCII digit), each a sequence to avoid."""
-    return tuple((i,) for i, piece in enumerate(pieces) if piece in DIGIT_BYTES or (
-        not BYTE.fullmatch(piece) and any(c.isdigit() for c in piece)))
 
 
 SPELLINGS = 16  # segmentations of a word avoided, fewest pieces first
@@ -323,10 +316,6 @@ def _read(text: str) -> str:
     return next(normalized([text]))
 
 
-BYTE = re.compile(r"<0x[0-9A-F]{2}>")  # a SentencePiece byte piece
-# SentencePiece's byte pieces of ASCII letters and digits (a digit it has no piece for)
-ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
-DIGIT_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isdigit())
 
 
 def unheld(translator: Translator, cfg: DecodeConfig, forced: bool) -> str | None:
@@ -377,9 +366,8 @@ def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: D
     held = [i for i, r in enumerate(required) if r]
     free = [i for i, r in enumerate(required) if not r]
     hyps: list[list[Hypothesis]] = [[] for _ in ids]
-    glued = frozenset(i for i, piece in enumerate(translator.tgt_vocab.itos)  # a word goes on:
-                      if piece[:1].isalnum() or piece in ALNUM_BYTES  # (a digit's byte)
-                      ) if translator.tokenizers[1].subword else frozenset()
+    glued = translator.tgt_vocab.continuing_ids if translator.tokenizers[1].subword \
+        else frozenset()  # (the pieces that go on a word)
     found = engine.decode_constrained(
         [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
         stop, glued, [list(dict.fromkeys(a for r in required[i] for a in r.avoid)) for i in held])
