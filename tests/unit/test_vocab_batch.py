@@ -36,17 +36,6 @@ def test_vocab_save_load_round_trip(tmp_path):
         Vocab.load(tmp_path / "bad.json")
 
 
-def test_the_tokens_that_write_a_digit_and_that_go_on_a_word():
-    """A vocabulary's tokens that write a digit (kept numbers avoid them) and, of SentencePiece
-    pieces, those that go on a word (no "▁" first), made once for all the calls that ask."""
-    tokens = ["a", "▁b", "7", "x2", "▁3", "<0x31>", "<0x41>", "<0x2E>", "-", "½"]
-    vocab = Vocab([*SPECIALS, *tokens])
-    ids = {t: i for i, t in enumerate(vocab.itos)}
-    assert vocab.digit_ids == tuple(ids[t] for t in ("7", "x2", "▁3", "<0x31>"))
-    assert vocab.continuing_ids == {ids[t] for t in ("a", "7", "x2", "<0x31>", "<0x41>", "½")}
-    assert vocab.digit_ids is vocab.digit_ids
-
-
 def test_batch_shift_masks_and_counts():
     src = [torch.tensor([5, 6, 7, EOS_ID]), torch.tensor([8, EOS_ID])]
     tgt = [torch.tensor([BOS_ID, 9, 10, EOS_ID]), torch.tensor([BOS_ID, 11, EOS_ID])]

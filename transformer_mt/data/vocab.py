@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -15,11 +14,6 @@ from transformer_mt.fileio import atomic_write_text
 UNK, PAD, BOS, EOS = "<unk>", "<pad>", "<bos>", "<eos>"
 SPECIALS = (UNK, PAD, BOS, EOS)
 UNK_ID, PAD_ID, BOS_ID, EOS_ID = range(4)
-# a SentencePiece byte piece (of a character it has no piece for)
-BYTE = re.compile(r"<0x[0-9A-F]{2}>")
-# SentencePiece's byte pieces of ASCII letters and digits
-ALNUM_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isalnum())
-DIGIT_BYTES = frozenset(f"<0x{b:02X}>" for b in range(128) if chr(b).isdigit())
 
 
 class Vocab:
@@ -61,20 +55,6 @@ class Vocab:
     def letters(self) -> frozenset[str]:
         """The letters its tokens are written with."""
         return frozenset(c for t in self.itos for c in t if c.isalpha())
-
-    @functools.cached_property
-    def digit_ids(self) -> tuple[int, ...]:
-        """The ids of its tokens that write a digit: a word or piece with one, a byte piece of
-        an ASCII digit. (Made once: kept numbers avoid them in every sentence that has some.)"""
-        return tuple(i for i, t in enumerate(self.itos) if t in DIGIT_BYTES or (
-            not BYTE.fullmatch(t) and any(c.isdigit() for c in t)))
-
-    @functools.cached_property
-    def continuing_ids(self) -> frozenset[int]:
-        """The ids of its tokens that start with a letter or a digit, or are the byte piece of
-        one: in a SentencePiece vocabulary, those that go on a word ("▁" starts one)."""
-        return frozenset(i for i, t in enumerate(self.itos)
-                         if t[:1].isalnum() or t in ALNUM_BYTES)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocab) and self.itos == other.itos

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, cast
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
+from transformer_mt.translate.pieces import continuing_ids, digit_ids
 from transformer_mt.translate.results import Required
 from transformer_mt.translate.spelling import either_way
 
@@ -242,7 +243,8 @@ def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary
     where it reads them as they are): a term the target vocabulary lacks (a word model's
     ``<unk>``) is read in the source as itself, :meth:`Glossary.marked`."""
     required = []
-    digits = tuple((i,) for i in translator.tgt_vocab.digit_ids) if glossary.keep_spans else ()
+    digits = tuple((i,) for i in digit_ids(translator.tgt_vocab)) if glossary.keep_spans \
+        else ()
     for s in sentences:
         texts, avoided = glossary.required(s), glossary.avoided(s)
         pieces = translator.tokenizers[1].tokenize(texts)
@@ -366,8 +368,8 @@ def decode_required(translator: Translator, ids: Sequence[Sequence[int]], cfg: D
     held = [i for i, r in enumerate(required) if r]
     free = [i for i, r in enumerate(required) if not r]
     hyps: list[list[Hypothesis]] = [[] for _ in ids]
-    glued = translator.tgt_vocab.continuing_ids if translator.tokenizers[1].subword \
-        else frozenset()  # (the pieces that go on a word)
+    glued = continuing_ids(translator.tgt_vocab) if translator.tokenizers[1].subword \
+        else frozenset()
     found = engine.decode_constrained(
         [ids[i] for i in held], [[r.ids for r in required[i]] for i in held], cfg, nbest,
         stop, glued, [list(dict.fromkeys(a for r in required[i] for a in r.avoid)) for i in held])

@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from transformer_mt.data.tokenize import normalized
-from transformer_mt.data.vocab import BYTE, UNK_ID
+from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, split_flow
 from transformer_mt.translate.glossary import KEPT
+from transformer_mt.translate.pieces import BYTE
 from transformer_mt.translate.sentences import Break
 
 if TYPE_CHECKING:
