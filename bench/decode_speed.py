@@ -15,7 +15,9 @@ lone sentences (``--rounds``; ``rounds``); ours at
 ``machine.allocator``), the engine at its better way: each of ``--engine-threads``' counts
 (default 1 to ours) with the system's malloc and, where installed, tcmalloc (``1 tcmalloc``):
 ``ours_threads``, ``ctranslate2_threads`` and each way's ``ctranslate2_by_threads``),
-``first_call`` (a fresh ``mt translate`` of one sentence against ``import torch``; with
+``text_path`` (lone sentences through ``Translator.translate``, text in and out, against
+``translate_ids``: ``overhead_ms``), ``first_call`` (a fresh ``mt translate`` of one sentence
+against ``import torch``; with
 ``--first-call-checkpoint``, ``first_call_also`` the same for other checkpoints),
 ``first_translation`` (with CTranslate2: a fresh process's first translation of a sentence
 against its second, ours and the engine's, and the engine's first ÷ ours) and
@@ -151,7 +153,6 @@ def main() -> None:
     cfg.decode.precision = args.precision
     # laid out for decoding once, as Translator does (not timed)
     model = for_decoding(model, resolve_precision(args.precision, device), device)
-
     results, outputs = _settings(model, cfg, src_ids, n, args.batch, device)
     differing = _differing(outputs, exact)
     key = f"beam5_batch{args.batch}"
@@ -184,7 +185,8 @@ def main() -> None:
         engine["compile_s"], engine["load_compiled_s"] = compiled["seconds"], compiled["load_s"]
         engine["sentences_differing_compiled"] = _differing_compiled(
             model, compiled["model"], src_ids, cfg.decode, device, exact)
-    engine.update(first_calls(args, src_text[0], device))
+    engine.update(first_calls(args, src_text[0], device),
+                  text_path=text_path(translator, src_text[:LONE], args))
     print(json.dumps({
         "benchmark": "decode_speed", "machine": machine(device), "device": str(device),
         "model": source, "date": time.strftime("%Y-%m-%d"), "precision": args.precision,
@@ -204,6 +206,30 @@ def _sources(args, translator: Translator, n: int) -> tuple[list[str], list, lis
     src_text, _ = read_test_set(translator, split, n)
     return (src_text, list(translator.tokenizers[0].tokenize(src_text)),
             translator.encode(src_text))
+
+
+def text_path(translator: Translator, texts: list[str], args) -> dict:
+    """Lone sentences through ``Translator.translate`` (text in, text out: their tokenizing,
+    casing, kept spans and copied unknown words too) against ``translate_ids`` (ids in,
+    translations out), greedy and eager, ms a sentence, the best of ``rounds`` turns: what the
+    rows above leave out (a read of the whole vocabulary at every call once cost 3.6 ms)."""
+    cfg, rounds = translator.settings(beam_size=1, precision=args.precision), args.rounds or 3
+    ids = translator.encode(texts)
+
+    def best(call) -> float:
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for k in range(len(texts)):
+                call(k)
+            times.append((time.perf_counter() - start) / len(texts) * 1000)
+        return min(times)
+
+    best(lambda k: translator.translate([texts[k]], cfg))  # (the tokenizers' first words)
+    text = best(lambda k: translator.translate([texts[k]], cfg))
+    plain = best(lambda k: translator.translate_ids([ids[k]], cfg))
+    return {"sentences": len(texts), "text_ms": round(text, 2), "ids_ms": round(plain, 2),
+            "overhead_ms": round(text - plain, 2)}
 
 
 def first_calls(args, sentence: str, device: torch.device) -> dict:

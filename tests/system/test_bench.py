@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.peer import takes_mkl
+from bench.peer import LONE, takes_mkl
 from tests.helpers import REPO, TOY_DE_EN, needs_data, run_bench
 from transformer_mt.__main__ import tcmalloc
 from transformer_mt.device import threads_per_process
@@ -96,6 +96,13 @@ def test_decode_speed_benchmark_compares_cached_uncached_and_the_engine(trained_
                 side["first_ms"] / side["second_ms"], rel=0.01, abs=0.02)
         assert first["vs_ctranslate2_first"] == pytest.approx(
             first["ctranslate2"]["first_ms"] / first["ours"]["first_ms"], rel=0.01, abs=0.02)
+    _check_the_text_path_and_first_calls(record, checkpoint)
+
+
+def _check_the_text_path_and_first_calls(record: dict, checkpoint: str) -> None:
+    text = record["text_path"]  # lone sentences as text against as ids: the same decoding
+    assert text["sentences"] == LONE and text["text_ms"] > 0 < text["ids_ms"]
+    assert text["overhead_ms"] == pytest.approx(text["text_ms"] - text["ids_ms"], abs=0.011)
     also = record["first_call_also"]
     assert set(also) == {checkpoint}  # the same, for the checkpoints asked for
     assert also[checkpoint] == record["first_call"]  # --checkpoint's: measured
