@@ -87,6 +87,28 @@ def test_a_word_copied_before_a_full_stop_is_written_without_its_own(translator)
         assert out.text == text
 
 
+def test_a_word_the_model_writes_as_several_unks_in_a_row_is_written_once(translator):
+    """A model that cannot write a word often writes an ``<unk>`` for each of its parts,
+    each copying the same source word: written once ("A Luftaufnahme Luftaufnahme with"),
+    but where an ``<unk>`` in between copies another word, or a token stands between."""
+    sentence = "Ein Mann läuft in Tübingen."  # its one unknown word
+    for tokens, text in ([["A", UNK, UNK, UNK, "runs"], "A Tübingen runs"],
+                         [["A", UNK, "runs", UNK], "A Tübingen runs Tübingen"]):
+        ids = [translator.tgt_vocab.stoi.get(t, UNK_ID) for t in tokens]
+        [[out]] = copy_unknown(translator, [sentence], [[Translation(
+            translator.tokenizers[1].detokenize(tokens), tokens, 0.0, ids)]])
+        assert out.text == text and out.ids == ids
+    sentence = "Herr Quastenflosser aus Tübingen spielt."  # two, side by side: each its own
+    src, words = translator.encode([sentence])[0], next(iter(
+        translator.tokenizers[0].tokenize([sentence])))
+    ids = [translator.tgt_vocab.stoi["A"], UNK_ID, UNK_ID, translator.tgt_vocab.stoi["."]]
+    copies = copied_from(translator.cross_attention(src, ids), ids, src, words)
+    [[out]] = copy_unknown(translator, [sentence], [[Translation(
+        "A <unk> <unk>.", translator.tgt_vocab.decode(ids), 0.0, ids)]])
+    assert out.text == translator.tokenizers[1].detokenize(
+        ["A", *dict.fromkeys(words[j] for j in copies), "."])
+
+
 def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):
     """``--no-replace-unk`` leaves ``<unk>``; the copy is the default (word-level models)."""
     from transformer_mt.translate import Translator

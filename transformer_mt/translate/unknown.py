@@ -75,8 +75,8 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
         copies = copied_from(w, h.ids, src_ids[i], words[i])  # []: the source has no word
         written = [_stopped(words[i][j].replace(WORD_START, " ").strip() if subword else
-                            words[i][j], h.tokens[k + 1:k + 2])
-                   for k, j in zip(places, copies, strict=False)]
+                            words[i][j], h.tokens[k + 1:k + 2]) if not _again(places, copies, n)
+                   else "" for n, (k, j) in enumerate(zip(places, copies, strict=False))]
         if terms:
             kept = _placed(kept, dict(zip(places, written, strict=False)))
         taken = {k for start, end, _ in kept for k in range(start, end)}
@@ -86,6 +86,15 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         out[i][n] = replace(h, tokens=shown(h.tokens, h.ids, kept), kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
+
+
+def _again(places: Sequence[int], copies: Sequence[int], n: int) -> bool:
+    """Whether the ``n``-th ``<unk>`` (at ``places[n]`` of the output) comes right after one
+    that copies the same source word (``copies``: each one's source position): a model that
+    cannot write a word often writes ``<unk>`` for each of its parts, and the word is
+    written once ("A Luftaufnahme Luftaufnahme with ..."), the others as nothing."""
+    return 0 < n < len(copies) and places[n - 1] == places[n] - 1 and \
+        copies[n - 1] == copies[n]
 
 
 def _stopped(word: str, after: Sequence[str]) -> str:
