@@ -83,18 +83,24 @@ def test_transformers_computes_what_we_compute(exported, variant):
 
 def test_beam_search_agrees_without_a_length_penalty(exported):
     """Beam search is transformers' own; without a length penalty (whose formulas differ:
-    docs/export.md) it finds what ours finds."""
+    docs/export.md) it finds what ours finds, and with its ``no_repeat_ngram_size`` what ours
+    finds with ``decode.no_repeat_ngram_size`` (both bar after normalising)."""
     checkpoint, directory = exported["post-norm, two vocabularies"]
     tokenizer, model = _load(directory)
     translator = Translator.load(checkpoint, "cpu")
-    ours = translator.translate(SENTENCES, beam_size=4, alpha=0.0, precision="fp32",
-                                max_sentence_tokens=250)  # each whole, as transformers reads it
-    for sentence, text in zip(SENTENCES, ours, strict=True):
-        batch = tokenizer(sentence, return_tensors="pt")
-        limit = int(1.5 * batch["input_ids"].size(1)) + 10
-        out = model.generate(**batch, num_beams=4, length_penalty=0.0, early_stopping=True,
-                             max_length=limit + 2)
-        assert tokenizer.decode(out[0], skip_special_tokens=True) == text
+    found = {}
+    for n in (0, 2):
+        found[n] = translator.translate(SENTENCES, beam_size=4, alpha=0.0, precision="fp32",
+                                        max_sentence_tokens=250,  # each whole, as theirs
+                                        no_repeat_ngram_size=n)
+        for sentence, text in zip(SENTENCES, found[n], strict=True):
+            batch = tokenizer(sentence, return_tensors="pt")
+            limit = int(1.5 * batch["input_ids"].size(1)) + 10
+            out = model.generate(**batch, num_beams=4, length_penalty=0.0,
+                                 early_stopping=True, max_length=limit + 2,
+                                 no_repeat_ngram_size=n)
+            assert tokenizer.decode(out[0], skip_special_tokens=True) == text
+    assert sum(a != b for a, b in zip(found[0], found[2], strict=True)) >= 5  # (it bars some)
 
 
 def test_the_directory_says_what_it_is(exported):
@@ -102,6 +108,7 @@ def test_the_directory_says_what_it_is(exported):
     translator = Translator.load(checkpoint, "cpu")
     generation = json.loads((directory / "generation_config.json").read_text())
     assert generation["num_beams"] == translator.config.decode.beam_size
+    assert generation["no_repeat_ngram_size"] == translator.config.decode.no_repeat_ngram_size
     assert generation["decoder_start_token_id"] == BOS_ID
     card = (directory / "README.md").read_text()
     assert "language: [de, en]" in card and "pipeline_tag: translation" in card

@@ -82,5 +82,6 @@ def test_targets_no_longer_than_the_limit_allows_leave_the_config_as_it_is(tmp_p
     assert short == ["rouge gris", "vert jaune", ""]
     said = [r.getMessage() for r in caplog.records if "output limit" in r.getMessage()]
     assert said == ["2 of 2 translations reached the output limit (max_len_a 0 x source tokens"
-                    " + max_len_b 2) and end there: a model repeating itself, or a limit too "
-                    "low for these languages"]
+                    " + max_len_b 2) and end there: a model repeating itself "
+                    "(no_repeat_ngram_size 3 cuts its loops), or a limit too low for these "
+                    "languages"]

@@ -112,10 +112,12 @@ def test_the_compiled_choice_is_beam_searchs(toy, compiled, sentences, beam, for
                 assert torch.equal(a, b), name
 
 
-def test_forced_prefixes_decode_compiled_as_the_model_does(toy, compiled):
+@pytest.mark.parametrize("no_repeat", [0, 2])
+def test_forced_prefixes_decode_compiled_as_the_model_does(toy, compiled, no_repeat):
     """Outputs that must begin a given way (``decode/forcing.py``), then one of some tokens
     or any: compiled, in a batch and a sentence at a time (its beam's steps and choices in
-    one graph), the same hypotheses as the decoding copy's, each beginning as forced."""
+    one graph), the same hypotheses as the decoding copy's, each beginning as forced; and
+    with no pair twice (``no_repeat``: decode/repeats.py, steps apart from their choice)."""
     decoding, _ = compiled
     eager = for_decoding(toy, "fp32")
     src = toy_sources(4, seed=5)
@@ -127,7 +129,7 @@ def test_forced_prefixes_decode_compiled_as_the_model_does(toy, compiled):
             part, forced = src[rows], forcing.subset(rows)
             part = part[:, (part != PAD_ID).any(dim=0)]  # no column of padding alone
             ours, theirs = (beam_search(model, part, source_mask(part), beam, nbest=beam,
-                                        use_cache=True, forcing=forced)
+                                        use_cache=True, forcing=forced, no_repeat=no_repeat)
                             for model in (decoding, eager))
             assert [[h.tokens for h in hyps] for hyps in ours] == [
                 [h.tokens for h in hyps] for hyps in theirs]
@@ -136,7 +138,8 @@ def test_forced_prefixes_decode_compiled_as_the_model_does(toy, compiled):
                 assert [h.score for h in mine] == pytest.approx([h.score for h in other],
                                                                 abs=1e-4)
             ours, theirs = (greedy(model, part, source_mask(part), use_cache=True,
-                                   forcing=forced) for model in (decoding, eager))
+                                   forcing=forced, no_repeat=no_repeat)
+                            for model in (decoding, eager))
             assert [h.tokens for h in ours] == [h.tokens for h in theirs]
             assert all(h.tokens[:len(t)] == t for h, t in zip(ours, forced.tokens, strict=True))
             assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-4)

@@ -193,6 +193,11 @@ class DecodeConfig:
     alpha: float = per_call(0.6, "length penalty ((5 + len) / 6) ** alpha (GNMT); 0 = none")
     max_len_a: float = per_call(1.5, "output at most a * source length + b tokens")
     max_len_b: int = per_call(10, "see max_len_a")
+    # a loop a model falls into ("a tall tall tall tree") cut: no output writes an n-gram of
+    # this size twice (decode/repeats.py); 0 = off
+    no_repeat_ngram_size: int = per_call(0, "never write the same this many tokens in a "
+                                         "row twice in one translation (a model's loop: 'tall "
+                                         "tall tall'); 0 = off")
     batch_size: int = 64  # sentences per decoding batch (a GPU takes at least 512)
     # auto: bf16 autocast where the hardware does bf16 natively (1.2-1.5x faster on an
     # AVX512-BF16 CPU; rounding may change a rare translation), fp16 on GPUs without bf16,
@@ -299,5 +304,5 @@ def to_plain(value: Any) -> Any:
 DECODE_RANGES = {"beam_size": (1, 1000), "alpha": (0.0, 10.0), "max_len_a": (0.0, 1000.0),
                  "max_len_b": (0, 1_000_000), "batch_size": (1, 100_000),
                  "max_input_tokens": (1, 1_000_000), "max_sentence_tokens": (0, 1_000_000),
-                 "sample_topk": (0, 1_000_000),
+                 "sample_topk": (0, 1_000_000), "no_repeat_ngram_size": (0, 1000),
                  "temperature": (0.01, 100.0), "top_p": (1e-6, 1.0)}

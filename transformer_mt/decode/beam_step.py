@@ -66,10 +66,14 @@ def choose(z: Tensor, scores: Tensor, n_finished: Tensor, limits: Tensor, step: 
     :func:`candidate_logits` gives them, and ``barred``; the hypotheses' scores are ``scores``
     (N, K)), those ending in ``<eos>`` among the first K are finished; the first K others
     continue. ``n_finished`` (N,) counts the finished hypotheses so far, ``limits`` (N,) the
-    length limits; ``step``: this step."""
+    length limits; ``step``: this step. ``barred`` may also be (N*K, V), a row each: what
+    would repeat an n-gram of the hypothesis too (``decode/repeats.py``)."""
     # The 2K best of all K*V candidates are among the 2K best of each beam: take those first
     # (a small top-k per row), then the best 2K of the K*2K.
-    logprobs = step_logprobs(z, scores.size(1), barred)  # (N*K, V)
+    if barred is not None and barred.size(0) != scores.size(0):  # a row each
+        logprobs = z.log_softmax(dim=-1) + barred  # (N*K, V)
+    else:
+        logprobs = step_logprobs(z, scores.size(1), barred)  # (N*K, V)
     row_best = logprobs.topk(2 * scores.size(1), dim=-1)  # (N*K, 2K) log-probs and tokens
     return choose_among(row_best, scores, n_finished, limits, step)
 

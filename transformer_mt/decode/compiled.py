@@ -234,7 +234,8 @@ class CompiledDecoding(DecodingModel):
                step: int | Tensor, barred: Tensor | None = None) -> Choice:
         """:func:`~transformer_mt.decode.beam_step.choose`, compiled where loaded."""
         n, k = scores.shape
-        if self._choose is None or k > self.widest_choice:
+        if self._choose is None or k > self.widest_choice or (
+                barred is not None and barred.size(0) != n):  # (its graph: a row a sentence)
             return choose(z, scores, n_finished, limits, step, barred)
         return Choice(*self._run(self._choose, [
             z.view(n, k, -1), scores.contiguous(), n_finished.contiguous(),

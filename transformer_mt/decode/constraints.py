@@ -33,6 +33,7 @@ from torch import Tensor
 from transformer_mt.config import DecodeConfig
 from transformer_mt.data.batch import source_mask
 from transformer_mt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from transformer_mt.decode.repeats import barred_tokens
 from transformer_mt.decode.search import (
     Hypothesis,
     length_penalty,
@@ -276,13 +277,14 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                        nbest: int = 1, use_cache: bool = False,
                        glued: frozenset[int] = frozenset(),
                        avoid: Sequence[Sequence[Sequence[int]]] | None = None,
-                       ) -> list[list[Placed]]:
+                       no_repeat: int = 0) -> list[list[Placed]]:
     """The ``nbest`` best outputs of each source (src (B, S), src_mask (B, 1, 1, S)) that
     contain every one of its constraints (sequences of target ids), best first. A sentence
     searches ``max(beam_size, nbest, its constraint tokens + 1)`` hypotheses (at most
     :data:`MOST_BANKS` for its constraints), whatever the others in the batch. ``glued``: the
     tokens that would go on with the word a constraint ends (subword pieces), never next to
-    one. ``avoid``: per source, the sequences its outputs do not hold (outside constraints)."""
+    one. ``avoid``: per source, the sequences its outputs do not hold (outside constraints);
+    ``no_repeat`` > 0: nor an n-gram of that size twice (``decode/repeats.py``)."""
     cap = model.cfg.max_output_tokens
     sentences = [_Sentence(c, min(int(n) + sum(map(len, c)), cap), _width(c, beam_size, nbest),
                            avoid[i] if avoid else ())
@@ -300,6 +302,10 @@ def constrained_search(model: Decodable, src: Tensor, src_mask: Tensor,
                               device=src.device)  # (N*K, t + 1)
         logp = next_token_logprobs(state.next_logits(prefix)).cpu()  # (N*K, V)
         barred = [s.barred() + [set()] * (k - s.k) for s in searched]
+        if no_repeat > 0:  # (a constraint is written whole, a repeat or not: _proposals)
+            again = barred_tokens(prefix, no_repeat, logp.size(1))  # a set a row (N*K)
+            barred = [[b | again[n * k + row] for row, b in enumerate(bars)]
+                      for n, bars in enumerate(barred)]
         top = _top(logp, min(k + 1, logp.size(1)), [b for bars in barred for b in bars],
                    glue, [_ends_a_span(h) for s in searched for h in s.beam + [None] * (k - s.k)])
         scored = _scored([s.propose(top[n * k:n * k + s.k], barred[n], step, glued)
@@ -344,7 +350,8 @@ def decode_constrained(model: Decodable, src_ids: Sequence[Sequence[int]],
             found = constrained_search(model, src, source_mask(src),
                                        [constraints[i] for i in chunk], cfg.beam_size,
                                        cfg.alpha, cfg.max_len_a, cfg.max_len_b, nbest, True,
-                                       glued, [avoid[i] for i in chunk] if avoid else None)
+                                       glued, [avoid[i] for i in chunk] if avoid else None,
+                                       cfg.no_repeat_ngram_size)
         for i, placed in zip(chunk, found, strict=True):
             out[i] = placed
     return out

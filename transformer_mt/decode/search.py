@@ -30,6 +30,7 @@ from transformer_mt.decode import incremental
 from transformer_mt.decode.beam_step import StepByStep, candidate_logits
 from transformer_mt.decode.ensemble import Ensemble, EnsembleState
 from transformer_mt.decode.forcing import Forcing, barred, force, raise_limits
+from transformer_mt.decode.repeats import unforced_repeats, with_repeats
 from transformer_mt.decode.sampling import Generators, draw_seed, of_rows, pick
 from transformer_mt.decode.state import Decodable, DecodingState
 from transformer_mt.errors import MTError
@@ -126,7 +127,7 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
            max_len_b: int = 10, use_cache: bool = False, sample_topk: int = 0,
            temperature: float = 1.0, generator: Generators = None,
            scores: bool = True, top_p: float = 1.0,
-           forcing: Forcing | None = None) -> list[Hypothesis]:
+           forcing: Forcing | None = None, no_repeat: int = 0) -> list[Hypothesis]:
     """Pick the most probable next token until ``<eos>`` or the length limit, for a batch.
 
     With ``sample_topk`` > 0, draw the token instead from the ``sample_topk`` most probable,
@@ -137,6 +138,7 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     The score is the model's log-probability of what was chosen either way; ``scores=False``
     leaves it NaN and saves normalising every step's logits.
     ``forcing``: how outputs must begin (``decode/forcing.py``); their tokens are scored too.
+    ``no_repeat`` > 0: no output holds an n-gram of that size twice (``decode/repeats.py``).
     src: (B, S) ids, src_mask: (B, 1, 1, S). Returns one :class:`Hypothesis` per sentence.
     """
     b, device = src.size(0), src.device
@@ -151,14 +153,16 @@ def greedy(model: Decodable, src: Tensor, src_mask: Tensor, max_len_a: float = 1
     results: list[Hypothesis | None] = [None] * b
     step = 0
     shortest = int(limits.min())
-    fused = state.fused and sample_topk <= 0 and top_p >= 1  # the step with its pick
+    # the step with its pick
+    fused = state.fused and sample_topk <= 0 and top_p >= 1 and no_repeat <= 0
     while alive_ids:
         both = None if not fused else state.pick_next(
             prefix, live_limits, barred(forcing, step, model.tgt_vocab_size, alive))
         if both is None:
             z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest))  # (N, V)
-            token = pick(force(z, forcing, step, alive), sample_topk, temperature,
-                          of_rows(generator, alive_ids), top_p)  # (N,)
+            bars = unforced_repeats(prefix, no_repeat, z.size(1), forcing, step, alive)
+            token = pick(force(z if bars is None else z + bars, forcing, step, alive),
+                         sample_topk, temperature, of_rows(generator, alive_ids), top_p)  # (N,)
             if scores:
                 total = total + z.log_softmax(dim=-1).gather(1, token[:, None]).squeeze(1)
         else:  # (N,) each
@@ -197,7 +201,7 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
                 nbest: int = 1, use_cache: bool = False,
                 on_step: Callable[[list[int], Tensor, Tensor], None] | None = None,
-                forcing: Forcing | None = None) -> list[list[Hypothesis]]:
+                forcing: Forcing | None = None, no_repeat: int = 0) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences, ``beam_size`` hypotheses each.
 
     At every step each sentence's ``K`` hypotheses propose their best continuations; of the top
@@ -206,8 +210,8 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     ``K`` others form the next beam. A sentence is done once it has ``K`` finished hypotheses or
     reaches its length limit, where ``<eos>`` is forced. Returns the ``nbest`` best per sentence.
     ``on_step`` sees the beams kept at each step: the sentences still searched, the prefixes
-    (N*K, t + 1) and their scores (N, K). ``forcing``: how outputs must begin (forcing.py).
-    """
+    (N*K, t + 1) and their scores (N, K). ``forcing``: how outputs must begin (forcing.py);
+    ``no_repeat`` > 0: no hypothesis holds an n-gram of that size twice (repeats.py)."""
     b, k, device = src.size(0), beam_size, src.device
     limits = raise_limits(max_output_lengths(src_mask, max_len_a, max_len_b, _cap(model)),
                           forcing)  # (B,)
@@ -221,8 +225,11 @@ def beam_search(model: Decodable, src: Tensor, src_mask: Tensor, beam_size: int 
     while alive_ids:
         # (N, V): -inf for what a forced prefix bars (after normalising), 0 for the rest
         bars = None if forcing is None else barred(forcing, step, model.tgt_vocab_size, alive)
-        both = None if not state.fused else state.choose_next(prefix, scores, n_finished,
-                                                              live_limits, bars)
+        if no_repeat > 0:  # (N*K, V), a hypothesis each: and what would repeat an n-gram
+            bars = with_repeats(bars, prefix, no_repeat, model.tgt_vocab_size, forcing, step,
+                                alive)
+        both = None if not state.fused or no_repeat > 0 else state.choose_next(
+            prefix, scores, n_finished, live_limits, bars)
         if both is None:  # (N*K, V) next scores; the rows at their length limit end there
             z = _next_scores(state, prefix, _at_limit(step, live_limits, shortest, k))
             choice = state.choose(z, scores, n_finished, live_limits, step, bars)
@@ -295,10 +302,12 @@ def decode_batch(model: Decodable, src: Tensor, src_mask: Tensor,
     beam_size = cfg.beam_size if beam_size is None else beam_size
     if beam_size == 1 and nbest == 1:
         hyps = greedy(model, src, src_mask, cfg.max_len_a, cfg.max_len_b, use_cache,
-                      cfg.sample_topk, cfg.temperature, generator, scores, cfg.top_p, forcing)
+                      cfg.sample_topk, cfg.temperature, generator, scores, cfg.top_p, forcing,
+                      cfg.no_repeat_ngram_size)
         return [[h] for h in hyps]
     return beam_search(model, src, src_mask, max(beam_size, nbest), cfg.alpha, cfg.max_len_a,
-                       cfg.max_len_b, nbest, use_cache, forcing=forcing)
+                       cfg.max_len_b, nbest, use_cache, forcing=forcing,
+                       no_repeat=cfg.no_repeat_ngram_size)
 
 
 class Scored(Protocol):

@@ -228,6 +228,7 @@ def generation_config(config: Config) -> dict[str, Any]:
             "pad_token_id": padding(config)[1],
             "forced_eos_token_id": EOS_ID, "num_beams": d.beam_size,
             "length_penalty": d.alpha, "early_stopping": True,
+            "no_repeat_ngram_size": d.no_repeat_ngram_size,
             "max_length": config.model.max_positions}
 
 

@@ -169,9 +169,11 @@ def decode_switched(translator: Translator, sentence: str,
     src = torch.tensor([src_ids], device=translator.device)  # (1, S)
     mask = source_mask(src)
     cfg = translator.config.decode
-    plain = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b)[0]
+    plain = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b,
+                   no_repeat=cfg.no_repeat_ngram_size)[0]
     with switched(model, switches):
-        hyp = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b)[0]
+        hyp = greedy(model, src, mask, cfg.max_len_a, cfg.max_len_b,
+                     no_repeat=cfg.no_repeat_ngram_size)[0]
         tgt = torch.tensor([[BOS_ID, *plain.tokens]], device=translator.device)  # (1, T + 1)
         log_probs = next_token_logprobs(model(src, tgt, mask)[0])  # (T + 1, V)
         tokens = [translator.tgt_vocab.itos[i] for i in hyp.tokens]

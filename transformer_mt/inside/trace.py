@@ -117,7 +117,8 @@ def beam_steps(translator: Translator, src_ids: list[int], cfg: DecodeConfig,
         ended = beam_search(for_decoding(model, precision, translator.device), src,
                             source_mask(src), cfg.beam_size, cfg.alpha, cfg.max_len_a,
                             cfg.max_len_b, nbest=4 * cfg.beam_size, use_cache=True,
-                            on_step=keep, forcing=forcing)[0]
+                            on_step=keep, forcing=forcing,
+                            no_repeat=cfg.no_repeat_ngram_size)[0]
     finished = []
     for h in ended:
         penalty = float(length_penalty(len(h.tokens) + 1, cfg.alpha))

@@ -330,9 +330,11 @@ def note_cut(ids: Sequence[Sequence[int]], hyps: Sequence[Sequence[Hypothesis]],
     cut = sum(1 for found, n in zip(hyps, limits, strict=True) if found and
               len(found[0].tokens) >= n)
     if cut:
+        hint = "" if cfg.no_repeat_ngram_size else " (no_repeat_ngram_size 3 cuts its loops)"
         log.info("%d of %d translations reached the output limit (max_len_a %g x source "
-                 "tokens + max_len_b %d) and end there: a model repeating itself, or a limit "
-                 "too low for these languages", cut, len(ids), cfg.max_len_a, cfg.max_len_b)
+                 "tokens + max_len_b %d) and end there: a model repeating itself%s, or a "
+                 "limit too low for these languages", cut, len(ids), cfg.max_len_a,
+                 cfg.max_len_b, hint)
 
 
 ENGINES = ("auto", "torch", "ctranslate2")

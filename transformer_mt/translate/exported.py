@@ -101,7 +101,7 @@ class CTranslate2Engine:
         if prefixes is not None:
             limits = [max(n, len(p)) for n, p in zip(limits, prefixes, strict=True)]
         found = self.search(sources, limits, cfg.beam_size, cfg.batch_size, prefixes, cfg.alpha,
-                            nbest)
+                            nbest, cfg.no_repeat_ngram_size)
         return [[Hypothesis(self.tgt_vocab.encode(tokens, eos=False), score)
                  for tokens, score in hyps] for hyps in found]
 
@@ -120,7 +120,7 @@ class CTranslate2Engine:
         result = self.translator.translate_batch(
             [[self.src_vocab.itos[i] for i in ids[:-1]]], target_prefix=[prefix],
             beam_size=cfg.beam_size, length_penalty=cfg.alpha, num_hypotheses=k,
-            return_alternatives=True,
+            return_alternatives=True, no_repeat_ngram_size=cfg.no_repeat_ngram_size,
             return_scores=False, max_decoding_length=limit + 1, min_decoding_length=0,
             suppress_sequences=NEVER_PRODUCED)[0]
         outputs = [tokens[:limit] for tokens in result.hypotheses]
@@ -187,7 +187,7 @@ class CTranslate2Engine:
     def search(self, sources: Sequence[Sequence[str]], limits: Sequence[int],
                beam_size: int = 1, batch_size: int = 32,
                prefixes: Sequence[Sequence[str]] | None = None, alpha: float = 0.0,
-               nbest: int = 1) -> list[list[tuple[list[str], float]]]:
+               nbest: int = 1, no_repeat: int = 0) -> list[list[tuple[list[str], float]]]:
         """The ``nbest`` best outputs (at most ``beam_size``; tokens without ``<eos>``) of each
         source token list (without ``<eos>``), at most ``limits[i]`` tokens each, each beginning
         with its ``prefixes[i]`` if given, best first, with their scores as ours: the
@@ -196,7 +196,8 @@ class CTranslate2Engine:
         ``length ** alpha`` and stops when its best one has ended; asked for all ``beam_size``
         of them, it searches on until that many have ended, as ours does, and they are ranked
         here as ours ranks them (test_2016_flickr, beam 5: 2-11 of 1,000 translations then
-        differ from ours at alpha 0.6-1.6, against 45-202 taking its own best)."""
+        differ from ours at alpha 0.6-1.6, against 45-202 taking its own best).
+        ``no_repeat``: its ``no_repeat_ngram_size``, ours (``decode/repeats.py``)."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         # all batches asked for at once: with --workers N (or where the probe chose it), N
         # decode side by side
@@ -205,7 +206,8 @@ class CTranslate2Engine:
             [list(sources[i]) for i in chunk],
             target_prefix=None if prefixes is None else [list(prefixes[i]) for i in chunk],
             beam_size=beam_size, length_penalty=alpha, num_hypotheses=beam_size,
-            return_scores=True, max_decoding_length=max(limits[i] for i in chunk) + 1,
+            no_repeat_ngram_size=no_repeat, return_scores=True,
+            max_decoding_length=max(limits[i] for i in chunk) + 1,
             min_decoding_length=0,  # as ours, <eos> may come first (its default: 1)
             suppress_sequences=NEVER_PRODUCED, asynchronous=True) for chunk in chunks]
         found: list[list[tuple[list[str], float]]] = [[] for _ in sources]
