@@ -181,9 +181,10 @@ def test_info_languages_and_libretranslate(client, translator):
     # the defaults a request may change, by the names a request gives them
     assert info["decode"] == {name: getattr(translator.config.decode, name)
                               for name in ("beam_size", "alpha", "max_len_a", "max_len_b",
-                                           "max_sentence_tokens", "sample_topk", "top_p",
-                                           "temperature", "sample_seed", "precision",
-                                           "replace_unk", "end_as_source", "keep_spans")}
+                                           "no_repeat_ngram_size", "max_sentence_tokens",
+                                           "sample_topk", "top_p", "temperature",
+                                           "sample_seed", "precision", "replace_unk",
+                                           "end_as_source", "keep_spans")}
     assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]

@@ -75,26 +75,37 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
         copies = copied_from(w, h.ids, src_ids[i], words[i])  # []: the source has no word
         written = [_stopped(words[i][j].replace(WORD_START, " ").strip() if subword else
-                            words[i][j], h.tokens[k + 1:k + 2]) if not _again(places, copies, n)
-                   else "" for n, (k, j) in enumerate(zip(places, copies, strict=False))]
+                            words[i][j], h.tokens[k + 1:k + 2])
+                   for k, j in zip(places, copies, strict=False)]
         if terms:
             kept = _placed(kept, dict(zip(places, written, strict=False)))
         taken = {k for start, end, _ in kept for k in range(start, end)}
         held = {text for _, _, text in kept} if terms else set()
-        kept += [(k, k + 1, "" if word in held else word)
-                 for k, word in zip(places, written, strict=False) if k not in taken]
-        out[i][n] = replace(h, tokens=shown(h.tokens, h.ids, kept), kept=kept,
+        runs = [(start, end, "" if word in held else word) for start, end, word in _runs(
+            [(k, j, word) for k, j, word in zip(places, copies, written, strict=False)
+             if k not in taken])]
+        kept += runs
+        tokens = shown(h.tokens, h.ids, kept)
+        for start, end, word in runs:  # each <unk> of a run shows the word (written once)
+            tokens[start:end] = [word or UNK] * (end - start)
+        out[i][n] = replace(h, tokens=tokens, kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
 
 
-def _again(places: Sequence[int], copies: Sequence[int], n: int) -> bool:
-    """Whether the ``n``-th ``<unk>`` (at ``places[n]`` of the output) comes right after one
-    that copies the same source word (``copies``: each one's source position): a model that
-    cannot write a word often writes ``<unk>`` for each of its parts, and the word is
-    written once ("A Luftaufnahme Luftaufnahme with ..."), the others as nothing."""
-    return 0 < n < len(copies) and places[n - 1] == places[n] - 1 and \
-        copies[n - 1] == copies[n]
+def _runs(copied: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The ``<unk>`` copies (output position, source position, word as written), in output
+    order, as spans (start, end, word): those side by side that copy the same source word
+    one span, written once (a model that cannot write a word often writes an ``<unk>`` for
+    each of its parts: "A Luftaufnahme Luftaufnahme with ..."), as the last writes it (a
+    full stop after it: :func:`_stopped`)."""
+    spans: list[tuple[int, int, str]] = []
+    for n, (k, j, word) in enumerate(copied):
+        if n and copied[n - 1][:2] == (k - 1, j):  # right after one copying the same word
+            spans[-1] = (spans[-1][0], k + 1, word)
+        else:
+            spans.append((k, k + 1, word))
+    return spans
 
 
 def _stopped(word: str, after: Sequence[str]) -> str:
