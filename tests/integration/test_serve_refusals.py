@@ -163,14 +163,18 @@ def fuzz_client(translator):
     (["--glossary", "MISSING"], "cannot read the glossary"),
     (["--glossary", "LATIN1"], "cannot read the glossary"),
     (["--glossary", "UMLAUT"], "line 1: a glossary line is 'source term<TAB>target term"),
+    (["--beam-size", "0"], "--beam-size must be at least 1"),  # each request's default
+    (["--no-repeat-ngram-size", "-1"], "decode.no_repeat_ngram_size' must be in [0, 1000]"),
+    (["--glossary", "TERMS", "--sample-topk", "5"], "cannot be given together: drop --glos"),
 ])
 def test_serve_refuses_bad_options_in_one_line(trained_run, tmp_path, args, message):
     (tmp_path / "EMPTY").write_text("\n# a comment\n")
     (tmp_path / "LATIN1").write_bytes("schlüssel".encode("latin-1"))
     (tmp_path / "UMLAUT").write_text("key\nschlüssel\n", encoding="utf-8")
     (tmp_path / "EMPTY_DIR").mkdir()
-    args = [str(tmp_path / a) if a in ("EMPTY", "MISSING", "LATIN1", "UMLAUT", "EMPTY_DIR")
-            else a for a in args]
+    (tmp_path / "TERMS").write_text("Hund\tdog\n", encoding="utf-8")
+    args = [str(tmp_path / a) if a in ("EMPTY", "MISSING", "LATIN1", "UMLAUT", "EMPTY_DIR",
+                                       "TERMS") else a for a in args]
     result = run_cli(["serve", "--checkpoint", str(trained_run[0] / "best.pt"), *args])
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert message in result.stderr.strip().splitlines()[-1]

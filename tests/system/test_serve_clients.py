@@ -1,6 +1,8 @@
 """Real LibreTranslate clients from the registry against a real ``mt serve`` process (#30):
 libretranslatepy (url-encoded forms) and deep-translator (the query string), curl-style JSON;
-paragraphs come back whole, HTML keeps its markup, detect, languages and keys."""
+paragraphs come back whole, HTML keeps its markup, detect, languages and keys. The server is
+started with decoding flags (``--beam-size 3 --no-repeat-ngram-size 2``): what its clients,
+which name no decoding setting, are translated with."""
 
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ libretranslatepy = pytest.importorskip("libretranslatepy")
 deep_translator = pytest.importorskip("deep_translator")
 
 PARAGRAPH = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee.\nEine Frau liest ein Buch."
+SETTINGS = ("--beam-size", "3", "--no-repeat-ngram-size", "2")  # mt serve's decoding flags
 
 
 @pytest.fixture(scope="module")
 def server(trained_run, tmp_path_factory):
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
     keys.write_text("# one a line\nk1\nk2\n")
-    proc, url = start_server(trained_run[0] / "best.pt", "--api-key-file", str(keys))
+    proc, url = start_server(trained_run[0] / "best.pt", "--api-key-file", str(keys),
+                             *SETTINGS)
     yield url
     proc.terminate()
     _, err = proc.communicate(timeout=60)
@@ -37,7 +41,9 @@ def expected(trained_run):
     from transformer_mt.translate import Translator
 
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
-    return translator
+    served = translator.with_settings(translator.settings(beam_size=3, no_repeat_ngram_size=2))
+    assert served.translate([PARAGRAPH]) != translator.translate([PARAGRAPH])  # (they tell)
+    return served
 
 
 def test_libretranslatepy(server, expected):

@@ -39,7 +39,7 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, action="append",
                    help="checkpoint (.pt; repeat for an ensemble) or exported model directory")
     add_engine_flags(p)
-    add_decoding_flags(p, ["precision", "keep_spans"])
+    add_decoding_flags(p)  # what a request that names none decodes with
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--api-key-file", help="a file holding the key(s) clients must send, "
@@ -131,12 +131,16 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
 def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None]:
     """The translator, what /v1/info says of it (step, best BLEU, names), and the model to
     compare it with (``--compare``)."""
+    from transformer_mt.config import per_call_settings
     from transformer_mt.translate import Translator
+    from transformer_mt.translate.glossary import SAMPLED
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
-    if args.precision or args.keep_spans is not None or args.terms:  # what a request that
-        translator = translator.with_settings(translator.settings(  # names none decodes with
-            precision=args.precision, keep_spans=args.keep_spans), args.terms)
+    decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
+    if decode.samples and args.terms:  # (every request would be refused)
+        raise MTError(f"{SAMPLED}: drop --glossary, or --sample-topk and --top-p")
+    if decode != translator.config.decode or args.terms:  # what a request that names none
+        translator = translator.with_settings(decode, args.terms)  # decodes with
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "
