@@ -113,6 +113,26 @@ def test_a_word_the_model_writes_as_several_unks_in_a_row_is_written_once(transl
         ["A", *dict.fromkeys(words[j] for j in copies), "."])
 
 
+def test_an_unk_that_copies_a_kept_spans_word_is_written_as_nothing(translator):
+    """A number kept (a span the search wrote whole, ``terms``) is the translation's only one:
+    an ``<unk>`` elsewhere that copies one of its words is written as nothing (the demo model:
+    "... the 12,50 at the 12,50 12,50 €."); told of no terms, it copies the word."""
+    sentence = "Ein Mann läuft 12,50 € ."
+    words = list(next(iter(translator.tokenizers[0].tokenize([sentence]))))
+    src = translator.encode([sentence])[0]
+    assert [w for w, i in zip(words, src, strict=False) if i == UNK_ID] == ["12,50", "€"]
+    ids = [translator.tgt_vocab.stoi["A"], UNK_ID, translator.tgt_vocab.stoi["."], UNK_ID,
+           UNK_ID]
+    tokens = translator.tgt_vocab.decode(ids)
+    kept = [(3, 5, "12,50 €")]  # (the span, written by the search)
+    given = Translation(translator.tokenizers[1].detokenize_keeping(tokens, kept), tokens, 0.0,
+                        ids, kept=kept)
+    [[once]] = copy_unknown(translator, [sentence], [[given]], terms=True)
+    [[twice]] = copy_unknown(translator, [sentence], [[given]])
+    assert once.text == "A. 12,50 €" and once.kept == [*kept, (1, 2, "")]
+    assert twice.text.count("12,50") + twice.text.count("€") == 3
+
+
 def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):
     """``--no-replace-unk`` leaves ``<unk>``; the copy is the default (word-level models)."""
     from transformer_mt.translate import Translator

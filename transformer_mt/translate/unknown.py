@@ -16,7 +16,7 @@ saw in bytes and writes ``<unk>`` hardly ever; where it does, the same holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ from transformer_mt.data.vocab import UNK, UNK_ID
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from transformer_mt.data.tokenize import Tokenizer
     from transformer_mt.translate import Translation, Translator
 
 
@@ -81,9 +82,10 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
             kept = _placed(kept, dict(zip(places, written, strict=False)))
         taken = {k for start, end, _ in kept for k in range(start, end)}
         held = {text for _, _, text in kept} if terms else set()
+        inside = _inside(words[i], held, translator.tokenizers[0])
         runs = [(start, end, "" if word in held else word) for start, end, word in _runs(
-            [(k, j, word) for k, j, word in zip(places, copies, written, strict=False)
-             if k not in taken])]
+            [(k, j, "" if j in inside else word)
+             for k, j, word in zip(places, copies, written, strict=False) if k not in taken])]
         kept += runs
         tokens = shown(h.tokens, h.ids, kept)
         for start, end, word in runs:  # each <unk> of a run shows the word (written once)
@@ -91,6 +93,18 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         out[i][n] = replace(h, tokens=tokens, kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
+
+
+def _inside(words: Sequence[str], texts: Iterable[str], tokenizer: Tokenizer) -> set[int]:
+    """The positions of a source's tokens ``words`` inside an occurrence of one of ``texts``
+    (each tokenized as the source is): a span or a term the translation holds already, whose
+    words an ``<unk>`` copies as nothing ("12,50 €" kept, and "12,50" copied twice more)."""
+    found: set[int] = set()
+    for tokens in map(list, tokenizer.tokenize(sorted(texts))):
+        for at in range(len(words) - len(tokens) + 1) if tokens else ():
+            if list(words[at:at + len(tokens)]) == tokens:
+                found.update(range(at, at + len(tokens)))
+    return found
 
 
 def _runs(copied: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
