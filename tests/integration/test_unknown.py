@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import local_client, run_cli
 from transformer_mt.data.vocab import UNK, UNK_ID
 from transformer_mt.translate import Translation
-from transformer_mt.translate.unknown import _placed, copied_from, copy_unknown
+from transformer_mt.translate.unknown import _inside, _placed, copied_from, copy_unknown
 
 # the same ids; the name the one word the tiny run lacks (what is copied, whatever the rounding)
 NAMES = ["Ein Mann läuft in Tübingen.", "Ein Mann läuft in Wolfsburg."]
@@ -131,6 +131,9 @@ def test_an_unk_that_copies_a_kept_spans_word_is_written_as_nothing(translator):
     [[twice]] = copy_unknown(translator, [sentence], [[given]])
     assert once.text == "A. 12,50 €" and once.kept == [*kept, (1, 2, "")]
     assert twice.text.count("12,50") + twice.text.count("€") == 3
+    # spaCy reads German's ordinal "3." as one word; the span kept is "3" ("am 3. Mai")
+    words = ["Am", "3.", "Mai", "2021", "laufen", "20", "Menschen", "."]
+    assert _inside(words, {"3", "2021", "12,50 €"}, translator.tokenizers[0]) == {1, 3}
 
 
 def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):

@@ -100,11 +100,18 @@ def _inside(words: Sequence[str], texts: Iterable[str], tokenizer: Tokenizer) ->
     (each tokenized as the source is): a span or a term the translation holds already, whose
     words an ``<unk>`` copies as nothing ("12,50 €" kept, and "12,50" copied twice more)."""
     found: set[int] = set()
-    for tokens in map(list, tokenizer.tokenize(sorted(texts))):
+    bare = [_ordinal(w) for w in words]
+    for tokens in ([_ordinal(t) for t in ts] for ts in tokenizer.tokenize(sorted(texts))):
         for at in range(len(words) - len(tokens) + 1) if tokens else ():
-            if list(words[at:at + len(tokens)]) == tokens:
+            if bare[at:at + len(tokens)] == tokens:
                 found.update(range(at, at + len(tokens)))
     return found
+
+
+def _ordinal(word: str) -> str:
+    """A number's token without the full stop spaCy reads into a German ordinal ("3." in "am
+    3. Mai": the span kept is "3")."""
+    return word[:-1] if len(word) > 1 and word.endswith(".") and word[-2].isdigit() else word
 
 
 def _runs(copied: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
