@@ -258,6 +258,39 @@ def local_client(app: Any) -> Any:
     return TestClient(app, base_url="http://localhost")
 
 
+# ---------------------------------------------------------------- mt serve's page
+
+def open_page(browser: Any, url: str, **viewport: int) -> tuple[Any, list[str]]:
+    """mt serve's page at ``url`` in a new tab of ``browser`` (Playwright's), once it has
+    read ``/v1/info``; and the errors its scripts, console and requests report, as they come."""
+    page = browser.new_page(viewport=viewport or {"width": 1000, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("requestfailed", lambda r: problems.append(f"{r.url} failed"))
+    page.goto(url + "/")
+    page.wait_for_function("document.getElementById('about').textContent.includes('heads')")
+    return page, problems
+
+
+def translate_on_page(page: Any, text: str) -> None:
+    """``text`` typed into the page and translated: its first row's tokens and steps shown."""
+    page.fill("#source", text)
+    page.click("#translate")
+    page.wait_for_selector("#row-0 .tok", timeout=60_000)
+    page.wait_for_selector("#steps tr", timeout=60_000)
+
+
+def page_tokens(page: Any) -> list[str]:
+    """The tokens of the page's first translation, as shown."""
+    return page.eval_on_selector_all("#row-0 .tok", "xs => xs.map(x => x.textContent)")
+
+
+def slide(page: Any, slider: str, value: float) -> None:
+    """The page's ``slider`` moved to ``value``, as a hand moves it (input, then change)."""
+    page.eval_on_selector(f"#{slider}", """(s, v) => { s.value = v;
+        s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); }""", value)
+
 # ---------------------------------------------------------------- mt serve in a process
 
 def free_port() -> int:

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import post, start_server, writing_unk
+from tests.helpers import (
+    open_page,
+    page_tokens,
+    post,
+    slide,
+    start_server,
+    translate_on_page,
+    writing_unk,
+)
 
 pytest.importorskip("fastapi")
 
@@ -54,33 +62,6 @@ def export_server(trained_run, tmp_path_factory):
     yield url
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
-
-
-def _open(browser, url, **viewport):
-    page = browser.new_page(viewport=viewport or {"width": 1000, "height": 900})
-    problems: list[str] = []
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("requestfailed", lambda r: problems.append(f"{r.url} failed"))
-    page.goto(url + "/")
-    page.wait_for_function("document.getElementById('about').textContent.includes('heads')")
-    return page, problems
-
-
-def _translate(page, text: str) -> None:
-    page.fill("#source", text)
-    page.click("#translate")
-    page.wait_for_selector("#row-0 .tok", timeout=60_000)
-    page.wait_for_selector("#steps tr", timeout=60_000)
-
-
-def _tokens(page) -> list[str]:
-    return page.eval_on_selector_all("#row-0 .tok", "xs => xs.map(x => x.textContent)")
-
-
-def _slide(page, slider: str, value: float) -> None:
-    page.eval_on_selector(f"#{slider}", """(s, v) => { s.value = v;
-        s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); }""", value)
 
 
 def _browse_attention(page) -> None:
@@ -136,10 +117,10 @@ def _pick_an_alternative(page, server: str) -> None:
     page.wait_for_function(f"document.getElementById('prefix').value === {f'Two dogs {word} '!r}")
     page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 3",
                            timeout=60_000)  # the answer to the new prefix is shown
-    assert _tokens(page)[2] == word
+    assert page_tokens(page)[2] == word
     _, picked = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5,
                                                 "prefix": f"Two dogs {word} "})
-    assert _tokens(page) == picked["translations"][0]["tokens"]
+    assert page_tokens(page) == picked["translations"][0]["tokens"]
 
 
 def _open_pruned_branches(page) -> None:
@@ -154,10 +135,10 @@ def _open_pruned_branches(page) -> None:
 def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     artifacts.mkdir(parents=True, exist_ok=True)
-    page, problems = _open(browser, server)
-    _translate(page, SOURCE)
+    page, problems = open_page(browser, server)
+    translate_on_page(page, SOURCE)
     _, api = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5})
-    assert _tokens(page) == api["translations"][0]["tokens"]  # beam 5 by default
+    assert page_tokens(page) == api["translations"][0]["tokens"]  # beam 5 by default
     assert page.eval_on_selector_all("#beam-tree li", "xs => xs.length") > 3
     _one_log_prob_a_hypothesis(page)
 
@@ -165,10 +146,10 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     page.fill("#prefix", "Two dogs ")
     page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 2",
                            timeout=60_000)
-    assert _tokens(page)[:2] == ["Two", "dogs"]
+    assert page_tokens(page)[:2] == ["Two", "dogs"]
     _, forced = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5,
                                                 "prefix": "Two dogs "})
-    assert _tokens(page) == forced["translations"][0]["tokens"]
+    assert page_tokens(page) == forced["translations"][0]["tokens"]
 
     _pick_an_alternative(page, server)
     _browse_attention(page)
@@ -184,7 +165,7 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     # sampling: the sliders draw seeded translations, the chosen one the API's (its n-best's
     # first: the first draw)
     page.fill("#prefix", "")
-    _slide(page, "topk", 5)
+    slide(page, "topk", 5)
     page.fill("#seed", "3")
     page.dispatch_event("#seed", "change")
     page.wait_for_function("document.getElementById('beam-part').hidden", timeout=60_000)
@@ -202,7 +183,7 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
 
 def _look_deeper(page, server: str) -> None:
     """The four panels of "look deeper", each showing what its API answers."""
-    tokens = _tokens(page)
+    tokens = page_tokens(page)
     page.click("#lens-go")
     page.wait_for_selector("#lens th[scope=row]", timeout=60_000)
     _, lens = post(server + "/v1/lens", {"text": SOURCE, "tokens": tokens, "k": 3})
@@ -232,7 +213,7 @@ def _look_deeper(page, server: str) -> None:
     shown = page.eval_on_selector_all("#run-table tr", "rs => rs.slice(1).map(r => "
                                       "r.children[3].textContent)")
     assert shown == [c["text"] for c in run["checkpoints"]]
-    _slide(page, "run-slider", 0)
+    slide(page, "run-slider", 0)
     first = run["checkpoints"][0]
     assert page.inner_text("#run-out").startswith(f"step {first['step']} ({first['name']})")
     assert page.eval_on_selector_all("#run-links td.on", "xs => xs.length") == \
@@ -251,8 +232,8 @@ def test_a_learner_looks_deeper(server, browser, tmp_path):
     on the page; axe finds nothing, and a screenshot shows them (docs/walkthrough.md)."""
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     artifacts.mkdir(parents=True, exist_ok=True)
-    page, problems = _open(browser, server)
-    _translate(page, SOURCE)
+    page, problems = open_page(browser, server)
+    translate_on_page(page, SOURCE)
     _look_deeper(page, server)
     from axe_playwright_python.sync_playwright import Axe
 
@@ -261,7 +242,7 @@ def test_a_learner_looks_deeper(server, browser, tmp_path):
     page.locator("#deeper").screenshot(path=str(artifacts / "look_inside.png"))
     assert not problems, problems
     # a new sentence: what was shown of the one before goes
-    _translate(page, "Ein Mann liest.")
+    translate_on_page(page, "Ein Mann liest.")
     page.wait_for_function("document.querySelectorAll('#lens tr').length === 0")
     assert page.is_hidden("#run-part") and not page.inner_text("#switched")
 
@@ -271,9 +252,9 @@ def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, br
     lens shows the ``<unk>`` written there; a switch the word); clicking the word after it
     offers alternatives (the prefix that holds the copied word is forced as ``<unk>`` and
     written as it is), and picking one decodes on from there."""
-    page, problems = _open(browser, unk_server)
-    _translate(page, UNKNOWN)
-    assert _tokens(page)[0] == "Tübingen" and "<unk>" not in page.inner_text("#row-0")
+    page, problems = open_page(browser, unk_server)
+    translate_on_page(page, UNKNOWN)
+    assert page_tokens(page)[0] == "Tübingen" and "<unk>" not in page.inner_text("#row-0")
     assert "copied" in (page.get_attribute("#row-0 .tok >> nth=0", "class") or "")
     assert "<unk>" in (page.get_attribute("#row-0 .tok >> nth=0", "title") or "")
     page.click("#lens-go")  # looking deeper: the logit lens reads the copy as its <unk>
@@ -293,14 +274,14 @@ def test_a_word_the_model_cannot_write_is_copied_and_goes_on_from(unk_server, br
     page.wait_for_function("document.getElementById('prefix').value.startsWith('Tübingen ')")
     page.wait_for_function("document.querySelectorAll('#row-0 .tok.forced').length === 2",
                            timeout=60_000)
-    assert _tokens(page)[0] == "Tübingen" and not problems, problems
+    assert page_tokens(page)[0] == "Tübingen" and not problems, problems
 
 
 def test_an_exported_model_translates_on_the_page_and_says_why_nothing_shows_inside(
         export_server, browser):
     """A CTranslate2 export's translations, each line's, with no error: the page does not
     ask to look inside (the API's 422 for attention), and says what would."""
-    page, problems = _open(browser, export_server)
+    page, problems = open_page(browser, export_server)
     page.wait_for_function("document.getElementById('about').textContent.includes('engine')")
     page.fill("#source", SOURCE + "\nEin Mann liest.")
     page.click("#translate")
@@ -325,7 +306,7 @@ def test_a_file_is_translated_on_the_page_as_translate_file_does(server, browser
 
     from transformer_mt.translate.files import translate_file
 
-    page, problems = _open(browser, server)
+    page, problems = open_page(browser, server)
     page.wait_for_function("document.getElementById('file-note').textContent.includes('.docx')")
     assert ".html" in page.get_attribute("#file", "accept").split(",")
     source = "<p>Zwei Hunde <b>schwimmen</b><br>im Park.</p>\n<p>Ein Mann liest.</p>\n"
@@ -351,7 +332,7 @@ def test_a_file_is_translated_on_the_page_as_translate_file_does(server, browser
 def test_the_pages_example_is_german_only_for_a_german_model(server, browser):
     """A model of another source language (its /v1/info said so here) opens on an empty box
     that names the language, not on the German example; the German model on the example."""
-    page, problems = _open(browser, server)
+    page, problems = open_page(browser, server)
     assert page.input_value("#source").startswith("Ein Hund") and not problems, problems
     page = browser.new_page()
     page.route("**/v1/info", lambda route: route.fulfill(
@@ -362,10 +343,32 @@ def test_the_pages_example_is_german_only_for_a_german_model(server, browser):
         "#source", "placeholder")
 
 
+def test_a_learner_bars_a_models_loops_on_the_page(server, browser):
+    """The "no repeat" box starts at the server's ``no_repeat_ngram_size`` (1, /v1/info says)
+    and goes with every request: the API's translation with it (without: another); 0: off."""
+    def barring(route) -> None:
+        info = route.fetch().json()
+        route.fulfill(json={**info, "decode": {**info["decode"], "no_repeat_ngram_size": 1}})
+
+    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    page.route("**/v1/info", barring)
+    page.goto(server + "/")
+    page.wait_for_function("document.getElementById('about').textContent.includes('heads')")
+    assert page.input_value("#norepeat") == "1"
+    translate_on_page(page, SOURCE)
+    api = [post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5, "no_repeat_ngram_size":
+                                           n})[1]["translations"][0] for n in (0, 1)]
+    assert api[0]["text"] != api[1]["text"] and page_tokens(page) == api[1]["tokens"]
+    page.fill("#norepeat", "0")
+    page.dispatch_event("#norepeat", "change")
+    page.wait_for_function(f"""() => document.querySelector('#row-0 .translation')
+        .textContent === {api[0]["text"]!r}""", timeout=60_000)
+
+
 def test_the_page_fits_a_phone(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
-    page, problems = _open(browser, server, width=390, height=844)
-    _translate(page, SOURCE)
+    page, problems = open_page(browser, server, width=390, height=844)
+    translate_on_page(page, SOURCE)
     page.click("#lens-go")
     page.wait_for_selector("#lens th[scope=row]", timeout=60_000)
     page.click("#run-go")

@@ -48,9 +48,10 @@ const percent = (logp) => (100 * Math.exp(logp)).toFixed(1) + " %";
 function sampling() { return +$("topk").value > 0 || +$("topp").value < 1; }
 
 function settings() {
-  if (!sampling()) return {beam_size: +$("beam").value};
+  const repeats = {no_repeat_ngram_size: Math.max(0, +$("norepeat").value || 0)};
+  if (!sampling()) return {beam_size: +$("beam").value, ...repeats};
   return {beam_size: 1, sample_topk: +$("topk").value, top_p: +$("topp").value,
-          temperature: +$("temperature").value, sample_seed: +$("seed").value};
+          temperature: +$("temperature").value, sample_seed: +$("seed").value, ...repeats};
 }
 
 // The text that tokenizes back into these output tokens, ending in a space: all of them forced.
@@ -329,6 +330,7 @@ for (const id of ["beam", "temperature", "topk", "topp"]) {
 }
 function syncControls() { $("beam").disabled = sampling(); $("temperature").disabled = !sampling(); $("seed").disabled = !sampling(); }
 $("seed").addEventListener("change", translateAll);
+$("norepeat").addEventListener("change", translateAll);
 $("translate").onclick = translateAll;
 $("file-go").onclick = translateFile;
 fetch("/frontend/settings").then((r) => r.json()).then((settings) => {
@@ -343,6 +345,7 @@ $("prefix").addEventListener("input", () => {
 syncControls();
 fetch("/v1/info").then((r) => r.json()).then((data) => {
   info = data;
+  $("norepeat").value = info.decode.no_repeat_ngram_size || 0;  // the server's
   if (info.source_language !== "de" && $("source").value === $("source").defaultValue) {
     $("source").value = "";  // the German example is no use to a model of another language
     $("source").placeholder = `Sentences in ${info.source_language}, one per line`;
