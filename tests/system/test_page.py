@@ -136,9 +136,10 @@ def test_a_learner_steers_the_decoder_on_the_page(server, browser, tmp_path):
     artifacts = Path(os.environ.get("MT_TEST_ARTIFACTS", tmp_path))
     artifacts.mkdir(parents=True, exist_ok=True)
     page, problems = open_page(browser, server)
+    page.eval_on_selector("#beam", "s => { s.value = 5; s.dispatchEvent(new Event('input')); }")
     translate_on_page(page, SOURCE)
     _, api = post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5})
-    assert page_tokens(page) == api["translations"][0]["tokens"]  # beam 5 by default
+    assert page_tokens(page) == api["translations"][0]["tokens"]  # (the server's beam: 1)
     assert page.eval_on_selector_all("#beam-tree li", "xs => xs.length") > 3
     _one_log_prob_a_hypothesis(page)
 
@@ -344,19 +345,19 @@ def test_the_pages_example_is_german_only_for_a_german_model(server, browser):
 
 
 def test_a_learner_bars_a_models_loops_on_the_page(server, browser):
-    """The "no repeat" box starts at the server's ``no_repeat_ngram_size`` (1, /v1/info says)
-    and goes with every request: the API's translation with it (without: another); 0: off."""
-    def barring(route) -> None:
-        info = route.fetch().json()
-        route.fulfill(json={**info, "decode": {**info["decode"], "no_repeat_ngram_size": 1}})
+    """The "no repeat" box and the beam start at the server's settings (/v1/info says 1 and 3
+    here) and go with every request: the API's translation with them (without: another)."""
+    def barring(route) -> None:  # (what mt serve --no-repeat-ngram-size 1 --beam-size 3 says)
+        route.fulfill(json={**(i := route.fetch().json()), "decode": {
+            **i["decode"], "no_repeat_ngram_size": 1, "beam_size": 3}})
 
     page = browser.new_page(viewport={"width": 1000, "height": 900})
     page.route("**/v1/info", barring)
     page.goto(server + "/")
     page.wait_for_function("document.getElementById('about').textContent.includes('heads')")
-    assert page.input_value("#norepeat") == "1"
+    assert page.input_value("#norepeat") == "1" and page.input_value("#beam") == "3"
     translate_on_page(page, SOURCE)
-    api = [post(server + "/v1/translate", {"text": SOURCE, "beam_size": 5, "no_repeat_ngram_size":
+    api = [post(server + "/v1/translate", {"text": SOURCE, "beam_size": 3, "no_repeat_ngram_size":
                                            n})[1]["translations"][0] for n in (0, 1)]
     assert api[0]["text"] != api[1]["text"] and page_tokens(page) == api[1]["tokens"]
     page.fill("#norepeat", "0")

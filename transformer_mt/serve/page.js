@@ -345,7 +345,8 @@ $("prefix").addEventListener("input", () => {
 syncControls();
 fetch("/v1/info").then((r) => r.json()).then((data) => {
   info = data;
-  $("norepeat").value = info.decode.no_repeat_ngram_size || 0;  // the server's
+  $("norepeat").value = info.decode.no_repeat_ngram_size || 0;  // the server's settings
+  $("beam").value = $("beam-out").textContent = Math.min(info.decode.beam_size || 5, +$("beam").max);
   if (info.source_language !== "de" && $("source").value === $("source").defaultValue) {
     $("source").value = "";  // the German example is no use to a model of another language
     $("source").placeholder = `Sentences in ${info.source_language}, one per line`;
