@@ -90,18 +90,19 @@ def test_a_word_copied_before_a_full_stop_is_written_without_its_own(translator)
 def test_a_word_the_model_writes_as_several_unks_in_a_row_is_written_once(translator):
     """A model that cannot write a word often writes an ``<unk>`` for each of its parts,
     each copying the same source word: written once ("A Luftaufnahme Luftaufnahme with"),
-    one span, each of its tokens showing the word; but twice where an ``<unk>`` in between
-    copies another word, or a token stands between."""
+    one span, each of its tokens showing the word; and a source word is copied once: a
+    later ``<unk>`` that copies it again, a token between, is written as nothing."""
     sentence = "Ein Mann läuft in Tübingen."  # its one unknown word
-    for tokens, text, kept in ([["A", UNK, UNK, UNK, "runs"], "A Tübingen runs", [(1, 4)]],
-                               [["A", UNK, "runs", UNK], "A Tübingen runs Tübingen",
-                                [(1, 2), (3, 4)]]):
+    for tokens, text, kept in ([["A", UNK, UNK, UNK, "runs"], "A Tübingen runs",
+                                [(1, 4, "Tübingen")]],
+                               [["A", UNK, "runs", UNK], "A Tübingen runs",
+                                [(1, 2, "Tübingen"), (3, 4, "")]]):
         ids = [translator.tgt_vocab.stoi.get(t, UNK_ID) for t in tokens]
         [[out]] = copy_unknown(translator, [sentence], [[Translation(
             translator.tokenizers[1].detokenize(tokens), tokens, 0.0, ids)]])
-        assert out.text == text and out.ids == ids
-        assert out.kept == [(start, end, "Tübingen") for start, end in kept]
-        assert out.tokens == [t.replace(UNK, "Tübingen") for t in tokens]
+        assert out.text == text and out.ids == ids and out.kept == kept
+        assert out.tokens == [*(t.replace(UNK, "Tübingen") for t in tokens[:-1]),
+                              tokens[-1]]  # (the last: the one written as nothing)
     sentence = "Herr Quastenflosser aus Tübingen spielt."  # two, side by side: each its own
     src, words = translator.encode([sentence])[0], next(iter(
         translator.tokenizers[0].tokenize([sentence])))

@@ -119,13 +119,16 @@ def _runs(copied: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     order, as spans (start, end, word): those side by side that copy the same source word
     one span, written once (a model that cannot write a word often writes an ``<unk>`` for
     each of its parts: "A Luftaufnahme Luftaufnahme with ..."), as the last writes it (a
-    full stop after it: :func:`_stopped`)."""
+    full stop after it: :func:`_stopped`); a source word copied already, by a span before,
+    written as nothing (the source holds it once: "Holzkarren, Holzkarren on a platform")."""
     spans: list[tuple[int, int, str]] = []
+    seen: set[int] = set()
     for n, (k, j, word) in enumerate(copied):
         if n and copied[n - 1][:2] == (k - 1, j):  # right after one copying the same word
-            spans[-1] = (spans[-1][0], k + 1, word)
+            spans[-1] = (spans[-1][0], k + 1, spans[-1][2] and word)
         else:
-            spans.append((k, k + 1, word))
+            spans.append((k, k + 1, "" if j in seen else word))
+        seen.add(j)
     return spans
 
 
