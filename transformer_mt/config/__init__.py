@@ -195,9 +195,9 @@ class DecodeConfig:
     max_len_b: int = per_call(10, "see max_len_a")
     # a loop a model falls into ("a tall tall tall tree") cut: no output writes an n-gram of
     # this size twice (decode/repeats.py); 0 = off
-    no_repeat_ngram_size: int = per_call(0, "never write the same this many tokens in a "
-                                         "row twice in one translation (a model's loop: 'tall "
-                                         "tall tall'); 0 = off")
+    no_repeat_ngram_size: int = per_call(0, "the length of a run of tokens no translation "
+                                         "writes twice (a model's loop: 'tall tall tall'); "
+                                         "0 = off")
     batch_size: int = 64  # sentences per decoding batch (a GPU takes at least 512)
     # auto: bf16 autocast where the hardware does bf16 natively (1.2-1.5x faster on an
     # AVX512-BF16 CPU; rounding may change a rare translation), fp16 on GPUs without bf16,
