@@ -89,6 +89,36 @@ def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
     assert re.search(r"<b>12,50</b> ?€", page), page
 
 
+# a minus or plus sign that starts a number, thousands in groups of three after a space (an
+# ordinary, a no-break or a narrow no-break one), a telephone number in international notation
+WHOLE = ["Ein Hund friert bei −5 °C und -12 Grad.", "Ein Haus kostet 1 250 000 Euro.",
+         "Zwei Hunde kosten 1\u00a0250\u00a0000,50 € und 3\u202f500 $.",
+         "Ein Mann ruft +49 30 1234567 an."]
+
+
+def test_a_number_is_kept_with_its_sign_its_groups_of_thousands_or_as_a_telephone_number(
+        translator):
+    """A number's minus sign is kept with it ("-5 °C" came out as "5 °C": a temperature
+    turned), a number in groups of three is one ("1 250 000 Euro" came out as "250 1 of
+    000"), and so is a telephone number ("+49 30 1234567" came out as "+49 1234567 on 30")."""
+    assert [m.group() for m in KEPT.finditer(" ".join(WHOLE))] == [
+        "−5 °C", "-12", "1 250 000", "1\u00a0250\u00a0000,50 €", "3\u202f500 $",
+        "+49 30 1234567"]
+    # (a hyphen between numbers is a range's; a sign after a letter or a number none; a
+    # group of two or four digits is a number of its own; a "+" and a short number no
+    # telephone's)
+    assert [m.group() for m in KEPT.finditer(
+        "5-6 Hunde, a-5, C++11, 2010 300, 1234 567, 1 2345, 12 34, +5 10, (-4)")] == [
+        "5-6", "5", "11", "2010", "300", "1234", "567", "1", "2345", "12", "34", "+5", "10",
+        "-4"]
+    whole = [["−5 °C", "-12"], ["1 250 000"], ["1\u00a0250\u00a0000,50 €", "3\u202f500 $"],
+             ["+49 30 1234567"]]
+    for form in ("sentences", "text"):
+        for spans, out in zip(whole, translator.translate(WHOLE, form=form, beam_size=3),
+                              strict=True):
+            assert all(span in out for span in spans), (form, out)
+
+
 SPANS = ["Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30.",
          "Ein Mann schreibt an anna.berg@example.org, {name}.", "Ein Hund."]
 

@@ -227,8 +227,9 @@ class DecodeConfig:
     # sentences that hold such spans the search is constrained to write them; where it cannot
     # be (sampling, a prefix, a CTranslate2 export) translated without, unless asked for there
     keep_spans: bool = per_call(True, "keep URLs, e-mail addresses, placeholders ({name}, "
-                                "printf's) and numbers (with a currency, percent or degree "
-                                "sign or a unit beside them) exactly as the source writes "
+                                "printf's), numbers (with their sign, a currency, percent "
+                                "or degree sign or a unit beside them) and telephone "
+                                "numbers exactly as the source writes "
                                 "them, and write no number it lacks (the search constrained "
                                 "on the sentences that hold them; not with sampling, a "
                                 "prefix or a CTranslate2 export)")

@@ -72,13 +72,19 @@ KEPT = re.compile("|".join([
     rf"(?<![{WIDE}])(?:(?:https?|ftp)://|www\.)[^\s<>\"'{QUOTES}]+[^\s<>\"'.,;:!?)\]{MARKS}{QUOTES}]",
     rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}{QUOTES}]+[^\s<>\"'.,;:!?)\]{WIDE}{QUOTES}]",
     PLACEHOLDER,
+    # a telephone number in international notation, whole (E.123: "+49 30 1234567")
+    rf"(?<![\w+])\+(?=[\d{SPACE}]{{9}})\d{{1,3}}(?:[{SPACE}]\d{{2,}})+(?!\d)",
     # numbers, times, dates, whole or not at all ("0" of "0,5l" was one; a digit in a word is
     # none: "3D", "MP3"); with a currency's sign before or after ("$5", "12,50 €"), a
     # percentage's, degrees ("50 %", "30 °C", "50%ige"), a unit ("10km", "0,5l", "30 km/h"):
     # a model of captions wrote "12,50" alone, left "10km" out, wrote "30 km/h" "30-km km km";
     # a number's sign before it ("#19": the model left "#" out); a range or a score whole
-    # ("5-6": "5 people ... the 6 Müller")
-    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?<!{LETTER})(?<![.,])(?=(?P<number>\d+(?:[.,:/–-]\d+)*))"
+    # ("5-6": "5 people ... the 6 Müller"); its sign where it starts a word ("-5 °C", "−12",
+    # "+49": the model wrote "5 °C", "12"); its thousands in groups of three after a space
+    # ("1 250 000", SI's and French's, with no-break spaces too: "250 1 of 000")
+    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?:(?<![\w.,+\-\u2212])[-+\u2212](?=\d))?"
+    rf"(?<!{LETTER})(?<![.,])(?=(?P<number>(?:\d{{1,3}}(?:[{SPACE}]\d{{3}})+(?!\d)|\d+)"
+    rf"(?:[.,:/–-]\d+)*))"
     rf"(?P=number)(?:%(?={LETTER})|[{SPACE}]?(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
     rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?)",
 ]))
