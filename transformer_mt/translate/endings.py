@@ -7,14 +7,14 @@ in a blue shirt." (a part joined to the next: "a man in a blue shirt. and a woma
 full stop goes into the markup that ends a sentence ("Ein <b>Hund</b>": "A <b>dog.</b>").
 
 So the full stop a translation ends with is left out where its source ends with a word (a
-letter or a digit in its last token), and written as the source's mark where the source ends
-with a comma, a semicolon, a colon, a question or an exclamation mark (that the target
-vocabulary holds, as a piece or a byte); a source that ends otherwise (a full stop, a bracket,
-a quotation mark, a token the model does not know) leaves the translation as the model wrote
-it. The hypothesis' tokens change (so ``--align``, ``--attention`` and the server's cache read
-what is written); its score stays the model's. Of Multi30k's test2017, 207 of the 1,000
-sources end without a mark and 170 of their references too: leaving the full stops out gave
-+0.3 BLEU (test2016, 20 such sources: +0.01).
+letter or a digit in its last token, or a token the model does not know: a name, a URL), and
+written as the source's mark where the source ends with a comma, a semicolon, a colon, a
+question or an exclamation mark (that the target vocabulary holds, as a piece or a byte); a
+source that ends otherwise (a full stop, a bracket, a quotation mark) leaves the translation as
+the model wrote it. The hypothesis' tokens change (so ``--align``, ``--attention`` and the
+server's cache read what is written); its score stays the model's. Of Multi30k's test2017, 207
+of the 1,000 sources end without a mark and 170 of their references too: leaving the full stops
+out gave +0.3 BLEU (test2016, 20 such sources: +0.01).
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ class Endings:
         ends: its final full stop left out, or written as the source's last mark; the first
         ``forced`` tokens (a prefix's) and a constraint's tokens as they are. A hypothesis
         that becomes one before it (the same tokens) is left out."""
-        last = src_ids[-2] if len(src_ids) > 1 else UNK_ID
-        mark = self._text(0, last)
-        word = last != UNK_ID and any(c.isalnum() for c in mark)
+        last = src_ids[-2] if len(src_ids) > 1 else None
+        mark = "" if last is None else self._text(0, last)
+        # (a token the model does not know is a word's: a name, a rare word, a URL)
+        word = last == UNK_ID or any(c.isalnum() for c in mark)
         if not word and mark not in CARRIED:
             return list(hyps)
         out: list[H] = []
