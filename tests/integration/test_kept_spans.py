@@ -108,9 +108,9 @@ def test_a_number_is_kept_with_its_sign_its_groups_of_thousands_or_as_a_telephon
     # group of two or four digits is a number of its own; a "+" and a short number no
     # telephone's)
     assert [m.group() for m in KEPT.finditer(
-        "5-6 Hunde, a-5, C++11, 2010 300, 1234 567, 1 2345, 12 34, +5 10, (-4)")] == [
+        "5-6 Hunde, a-5, C++11, 2010 300, 1234 567, 1 2345, 12 34, +5 10, (-4), –3, 10 – 20")] == [
         "5-6", "5", "11", "2010", "300", "1234", "567", "1", "2345", "12", "34", "+5", "10",
-        "-4"]
+        "-4", "–3", "10", "20"]
     whole = [["−5 °C", "-12"], ["1 250 000"], ["1\u00a0250\u00a0000,50 €", "3\u202f500 $"],
              ["+49 30 1234567"]]
     for form in ("sentences", "text"):

@@ -80,9 +80,9 @@ KEPT = re.compile("|".join([
     # a model of captions wrote "12,50" alone, left "10km" out, wrote "30 km/h" "30-km km km";
     # a number's sign before it ("#19": the model left "#" out); a range or a score whole
     # ("5-6": "5 people ... the 6 Müller"); its sign where it starts a word ("-5 °C", "−12",
-    # "+49": the model wrote "5 °C", "12"); its thousands in groups of three after a space
+    # "–3", "+49": the model wrote "5 °C", "12"); its thousands in groups of three after a space
     # ("1 250 000", SI's and French's, with no-break spaces too: "250 1 of 000")
-    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?:(?<![\w.,+\-\u2212])[-+\u2212](?=\d))?"
+    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?:(?<![\w.,+\-\u2212–])[-+\u2212–](?=\d))?"
     rf"(?<!{LETTER})(?<![.,])(?=(?P<number>(?:\d{{1,3}}(?:[{SPACE}]\d{{3}})+(?!\d)|\d+)"
     rf"(?:[.,:/–-]\d+)*))"
     rf"(?P=number)(?:%(?={LETTER})|[{SPACE}]?(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
