@@ -13,6 +13,9 @@ from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
 from transformer_mt.translate import Translator
 from transformer_mt.translate.glossary import KEPT, Glossary, steered
+from transformer_mt.translate.numbers import writer, written
+
+ENGLISH = writer("de", "en")  # the toy's kept numbers as English writes them ("12,50": "12.50")
 
 
 @pytest.fixture(scope="module", params=["words", "sentencepiece"])
@@ -58,7 +61,8 @@ def test_every_kept_span_comes_out_whole_in_texts_and_pages(translator, text):
     form = "html" if text.startswith("<p>") else "text"
     out = translator.translate([text], form=form, glossary=Glossary(keep_spans=True))[0]
     for m in KEPT.finditer(re.sub("<[^>]+>", "", text)):
-        assert re.search(rf"(?<![\w.:/]){re.escape(m.group())}(?![\w:/])", out), (m.group(), out)
+        span = written(m, ENGLISH)
+        assert re.search(rf"(?<![\w.:/]){re.escape(span)}(?![\w:/])", out), (span, out)
 
 
 # a number's sign: a currency's before or after it, a percentage's, degrees ("°", a symbol a
@@ -86,7 +90,7 @@ def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
     # the amount in bold, its currency not: each where the page has it
     page = translator.translate(["<p>Zwei Hunde kosten <b>12,50</b> € im Park.</p>"],
                                 form="html")[0]
-    assert re.search(r"<b>12,50</b> ?€", page), page
+    assert re.search(r"<b>12.50</b> ?€", page), page
 
 
 # a minus or plus sign that starts a number, thousands in groups of three after a space (an
@@ -111,12 +115,43 @@ def test_a_number_is_kept_with_its_sign_its_groups_of_thousands_or_as_a_telephon
         "5-6 Hunde, a-5, C++11, 2010 300, 1234 567, 1 2345, 12 34, +5 10, (-4), –3, 10 – 20")] == [
         "5-6", "5", "11", "2010", "300", "1234", "567", "1", "2345", "12", "34", "+5", "10",
         "-4", "–3", "10", "20"]
-    whole = [["−5 °C", "-12"], ["1 250 000"], ["1\u00a0250\u00a0000,50 €", "3\u202f500 $"],
-             ["+49 30 1234567"]]
+    whole = [["−5 °C", "-12"], ["1,250,000"], ["1,250,000.50 €", "3,500 $"], ["+49 30 1234567"]]
     for form in ("sentences", "text"):
         for spans, out in zip(whole, translator.translate(WHOLE, form=form, beam_size=3),
                               strict=True):
             assert all(span in out for span in spans), (form, out)
+
+
+def test_a_kept_number_is_written_as_the_target_language_writes_it(translator):
+    """``localize_numbers`` (on by default): a kept number's separators are English's in the
+    toy's English ("1,75 m" and "1.000 Hunde" read as 175 and one there), as a sentence, a
+    text, a page whose markup cuts the number, and over HTTP; off (``False``, the request's
+    ``false``), as the source writes them. A time and a date stay as they are."""
+    sources = ["Ein Hund ist 1,75 m groß.", "Zwei Hunde sehen 1.000 Katzen um 14:30.",
+               "Ein Mann zahlt 1.250,50 € am 3.5.2021."]
+    ours = [["1.75 m"], ["1,000", "14:30"], ["1,250.50 €", "3.5.2021"]]
+    theirs = [["1,75 m"], ["1.000", "14:30"], ["1.250,50 €", "3.5.2021"]]
+    for form in ("sentences", "text"):
+        for spans, out in zip(ours, translator.translate(sources, form=form, beam_size=3),
+                              strict=True):
+            assert all(span in out for span in spans), (form, out)
+        for spans, out in zip(theirs, translator.translate(
+                sources, form=form, beam_size=3, localize_numbers=False), strict=True):
+            assert all(span in out for span in spans) and "1.75" not in out, (form, out)
+    page = translator.translate(["<p>Ein Hund kostet <b>1.250</b>,50 € im Park.</p>"],
+                                form="html")[0]
+    assert re.search(r"<b>1,250</b>\.50 ?€", page), page
+    pytest.importorskip("fastapi")
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    with local_client(create_app(translator, ServeOptions())) as client:
+        for localize, spans in ((True, ours), (False, theirs)):
+            r = client.post("/v1/translate", json={"text": sources, "beam_size": 3,
+                                                   "localize_numbers": localize})
+            assert r.status_code == 200, r.text
+            outs = [t["text"] for t in r.json()["translations"]]
+            assert all(all(x in out for x in xs) for xs, out in zip(spans, outs, strict=True))
 
 
 SPANS = ["Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30.",
@@ -124,7 +159,7 @@ SPANS = ["Zwei Hunde sehen https://example.org/a?b=1 und 42 Kinder um 10:30.",
 
 
 def _holds_every_span(source: str, out: str) -> bool:
-    return all(m.group() in out for m in KEPT.finditer(source))
+    return all(written(m, ENGLISH) in out for m in KEPT.finditer(source))
 
 
 def test_spans_are_kept_by_default_where_the_search_can(translator):

@@ -184,7 +184,7 @@ def test_info_languages_and_libretranslate(client, translator):
                                            "no_repeat_ngram_size", "max_sentence_tokens",
                                            "sample_topk", "top_p", "temperature",
                                            "sample_seed", "precision", "replace_unk",
-                                           "end_as_source", "keep_spans")}
+                                           "end_as_source", "keep_spans", "localize_numbers")}
     assert client.get("/languages").json()[0] == {"code": "de", "name": "German",
                                                   "targets": ["en"]}
     expected = translator.translate(SENTENCES[:1])[0]

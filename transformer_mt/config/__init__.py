@@ -233,6 +233,10 @@ class DecodeConfig:
                                 "them, and write no number it lacks (the search constrained "
                                 "on the sentences that hold them; not with sampling, a "
                                 "prefix or a CTranslate2 export)")
+    localize_numbers: bool = per_call(True, "write a kept number's decimal and thousands "
+                                      "separators as the target language does (German's "
+                                      "\"1,75\" and \"1.000\" in English: \"1.75\", "
+                                      "\"1,000\"); with keep_spans")
     # sampling instead of search (e.g. for back-translation): draw each token from the
     # sample_topk most probable ones (0 = all) and/or from the nucleus, the fewest most probable
     # ones whose probability adds up to top_p (1 = all), their probabilities sharpened or

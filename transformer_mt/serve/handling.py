@@ -98,7 +98,7 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
         forcing = translator.forcing(per_sentence)
         forced.extend(len(tokens) for tokens in forcing.tokens)
         sentences = [s for d in prepared.docs for s in d.sentences]
-        marked, ids, required = steered(translator, sentences, glossary, prepared.ids) \
+        marked, ids, required = steered(translator, sentences, glossary, prepared.ids, cfg) \
             if glossary else ([], prepared.ids, None)
         read.extend(marked)
         hyps = translator.translate_ids(ids, cfg, req.nbest, required=required,

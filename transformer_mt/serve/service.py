@@ -294,7 +294,7 @@ class Service:
 
         def run() -> tuple[list[str], list[list[Translation]]]:  # on the worker
             marked, ids, required = steered(translator, [sentences[i] for i in held], glossary,
-                                            [prepared.ids[i] for i in held])
+                                            [prepared.ids[i] for i in held], cfg)
             return marked, translator.translate_ids(ids, cfg, nbest, required=required,
                                                     widest=self.limits.max_beam)
 

@@ -252,7 +252,7 @@ class Translator:
         # as the model reads them (capitals: casing.py; a glossary's terms' sources written as
         # their targets)
         read = self.as_read(texts)
-        sources, ids, required = steered(self, [read[i] for i in nonempty], glossary) \
+        sources, ids, required = steered(self, [read[i] for i in nonempty], glossary, cfg=cfg) \
             if glossary else ([read[i] for i in nonempty], None, None)
         for i, source in zip(nonempty, sources, strict=True):
             read[i] = source

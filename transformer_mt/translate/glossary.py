@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, cast
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
+from transformer_mt.translate.numbers import writer, written
 from transformer_mt.translate.pieces import continuing_ids, digit_ids
 from transformer_mt.translate.results import Required
 from transformer_mt.translate.spelling import either_way
@@ -193,10 +194,12 @@ class Glossary:
         return Glossary({**mine, **terms}, self.keep_spans or keep_spans,
                         {**{t: w for t, w in self.avoid.items() if t in mine}, **(avoid or {})})
 
-    def required(self, sentence: str) -> list[str]:
+    def required(self, sentence: str, numbers: Callable[[str], str] | None = None
+                 ) -> list[str]:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
-        target term of each glossary term found, and each span kept."""
-        return [text for _, _, text, _ in self._spans(_read(sentence))]
+        target term of each glossary term found, and each span kept (a number in it as
+        ``numbers`` writes it: ``numbers.writer``)."""
+        return [text for _, _, text, _ in self._spans(_read(sentence), numbers)]
 
     def avoided(self, sentence: str) -> list[tuple[str, ...]]:
         """The words the translation of ``sentence`` must not hold, for each text of
@@ -222,16 +225,18 @@ class Glossary:
             read = read[:start] + text + read[stop:]
         return read if terms else sentence
 
-    def _spans(self, sentence: str) -> list[tuple[int, int, str, tuple[str, ...]]]:
+    def _spans(self, sentence: str, numbers: Callable[[str], str] | None = None
+               ) -> list[tuple[int, int, str, tuple[str, ...]]]:
         """Where each required text's source stands in ``sentence`` (as the tokenizers read
-        it), the text, and the words to avoid with it."""
+        it), the text (a kept number as ``numbers`` writes it), and the words to avoid."""
         found: list[tuple[int, int, str, tuple[str, ...]]] = []
         if self._pattern is not None:
             found += [(m.start(), m.end(), self._target[key], self._avoid.get(key, ()))
                       for m in self._pattern.finditer(sentence)
                       for key in [self._term[m.group().casefold()]]]
         if self.keep_spans:
-            found += [(m.start(), m.end(), m.group(), ()) for m in KEPT.finditer(sentence)]
+            found += [(m.start(), m.end(), written(m, numbers), ())
+                      for m in KEPT.finditer(sentence)]
         kept, end = [], -1
         for span in sorted(found, key=lambda f: (f[0], -f[1])):
             if span[0] >= end:  # a span inside one already found is that one
@@ -241,18 +246,22 @@ class Glossary:
 
 
 def steered(translator: Translator, sentences: Sequence[str], glossary: Glossary,
-            ids: Sequence[Sequence[int]] | None = None,
+            ids: Sequence[Sequence[int]] | None = None, cfg: DecodeConfig | None = None,
             ) -> tuple[list[str], list[list[int]], list[list[Required]]]:
     """What each translation of ``sentences`` must hold with ``glossary``: each text with its
-    target ids, the constraint search places; and each sentence as the model reads it (what
-    its unknown words are copied from), there and as ids (``ids``: the sentences' own, kept
-    where it reads them as they are): a term the target vocabulary lacks (a word model's
-    ``<unk>``) is read in the source as itself, :meth:`Glossary.marked`."""
+    target ids, the constraint search places (a kept number as the target language writes it
+    where ``cfg.localize_numbers``); and each sentence as the model reads it (what its unknown
+    words are copied from), there and as ids (``ids``: the sentences' own, kept where it reads
+    them as they are): a term the target vocabulary lacks (a word model's ``<unk>``) is read
+    in the source as itself, :meth:`Glossary.marked`."""
     required = []
     digits = tuple((i,) for i in digit_ids(translator.tgt_vocab)) if glossary.keep_spans \
         else ()
+    data = translator.config.data
+    numbers = writer(data.src_lang, data.tgt_lang) if cfg is None or cfg.localize_numbers \
+        else None
     for s in sentences:
-        texts, avoided = glossary.required(s), glossary.avoided(s)
+        texts, avoided = glossary.required(s, numbers), glossary.avoided(s)
         pieces = translator.tokenizers[1].tokenize(texts)
         others = digits if texts and glossary.numbers_kept(s) else ()  # no number but those
         required.append([Required(text, translator.tgt_vocab.encode(p, eos=False),

@@ -29,6 +29,7 @@ from transformer_mt.data.vocab import UNK
 from transformer_mt.decode.align import token_links
 from transformer_mt.errors import MTError
 from transformer_mt.translate.glossary import KEPT
+from transformer_mt.translate.numbers import bare_number
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -180,10 +181,11 @@ def _split_kept(source: str, cuts: Sequence[int], translation: str,
 
 
 def _kept_spans(text: str) -> dict[str, list[tuple[int, int]]]:
-    """Where each span kept as it is (``glossary.KEPT``) stands in ``text``, by its text."""
+    """Where each span kept as it is (``glossary.KEPT``) stands in ``text``, by its text (a
+    number's separators either language's: ``numbers.py``, "12,50 €" is "12.50 €")."""
     out: dict[str, list[tuple[int, int]]] = {}
     for m in KEPT.finditer(text):
-        out.setdefault(m.group(), []).append(m.span())
+        out.setdefault(bare_number(m.group()), []).append(m.span())
     return out
 
 

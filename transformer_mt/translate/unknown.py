@@ -16,17 +16,18 @@ saw in bytes and writes ``<unk>`` hardly ever; where it does, the same holds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from transformer_mt.data.tokenize import WORD_START
 from transformer_mt.data.vocab import UNK, UNK_ID
+from transformer_mt.translate.numbers import SEPARATOR
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from transformer_mt.data.tokenize import Tokenizer
     from transformer_mt.translate import Translation, Translator
 
 
@@ -82,7 +83,7 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
             kept = _placed(kept, dict(zip(places, written, strict=False)))
         taken = {k for start, end, _ in kept for k in range(start, end)}
         held = {text for _, _, text in kept} if terms else set()
-        inside = _inside(words[i], held, translator.tokenizers[0])
+        inside = _inside(words[i], held)
         runs = [(start, end, "" if word in held else word) for start, end, word in _runs(
             [(k, j, "" if j in inside else word)
              for k, j, word in zip(places, copies, written, strict=False) if k not in taken])]
@@ -95,17 +96,31 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
     return out
 
 
-def _inside(words: Sequence[str], texts: Iterable[str], tokenizer: Tokenizer) -> set[int]:
+def _inside(words: Sequence[str], texts: Iterable[str]) -> set[int]:
     """The positions of a source's tokens ``words`` inside an occurrence of one of ``texts``
-    (each tokenized as the source is): a span or a term the translation holds already, whose
-    words an ``<unk>`` copies as nothing ("12,50 €" kept, and "12,50" copied twice more)."""
+    (a span or a term the translation holds already, whose words an ``<unk>`` copies as
+    nothing: "12,50 €" kept, and "12,50" copied twice more): the tokens side by side whose
+    text is the text's, spaces aside, a number's separators either language's ("1 250 000"
+    written "1,250,000": ``numbers.py``)."""
+    keys = {_squeezed(t) for t in texts} - {""}
+    longest = max(map(len, keys), default=0)
+    bare = [_squeezed(_ordinal(w)) for w in words]
     found: set[int] = set()
-    bare = [_ordinal(w) for w in words]
-    for tokens in ([_ordinal(t) for t in ts] for ts in tokenizer.tokenize(sorted(texts))):
-        for at in range(len(words) - len(tokens) + 1) if tokens else ():
-            if bare[at:at + len(tokens)] == tokens:
-                found.update(range(at, at + len(tokens)))
+    for at in range(len(words)):
+        joined = ""
+        for end in range(at, len(words)):
+            joined += bare[end]
+            if len(joined) > longest:
+                break
+            if joined in keys:
+                found.update(range(at, end + 1))
     return found
+
+
+def _squeezed(text: str) -> str:
+    """``text`` without its spaces (and a piece's word-start marks) and its numbers'
+    separators (:data:`numbers.SEPARATOR`)."""
+    return re.sub(rf"[\s{WORD_START}]", "", SEPARATOR.sub("", text))
 
 
 def _ordinal(word: str) -> str:
