@@ -12,7 +12,13 @@ import pytest
 from tests.helpers import local_client, run_cli
 from transformer_mt.data.vocab import UNK, UNK_ID
 from transformer_mt.translate import Translation
-from transformer_mt.translate.unknown import _inside, _placed, copied_from, copy_unknown
+from transformer_mt.translate.unknown import (
+    _inside,
+    _phrases,
+    _placed,
+    copied_from,
+    copy_unknown,
+)
 
 # the same ids; the name the one word the tiny run lacks (what is copied, whatever the rounding)
 NAMES = ["Ein Mann läuft in Tübingen.", "Ein Mann läuft in Wolfsburg."]
@@ -138,6 +144,32 @@ def test_an_unk_that_copies_a_kept_spans_word_is_written_as_nothing(translator):
     words = ["Am", "3.", "Mai", "2021", "laufen", "20", "Menschen", "für", "1", "250", "000",
              "und", "12,50", "€", "."]
     assert _inside(words, {"3", "2021", "1,250,000", "12.50 €"}) == {1, 3, 8, 9, 10, 12, 13}
+
+
+def test_a_quoted_name_the_model_cannot_read_is_copied_whole_and_no_quotes_round_nothing(
+        translator):
+    """An ``<unk>`` that copies a word inside quotation marks whose words the model all lacks
+    writes the quoted text whole (a sign's words, a name: the demo model wrote 'says "Memoria"
+    "" "' for „Memoria Justicia Sin Olvido“), a later one copying it again nothing, and the
+    quotation marks round nothing are left out; quotes that hold a word the model knows, or
+    a glossary's term, are copied a word at a time."""
+    sentence = "Ein Mann „Herr Quastenflosser“ ."
+    words = list(next(iter(translator.tokenizers[0].tokenize([sentence]))))
+    src = translator.encode([sentence])[0]
+    assert [w for w, i in zip(words, src, strict=False) if i == UNK_ID and w.isalpha()] == [
+        "Herr", "Quastenflosser"]
+    dot = translator.tgt_vocab.stoi["."]
+    tokens = ["A", '"', UNK, '"', UNK, '"', "."]  # (the model's loop: 'A "<unk>" <unk> ".')
+    ids = [translator.tgt_vocab.stoi["A"], dot, UNK_ID, dot, UNK_ID, dot, dot]
+    given = Translation(translator.tokenizers[1].detokenize(tokens), tokens, 0.0, ids)
+    [[out]] = copy_unknown(translator, [sentence], [[given]])
+    assert out.text == 'A "Herr Quastenflosser".', out
+    assert out.tokens[:5] == ["A", '"', "Herr Quastenflosser", '"', UNK]
+    # the quoted text's tokens (start, end), for each unknown word in it
+    assert _phrases(words, src, set()) == {3: (3, 5), 4: (3, 5)}
+    known = ["Ein", "„", "Mann", "Quastenflosser", "“"]
+    assert _phrases(known, translator.encode([" ".join(known)])[0], set()) == {}
+    assert _phrases(words, src, {"Herr"}) == {}  # (a term: written apart)
 
 
 def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):

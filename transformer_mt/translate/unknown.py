@@ -75,10 +75,15 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         h = out[i][n]
         kept = [(start, end, text) for start, end, text in h.kept]  # (from JSON: lists)
         places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
-        copies = copied_from(w, h.ids, src_ids[i], words[i])  # []: the source has no word
-        written = [_stopped(words[i][j].replace(WORD_START, " ").strip() if subword else
-                            words[i][j], h.tokens[k + 1:k + 2])
-                   for k, j in zip(places, copies, strict=False)]
+        # each copy the source's run of unknown words it is one of, whole ("El Corazon"; not
+        # through a glossary's term, which is written apart)
+        runs_at = _phrases(words[i], src_ids[i], {t for *_, t in kept} if terms else set())
+        spans = [runs_at.get(j, (j, j + 1)) for j in copied_from(w, h.ids, src_ids[i], words[i])]
+        copies = [a for a, _ in spans]  # []: the source has no word
+        written = [_stopped(translator.tokenizers[0].detokenize(words[i][a:b]).strip()
+                            if b > a + 1 else words[i][a].replace(WORD_START, " ").strip()
+                            if subword else words[i][a], h.tokens[k + 1:k + 2])
+                   for k, (a, b) in zip(places, spans, strict=False)]
         if terms:
             kept = _placed(kept, dict(zip(places, written, strict=False)))
         taken = {k for start, end, _ in kept for k in range(start, end)}
@@ -87,13 +92,50 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         runs = [(start, end, "" if word in held else word) for start, end, word in _runs(
             [(k, j, "" if j in inside else word)
              for k, j, word in zip(places, copies, written, strict=False) if k not in taken])]
-        kept += runs
+        kept += [*runs, *_bare_quotes(h.tokens, runs, taken)]
         tokens = shown(h.tokens, h.ids, kept)
         for start, end, word in runs:  # each <unk> of a run shows the word (written once)
             tokens[start:end] = [word or UNK] * (end - start)
         out[i][n] = replace(h, tokens=tokens, kept=kept,
                             text=translator.tokenizers[1].detokenize_keeping(h.tokens, kept))
     return out
+
+
+QUOTES = frozenset("\"'„“”«»")
+SOURCE_QUOTES = frozenset("\"„“”«»")  # (a lone "'" is an apostrophe as often)
+
+
+def _bare_quotes(tokens: Sequence[str], runs: Sequence[tuple[int, int, str]],
+                 taken: set[int]) -> list[tuple[int, int, str]]:
+    """The quotation marks round nothing, written as nothing (a model that loops on a quoted
+    name: 'says "Memoria Justicia Sin Olvido" "" "', 'with "" Asian Pacific'): round a copy
+    written as nothing, or none; the output's marks read in pairs, a last one left without
+    its pair beside such a copy too."""
+    empty = {k for start, end, word in runs if not word for k in range(start, end)}
+    marks = [k for k, token in enumerate(tokens) if token in QUOTES and k not in taken]
+    pairs = [(k, marks[n + 1]) for n, k in enumerate(marks[:-1]) if n % 2 == 0]
+    bare = [k for start, end in pairs if set(range(start + 1, end)) <= empty for k in (start, end)]
+    if len(marks) % 2 and {marks[-1] - 1, marks[-1] + 1} & empty:
+        bare.append(marks[-1])
+    return [(k, k + 1, "") for k in bare]
+
+
+def _phrases(words: Sequence[str], src_ids: Sequence[int], apart: set[str]
+             ) -> dict[int, tuple[int, int]]:
+    """Each unknown source token inside quotation marks that hold no word the model knows,
+    and the quoted text's tokens (start, end): a name or a phrase in another language
+    („Memoria Justicia Sin Olvido“), which a model that cannot write it writes as fewer
+    ``<unk>`` than its words ('says "Memoria" "" "'), copied whole; not with a glossary's
+    term (``apart``) in it."""
+    runs: dict[int, tuple[int, int]] = {}
+    marks = [j for j, word in enumerate(words) if word in SOURCE_QUOTES]
+    for start, end in zip(marks[::2], marks[1::2], strict=False):
+        inner = range(start + 1, end)
+        if any(src_ids[j] == UNK_ID for j in inner) and not any(
+                words[j] in apart or (src_ids[j] != UNK_ID and any(c.isalpha() for c in words[j]))
+                for j in inner):
+            runs.update({j: (start + 1, end) for j in inner if src_ids[j] == UNK_ID})
+    return runs
 
 
 def _inside(words: Sequence[str], texts: Iterable[str]) -> set[int]:
@@ -190,7 +232,7 @@ def unwritable(translator: Translator, source: str, tokens: Sequence[str], ids: 
     unknown = [t for t, i in zip(tokens, ids, strict=True) if i == UNK_ID and t != UNK]
     if unknown and copies:
         words = set(next(iter(translator.tokenizers[0].tokenize([source]))))
-        unknown = [t for t in unknown if t not in words]
+        unknown = [t for t in unknown if t not in words and not set(t.split()) <= words]
     return unknown
 
 
