@@ -88,6 +88,13 @@ def test_a_span_with_a_number_or_an_address_is_read_as_it_is(translator):
     assert translator.as_read(["www.hund.de zeigt"])[0].startswith("www.hund.de ")
     assert translator.as_read(["EIN HUND FÜR {NAME} UND %S"])[0].split()[3:] == [
         "{NAME}", "und", "%S"]
+    # a span kept whole, its unit or sign apart from its number (was read "°c", "gb": the
+    # span kept then "30" alone, and "°C" lost: "... DURING 30.")
+    for typed in ("EIN HUND LÄUFT BEI 30 °C, 32 GB.", "Ein Hund Läuft Bei 30 °C Im Park"):
+        read = translator.as_read([typed])[0]
+        assert "30 °C" in read and read.split()[2] == "läuft"
+        assert "32 GB" in read or "GB" not in typed
+        assert "30 °C" in translator.translate([typed])[0].upper()
 
 
 def test_the_server_translates_sentences_in_capitals_as_the_api_does(translator):

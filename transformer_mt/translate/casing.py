@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from transformer_mt.data.tokenize import Tokenizer
 from transformer_mt.data.vocab import Vocab
+from transformer_mt.translate.glossary import KEPT as SPAN_KEPT
 from transformer_mt.translate.spelling import (
     KEPT,
     SPANS,
@@ -76,7 +77,8 @@ def truecased(sentence: str, reading: Reading, letters: str = "") -> str:
     "SS" as "ß" too, and each spelling of the missing ``letters`` as the letter:
     ``spelling.py``); the first word with a capital unless that takes more tokens ("vert" of
     a corpus in lower case stays so); spans with a number, an address or a placeholder as
-    they are."""
+    they are, and each span kept whole (``glossary.KEPT``: a unit, "°C", "GB", with its
+    number)."""
     cost = reading.cost
 
     def chosen(found: re.Match[str]) -> str:
@@ -100,7 +102,11 @@ def truecased(sentence: str, reading: Reading, letters: str = "") -> str:
                 text = text[:word.start()] + capital + text[word.end():]
         return text
 
-    return words_read(sentence, read)
+    out, at = [], 0
+    for kept in SPAN_KEPT.finditer(sentence):  # as it is: "30 °C", "32 GB" ("°c", "gb")
+        out += [words_read(sentence[at:kept.start()], read), kept.group()]
+        at = kept.end()
+    return "".join([*out, words_read(sentence[at:], read)])
 
 
 def as_read(sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab) -> list[str]:
