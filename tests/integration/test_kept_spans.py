@@ -91,6 +91,15 @@ def test_a_number_keeps_its_currency_percent_or_degree_sign(translator):
     page = translator.translate(["<p>Zwei Hunde kosten <b>12,50</b> € im Park.</p>"],
                                 form="html")[0]
     assert re.search(r"<b>12.50</b> ?€", page), page
+    # the currency, percent or degree sign in markup, its number not: read with its number
+    # (it was a mark kept in place apart: "12.50 on a wooden <b>€</b>structure.")
+    for sign, english in (("12,50 <b>€</b>", r"12.50 ?<b>€</b>"), ("<b>$</b>5", r"<b>\$</b>5"),
+                          ("30 <i>°C</i>", r"30 ?<i>°C</i>"), ("50 <b>%</b>", r"50 ?<b>%</b>")):
+        page = translator.translate([f"<p>Zwei Hunde sehen {sign} im Park.</p>"], form="html")[0]
+        assert re.search(english, page), page
+    # (a sign alone, no number beside it, is a mark as ever)
+    assert "<b>€</b>" in translator.translate(["<p>Ein Hund <b>€</b> im Park.</p>"],
+                                              form="html")[0]
 
 
 # a minus or plus sign that starts a number, thousands in groups of three after a space (an

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from transformer_mt.data.tokenize import CJK
+from transformer_mt.translate.glossary import CURRENCY
 
 # text inside these elements is not prose: kept as it is
 KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",
@@ -106,7 +107,26 @@ def _mark(node: Any) -> bool:
     if node.name in MARKS:  # a note's: "1", "*", "[1]", "[a]"
         bracketed = text[:1] == "[" and text[-1:] == "]" and len(text) <= 20
         return bracketed or not any(c.isalpha() for c in text)
-    return not any(c.isalnum() for c in text)
+    return not any(c.isalnum() for c in text) and not _a_numbers_sign(node, text)
+
+
+def _text(node: Any) -> str:
+    """A node's text ("" for none)."""
+    return "" if node is None else str(node.get_text() if hasattr(node, "get_text") else node)
+
+
+SIGN = re.compile(f"[{CURRENCY}%\u2030]|°[CF]?")  # a number's, beside it (glossary.KEPT)
+
+
+def _a_numbers_sign(node: Any, text: str) -> bool:
+    """Whether ``text``, an inline element's, is a currency, percent or degree sign beside a
+    number: read with it, a span kept whole ("12,50 <b>€</b>": a mark, "€" was put elsewhere,
+    "12.50 on a wooden <b>€</b>structure.")."""
+    if SIGN.fullmatch(text) is None:
+        return False
+    before, after = (_text(s) for s in (node.previous_sibling, node.next_sibling))
+    return re.search(r"\d[ \u00a0\u202f]?$", before) is not None or \
+        re.match(r"[ \u00a0\u202f]?\d", after) is not None
 
 
 # a line break between Chinese or Japanese characters (their marks too), with the spaces
