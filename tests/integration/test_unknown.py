@@ -151,8 +151,9 @@ def test_a_quoted_name_the_model_cannot_read_is_copied_whole_and_no_quotes_round
     """An ``<unk>`` that copies a word inside quotation marks whose words the model all lacks
     writes the quoted text whole (a sign's words, a name: the demo model wrote 'says "Memoria"
     "" "' for „Memoria Justicia Sin Olvido“), a later one copying it again nothing, and the
-    quotation marks round nothing are left out; quotes that hold a word the model knows, or
-    a glossary's term, are copied a word at a time."""
+    quotation marks round nothing are left out (and of a comma on both sides of such a copy,
+    one); quotes that hold a word the model knows, or a glossary's term, are copied a word at
+    a time."""
     sentence = "Ein Mann „Herr Quastenflosser“ ."
     words = list(next(iter(translator.tokenizers[0].tokenize([sentence]))))
     src = translator.encode([sentence])[0]
@@ -170,6 +171,11 @@ def test_a_quoted_name_the_model_cannot_read_is_copied_whole_and_no_quotes_round
     known = ["Ein", "„", "Mann", "Quastenflosser", "“"]
     assert _phrases(known, translator.encode([" ".join(known)])[0], set()) == {}
     assert _phrases(words, src, {"Herr"}) == {}  # (a term: written apart)
+    # a comma on both sides of a copy written as nothing: one ("E-Mail, max@x.de,, and")
+    tokens = ["A", ",", UNK, ",", UNK, ",", "."]
+    given = Translation(translator.tokenizers[1].detokenize(tokens), tokens, 0.0, ids)
+    [[out]] = copy_unknown(translator, [sentence], [[given]])
+    assert out.text.count(",") == 2 and ",," not in out.text.replace(" ", ""), out
 
 
 def test_mt_translate_copies_unless_told_not_to(trained_run, tmp_path):

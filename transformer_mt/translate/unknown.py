@@ -92,7 +92,7 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         runs = [(start, end, "" if word in held else word) for start, end, word in _runs(
             [(k, j, "" if j in inside else word)
              for k, j, word in zip(places, copies, written, strict=False) if k not in taken])]
-        kept += [*runs, *_bare_quotes(h.tokens, runs, taken)]
+        kept += [*runs, *_bare_marks(h.tokens, runs, taken)]
         tokens = shown(h.tokens, h.ids, kept)
         for start, end, word in runs:  # each <unk> of a run shows the word (written once)
             tokens[start:end] = [word or UNK] * (end - start)
@@ -105,19 +105,23 @@ QUOTES = frozenset("\"'„“”«»")
 SOURCE_QUOTES = frozenset("\"„“”«»")  # (a lone "'" is an apostrophe as often)
 
 
-def _bare_quotes(tokens: Sequence[str], runs: Sequence[tuple[int, int, str]],
-                 taken: set[int]) -> list[tuple[int, int, str]]:
-    """The quotation marks round nothing, written as nothing (a model that loops on a quoted
-    name: 'says "Memoria Justicia Sin Olvido" "" "', 'with "" Asian Pacific'): round a copy
-    written as nothing, or none; the output's marks read in pairs, a last one left without
-    its pair beside such a copy too."""
+def _bare_marks(tokens: Sequence[str], runs: Sequence[tuple[int, int, str]],
+                taken: set[int]) -> list[tuple[int, int, str]]:
+    """The marks a copy written as nothing leaves round nothing, written as nothing too: the
+    second of a comma, a semicolon or a colon on both its sides (", ,"), and quotation marks
+    round nothing (a model that loops on a quoted name: 'says "Memoria Justicia Sin Olvido"
+    "" "', 'with "" Asian Pacific'): round such a copy or none, the output's marks read in
+    pairs, a last one left without its pair beside such a copy too."""
     empty = {k for start, end, word in runs if not word for k in range(start, end)}
+    doubled = [(end, end + 1, "") for start, end, word in runs if not word and start > 0
+               and end < len(tokens) and tokens[start - 1] == tokens[end] in (",", ";", ":")
+               and end not in taken]
     marks = [k for k, token in enumerate(tokens) if token in QUOTES and k not in taken]
     pairs = [(k, marks[n + 1]) for n, k in enumerate(marks[:-1]) if n % 2 == 0]
     bare = [k for start, end in pairs if set(range(start + 1, end)) <= empty for k in (start, end)]
     if len(marks) % 2 and {marks[-1] - 1, marks[-1] + 1} & empty:
         bare.append(marks[-1])
-    return [(k, k + 1, "") for k in bare]
+    return doubled + [(k, k + 1, "") for k in bare]
 
 
 def _phrases(words: Sequence[str], src_ids: Sequence[int], apart: set[str]
