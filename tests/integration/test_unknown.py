@@ -18,6 +18,7 @@ from transformer_mt.translate.unknown import (
     _placed,
     copied_from,
     copy_unknown,
+    unwritable,
 )
 
 # the same ids; the name the one word the tiny run lacks (what is copied, whatever the rounding)
@@ -166,6 +167,11 @@ def test_a_quoted_name_the_model_cannot_read_is_copied_whole_and_no_quotes_round
     [[out]] = copy_unknown(translator, [sentence], [[given]])
     assert out.text == 'A "Herr Quastenflosser".', out
     assert out.tokens[:5] == ["A", '"', "Herr Quastenflosser", '"', UNK]
+    # the quoted text is the source's words (what the logit lens and mt score ask)
+    assert unwritable(translator, sentence, out.tokens, out.ids) == []
+    assert unwritable(translator, sentence, ["Herr Fisch"], [UNK_ID]) == ["Herr Fisch"]
+    assert unwritable(translator, "Er sagt „Herr Quastenflosser.“", ["Herr Quastenflosser."],
+                      [UNK_ID]) == []  # (its words as the source tokenizer reads them)
     # the quoted text's tokens (start, end), for each unknown word in it
     assert _phrases(words, src, set()) == {3: (3, 5), 4: (3, 5)}
     known = ["Ein", "„", "Mann", "Quastenflosser", "“"]

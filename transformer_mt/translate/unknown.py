@@ -236,7 +236,8 @@ def unwritable(translator: Translator, source: str, tokens: Sequence[str], ids: 
     unknown = [t for t, i in zip(tokens, ids, strict=True) if i == UNK_ID and t != UNK]
     if unknown and copies:
         words = set(next(iter(translator.tokenizers[0].tokenize([source]))))
-        unknown = [t for t in unknown if t not in words and not set(t.split()) <= words]
+        read = translator.tokenizers[0].tokenize  # (a quoted text copied whole: its words)
+        unknown = [t for t in unknown if t not in words and not set(next(iter(read([t])))) <= words]
     return unknown
 
 
