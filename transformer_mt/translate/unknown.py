@@ -75,8 +75,8 @@ def copy_unknown(translator: Translator, sources: Sequence[str] | Sequence[Seque
         h = out[i][n]
         kept = [(start, end, text) for start, end, text in h.kept]  # (from JSON: lists)
         places = [k for k, t in enumerate(h.ids) if t == UNK_ID]
-        # each copy the source's run of unknown words it is one of, whole ("El Corazon"; not
-        # through a glossary's term, which is written apart)
+        # a copy of a word in quotes whose words the model all lacks: the quoted text whole
+        # (:func:`_phrases`; not with a glossary's term in it, which is written apart)
         runs_at = _phrases(words[i], src_ids[i], {t for *_, t in kept} if terms else set())
         spans = [runs_at.get(j, (j, j + 1)) for j in copied_from(w, h.ids, src_ids[i], words[i])]
         copies = [a for a, _ in spans]  # []: the source has no word
