@@ -124,7 +124,7 @@ def test_a_number_is_kept_with_its_sign_its_groups_of_thousands_or_as_a_telephon
         "5-6 Hunde, a-5, C++11, 2010 300, 1234 567, 1 2345, 12 34, +5 10, (-4), –3, 10 – 20")] == [
         "5-6", "5", "11", "2010", "300", "1234", "567", "1", "2345", "12", "34", "+5", "10",
         "-4", "–3", "10", "20"]
-    whole = [["−5 °C", "-12"], ["1,250,000"], ["1,250,000.50 €", "3,500 $"], ["+49 30 1234567"]]
+    whole = [["−5 °C", "-12"], ["1,250,000"], ["€1,250,000.50", "$3,500"], ["+49 30 1234567"]]
     for form in ("sentences", "text"):
         for spans, out in zip(whole, translator.translate(WHOLE, form=form, beam_size=3),
                               strict=True):
@@ -133,13 +133,15 @@ def test_a_number_is_kept_with_its_sign_its_groups_of_thousands_or_as_a_telephon
 
 def test_a_kept_number_is_written_as_the_target_language_writes_it(translator):
     """``localize_numbers`` (on by default): a kept number's separators are English's in the
-    toy's English ("1,75 m" and "1.000 Hunde" read as 175 and one there), as a sentence, a
-    text, a page whose markup cuts the number, and over HTTP; off (``False``, the request's
-    ``false``), as the source writes them. A time and a date stay as they are."""
+    toy's English ("1,75 m" and "1.000 Hunde" read as 175 and one there), its currency's
+    sign before it and its percent sign against it ("€1,250.50", "50%"), as a sentence, a
+    text, a page (as the source lays it out where its markup cuts the span), and over HTTP;
+    off (``False``, the request's ``false``), as the source writes them. A time and a date
+    stay as they are."""
     sources = ["Ein Hund ist 1,75 m groß.", "Zwei Hunde sehen 1.000 Katzen um 14:30.",
-               "Ein Mann zahlt 1.250,50 € am 3.5.2021."]
-    ours = [["1.75 m"], ["1,000", "14:30"], ["1,250.50 €", "3.5.2021"]]
-    theirs = [["1,75 m"], ["1.000", "14:30"], ["1.250,50 €", "3.5.2021"]]
+               "Ein Mann zahlt 1.250,50 € am 3.5.2021.", "Ein Hund zahlt 50 % und -5 $."]
+    ours = [["1.75 m"], ["1,000", "14:30"], ["€1,250.50", "3.5.2021"], ["50%", "-$5"]]
+    theirs = [["1,75 m"], ["1.000", "14:30"], ["1.250,50 €", "3.5.2021"], ["50 %", "-5 $"]]
     for form in ("sentences", "text"):
         for spans, out in zip(ours, translator.translate(sources, form=form, beam_size=3),
                               strict=True):
@@ -150,6 +152,9 @@ def test_a_kept_number_is_written_as_the_target_language_writes_it(translator):
     page = translator.translate(["<p>Ein Hund kostet <b>1.250</b>,50 € im Park.</p>"],
                                 form="html")[0]
     assert re.search(r"<b>1,250</b>\.50 ?€", page), page
+    for page in translator.translate(["<p>Ein Hund kostet <b>1.250,50 €</b> im Park.</p>",
+                                      "<p>Ein Hund kostet <b>1.250,50 €</b>.</p>"], form="html"):
+        assert "€1,250.50</b>" in page, page  # (nothing after it in the bold)
     pytest.importorskip("fastapi")
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.settings import ServeOptions

@@ -141,10 +141,11 @@ def test_an_unk_that_copies_a_kept_spans_word_is_written_as_nothing(translator):
     assert twice.text.count("12,50") + twice.text.count("€") == 3
     # spaCy reads German's ordinal "3." as one word; the span kept is "3" ("am 3. Mai"); a
     # number written as English writes it ("1 250 000", three words, as "1,250,000"; "12,50"
-    # as "12.50") is the source's
+    # as "12.50", its currency's sign before it: "€12.50") is the source's
     words = ["Am", "3.", "Mai", "2021", "laufen", "20", "Menschen", "für", "1", "250", "000",
              "und", "12,50", "€", "."]
     assert _inside(words, {"3", "2021", "1,250,000", "12.50 €"}) == {1, 3, 8, 9, 10, 12, 13}
+    assert _inside(words, {"€12.50"}) == {12, 13} and _inside(["Ein", "$", "5"], {"5 $"}) == {1, 2}
 
 
 def test_a_quoted_name_the_model_cannot_read_is_copied_whole_and_no_quotes_round_nothing(

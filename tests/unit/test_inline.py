@@ -126,6 +126,14 @@ def test_a_kept_span_the_source_markup_cuts_is_cut_as_the_source_is():
             "The dog costs ", "12,50", " € today."]
         assert share(source, [at, at + 7], translation, links, bare=[True, False, True]) == [
             "The dog costs ", "12,50 €", " today."]
+    # its sign where English writes it ("€12.50", numbers.py): the span whole in its piece
+    # where the markup holds it whole, laid out as the source's where the markup cuts it
+    source, translation = "Der Hund kostet 12,50 €.", "The dog costs €12.50."
+    for links in ([(o, 0) for o in range(len(translation))], None):
+        assert share(source, [at, at + 7], translation, links, bare=[True, False, True]) == [
+            "The dog costs ", "€12.50", "."]
+        assert share(source, [at, at + 5], translation, links, bare=[True, False, True]) == [
+            "The dog costs ", "12.50", " €."]
 
 
 @settings(max_examples=200, deadline=None)

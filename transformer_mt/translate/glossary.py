@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, cast
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
-from transformer_mt.translate.numbers import writer, written
+from transformer_mt.translate.numbers import CURRENCY, Writer, writer, written
+from transformer_mt.translate.numbers import SPACES as SPACE
 from transformer_mt.translate.pieces import continuing_ids, digit_ids
 from transformer_mt.translate.results import Required
 from transformer_mt.translate.spelling import either_way
@@ -57,10 +58,6 @@ LETTER = f"[^\\W{CJK}{SOUTHEAST_ASIAN}]"
 MARKS = "\u3000-\u303f\uff01-\uff60"  # Chinese and Japanese punctuation, full-width forms
 WIDE = f"{CJK}{MARKS}"
 QUOTES = "\u2018-\u201f\u00ab\u00bb\u2039\u203a"  # ‘’‚‛“”„‟«»‹›: round a URL, not in it
-# a currency's sign (Unicode's Sc: $, ¢, £, ¥, €, ₹, ...) and the spaces between it and a number
-CURRENCY = ("$\u00a2-\u00a5\u058f\u060b\u07fe\u07ff\u09f2\u09f3\u09fb\u0af1\u0bf9\u0e3f"
-            "\u17db\u20a0-\u20c0\ua838\ufdfc\ufe69\uff04\uffe0\uffe1\uffe5\uffe6")
-SPACE = " \u00a0\u202f"
 # units after a number, written on or spaced ("10km", "0,5l", "30 km/h"), in lower case where
 # they are
 UNITS = ("km/h|km²|km|cm|mm|m²|m³|m|kg|mg|g|ml|cl|l|kWh|kW|W|V|GB|MB|TB|kB|KB|GHz|MHz|kHz|Hz|h"
@@ -81,8 +78,9 @@ KEPT = re.compile("|".join([
     # a model of captions wrote "12,50" alone, left "10km" out, wrote "30 km/h" "30-km km km";
     # a number's sign before it ("#19": the model left "#" out); a range or a score whole
     # ("5-6": "5 people ... the 6 Müller"); its sign where it starts a word ("-5 °C", "−12",
-    # "–3", "+49": the model wrote "5 °C", "12"); its thousands in groups of three after a space
-    # ("1 250 000", SI's and French's, with no-break spaces too: "250 1 of 000")
+    # "–3", "+49", "-$5": the model wrote "5 °C", "12"); its thousands in groups of three after
+    # a space ("1 250 000", SI's and French's, with no-break spaces too: "250 1 of 000")
+    rf"(?:(?<![\w.,+\-\u2212–])[-+\u2212–](?=[{CURRENCY}]))?"
     rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?:(?<![\w.,+\-\u2212–])[-+\u2212–](?=\d))?"
     rf"(?<!{LETTER})(?<![.,])(?=(?P<number>(?:\d{{1,3}}(?:[{SPACE}]\d{{3}})+(?!\d)|\d+)"
     rf"(?:[.,:/–-]\d+)*))"
@@ -194,8 +192,7 @@ class Glossary:
         return Glossary({**mine, **terms}, self.keep_spans or keep_spans,
                         {**{t: w for t, w in self.avoid.items() if t in mine}, **(avoid or {})})
 
-    def required(self, sentence: str, numbers: Callable[[str], str] | None = None
-                 ) -> list[str]:
+    def required(self, sentence: str, numbers: Writer | None = None) -> list[str]:
         """The texts the translation of ``sentence`` must hold, in the source's order: the
         target term of each glossary term found, and each span kept (a number in it as
         ``numbers`` writes it: ``numbers.writer``)."""
@@ -225,7 +222,7 @@ class Glossary:
             read = read[:start] + text + read[stop:]
         return read if terms else sentence
 
-    def _spans(self, sentence: str, numbers: Callable[[str], str] | None = None
+    def _spans(self, sentence: str, numbers: Writer | None = None
                ) -> list[tuple[int, int, str, tuple[str, ...]]]:
         """Where each required text's source stands in ``sentence`` (as the tokenizers read
         it), the text (a kept number as ``numbers`` writes it), and the words to avoid."""

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from transformer_mt.data.tokenize import CJK
-from transformer_mt.translate.glossary import CURRENCY
+from transformer_mt.translate.numbers import CURRENCY
 
 # text inside these elements is not prose: kept as it is
 KEEP_AS_IS = frozenset({"script", "style", "code", "pre", "kbd", "samp", "var", "textarea",

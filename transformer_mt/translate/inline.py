@@ -57,7 +57,10 @@ def share(source: str, cuts: Sequence[int], translation: str,
     markup, or out of it, does; a last piece that is ``bare`` may go without a word, unless
     ``closed`` (subtitles: every one that holds a word in the source shows one); a span kept as
     it is (a number, an address, a placeholder) that the translation holds as often as the
-    source goes where the source has it (:func:`_pinned`), unless ``closed``."""
+    source goes where the source has it (:func:`_pinned`; laid out as the source's where the
+    source's markup cuts it: :func:`_as_cut`), unless ``closed``."""
+    if not closed:
+        translation, links = _as_cut(source, cuts, translation, links)
     units = [m.span() for m in UNIT.finditer(translation)]
     if not units:
         return [translation] + [""] * len(cuts)
@@ -154,12 +157,36 @@ def _kept_pairs(source: str, translation: str,
             for pair in zip(mine, theirs[text], strict=True)]
 
 
+def _as_cut(source: str, cuts: Sequence[int], translation: str,
+            links: Sequence[Link] | None) -> tuple[str, Sequence[Link] | None]:
+    """``translation`` with each kept span that the source's markup cuts ("<b>12,50</b> €")
+    laid out as the source's, its number as the translation writes it ("12.50 €", not the
+    target language's "€12.50": ``numbers.py``), so that each part goes where the source's
+    is; ``links`` moved with the text after it."""
+    for (a, b), (start, end) in sorted(_kept_pairs(source, translation), reverse=True):
+        theirs, mine = KEPT.fullmatch(source, start, end), KEPT.fullmatch(translation, a, b)
+        if not any(start < c < end for c in cuts) or theirs is None or mine is None \
+                or theirs["number"] is None or mine["number"] is None:
+            continue
+        laid = source[start:theirs.start("number")] + mine["number"] + source[
+            theirs.end("number"):end]
+        shift = len(laid) - (b - a)
+        translation = translation[:a] + laid + translation[b:]
+        if links is not None and shift:
+            links = [(o if o < a else min(o, a + len(laid) - 1) if o < b else o + shift, s)
+                     for o, s in links]
+    return translation, links
+
+
 def _kept_parts(translation: str, mine: tuple[int, int], start: int, end: int,
                 cuts: Sequence[int]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """The parts of the kept span ``mine`` of the translation as the source's ``cuts`` cut
     its own (``start``, ``end``): each part's place in the translation (spaces round it left
-    out) and in the source; the span whole where no cut falls in it."""
+    out) and in the source; the span whole where no cut falls in it (its sign where the
+    target language puts it: "€12.50" for "12,50 €")."""
     bounds = [start, *[c for c in cuts if start < c < end], end]
+    if len(bounds) == 2:
+        return [(mine, (start, end))]
     parts = []
     for a, b in itertools.pairwise(bounds):
         text = translation[mine[0] + a - start:mine[0] + b - start]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from transformer_mt.data.tokenize import WORD_START
 from transformer_mt.data.vocab import UNK, UNK_ID
-from transformer_mt.translate.numbers import SEPARATOR
+from transformer_mt.translate.numbers import SEPARATOR, bare_number
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -147,8 +147,8 @@ def _inside(words: Sequence[str], texts: Iterable[str]) -> set[int]:
     (a span or a term the translation holds already, whose words an ``<unk>`` copies as
     nothing: "12,50 €" kept, and "12,50" copied twice more): the tokens side by side whose
     text is the text's, spaces aside, a number's separators either language's ("1 250 000"
-    written "1,250,000": ``numbers.py``)."""
-    keys = {_squeezed(t) for t in texts} - {""}
+    written "1,250,000"), its currency's sign on either side ("€12.50": ``numbers.py``)."""
+    keys = {bare_number(_squeezed(t)) for t in texts} - {""}
     longest = max(map(len, keys), default=0)
     bare = [_squeezed(_ordinal(w)) for w in words]
     found: set[int] = set()
@@ -158,14 +158,15 @@ def _inside(words: Sequence[str], texts: Iterable[str]) -> set[int]:
             joined += bare[end]
             if len(joined) > longest:
                 break
-            if joined in keys:
+            if bare_number(joined) in keys:
                 found.update(range(at, end + 1))
     return found
 
 
 def _squeezed(text: str) -> str:
     """``text`` without its spaces (and a piece's word-start marks) and its numbers'
-    separators (:data:`numbers.SEPARATOR`)."""
+    separators (:data:`numbers.SEPARATOR`); :func:`numbers.bare_number` of it puts a
+    currency's sign where either language writes it ("€1250" and "1250€")."""
     return re.sub(rf"[\s{WORD_START}]", "", SEPARATOR.sub("", text))
 
 
