@@ -25,8 +25,9 @@ MAX_NUMBERS = 100  # a training corpus's variants of each pair with numbers
 
 @dataclass
 class CorpusConfig:
-    """One parallel corpus: a Multi30k split, two line-parallel text files, one TSV file, or
-    the suggestions users sent to ``mt serve --suggestions`` (or to LibreTranslate).
+    """One parallel corpus: a Multi30k split, two line-parallel text files, one TSV file, a
+    translation memory (TMX), or the suggestions users sent to ``mt serve --suggestions`` (or
+    to LibreTranslate).
 
     Files may be gzipped (``.gz``); relative paths are taken from the working directory.
     """
@@ -35,6 +36,7 @@ class CorpusConfig:
     src: str | None = None  # the source side, one sentence per line
     tgt: str | None = None  # the target side, line by line parallel to src
     tsv: str | None = None  # one file of "source<TAB>target" lines
+    tmx: str | None = None  # a translation memory: its units' data.src_lang and tgt_lang segments
     suggestions: str | None = None  # an SQLite store of suggestions (data.src_lang -> tgt_lang)
     # training corpora only: how often each pair is seen an epoch (2 = twice, 0.5 = a different
     # half every epoch), and a token put before each source (e.g. <bt> for back-translations)
@@ -53,17 +55,18 @@ class CorpusConfig:
         if self.tag is not None:
             ensure(TAG.fullmatch(self.tag) is not None, f"{key}.tag",
                    f"must look like <name> (letters, digits, '_', '-'), got {self.tag!r}")
-        forms = [name for name in ("multi30k", "tsv", "suggestions")
+        forms = [name for name in ("multi30k", "tsv", "tmx", "suggestions")
                  if getattr(self, name) is not None]
         if self.src is not None or self.tgt is not None:
             forms.append("src/tgt")
             ensure(self.src is not None and self.tgt is not None, key,
-                   "needs both src and tgt files (or one tsv file, or a multi30k split)")
+                   "needs both src and tgt files (or one tsv or tmx file, or a multi30k split)")
         alone = "" if forms or not key.startswith("data.train") else (
             f"; a --set of {key}.numbers, weight or tag alone replaces the default corpus: "
             f"name it too, e.g. --set {key}.multi30k=train")
         ensure(len(forms) == 1, key, "must name exactly one corpus: a multi30k split, src and "
-               f"tgt files, a tsv file or a suggestions store (got {', '.join(forms) or 'none'}"
+               f"tgt files, a tsv or tmx file or a suggestions store (got "
+               f"{', '.join(forms) or 'none'}"
                f"){alone}")
         if self.multi30k is not None:
             ensure(self.multi30k in MULTI30K_SPLITS, f"{key}.multi30k",
@@ -75,7 +78,7 @@ class CorpusConfig:
         elif self.suggestions is not None:
             found = f"suggestions in {self.suggestions}"
         else:
-            found = self.tsv if self.tsv is not None else f"{self.src} + {self.tgt}"
+            found = self.tsv or self.tmx or f"{self.src} + {self.tgt}"
         return with_numbers(found, self.numbers)
 
 

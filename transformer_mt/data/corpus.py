@@ -1,5 +1,5 @@
-"""Parallel corpora as files: a Multi30k split, two line-parallel text files, one TSV file, or
-a store of suggestions (``data/suggestions.py``).
+"""Parallel corpora as files: a Multi30k split, two line-parallel text files, one TSV file, a
+translation memory (TMX: ``data/tmx.py``), or a store of suggestions (``data/suggestions.py``).
 
 A :class:`Corpus` reads one side at a time as a stream of lines, so a corpus larger than
 memory is never held whole. Everything a user can get wrong is found here and named in one
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from transformer_mt.config.data import CorpusConfig, with_numbers
-from transformer_mt.data import multi30k, numbers
+from transformer_mt.data import multi30k, numbers, tmx
 from transformer_mt.data.suggestions import suggested_pairs
 from transformer_mt.errors import DataError
 from transformer_mt.fileio import STD_STREAM, not_a_file, open_input, sha256_of, text_lines
@@ -62,9 +62,10 @@ class Corpus:
     """A parallel corpus on disk, from its config entry (``key`` names it in errors)."""
 
     key: str  # e.g. data.train
-    paths: tuple[Path, ...]  # (src, tgt) files, or (tsv,), or (suggestions store,)
+    paths: tuple[Path, ...]  # (src, tgt) files, or (tsv,), (tmx,) or (suggestions store,)
     multi30k: str | None = None
     languages: tuple[str, str] | None = None  # a suggestions store's: the pairs read from it
+    tmx: tuple[str, str] | None = None  # a translation memory's: the languages read from it
     numbers: int = 0  # variants of each pair with numbers, after it (data/numbers.py)
 
     @classmethod
@@ -79,8 +80,9 @@ class Corpus:
         if corpus.multi30k is not None:
             names = (f"{corpus.multi30k}.{src_lang}.gz", f"{corpus.multi30k}.{tgt_lang}.gz")
             return cls(key, tuple(multi30k.locate(n, data_dir) for n in names), corpus.multi30k)
-        if corpus.tsv is not None or corpus.suggestions is not None:
-            name = "tsv" if corpus.tsv is not None else "suggestions"
+        name = next((n for n in ("tsv", "tmx", "suggestions") if getattr(corpus, n) is not None),
+                    None)
+        if name is not None:
             paths: tuple[Path, ...] = (Path(str(getattr(corpus, name))).expanduser(),)
             keys = [f"{key}.{name}"]
         else:
@@ -102,7 +104,7 @@ class Corpus:
             found = cls(key, paths, languages=(src_lang, tgt_lang))
             found.pairs()  # a store without the pair's suggestions: refused now
             return found
-        return cls(key, paths)
+        return cls(key, paths, tmx=(src_lang, tgt_lang) if corpus.tmx is not None else None)
 
     def pairs(self) -> list[tuple[str, str]]:
         """A suggestions store's pairs (read again each time: the server adds to it)."""
@@ -110,8 +112,9 @@ class Corpus:
         return suggested_pairs(self.paths[0], *self.languages, self.key)
 
     @property
-    def is_tsv(self) -> bool:
-        return len(self.paths) == 1
+    def two_files(self) -> bool:
+        """Whether its sides are two files of their own (whose lengths may differ)."""
+        return len(self.paths) == 2 and self.multi30k is None
 
     def fingerprint(self, side: Side) -> str:
         """What identifies one side's text: its file's SHA-256 (and the column of a TSV; and
@@ -124,7 +127,9 @@ class Corpus:
         if self.languages is not None:  # the pairs themselves: the file's bytes lag a write
             text = "\n".join(p[0 if side == "src" else 1] for p in self.pairs())
             return "suggestions:" + hashlib.sha256(text.encode()).hexdigest()
-        if self.is_tsv:
+        if self.tmx is not None:
+            return f"{file_sha256(self.paths[0])}:tmx{tmx.VERSION}:{'-'.join(self.tmx)}:{side}"
+        if len(self.paths) == 1:  # a TSV file's column
             return f"{file_sha256(self.paths[0])}:{side}"
         return file_sha256(self.paths[0 if side == "src" else 1])
 
@@ -149,10 +154,13 @@ class Corpus:
         if self.languages is not None:
             yield from (p[0 if side == "src" else 1] for p in self.pairs())
             return
-        if not self.is_tsv:
-            yield from read_lines(self.paths[0 if side == "src" else 1])
-            return
         column = 0 if side == "src" else 1
+        if self.tmx is not None:
+            yield from (p[column] for p in tmx.tmx_pairs(self.paths[0], *self.tmx, self.key))
+            return
+        if len(self.paths) == 2:
+            yield from read_lines(self.paths[column])
+            return
         for n, line in enumerate(read_lines(self.paths[0]), start=1):
             fields = line.split("\t")
             if len(fields) != 2:
@@ -177,4 +185,6 @@ class Corpus:
             return f"Multi30k {self.multi30k}"
         if self.languages is not None:
             return f"suggestions in {self.paths[0]}"
+        if self.tmx is not None:
+            return f"{self.paths[0]} (its {self.tmx[0]} and {self.tmx[1]} segments)"
         return " + ".join(str(p) for p in self.paths)

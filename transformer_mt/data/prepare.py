@@ -125,7 +125,7 @@ def subword_models(cfg: DataConfig, corpora: Sequence[Corpus], progress: bool = 
     def side(s: Side) -> Iterator[str]:  # (runs as SentencePiece starts reading it)
         if not checked:
             for c in corpora:
-                if not c.is_tsv and c.multi30k is None and c.languages is None:
+                if c.two_files:
                     c.check_parallel(*(sum(1 for _ in c.lines(t)) for t in ("src", "tgt")))
             checked.append(True)
         yield from chain.from_iterable(
