@@ -132,3 +132,20 @@ def test_a_file_that_is_no_memory_of_the_pair_is_one_line(tmp_path, problem, con
     assert last.startswith("mt train: error: data.train.tmx: ") and expected.format(
         dir=tmp_path) in last, last
     assert not run_dir.exists()
+
+
+def test_a_memory_that_translate_toolkit_writes_reads_as_its_units(tmp_path):
+    """translate-toolkit's TMX (its DOCTYPE names a DTD, never fetched; its text escaped, a
+    line break in a segment): each unit one pair, as its own reader reads them."""
+    tmx = pytest.importorskip("translate.storage.tmx")
+    memory = tmx.tmxfile(sourcelanguage="de-DE", targetlanguage="en-US")
+    pairs = [("Ein Hund & eine <b>Katze</b>.", "A dog & a <b>cat</b>."),
+             ("Zwei\nZeilen.", "Two lines.")]
+    for de, en in pairs:
+        memory.addtranslation(de, "de-DE", en, "en-US")
+    path = tmp_path / "tt.tmx"
+    path.write_bytes(bytes(memory))
+    theirs = [(u.source, u.target) for u in tmx.tmxfile(path.read_bytes()).units]
+    assert theirs == pairs
+    assert list(tmx_pairs(path, "de", "en", "data.train")) == [
+        (de.replace("\n", " "), en) for de, en in pairs]
