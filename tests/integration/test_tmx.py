@@ -32,7 +32,7 @@ def test_a_memory_trains_the_model_as_its_pairs_in_a_tsv_file_do(tmp_path):
     """The toy corpus as a TMX file as a translation tool writes one (regional tags, a word of
     each pair in bold as inline codes, units to pass over: one language only, an untranslated
     one, another pair's) trains the same model as the TSV file of its pairs: the same losses,
-    the same translations."""
+    the same translations; ``mt data`` counts the units passed over."""
     data = write_corpus(tmp_path / "corpus", "tsv")
     for name in ("train", "valid"):
         tsv = Path(data[name]["tsv"]).read_text(encoding="utf-8")
@@ -56,6 +56,9 @@ def test_a_memory_trains_the_model_as_its_pairs_in_a_tsv_file_do(tmp_path):
                           str(runs[form])])
         assert result.returncode == 0, result.stderr
     assert "180 training pairs" in (runs["tmx"] / "train.log").read_text()
+    summary = run_cli(["data", "--config", str(tmp_path / "tmx.yaml")]).stdout  # (mt data)
+    assert "  of 183 translation units; passed over: no es segment 1, an empty segment 1, " \
+           "no fr segment 1\n" in summary, summary
     assert _losses(runs["tmx"]) == _losses(runs["tsv"]) != []
     outs = [run_cli(["translate", "--checkpoint", str(runs[form] / "last.pt"),
                      "Le chien blanc court.", "L'oiseau rouge chante."]).stdout

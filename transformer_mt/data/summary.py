@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from transformer_mt.config import Config
 from transformer_mt.config.data import FilterConfig
+from transformer_mt.data.corpus import Corpus
 from transformer_mt.data.filters import describe_removed, keep_pairs
 from transformer_mt.data.pairs import ParallelData
-from transformer_mt.data.prepare import languages_wrong, prepare_data, training_corpora
+from transformer_mt.data.prepare import corpus_of, languages_wrong, prepare_data, training_corpora
+from transformer_mt.data.tmx import tmx_pairs
 from transformer_mt.data.vocab import UNK_ID
 
 PERCENTILES = (50, 90, 99)
@@ -43,10 +46,10 @@ def summarize(cfg: Config, progress: bool = False) -> dict[str, Any]:
         wrong = (languages_wrong(cfg.data, corpus, progress) if cfg.data.filter.language
                  else None)
         corpora.append(_corpus(c.name, c.pairs, cfg.data.filter, max_len, cfg.data.max_pairs,
-                               wrong) | {"weight": c.weight, "tag": c.tag})
+                               wrong) | {"weight": c.weight, "tag": c.tag} | _memory(corpus))
     return {"train": corpora,
             "valid": _corpus(cfg.data.valid.describe(), data.valid, None, None,
-                             cfg.data.valid_max_pairs),
+                             cfg.data.valid_max_pairs) | _memory(corpus_of(cfg.data, "valid")),
             "tokenizer": cfg.data.tokenizer,
             "vocab": {"src": len(data.src_vocab), "tgt": len(data.tgt_vocab),
                       "shared": cfg.data.shared_vocab},
@@ -55,6 +58,16 @@ def summarize(cfg: Config, progress: bool = False) -> dict[str, Any]:
                              "max_len_a": cfg.decode.max_len_a,
                              "trained_a": data.fitted(cfg).decode.max_len_a,
                              "max_len_b": cfg.decode.max_len_b}}
+
+
+def _memory(corpus: Corpus) -> dict[str, Any]:
+    """A translation memory's units, and those passed over by why (``data/tmx.py``)."""
+    if corpus.tmx is None:
+        return {}
+    counts: Counter[str] = Counter()
+    for _ in tmx_pairs(corpus.paths[0], *corpus.tmx, corpus.key, counts):
+        pass
+    return {"units": counts.pop("units"), "passed_over": dict(counts)}
 
 
 def _corpus(name: str, pairs: ParallelData, rules: FilterConfig | None, max_len: int | None,
@@ -108,6 +121,10 @@ def format_summary(summary: dict[str, Any]) -> str:
                                                         if corpus.get("tag") else "")
         lines.append(f"{role}: {corpus['name']}: {corpus['pairs']:,} pairs, {corpus['kept']:,} "
                      f"kept (removed: {describe_removed(corpus['removed'])}){extra}")
+        if "units" in corpus:
+            over = ", ".join(f"{why} {n:,}" for why, n in corpus["passed_over"].items())
+            lines.append(f"  of {corpus['units']:,} translation units; passed over: "
+                         f"{over or 'none'}")
         for side in ("src", "tgt"):
             s = corpus[side]
             length = ", ".join(f"{k} {v}" for k, v in s["length"].items())

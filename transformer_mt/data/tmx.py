@@ -21,6 +21,7 @@ import contextlib
 import gzip
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, BinaryIO, cast
@@ -44,19 +45,24 @@ def opened(path: Path) -> Iterator[BinaryIO]:
             yield cast(BinaryIO, stream)
 
 
-def tmx_pairs(path: Path, src: str, tgt: str, key: str) -> Iterator[tuple[str, str]]:
-    """Each translation unit's (``src`` segment, ``tgt`` segment) in ``path``, in file order;
-    a one-line error where the file is no TMX (where expat stopped) or holds no pair (the
-    languages it holds)."""
+def tmx_pairs(path: Path, src: str, tgt: str, key: str, counts: Counter[str] | None = None
+              ) -> Iterator[tuple[str, str]]:
+    """Each translation unit's (``src`` segment, ``tgt`` segment) in ``path``, in file order
+    (``counts``, given: the units, and those passed over by why); a one-line error where the
+    file is no TMX (where expat stopped) or holds no pair (the languages it holds)."""
     seen: set[str] = set()
     found = 0
+    counts = Counter() if counts is None else counts
     try:
         with opened(path) as stream:
             for unit in _units(stream):
+                counts["units"] += 1
                 pair = _pair(unit, src, tgt, seen)
-                if pair is not None:
-                    found += 1
-                    yield pair
+                if isinstance(pair, str):
+                    counts[pair] += 1
+                    continue
+                found += 1
+                yield pair
     except ElementTree.ParseError as exc:
         raise DataError(f"{key}.tmx: '{path}' is not a TMX file (its XML: {exc})") from exc
     except (OSError, EOFError, zlib.error) as exc:
@@ -84,8 +90,9 @@ def _units(stream: IO[bytes]) -> Iterator[ElementTree.Element]:
 
 
 def _pair(unit: ElementTree.Element, src: str, tgt: str, seen: set[str]
-          ) -> tuple[str, str] | None:
-    """A unit's segments in ``src`` and ``tgt`` (each tag seen added to ``seen``), or None."""
+          ) -> tuple[str, str] | str:
+    """A unit's segments in ``src`` and ``tgt`` (each tag seen added to ``seen``), or why it
+    holds no pair."""
     segments: list[tuple[str, str]] = []
     for tuv in unit:
         if _local(tuv.tag) != "tuv":
@@ -95,8 +102,10 @@ def _pair(unit: ElementTree.Element, src: str, tgt: str, seen: set[str]
         seg = next((s for s in tuv if _local(s.tag) == "seg"), None)
         if seg is not None:
             segments.append((tag, SPACES.sub(" ", _text(seg)).strip()))
-    pair = (_segment(segments, src), _segment(segments, tgt))
-    return (pair[0], pair[1]) if pair[0] and pair[1] else None
+    a, b = _segment(segments, src), _segment(segments, tgt)
+    if a is None or b is None:
+        return f"no {src if a is None else tgt} segment"
+    return (a, b) if a and b else "an empty segment"
 
 
 def _segment(segments: list[tuple[str, str]], language: str) -> str | None:
