@@ -204,6 +204,27 @@ def test_a_seeded_draw_is_the_same_alone_or_among_others(trained_run):
     assert len(draws) > 1  # and the seed still matters
 
 
+def test_a_sentence_a_text_holds_again_is_decoded_once(trained_run, monkeypatch):
+    """A text's sentences each decoded once however often it holds them (a subtitle's "Ja.",
+    a sheet's repeated cells): each place holds what the sentence alone translates to,
+    searched or sampled (a sentence's draw is its seed's, in any place)."""
+    from transformer_mt.translate import Translator
+
+    translator = Translator.load(trained_run[0] / "best.pt", "cpu")
+    decoded: list = []
+    real = translator.translate_ids
+    monkeypatch.setattr(translator, "translate_ids",
+                        lambda ids, *a, **k: decoded.extend(ids) or real(ids, *a, **k))
+    text = "Ein Hund läuft. Zwei Männer spielen. Ein Hund läuft.\nEin Hund läuft."
+    for settings in ({}, {"sample_topk": 20, "sample_seed": 5, "temperature": 2.0}):
+        decoded.clear()
+        out = translator.translate([text], form="text", **settings)[0]
+        assert len(decoded) == 2
+        one, two = translator.translate(["Ein Hund läuft.", "Zwei Männer spielen."],
+                                        **settings)
+        assert out == f"{one} {two} {one}\n{one}"
+
+
 def test_settings_of_a_command_leave_the_loaded_config_alone(trained_run):
     """What a command decodes with by default is a new translator around the same engine:
     the loaded config (what a server's compare model or another caller reads) is unchanged."""

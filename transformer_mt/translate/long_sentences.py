@@ -211,10 +211,18 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
                         cfg: DecodeConfig | None = None, glossary: Glossary | None = None,
                         progress: bool = False) -> list[T]:
     """Documents translated by ``translator`` (``cfg``, ``glossary``: as for
-    :meth:`Translator.translate`): their sentences in one batch, those too long for the model
+    :meth:`Translator.translate`): their sentences in one batch, each translated once however
+    often they hold it (a subtitle's "Yes.", a sheet's repeated cells; a sentence's sampled
+    translation is its own seed's draw, the same in any place), those too long for the model
     in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
+
+    def translate(sentences: list[str]) -> list[str]:
+        once = list(dict.fromkeys(sentences))
+        found = [h[0].text for h in translator.translate(
+            once, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)]
+        translated = dict(zip(once, found, strict=True))
+        return [translated[s] for s in sentences]
+
     return translate_split(
-        readable(translator, docs, cfg),
-        lambda sentences: [h[0].text for h in translator.translate(
-            sentences, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)],
+        readable(translator, docs, cfg), translate,
         lambda sources, translations: attention_links(translator, sources, translations))
