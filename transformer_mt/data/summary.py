@@ -47,9 +47,10 @@ def summarize(cfg: Config, progress: bool = False) -> dict[str, Any]:
                  else None)
         corpora.append(_corpus(c.name, c.pairs, cfg.data.filter, max_len, cfg.data.max_pairs,
                                wrong) | {"weight": c.weight, "tag": c.tag} | _memory(corpus))
+    valid = corpus_of(cfg.data, "valid")
     return {"train": corpora,
-            "valid": _corpus(cfg.data.valid.describe(), data.valid, None, None,
-                             cfg.data.valid_max_pairs) | _memory(corpus_of(cfg.data, "valid")),
+            "valid": _corpus(valid.describe(), data.valid, None, None,
+                             cfg.data.valid_max_pairs) | _memory(valid),
             "tokenizer": cfg.data.tokenizer,
             "vocab": {"src": len(data.src_vocab), "tgt": len(data.tgt_vocab),
                       "shared": cfg.data.shared_vocab},
