@@ -227,6 +227,12 @@ def checkpoint_config(ckpt: dict[str, Any], path: str | Path = "checkpoint") -> 
     return config
 
 
+def languages_of(path: str | Path) -> tuple[str, str]:
+    """A checkpoint's (source, target) languages (a termbase's glossary is read in its way)."""
+    data = checkpoint_config(load_checkpoint(path), path).data
+    return data.src_lang, data.tgt_lang
+
+
 def upgrade_config(config: Any) -> dict[str, Any]:
     """A stored config in today's keys: checkpoints of 0.1 named Multi30k splits
     (``data.train_split``, ``data.valid_split``) where the data section now names corpora;

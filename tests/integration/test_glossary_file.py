@@ -38,7 +38,7 @@ def test_the_server_reads_its_glossary_again_when_the_file_changes(trained_run, 
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
     path = tmp_path / "terms.tsv"
     _edit(path, "Hunde\thounds\n", 1)
-    glossary, watched = GlossaryFile.read(str(path))
+    glossary, watched = GlossaryFile.read(str(path), str(trained_run[0] / "best.pt"))
     assert watched is not None and glossary.terms == {"Hunde": "hounds"}
     server = translator.with_settings(translator.config.decode, glossary)
 

@@ -65,9 +65,10 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "fine-tuning on (data.train: [{suggestions: FILE}]); default: /suggest off")
     p.add_argument("--compare", metavar="CHECKPOINT", help="a second checkpoint (.pt) the page "
                    "compares the served model with")
-    p.add_argument("--glossary", metavar="TSV", help="terms every translation the server makes "
-                   "must hold, on every route (LibreTranslate's and files too): 'source "
-                   "term<TAB>target term[<TAB>word to avoid...]' lines, as mt translate's; a "
+    p.add_argument("--glossary", metavar="FILE", help="terms every translation the server "
+                   "makes must hold, on every route (LibreTranslate's and files too): 'source "
+                   "term<TAB>target term[<TAB>word to avoid...]' lines or a termbase (.tbx), "
+                   "as mt translate's; a "
                    "request's own glossary (/v1/translate) goes over it; read again when "
                    "the file changes")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
@@ -122,7 +123,7 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
         return None
     from transformer_mt.serve.glossary_file import GlossaryFile, counted
 
-    glossary, args.terms_file = GlossaryFile.read(args.glossary)
+    glossary, args.terms_file = GlossaryFile.read(args.glossary, args.checkpoint[0])
     log.info("every translation holds the %s of %s", counted(len(glossary.terms)),
              args.glossary)
     return glossary

@@ -60,11 +60,12 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", metavar="TEXT",
                    help="each translation begins with TEXT; the model continues it (an "
                    "unfinished last word is finished: \"A ma\" may become \"A man\")")
-    p.add_argument("--glossary", metavar="TSV",
+    p.add_argument("--glossary", metavar="FILE",
                    help="terms each translation must hold: a file of 'source term<TAB>target "
                    "term' lines; where a source term is found (whole words, any case), its "
                    "target term is in the output, exactly (and none of the words in the "
-                   "line's further fields: 'Hund<TAB>hound<TAB>dog')")
+                   "line's further fields: 'Hund<TAB>hound<TAB>dog'); or a termbase (.tbx: "
+                   "each concept's preferred term, its deprecated ones avoided)")
     p.add_argument("--alternatives", type=int, metavar="K",
                    help="print the K most probable tokens after --prefix (or at the start), "
                    "each with the translation completed from it: index, token, "
@@ -210,8 +211,10 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     glossary = None
     if args.glossary or args.keep_spans:  # asked for: held to (an error where it cannot be);
         from transformer_mt.translate.glossary import KEEP, Glossary  # by default (the
+        from transformer_mt.translate.tbx import glossary_languages
 
-        glossary = Glossary.read(args.glossary, bool(args.keep_spans)) if args.glossary \
+        glossary = Glossary.read(args.glossary, bool(args.keep_spans), glossary_languages(
+            args.glossary, args.checkpoint[0])) if args.glossary \
             else KEEP  # checkpoint's decode.keep_spans) kept where the search can
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile,
                                  args.workers)

@@ -32,6 +32,7 @@ from transformer_mt.errors import DataError
 VERSION = 1  # of how a unit is read: in the token cache's key
 LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 CODES = frozenset({"bpt", "ept", "it", "ph", "ut"})  # inline codes: markup, left out
+UNITS = frozenset({"tu"})
 SPACES = re.compile(r"[ \t\r\n]+")  # (not a no-break space)
 
 
@@ -55,7 +56,7 @@ def tmx_pairs(path: Path, src: str, tgt: str, key: str, counts: Counter[str] | N
     counts = Counter() if counts is None else counts
     try:
         with opened(path) as stream:
-            for unit in _units(stream):
+            for unit in units(stream, UNITS):
                 counts["units"] += 1
                 pair = _pair(unit, src, tgt, seen)
                 if isinstance(pair, str):
@@ -74,15 +75,16 @@ def tmx_pairs(path: Path, src: str, tgt: str, key: str, counts: Counter[str] | N
                         "data.tgt_lang name the two to read")
 
 
-def _units(stream: IO[bytes]) -> Iterator[ElementTree.Element]:
-    """The ``<tu>`` elements of a TMX stream, each dropped from memory once read."""
+def units(stream: IO[bytes], names: frozenset[str]) -> Iterator[ElementTree.Element]:
+    """The elements of an XML stream whose (local) name is one of ``names`` (a TMX file's
+    ``<tu>``), each dropped from memory once read."""
     parents: list[ElementTree.Element] = []
     for event, element in ElementTree.iterparse(stream, events=("start", "end")):
         if event == "start":
             parents.append(element)
             continue
         parents.pop()
-        if _local(element.tag) == "tu":
+        if local(element.tag) in names:
             yield element
             element.clear()
             if parents:  # (the body keeps no emptied unit either)
@@ -95,11 +97,11 @@ def _pair(unit: ElementTree.Element, src: str, tgt: str, seen: set[str]
     holds no pair."""
     segments: list[tuple[str, str]] = []
     for tuv in unit:
-        if _local(tuv.tag) != "tuv":
+        if local(tuv.tag) != "tuv":
             continue
         tag = (tuv.get(LANG) or tuv.get("lang") or "").replace("_", "-").casefold()
         seen.add(tag)
-        seg = next((s for s in tuv if _local(s.tag) == "seg"), None)
+        seg = next((s for s in tuv if local(s.tag) == "seg"), None)
         if seg is not None:
             segments.append((tag, SPACES.sub(" ", _text(seg)).strip()))
     a, b = _segment(segments, src), _segment(segments, tgt)
@@ -109,24 +111,29 @@ def _pair(unit: ElementTree.Element, src: str, tgt: str, seen: set[str]
 
 
 def _segment(segments: list[tuple[str, str]], language: str) -> str | None:
-    """The segment in ``language``: of a tag that is it exactly, else of a tag of its
-    region's ("de-de" for "de")."""
+    """The segment in ``language`` (:func:`matches`)."""
+    tag = matches([tag for tag, _ in segments], language)
+    return next((text for t, text in segments if t == tag), None)
+
+
+def matches(tags: list[str], language: str) -> str | None:
+    """Of language ``tags`` (lower case, "-" between their parts), the one for ``language``:
+    the tag that is it exactly, else the first of its region's ("de-de" for "de")."""
     wanted = language.replace("_", "-").casefold()
-    exact = [text for tag, text in segments if tag == wanted]
-    near = [text for tag, text in segments if tag.split("-")[0] == wanted.split("-")[0]]
-    return next(iter(exact or near), None)
+    near = [tag for tag in tags if tag.split("-")[0] == wanted.split("-")[0]]
+    return wanted if wanted in tags else next(iter(near), None)
 
 
 def _text(element: ElementTree.Element) -> str:
     """An element's text, its inline codes' left out (their tails kept)."""
     parts = [element.text or ""]
     for child in element:
-        if _local(child.tag) not in CODES:
+        if local(child.tag) not in CODES:
             parts.append(_text(child))
         parts.append(child.tail or "")
     return "".join(parts)
 
 
-def _local(tag: object) -> str:
+def local(tag: object) -> str:
     """A tag's name without its namespace (a comment's or a processing instruction's: "")."""
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from transformer_mt.errors import MTError
 from transformer_mt.translate.glossary import Glossary
+from transformer_mt.translate.tbx import glossary_languages
 
 if TYPE_CHECKING:
     from transformer_mt.translate import Translator
@@ -38,15 +39,17 @@ class GlossaryFile:
     path: str
     seen: Signature | None
     error: str | None = None
+    languages: tuple[str, str] = ("", "")  # a termbase's: the model's (Glossary.read)
 
     @classmethod
-    def read(cls, path: str) -> tuple[Glossary, GlossaryFile | None]:
-        """The glossary, and the file to watch: None for what is not a regular file (a pipe,
-        ``/dev/stdin``: read once)."""
+    def read(cls, path: str, checkpoint: str) -> tuple[Glossary, GlossaryFile | None]:
+        """The glossary (a termbase's in ``checkpoint``'s languages), and the file to watch:
+        None for what is not a regular file (a pipe, ``/dev/stdin``: read once)."""
         seen = signature(path)  # before the read: a change while it reads is read again
-        glossary = Glossary.read(path)
+        languages = glossary_languages(path, checkpoint)
+        glossary = Glossary.read(path, languages=languages)
         regular = stat.S_ISREG(os.stat(path).st_mode)
-        return glossary, cls(path, seen) if regular else None
+        return glossary, cls(path, seen, languages=languages) if regular else None
 
     def refresh(self, translator: Translator) -> None:
         """``translator.glossary`` read again from the file if it has changed since."""
@@ -59,7 +62,7 @@ class GlossaryFile:
             self.seen = now
             before = len(translator.glossary.terms) if translator.glossary else 0
             try:
-                glossary = Glossary.read(self.path)
+                glossary = Glossary.read(self.path, languages=self.languages)
             except MTError as exc:
                 self.error = str(exc)
                 log.error("%s; the %s read before stay in use", exc, counted(before))

@@ -17,9 +17,8 @@ the ``<unk>`` where the model left room for it, beside its own translation of th
 
 A term the model would not write (a synonym of its own word) is placed by the search where it
 costs least, often beside the model's word or at the end: "A woman in a hat is sitting in the
-parkland fedora.". A glossary entry may name the words to avoid with its term (negative
-constraints): with ``Hut → fedora, avoid hat`` the search cannot write "hat" and places the
-term where the model's word would have been.
+parkland fedora.". An entry may name words to avoid (negative constraints): with ``Hut →
+fedora, avoid hat`` the search cannot write "hat" and puts the term where "hat" would be.
 """
 
 from __future__ import annotations
@@ -35,11 +34,11 @@ from typing import TYPE_CHECKING, cast
 from transformer_mt.data.tokenize import CJK, SOUTHEAST_ASIAN, normalized
 from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.errors import MTError
-from transformer_mt.translate.numbers import CURRENCY, Writer, writer, written
-from transformer_mt.translate.numbers import SPACES as SPACE
+from transformer_mt.translate.numbers import CURRENCY, SPACES, Writer, writer, written
 from transformer_mt.translate.pieces import continuing_ids, digit_ids
 from transformer_mt.translate.results import Required
 from transformer_mt.translate.spelling import either_way
+from transformer_mt.translate.tbx import is_tbx, read_tbx
 
 if TYPE_CHECKING:
     from transformer_mt.config import DecodeConfig
@@ -71,7 +70,7 @@ KEPT = re.compile("|".join([
     rf"(?:(?:https?|ftp)://|www\.)[^\s<>\"'{WIDE}{QUOTES}]+[^\s<>\"'.,;:!?)\]{WIDE}{QUOTES}]",
     PLACEHOLDER,
     # a telephone number in international notation, whole (E.123: "+49 30 1234567")
-    rf"(?<![\w+])\+(?=[\d{SPACE}]{{9}})\d{{1,3}}(?:[{SPACE}]\d{{2,}})+(?!\d)",
+    rf"(?<![\w+])\+(?=[\d{SPACES}]{{9}})\d{{1,3}}(?:[{SPACES}]\d{{2,}})+(?!\d)",
     # numbers, times, dates, whole or not at all ("0" of "0,5l" was one; a digit in a word is
     # none: "3D", "MP3"); with a currency's sign before or after ("$5", "12,50 €"), a
     # percentage's, degrees ("50 %", "30 °C", "50%ige"), a unit ("10km", "0,5l", "30 km/h"):
@@ -81,11 +80,11 @@ KEPT = re.compile("|".join([
     # "–3", "+49", "-$5": the model wrote "5 °C", "12"); its thousands in groups of three after
     # a space ("1 250 000", SI's and French's, with no-break spaces too: "250 1 of 000")
     rf"(?:(?<![\w.,+\-\u2212–])[-+\u2212–](?=[{CURRENCY}]))?"
-    rf"(?:[{CURRENCY}][{SPACE}]?|#)?(?:(?<![\w.,+\-\u2212–])[-+\u2212–](?=\d))?"
-    rf"(?<!{LETTER})(?<![.,])(?=(?P<number>(?:\d{{1,3}}(?:[{SPACE}]\d{{3}})+(?!\d)|\d+)"
+    rf"(?:[{CURRENCY}][{SPACES}]?|#)?(?:(?<![\w.,+\-\u2212–])[-+\u2212–](?=\d))?"
+    rf"(?<!{LETTER})(?<![.,])(?=(?P<number>(?:\d{{1,3}}(?:[{SPACES}]\d{{3}})+(?!\d)|\d+)"
     rf"(?:[.,:/–-]\d+)*))"
-    rf"(?P=number)(?:%(?={LETTER})|[{SPACE}]?(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
-    rf"(?:[{SPACE}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?)",
+    rf"(?P=number)(?:%(?={LETTER})|[{SPACES}]?(?:{UNITS})(?!{LETTER})|(?!{LETTER})"
+    rf"(?:[{SPACES}]?(?:[{CURRENCY}%\u2030]|°[CF]?)(?!{LETTER}))?)",
 ]))
 LONGEST_TERM = 200  # characters of a glossary term
 # (the constrained search is a beam search: a sampled sentence would be searched instead)
@@ -155,10 +154,14 @@ class Glossary:
         return bool(self.terms) or self.keep_spans
 
     @classmethod
-    def read(cls, path: str | Path, keep_spans: bool = False) -> Glossary:
+    def read(cls, path: str | Path, keep_spans: bool = False,
+             languages: tuple[str, str] = ("", "")) -> Glossary:
         """A glossary from a TSV file: ``source term<TAB>target term`` a line, then the words
-        its translation must not hold where the source term is, a field each (``Hund<TAB>
-        hound<TAB>dog``: ``avoid``); blank lines and lines starting with ``#`` are skipped."""
+        not to write where the source term is (``Hund<TAB>hound<TAB>dog``: ``avoid``); blank
+        and ``#`` lines skipped. A termbase (``.tbx``) read in ``languages``' way: tbx.py."""
+        if is_tbx(path):
+            found = read_tbx(path, *languages)
+            return cls(found[0], keep_spans, found[1])
         terms: dict[str, str] = {}
         avoid: dict[str, list[str]] = {}
         try:
