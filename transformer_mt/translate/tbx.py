@@ -9,7 +9,8 @@ source term, its target term the concept's first term in the target language tha
 marked deprecated (``administrativeStatus`` "deprecatedTerm-admn-sts", "supersededTerm-admn-sts",
 TBX 2019's "deprecated" or "superseded"), a preferred one ("preferredTerm-admn-sts",
 "preferred") before the others; and its deprecated target terms are the words the translation
-must not hold where the source term is (a TSV glossary's further fields). A concept without
+must not hold where the source term is (a TSV glossary's further fields; but a deprecated
+spelling of the term itself, "Hounds" beside "hounds"). A concept without
 both languages, or without a target term that is not deprecated, gives no entry. A language
 tag names its language or a region of it ("de-DE" for "de"), as a translation memory's
 (``data/tmx.py``). Read as a stream with the stdlib's expat, which expands no entity bomb and
@@ -61,8 +62,9 @@ def read_tbx(path: str | Path, src: str, tgt: str) -> tuple[dict[str, str],
                 sources, targets = (_terms(concept, language) for language in (src, tgt))
                 usable = [t for t, deprecated in targets if not deprecated]
                 for term in (t for t, _ in sources) if usable else ():
-                    terms[term] = usable[0]
-                    avoid[term] = [t for t, deprecated in targets if deprecated]
+                    terms[term] = usable[0]  # (a deprecated spelling of it is no other word)
+                    avoid[term] = [t for t, deprecated in targets if deprecated
+                                   and t.casefold() != usable[0].casefold()]
     except ElementTree.ParseError as exc:
         raise MTError(f"the glossary {path} is not a TBX file (its XML: {exc})") from None
     except (OSError, EOFError) as exc:
