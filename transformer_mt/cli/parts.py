@@ -121,11 +121,12 @@ def _resumed(partial: Path, record: Path, key: str) -> tuple[int, int]:
 
 def _key(args: argparse.Namespace, lines: list[str]) -> str:
     """What an output line depends on: the input's lines, the checkpoints' bytes (each file of
-    an export's folder), the glossary's, every other flag's value and the version."""
+    an export's folder), the glossary's and the memory's, every other flag's value and the
+    version."""
     digest = hashlib.sha256()
     for line in lines:
         digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
-    files = [*args.checkpoint, *([args.glossary] if args.glossary else [])]
+    files = [*args.checkpoint, *(f for f in (args.glossary, args.memory) if f)]
     flags = {name: value for name, value in sorted(vars(args).items())
              if name not in NEUTRAL and isinstance(value, str | int | float | bool | list
                                                    | type(None))}

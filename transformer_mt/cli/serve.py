@@ -71,6 +71,9 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "as mt translate's; a "
                    "request's own glossary (/v1/translate) goes over it; read again when "
                    "the file changes")
+    p.add_argument("--memory", metavar="FILE", help="translations every route uses as they "
+                   "are: a sentence the memory holds is translated as it says (mt translate's "
+                   "--memory: a .tmx or 'source<TAB>translation' lines)")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
         p.add_argument(setting.metadata["flag"], type=type(setting.default),
                        default=setting.default, help=setting.metadata["help"])
@@ -135,13 +138,19 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None
     from transformer_mt.config import per_call_settings
     from transformer_mt.translate import Translator
     from transformer_mt.translate.glossary import SAMPLED
+    from transformer_mt.translate.memory import Memory
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if decode.samples and args.terms:  # (every request would be refused)
         raise MTError(f"{SAMPLED}: drop --glossary, or --sample-topk and --top-p")
-    if decode != translator.config.decode or args.terms:  # what a request that names none
-        translator = translator.with_settings(decode, args.terms)  # decodes with
+    memory = Memory.read(args.memory, (translator.config.data.src_lang,
+                                       translator.config.data.tgt_lang)) if args.memory else None
+    if memory:
+        log.info("%s translations in the memory %s: a sentence it holds is translated as it "
+                 "says", f"{len(memory):,}", args.memory)
+    if decode != translator.config.decode or args.terms or memory:  # what a request that
+        translator = translator.with_settings(decode, args.terms, memory)  # names none gets
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "

@@ -66,6 +66,11 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "target term is in the output, exactly (and none of the words in the "
                    "line's further fields: 'Hund<TAB>hound<TAB>dog'); or a termbase (.tbx: "
                    "each concept's preferred term, its deprecated ones avoided)")
+    p.add_argument("--memory", metavar="FILE",
+                   help="translations to use as they are: a sentence the memory holds (the "
+                   "same text but for spacing) is translated as it says, not decoded; a "
+                   "translation memory (.tmx, in the model's languages) or 'source<TAB>"
+                   "translation' lines")
     p.add_argument("--alternatives", type=int, metavar="K",
                    help="print the K most probable tokens after --prefix (or at the start), "
                    "each with the translation completed from it: index, token, "
@@ -196,6 +201,7 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     attention map."""
     from transformer_mt.fileio import refuse_same_file
     from transformer_mt.translate import Translator
+    from transformer_mt.translate.memory import Memory
 
     if args.sentences and args.input:
         raise MTError("give sentences or --input FILE, not both")
@@ -207,7 +213,11 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     if args.attention and (args.prefix or args.alternatives):
         raise MTError("--attention draws the model's own translation; drop --prefix and "
                       "--alternatives")
-    refuse_same_file(args.output, [args.input, args.glossary, *args.checkpoint])
+    if args.memory and (args.nbest > 1 or args.attention or args.align or args.prefix
+                        or args.alternatives):
+        raise MTError("--memory gives a sentence its one translation; --nbest, --attention, "
+                      "--align, --prefix and --alternatives show the model's own: drop one")
+    refuse_same_file(args.output, [args.input, args.glossary, args.memory, *args.checkpoint])
     glossary = None
     if args.glossary or args.keep_spans:  # asked for: held to (an error where it cannot be);
         from transformer_mt.translate.glossary import KEEP, Glossary  # by default (the
@@ -221,7 +231,9 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size and not decode.samples:  # n best: a beam n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)
-    return translator.with_settings(decode, glossary)
+    memory = Memory.read(args.memory, (translator.config.data.src_lang,
+                                       translator.config.data.tgt_lang)) if args.memory else None
+    return translator.with_settings(decode, glossary, memory)
 
 
 def _given_lines(args: argparse.Namespace, ends: Counter[str]) -> list[str] | None:

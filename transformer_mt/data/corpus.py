@@ -156,7 +156,8 @@ class Corpus:
             return
         column = 0 if side == "src" else 1
         if self.tmx is not None:
-            yield from (p[column] for p in tmx.tmx_pairs(self.paths[0], *self.tmx, self.key))
+            pairs = tmx.tmx_pairs(self.paths[0], *self.tmx, f"{self.key}.tmx")
+            yield from (p[column] for p in pairs)
             return
         if len(self.paths) == 2:
             yield from read_lines(self.paths[column])

@@ -66,7 +66,7 @@ def _memory(corpus: Corpus) -> dict[str, Any]:
     if corpus.tmx is None:
         return {}
     counts: Counter[str] = Counter()
-    for _ in tmx_pairs(corpus.paths[0], *corpus.tmx, corpus.key, counts):
+    for _ in tmx_pairs(corpus.paths[0], *corpus.tmx, f"{corpus.key}.tmx", counts):
         pass
     return {"units": counts.pop("units"), "passed_over": dict(counts)}
 

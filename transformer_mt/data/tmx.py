@@ -46,11 +46,13 @@ def opened(path: Path) -> Iterator[BinaryIO]:
             yield cast(BinaryIO, stream)
 
 
-def tmx_pairs(path: Path, src: str, tgt: str, key: str, counts: Counter[str] | None = None
+def tmx_pairs(path: Path, src: str, tgt: str, key: str, counts: Counter[str] | None = None,
+              named: str = "data.src_lang and data.tgt_lang name the two to read"
               ) -> Iterator[tuple[str, str]]:
     """Each translation unit's (``src`` segment, ``tgt`` segment) in ``path``, in file order
-    (``counts``, given: the units, and those passed over by why); a one-line error where the
-    file is no TMX (where expat stopped) or holds no pair (the languages it holds)."""
+    (``counts``, given: the units, and those passed over by why); a one-line error, ``key``
+    first, where the file is no TMX (where expat stopped) or holds no pair (the languages it
+    holds; ``named``: what names the two read)."""
     seen: set[str] = set()
     found = 0
     counts = Counter() if counts is None else counts
@@ -65,14 +67,13 @@ def tmx_pairs(path: Path, src: str, tgt: str, key: str, counts: Counter[str] | N
                 found += 1
                 yield pair
     except ElementTree.ParseError as exc:
-        raise DataError(f"{key}.tmx: '{path}' is not a TMX file (its XML: {exc})") from exc
+        raise DataError(f"{key}: '{path}' is not a TMX file (its XML: {exc})") from exc
     except (OSError, EOFError, zlib.error) as exc:
-        raise DataError(f"{key}.tmx: cannot read '{path}': {exc}") from exc
+        raise DataError(f"{key}: cannot read '{path}': {exc}") from exc
     if not found:
         held = ", ".join(sorted(seen)[:20]) or "none"
-        raise DataError(f"{key}.tmx: '{path}' holds no translation unit with a segment in "
-                        f"both {src} and {tgt} (its languages: {held}); data.src_lang and "
-                        "data.tgt_lang name the two to read")
+        raise DataError(f"{key}: '{path}' holds no translation unit with a segment in both "
+                        f"{src} and {tgt} (its languages: {held}); {named}")
 
 
 def units(stream: IO[bytes], names: frozenset[str]) -> Iterator[ElementTree.Element]:

@@ -111,6 +111,9 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
 
     who.queued()
     hyps, found = await svc.wait(svc.worker().call(run), who.left)
+    if req.prefix is None and not req.alternatives:  # (a request's glossary: as mt translate's)
+        hyps = [h if m is None else m for h, m in zip(hyps, svc.remembered(prepared),
+                                                      strict=True)]
     results, at = [], 0
     for doc in prepared.docs:
         n = len(doc.sentences)

@@ -54,6 +54,7 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
         "glossary": {"terms": len(t.glossary.terms) if t.glossary else 0,  # mt serve --glossary
                      "keep_spans": bool(kept and kept.keep_spans),  # (or by default)
                      **({"error": terms.error} if terms and terms.error else {})},
+        "memory": {"translations": len(t.memory) if t.memory else 0},  # mt serve --memory
         "look": {"run": run_checkpoints(svc.options.run_dir), "compare": svc.compare is not None},
     }
     out.update(svc.options.about)

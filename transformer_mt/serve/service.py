@@ -31,7 +31,7 @@ from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
 from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import InputTooLongError, Translation, Translator
-from transformer_mt.translate.documents import Document, TextForm, split_document
+from transformer_mt.translate.documents import Document, TextForm
 from transformer_mt.translate.glossary import Glossary, holding, steered
 from transformer_mt.translate.inline import attention_links
 from transformer_mt.translate.language_tags import says
@@ -198,7 +198,7 @@ class Service:
                 cfg: DecodeConfig | None = None) -> Prepared:
         """Split ``texts`` into sentences and tokenize them (:meth:`prepared`)."""
         try:
-            docs = [split_document(t, self.src_lang, form, self.tgt_lang) for t in texts]
+            docs = [self.translator.split(t, form) for t in texts]
         except Exception as exc:  # a parser failing on odd input fails this request only
             raise RequestError(400, f"the text could not be read as "
                                f"{'text' if form == 'text' else form.upper()}: "
@@ -236,13 +236,13 @@ class Service:
         sampling = cfg.samples
         caching = not sampling and self.options.cache_size > 0
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
-        found: list[list[Translation] | None] = [None] * len(prepared.ids)
+        found = self.remembered(prepared)  # (neither decoded nor cached)
         glossary = holding(self.translator, None, cfg)
         # spans kept alone translate a sentence as its ids and settings say: cached (a
         # glossary's terms, which its file may change, are not)
         kept_alone = caching and glossary is not None and not glossary.terms
         if kept_alone:
-            found = self._cached(key, prepared.ids)
+            found = [f or c for f, c in zip(found, self._cached(key, prepared.ids), strict=True)]
         held = [i for i, s in enumerate(s for d in prepared.docs for s in d.sentences)
                 if glossary and found[i] is None and glossary.required(s)]
         read = await self.decode_held(prepared, held, glossary, cfg, nbest, found, waiting,
@@ -272,6 +272,12 @@ class Service:
         await self.copy_unknown(results, cfg, waiting, read)
         await self.link(results, waiting)
         return results
+
+    def remembered(self, prepared: Prepared) -> list[list[Translation] | None]:
+        """Each prepared sentence's translation as ``mt serve --memory`` holds it, or None."""
+        memory = self.translator.memory
+        return [None if memory is None or (t := memory.get(s)) is None else [
+            Translation(t, [], float("nan"))] for d in prepared.docs for s in d.sentences]
 
     def _cached(self, key: str, ids: list[list[int]]) -> list[list[Translation] | None]:
         """The translations the cache holds of ``ids`` with the settings ``key``, None where

@@ -26,7 +26,7 @@ from transformer_mt.decode.forcing import Forcing
 from transformer_mt.decode.search import Hypothesis
 from transformer_mt.errors import ConfigError, MTError
 from transformer_mt.translate.casing import as_read, as_shouted, shouts
-from transformer_mt.translate.documents import FORMS, TextForm, split_document, split_text
+from transformer_mt.translate.documents import FORMS, Document, TextForm, split_document
 from transformer_mt.translate.endings import ended
 from transformer_mt.translate.engines import (
     Engine,
@@ -39,6 +39,7 @@ from transformer_mt.translate.engines import (
 from transformer_mt.translate.exported import CTranslate2Engine, load_exported
 from transformer_mt.translate.glossary import Glossary, asked, decode_required, holding, steered
 from transformer_mt.translate.long_sentences import translate_documents
+from transformer_mt.translate.memory import Memory, held_whole
 from transformer_mt.translate.nbest import different as nbest_different
 from transformer_mt.translate.prefix import Prefixes, forcing_of
 from transformer_mt.translate.results import (
@@ -77,10 +78,11 @@ class Translator:
 
     def __init__(self, engine: Engine, config: Config, src_vocab: Vocab, tgt_vocab: Vocab,
                  tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
-                 glossary: Glossary | None = None) -> None:
+                 glossary: Glossary | None = None, memory: Memory | None = None) -> None:
         self.engine, self.config = engine, config
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.glossary = glossary  # what a call that gives none holds to
+        self.memory = memory  # sentences translated as it holds them (memory.py)
         self.tokenizers = tokenizers or (make_tokenizer(config.data, "src"),
                                          make_tokenizer(config.data, "tgt"))
 
@@ -113,13 +115,16 @@ class Translator:
         return cls(loaded.engine, loaded.config, loaded.src_vocab, loaded.tgt_vocab,
                    loaded.tokenizers)
 
-    def with_settings(self, cfg: DecodeConfig, glossary: Glossary | None = None) -> Translator:
+    def with_settings(self, cfg: DecodeConfig, glossary: Glossary | None = None,
+                      memory: Memory | None = None) -> Translator:
         """This translator with ``cfg`` (:meth:`settings`) as what a call that names no
-        setting decodes with (and ``glossary`` as what it holds to): a new one around the same
-        engine; the loaded config is left as it is."""
+        setting decodes with (and ``glossary`` as what it holds to, ``memory`` as the
+        translations it uses: ``memory.py``): a new one around the same engine; the loaded
+        config is left as it is."""
         return Translator(self.engine, dataclasses.replace(self.config, decode=cfg),
                           self.src_vocab, self.tgt_vocab, self.tokenizers,
-                          self.glossary if glossary is None else glossary)
+                          self.glossary if glossary is None else glossary,
+                          self.memory if memory is None else memory)
 
     @property
     def model(self) -> Transformer | Ensemble:
@@ -238,10 +243,8 @@ class Translator:
             raise MTError(f"unknown form {form!r}; use 'sentences', "
                           f"{', '.join(map(repr, FORMS))}")
         if nbest is None and not attention and prefix is None:  # sentences, parts: documents
-            src, tgt = self.config.data.src_lang, self.config.data.tgt_lang
-            return translate_documents(self, [
-                split_text(t.strip(), src) if form == "sentences" else
-                split_document(t, src, form, tgt) for t in texts], cfg, glossary, progress)
+            return translate_documents(self, [self.split(t, form) for t in texts], cfg,
+                                       glossary, progress)
         if form != "sentences":
             raise MTError("n-best lists, attention and prefixes are given per sentence: "
                           "translate with form=\"sentences\"")
@@ -266,6 +269,14 @@ class Translator:
         found = [[dataclasses.replace(h, text=as_shouted(h.text)) for h in hyps]
                  if shouts(text) else hyps for text, hyps in zip(texts, found, strict=True)]
         return found if nbest is not None else [hyps[0].text for hyps in found]
+
+    def split(self, text: str, form: Form = "text") -> Document[str]:
+        """``text`` as the sentences it is translated in (``form``: :meth:`translate`'s); a
+        plain text its memory holds whole, one (``memory.held_whole``)."""
+        held = held_whole(text.strip() if form == "sentences" else text, self.memory) \
+            if form in ("sentences", "text") else None
+        data = self.config.data
+        return held or split_document(text, data.src_lang, form, data.tgt_lang)
 
     def forcing(self, prefixes: Sequence[str]) -> Prefixes:
         """What search forces for each target prefix (``prefix.py``)."""

@@ -350,12 +350,14 @@ TextForm = Literal["text", "html", "xhtml"]  # what a text holding several sente
 FORMS: tuple[TextForm, ...] = typing.get_args(TextForm)
 
 
-def split_document(text: str, lang: str, form: TextForm = "text",
+def split_document(text: str, lang: str, form: TextForm | Literal["sentences"] = "text",
                    target: str | None = None) -> Document[str]:
-    """``text`` (``form``: plain text, HTML, or XHTML read as XML) as a :class:`Document`;
-    ``target``: the language HTML's translation is said to be in (:func:`split_html`)."""
-    return split_text(text, lang) if form == "text" else split_html(text, lang, form == "xhtml",
-                                                                    target)
+    """``text`` (``form``: plain text, HTML, or XHTML read as XML; sentences, the spacing
+    round them left out) as a :class:`Document`; ``target``: the language HTML's
+    translation is said to be in (:func:`split_html`)."""
+    if form in ("text", "sentences"):
+        return split_text(text if form == "text" else text.strip(), lang)
+    return split_html(text, lang, form == "xhtml", target)
 
 
 def with_line_ends_of(source: str, out: str) -> str:

@@ -84,13 +84,18 @@ def _cut(text: str, start: int, end: int, fits: Fits) -> list[tuple[int, int]]:
 def readable(translator: Translator, docs: Sequence[Document[T]],
              cfg: DecodeConfig | None = None) -> list[Document[T]]:
     """``docs`` as ``translator``'s model reads them: sentences too long for it (``cfg``'s)
-    in parts (:func:`fitted`), marks it reads only as bytes kept apart (``marks.py``)."""
-    docs = fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator))
-    return marked(docs, translator.config.data.src_lang, unread_marks(translator))
+    in parts (:func:`fitted`), marks it reads only as bytes kept apart (``marks.py``); but
+    the sentences its memory holds, whole (``memory.py``)."""
+    memory, unread = translator.memory, unread_marks(translator)
+    held = None if memory is None else (lambda sentence: memory.get(sentence) is not None)
+    docs = fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator),
+                  held)
+    return marked(docs, translator.config.data.src_lang, unread if held is None else (
+        lambda sentence: [] if held(sentence) else unread(sentence)))
 
 
-def fitted(docs: Sequence[Document[T]], fits: Fits,
-           writes: Callable[[str], bool] | None = None) -> list[Document[T]]:
+def fitted(docs: Sequence[Document[T]], fits: Fits, writes: Callable[[str], bool] | None = None,
+           held: Callable[[str], bool] | None = None) -> list[Document[T]]:
     """``docs`` with each sentence the model does not take whole (``fits``) cut into parts
     that it takes (:func:`clause_spans`): the parts are the documents' sentences, and
     rebuilding joins their translations into the sentence's (a part that goes on a sentence
@@ -98,18 +103,20 @@ def fitted(docs: Sequence[Document[T]], fits: Fits,
     :func:`writer`). A sentence without a letter (a
     number, a date, a price: "3,5", "12.04.2026", "—") is no part, kept as it is: a model
     writes such a sentence again and again ("3,5 3,5 3,5."). A sentence in quotes is read
-    without them and its translation put back in them (:func:`quoted`). Documents whose
-    sentences all fit, have letters and stand in no quotes are returned as they are."""
+    without them and its translation put back in them (:func:`quoted`); a sentence ``held``
+    is read whole as it is. Documents whose sentences all fit, have letters and stand in no
+    quotes are returned as they are."""
     sentences = [s for d in docs for s in d.sentences]
     ok = iter(fits(sentences))
+    kept = held or (lambda sentence: False)
     out = []
     for doc in docs:
-        inner = [(0, len(s)) if cut else quoted(s) for s, cut in zip(doc.sentences, doc.cuts,
-                                                                      strict=True)]
-        whole = [next(ok) and worded(s) and (a, b) == (0, len(s))
+        inner = [(0, len(s)) if cut or kept(s) else quoted(s)
+                 for s, cut in zip(doc.sentences, doc.cuts, strict=True)]
+        whole = [(next(ok) and worded(s) and (a, b) == (0, len(s))) or kept(s)
                  for s, (a, b) in zip(doc.sentences, inner, strict=True)]
         out.append(doc if all(whole) else _parted(doc, [
-            [] if not worded(s) else [(a, b)] if fit else
+            [(a, b)] if fit else [] if not worded(s) else
             [(a + x, a + y) for x, y in clause_spans(s[a:b], fits)]
             for s, fit, (a, b) in zip(doc.sentences, whole, inner, strict=True)],
             writes or (lambda word: False)))
@@ -214,13 +221,18 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     :meth:`Translator.translate`): their sentences in one batch, each translated once however
     often they hold it (a subtitle's "Yes.", a sheet's repeated cells; a sentence's sampled
     translation is its own seed's draw, the same in any place), those too long for the model
-    in parts (:func:`fitted`), put back in place (``documents.translate_split``)."""
+    in parts (:func:`fitted`), those ``translator.memory`` holds as it translates them
+    (``memory.py``), put back in place (``documents.translate_split``)."""
+
+    memory = translator.memory
 
     def translate(sentences: list[str]) -> list[str]:
         once = list(dict.fromkeys(sentences))
+        held = {s: t for s in once if memory is not None and (t := memory.get(s)) is not None}
+        todo = [s for s in once if s not in held]
         found = [h[0].text for h in translator.translate(
-            once, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)]
-        translated = dict(zip(once, found, strict=True))
+            todo, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)]
+        translated = held | dict(zip(todo, found, strict=True))
         return [translated[s] for s in sentences]
 
     return translate_split(
