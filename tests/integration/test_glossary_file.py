@@ -1,4 +1,4 @@
-"""``mt serve --glossary``'s file read again when it changes (serve/glossary_file.py)."""
+"""``mt serve --glossary``'s file read again when it changes (serve/watched_file.py)."""
 from __future__ import annotations
 
 import logging
@@ -32,13 +32,13 @@ def test_the_server_reads_its_glossary_again_when_the_file_changes(trained_run, 
     in /v1/info and the log, every request answered; read again once it is fixed."""
     pytest.importorskip("fastapi")
     from transformer_mt.serve.app import create_app
-    from transformer_mt.serve.glossary_file import GlossaryFile
     from transformer_mt.serve.settings import ServeOptions
+    from transformer_mt.serve.watched_file import WatchedFile
 
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
     path = tmp_path / "terms.tsv"
     _edit(path, "Hunde\thounds\n", 1)
-    glossary, watched = GlossaryFile.read(str(path), str(trained_run[0] / "best.pt"))
+    glossary, watched = WatchedFile.read("glossary", str(path), ("", ""))
     assert watched is not None and glossary.terms == {"Hunde": "hounds"}
     server = translator.with_settings(translator.config.decode, glossary)
 
@@ -62,7 +62,7 @@ def test_the_server_reads_its_glossary_again_when_the_file_changes(trained_run, 
         _edit(path, "Hunde\tcanines\nfährt Fahrrad\tcycles\n", 2)
         expect(client, new)  # (the second one no longer from the cache)
         assert "cycles" in translator.translate([SOURCES[1]], glossary=Glossary(new))[0]
-        with caplog.at_level(logging.ERROR, "transformer_mt.serve.glossary_file"):
+        with caplog.at_level(logging.ERROR, "transformer_mt.serve.watched_file"):
             _edit(path, "Hunde\tcanines\nKatze\n", 3)
             expect(client, new, "line 2: a glossary line is 'source term<TAB>target term")
             assert "the 2 terms read before stay in use" in caplog.text

@@ -3,6 +3,8 @@ everywhere a text gets one translation (lines, text, HTML, the server's routes);
 are the model's, as without it."""
 from __future__ import annotations
 
+import logging
+import os
 import re
 from xml.sax.saxutils import escape
 
@@ -143,3 +145,41 @@ def test_the_server_translates_held_sentences_as_its_memory_says(translator, rem
         r = client.post("/v1/translate", json={"text": [HELD], "prefix": "Two"})
         assert r.json()["translations"][0]["text"] == translator.translate(
             [HELD], prefix=["Two"], nbest=1)[0][0].text
+
+
+def test_mt_serve_memory_is_read_again_when_its_file_changes(trained_run, tmp_path, caplog):
+    """``mt serve --memory FILE`` (its arguments as the command reads them): the memory from
+    the next request on after an edit; a version that does not read leaves the one before in
+    use, said in /v1/info and the log; a file that is none, one line of error."""
+    pytest.importorskip("fastapi")
+    from transformer_mt.cli import build_parser
+    from transformer_mt.cli.serve import _glossary, _load
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+
+    path = tmp_path / "memory.tsv"
+    path.write_text(f"{HELD}\t{APPROVED[HELD]}\n", encoding="utf-8")
+    args = build_parser().parse_args(["serve", "--checkpoint", str(trained_run[0] / "best.pt"),
+                                      "--memory", str(path), "--device", "cpu"])
+    args.engine, args.terms = "torch", _glossary(args)
+    server = _load(args)[0]
+
+    def translated(client) -> str:
+        r = client.post("/translate", json={"q": HELD, "source": "de", "target": "en"})
+        assert r.status_code == 200, r.text
+        return r.json()["translatedText"]
+
+    with local_client(create_app(server, ServeOptions(memory_file=args.memory_file))) as client:
+        assert translated(client) == APPROVED[HELD]
+        path.write_text(f"{HELD}\tTwo dogs bathe.\n{OTHER}\tA kid cycles.\n", encoding="utf-8")
+        os.utime(path, ns=(2 * 10**9, 2 * 10**9))  # (a clock that did not tick: told apart)
+        assert translated(client) == "Two dogs bathe."
+        assert client.get("/v1/info").json()["memory"] == {"translations": 2}
+        path.write_text("a\tb\tc\n", encoding="utf-8")
+        with caplog.at_level(logging.ERROR, "transformer_mt.serve.watched_file"):
+            assert translated(client) == "Two dogs bathe."
+        assert "the 2 translations read before stay in use" in caplog.text
+        assert "line 1: a memory's line" in client.get("/v1/info").json()["memory"]["error"]
+    args.memory = str(tmp_path)
+    with pytest.raises(MTError, match="cannot read the memory"):
+        _load(args)

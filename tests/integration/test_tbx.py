@@ -74,12 +74,14 @@ def test_the_servers_termbase_is_read_in_the_models_languages_and_read_again(tra
                                                                             tmp_path):
     """``mt serve --glossary terms.tbx``: the checkpoint's languages (read before the model
     loads), and again in them when the file changes."""
-    from transformer_mt.serve.glossary_file import GlossaryFile
+    from transformer_mt.serve.watched_file import WatchedFile
     from transformer_mt.translate import Translator
+    from transformer_mt.translate.tbx import glossary_languages
 
     path = tmp_path / "terms.tbx"
     path.write_text(MARTIF, encoding="utf-8")
-    glossary, watched = GlossaryFile.read(str(path), str(trained_run[0] / "best.pt"))
+    glossary, watched = WatchedFile.read("glossary", str(path), glossary_languages(
+        path, trained_run[0] / "best.pt"))
     assert glossary.terms == {"Hunde": "hounds", "Park": "Tiergarten"} and watched is not None
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")
     translator.glossary = glossary

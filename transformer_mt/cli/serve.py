@@ -124,10 +124,14 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
                       "CTranslate2 cannot constrain its search")
     if not args.glossary:
         return None
-    from transformer_mt.serve.glossary_file import GlossaryFile, counted
+    from transformer_mt.serve.watched_file import WatchedFile, counted
+    from transformer_mt.translate.glossary import Glossary
+    from transformer_mt.translate.tbx import glossary_languages
 
-    glossary, args.terms_file = GlossaryFile.read(args.glossary, args.checkpoint[0])
-    log.info("every translation holds the %s of %s", counted(len(glossary.terms)),
+    glossary, args.terms_file = WatchedFile.read("glossary", args.glossary, glossary_languages(
+        args.glossary, args.checkpoint[0]))
+    assert isinstance(glossary, Glossary)
+    log.info("every translation holds the %s of %s", counted(glossary, "glossary"),
              args.glossary)
     return glossary
 
@@ -136,6 +140,7 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None
     """The translator, what /v1/info says of it (step, best BLEU, names), and the model to
     compare it with (``--compare``)."""
     from transformer_mt.config import per_call_settings
+    from transformer_mt.serve.watched_file import WatchedFile, counted
     from transformer_mt.translate import Translator
     from transformer_mt.translate.glossary import SAMPLED
     from transformer_mt.translate.memory import Memory
@@ -144,11 +149,13 @@ def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if decode.samples and args.terms:  # (every request would be refused)
         raise MTError(f"{SAMPLED}: drop --glossary, or --sample-topk and --top-p")
-    memory = Memory.read(args.memory, (translator.config.data.src_lang,
-                                       translator.config.data.tgt_lang)) if args.memory else None
+    memory, args.memory_file = WatchedFile.read("memory", args.memory, (
+        translator.config.data.src_lang, translator.config.data.tgt_lang)) if args.memory \
+        else (None, None)
+    assert memory is None or isinstance(memory, Memory)
     if memory:
-        log.info("%s translations in the memory %s: a sentence it holds is translated as it "
-                 "says", f"{len(memory):,}", args.memory)
+        log.info("a sentence of the %s of %s is translated as it says",
+                 counted(memory, "memory"), args.memory)
     if decode != translator.config.decode or args.terms or memory:  # what a request that
         translator = translator.with_settings(decode, args.terms, memory)  # names none gets
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
@@ -249,6 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         forwarded_allow_ips=tuple(args.forwarded_allow_ips or ()), run_dir=run_dir,
         suggestions=args.suggestions, shared_storage=args.shared_storage,
         files_dir=getattr(args, "files_dir", None), glossary_file=args.terms_file,
+        memory_file=args.memory_file,
         model_id=_model_id(args) if args.shared_storage else "")
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning("listening on every interface, but answering only requests addressed to "

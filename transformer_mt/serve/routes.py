@@ -34,9 +34,11 @@ async def health(svc: ServiceDep) -> Response:
 
 @router.get("/v1/info", summary="the model, its languages and decoding defaults, the limits")
 async def info(svc: ServiceDep) -> dict[str, Any]:
-    t, limits, terms = svc.translator, svc.limits, svc.options.glossary_file
-    if terms is not None:  # (as a request would find it)
-        terms.refresh(t)
+    t, limits = svc.translator, svc.limits
+    terms, memory = svc.options.glossary_file, svc.options.memory_file
+    for watched in (terms, memory):
+        if watched is not None:  # (as a request would find it)
+            watched.refresh(t)
     cfg = t.config
     kept = holding(t, None, cfg.decode)
     out: dict[str, Any] = {
@@ -54,7 +56,8 @@ async def info(svc: ServiceDep) -> dict[str, Any]:
         "glossary": {"terms": len(t.glossary.terms) if t.glossary else 0,  # mt serve --glossary
                      "keep_spans": bool(kept and kept.keep_spans),  # (or by default)
                      **({"error": terms.error} if terms and terms.error else {})},
-        "memory": {"translations": len(t.memory) if t.memory else 0},  # mt serve --memory
+        "memory": {"translations": len(t.memory) if t.memory else 0,  # mt serve --memory
+                   **({"error": memory.error} if memory and memory.error else {})},
         "look": {"run": run_checkpoints(svc.options.run_dir), "compare": svc.compare is not None},
     }
     out.update(svc.options.about)

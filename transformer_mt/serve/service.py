@@ -210,9 +210,11 @@ class Service:
         """Split documents' sentences tokenized, those longer than the model takes (or than
         ``cfg`` has it translate whole) in parts (``long_sentences.py``): a 400 where they
         are more than ``max_sentences`` (default: the limit of a request). Every route's
-        texts come here: ``mt serve --glossary``'s file is read again here if it changed."""
-        if self.options.glossary_file is not None:
-            self.options.glossary_file.refresh(self.translator)
+        texts come here: ``mt serve --glossary``'s and ``--memory``'s files are read again here
+        if they changed."""
+        for watched in (self.options.glossary_file, self.options.memory_file):
+            if watched is not None:
+                watched.refresh(self.translator)
         docs = readable(self.translator, docs, cfg)
         sentences = [s for d in docs for s in d.sentences]
         most = self.limits.max_sentences if max_sentences is None else max_sentences

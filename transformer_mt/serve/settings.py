@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from transformer_mt.serve.glossary_file import GlossaryFile
+    from transformer_mt.serve.watched_file import WatchedFile
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
@@ -75,7 +75,8 @@ class ServeOptions:
     model_id: str = ""  # names the model's translations in a shared cache
     suggestions: str | None = None  # the SQLite file /suggest keeps corrections in; None: off
     files_dir: str | None = None  # where translated files wait (its workers' one); None: its own
-    glossary_file: GlossaryFile | None = None  # --glossary's file, read again when it changes
+    glossary_file: WatchedFile | None = None  # --glossary's file, read again when it changes
+    memory_file: WatchedFile | None = None  # --memory's, too
 
 
 @dataclass
