@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Glossary", "Translator", "__version__", "load_config", "train"]
+__all__ = ["Glossary", "Memory", "Translator", "__version__", "load_config", "train"]
 
 if TYPE_CHECKING:
     from transformer_mt.config.file import load_config
     from transformer_mt.training.trainer import train
     from transformer_mt.translate import Translator
     from transformer_mt.translate.glossary import Glossary
+    from transformer_mt.translate.memory import Memory
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +36,10 @@ def __getattr__(name: str) -> Any:
         from transformer_mt.translate.glossary import Glossary
 
         return Glossary
+    if name == "Memory":
+        from transformer_mt.translate.memory import Memory
+
+        return Memory
     if name == "train":
         from transformer_mt.training.trainer import train
 

@@ -28,7 +28,7 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "validation at step 3" in result.stderr  # a library call shows its progress too
     lines = result.stdout.splitlines()
-    assert len(lines) == 13 and lines[0].startswith("[") and "(" in lines[4]
+    assert len(lines) == 14 and lines[0].startswith("[") and "(" in lines[4]
     assert lines[5].startswith("['") and "\\n" in lines[5]  # the line break kept
     assert lines[6].startswith("['<p>") and "<b>" in lines[6]  # the markup kept
     assert lines[7].startswith("['A do")  # the prefix, its last word finished
@@ -37,4 +37,5 @@ def test_the_python_api_example_in_the_readme_runs(tmp_path):
     assert [float(lp) for _, lp, _ in choices] == sorted((float(lp) for _, lp, _ in choices),
                                                         reverse=True)
     assert "hound" in lines[11] and "www.hund.de" in lines[11]  # the glossary's, exactly
-    assert lines[12] == "True"  # the home thread's translation, called from another thread
+    assert lines[12].endswith(" Two men are laughing.']")  # the memory's
+    assert lines[13] == "True"  # the home thread's translation, called from another thread
