@@ -248,16 +248,16 @@ def test_cache_answers_a_repeated_sentence_without_decoding(translator, monkeypa
 def test_splitting_a_large_request_does_not_stop_the_server(translator, monkeypatch):
     """A request whose texts take long to split (a large HTML page) is split off the event
     loop: /health and other requests are answered meanwhile."""
-    from transformer_mt.serve import service
+    from transformer_mt import translate  # (Translator.split's)
 
-    split = service.split_document
+    split = translate.split_document
 
     def slow(text, *args):
         if "langsam" in text:
             time.sleep(2.0)
         return split(text, *args)
 
-    monkeypatch.setattr(service, "split_document", slow)
+    monkeypatch.setattr(translate, "split_document", slow)
     with local_client(create_app(translator, ServeOptions())) as client:
         answers: list = []
         sender = threading.Thread(target=lambda: answers.append(client.post(
