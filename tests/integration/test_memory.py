@@ -125,7 +125,8 @@ def test_the_server_translates_held_sentences_as_its_memory_says(translator, rem
     """Every route (LibreTranslate's, /v1/translate with a request's glossary too): the held
     sentences the memory's, the others as ``mt translate`` with the memory has them, twice
     (the second from the cache); /v1/info counts the memory's translations; a prefix is the
-    model's to continue."""
+    model's to continue, and what a request inspects (attention, the top tokens, alignment)
+    the model's own translation."""
     pytest.importorskip("fastapi")
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.settings import ServeOptions
@@ -145,6 +146,13 @@ def test_the_server_translates_held_sentences_as_its_memory_says(translator, rem
         r = client.post("/v1/translate", json={"text": [HELD], "prefix": "Two"})
         assert r.json()["translations"][0]["text"] == translator.translate(
             [HELD], prefix=["Two"], nbest=1)[0][0].text
+        own = translator.translate([HELD], nbest=1)[0][0]
+        for asked in ({"attention": True}, {"topk": 2, "align": True},
+                      {"attention": True, "glossary": {"Kind": "kid"}}):
+            r = client.post("/v1/translate", json={"text": [HELD], **asked})
+            assert r.status_code == 200, r.text
+            [found] = r.json()["translations"]
+            assert found["text"] == own.text and found["tokens"] == own.tokens
 
 
 def test_mt_serve_memory_is_read_again_when_its_file_changes(trained_run, tmp_path, caplog):

@@ -60,7 +60,7 @@ async def translate(svc: Service, req: TranslateRequest, who: Caller) -> Transla
             results, choices = await _steered(svc, prepared, cfg, req, who)
         else:
             results = await svc.decode(prepared, cfg, req.nbest, waiting=who.left,
-                                      queued=who.queued)
+                                       queued=who.queued, remember=not req.inspects)
     except (MTError, ValueError) as exc:
         raise RequestError(422, str(exc).splitlines()[0]) from None
     sentences = [_sentences(r) for r in results]
@@ -111,9 +111,9 @@ async def _steered(svc: Service, prepared: Prepared, cfg: DecodeConfig, req: Tra
 
     who.queued()
     hyps, found = await svc.wait(svc.worker().call(run), who.left)
-    if req.prefix is None and not req.alternatives:  # (a request's glossary: as mt translate's)
+    if req.prefix is None and not req.alternatives and not req.inspects:  # (the memory's,
         hyps = [h if m is None else m for h, m in zip(hyps, svc.remembered(prepared),
-                                                      strict=True)]
+                                                      strict=True)]  # as mt translate's)
     results, at = [], 0
     for doc in prepared.docs:
         n = len(doc.sentences)

@@ -229,8 +229,10 @@ class Service:
 
     async def decode(self, prepared: Prepared, cfg: DecodeConfig, nbest: int,
                      waiting: Callable[[], Any] | None = None,
-                     queued: Callable[[], None] = lambda: None) -> list[TextResult]:
-        """Translate the prepared sentences: from the cache, or by the worker. A seeded
+                     queued: Callable[[], None] = lambda: None,
+                     remember: bool = True) -> list[TextResult]:
+        """Translate the prepared sentences: from ``mt serve --memory`` (``remember``: not
+        where the model's own are inspected), the cache, or by the worker. A seeded
         sampling request is decoded on its own (the same translation alone or among others),
         and, uncached, the sentences that hold a term of ``mt serve --glossary``; ``waiting``:
         completes if the client leaves (the decoding stops); ``queued``: called once the
@@ -238,7 +240,7 @@ class Service:
         sampling = cfg.samples
         caching = not sampling and self.options.cache_size > 0
         key = json.dumps([asdict(cfg), nbest], sort_keys=True)
-        found = self.remembered(prepared)  # (neither decoded nor cached)
+        found = self.remembered(prepared, remember)
         glossary = holding(self.translator, None, cfg)
         # spans kept alone translate a sentence as its ids and settings say: cached (a
         # glossary's terms, which its file may change, are not)
@@ -275,9 +277,11 @@ class Service:
         await self.link(results, waiting)
         return results
 
-    def remembered(self, prepared: Prepared) -> list[list[Translation] | None]:
-        """Each prepared sentence's translation as ``mt serve --memory`` holds it, or None."""
-        memory = self.translator.memory
+    def remembered(self, prepared: Prepared, remember: bool = True
+                   ) -> list[list[Translation] | None]:
+        """Each prepared sentence's translation as ``mt serve --memory`` holds it, or None
+        (``remember``: none)."""
+        memory = self.translator.memory if remember else None
         return [None if memory is None or (t := memory.get(s)) is None else [
             Translation(t, [], float("nan"))] for d in prepared.docs for s in d.sentences]
 
