@@ -23,7 +23,6 @@ fedora, avoid hat`` the search cannot write "hat" and puts the term where "hat" 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -39,6 +38,7 @@ from transformer_mt.translate.pieces import continuing_ids, digit_ids
 from transformer_mt.translate.results import Required
 from transformer_mt.translate.spelling import either_way
 from transformer_mt.translate.tbx import is_tbx, read_tbx
+from transformer_mt.translate.tsv import tsv_rows
 
 if TYPE_CHECKING:
     from transformer_mt.config import DecodeConfig
@@ -164,20 +164,12 @@ class Glossary:
             return cls(found[0], keep_spans, found[1])
         terms: dict[str, str] = {}
         avoid: dict[str, list[str]] = {}
-        try:
-            with open(path, encoding="utf-8-sig", newline="") as f:  # a BOM dropped
-                for n, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE),
-                                        start=1):
-                    if not row or not "".join(row).strip() or row[0].startswith("#"):
-                        continue
-                    if len(row) < 2:
-                        raise MTError(f"{path}, line {n}: a glossary line is 'source term<TAB>"
-                                      "target term[<TAB>word to avoid...]', not 1 field")
-                    terms[row[0]] = row[1]  # (a term given again: its last line)
-                    avoid[row[0]] = [w for w in row[2:] if w.strip()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MTError(f"cannot read the glossary {path}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
+        for n, row in tsv_rows(path, "glossary"):
+            if len(row) < 2:
+                raise MTError(f"{path}, line {n}: a glossary line is 'source term<TAB>target "
+                              "term[<TAB>word to avoid...]', not 1 field")
+            terms[row[0]] = row[1]  # (a term given again: its last line)
+            avoid[row[0]] = [w for w in row[2:] if w.strip()]
         return cls(terms, keep_spans, {t: words for t, words in avoid.items() if words})
 
     def extended(self, terms: Mapping[str, str], keep_spans: bool = False,

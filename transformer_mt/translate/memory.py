@@ -19,7 +19,6 @@ A source given twice: its last translation.
 
 from __future__ import annotations
 
-import csv
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from transformer_mt.data.tmx import tmx_pairs
 from transformer_mt.errors import MTError
 from transformer_mt.translate.documents import Document
+from transformer_mt.translate.tsv import tsv_rows
 
 
 def key(sentence: str) -> str:
@@ -62,19 +62,11 @@ class Memory:
             return cls.of(tmx_pairs(Path(path), *languages, "--memory",
                                     named="the model's languages are the two read"))
         pairs = []
-        try:
-            with open(path, encoding="utf-8-sig", newline="") as f:  # a BOM dropped
-                for n, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE),
-                                        start=1):
-                    if not row or not "".join(row).strip() or row[0].startswith("#"):
-                        continue
-                    if len(row) != 2:
-                        raise MTError(f"{path}, line {n}: a memory's line is 'source<TAB>"
-                                      f"translation', not {len(row)} field(s)")
-                    pairs.append((row[0], row[1]))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MTError(f"cannot read the memory {path}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
+        for n, row in tsv_rows(path, "memory"):
+            if len(row) != 2:
+                raise MTError(f"{path}, line {n}: a memory's line is 'source<TAB>translation', "
+                              f"not {len(row)} field(s)")
+            pairs.append((row[0], row[1]))
         memory = cls.of(pairs)
         if not memory:
             raise MTError(f"the memory {path} holds no 'source<TAB>translation' line")
