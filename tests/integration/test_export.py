@@ -221,6 +221,13 @@ def test_mt_export_and_translate_with_the_engine(trained_run, tmp_path):
                     "--keep-spans", "Ein Hund."])  # nothing to keep: translated as ever
     assert kept.returncode == 0 and kept.stdout == run_cli(
         ["translate", "--engine", "ctranslate2", "--checkpoint", str(out), "Ein Hund."]).stdout
+    (tmp_path / "m.tmx").write_text(  # a memory read in the export's languages
+        '<tmx version="1.4"><body><tu><tuv xml:lang="de-DE"><seg>Ein Hund.</seg></tuv><tuv '
+        'xml:lang="en-US"><seg>A hound.</seg></tuv></tu></body></tmx>', encoding="utf-8")
+    held = run_cli(["translate", "--checkpoint", str(out), "--beam", "1", "--memory",
+                    str(tmp_path / "m.tmx"), "Ein Hund.", sentences[2]])
+    assert held.returncode == 0 and held.stdout == "A hound.\n" + engine_out.stdout.split(
+        "\n")[2] + "\n"
     from transformer_mt.translate import Translator
 
     exported = Translator.load(out, "cpu", engine="ctranslate2")  # the checkpoint's

@@ -161,7 +161,7 @@ def test_mt_serve_memory_is_read_again_when_its_file_changes(trained_run, tmp_pa
     use, said in /v1/info and the log; a file that is none, one line of error."""
     pytest.importorskip("fastapi")
     from transformer_mt.cli import build_parser
-    from transformer_mt.cli.serve import _glossary, _load
+    from transformer_mt.cli.serve import _glossary, _load, _memory
     from transformer_mt.serve.app import create_app
     from transformer_mt.serve.settings import ServeOptions
 
@@ -169,7 +169,7 @@ def test_mt_serve_memory_is_read_again_when_its_file_changes(trained_run, tmp_pa
     path.write_text(f"{HELD}\t{APPROVED[HELD]}\n", encoding="utf-8")
     args = build_parser().parse_args(["serve", "--checkpoint", str(trained_run[0] / "best.pt"),
                                       "--memory", str(path), "--device", "cpu"])
-    args.engine, args.terms = "torch", _glossary(args)
+    args.engine, args.terms, args.remembered = "torch", _glossary(args), _memory(args)
     server = _load(args)[0]
 
     def translated(client) -> str:
@@ -190,4 +190,4 @@ def test_mt_serve_memory_is_read_again_when_its_file_changes(trained_run, tmp_pa
         assert "line 1: a memory's line" in client.get("/v1/info").json()["memory"]["error"]
     args.memory = str(tmp_path)
     with pytest.raises(MTError, match="cannot read the memory"):
-        _load(args)
+        _memory(args)

@@ -163,6 +163,9 @@ def fuzz_client(translator):
     (["--glossary", "MISSING"], "cannot read the glossary"),
     (["--glossary", "LATIN1"], "cannot read the glossary"),
     (["--glossary", "UMLAUT"], "line 1: a glossary line is 'source term<TAB>target term"),
+    (["--memory", "MISSING"], "cannot read the memory"),
+    (["--memory", "LATIN1"], "cannot read the memory"),
+    (["--memory", "EMPTY"], "holds no 'source<TAB>translation' line"),
     (["--beam-size", "0"], "--beam-size must be at least 1"),  # each request's default
     (["--no-repeat-ngram-size", "-1"], "decode.no_repeat_ngram_size' must be in [0, 1000]"),
     (["--glossary", "TERMS", "--sample-topk", "5"], "cannot be given together: drop --glos"),

@@ -76,11 +76,11 @@ def test_the_servers_termbase_is_read_in_the_models_languages_and_read_again(tra
     loads), and again in them when the file changes."""
     from transformer_mt.serve.watched_file import WatchedFile
     from transformer_mt.translate import Translator
-    from transformer_mt.translate.tbx import glossary_languages
+    from transformer_mt.translate.user_files import file_languages
 
     path = tmp_path / "terms.tbx"
     path.write_text(MARTIF, encoding="utf-8")
-    glossary, watched = WatchedFile.read("glossary", str(path), glossary_languages(
+    glossary, watched = WatchedFile.read("glossary", str(path), file_languages(
         path, trained_run[0] / "best.pt"))
     assert glossary.terms == {"Hunde": "hounds", "Park": "Tiergarten"} and watched is not None
     translator = Translator.load(trained_run[0] / "best.pt", "cpu")

@@ -9,7 +9,7 @@ import hashlib
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from transformer_mt.errors import MTError
 from transformer_mt.fileio import not_a_file, not_an_input, open_input
@@ -24,8 +24,10 @@ from transformer_mt.serve.settings import (
 )
 
 if TYPE_CHECKING:
+    from transformer_mt.serve.watched_file import Kind, WatchedFile
     from transformer_mt.translate import Translator
     from transformer_mt.translate.glossary import Glossary
+    from transformer_mt.translate.memory import Memory
 
 
 log = logging.getLogger(__name__)
@@ -118,46 +120,54 @@ def _glossary(args: argparse.Namespace) -> Glossary | None:
     """``--glossary`` read (a bad line: one line of error), or None; ``args.terms_file``: the
     file to read again when it changes. (``--keep-spans`` sets what a request that says
     nothing keeps, ``_load``; asked for, it needs our engine as a glossary does.)"""
-    args.terms_file = None
     if args.engine != "torch" and (args.glossary or args.keep_spans):
         raise MTError("--glossary and --keep-spans need a PyTorch checkpoint (.pt): "
                       "CTranslate2 cannot constrain its search")
-    if not args.glossary:
-        return None
-    from transformer_mt.serve.watched_file import WatchedFile, counted
-    from transformer_mt.translate.glossary import Glossary
-    from transformer_mt.translate.tbx import glossary_languages
+    from transformer_mt.serve.watched_file import counted
 
-    glossary, args.terms_file = WatchedFile.read("glossary", args.glossary, glossary_languages(
-        args.glossary, args.checkpoint[0]))
-    assert isinstance(glossary, Glossary)
-    log.info("every translation holds the %s of %s", counted(glossary, "glossary"),
-             args.glossary)
-    return glossary
+    glossary, args.terms_file = _watched(args, "glossary")
+    if glossary is not None:
+        log.info("every translation holds the %s of %s", counted(glossary, "glossary"),
+                 args.glossary)
+    return cast("Glossary | None", glossary)
+
+
+def _memory(args: argparse.Namespace) -> Memory | None:
+    """``--memory`` read (as ``_glossary``: ``args.memory_file``), or None."""
+    from transformer_mt.serve.watched_file import counted
+
+    memory, args.memory_file = _watched(args, "memory")
+    if memory is not None:
+        log.info("a sentence of the %s of %s is translated as it says",
+                 counted(memory, "memory"), args.memory)
+    return cast("Memory | None", memory)
+
+
+def _watched(args: argparse.Namespace, kind: Kind) -> tuple[Any, WatchedFile | None]:
+    """The file of ``--glossary`` or ``--memory`` read in the model's languages (before the
+    model loads), and the file to watch; (None, None) where none is given."""
+    from transformer_mt.serve.watched_file import WatchedFile
+    from transformer_mt.translate.user_files import file_languages
+
+    path = getattr(args, kind)
+    return WatchedFile.read(kind, path, file_languages(path, args.checkpoint[0])) if path \
+        else (None, None)
 
 
 def _load(args: argparse.Namespace) -> tuple[Translator, dict, Translator | None]:
     """The translator, what /v1/info says of it (step, best BLEU, names), and the model to
     compare it with (``--compare``)."""
     from transformer_mt.config import per_call_settings
-    from transformer_mt.serve.watched_file import WatchedFile, counted
     from transformer_mt.translate import Translator
     from transformer_mt.translate.glossary import SAMPLED
-    from transformer_mt.translate.memory import Memory
 
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if decode.samples and args.terms:  # (every request would be refused)
         raise MTError(f"{SAMPLED}: drop --glossary, or --sample-topk and --top-p")
-    memory, args.memory_file = WatchedFile.read("memory", args.memory, (
-        translator.config.data.src_lang, translator.config.data.tgt_lang)) if args.memory \
-        else (None, None)
-    assert memory is None or isinstance(memory, Memory)
-    if memory:
-        log.info("a sentence of the %s of %s is translated as it says",
-                 counted(memory, "memory"), args.memory)
-    if decode != translator.config.decode or args.terms or memory:  # what a request that
-        translator = translator.with_settings(decode, args.terms, memory)  # names none gets
+    if decode != translator.config.decode or args.terms or args.remembered:  # what a request
+        translator = translator.with_settings(decode, args.terms, args.remembered)  # that
+        # names none gets
     if (args.engine == "torch" and not args.compile and len(args.checkpoint) == 1
             and translator.device.type == "cpu"):
         log.info("decoding eagerly: --compile answers a lone request ~4x faster on a CPU "
@@ -229,7 +239,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if getattr(args, "api_keys", None) is None:  # read once: --workers' processes get them
         args.api_keys = _api_keys(args.api_key_file)  # (a pipe cannot be read again)
     if getattr(args, "terms", None) is None:  # so are these, before the model loads
-        args.terms = _glossary(args)
+        args.terms, args.remembered = _glossary(args), _memory(args)
     run_dir = _run_dir(args)
     if args.suggestions:  # a file that cannot keep them: refused before the model loads
         from transformer_mt.data.suggestions import SuggestionStore

@@ -202,6 +202,7 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     from transformer_mt.fileio import refuse_same_file
     from transformer_mt.translate import Translator
     from transformer_mt.translate.memory import Memory
+    from transformer_mt.translate.user_files import file_languages
 
     if args.sentences and args.input:
         raise MTError("give sentences or --input FILE, not both")
@@ -221,18 +222,17 @@ def _translator_for(args: argparse.Namespace) -> Translator:
     glossary = None
     if args.glossary or args.keep_spans:  # asked for: held to (an error where it cannot be);
         from transformer_mt.translate.glossary import KEEP, Glossary  # by default (the
-        from transformer_mt.translate.tbx import glossary_languages
 
-        glossary = Glossary.read(args.glossary, bool(args.keep_spans), glossary_languages(
+        glossary = Glossary.read(args.glossary, bool(args.keep_spans), file_languages(
             args.glossary, args.checkpoint[0])) if args.glossary \
             else KEEP  # checkpoint's decode.keep_spans) kept where the search can
+    memory = Memory.read(args.memory, file_languages(args.memory, args.checkpoint[0])) \
+        if args.memory else None  # (before the model loads, as the glossary)
     translator = Translator.load(args.checkpoint, args.device, args.engine, args.compile,
                                  args.workers)
     decode = translator.settings(**{f.name: getattr(args, f.name) for f in per_call_settings()})
     if args.nbest > decode.beam_size and not decode.samples:  # n best: a beam n wide
         decode = dataclasses.replace(decode, beam_size=args.nbest)
-    memory = Memory.read(args.memory, (translator.config.data.src_lang,
-                                       translator.config.data.tgt_lang)) if args.memory else None
     return translator.with_settings(decode, glossary, memory)
 
 

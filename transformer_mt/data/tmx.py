@@ -36,6 +36,11 @@ UNITS = frozenset({"tu"})
 SPACES = re.compile(r"[ \t\r\n]+")  # (not a no-break space)
 
 
+def is_tmx(path: str | Path) -> bool:
+    """Whether ``path`` is a translation memory (by its name: ``.tmx``, ``.tmx.gz``)."""
+    return str(path).lower().endswith((".tmx", ".tmx.gz"))
+
+
 @contextlib.contextmanager
 def opened(path: Path) -> Iterator[BinaryIO]:
     """``path`` opened as bytes, gunzipped where it is gzipped."""

@@ -38,7 +38,7 @@ from transformer_mt.translate.pieces import continuing_ids, digit_ids
 from transformer_mt.translate.results import Required
 from transformer_mt.translate.spelling import either_way
 from transformer_mt.translate.tbx import is_tbx, read_tbx
-from transformer_mt.translate.tsv import tsv_rows
+from transformer_mt.translate.user_files import tsv_rows
 
 if TYPE_CHECKING:
     from transformer_mt.config import DecodeConfig

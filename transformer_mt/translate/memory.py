@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_mt.data.tmx import tmx_pairs
+from transformer_mt.data.tmx import is_tmx, tmx_pairs
 from transformer_mt.errors import MTError
 from transformer_mt.translate.documents import Document
-from transformer_mt.translate.tsv import tsv_rows
+from transformer_mt.translate.user_files import tsv_rows
 
 
 def key(sentence: str) -> str:
@@ -57,8 +57,7 @@ class Memory:
     def read(cls, path: str | Path, languages: tuple[str, str]) -> Memory:
         """The memory in ``path``: a TMX file's units in ``languages`` (source, target), or a
         TSV file's lines; a one-line error where it does not read or holds no pair."""
-        name = str(path).lower()
-        if name.endswith((".tmx", ".tmx.gz")):
+        if is_tmx(path):
             return cls.of(tmx_pairs(Path(path), *languages, "--memory",
                                     named="the model's languages are the two read"))
         pairs = []

@@ -36,16 +36,6 @@ def is_tbx(path: str | Path) -> bool:
     return name.endswith((".tbx", ".tbx.gz"))
 
 
-def glossary_languages(path: str | Path, checkpoint: str | Path) -> tuple[str, str]:
-    """The languages a glossary file is read in: a termbase's the model's (the checkpoint's,
-    read before the model loads), a TSV file's none."""
-    if not is_tbx(path):
-        return "", ""
-    from transformer_mt.checkpoint import languages_of
-
-    return languages_of(checkpoint)
-
-
 def read_tbx(path: str | Path, src: str, tgt: str) -> tuple[dict[str, str],
                                                            dict[str, list[str]]]:
     """The glossary of the termbase at ``path`` from ``src`` to ``tgt``: (source term ->
