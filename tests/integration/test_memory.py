@@ -143,6 +143,8 @@ def test_the_server_translates_held_sentences_as_its_memory_says(translator, rem
         with_glossary = remembering.translate(texts, glossary=Glossary({"Kind": "kid"}))
         assert [t["text"] for t in r.json()["translations"]] == with_glossary
         assert APPROVED[PAIR] in with_glossary and "kid" in with_glossary[2]
+        # each held sentence counted (/metrics): HELD and PAIR, three times
+        assert "mt_memory_hits_total 6.0" in client.get("/metrics").text
         r = client.post("/v1/translate", json={"text": [HELD], "prefix": "Two"})
         assert r.json()["translations"][0]["text"] == translator.translate(
             [HELD], prefix=["Two"], nbest=1)[0][0].text

@@ -25,6 +25,8 @@ class Metrics:
                                  registry=registry)
         self.cache_hits = Counter("mt_cache_hits", "sentences answered from the cache",
                                   registry=registry)
+        self.memory_hits = Counter("mt_memory_hits", "sentences translated as mt serve "
+                                   "--memory holds them", registry=registry)
 
     def on_batch(self, n_requests: int, n_sentences: int, seconds: float) -> None:
         self.batch_requests.observe(n_requests)

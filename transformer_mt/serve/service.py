@@ -280,10 +280,13 @@ class Service:
     def remembered(self, prepared: Prepared, remember: bool = True
                    ) -> list[list[Translation] | None]:
         """Each prepared sentence's translation as ``mt serve --memory`` holds it, or None
-        (``remember``: none)."""
+        (``remember``: none); counted (``/metrics``' ``mt_memory_hits_total``)."""
         memory = self.translator.memory if remember else None
-        return [None if memory is None or (t := memory.get(s)) is None else [
-            Translation(t, [], float("nan"))] for d in prepared.docs for s in d.sentences]
+        found: list[list[Translation] | None] = [
+            None if memory is None or (t := memory.get(s)) is None else [
+                Translation(t, [], float("nan"))] for d in prepared.docs for s in d.sentences]
+        self.metrics.memory_hits.inc(sum(f is not None for f in found))
+        return found
 
     def _cached(self, key: str, ids: list[list[int]]) -> list[list[Translation] | None]:
         """The translations the cache holds of ``ids`` with the settings ``key``, None where
