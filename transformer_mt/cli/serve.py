@@ -75,7 +75,8 @@ def add(sub: Any, common: argparse.ArgumentParser) -> None:
                    "the file changes")
     p.add_argument("--memory", metavar="FILE", help="translations every route uses as they "
                    "are: a sentence the memory holds is translated as it says (mt translate's "
-                   "--memory: a .tmx or 'source<TAB>translation' lines)")
+                   "--memory: a .tmx or 'source<TAB>translation' lines); read again when the "
+                   "file changes")
     for setting in flagged():  # serve/settings.py: each declared there, with its default
         p.add_argument(setting.metadata["flag"], type=type(setting.default),
                        default=setting.default, help=setting.metadata["help"])
