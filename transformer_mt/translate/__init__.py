@@ -117,10 +117,9 @@ class Translator:
 
     def with_settings(self, cfg: DecodeConfig, glossary: Glossary | None = None,
                       memory: Memory | None = None) -> Translator:
-        """This translator with ``cfg`` (:meth:`settings`) as what a call that names no
-        setting decodes with (and ``glossary`` as what it holds to, ``memory`` as the
-        translations it uses: ``memory.py``): a new one around the same engine; the loaded
-        config is left as it is."""
+        """This translator with ``cfg`` (:meth:`settings`) as what a call that names no setting
+        decodes with (``glossary``: what it holds to; ``memory``: the translations it uses), a
+        new one around the same engine; the loaded config is left as it is."""
         return Translator(self.engine, dataclasses.replace(self.config, decode=cfg),
                           self.src_vocab, self.tgt_vocab, self.tokenizers,
                           self.glossary if glossary is None else glossary,
@@ -233,7 +232,8 @@ class Translator:
         (one per sentence, "" for none; an unfinished last word is finished by the model:
         ``prefix.py``). ``glossary``: terms each translation must hold (``glossary.py``; not with
         sampling); URLs, numbers and the like are kept as they are where ``keep_spans`` (the
-        checkpoint's: on) and the search can (``glossary.holding``)."""
+        checkpoint's: on) and the search can (``glossary.holding``). Without ``nbest``,
+        ``attention`` or ``prefix``, a sentence ``self.memory`` holds is its (``memory.py``)."""
         if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(
                 isinstance(s, str) for s in texts):
             raise TypeError('translate a list of texts (strings), e.g. translate(["Ein Hund."])')
