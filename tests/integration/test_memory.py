@@ -193,3 +193,46 @@ def test_mt_serve_memory_is_read_again_when_its_file_changes(trained_run, tmp_pa
     args.memory = str(tmp_path)
     with pytest.raises(MTError, match="cannot read the memory"):
         _memory(args)
+
+
+XLF = f"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="de"
+ datatype="plaintext" original="x"><body>
+<trans-unit id="held"><source>Zwei <g id="1">Hunde</g> schwimmen im Park.</source></trans-unit>
+<trans-unit id="half"><source>{HELD} {OTHER}</source></trans-unit>
+<trans-unit id="model"><source>{OTHER}</source></trans-unit>
+</body></file></xliff>"""
+PO = f'msgid ""\nmsgstr ""\n\nmsgid "{HELD}"\nmsgstr ""\n\nmsgid "{OTHER}"\nmsgstr ""\n'
+
+
+def test_xliff_and_gettext_say_a_memorys_translation_needs_no_review_as_mt(remembering):
+    """A unit whose every sentence the memory gave is XLIFF 1.2's ``exact-match`` (not
+    ``leveraged-mt``), a message gettext's without ``fuzzy`` (as msgmerge takes a compendium's
+    exact matches); one the model translated, even in part, is machine translation to review;
+    the same through the server's /translate_file."""
+    pytest.importorskip("lxml")
+    polib = pytest.importorskip("polib")
+    from lxml import etree
+
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+    from transformer_mt.translate.files import translate_file
+
+    xlf = translate_file(remembering, "units.xlf", XLF.encode())
+    units = etree.fromstring(xlf).iter("{urn:oasis:names:tc:xliff:document:1.2}trans-unit")
+    states = {u.get("id"): (u[1].get("state"), u[1].get("state-qualifier"),
+                            "".join(u[1].itertext())) for u in units}
+    assert states == {
+        "held": ("needs-review-translation", "exact-match", APPROVED[HELD]),
+        "half": ("needs-review-translation", "leveraged-mt",
+                 f"{APPROVED[HELD]} {remembering.translate([OTHER])[0]}"),
+        "model": ("needs-review-translation", "leveraged-mt", remembering.translate([OTHER])[0])}
+    po = translate_file(remembering, "app.po", PO.encode())
+    assert [(m.msgstr, m.fuzzy) for m in polib.pofile(po.decode())] == [
+        (APPROVED[HELD], False), (remembering.translate([OTHER])[0], True)]
+    with local_client(create_app(remembering, ServeOptions())) as client:
+        for name, source, ours in (("units.xlf", XLF, xlf), ("app.po", PO, po)):
+            answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                                 files={"file": (name, source.encode())})
+            assert answer.status_code == 200, answer.text
+            assert client.get(answer.json()["translatedFileUrl"]).content == ours

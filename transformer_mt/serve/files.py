@@ -67,7 +67,9 @@ def _read(svc: ServiceDep, name: str, data: bytes) -> FileText:
     """The file's texts, split into sentences (seconds for a large one: off the event loop);
     a 400 for a file not read here, or one larger than a file may be."""
     try:
-        doc = read_file(name, data, svc.src_lang, svc.tgt_lang)
+        memory = svc.translator.memory
+        doc = read_file(name, data, svc.src_lang, svc.tgt_lang,
+                        held=memory.holds if memory else None)
     except MTError as exc:
         raise RequestError(400, f"Invalid request: {exc}") from None
     if doc.chars > svc.limits.max_file_chars:

@@ -44,6 +44,7 @@ T = TypeVar("T")
 
 Links = Sequence[Link] | None  # where a sentence's translation reads in it (None: unknown)
 CLOSING = frozenset(".,;:!?…")  # marks written against the word before them
+Held = Callable[[str], bool] | None  # whether a memory translates a sentence (memory.py)
 
 
 @dataclass
@@ -391,3 +392,9 @@ def translate_split(docs: Sequence[Document[T]], translate: Callable[[list[str]]
         out.append(d.rebuild(translations[at:at + n], found[at:at + n]))
         at += n
     return out
+
+
+def remembered(doc: Document[Any], held: Held) -> bool:
+    """Whether each sentence of ``doc`` (one at least) is one a memory translates (``held``):
+    its translation the memory's, no machine translation's."""
+    return held is not None and bool(doc.sentences) and all(map(held, doc.sentences))

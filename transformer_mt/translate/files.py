@@ -75,6 +75,7 @@ from transformer_mt.logs import PROGRESS_FROM
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
+    Held,
     split_document,
     split_flow,
     with_line_ends_of,
@@ -147,11 +148,12 @@ def is_document(name: str | Path) -> bool:
 
 
 def read_file(name: str, data: bytes, lang: str, target: str | None = None,
-              kind: str | None = None) -> FileText:
+              kind: str | None = None, held: Held = None) -> FileText:
     """The texts of the file ``name`` holding ``data`` (in ``lang``, split into sentences; a
     page or book into ``target`` says so; ``kind``: one of :data:`FORMATS`', where the name
-    does not say); a one-line :class:`MTError` for a format not translated here, or a file
-    that is not what its name says (text that is not UTF-8, say)."""
+    does not say; ``held``: the sentences a memory translates, which an XLIFF or gettext file
+    says need no review); a one-line :class:`MTError` for a format not translated here, or a
+    file that is not what its name says (text that is not UTF-8, say)."""
     kind = kind or FORMATS.get(Path(name).suffix.lower())
     other = foreign(data[:8]) if kind in (None, "text") else None  # (not a zip's own format)
     if other == "a PDF":
@@ -165,7 +167,7 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
     if kind == "xlsx":
         return _workbook(name, data, lang)
     if kind in BINARY:
-        found = _parsed(*BINARY[kind](name, data, lang, target))
+        found = _parsed(*BINARY[kind](name, data, lang, target, held))
         return _crlf_kept(data.decode("latin-1"), found) if kind == "xliff" else found
     if kind in OFFICE:
         return _office(name, data, kind, lang, target)
@@ -176,7 +178,7 @@ def read_file(name: str, data: bytes, lang: str, target: str | None = None,
     if kind in READERS:
         found = _subtitles(READERS[kind](name, text), lang, target if kind == "vtt" else None)
     elif kind in PARSERS:
-        found = _parsed(*PARSERS[kind](name, text, lang, target))
+        found = _parsed(*PARSERS[kind](name, text, lang, target, held))
     else:
         found = FileText([split_document(text, lang, "html" if kind == "html" else "text",
                                          target)], len(text), lambda out: out[0].encode("utf-8"))
@@ -193,8 +195,9 @@ def _crlf_kept(text: str, found: FileText) -> FileText:
 # the formats read by a parser of their own: their texts, and how to write the file (from
 # their text, from their bytes)
 PARSERS = {"markdown": read_markdown, "po": read_po}
-BINARY: dict[str, Callable[[str, bytes, str, str | None], tuple[Sequence[Document[Any]], Any]]] \
-    = {"xliff": read_xliff, "pdf": read_pdf}
+BINARY: dict[str, Callable[[str, bytes, str, str | None, Held],
+                           tuple[Sequence[Document[Any]], Any]]] = {"xliff": read_xliff,
+                                                                     "pdf": read_pdf}
 
 
 def _parsed(documents: Sequence[Document[Any]], write: Callable[[list[Any]], bytes]
@@ -387,7 +390,7 @@ def translate_file(translator: Translator, name: str, data: bytes, kind: str | N
     """The file ``name`` (``data``; ``kind``: its format, where its name does not say) in
     translation, as :func:`read_file` reads it (``settings``: :meth:`Translator.settings`')."""
     doc = read_file(name, data, translator.config.data.src_lang, translator.config.data.tgt_lang,
-                    kind)
+                    kind, translator.memory.holds if translator.memory else None)
     many = sum(len(d.sentences) for d in doc.documents) > PROGRESS_FROM
     return doc.rebuild(translate_documents(translator, doc.documents, translator.settings(
         **settings), progress=progress and many))

@@ -87,7 +87,7 @@ def readable(translator: Translator, docs: Sequence[Document[T]],
     in parts (:func:`fitted`), marks it reads only as bytes kept apart (``marks.py``); but
     the sentences its memory holds, whole (``memory.py``)."""
     memory, unread = translator.memory, unread_marks(translator)
-    held = None if memory is None else (lambda sentence: memory.get(sentence) is not None)
+    held = None if memory is None else memory.holds
     docs = fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator),
                   held)
     return marked(docs, translator.config.data.src_lang, unread if held is None else (

@@ -29,6 +29,7 @@ from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
 from transformer_mt.translate.documents import (
     Document,
+    Held,
     Links,
     split_flow,
     split_html,
@@ -60,11 +61,12 @@ ENTITIES = {"&": "&amp;", "|": "&#124;"}
 SPECIAL = re.compile(r"[\\`*~\[\]<|]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
 
 
-def read_markdown(name: str, text: str, lang: str, target: str | None = None
+def read_markdown(name: str, text: str, lang: str, target: str | None = None,
+                  held: Held = None
                   ) -> tuple[list[Document[str]], Callable[[list[str]], bytes]]:
     """The texts of a Markdown file (each a :class:`Document` whose rebuilding gives its
     Markdown), and the function that writes the file with their translations in place
-    (``target``: not said in Markdown)."""
+    (``target``, and where a memory gave them, ``held``: not said in Markdown)."""
     markdown_it = imported("markdown_it", "Markdown (.md)")
     parts = re.split(r"(\r\n|\r|\n)", text)
     lines, ends = parts[0::2], [*parts[1::2], ""]

@@ -50,6 +50,10 @@ class Memory:
         """The translation the memory holds of ``sentence``, or None."""
         return self.translations.get(key(sentence))
 
+    def holds(self, sentence: str) -> bool:
+        """Whether the memory holds a translation of ``sentence``."""
+        return self.get(sentence) is not None
+
     def __len__(self) -> int:
         return len(self.translations)
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, split_flow
+from transformer_mt.translate.documents import Document, Held, split_flow
 from transformer_mt.translate.language_tags import direction
 from transformer_mt.translate.pdf_shaping import RIGHT_TO_LEFT, libraries, logical
 from transformer_mt.translate.pdf_writing import Box, Look, drawn, forms, merged
@@ -41,11 +41,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def read_pdf(name: str, data: bytes, lang: str, target: str | None = None
+def read_pdf(name: str, data: bytes, lang: str, target: str | None = None, held: Held = None
              ) -> tuple[list[Document[list[str]]], Callable[[list[list[str]]], bytes]]:
     """The texts of a PDF's paragraphs, each split into sentences, and how to write the PDF
     with their translations drawn in their places (the module's docstring), its language
-    (the catalogue's ``/Lang``) ``target``."""
+    (the catalogue's ``/Lang``) ``target`` (where a memory gave them, ``held``: not said)."""
     for module in ("pdfminer", "pypdf", "reportlab", "fontTools"):
         imported(module, "PDF documents (.pdf)")
     if target and direction(target) == "rtl":  # (refused before translating, not after)

@@ -1,7 +1,8 @@
-"""Gettext catalogues (``.po``, ``.pot``): a program's messages. Each message without a
-translation gets one (a plural message each of its forms: the singular's translation, then the
-plural's), marked ``fuzzy``: machine translation for a translator to review, which gettext
-does not show until then. A message translated already, the header's other fields and every
+"""Gettext catalogues (``.po``, ``.pot``): a program's messages. Each message without a translation
+gets one (a plural message each of its forms: the singular's translation, then the plural's),
+marked ``fuzzy``: machine translation for a translator to review, which gettext does not show
+until then (not where a memory gave each of its sentences, ``memory.py``: as msgmerge takes a
+compendium's exact matches). A message translated already, the header's other fields and every
 comment stay; the header's ``Language`` names the target where it named none. Read and written
 by polib (the ``files`` extra), which wraps long lines as GNU gettext does.
 
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, Links, split_flow
+from transformer_mt.translate.documents import Document, Held, Links, remembered, split_flow
 from transformer_mt.translate.glossary import PLACEHOLDER as PLACEHOLDERS
 from transformer_mt.translate.language_tags import says
 
@@ -26,7 +27,7 @@ PLACEHOLDER = re.compile(PLACEHOLDERS)
 TAG = re.compile(r"</?[a-zA-Z][^<>]*>")  # an HTML tag in a message: kept around its words
 
 
-def read_po(name: str, text: str, lang: str, target: str | None
+def read_po(name: str, text: str, lang: str, target: str | None, held: Held = None
             ) -> tuple[list[Document[str]], Callable[[list[str]], bytes]]:
     """The messages to translate of a catalogue (each text, singular and plural, one
     :class:`Document`), and the function that writes it with their translations."""
@@ -43,18 +44,20 @@ def read_po(name: str, text: str, lang: str, target: str | None
     entries = [e for e in catalogue if not e.obsolete and e.msgid and not e.msgstr
                and not any(e.msgstr_plural.values())]  # (one with a suggestion: as it is)
     texts = [(e, text) for e in entries for text in [e.msgid, e.msgid_plural] if text]
+    documents = [_message(message, lang) for _, message in texts]
 
     def write(translations: list[str]) -> bytes:
-        found = iter(translations)
+        found, docs = iter(translations), iter(documents)
         for entry in entries:
-            singular = next(found)
+            singular, exact = next(found), remembered(next(docs), held)
             if entry.msgid_plural:
-                plural = next(found)
+                plural, exact = next(found), remembered(next(docs), held) and exact
                 forms = sorted(entry.msgstr_plural) or [0, 1]
                 entry.msgstr_plural = {n: singular if n == 0 else plural for n in forms}
             else:
                 entry.msgstr = singular
-            entry.flags.insert(0, "fuzzy")  # (where GNU gettext writes it)
+            if not exact:  # (a memory's translation: none, as msgmerge's compendium's)
+                entry.flags.insert(0, "fuzzy")  # (where GNU gettext writes it)
         if target and not said:
             catalogue.metadata["Language"] = target
         kind = catalogue.metadata.get("Content-Type", "")  # written as UTF-8: said so
@@ -64,7 +67,7 @@ def read_po(name: str, text: str, lang: str, target: str | None
         return (out if catalogue.header or text.startswith("#") else out.removeprefix("#\n")
                 ).encode("utf-8")
 
-    return [_message(message, lang) for _, message in texts], write
+    return documents, write
 
 
 def _message(text: str, lang: str) -> Document[str]:

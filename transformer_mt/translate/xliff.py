@@ -12,8 +12,9 @@ translation left in it, or kept as it is where the code says ``translate="no"`` 
 A line break in a source is a space (XML's whitespace), not the end of a sentence, unless the
 source keeps its whitespace (``xml:space="preserve"``).
 A target made here says it is machine translation to review (1.2: ``state="needs-review-
-translation"``, ``state-qualifier="leveraged-mt"``; 2.x: its segment's ``state="translated"``
-where it had none), and a file that named no target language names the translation's.
+translation"``, ``state-qualifier="leveraged-mt"``, or ``"exact-match"`` where a memory gave
+each of its sentences, ``memory.py``; 2.x: its segment's ``state="translated"`` where it had
+none), and a file that named no target language names the translation's.
 Read with lxml (the ``files`` extra), no entity expanded.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 
 from transformer_mt.errors import MTError
 from transformer_mt.packages import imported
-from transformer_mt.translate.documents import Document, gathered, split_flow
+from transformer_mt.translate.documents import Document, Held, gathered, remembered, split_flow
 from transformer_mt.translate.glossary import PLACEHOLDER
 from transformer_mt.translate.language_tags import says
 
@@ -38,7 +39,7 @@ XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 Slot = tuple[Any, str]  # where text stands: an element and "text" (inside it) or "tail"
 
 
-def read_xliff(name: str, data: bytes, lang: str, target: str | None
+def read_xliff(name: str, data: bytes, lang: str, target: str | None, held: Held = None
                ) -> tuple[list[Document[list[str]]], Callable[[list[list[str]]], bytes]]:
     """The sources to translate of an XLIFF file (one :class:`Document` each, whose pieces
     are its text slots), and the function that writes the file with their targets."""
@@ -63,11 +64,11 @@ def read_xliff(name: str, data: bytes, lang: str, target: str | None
                  for (source, _), element, places in zip(units, made, slots, strict=True)]
 
     def write(translations: list[list[str]]) -> bytes:
-        for (source, old), new, places, texts in zip(units, made, slots, translations,
-                                                     strict=True):
+        for (source, old), new, places, texts, doc in zip(units, made, slots, translations,
+                                                          documents, strict=True):
             for (element, attribute), text in zip(places, texts, strict=True):
                 setattr(element, attribute, text or None)
-            _put(source, old, new, space)
+            _put(source, old, new, space, remembered(doc, held))
         if target:
             _name_target(root, space, target)
         return bytes(etree.tostring(root.getroottree(), xml_declaration=True,
@@ -163,9 +164,10 @@ def _bare(element: Any, places: Sequence[Slot]) -> list[bool]:
             for e, a in places]
 
 
-def _put(source: Any, old: Any, new: Any, space: str) -> None:
+def _put(source: Any, old: Any, new: Any, space: str, exact: bool = False) -> None:
     """``new`` in place of the empty target ``old``, or after ``source`` (a 1.2 ``source``'s
-    ``seg-source`` where it has one), marked as machine translation to review."""
+    ``seg-source`` where it has one), marked as machine translation to review (1.2: an
+    ``exact`` match of a translation memory where each of its sentences is one)."""
     if old is not None:
         for key, value in old.attrib.items():
             new.set(key, value)
@@ -180,7 +182,7 @@ def _put(source: Any, old: Any, new: Any, space: str) -> None:
         after.addnext(new)
     if space == V12:
         new.set("state", "needs-review-translation")
-        new.set("state-qualifier", "leveraged-mt")
+        new.set("state-qualifier", "exact-match" if exact else "leveraged-mt")
     elif source.getparent().get("state") in (None, "initial"):
         source.getparent().set("state", "translated")
 
