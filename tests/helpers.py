@@ -60,12 +60,12 @@ def toy_corpus(split: str) -> str:
 TINY_OVERRIDES = [
     f"data.train={toy_corpus('train')}", f"data.valid={toy_corpus('valid')}",
     f"data.test={{toy_test: {toy_corpus('test')}}}",
-    "data.max_pairs=300", "data.valid_max_pairs=20", "data.min_freq=1",
+    "data.max_pairs=300", "data.valid_max_pairs=20", "data.min_freq=1", "train.lr=1e-3",
     "model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1",
     "model.n_decoder_layers=1", "model.d_ff=64", "model.max_positions=128",
     "train.max_tokens=600", "train.max_steps=6", "train.warmup_steps=2", "train.log_every=1",
     "train.eval_every=3", "train.save_every=3", "train.precision=fp32", "train.threads=1",
-    "decode.beam_size=1", "decode.batch_size=16",
+    "decode.beam_size=1", "decode.batch_size=16", "decode.no_repeat_ngram_size=0",
 ]
 
 
