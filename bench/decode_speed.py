@@ -9,7 +9,8 @@ Translates the checkpoint's first test set (``--split``; Multi30k: test_2016_fli
 translations, and prints one JSON record with sentences/s and output tokens/s for each setting,
 ``cache_speedup`` (cached / uncached, beam 5, batch N) and, with CTranslate2, ``vs_ctranslate2``
 (engine time / ours, > 1: ours faster; greedy and beam 5, in batches of 32 and one sentence a
-call: the same batches and length limits, translations only, best of 3 turns each, 5 for the
+call: the same batches and length limits, neither with the checkpoint's
+``no_repeat_ngram_size`` (`make demo`'s 3), translations only, best of 3 turns each, 5 for the
 lone sentences (``--rounds``; ``rounds``); ours at
 ``--threads`` and with the allocator ``mt`` starts with (tcmalloc where installed:
 ``machine.allocator``), the engine at its better way: each of ``--engine-threads``' counts
@@ -150,7 +151,7 @@ def main() -> None:
     translator, source = load_translator(args.checkpoint, device)
     model, cfg = translator.model, translator.config
     src_text, src_tok, src_ids = _sources(args, translator, n)
-    cfg.decode.precision = args.precision
+    cfg.decode.precision, cfg.decode.no_repeat_ngram_size = args.precision, 0  # (docstring)
     # laid out for decoding once, as Translator does (not timed)
     model = for_decoding(model, resolve_precision(args.precision, device), device)
     results, outputs = _settings(model, cfg, src_ids, n, args.batch, device)
