@@ -15,7 +15,7 @@ typing them how many it changed, BLEU and chrF of ours and of each read as typed
 (ours over as typed, BLEU, measured in the same run) and ``recovered`` (ours over the
 translations of the sentences as written, typed alike: in capitals for capitals); with an
 emoji, how many translations hold it once (``kept``), scored without it; in brackets or
-quotes, how many hold them in order, scored without them.
+quotes, how many hold them in order (quotes in any language's marks), scored without them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import on_a_test_set
 from transformer_mt.evaluate import score
 from transformer_mt.translate import Translator
+from transformer_mt.translate.quotation import delimiters
 from transformer_mt.translate.spelling import BARE, SPELT
 
 WORDS = re.compile(r"[^\W\d_]+")
@@ -40,7 +41,6 @@ WITHOUT_MARKS = str.maketrans({**SPELT, **BARE, **{c.upper(): s.upper() for c, s
 
 
 EMOJI = "🙂"
-PAIRS = {"()": re.compile(r" ?\( ?| ?\) ?"), "„“": re.compile(" ?„ ?| ?“ ?")}
 
 
 def with_emoji(sentence: str) -> str:
@@ -59,6 +59,14 @@ def bracketed(sentence: str) -> str:
 def quoted(sentence: str) -> str:
     """``sentence`` with its words after the second in German quotes, the final mark outside."""
     return bracketed(sentence).replace("(", "„").replace(")", "“")
+
+
+def kept_in_order(translation: str, marks: str) -> bool:
+    """Whether ``translation`` holds two of ``marks``: "(" then ")" for brackets; for quotes
+    two of any of them (the source's „“, the target's “” or straight ones, as a model
+    writes them)."""
+    found = [c for c in translation if c in marks]
+    return found == ["(", ")"] if marks == "()" else len(found) == 2
 
 
 def asked(sentence: str) -> str:
@@ -100,6 +108,9 @@ def scored(texts: list[str], refs: list[str], lang: str) -> dict:
 
 def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
     lang = translator.config.data.tgt_lang
+    quotes = {c for code in (translator.config.data.src_lang, lang)
+              for c in (delimiters(code) or "")[:2]}
+    pairs = {"in brackets": "()", "in quotes": "".join(sorted(quotes)) + '"'}
     written = translator.translate(sources)
     out: dict = {"sentences": len(sources), "written": scored(written, refs, lang)}
     for name, (typed, as_ref) in TYPINGS.items():
@@ -113,12 +124,11 @@ def run(translator: Translator, sources: list[str], refs: list[str]) -> dict:
                              for k, texts in (("ours", ours), ("typed", plain))}
             ours, plain = ([re.sub(f" ?{EMOJI} ?", " ", t).strip() for t in texts]
                            for texts in (ours, plain))
-        if name in ("in brackets", "in quotes"):  # (kept in order, then scored without them)
-            pair = "()" if name == "in brackets" else "„“"
-            found["kept"] = {k: sum(t.count(pair[0]) == t.count(pair[1]) == 1 and t.index(
-                pair[0]) < t.index(pair[1]) for t in texts)
+        if name in pairs:  # (kept in order, then scored without them)
+            found["kept"] = {k: sum(kept_in_order(t, pairs[name]) for t in texts)
                              for k, texts in (("ours", ours), ("typed", plain))}
-            ours, plain = ([PAIRS[pair].sub(" ", t).replace(" .", ".").strip() for t in texts]
+            marks = re.compile(f" ?[{re.escape(pairs[name])}] ?")
+            ours, plain = ([marks.sub(" ", t).replace(" .", ".").strip() for t in texts]
                            for texts in (ours, plain))
         found |= {"ours": scored(ours, their_refs, lang), "typed": scored(plain, their_refs, lang)}
         bound = scored([as_ref(w) for w in written], their_refs, lang)["bleu"]

@@ -252,7 +252,7 @@ def test_numbers_dates_and_dashes_are_kept_not_translated(translator, monkeypatc
                         lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
     assert translator.translate(["3,5", "Ein Hund. 12.04.2026", "—"]) == [
         "3,5", f"{dog} 12.04.2026", "—"]
-    assert translator.translate(["„Ein Hund.“"]) == [f"„{dog}“"]  # read inside its quotes
+    assert translator.translate(["„Ein Hund.“"]) == [f"“{dog}”"]  # read inside, English quotes
     assert translator.translate(["<td>42</td><td>Ein Hund.</td>"], form="html") == [
         f"<td>42</td><td>{dog}</td>"]
     assert translate_file(translator, "prices.txt", b"9,99\nEin Hund.\n") == (

@@ -89,3 +89,17 @@ def test_a_mark_beside_a_kept_span_is_kept_and_the_span_whole(translator):
     assert out.count("(") == out.count(")") == 1 and out.index("(") < out.index(")")
     assert re.search(r"(?<![\d:])10:30(?![\d:])", out), out
     assert out.translate(str.maketrans("()", "  ")).split() == plain.split()
+
+
+def test_quotes_kept_apart_are_written_as_the_target_language_writes_them(translator):
+    """German's „…“ kept apart come back as English's “…” (``quotation.py``), alone and in a
+    sentence that inline markup cuts, each in the piece where its German mark stood."""
+    plain = translator.translate([WITHOUT])[0]
+    out = translator.translate(["Ein Mann „mit Hut“ läuft."])[0]
+    assert "„" not in out and out.count("“") == out.count("”") == 1
+    assert out.index("“") < out.index("”"), out
+    assert out.translate(str.maketrans("“”", "  ")).split() == plain.split()
+    cut = translator.translate(["<p>Ein <i>Mann</i> „mit <b>Hut</b>“ läuft.</p>"], form="html")[0]
+    assert re.sub("<[^>]+>", "", cut) == f"<p>{out}</p>"[3:-4], cut
+    at = [cut.index(t) for t in ("<i>", "</i>", "“", "<b>", "</b>", "”")]
+    assert at == sorted(at), cut

@@ -48,7 +48,7 @@ def test_a_sentence_the_memory_holds_is_its_translation_the_others_the_models(tr
                                   PAIR, f"„{HELD}“", MARKED, HELD.upper(),
                                   f"{PAIR.split('. ')[0]}."])
     assert ours == [f"{APPROVED[HELD]}  {model[OTHER]}", f"{model[OTHER]}\t{APPROVED[HELD]}",
-                    APPROVED[PAIR], f"„{APPROVED[HELD]}“", APPROVED[MARKED],
+                    APPROVED[PAIR], f"“{APPROVED[HELD]}”", APPROVED[MARKED],
                     translator.translate([HELD.upper()])[0],
                     translator.translate([f"{PAIR.split('. ')[0]}."])[0]]
     assert remembering.translate([f"{HELD}\n\n{OTHER}\n"], form="text") == [

@@ -23,6 +23,7 @@ from transformer_mt.translate.documents import Document, Links, translate_split
 from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.inline import UNIT, attention_links
 from transformer_mt.translate.marks import marked, unread_marks
+from transformer_mt.translate.quotation import in_style
 
 if TYPE_CHECKING:
     from transformer_mt.config import DecodeConfig
@@ -88,14 +89,16 @@ def readable(translator: Translator, docs: Sequence[Document[T]],
     the sentences its memory holds, whole (``memory.py``)."""
     memory, unread = translator.memory, unread_marks(translator)
     held = None if memory is None else memory.holds
+    langs = translator.config.data.src_lang, translator.config.data.tgt_lang
     docs = fitted(docs, lambda sentences: translator.fits(sentences, cfg), writer(translator),
-                  held)
-    return marked(docs, translator.config.data.src_lang, unread if held is None else (
+                  held, langs)
+    return marked(docs, langs, unread if held is None else (
         lambda sentence: [] if held(sentence) else unread(sentence)))
 
 
 def fitted(docs: Sequence[Document[T]], fits: Fits, writes: Callable[[str], bool] | None = None,
-           held: Callable[[str], bool] | None = None) -> list[Document[T]]:
+           held: Callable[[str], bool] | None = None, langs: tuple[str, str] | None = None
+           ) -> list[Document[T]]:
     """``docs`` with each sentence the model does not take whole (``fits``) cut into parts
     that it takes (:func:`clause_spans`): the parts are the documents' sentences, and
     rebuilding joins their translations into the sentence's (a part that goes on a sentence
@@ -103,8 +106,9 @@ def fitted(docs: Sequence[Document[T]], fits: Fits, writes: Callable[[str], bool
     :func:`writer`). A sentence without a letter (a
     number, a date, a price: "3,5", "12.04.2026", "—") is no part, kept as it is: a model
     writes such a sentence again and again ("3,5 3,5 3,5."). A sentence in quotes is read
-    without them and its translation put back in them (:func:`quoted`); a sentence ``held``
-    is read whole as it is. Documents whose sentences all fit, have letters and stand in no
+    without them and its translation put back in them (:func:`quoted`; as the target language
+    writes them, ``langs``: source, target: ``quotation.py``); a sentence ``held`` is read
+    whole as it is. Documents whose sentences all fit, have letters and stand in no
     quotes are returned as they are."""
     sentences = [s for d in docs for s in d.sentences]
     ok = iter(fits(sentences))
@@ -119,7 +123,7 @@ def fitted(docs: Sequence[Document[T]], fits: Fits, writes: Callable[[str], bool
             [(a, b)] if fit else [] if not worded(s) else
             [(a + x, a + y) for x, y in clause_spans(s[a:b], fits)]
             for s, fit, (a, b) in zip(doc.sentences, whole, inner, strict=True)],
-            writes or (lambda word: False)))
+            writes or (lambda word: False), langs))
     return out
 
 
@@ -146,10 +150,11 @@ def worded(sentence: str) -> bool:
 
 
 def _parted(doc: Document[T], spans: list[list[tuple[int, int]]],
-            writes: Callable[[str], bool]) -> Document[T]:
+            writes: Callable[[str], bool], langs: tuple[str, str] | None) -> Document[T]:
     """``doc`` with sentence i read as its parts ``spans[i]`` (offsets in it; none: kept),
-    what stands before the first and after the last (a quotation's marks) around their
-    translations (``writes``: :func:`continued`'s)."""
+    what stands before the first and after the last (a quotation's marks, as the target
+    language writes them: ``langs``) around their translations (``writes``:
+    :func:`continued`'s)."""
     parts = [s[a:b] for s, found in zip(doc.sentences, spans, strict=True) for a, b in found]
     cuts = [[c - a for c in cut if a < c < b] if cut else []
             for cut, found in zip(doc.cuts, spans, strict=True) for a, b in found]
@@ -161,7 +166,9 @@ def _parted(doc: Document[T], spans: list[list[tuple[int, int]]],
             written = [continued(t, writes) if a and sentence[a:a + 1].islower() else t
                        for (a, _), t in zip(found, translations[at:at + n], strict=True)]
             text, read = _joined(sentence, found, written, links[at:at + n])
-            joined.append(sentence[:found[0][0]].lstrip() + text + sentence[
+            around = in_style(sentence, [*range(found[0][0]), *range(found[-1][1], len(
+                sentence))], *langs) if found and langs else sentence
+            joined.append(around[:found[0][0]].lstrip() + text + around[
                 found[-1][1]:].rstrip() if found else sentence)  # (no part: kept as it is)
             linked.append(read if cut and found else None)
             at += n

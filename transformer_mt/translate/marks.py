@@ -8,8 +8,9 @@ Mann (mit Hut) läuft." gave "A man (ith a hat, ..."); a word vocabulary may not
 all (``<unk>``). So brackets and quotation marks (Unicode's opening, closing, initial and
 final punctuation) that the model's source side reads only as bytes or as unknown are read
 as spaces and kept where they stood, between the words of the translation that read the text
-around them (``documents.split_flow``'s breaks, as emoji are: ``sentences.symbols``); a mark
-the model knows is read and translated as it is. (test_2016 / test_2017 with the words after
+around them (``documents.split_flow``'s breaks, as emoji are: ``sentences.symbols``), a
+quotation mark as the target language writes it (``quotation.py``); a mark the model knows is
+read and translated as it is. (test_2016 / test_2017 with the words after
 the second in brackets, config/cpu.yaml's hour at step 1,846: 37.93 / 34.01 BLEU scored
 without them, against 35.14 / 30.13 read as bytes; as written 38.06 / 34.25.) Other marks
 stay as the model reads them: a semicolon or a dash read as a space cost 1.0-1.6 BLEU
@@ -28,6 +29,7 @@ from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, split_flow
 from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.pieces import BYTE
+from transformer_mt.translate.quotation import in_style
 from transformer_mt.translate.sentences import Break
 
 if TYPE_CHECKING:
@@ -69,40 +71,47 @@ def unread_marks(translator: Translator) -> Unread:
     return unread
 
 
-def marked(docs: Sequence[Document[T]], lang: str, unread: Unread) -> list[Document[T]]:
+def marked(docs: Sequence[Document[T]], langs: tuple[str, str], unread: Unread
+           ) -> list[Document[T]]:
     """``docs`` with each sentence that holds marks the model reads only as bytes (``unread``)
     read without them, the marks kept where they stand (:func:`documents.split_flow` of the
-    sentence with them as breaks); in a sentence that inline markup cuts, the translation
-    with the marks in place is shared out along links that read each mark where it stood.
-    Documents without such a sentence are returned as they are."""
+    sentence with them as breaks), quotation marks as the target language writes them
+    (``langs``: source, target; ``quotation.py``); in a sentence that inline markup cuts, the
+    translation with the marks in place is shared out along links that read each mark where
+    it stood. Documents without such a sentence are returned as they are."""
     out = []
     for doc in docs:
-        subs = [_sub(s if cut else next(normalized([s])), lang, unread, bool(cut))
+        subs = [_sub(s if cut else next(normalized([s])), langs, unread, bool(cut))
                 for s, cut in zip(doc.sentences, doc.cuts, strict=True)]
-        out.append(doc if all(sub is None for sub in subs) else _read_in(doc, subs))
+        out.append(doc if all(sub is None for sub, _ in subs) else _read_in(doc, subs))
     return out
 
 
-def _sub(sentence: str, lang: str, unread: Unread, cut: bool) -> Document[list[str]] | None:
-    """``sentence`` read without its unread marks (None: it has none); a sentence that inline
+def _sub(sentence: str, langs: tuple[str, str], unread: Unread, cut: bool
+         ) -> tuple[Document[list[str]] | None, str]:
+    """``sentence`` read without its unread marks (None: it has none), and the sentence with
+    its quotation marks among them in the target language's style; a sentence that inline
     markup cuts (its offsets kept: not normalized) only where it stays one sentence."""
     marks = unread(sentence)
-    sub = split_flow([sentence], lang, marks=marks) if marks else None
-    return None if sub is None or (cut and len(sub.sentences) != 1) else sub
+    styled = in_style(sentence, (i for m in marks for i in range(m.start, m.end)), *langs)
+    sub = split_flow([styled], langs[0], marks=marks) if marks else None
+    return None if sub is None or (cut and len(sub.sentences) != 1) else sub, styled
 
 
-def _read_in(doc: Document[T], subs: Sequence[Document[list[str]] | None]) -> Document[T]:
-    """``doc`` with each sentence that has one read as its sub-document's sentences."""
-    sentences = [s for s, sub in zip(doc.sentences, subs, strict=True)
+def _read_in(doc: Document[T], subs: Sequence[tuple[Document[list[str]] | None, str]]
+             ) -> Document[T]:
+    """``doc`` with each sentence that has one read as its sub-document's sentences (each
+    sub-document with its sentence as the marks are written in the translation)."""
+    sentences = [s for s, (sub, _) in zip(doc.sentences, subs, strict=True)
                  for s in (sub.sentences if sub else [s])]
-    cuts = [c for cut, sub in zip(doc.cuts, subs, strict=True)
+    cuts = [c for cut, (sub, _) in zip(doc.cuts, subs, strict=True)
             for c in (sub.cuts if sub else [cut])]
 
     def rebuild(translations: Sequence[str], links: Sequence[Links]) -> T:
         whole: list[str] = []
         read: list[Links] = []
         at = 0
-        for sub, source, cut in zip(subs, doc.sentences, doc.cuts, strict=True):
+        for (sub, source), cut in zip(subs, doc.cuts, strict=True):
             n = len(sub.sentences) if sub else 1
             whole.append(sub.rebuild(translations[at:at + n], links[at:at + n])[0] if sub
                          else translations[at])
