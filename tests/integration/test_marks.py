@@ -103,3 +103,45 @@ def test_quotes_kept_apart_are_written_as_the_target_language_writes_them(transl
     assert re.sub("<[^>]+>", "", cut) == f"<p>{out}</p>"[3:-4], cut
     at = [cut.index(t) for t in ("<i>", "</i>", "“", "<b>", "</b>", "”")]
     assert at == sorted(at), cut
+
+
+def test_a_translation_that_lost_the_marks_the_model_read_is_one_that_read_them_apart(
+        translator, monkeypatch):
+    """Marks a model reads as words (make demo's "(" and "„") it may garble: "Ein Mann (mit
+    Hut) läuft." gave "A man (in a hat is walking.". Where the translation's brackets or
+    quotation marks do not number as the sentence's, the sentence is translated again with
+    them kept apart, in ``mt translate`` and through the server alike; where they do, the
+    translation is the model's."""
+    from transformer_mt.serve.app import create_app
+    from transformer_mt.serve.settings import ServeOptions
+    from transformer_mt.translate.marks import lost_marks
+
+    lost = lost_marks(translator)
+    assert lost(SENTENCE, "A man (in a hat is walking.") and not lost(SENTENCE, "A (man) runs.")
+    assert lost("Ein „Mann“ läuft.", "A man runs.") and not lost("Ein „Mann“ läuft.",
+                                                                   'A "man" runs.')
+    assert not lost("Ein Mann läuft.", "A (man runs.") and not lost("Es geht’s.", "It’s.")
+    apart = translator.translate([SENTENCE])[0]  # (the toy model reads no bracket)
+    tokenizer, words = translator.tokenizers[0], translator.config.data.tokenizer == "spacy"
+    tokenize = tokenizer.tokenize
+    pieces = {c: c if words else f"\u2581{c}" for c in "()"}
+
+    def reading(texts):  # now it reads them, as words
+        texts = list(texts)
+        return iter([[pieces[text]] if text in pieces else tokens
+                     for text, tokens in zip(texts, tokenize(texts), strict=True)])
+
+    monkeypatch.setattr(tokenizer, "tokenize", reading)
+    for piece in pieces.values():
+        monkeypatch.setitem(translator.src_vocab.stoi, piece, 5)
+    read: list[list[int]] = []
+    decode = translator.engine.decode
+    monkeypatch.setattr(translator.engine, "decode",
+                        lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
+    assert translator.translate([SENTENCE]) == [apart]
+    assert read == translator.encode([SENTENCE, WITHOUT])  # read with them, then apart
+    with local_client(create_app(translator, ServeOptions())) as client:
+        answer = client.post("/translate", json={"q": SENTENCE, "source": "de", "target": "en"})
+        assert answer.json()["translatedText"] == apart
+    monkeypatch.setattr("transformer_mt.translate.marks._counted", lambda text: 0)
+    assert "(" not in translator.translate([SENTENCE])[0]  # kept as the model wrote them

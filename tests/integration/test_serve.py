@@ -16,7 +16,8 @@ fastapi = pytest.importorskip("fastapi")
 
 from transformer_mt.serve.app import create_app  # noqa: E402
 from transformer_mt.serve.batcher import Batcher, BatchStats  # noqa: E402
-from transformer_mt.serve.service import WARM_LENGTHS, RequestError, Service  # noqa: E402
+from transformer_mt.serve.errors import RequestError  # noqa: E402
+from transformer_mt.serve.service import WARM_LENGTHS, Service  # noqa: E402
 from transformer_mt.serve.settings import ServeOptions  # noqa: E402
 
 SENTENCES = ["Ein Hund läuft über die Wiese.", "", "Zwei Männer spielen Fußball.",

@@ -36,8 +36,9 @@ from starlette.middleware.cors import CORSMiddleware
 from transformer_mt.internals import fastapi_private
 from transformer_mt.serve import files, inside, libre, routes
 from transformer_mt.serve.batcher import decoder_thread
+from transformer_mt.serve.errors import RequestError
 from transformer_mt.serve.guard import Guard
-from transformer_mt.serve.service import RequestError, Service
+from transformer_mt.serve.service import Service
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.translate import Translator
 

@@ -10,8 +10,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from transformer_mt.serve.errors import RequestError
 from transformer_mt.serve.guard import arrived, is_json
-from transformer_mt.serve.service import RequestError, Service
+from transformer_mt.serve.service import Service
 
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer KEY")
 key_header = APIKeyHeader(name="X-API-Key", auto_error=False)

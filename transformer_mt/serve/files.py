@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import LIBRE_ERRORS, ErrorBody
 from transformer_mt.serve.deps import CallerDep, ServiceDep, libre_key
+from transformer_mt.serve.errors import RequestError
 from transformer_mt.serve.file_store import KEEP_S
-from transformer_mt.serve.service import RequestError
 from transformer_mt.translate.files import FileText, read_file
 
 

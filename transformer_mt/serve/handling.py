@@ -27,7 +27,8 @@ from transformer_mt.serve.api import (
     sentence_json,
 )
 from transformer_mt.serve.deps import Caller
-from transformer_mt.serve.service import RequestError, Service
+from transformer_mt.serve.errors import RequestError
+from transformer_mt.serve.service import Service
 from transformer_mt.serve.texts import Prepared, TextResult
 from transformer_mt.translate import Choice, Translation
 from transformer_mt.translate.glossary import SAMPLED, Glossary, holding, steered

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from transformer_mt.errors import MTError
 from transformer_mt.serve.api import ERRORS, Text, check_texts
 from transformer_mt.serve.deps import GivenKey, ServiceDep, api_key, client_id, client_left
-from transformer_mt.serve.service import RequestError, Service
+from transformer_mt.serve.errors import RequestError
+from transformer_mt.serve.service import Service
 
 router = APIRouter(dependencies=[Depends(api_key)], responses=ERRORS)
 RUN_FILES = ("kept_*.pt", "step_*.pt", "best.pt")

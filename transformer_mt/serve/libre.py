@@ -32,8 +32,8 @@ from transformer_mt.serve.api import (
     check_texts,
 )
 from transformer_mt.serve.deps import CallerDep, GivenKey, ServiceDep, client_id, libre_key
+from transformer_mt.serve.errors import RequestError
 from transformer_mt.serve.guard import is_json
-from transformer_mt.serve.service import RequestError
 from transformer_mt.translate.files import FORMATS, LIBRARIES
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")

@@ -1,8 +1,10 @@
 """What the routes share: the loaded translator, the options, the decoding worker, the
-translation cache, the rate limits, language identification, API keys and the metrics.
+translation cache, the rate limits, API keys, the metrics and the checks of languages
+(``language_checks.py``).
 
 A request's texts become :class:`Prepared` sentences (split, those longer than the model
-takes in parts, tokenized), are decoded by the worker (or found in the cache), and come back as
+takes in parts, tokenized), are decoded by the worker (or found in the cache; those whose
+translation lost their brackets or quotes again with them kept apart), and come back as
 :class:`TextResult`\\ s that rebuild each text around its translations.
 """
 
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hmac
 import json
 import logging
@@ -25,7 +26,9 @@ from transformer_mt.data.suggestions import SuggestionStore
 from transformer_mt.data.vocab import EOS_ID, UNK_ID
 from transformer_mt.errors import MTError
 from transformer_mt.serve.batcher import Batcher, BatchStats, QueueFullError, StoppingError
+from transformer_mt.serve.errors import RequestError
 from transformer_mt.serve.file_store import FileStore
+from transformer_mt.serve.language_checks import LanguageChecks, identifier
 from transformer_mt.serve.metrics import Metrics
 from transformer_mt.serve.settings import ServeOptions
 from transformer_mt.serve.storage import Storage
@@ -34,27 +37,18 @@ from transformer_mt.translate import InputTooLongError, Translation, Translator
 from transformer_mt.translate.documents import Document, TextForm
 from transformer_mt.translate.glossary import Glossary, holding, steered
 from transformer_mt.translate.inline import attention_links
-from transformer_mt.translate.language_tags import says
 from transformer_mt.translate.long_sentences import readable
+from transformer_mt.translate.marks import apart, lost_marks
 from transformer_mt.translate.unknown import copy_unknown
 
 T = TypeVar("T")
-LIBRE_CODES = {"pb": "pt-BR", "zt": "zh-Hant"}  # LibreTranslate's, sent by clients before 1.7.2
 
 log = logging.getLogger("transformer_mt.serve")
 
 WARM_LENGTHS = 64  # source lengths (tokens) a lone request of which warm_up decodes once
 
 
-class RequestError(Exception):
-    """An answer other than 200: ``{"error": message}`` with ``status``."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
-
-
-class Service:
+class Service(LanguageChecks):
     def __init__(self, translator: Translator, options: ServeOptions,
                  compare: Translator | None = None) -> None:
         self.translator, self.options, self.limits = translator, options, options.limits
@@ -97,7 +91,7 @@ class Service:
         for length in range(1, min(WARM_LENGTHS, self.translator.max_source_tokens) + 1):
             self.translator.engine.decode([[EOS_ID + 1] * (length - 1) + [EOS_ID]], one_step)
         with contextlib.suppress(ImportError):
-            _identifier()
+            identifier()
         self.warm = True
         log.info("warmed up in %.2f s", time.perf_counter() - start)
 
@@ -143,42 +137,6 @@ class Service:
                 raise RequestError(429, f"Slowdown: at most {limit:,} {name} a minute from "
                                    "one client here; try again in a minute",
                                    {"Retry-After": "60"})
-
-    # ------------------------------------------------------------------ language
-
-    def detect(self, text: str, n: int = 3) -> list[tuple[str, float]]:
-        """The ``n`` most likely languages of ``text`` with their probabilities (py3langid)."""
-        return _identifier().rank(text)[:n]
-
-    def check_pair(self, source: str, target: str) -> None:
-        """LibreTranslate's routes name the languages: this model's, as any tag of it ("de",
-        "de-DE", "EN", "zh-Hans"; LibreTranslate's own "pb" and "zt" for "pt" and "zh"),
-        ``auto`` for the source; or a 400 as LibreTranslate words it."""
-        for name, value in (("source", source), ("target", target)):
-            if not value.strip():
-                raise RequestError(400, f"Invalid request: missing {name} parameter")
-        if not (says(LIBRE_CODES.get(target.lower(), target), self.tgt_lang) and (
-                source.lower() == "auto" or says(LIBRE_CODES.get(source.lower(), source),
-                                                 self.src_lang))):
-            raise RequestError(400, f"this model translates {self.src_lang} into "
-                               f"{self.tgt_lang}, not {source} into {target}")
-
-    def check_source(self, texts: list[str]) -> tuple[str, float]:
-        """``source: auto``: the texts are in the model's source language or clearly in its
-        target language (which, with the confidence, 0-100), or a 400 that says which language
-        they look like. Short texts are ambiguous: only a clear other language is refused."""
-        sample = " ".join(texts)[:2000]
-        if not sample.strip():
-            return self.src_lang, 0.0
-        ranked = _identifier().rank(sample)
-        ours = dict(ranked).get(self.src_lang, 0.0)
-        best, p = ranked[0]
-        if best == self.tgt_lang and ours < 0.5 * p:  # already translated
-            return best, round(100 * p, 2)
-        if best != self.src_lang and ours < 0.5 * p:
-            raise RequestError(400, f"the text looks like {best} ({100 * p:.0f}% confidence); "
-                               f"this model translates {self.src_lang} into {self.tgt_lang}")
-        return self.src_lang, round(100 * ours, 2)
 
     # ------------------------------------------------------------------ translating
 
@@ -274,8 +232,27 @@ class Service:
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
         await self.copy_unknown(results, cfg, waiting, read)
+        if nbest == 1:  # (n-best lists read each sentence whole)
+            await self.kept_apart(results, cfg, waiting, remember)
         await self.link(results, waiting)
         return results
+
+    async def kept_apart(self, results: list[TextResult], cfg: DecodeConfig,
+                         waiting: Callable[[], Any] | None, remember: bool) -> None:
+        """Each sentence whose translation lost the brackets or quotation marks the model read
+        decoded again with them kept apart (``marks.lost_marks``), as ``mt translate`` does
+        (``long_sentences.translate_documents``); not one that inline markup cuts, nor one
+        ``mt serve --memory`` holds (no ids)."""
+        lost = lost_marks(self.translator)
+        again = [(r, i) for r in results for i, h in enumerate(r.hyps) if not r.doc.cuts[i]
+                 and h and h[0].ids and lost(r.doc.sentences[i], h[0].text)]
+        if not again:
+            return
+        docs = apart(self.translator, [r.doc.sentences[i] for r, i in again])
+        prepared = await self.off_loop(self.prepared, docs, None, cfg)
+        decoded = await self.decode(prepared, cfg, 1, waiting, remember=remember)
+        for (r, i), d in zip(again, decoded, strict=True):
+            r.hyps[i] = [Translation(d.text(), [], float("nan"))]
 
     def remembered(self, prepared: Prepared, remember: bool = True
                    ) -> list[list[Translation] | None]:
@@ -383,11 +360,3 @@ class Service:
             raise RequestError(499, "the client closed the connection")
         raise RequestError(504, f"not translated within {timeout:g} s; send fewer or shorter "
                            "sentences")
-
-
-@functools.lru_cache(maxsize=1)
-def _identifier() -> Any:
-    """py3langid's identifier with probabilities (its model ships inside the package)."""
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)

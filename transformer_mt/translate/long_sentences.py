@@ -22,7 +22,7 @@ from transformer_mt.data.vocab import UNK_ID
 from transformer_mt.translate.documents import Document, Links, translate_split
 from transformer_mt.translate.glossary import KEPT
 from transformer_mt.translate.inline import UNIT, attention_links
-from transformer_mt.translate.marks import marked, unread_marks
+from transformer_mt.translate.marks import apart, lost_marks, marked, unread_marks
 from transformer_mt.translate.quotation import in_style
 
 if TYPE_CHECKING:
@@ -229,9 +229,13 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     often they hold it (a subtitle's "Yes.", a sheet's repeated cells; a sentence's sampled
     translation is its own seed's draw, the same in any place), those too long for the model
     in parts (:func:`fitted`), those ``translator.memory`` holds as it translates them
-    (``memory.py``), put back in place (``documents.translate_split``)."""
+    (``memory.py``), those whose translation lost the brackets or quotation marks the model
+    read again with them kept apart (``marks.lost_marks``; but a sentence that inline markup
+    cuts), put back in place (``documents.translate_split``)."""
 
-    memory = translator.memory
+    memory, lost = translator.memory, lost_marks(translator)
+    read = readable(translator, docs, cfg)
+    cut = {s for d in read for s, c in zip(d.sentences, d.cuts, strict=True) if c}
 
     def translate(sentences: list[str]) -> list[str]:
         once = list(dict.fromkeys(sentences))
@@ -240,8 +244,13 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
         found = [h[0].text for h in translator.translate(
             todo, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)]
         translated = held | dict(zip(todo, found, strict=True))
+        # those whose translation lost the brackets or quotes the model read: again, apart
+        again = [s for s in todo if s not in cut and lost(s, translated[s])]
+        if again:
+            translated |= dict(zip(again, translate_documents(
+                translator, apart(translator, again), cfg, glossary), strict=True))
         return [translated[s] for s in sentences]
 
     return translate_split(
-        readable(translator, docs, cfg), translate,
+        read, translate,
         lambda sources, translations: attention_links(translator, sources, translations))
