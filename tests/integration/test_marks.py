@@ -140,8 +140,19 @@ def test_a_translation_that_lost_the_marks_the_model_read_is_one_that_read_them_
                         lambda ids, *a, **k: read.extend(ids) or decode(ids, *a, **k))
     assert translator.translate([SENTENCE]) == [apart]
     assert read == translator.encode([SENTENCE, WITHOUT])  # read with them, then apart
+    html = "<p>Ein <i>Mann</i> (mit <b>Hut</b>) läuft.</p>"  # (cut by inline markup too)
+    page = translator.translate([html], form="html")[0]
+    at = [page.index(t) for t in ("<i>", "</i>", "(", "<b>", "</b>", ")")]  # (each in place)
+    assert at == sorted(at) and page.count("(") == page.count("<b>") == 1, page
     with local_client(create_app(translator, ServeOptions())) as client:
         answer = client.post("/translate", json={"q": SENTENCE, "source": "de", "target": "en"})
         assert answer.json()["translatedText"] == apart
+        answer = client.post("/translate", json={"q": SENTENCE, "source": "de", "target": "en",
+                                                 "alternatives": 2})  # (the best of n)
+        best = answer.json()["translatedText"]
+        assert best.count("(") == best.count(")") == 1 and best.index("(") < best.index(")")
+        answer = client.post("/translate", json={"q": html, "source": "de", "target": "en",
+                                                 "format": "html"})
+        assert answer.json()["translatedText"] == page
     monkeypatch.setattr("transformer_mt.translate.marks._counted", lambda text: 0)
     assert "(" not in translator.translate([SENTENCE])[0]  # kept as the model wrote them

@@ -232,27 +232,26 @@ class Service(LanguageChecks):
             results.append(TextResult(doc, [h for h in found[at:at + n] if h is not None]))
             at += n
         await self.copy_unknown(results, cfg, waiting, read)
-        if nbest == 1:  # (n-best lists read each sentence whole)
-            await self.kept_apart(results, cfg, waiting, remember)
+        await self.kept_apart(results, cfg, waiting, remember)
         await self.link(results, waiting)
         return results
 
     async def kept_apart(self, results: list[TextResult], cfg: DecodeConfig,
                          waiting: Callable[[], Any] | None, remember: bool) -> None:
-        """Each sentence whose translation lost the brackets or quotation marks the model read
-        decoded again with them kept apart (``marks.lost_marks``), as ``mt translate`` does
-        (``long_sentences.translate_documents``); not one that inline markup cuts, nor one
-        ``mt serve --memory`` holds (no ids)."""
+        """Each sentence whose best translation lost the brackets or quotation marks the model
+        read decoded again with them kept apart (``marks.lost_marks``), as ``mt translate``
+        does (``long_sentences.translate_documents``), the model's alternatives after it; not
+        one ``mt serve --memory`` holds (no ids)."""
         lost = lost_marks(self.translator)
-        again = [(r, i) for r in results for i, h in enumerate(r.hyps) if not r.doc.cuts[i]
-                 and h and h[0].ids and lost(r.doc.sentences[i], h[0].text)]
+        again = [(r, i) for r in results for i, h in enumerate(r.hyps)
+                 if h and h[0].ids and lost(r.doc.sentences[i], h[0].text)]
         if not again:
             return
         docs = apart(self.translator, [r.doc.sentences[i] for r, i in again])
         prepared = await self.off_loop(self.prepared, docs, None, cfg)
         decoded = await self.decode(prepared, cfg, 1, waiting, remember=remember)
         for (r, i), d in zip(again, decoded, strict=True):
-            r.hyps[i] = [Translation(d.text(), [], float("nan"))]
+            r.hyps[i] = [Translation(d.text(), [], float("nan")), *r.hyps[i][1:]]
 
     def remembered(self, prepared: Prepared, remember: bool = True
                    ) -> list[list[Translation] | None]:

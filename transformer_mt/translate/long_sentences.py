@@ -230,12 +230,10 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
     translation is its own seed's draw, the same in any place), those too long for the model
     in parts (:func:`fitted`), those ``translator.memory`` holds as it translates them
     (``memory.py``), those whose translation lost the brackets or quotation marks the model
-    read again with them kept apart (``marks.lost_marks``; but a sentence that inline markup
-    cuts), put back in place (``documents.translate_split``)."""
+    read again with them kept apart (``marks.lost_marks``), put back in place
+    (``documents.translate_split``)."""
 
     memory, lost = translator.memory, lost_marks(translator)
-    read = readable(translator, docs, cfg)
-    cut = {s for d in read for s, c in zip(d.sentences, d.cuts, strict=True) if c}
 
     def translate(sentences: list[str]) -> list[str]:
         once = list(dict.fromkeys(sentences))
@@ -245,12 +243,12 @@ def translate_documents(translator: Translator, docs: Sequence[Document[T]],
             todo, cfg, nbest=1, scores=False, glossary=glossary, progress=progress)]
         translated = held | dict(zip(todo, found, strict=True))
         # those whose translation lost the brackets or quotes the model read: again, apart
-        again = [s for s in todo if s not in cut and lost(s, translated[s])]
+        again = [s for s in todo if lost(s, translated[s])]
         if again:
             translated |= dict(zip(again, translate_documents(
                 translator, apart(translator, again), cfg, glossary), strict=True))
         return [translated[s] for s in sentences]
 
     return translate_split(
-        read, translate,
+        readable(translator, docs, cfg), translate,
         lambda sources, translations: attention_links(translator, sources, translations))
