@@ -60,14 +60,15 @@ def unread_marks(translator: Translator, every: bool = False) -> Unread:
 
     def unread(sentence: str) -> list[Break]:
         marks = [c for c in dict.fromkeys(sentence) if unicodedata.category(c) in PAIRED]
-        asked = [c for c in marks if c not in known]
-        for c, tokens in zip(asked, tokenizer.tokenize(asked), strict=True):
+        asked = [] if every else [c for c in marks if c not in known]
+        for c, tokens in zip(asked, tokenizer.tokenize(asked) if asked else [], strict=True):
             read = [t for t in tokens if t.strip("\u2581")]  # (a word's start alone: none)
-            known[c] = every or not read or any(
-                BYTE.fullmatch(t) or vocab.stoi.get(t, UNK_ID) == UNK_ID for t in read)
+            known[c] = not read or any(BYTE.fullmatch(t) or vocab.stoi.get(t, UNK_ID) == UNK_ID
+                                       for t in read)
         spans = [m.span() for m in KEPT.finditer(sentence)]
         inside = {i for a, b in spans for i in range(a, b)}
-        at = [i for i, c in enumerate(sentence) if known.get(c) and i not in inside and not (
+        at = [i for i, c in enumerate(sentence) if (every or known.get(c)) and (
+            unicodedata.category(c) in PAIRED) and i not in inside and not (
             c in APOSTROPHES and sentence[i - 1:i].isalpha() and sentence[i + 1:i + 2].isalpha())]
         out: list[Break] = []
         for i in at:
@@ -88,7 +89,7 @@ def lost_marks(translator: Translator) -> Callable[[str, str], bool]:
     every = unread_marks(translator, every=True)
 
     def lost(sentence: str, translation: str) -> bool:
-        return bool(every(sentence)) and _counted(sentence) != _counted(translation)
+        return _counted(sentence) != _counted(translation) and bool(every(sentence))
 
     return lost
 
