@@ -247,8 +247,9 @@ class Service(LanguageChecks):
                  if h and h[0].ids and lost(r.doc.sentences[i], h[0].text)]
         if not again:
             return
-        docs = apart(self.translator, [r.doc.sentences[i] for r, i in again])
-        prepared = await self.off_loop(self.prepared, docs, None, cfg)
+        sentences = [r.doc.sentences[i] for r, i in again]  # (split off the event loop)
+        prepared = await self.off_loop(
+            lambda: self.prepared(apart(self.translator, sentences), None, cfg))
         decoded = await self.decode(prepared, cfg, 1, waiting, remember=remember)
         for (r, i), d in zip(again, decoded, strict=True):
             r.hyps[i] = [Translation(d.text(), [], float("nan")), *r.hyps[i][1:]]
