@@ -25,7 +25,7 @@ from typing import Literal
 from transformer_mt.config.data import CorpusConfig, with_numbers
 from transformer_mt.data import multi30k, numbers, tmx
 from transformer_mt.data.suggestions import suggested_pairs
-from transformer_mt.errors import DataError
+from transformer_mt.errors import DataError, MTError
 from transformer_mt.fileio import STD_STREAM, not_a_file, open_input, sha256_of, text_lines
 
 Side = Literal["src", "tgt"]
@@ -160,15 +160,24 @@ class Corpus:
             yield from (p[column] for p in pairs)
             return
         if len(self.paths) == 2:
-            yield from read_lines(self.paths[column])
+            yield from self._read(self.paths[column], f"{self.key}.{side}")
             return
-        for n, line in enumerate(read_lines(self.paths[0]), start=1):
+        for n, line in enumerate(self._read(self.paths[0], f"{self.key}.tsv"), start=1):
             fields = line.split("\t")
             if len(fields) != 2:
                 raise DataError(f"{self.key}: '{self.paths[0]}' line {n} has {len(fields)} "
                                 "tab-separated columns; a TSV corpus needs exactly two "
                                 "(source<TAB>target)")
             yield fields[column]
+
+    @staticmethod
+    def _read(path: Path, key: str) -> Iterator[str]:
+        """The file's lines (:func:`read_lines`), what is wrong with them named with the
+        config's key ("data.train.tsv: 'train.tsv', line 301: not valid UTF-8 ...")."""
+        try:
+            yield from read_lines(path)
+        except MTError as exc:
+            raise DataError(f"{key}: {exc}") from exc
 
     def check_parallel(self, n_src: int, n_tgt: int) -> None:
         """Refuse sides of different lengths, or a corpus without a line."""

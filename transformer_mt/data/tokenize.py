@@ -30,7 +30,7 @@ from transformer_mt.data.cache import cache_entry
 from transformer_mt.data.corpus import Side
 from transformer_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from transformer_mt.data.words import HYPHEN, UNSPACED, WHOLE_WORDS
-from transformer_mt.errors import DataError
+from transformer_mt.errors import DataError, MTError
 from transformer_mt.packages import missing_error, require, tokenizer_packages
 
 log = logging.getLogger(__name__)
@@ -297,19 +297,30 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
     """
     import sentencepiece as spm
 
-    lines = (t.lower() if cfg.lowercase else t for t in texts if t.strip())
+    failed: list[MTError] = []  # what a corpus said was wrong with it while read
+
+    def lines() -> Iterator[str]:
+        try:
+            yield from (t.lower() if cfg.lowercase else t for t in texts if t.strip())
+        except MTError as exc:  # SentencePiece would wrap it in its own, with a source line
+            failed.append(exc)
+            raise
+
     out = io.BytesIO()
     symbols: dict[str, Any] = {"user_defined_symbols": tags(cfg)} if tags(cfg) else {}
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=lines, model_writer=out, vocab_size=cfg.vocab_size,
+            sentence_iterator=lines(), model_writer=out, vocab_size=cfg.vocab_size,
             model_type=cfg.subword, character_coverage=0.9995, byte_fallback=True,
             unk_id=0, pad_id=1, bos_id=2, eos_id=3, unk_piece=UNK, pad_piece=PAD, bos_piece=BOS,
             eos_piece=EOS, input_sentence_size=SPM_SAMPLE, shuffle_input_sentence=True,
             hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2,
             **symbols)
     except RuntimeError as exc:
-        raise _learning_error(exc, cfg.vocab_size) from exc
+        if not failed:
+            raise _learning_error(exc, cfg.vocab_size) from exc
+    if failed:
+        raise failed[0]
     return out.getvalue()
 
 
