@@ -158,9 +158,16 @@ def test_a_word_model_made_before_hyphens_were_marked_goes_on_splitting_them_so(
     ("counts", "has 4 lines but '{dir}/b.es' has 3;"),
     ("counts-subwords", "has 4 lines but '{dir}/b.es' has 3;"),  # said before any learning
     ("columns", "line 2 has 3 tab-separated columns"),
+    ("validcolumns-subwords", "data.valid: '{dir}/bad.tsv' line 2 has 3 tab-separated columns"),
+    ("testlatin1-subwords", "data.test.news.tsv: '{dir}/latin1.tsv', line 3: not valid UTF-8"),
 ])
-def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, expected):
-    d = tmp_path
+def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, monkeypatch, problem,
+                                                            expected):
+    """What is wrong with a corpus said in one line, naming its key, before any learning
+    (a validation or test set's too), or as it is read for it (a TSV corpus, a gzipped one)."""
+    from transformer_mt.data import tokenize
+    d, learnt, learn = tmp_path, [], tokenize.train_sentencepiece
+    monkeypatch.setattr(tokenize, "train_sentencepiece", lambda *a: learnt.append(a) or learn(*a))
     (d / "a.fr").write_text("un\ndeux\ntrois\nquatre\n", encoding="utf-8")
     (d / "b.es").write_text("uno\ndos\ntres\n", encoding="utf-8")
     (d / "c.es").write_text("uno\ndos\ntres\ncuatro\n", encoding="utf-8")
@@ -172,6 +179,7 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
     # cut short, and past the first of gzip's reads (128 KiB): not found as the first line is
     words = "\n".join(f"{n:x}\t{n * 7919 % 100003:x}" for n in range(50_000)).encode()
     (d / "cut.tsv.gz").write_bytes(gzip.compress(words)[:-20])
+    good = {"src": str(d / "a.fr"), "tgt": str(d / "c.es")}
     train = {"missing": {"src": str(d / "missing.fr"), "tgt": str(d / "b.es")},
              "empty": {"src": str(d / "empty.fr"), "tgt": str(d / "b.es")},
              "latin1": {"src": str(d / "latin1.fr"), "tgt": str(d / "b.es")},
@@ -179,11 +187,12 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
              "counts": {"src": str(d / "a.fr"), "tgt": str(d / "b.es")},
              "columns": {"tsv": str(d / "bad.tsv")},
              "latin1tsv": {"tsv": str(d / "latin1.tsv")},
-             "cut": {"tsv": str(d / "cut.tsv.gz")}}[problem.split("-")[0]]
+             "cut": {"tsv": str(d / "cut.tsv.gz")}}.get(problem.split("-")[0], good)
     subwords = {"tokenizer": "sentencepiece", "vocab_size": 300} if "subwords" in problem else {}
+    valid = {"tsv": str(d / "bad.tsv")} if problem.startswith("valid") else good
+    test = {"news": {"tsv": str(d / "latin1.tsv")}} if problem.startswith("test") else {}
     write_config(d / "bad.yaml", {"src_lang": "fr", "tgt_lang": "es", "train": train,
-                                  "valid": {"src": str(d / "a.fr"), "tgt": str(d / "c.es")},
-                                  **subwords})
+                                  "valid": valid, "test": test, **subwords})
     run_dir = d / "run"
     result = run_cli(["train", "--config", str(d / "bad.yaml"), "--run-dir", str(run_dir)])
     assert result.returncode != 0
@@ -191,9 +200,9 @@ def test_bad_corpus_files_get_one_line_and_no_run_directory(tmp_path, problem, e
     last = result.stderr.strip().splitlines()[-1]  # the error: one line, after any progress
     assert last.startswith("mt train: error:") and expected.format(dir=d) in last, last
     assert not run_dir.exists()
-    assert not subwords or "tokenizing" not in result.stderr  # said before the learning began
-    # (or as it read them, as itself: not inside SentencePiece's own error, with a source line)
-    assert problem in ("latin1tsv-subwords", "cut-subwords") or "learning a" not in result.stderr
+    # said before the learning began, or as it read them (as itself: not inside
+    # SentencePiece's own error, with a source line)
+    assert bool(learnt) == (problem in ("latin1tsv-subwords", "cut-subwords"))
 
 
 def test_config_names_the_corpus_key_and_the_nearest_language():

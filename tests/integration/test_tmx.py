@@ -132,7 +132,7 @@ def test_a_file_that_is_no_memory_of_the_pair_is_one_line(tmp_path, problem, con
                       str(run_dir)])
     assert result.returncode != 0 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("mt train: error: data.train.tmx: ") and expected.format(
+    assert last.startswith("mt train: error: data.valid.tmx: ") and expected.format(
         dir=tmp_path) in last, last
     assert not run_dir.exists()
 

@@ -252,6 +252,15 @@ def _training_set(data: DataConfig, corpora: list[Corpus],
     return train
 
 
+def read_through(corpus: Corpus) -> None:
+    """A validation or test corpus (your own: not Multi30k's, checked by its sums) read
+    through, so that what is wrong in its lines (one that is not UTF-8, a TSV line without two
+    columns, sides of different lengths) is said before the training corpora are learnt from
+    and tokenized, minutes on a large corpus."""
+    if corpus.multi30k is None:
+        corpus.check_parallel(*(sum(1 for _ in corpus.lines(s)) for s in ("src", "tgt")))
+
+
 def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
                  models: tuple[bytes, bytes] | None = None,
                  progress: bool = False) -> PreparedData:
@@ -263,7 +272,8 @@ def prepare_data(cfg: Config, vocabs: tuple[Vocab, Vocab] | None = None,
     valid = corpus_of(data, "valid")
     for name, corpus in data.test_sets().items():  # your test files are checked now, not later
         if corpus.multi30k is None:
-            corpus_of(data, name)
+            read_through(corpus_of(data, name))
+    read_through(valid)
     if data.tokenizer == "sentencepiece" and models is None:
         models = subword_models(data, corpora, progress)
     if data.tokenizer != "sentencepiece":
