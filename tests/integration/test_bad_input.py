@@ -268,6 +268,24 @@ def test_a_huge_line_is_cut_before_tokenizing_and_its_pair_dropped(tmp_path):
     assert "59 training pairs" in result.stderr and "removed: 1 too_long" in result.stderr
 
 
+@pytest.mark.parametrize("sets, expected", [
+    ([], "data.train: every one of its 60 src sentences is empty ({dir}/train.tsv);"),
+    (["data.tokenizer=sentencepiece", "data.vocab_size=300", "data.shared_vocab=false"],
+     "the training corpora's src side (de): no text to learn a SentencePiece model from"),
+    (["data.tokenizer=sentencepiece", "data.vocab_size=300", "data.shared_vocab=true"],
+     "data.train: every one of its 60 src sentences is empty ({dir}/train.tsv);"),
+])
+def test_a_side_without_text_is_refused_before_training(tmp_path, sets, expected):
+    """A training corpus whose sources are all empty (a TSV's lines 'translation<TAB>' the
+    other way round, an empty column) is one line, not a model trained on nothing: said
+    by SentencePiece's learning where the side has a model of its own, else as read."""
+    (tmp_path / "train.tsv").write_text("".join(f"\tA dog runs {i} times.\n" for i in range(60)))
+    result = run_cli(tiny_train_args(tmp_path / "run", f"data.train={{tsv: {tmp_path}/train.tsv}}",
+                                     "data.max_pairs=null", *sets))
+    assert expected.format(dir=tmp_path) in _error_line(result)
+    assert not (tmp_path / "run").exists()
+
+
 def test_missing_test_files_are_found_before_training(tmp_path):
     result = run_cli(tiny_train_args(tmp_path / "run",
                                      f"data.test={{news: {{tsv: {tmp_path / 'none.tsv'}}}}}"))

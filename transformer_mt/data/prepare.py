@@ -52,6 +52,11 @@ def encode_corpora(corpora: Sequence[Corpus], segmentations: Sequence[Segmentati
     for corpus, pairs in zip(corpora, encoded, strict=True):
         for src, tgt in pairs:
             corpus.check_parallel(len(src), len(tgt))
+            for side, ids in zip(sides, (src, tgt), strict=True):
+                if not ids.offsets[-1]:  # (a side of empty lines: columns the other way round?)
+                    raise DataError(f"{corpus.key}: every one of its {len(ids):,} {side} "
+                                    f"sentences is empty ({corpus.describe()}); a pair needs "
+                                    "text on both sides (a TSV line is source<TAB>target)")
     return encoded
 
 
@@ -140,8 +145,10 @@ def subword_models(cfg: DataConfig, corpora: Sequence[Corpus], progress: bool = 
         both = f"{fingerprint('src')}+{fingerprint('tgt')}{extra}"
         model = cached_sentencepiece(chain(side("src"), side("tgt")), cfg, both, progress)
         return model, model
-    src, tgt = (cached_sentencepiece(side(s), cfg, fingerprint(s) + extra, progress)
-                for s in ("src", "tgt"))
+    langs: dict[Side, str] = {"src": cfg.src_lang, "tgt": cfg.tgt_lang}
+    src, tgt = (cached_sentencepiece(side(s), cfg, fingerprint(s) + extra, progress,
+                                     f"the training corpora's {s} side ({langs[s]})")
+                for s in langs)
     return src, tgt
 
 

@@ -288,8 +288,10 @@ def tags(cfg: DataConfig) -> list[str]:
     return sorted({c.tag for c in cfg.training_corpora() if c.tag is not None})
 
 
-def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
-    """Learn a SentencePiece model (``cfg.subword``, ``cfg.vocab_size``) from ``texts``.
+def train_sentencepiece(texts: Iterable[str], cfg: DataConfig,
+                        what: str = "the training corpora") -> bytes:
+    """Learn a SentencePiece model (``cfg.subword``, ``cfg.vocab_size``) from ``texts``
+    (``what``: their name in an error).
 
     Its specials are ours at our ids (``<unk> <pad> <bos> <eos>`` = 0-3), the corpora's tags
     pieces of their own. ``vocab_size`` is an upper bound: a small corpus gets the pieces it
@@ -298,10 +300,14 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
     import sentencepiece as spm
 
     failed: list[MTError] = []  # what a corpus said was wrong with it while read
+    read = collections.Counter[str]()
 
     def lines() -> Iterator[str]:
         try:
-            yield from (t.lower() if cfg.lowercase else t for t in texts if t.strip())
+            for t in texts:
+                if t.strip():
+                    read["lines"] += 1
+                    yield t.lower() if cfg.lowercase else t
         except MTError as exc:  # SentencePiece would wrap it in its own, with a source line
             failed.append(exc)
             raise
@@ -317,6 +323,9 @@ def train_sentencepiece(texts: Iterable[str], cfg: DataConfig) -> bytes:
             hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2,
             **symbols)
     except RuntimeError as exc:
+        if not failed and not read["lines"]:
+            raise DataError(f"{what}: no text to learn a SentencePiece model from, every line "
+                            "is empty (a TSV line is source<TAB>target)") from None
         if not failed:
             raise _learning_error(exc, cfg.vocab_size) from exc
     if failed:
@@ -339,7 +348,7 @@ def _learning_error(exc: RuntimeError, vocab_size: int) -> DataError:
 
 
 def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str,
-                         progress: bool = False) -> bytes:
+                         progress: bool = False, what: str = "the training corpora") -> bytes:
     """:func:`train_sentencepiece` once per corpus and settings; later runs (and other ranks,
     which wait on the lock) read the model from the cache (checked: ``data/cache.py``)."""
     key_text = json.dumps([fingerprint, cfg.subword, cfg.vocab_size, cfg.lowercase,
@@ -350,7 +359,7 @@ def cached_sentencepiece(texts: Iterable[str], cfg: DataConfig, fingerprint: str
         first = list(islice(lines, 1))  # (a corpus says what is wrong with it as it is read)
         log.info("learning a %s SentencePiece model of %d pieces (cached in %s)", cfg.subword,
                  cfg.vocab_size, directory.parent)
-        (directory / "spm.model").write_bytes(train_sentencepiece(chain(first, lines), cfg))
+        (directory / "spm.model").write_bytes(train_sentencepiece(chain(first, lines), cfg, what))
 
     directory = cache_entry("sentencepiece", key_text, build, ("spm.model",))
     model = (directory / "spm.model").read_bytes()
